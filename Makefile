@@ -1,0 +1,39 @@
+# The front door: `make test` sets everything up on a fresh machine (Python 3.11 + Java 17) and
+# runs lint, the type checker and the whole suite; `make demo` tells the failover story.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: test demo lint typecheck pytest bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,s3]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check zkstore recovery tests benchmarks examples
+	$(BIN)/ruff format --check zkstore recovery tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+demo: $(STAMP)
+	$(BIN)/zkstore demo
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

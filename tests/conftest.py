@@ -1,0 +1,87 @@
+"""Real servers for the tests: one embedded ZooKeeper and one moto S3 server per session.
+
+Every test gets its own ZooKeeper root (``/t<uuid>``) and its own storage root, so tests never see
+each other's state. Server logs are printed when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.helpers import S3Server, make_storage
+from zkstore.config import StoreConfig
+from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.storage import StateStorage
+from zkstore.zk import ZooKeeper
+
+
+@pytest.fixture(scope="session")
+def zk_server() -> Iterator[EmbeddedZooKeeper]:
+    server = EmbeddedZooKeeper().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def root() -> str:
+    return f"/t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def config(zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any) -> StoreConfig:
+    return StoreConfig(
+        zk_hosts=zk_server.connect_string,
+        root=root,
+        storage_url=f"file://{tmp_path}/storage",
+        session_timeout=4.0,
+        timeout=3.0,
+    )
+
+
+@pytest.fixture
+def zk(config: StoreConfig) -> Iterator[ZooKeeper]:
+    client = ZooKeeper(
+        config.zk_hosts, session_timeout=config.session_timeout, timeout=config.timeout
+    ).start()
+    client.ensure_path(config.base_path)
+    yield client
+    client.stop()
+
+
+@pytest.fixture(params=["file", "memory", "s3"])
+def any_storage(request: pytest.FixtureRequest, tmp_path: Any) -> StateStorage:
+    """The same tests over local disk, fsspec's memory filesystem and a moto S3 server."""
+    s3 = request.getfixturevalue("s3_server") if request.param == "s3" else None
+    return make_storage(request.param, tmp_path, s3)
+
+
+@pytest.fixture
+def storage(tmp_path: Any) -> StateStorage:
+    return make_storage("file", tmp_path, None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed and "zk_server" in getattr(item, "funcargs", {}):
+        server = item.funcargs["zk_server"]
+        report.sections.append(("ZooKeeper log (tail)", server.log_tail(40)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -1,0 +1,97 @@
+"""Shared helpers of the test suite: servers, storage backends, waiting on conditions."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from zkstore.storage import StateStorage
+from zkstore.zk import ZooKeeper
+
+T = TypeVar("T")
+
+
+class S3Server:
+    """A moto S3 server on 127.0.0.1 (a real HTTP server, as s3fs's own tests use)."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.endpoint = ""
+
+    def start(self) -> S3Server:
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def reset(self) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        urllib.request.urlopen(request, timeout=10).read()
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "endpoint_url": self.endpoint,
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"region_name": "us-east-1"},
+        }
+
+    def new_bucket(self) -> str:
+        import boto3
+
+        name = f"b{uuid.uuid4().hex[:12]}"
+        boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=name)
+        return name
+
+
+def make_storage(kind: str, tmp_path: Any, s3: S3Server | None, **kwargs: Any) -> StateStorage:
+    if kind == "file":
+        return StateStorage(f"file://{tmp_path}/storage", **kwargs)
+    if kind == "memory":
+        return StateStorage(f"memory://t{uuid.uuid4().hex[:12]}", **kwargs)
+    assert s3 is not None
+    return StateStorage(f"s3://{s3.new_bucket()}/zk", s3.options(), **kwargs)
+
+
+def wait_for(
+    condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = ""
+) -> T:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
+        time.sleep(interval)
+
+
+def expire_session(zk: ZooKeeper) -> None:
+    """Expire ``zk``'s session on the server, as a partition longer than the timeout would.
+
+    A second client joins the same session and closes it; the first then sees SUSPENDED, LOST and
+    (kazoo reconnects by itself) CONNECTED with a new session.
+    """
+    from kazoo.client import KazooClient
+
+    old = zk.session_id
+    other = KazooClient(zk.hosts, client_id=zk.client_id, timeout=zk.session_timeout)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+    wait_for(lambda: zk.connected and zk.session_id != old, timeout=20, what="new session")

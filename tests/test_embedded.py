@@ -1,0 +1,84 @@
+"""The embedded ZooKeeper launcher and ``zkstore zookeeper``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from zkstore.embedded import EmbeddedZooKeeper, four_letter_word
+from zkstore.errors import ConfigError
+
+BIN = Path(sys.executable).parent
+
+
+def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Any) -> None:
+    process = subprocess.Popen(
+        [str(BIN / "zkstore"), "zookeeper"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        connect_string = process.stdout.readline().strip()
+        host, port = connect_string.split(":")
+        assert host == "127.0.0.1"
+        client = KazooClient(connect_string)
+        client.start(timeout=10)
+        client.create("/hello", b"world")
+        assert client.get("/hello")[0] == b"world"
+        client.stop()
+        client.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert "export ZKSTORE_ZK=" in err
+    with pytest.raises(OSError):
+        four_letter_word("127.0.0.1", int(port), "ruok")
+
+
+def test_server_can_be_stopped_and_restarted_with_its_data(tmp_path: Any) -> None:
+    server = EmbeddedZooKeeper(data_dir=tmp_path / "zk").start()
+    try:
+        client = KazooClient(server.connect_string)
+        client.start(timeout=10)
+        client.create("/kept", b"1")
+        client.stop()
+        server.stop()
+        server.start()
+        client = KazooClient(server.connect_string)
+        client.start(timeout=10)
+        assert client.get("/kept")[0] == b"1"
+        client.stop()
+    finally:
+        server.close()
+    assert (tmp_path / "zk").exists(), "a data directory given by the caller is kept"
+
+
+def test_missing_java_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(ConfigError, match="Java not found"):
+        EmbeddedZooKeeper().start()
+
+
+def test_missing_pyspark_is_explained(tmp_path: Any) -> None:
+    """Run the launcher where pyspark cannot be imported: it says what is missing."""
+    code = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "import importlib.util as u; u.find_spec = lambda name: None\n"
+        "from zkstore.embedded import find_zookeeper_jars\n"
+        "try:\n    find_zookeeper_jars()\nexcept Exception as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}
+    )
+    assert "pyspark is not installed" in out.stdout

@@ -1,0 +1,554 @@
+"""ZooKeeperStateHandleStore against a real ZooKeeper: Flink's store scenarios and more."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.helpers import expire_session, wait_for
+from zkstore.config import StoreConfig
+from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.errors import (
+    CorruptHandle,
+    CorruptPayload,
+    FenceLost,
+    HandleExists,
+    HandleNotFound,
+    NotLeader,
+    OutcomeUnknown,
+    PayloadMissing,
+    StoreUnavailable,
+    VersionConflict,
+)
+from zkstore.handle import Handle
+from zkstore.serializers import JsonSerializer, PickleSerializer
+from zkstore.storage import StateStorage
+from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.zk import Check, Fence, ZooKeeper
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def make_store(zk: ZooKeeper, path: str, storage: StateStorage, **kwargs: Any) -> Any:
+    zk.ensure_path(path)
+    return ZooKeeperStateHandleStore(
+        zk,
+        path,
+        storage,
+        JsonSerializer(),
+        payload_prefix=lambda name: f"c/jobs/{name}/definition",
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def path(config: StoreConfig) -> str:
+    return f"{config.base_path}/currentJobs"
+
+
+@pytest.fixture
+def store(zk: ZooKeeper, path: str, storage: StateStorage) -> Any:
+    return make_store(zk, path, storage)
+
+
+@pytest.fixture
+def other_zk(config: StoreConfig) -> Iterator[ZooKeeper]:
+    client = ZooKeeper(config.zk_hosts, session_timeout=config.session_timeout, timeout=3).start()
+    yield client
+    client.stop()
+
+
+def payload_uris(storage: StateStorage) -> set[str]:
+    return {o.uri for o in storage.list("c")}
+
+
+def assert_invariant_1(zk: ZooKeeper, path: str, storage: StateStorage) -> set[str]:
+    """Every live handle's payload exists and verifies.
+
+    Returns the URIs that nodes reference, marked ones included: a marked node's payload is
+    not an orphan, its removal discards it.
+    """
+    referenced = set()
+    for name in zk.children(path):
+        data, stat = zk.get(f"{path}/{name}")
+        handle = Handle.from_znode(data, stat, f"{path}/{name}")
+        referenced.add(handle.uri)
+        if stat.numChildren > 0:  # live; a node marked for deletion counts as absent
+            storage.read(handle.ref)
+    return referenced
+
+
+# -- round trips over every storage backend -----------------------------------------------------
+
+
+def test_add_get_replace_remove_over_every_backend(
+    zk: ZooKeeper, path: str, any_storage: StateStorage
+) -> None:
+    store = make_store(zk, path, any_storage)
+    handle = store.add("job-1", {"n": 1}, summary={"name": "first"})
+    assert handle.version == 0
+    entry = store.get("job-1")
+    assert entry.state == {"n": 1}
+    assert entry.handle.summary == {"name": "first"}
+    replaced = store.replace("job-1", 0, {"n": 2})
+    assert replaced.version == 1
+    assert replaced.summary == {"name": "first"}, "replace keeps the summary"
+    assert store.get("job-1").state == {"n": 2}
+    assert payload_uris(any_storage) == {replaced.uri}, "the old payload was discarded"
+    assert store.release_and_try_remove("job-1") is True
+    assert store.exists("job-1") is None
+    assert payload_uris(any_storage) == set()
+
+
+def test_pickled_state_round_trip(zk: ZooKeeper, path: str, storage: StateStorage) -> None:
+    zk.ensure_path(path)
+    store = ZooKeeperStateHandleStore(
+        zk, path, storage, PickleSerializer(), payload_prefix=lambda n: f"c/{n}"
+    )
+    store.add("f", lambda x: x * 3)
+    assert store.get("f").state(5) == 15
+
+
+# -- add -----------------------------------------------------------------------------------------
+
+
+def test_add_over_existing_node_fails_and_leaves_no_orphan(
+    store: Any, storage: StateStorage
+) -> None:
+    first = store.add("a", {"v": 1})
+    with pytest.raises(HandleExists):
+        store.add("a", {"v": 2})
+    assert payload_uris(storage) == {first.uri}
+    assert store.get("a").state == {"v": 1}
+
+
+def test_add_over_marked_node_finishes_removal_then_adds(
+    store: Any, zk: ZooKeeper, path: str, storage: StateStorage
+) -> None:
+    old = store.add("a", {"v": 1})
+    store.release("a")
+    zk.delete(f"{path}/a/locks")  # marked for deletion, as a crash after marking leaves it
+    new = store.add("a", {"v": 2})
+    assert store.get("a").state == {"v": 2}
+    assert payload_uris(storage) == {new.uri}
+    assert old.uri != new.uri
+
+
+def test_add_creates_lock_held_by_this_instance(store: Any, zk: ZooKeeper, path: str) -> None:
+    store.add("a", {"v": 1})
+    assert zk.children(f"{path}/a/locks") == [store.instance_id]
+
+
+def test_oversized_summary_is_refused_before_anything_is_published(
+    store: Any, storage: StateStorage
+) -> None:
+    with pytest.raises(Exception, match="over the 1024-byte limit"):
+        store.add("a", {"v": 1}, summary={"name": "x" * 2000})
+    assert store.exists("a") is None
+    assert payload_uris(storage) == set()
+
+
+def test_handle_stays_small_whatever_the_payload_size(store: Any, zk: ZooKeeper, path: str) -> None:
+    store.add("big", {"blob": "x" * (5 * 1024 * 1024)}, summary={"name": "big", "kind": "function"})
+    data, _ = zk.get(f"{path}/big")
+    assert len(data) < 1024
+
+
+# -- replace -------------------------------------------------------------------------------------
+
+
+def test_replace_with_stale_version_conflicts_and_discards_new_payload(
+    store: Any, storage: StateStorage
+) -> None:
+    store.add("a", {"v": 1})
+    current = store.replace("a", 0, {"v": 2})
+    with pytest.raises(VersionConflict):
+        store.replace("a", 0, {"v": 3})
+    assert payload_uris(storage) == {current.uri}
+    assert store.get("a").state == {"v": 2}
+
+
+def test_version_zero_is_a_real_version(store: Any) -> None:
+    """Expected version 0 must be checked, not treated as 'any version'."""
+    store.add("a", {"v": 1})
+    store.replace("a", 0, {"v": 2})
+    with pytest.raises(VersionConflict):
+        store.replace("a", 0, {"v": 3})
+
+
+def test_concurrent_replaces_exactly_one_wins(
+    store: Any, zk: ZooKeeper, path: str, storage: StateStorage, other_zk: ZooKeeper
+) -> None:
+    store.add("a", {"v": 0})
+    other = make_store(other_zk, path, storage)
+    winners, losers = [], []
+    barrier = threading.Barrier(2)
+
+    def attempt(s: Any, value: int) -> None:
+        barrier.wait()
+        try:
+            winners.append(s.replace("a", 0, {"v": value}))
+        except VersionConflict:
+            losers.append(value)
+
+    threads = [threading.Thread(target=attempt, args=(s, i)) for i, s in enumerate([store, other])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1 and len(losers) == 1
+    assert payload_uris(storage) == {winners[0].uri}
+
+
+def test_replace_of_marked_node_is_not_found(store: Any, zk: ZooKeeper, path: str) -> None:
+    store.add("a", {"v": 1})
+    store.release("a")
+    zk.delete(f"{path}/a/locks")
+    with pytest.raises(HandleNotFound):
+        store.replace("a", 0, {"v": 2})
+
+
+# -- get / exists on marked nodes --------------------------------------------------------------
+
+
+def test_get_and_exists_treat_marked_node_as_absent(store: Any, zk: ZooKeeper, path: str) -> None:
+    store.add("a", {"v": 1})
+    store.add("b", {"v": 2})
+    store.release("a")
+    zk.delete(f"{path}/a/locks")
+    assert store.exists("a") is None
+    assert store.exists("b") == 0
+    with pytest.raises(HandleNotFound):
+        store.get("a")
+    assert store.names() == ["b"]
+    assert [e.name for e in store.get_all().entries] == ["b"]
+
+
+def test_get_of_missing_entry(store: Any) -> None:
+    with pytest.raises(HandleNotFound):
+        store.get("nope")
+    assert store.exists("nope") is None
+
+
+def test_invalid_names_are_refused(store: Any) -> None:
+    for name in ["../x", "a/b", "", "a b", "x" * 200]:
+        with pytest.raises(HandleNotFound, match="invalid entry name"):
+            store.get(name)
+
+
+# -- locks and removal ---------------------------------------------------------------------------
+
+
+def test_delete_blocked_by_another_instances_lock(
+    store: Any, path: str, storage: StateStorage, other_zk: ZooKeeper
+) -> None:
+    store.add("a", {"v": 1})
+    other = make_store(other_zk, path, storage)
+    assert other.get("a").state == {"v": 1}
+    assert store.release_and_try_remove("a") is False
+    assert store.exists("a") == 0, "a blocked removal changes nothing"
+    assert other.get("a").state == {"v": 1}
+    other.release("a")
+    assert store.release_and_try_remove("a") is True
+    assert store.exists("a") is None
+    assert payload_uris(storage) == set()
+
+
+def test_locks_vanish_on_session_expiry_while_data_stays(
+    path: str, storage: StateStorage, zk: ZooKeeper, other_zk: ZooKeeper
+) -> None:
+    owner = make_store(other_zk, path, storage)
+    owner.add("a", {"v": 1})
+    remover = make_store(zk, path, storage)
+    assert remover.release_and_try_remove("a") is False
+    expire_session(other_zk)
+    assert zk.children(f"{path}/a/locks") == []
+    assert remover.get("a", lock=False).state == {"v": 1}, "the data outlives the session"
+    assert remover.release_and_try_remove("a") is True
+
+
+def test_release_all(store: Any, zk: ZooKeeper, path: str) -> None:
+    for name in "abc":
+        store.add(name, {"v": name})
+    store.release_all()
+    for name in "abc":
+        assert zk.children(f"{path}/{name}/locks") == []
+
+
+class FlakyDiscardStorage(StateStorage):
+    """Real local storage whose next ``discard`` fails, as an S3 outage would."""
+
+    fail_next = False
+
+    def discard(self, uri: str) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise StoreUnavailable("storage failed (injected)")
+        super().discard(uri)
+
+
+def test_removal_is_repeatable_after_a_failing_discard(
+    zk: ZooKeeper, path: str, tmp_path: Any
+) -> None:
+    storage = FlakyDiscardStorage(f"file://{tmp_path}/flaky")
+    store = make_store(zk, path, storage)
+    handle = store.add("a", {"v": 1})
+    storage.fail_next = True
+    with pytest.raises(StoreUnavailable):
+        store.release_and_try_remove("a")
+    assert store.exists("a") is None, "marked: already absent for readers"
+    assert storage.exists(handle.uri), "payload still there: the node still points at it"
+    assert store.release_and_try_remove("a") is True
+    assert zk.exists(f"{path}/a") is None
+    assert not storage.exists(handle.uri)
+
+
+def test_remove_of_missing_entry_is_true(store: Any) -> None:
+    assert store.release_and_try_remove("never-was") is True
+
+
+# -- corruption ----------------------------------------------------------------------------------
+
+
+def test_garbage_in_znode_raises_corrupt_handle_naming_the_path(
+    store: Any, zk: ZooKeeper, path: str
+) -> None:
+    store.add("a", {"v": 1})
+    zk.set(f"{path}/a", b"\x80garbage")
+    with pytest.raises(CorruptHandle, match=f"{path}/a"):
+        store.get("a")
+    assert zk.children(f"{path}/a/locks") == [store.instance_id], "pre-existing lock kept"
+
+
+def test_failed_get_releases_the_lock_it_took(
+    store: Any, zk: ZooKeeper, path: str, storage: StateStorage, other_zk: ZooKeeper
+) -> None:
+    store.add("a", {"v": 1})
+    zk.set(f"{path}/a", b"{}")
+    reader = make_store(other_zk, path, storage)
+    with pytest.raises(CorruptHandle):
+        reader.get("a")
+    assert reader.instance_id not in zk.children(f"{path}/a/locks")
+
+
+@pytest.mark.parametrize(
+    ("damage", "error"),
+    [
+        (lambda data: data[:-3], CorruptPayload),
+        (lambda data: data[:-1] + b"X", CorruptPayload),
+        (None, PayloadMissing),
+    ],
+    ids=["truncated", "flipped", "deleted"],
+)
+def test_corrupt_truncated_or_missing_payload(
+    store: Any, storage: StateStorage, damage: Any, error: type[Exception]
+) -> None:
+    handle = store.add("a", {"v": "x" * 100})
+    store.add("b", {"v": "fine"})
+    target = storage.path_of(handle.uri)
+    if damage is None:
+        storage.discard(handle.uri)
+    else:
+        storage.fs.pipe_file(target, damage(storage.fs.cat_file(target)))
+    with pytest.raises(error):
+        store.get("a")
+    result = store.get_all()
+    assert [e.name for e in result.entries] == ["b"], "one broken entry never hides the others"
+    assert [(b.name, type(b.error)) for b in result.broken] == [("a", error)]
+
+
+def test_get_all_reports_corrupt_handles(store: Any, zk: ZooKeeper, path: str) -> None:
+    store.add("a", {"v": 1})
+    store.add("b", {"v": 2})
+    zk.set(f"{path}/a", b'{"format": 99}')
+    result = store.get_all()
+    assert [e.name for e in result.entries] == ["b"]
+    assert [b.name for b in result.broken] == ["a"]
+    assert isinstance(result.broken[0].error, CorruptHandle)
+
+
+def test_get_all_with_locks_and_many_entries(store: Any, zk: ZooKeeper, path: str) -> None:
+    for i in range(50):
+        store.add(f"j{i:03d}", {"i": i})
+    store.release_all()
+    result = store.get_all(lock=True)
+    assert sorted(e.state["i"] for e in result.entries) == list(range(50))
+    assert zk.children(f"{path}/j007/locks") == [store.instance_id]
+
+
+# -- fencing -------------------------------------------------------------------------------------
+
+
+def test_fenced_write_rejected_once_fence_node_is_gone_even_after_new_session(
+    store: Any, zk: ZooKeeper, config: StoreConfig, storage: StateStorage
+) -> None:
+    election = f"{config.base_path}/leader/election"
+    zk.ensure_path(election)
+    fence_node = zk.create(f"{election}/c-", ephemeral=True, sequence=True)
+    fence = Fence((Check(fence_node, 0),), NotLeader, "leader")
+    store.add("a", {"v": 1}, fence=fence)
+    expire_session(zk)  # kazoo silently reconnects with a new session
+    assert zk.exists(fence_node) is None
+    with pytest.raises(NotLeader):
+        store.add("b", {"v": 2}, fence=fence)
+    with pytest.raises(NotLeader):
+        store.replace("a", 0, {"v": 3}, fence=fence)
+    with pytest.raises(FenceLost):
+        store.release_and_try_remove("a", fence=fence)
+    assert store.exists("b") is None
+    assert store.get("a", lock=False).state == {"v": 1}
+    assert_invariant_1(zk, store.path, storage)
+    referenced = {store.get_handle("a").uri}
+    assert payload_uris(storage) == referenced, "rejected writes leave no payload behind"
+    store.add("b", {"v": 2}), "the same write without the fence succeeds"
+
+
+# -- outages -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def private_zk_server() -> Iterator[EmbeddedZooKeeper]:
+    server = EmbeddedZooKeeper().start()
+    yield server
+    server.close()
+
+
+def test_zookeeper_stopped_mid_test_gives_store_unavailable_within_timeout(
+    private_zk_server: EmbeddedZooKeeper, storage: StateStorage
+) -> None:
+    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=10, timeout=1.5).start()
+    try:
+        store = make_store(zk, "/outage/jobs", storage)
+        store.add("a", {"v": 1})
+        private_zk_server.stop()
+        for operation in [
+            lambda: store.get("a"),
+            lambda: store.exists("a"),
+            store.names,
+            store.get_all,
+            lambda: store.add("b", {"v": 2}),
+            lambda: store.release_and_try_remove("a"),
+        ]:
+            start = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                operation()
+            assert time.monotonic() - start < 1.5 * 2 + 1.0
+        assert_invariant_1_after_restart(private_zk_server, zk, storage)
+    finally:
+        zk.stop()
+
+
+def assert_invariant_1_after_restart(
+    server: EmbeddedZooKeeper, zk: ZooKeeper, storage: StateStorage
+) -> None:
+    server.start()
+    assert zk.wait_connected(15)
+    assert_invariant_1(zk, "/outage/jobs", storage)
+
+
+def test_unreachable_zookeeper_at_start_is_a_clear_error() -> None:
+    start = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="cannot reach ZooKeeper"):
+        ZooKeeper("127.0.0.1:9", timeout=1.0).start()
+    assert time.monotonic() - start < 5
+
+
+def test_answer_lost_while_server_paused_is_resolved_or_reported(
+    private_zk_server: EmbeddedZooKeeper, storage: StateStorage
+) -> None:
+    """The server stops answering mid-write: the store resolves the outcome or says it cannot."""
+    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=10, timeout=1.0).start()
+    try:
+        store = make_store(zk, "/paused/jobs", storage)
+        pid = private_zk_server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        timer = threading.Timer(1.5, os.kill, (pid, signal.SIGCONT))
+        timer.start()
+        try:
+            handle = store.add("a", {"v": 1})
+        except OutcomeUnknown:
+            handle = None
+        timer.join()
+        assert zk.wait_connected(15)
+        referenced = assert_invariant_1(zk, "/paused/jobs", storage)
+        if handle is not None:
+            assert referenced == {handle.uri}
+    finally:
+        os.kill(private_zk_server.pid or 0, signal.SIGCONT)
+        zk.stop()
+
+
+# -- crashes between steps -----------------------------------------------------------------------
+
+CRASH_POINTS = {
+    "add": ["add:payload-written", "add:committed"],
+    "replace": ["replace:payload-written", "replace:committed", "replace:old-discarded"],
+    "remove": [
+        "remove:lock-released",
+        "remove:marked",
+        "remove:payload-discarded",
+        "remove:deleted",
+    ],
+}
+
+
+def run_crashing(config: StoreConfig, path: str, storage: StateStorage, op: str, step: str) -> int:
+    spec = {
+        "hosts": config.zk_hosts,
+        "path": path,
+        "storage": storage.root_url,
+        "op": op,
+        "name": "job",
+        "step": step,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "tests.crash_child", json.dumps(spec)], cwd=REPO, timeout=60
+    ).returncode
+
+
+@pytest.mark.parametrize(
+    ("op", "step"), [(op, step) for op, steps in CRASH_POINTS.items() for step in steps]
+)
+def test_crash_between_steps_keeps_invariant_1(
+    op: str,
+    step: str,
+    store: Any,
+    zk: ZooKeeper,
+    path: str,
+    config: StoreConfig,
+    storage: StateStorage,
+) -> None:
+    if op != "add":
+        store.add("job", {"value": "old"})
+        store.release("job")
+    assert run_crashing(config, path, storage, op, step) == 77, "the child died at the step"
+    referenced = assert_invariant_1(zk, path, storage)
+    orphans = payload_uris(storage) - referenced
+    assert len(orphans) <= 1, f"at most the one in-flight payload is orphaned: {orphans}"
+    if op == "add":
+        expected = {"add:payload-written": None, "add:committed": {"value": "new"}}[step]
+        assert (
+            store.get("job", lock=False).state if store.exists("job") is not None else None
+        ) == expected
+    elif op == "replace":
+        state = store.get("job", lock=False).state
+        assert state == (
+            {"value": "old"} if step == "replace:payload-written" else {"value": "replaced"}
+        )
+    # Whatever happened, removal can always be finished (once the dead child's lock expires).
+    wait_for(lambda: store.release_and_try_remove("job"), timeout=15, what="removal")
+    assert zk.exists(f"{path}/job") is None
+    assert payload_uris(storage) - referenced == orphans, "removal discards what it references"
+    for orphan in orphans:
+        storage.discard(orphan)
+    assert payload_uris(storage) == set()

@@ -1,0 +1,160 @@
+"""The ``zkstore`` click group, its shared connection options and its error handling.
+
+Exit codes: 0 success; 1 the operation failed (one line on stderr, never a traceback); 2 usage
+error (bad flags, bad configuration, invalid job id).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import click
+
+from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
+from zkstore.errors import ConfigError, ZkStoreError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class ZkStoreGroup(click.Group):
+    """A group that turns zkstore errors into one line on stderr and the right exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            raise UsageFailure(str(exc)) from exc
+        except ZkStoreError as exc:
+            raise OperationFailed(f"{type(exc).__name__}: {exc}") from exc
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+class OperationFailed(click.ClickException):
+    exit_code = EXIT_FAILED
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"zkstore: error: {self.format_message()}", err=True)
+
+
+class UsageFailure(click.ClickException):
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"zkstore: usage error: {self.format_message()}", err=True)
+
+
+@dataclass
+class Connection:
+    """The connection options of one command, turned into a validated config on first use."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+    _config: StoreConfig | None = None
+
+    @property
+    def config(self) -> StoreConfig:
+        if self._config is None:
+            opts = dict(self.options)
+            pairs = opts.pop("storage_option", ()) or ()
+            self._config = StoreConfig.from_env(
+                storage_options=parse_storage_options(pairs) or None, **opts
+            )
+        return self._config
+
+
+def connection_options(func: F) -> F:
+    """Add --zk, --root, --cluster-id, --storage, --storage-option, --timeout to a command.
+
+    Each falls back to its ``ZKSTORE_*`` variable, then to the default; flags win.
+    """
+    options = [
+        click.option(
+            "--zk",
+            "zk_hosts",
+            metavar="HOST:PORT[,...]",
+            help=f"ZooKeeper connect string [env {ENV_VARS['zk_hosts']}; default 127.0.0.1:2181]",
+        ),
+        click.option(
+            "--root", help=f"ZooKeeper root path [env {ENV_VARS['root']}; default /zkstore]"
+        ),
+        click.option(
+            "--cluster-id",
+            help=f"cluster id under the root [env {ENV_VARS['cluster_id']}; default 'default']",
+        ),
+        click.option(
+            "--storage",
+            "storage_url",
+            metavar="URL",
+            help=(
+                "payload storage, any fsspec URL: file:///dir, s3://bucket/prefix "
+                f"[env {ENV_VARS['storage_url']}; default ~/.local/share/zkstore/storage]"
+            ),
+        ),
+        click.option(
+            "--storage-option",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="fsspec storage option, repeatable (endpoint_url=http://minio:9000); "
+            "FSSPEC_S3_* variables work too",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(0.1, 600),
+            help="deadline of one ZooKeeper or storage operation, seconds [default 5]",
+        ),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        names = ("zk_hosts", "root", "cluster_id", "storage_url", "storage_option", "timeout")
+        connection = Connection({n: kwargs.pop(n) for n in names})
+        return func(*args, connection=connection, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def progress(items: int, label: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal for long runs; silent when stderr is not a terminal."""
+    if items < 50 or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    with click.progressbar(length=items, label=label, file=sys.stderr) as bar:
+        yield bar.update
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
+    )
+    if verbose < 2:
+        logging.getLogger("kazoo").setLevel(max(level, logging.WARNING))
+
+
+@click.group(cls=ZkStoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="more logging on stderr (-vv for everything)")
+@click.version_option(package_name="zkstore")
+def cli(verbose: int) -> None:
+    """zkstore: a high-availability job store and recovery runtime for PySpark.
+
+    Job definitions and checkpoints live in object storage; ZooKeeper keeps small verified
+    handles to them. Daemons elect a leader that runs every job and resubmits what needs it
+    after a failover.
+
+    Connection options (--zk, --storage, ...) belong to each command and fall back to the
+    ZKSTORE_* environment variables.
+    """
+    setup_logging(verbose)

@@ -1,0 +1,217 @@
+"""An embedded ZooKeeper server for development, the demo and the tests.
+
+It runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` from the jars that the installed
+``pyspark`` wheel ships (``pyspark/jars/zookeeper-*.jar``) with the machine's ``java``, on a free
+127.0.0.1 port and a temporary data directory. It is a single server: fine for development, not a
+production ensemble.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from zkstore.errors import ConfigError, StoreUnavailable
+
+logger = logging.getLogger(__name__)
+
+_LOG4J = """\
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
+rootLogger.level = info
+rootLogger.appenderRef.console.ref = console
+"""
+
+
+def find_java() -> str:
+    """The ``java`` executable: ``$JAVA_HOME/bin/java``, else the one on ``PATH``."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if not found:
+        raise ConfigError(
+            "Java not found: the embedded ZooKeeper needs a Java runtime (17 or newer) on PATH "
+            "or in JAVA_HOME"
+        )
+    return found
+
+
+def find_zookeeper_jars() -> Path:
+    """The ``jars`` directory of the installed pyspark wheel, checked to hold ZooKeeper."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "pyspark is not installed: the embedded ZooKeeper runs from the jars of the pyspark "
+            "wheel (pip install pyspark)"
+        )
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    if not any(jars.glob("zookeeper-[0-9]*.jar")):
+        raise ConfigError(
+            f"no zookeeper-*.jar in {jars}: this pyspark installation does not ship ZooKeeper"
+        )
+    return jars
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command (``ruok``, ``srvr``...) and return the answer."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(word.encode())
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class EmbeddedZooKeeper:
+    """A ZooKeeper server process: ``start()``, use :attr:`connect_string`, ``stop()``.
+
+    It can be stopped and started again on the same port and data directory (tests use that to
+    simulate an outage). ``stop`` removes a data directory it created itself.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        data_dir: str | os.PathLike[str] | None = None,
+        tick_time_ms: int = 500,
+        max_session_timeout_ms: int = 60_000,
+    ) -> None:
+        self.port = port or free_port()
+        self._owns_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="zkstore-zookeeper-"))
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "zookeeper.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def _write_config(self) -> Path:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "zoo.cfg"
+        config.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_time_ms}",
+                    f"dataDir={self.data_dir / 'data'}",
+                    f"clientPort={self.port}",
+                    "clientPortAddress=127.0.0.1",
+                    "maxClientCnxns=0",
+                    f"minSessionTimeout={2 * self.tick_time_ms}",
+                    f"maxSessionTimeout={self.max_session_timeout_ms}",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi,cons",
+                    "",
+                ]
+            )
+        )
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J)
+        return config
+
+    def start(self, timeout: float = 30.0) -> EmbeddedZooKeeper:
+        """Start the server and wait until it answers ``imok``; raise with its log if it cannot."""
+        if self._process is not None and self._process.poll() is None:
+            return self
+        java, jars = find_java(), find_zookeeper_jars()
+        config = self._write_config()
+        command = [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            f"{jars}/*",
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(config),
+        ]
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        logger.debug("started ZooKeeper pid %s on %s", self._process.pid, self.connect_string)
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        assert self._process is not None
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self._process.poll() is not None:
+                raise StoreUnavailable(
+                    f"embedded ZooKeeper exited with code {self._process.returncode}:\n"
+                    + self.log_tail()
+                )
+            with contextlib.suppress(OSError):
+                if four_letter_word("127.0.0.1", self.port, "ruok") == "imok":
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise StoreUnavailable(
+            f"embedded ZooKeeper did not answer within {timeout:g} s:\n" + self.log_tail()
+        )
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def stop(self, *, remove_data: bool = False) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if remove_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop, and remove the data directory if this object created it."""
+        self.stop(remove_data=self._owns_dir)
+
+    def __enter__(self) -> EmbeddedZooKeeper:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,130 @@
+"""Where everything lives: the ZooKeeper paths and object-storage keys of one cluster.
+
+ZooKeeper, under ``R = <root>/<cluster-id>``::
+
+    R/leader/election/<contender>         EPHEMERAL_SEQUENTIAL, one per daemon
+    R/leader/info                         EPHEMERAL JSON of the current leader
+    R/currentJobs/<job>                   JSON handle of the job definition
+    R/currentJobs/<job>/locks/<owner>     EPHEMERAL lock of a store instance using it
+    R/jobs/<job>/status                   JSON status, written by the leader
+    R/jobs/<job>/running                  EPHEMERAL JSON, held by the live driver
+    R/jobs/<job>/outcome                  JSON outcome of the last attempt, written by its driver
+    R/jobs/<job>/cancel                   JSON cancel request
+    R/jobs/<job>/checkpoints/<%019d>      JSON handle of one checkpoint's metadata
+    R/jobs/<job>/control                  JSON dynamic configuration of the job
+    R/results/<job>                       JSON result (DIRTY, then CLEAN)
+    R/quarantine/<job>                    JSON reason a job cannot be run
+
+Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl`` and
+``checkpoints/<checkpoint-id>-<uuid>.json``. Every key names its owner, so a lingering payload
+is one under a known prefix that no handle references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zkstore.config import validate_id
+from zkstore.errors import InvalidJobId, ZkStoreError
+
+CHECKPOINT_ID_WIDTH = 19
+
+
+def validate_job_id(job_id: str) -> str:
+    """Return ``job_id`` if it is a valid job id, else raise :class:`InvalidJobId`."""
+    try:
+        return validate_id(job_id, "job id")
+    except ZkStoreError as exc:
+        raise InvalidJobId(str(exc)) from None
+
+
+def checkpoint_node_name(checkpoint_id: int) -> str:
+    """The znode name of a checkpoint id: zero-padded so that names sort like numbers."""
+    if checkpoint_id < 0:
+        raise ValueError("checkpoint ids are non-negative")
+    return f"{checkpoint_id:0{CHECKPOINT_ID_WIDTH}d}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """ZooKeeper paths under one cluster root ``R`` (``<root>/<cluster-id>``)."""
+
+    base: str
+
+    @property
+    def current_jobs(self) -> str:
+        return f"{self.base}/currentJobs"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.base}/jobs"
+
+    @property
+    def results(self) -> str:
+        return f"{self.base}/results"
+
+    @property
+    def quarantine(self) -> str:
+        return f"{self.base}/quarantine"
+
+    @property
+    def election(self) -> str:
+        return f"{self.base}/leader/election"
+
+    @property
+    def leader_info(self) -> str:
+        return f"{self.base}/leader/info"
+
+    def job_handle(self, job_id: str) -> str:
+        return f"{self.current_jobs}/{validate_job_id(job_id)}"
+
+    def job_dir(self, job_id: str) -> str:
+        return f"{self.jobs}/{validate_job_id(job_id)}"
+
+    def status(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/status"
+
+    def running(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/running"
+
+    def outcome(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/outcome"
+
+    def cancel(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/cancel"
+
+    def control(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/control"
+
+    def checkpoints(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/checkpoints"
+
+    def result(self, job_id: str) -> str:
+        return f"{self.results}/{validate_job_id(job_id)}"
+
+    def quarantine_entry(self, job_id: str) -> str:
+        return f"{self.quarantine}/{validate_job_id(job_id)}"
+
+    def base_paths(self) -> tuple[str, ...]:
+        """The persistent parents that must exist before any transaction under them."""
+        return (self.current_jobs, self.jobs, self.results, self.quarantine, self.election)
+
+
+@dataclass(frozen=True)
+class StorageLayout:
+    """Object-storage key prefixes (relative to the storage root) of one cluster."""
+
+    cluster_id: str
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.cluster_id}/jobs"
+
+    def job(self, job_id: str) -> str:
+        return f"{self.jobs}/{validate_job_id(job_id)}"
+
+    def definitions(self, job_id: str) -> str:
+        return f"{self.job(job_id)}/definition"
+
+    def checkpoints(self, job_id: str) -> str:
+        return f"{self.job(job_id)}/checkpoints"

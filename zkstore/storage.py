@@ -1,0 +1,336 @@
+"""Payloads in object storage, behind fsspec: create-only writes, verified reads.
+
+Every payload is written once, at a fresh key that names its owner, and never overwritten:
+
+- local disk: a temporary file in the same directory, fsync, then ``os.link`` to the final name
+  (fails instead of overwriting) and a directory fsync;
+- S3 and S3-compatible stores: one PUT with ``If-None-Match: *`` (s3fs ``mode="create"``);
+- any other fsspec backend: ``pipe_file(mode="create")``.
+
+Every read checks size and sha256 (and the HMAC when a signing key is configured) before it
+returns a single byte, and only reads URIs under the configured root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+
+from zkstore.errors import (
+    ConfigError,
+    CorruptPayload,
+    PayloadMissing,
+    SerializationError,
+    StoreUnavailable,
+    UntrustedPayload,
+)
+from zkstore.handle import PayloadRef
+
+logger = logging.getLogger(__name__)
+
+TEMP_MARKER = ".tmp-"
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object found by :meth:`StateStorage.list`."""
+
+    uri: str
+    size: int
+    modified: datetime
+
+    def age_seconds(self, now: datetime | None = None) -> float:
+        return ((now or datetime.now(UTC)) - self.modified).total_seconds()
+
+
+def _remote_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types of remote backends that mean "storage unreachable or refusing"."""
+    types: list[type[BaseException]] = []
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        pass
+    else:
+        types += [BotoCoreError, ClientError]
+    return tuple(types)
+
+
+@contextlib.contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """Translate OS and backend errors of one storage operation into zkstore errors."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise PayloadMissing(f"{what}: not found") from exc
+    except OSError as exc:
+        raise StoreUnavailable(f"storage failed ({what}): {exc}") from exc
+    except _remote_error_types() as exc:
+        raise StoreUnavailable(f"storage failed ({what}): {exc}") from exc
+
+
+def _s3_defaults(timeout: float) -> dict[str, Any]:
+    """Bounded timeouts and retries, so that an unreachable S3 fails within the deadline."""
+    return {
+        "config_kwargs": {
+            "connect_timeout": timeout,
+            "read_timeout": max(timeout, 30.0),
+            "retries": {"max_attempts": 2, "mode": "standard"},
+        },
+    }
+
+
+def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(defaults)
+    for key, value in given.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class StateStorage:
+    """Payloads under one root URL: create-only writes, verified reads, idempotent discards.
+
+    Keys passed in are relative to the root (``<cluster>/jobs/<job>/definition``); URIs handed out
+    and accepted are absolute (``s3://bucket/root/<cluster>/...``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        signing_key: bytes | None = None,
+        max_payload_bytes: int = 256 * 1024 * 1024,
+        timeout: float = 5.0,
+    ) -> None:
+        given = dict(options or {})
+        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        if protocol in {"s3", "s3a"}:
+            given = _merge(_s3_defaults(timeout), given)
+        given.setdefault("skip_instance_cache", True)
+        given.setdefault("use_listings_cache", False)
+        try:
+            fs, root = url_to_fs(url, **given)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"storage {url!r}: {exc}") from exc
+        except TypeError as exc:
+            raise ConfigError(f"storage {url!r}: bad storage option: {exc}") from exc
+        self.fs: AbstractFileSystem = fs
+        self._root = root.rstrip("/")
+        if not self._root:
+            raise ConfigError(f"storage {url!r}: name a directory or bucket, not the root")
+        self.root_url = fs.unstrip_protocol(self._root).rstrip("/")
+        self._local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+        self._signing_key = signing_key
+        self.max_payload_bytes = max_payload_bytes
+
+    def __repr__(self) -> str:
+        return f"StateStorage({self.root_url!r})"
+
+    # -- addressing ----------------------------------------------------------------------------
+
+    def url(self, key: str) -> str:
+        """The absolute URI of a key relative to the root."""
+        return f"{self.root_url}/{key.strip('/')}"
+
+    def path_of(self, uri: str) -> str:
+        """The backend path of ``uri``; :class:`UntrustedPayload` if it is outside the root."""
+        prefix = self.root_url + "/"
+        rest = uri[len(prefix) :] if uri.startswith(prefix) else None
+        if not rest or any(part in {"", ".", ".."} for part in rest.split("/")):
+            raise UntrustedPayload(f"URI {uri!r} is outside the storage root {self.root_url}")
+        return f"{self._root}/{rest}"
+
+    def key_of(self, uri: str) -> str:
+        """The key (relative to the root) of a URI under the root."""
+        return self.path_of(uri)[len(self._root) + 1 :]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def write(self, prefix: str, data: bytes, *, suffix: str = "", stem: str = "") -> PayloadRef:
+        """Write ``data`` at a fresh key ``<prefix>/<stem><uuid><suffix>`` and return its reference.
+
+        Never overwrites anything. A crash at any point leaves either nothing, an invisible
+        temporary file, or a complete object that no handle references yet (an orphan).
+        """
+        if len(data) > self.max_payload_bytes:
+            raise SerializationError(
+                f"payload of {len(data)} bytes is over the configured limit of "
+                f"{self.max_payload_bytes} bytes"
+            )
+        digest = hashlib.sha256(data).hexdigest()
+        signature = self._sign(data)
+        for _ in range(3):
+            uri = self.url(f"{prefix.strip('/')}/{stem}{uuid.uuid4().hex}{suffix}")
+            path = self.path_of(uri)
+            with storage_errors(f"write {uri}"):
+                try:
+                    if self._local:
+                        _write_local_exclusive(path, data)
+                    else:
+                        self.fs.pipe_file(path, data, mode="create")
+                except FileExistsError:
+                    if self._has_content(path, digest):
+                        return PayloadRef(uri, len(data), digest, signature)
+                    continue
+            return PayloadRef(uri, len(data), digest, signature)
+        raise StoreUnavailable(f"could not find a free key under {prefix!r}")
+
+    def _has_content(self, path: str, digest: str) -> bool:
+        """True if ``path`` holds exactly our bytes (a retried PUT whose first answer was lost)."""
+        with storage_errors(f"read {path}"):
+            return hashlib.sha256(self.fs.cat_file(path)).hexdigest() == digest
+
+    def discard(self, uri: str) -> None:
+        """Delete the payload at ``uri``; deleting one that is already gone is not an error."""
+        path = self.path_of(uri)
+        with storage_errors(f"discard {uri}"):
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                logger.debug("discard %s: already gone", uri)
+        if self._local:
+            _remove_empty_parents(os.path.dirname(path), stop=self._root)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, ref: PayloadRef) -> bytes:
+        """Return the payload's bytes after checking size, sha256 and (if configured) the HMAC.
+
+        Raises :class:`PayloadMissing`, :class:`CorruptPayload` (truncated, extended or changed),
+        :class:`UntrustedPayload` (outside the root, signature missing or wrong) or
+        :class:`StoreUnavailable`; never returns unverified bytes.
+        """
+        path = self.path_of(ref.uri)
+        if ref.size > self.max_payload_bytes:
+            raise UntrustedPayload(
+                f"{ref.uri}: handle claims {ref.size} bytes, over the limit of "
+                f"{self.max_payload_bytes}"
+            )
+        with storage_errors(f"read {ref.uri}"):
+            data: bytes = self.fs.cat_file(path)
+        self.verify_bytes(ref, data)
+        return data
+
+    def verify_bytes(self, ref: PayloadRef, data: bytes) -> None:
+        """Raise unless ``data`` matches ``ref``'s size, sha256 and (when a key is set) HMAC."""
+        if len(data) != ref.size:
+            kind = "truncated" if len(data) < ref.size else "longer than its handle"
+            raise CorruptPayload(f"{ref.uri}: {kind} ({len(data)} bytes, handle says {ref.size})")
+        if hashlib.sha256(data).hexdigest() != ref.sha256:
+            raise CorruptPayload(f"{ref.uri}: sha256 does not match its handle")
+        if self._signing_key is not None:
+            if ref.hmac is None:
+                raise UntrustedPayload(f"{ref.uri}: not signed, and a signing key is configured")
+            if not hmac.compare_digest(self._sign(data) or "", ref.hmac):
+                raise UntrustedPayload(
+                    f"{ref.uri}: signature does not match (wrong key or tampered)"
+                )
+
+    def exists(self, uri: str) -> bool:
+        """True if an object is at ``uri``; an outage raises instead of answering False."""
+        path = self.path_of(uri)
+        with storage_errors(f"stat {uri}"):
+            try:
+                self.fs.info(path)
+            except FileNotFoundError:
+                return False
+        return True
+
+    def list(self, prefix: str) -> list[StoredObject]:
+        """Every object under ``prefix`` (relative to the root), with sizes and ages, uncached."""
+        base = f"{self._root}/{prefix.strip('/')}" if prefix.strip("/") else self._root
+        with storage_errors(f"list {prefix or '/'}"):
+            try:
+                found = self.fs.find(base, detail=True)
+            except FileNotFoundError:
+                return []
+        objects = []
+        for path, info in sorted(found.items()):
+            if info.get("type") == "directory":
+                continue
+            objects.append(
+                StoredObject(
+                    uri=self.fs.unstrip_protocol(path),
+                    size=int(info.get("size") or 0),
+                    modified=_modified(info),
+                )
+            )
+        return objects
+
+    def _sign(self, data: bytes) -> str | None:
+        if self._signing_key is None:
+            return None
+        return hmac.new(self._signing_key, data, hashlib.sha256).hexdigest()
+
+
+def _modified(info: Mapping[str, Any]) -> datetime:
+    for key in ("mtime", "LastModified", "last_modified", "created", "updated"):
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value, UTC)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    # An object whose age cannot be told is treated as brand new, so it is never reaped.
+    return datetime.now(UTC)
+
+
+def _write_local_exclusive(path: str, data: bytes) -> None:
+    """Atomically publish ``data`` at ``path``; raise FileExistsError rather than overwrite."""
+    directory, name = os.path.split(path)
+    for attempt in range(3):
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, f".{name}{TEMP_MARKER}{uuid.uuid4().hex[:8]}")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:
+            # A concurrent discard removed the (then empty) directory: make it again.
+            if attempt == 2:
+                raise
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(temp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+        _fsync_dir(directory)
+        return
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_empty_parents(directory: str, stop: str) -> None:
+    """Remove now-empty directories from ``directory`` up to (not including) ``stop``."""
+    while directory.startswith(stop + "/"):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        directory = os.path.dirname(directory)

@@ -1,0 +1,478 @@
+"""The state handle store: payloads in object storage, small verified handles in ZooKeeper.
+
+Layout under the store's ZooKeeper path ``P``::
+
+    P/<name>                      JSON handle (see :mod:`zkstore.handle`)
+    P/<name>/locks                present while the entry is live; absent = marked for deletion
+    P/<name>/locks/<instance>     EPHEMERAL lock of a store instance using the entry
+
+Invariant 1, *handle in ZooKeeper ⇒ payload exists and verifies*, holds after a crash at any line:
+a payload is written (create-only, fresh key) before the transaction that publishes its handle, and
+discarded only after the handle stopped pointing at it (replaced, or marked for deletion). A crash
+can leave an orphan payload, never a dangling live handle. A node marked for deletion counts as
+absent everywhere; :meth:`ZooKeeperStateHandleStore.release_and_try_remove` finishes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+from zkstore.errors import (
+    CorruptHandle,
+    FenceLost,
+    HandleExists,
+    HandleNotFound,
+    NotEmpty,
+    OutcomeUnknown,
+    PayloadError,
+    PayloadMissing,
+    StoreUnavailable,
+    VersionConflict,
+    ZkStoreError,
+)
+from zkstore.handle import Handle, SummaryValue
+from zkstore.serializers import Serializer
+from zkstore.storage import StateStorage
+from zkstore.zk import Check, Create, Deadline, Delete, Fence, Op, SetData, ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOCKS = "locks"
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def new_instance_id() -> str:
+    """A store instance id: host, pid and a random part, usable as a znode name."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:40] or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """A live entry: its name, deserialized state and handle (whose ``version`` is the znode's)."""
+
+    name: str
+    state: T
+    handle: Handle
+
+    @property
+    def version(self) -> int:
+        assert self.handle.version is not None
+        return self.handle.version
+
+
+@dataclass(frozen=True)
+class Broken:
+    """An entry that cannot be read or verified, with the reason; its handle if it parsed."""
+
+    name: str
+    path: str
+    error: ZkStoreError
+    handle: Handle | None = None
+
+    @property
+    def reason(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}"
+
+
+@dataclass(frozen=True)
+class GetAllResult(Generic[T]):
+    """What :meth:`ZooKeeperStateHandleStore.get_all` found: live entries and broken ones."""
+
+    entries: list[Entry[T]]
+    broken: list[Broken]
+
+
+class ZooKeeperStateHandleStore(Generic[T]):
+    """Entries of one kind under one ZooKeeper path, with payloads under storage prefixes.
+
+    ``payload_prefix(name)`` gives the storage key prefix of an entry's payloads (it must name the
+    owner, e.g. ``<cluster>/jobs/<job>/definition``). ``on_step`` is called with a step name
+    between the steps of every write; tests use it to inject crashes.
+    """
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        path: str,
+        storage: StateStorage,
+        serializer: Serializer[T],
+        *,
+        payload_prefix: Callable[[str], str],
+        instance_id: str | None = None,
+        workers: int = 16,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.path = path.rstrip("/")
+        self.storage = storage
+        self.serializer = serializer
+        self.payload_prefix = payload_prefix
+        self.instance_id = instance_id or new_instance_id()
+        self.workers = workers
+        self._on_step = on_step
+        self._locked: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperStateHandleStore({self.path!r}, {self.storage!r})"
+
+    # -- paths -----------------------------------------------------------------------------------
+
+    def node(self, name: str) -> str:
+        if not _NAME_RE.fullmatch(name) or name in {".", ".."}:
+            raise HandleNotFound(f"invalid entry name {name!r}")
+        return f"{self.path}/{name}"
+
+    def _locks(self, name: str) -> str:
+        return f"{self.node(name)}/{LOCKS}"
+
+    def _lock(self, name: str) -> str:
+        return f"{self._locks(name)}/{self.instance_id}"
+
+    def _step(self, step: str) -> None:
+        if self._on_step is not None:
+            self._on_step(step)
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def add(
+        self,
+        name: str,
+        state: T,
+        *,
+        summary: Mapping[str, SummaryValue] | None = None,
+        fence: Fence | None = None,
+        stem: str = "",
+    ) -> Handle:
+        """Store ``state`` and publish its handle under ``name``, locked by this instance.
+
+        Raises :class:`HandleExists` if a live entry has that name (a node marked for deletion is
+        removed first, then replaced), ``fence.error`` if the fence is lost, or
+        :class:`OutcomeUnknown` if the answer was lost and could not be resolved (payload kept).
+        On every other failure the new payload is discarded.
+        """
+        node = self.node(name)
+        payload = self.serializer.dumps(state)
+        ref = self.storage.write(
+            self.payload_prefix(name), payload, suffix=self.serializer.suffix, stem=stem
+        )
+        try:
+            handle = Handle.for_payload(ref, self.instance_id, summary)
+        except ZkStoreError:
+            self.storage.discard(ref.uri)
+            raise
+        self._step("add:payload-written")
+        ops: list[Op] = [
+            Create(node, handle.to_bytes()),
+            Create(f"{node}/{LOCKS}"),
+            Create(self._lock(name), ephemeral=True),
+        ]
+        try:
+            try:
+                self._commit(ops, fence, applied=lambda: self._points_at(node, handle.uri))
+            except HandleExists as exc:
+                if exc.path != node or not self._is_marked(node):
+                    raise HandleExists(f"{node} exists already", path=node) from None
+                logger.info("%s is marked for deletion: finishing its removal first", node)
+                self.release_and_try_remove(name)
+                self._commit(ops, fence, applied=lambda: self._points_at(node, handle.uri))
+        except OutcomeUnknown:
+            raise
+        except ZkStoreError:
+            self.storage.discard(ref.uri)
+            raise
+        self._locked.add(name)
+        self._step("add:committed")
+        return replace(handle, version=0)
+
+    def replace(
+        self,
+        name: str,
+        expected_version: int,
+        state: T,
+        *,
+        summary: Mapping[str, SummaryValue] | None = None,
+        fence: Fence | None = None,
+        stem: str = "",
+    ) -> Handle:
+        """Replace the entry's state if its znode is still at ``expected_version``.
+
+        The summary is kept unless a new one is given.
+        Raises :class:`VersionConflict` if it changed (the new payload is discarded),
+        :class:`HandleNotFound` if it is gone or marked. On success the old payload is discarded
+        (a crash right before that leaves it as an orphan).
+        """
+        node = self.node(name)
+        data, stat = self.zk.get(node)
+        if stat.numChildren == 0:
+            raise HandleNotFound(f"{node} is marked for deletion", path=node)
+        if stat.version != expected_version:
+            raise VersionConflict(
+                f"{node} is at version {stat.version}, not {expected_version}", path=node
+            )
+        try:
+            old: Handle | None = Handle.from_znode(data, stat, node)
+        except CorruptHandle:
+            old = None
+        ref = self.storage.write(
+            self.payload_prefix(name),
+            self.serializer.dumps(state),
+            suffix=self.serializer.suffix,
+            stem=stem,
+        )
+        if summary is None and old is not None:
+            summary = old.summary
+        try:
+            new = Handle.for_payload(ref, self.instance_id, summary)
+        except ZkStoreError:
+            self.storage.discard(ref.uri)
+            raise
+        self._step("replace:payload-written")
+        ops: list[Op] = [Check(f"{node}/{LOCKS}"), SetData(node, new.to_bytes(), expected_version)]
+        try:
+            self._commit(ops, fence, applied=lambda: self._points_at(node, new.uri))
+        except OutcomeUnknown:
+            raise
+        except ZkStoreError:
+            self.storage.discard(ref.uri)
+            raise
+        self._step("replace:committed")
+        if old is not None and old.uri != new.uri:
+            self._discard_quietly(old.uri)
+        self._step("replace:old-discarded")
+        return replace(new, version=expected_version + 1)
+
+    def release(self, name: str) -> None:
+        """Drop this instance's lock on ``name`` (idempotent)."""
+        with contextlib.suppress(HandleNotFound):
+            self.zk.delete(self._lock(name))
+        self._locked.discard(name)
+
+    def release_all(self) -> None:
+        """Drop every lock this instance holds."""
+        for name in sorted(self._locked):
+            self.release(name)
+
+    def release_and_try_remove(self, name: str, *, fence: Fence | None = None) -> bool:
+        """Release our lock, then remove the entry and its payload unless someone else holds it.
+
+        Returns False (and changes nothing else) while another instance holds a lock; True once
+        the entry is gone. Steps: mark (delete ``locks``), discard the payload, delete the node.
+        Each is idempotent, so calling again after a failure at any point finishes the job.
+        """
+        node = self.node(name)
+        self.release(name)
+        self._step("remove:lock-released")
+        try:
+            self._commit([Delete(f"{node}/{LOCKS}")], fence, applied=lambda: self._is_marked(node))
+        except NotEmpty:
+            logger.debug("%s is still locked by another instance", node)
+            return False
+        except HandleNotFound:
+            pass  # already marked, or the node is gone
+        self._step("remove:marked")
+        try:
+            data, stat = self.zk.get(node)
+        except HandleNotFound:
+            return True
+        try:
+            self.storage.discard(Handle.from_znode(data, stat, node).uri)
+        except CorruptHandle as exc:
+            logger.warning(
+                "removing %s whose handle is corrupt (%s): no payload to discard", node, exc
+            )
+        self._step("remove:payload-discarded")
+        with contextlib.suppress(HandleNotFound):
+            self._commit([Delete(node)], fence, applied=lambda: self.zk.exists(node) is None)
+        self._step("remove:deleted")
+        return True
+
+    def _commit(self, ops: list[Op], fence: Fence | None, *, applied: Callable[[], bool]) -> None:
+        """Commit, resolving a lost answer by reading back and, if not applied, retrying.
+
+        Retrying the same ops is safe: if the first attempt was applied after all, the retry fails
+        and the read-back sees it. Unresolved by the deadline: :class:`OutcomeUnknown`.
+        """
+        deadline = Deadline(self.zk.timeout)
+        uncertain = False
+        while True:
+            try:
+                self.zk.commit(ops, fence=fence, timeout=max(deadline.remaining(), 0.5))
+                return
+            except OutcomeUnknown:
+                uncertain = True
+            except (HandleExists, HandleNotFound, VersionConflict, NotEmpty, FenceLost):
+                if uncertain and self._applied_quietly(applied):
+                    return
+                raise
+            if self._applied_quietly(applied):
+                return
+            if deadline.expired:
+                raise OutcomeUnknown(
+                    f"write under {self.path} may or may not have been applied; its payload is kept"
+                )
+
+    def _applied_quietly(self, applied: Callable[[], bool]) -> bool:
+        try:
+            return applied()
+        except StoreUnavailable:
+            return False
+
+    def _points_at(self, node: str, uri: str) -> bool:
+        try:
+            data, stat = self.zk.get(node)
+        except HandleNotFound:
+            return False
+        try:
+            return Handle.from_znode(data, stat, node).uri == uri
+        except CorruptHandle:
+            return False
+
+    def _is_marked(self, node: str) -> bool:
+        stat = self.zk.exists(node)
+        return stat is not None and stat.numChildren == 0
+
+    def _discard_quietly(self, uri: str) -> None:
+        try:
+            self.storage.discard(uri)
+        except StoreUnavailable as exc:
+            logger.warning(
+                "could not discard replaced payload %s (left as an orphan): %s", uri, exc
+            )
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get(self, name: str, *, lock: bool = True) -> Entry[T]:
+        """Lock (by default) and return the entry with its verified, deserialized state.
+
+        Raises :class:`HandleNotFound` (absent or marked), :class:`CorruptHandle`, a
+        :class:`PayloadError` subclass, or :class:`StoreUnavailable`. If the read fails, a lock
+        taken by this call is released again.
+        """
+        node = self.node(name)
+        newly_locked = lock and self._take_lock(name)
+        try:
+            return self._read_entry(name, node)
+        except ZkStoreError:
+            if newly_locked:
+                self.release(name)
+            raise
+
+    def _take_lock(self, name: str) -> bool:
+        try:
+            self.zk.create(self._lock(name), ephemeral=True)
+        except HandleExists:
+            return False
+        except HandleNotFound:
+            raise HandleNotFound(
+                f"{self.node(name)} does not exist or is marked for deletion"
+            ) from None
+        self._locked.add(name)
+        return True
+
+    def _read_entry(self, name: str, node: str) -> Entry[T]:
+        for _ in range(3):
+            data, stat = self.zk.get(node)
+            if stat.numChildren == 0:
+                raise HandleNotFound(f"{node} is marked for deletion", path=node)
+            handle = Handle.from_znode(data, stat, node)
+            try:
+                payload = self.storage.read(handle.ref)
+            except PayloadMissing:
+                # A concurrent replace may have discarded the payload we were about to read.
+                if self.exists(name) not in (None, handle.version):
+                    continue
+                raise
+            return Entry(name, self.serializer.loads(payload), handle)
+        raise VersionConflict(f"{node} kept changing while being read", path=node)
+
+    def get_handle(self, name: str) -> Handle:
+        """The entry's handle, without reading its payload or locking."""
+        node = self.node(name)
+        data, stat = self.zk.get(node)
+        if stat.numChildren == 0:
+            raise HandleNotFound(f"{node} is marked for deletion", path=node)
+        return Handle.from_znode(data, stat, node)
+
+    def exists(self, name: str) -> int | None:
+        """The entry's znode version, or None if it is absent or marked for deletion."""
+        stat = self.zk.exists(self.node(name))
+        if stat is None or stat.numChildren == 0:
+            return None
+        version: int = stat.version
+        return version
+
+    def names(self) -> list[str]:
+        """Names of the live entries (not marked for deletion), sorted."""
+        children = sorted(self._children())
+        stats = self.zk.exists_many([f"{self.path}/{c}" for c in children])
+        return [
+            c for c, s in zip(children, stats, strict=True) if s is not None and s.numChildren > 0
+        ]
+
+    def _children(self) -> list[str]:
+        try:
+            return self.zk.children(self.path)
+        except HandleNotFound:
+            return []
+
+    def handles(self) -> tuple[list[tuple[str, Handle]], list[Broken]]:
+        """Every live entry's handle (pipelined reads, no payloads), and the unparseable ones."""
+        children = sorted(self._children())
+        found = self.zk.get_many([f"{self.path}/{c}" for c in children])
+        good: list[tuple[str, Handle]] = []
+        broken: list[Broken] = []
+        for name, item in zip(children, found, strict=True):
+            if item is None or item[1].numChildren == 0:
+                continue
+            path = f"{self.path}/{name}"
+            try:
+                good.append((name, Handle.from_znode(item[0], item[1], path)))
+            except CorruptHandle as exc:
+                broken.append(Broken(name, path, exc))
+        return good, broken
+
+    def get_all(self, *, lock: bool = False) -> GetAllResult[T]:
+        """Every live entry with its verified state; broken entries are reported, not raised.
+
+        Handles are read with pipelined requests and payloads fetched in parallel. An entry whose
+        handle or payload is corrupt, missing, untrusted or incompatible lands in ``broken``; an
+        outage (:class:`StoreUnavailable`) raises, because it says nothing about the entry.
+        """
+        handles, broken = self.handles()
+        if lock:
+            self._lock_many([name for name, _ in handles])
+
+        def load(item: tuple[str, Handle]) -> Entry[T] | Broken:
+            name, handle = item
+            try:
+                payload = self.storage.read(handle.ref)
+                return Entry(name, self.serializer.loads(payload), handle)
+            except PayloadError as exc:
+                return Broken(name, f"{self.path}/{name}", exc, handle)
+
+        if len(handles) > 1 and self.workers > 1:
+            with ThreadPoolExecutor(max_workers=self.workers) as pool:
+                loaded = list(pool.map(load, handles, chunksize=32))
+        else:
+            loaded = [load(item) for item in handles]
+        entries = [e for e in loaded if isinstance(e, Entry)]
+        broken += [e for e in loaded if isinstance(e, Broken)]
+        return GetAllResult(entries, broken)
+
+    def _lock_many(self, names: list[str]) -> None:
+        results = self.zk.create_many([self._lock(name) for name in names], ephemeral=True)
+        for name, error in zip(names, results, strict=True):
+            if error is None or isinstance(error, HandleExists):
+                self._locked.add(name)

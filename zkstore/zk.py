@@ -1,0 +1,526 @@
+"""A kazoo session whose every call has a deadline and raises only zkstore errors.
+
+Why not plain kazoo calls: a synchronous kazoo call made while disconnected is queued and waits
+until the client reconnects, which may be never (kazoo #374, patroni #1981). Here every call waits
+for a connection at most until its deadline, then waits for its answer at most until the same
+deadline. A read that fails on a lost connection is retried within the deadline; a write is not,
+because it may have been applied: it raises :class:`OutcomeUnknown` instead.
+
+Transactions are built from :class:`Check`, :class:`Create`, :class:`SetData` and
+:class:`Delete` and committed with :meth:`ZooKeeper.commit`, which inspects every result (kazoo's
+``with transaction()`` form silently discards failures). A :class:`Fence` prepends checks that make
+the whole write conditional on the writer's own standing (its election node, its driver node).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+
+from zkstore.errors import (
+    ConfigError,
+    FenceLost,
+    HandleExists,
+    HandleNotFound,
+    NotEmpty,
+    OutcomeUnknown,
+    StoreUnavailable,
+    VersionConflict,
+    ZkStoreError,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: ZooKeeper refuses requests over ``jute.maxbuffer`` (1 MB) by dropping the connection; we stop
+#: far below it (invariant 7).
+MAX_ZNODE_BYTES = 64 * 1024
+
+_OUTAGES = (
+    ConnectionLoss,
+    SessionExpiredError,
+    ConnectionClosedError,
+    OperationTimeoutError,
+    KazooTimeoutError,
+)
+
+
+class Deadline:
+    """A point in time by which an operation must be over."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """Transaction op: the node exists (``version=-1``) or has exactly ``version``."""
+
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True)
+class Create:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True)
+class SetData:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: str
+    version: int = -1
+
+
+Op = Check | Create | SetData | Delete
+
+
+def absent(path: str) -> tuple[Create, Delete]:
+    """Ops asserting that ``path`` does not exist: create and delete it in the same transaction.
+
+    ZooKeeper has no "check absent" op; this pair fails with :class:`HandleExists` if the node
+    exists and leaves nothing behind if it does not. The parent must exist.
+    """
+    return (Create(path), Delete(path))
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Checks that make a transaction conditional on the writer's standing.
+
+    If any of them fails, the transaction applies nothing and :meth:`ZooKeeper.commit` raises
+    ``error`` (e.g. :class:`~zkstore.errors.NotLeader`). Use nodes that can never come back once
+    gone (a sequential election node) or versions that only grow; never a fixed-name ephemeral
+    at version 0, which a successor re-creates at version 0 too.
+    """
+
+    checks: tuple[Check, ...]
+    error: type[FenceLost] = FenceLost
+    description: str = "fence"
+
+    def __add__(self, other: Fence | None) -> Fence:
+        if other is None:
+            return self
+        return Fence(self.checks + other.checks, self.error, self.description)
+
+
+class ZooKeeper:
+    """One ZooKeeper session with deadline-bound calls. Thread-safe, as kazoo is.
+
+    ``timeout`` is the default deadline of one call (connection wait included).
+    Listeners given to :meth:`add_listener` run on kazoo's I/O thread: they must only set flags
+    or enqueue, never block or call ZooKeeper.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout: float = 10.0,
+        timeout: float = 5.0,
+        client_id: tuple[int, bytes] | None = None,
+    ) -> None:
+        self.hosts = hosts
+        self.timeout = timeout
+        self.session_timeout = session_timeout
+        self._connected = threading.Event()
+        self._listeners: list[Callable[[str], None]] = []
+        try:
+            self._client = KazooClient(
+                hosts=hosts,
+                timeout=session_timeout,
+                client_id=client_id,
+                connection_retry={"max_tries": -1, "max_delay": 1.0},
+                command_retry={"max_tries": 3, "deadline": timeout, "max_delay": 1.0},
+            )
+        except (ValueError, KazooException) as exc:
+            raise ConfigError(f"invalid ZooKeeper connect string {hosts!r}: {exc}") from exc
+        self._client.add_listener(self._on_state)
+
+    # -- session -------------------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> ZooKeeper:
+        """Connect, or raise :class:`StoreUnavailable` within ``timeout``."""
+        wait = self.timeout if timeout is None else timeout
+        try:
+            self._client.start(timeout=wait)
+        except KazooTimeoutError as exc:
+            self._client.close()
+            raise StoreUnavailable(
+                f"cannot reach ZooKeeper at {self.hosts} within {wait:g} s"
+            ) from exc
+        return self
+
+    def stop(self) -> None:
+        """Close the session: every ephemeral node of this session goes away at once."""
+        try:
+            self._client.stop()
+            self._client.close()
+        except KazooException as exc:
+            logger.debug("closing ZooKeeper session: %s", exc)
+
+    def __enter__(self) -> ZooKeeper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    @property
+    def session_id(self) -> int | None:
+        """The current session id; it changes when kazoo silently opens a new session."""
+        client_id = self._client.client_id
+        return client_id[0] if client_id else None
+
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        client_id: tuple[int, bytes] | None = self._client.client_id
+        return client_id
+
+    @property
+    def kazoo(self) -> KazooClient:
+        """The underlying kazoo client, for recipes and tests; prefer the methods here."""
+        return self._client
+
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener("CONNECTED"|"SUSPENDED"|"LOST")`` on every state change (I/O thread)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[str], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        for listener in list(self._listeners):
+            listener(str(state))
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self._connected.wait(timeout)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(self.timeout if timeout is None else timeout)
+
+    def _await(self, deadline: Deadline, what: str) -> None:
+        if not self._connected.wait(deadline.remaining()):
+            raise StoreUnavailable(
+                f"ZooKeeper at {self.hosts} unreachable: no connection within "
+                f"{deadline.seconds:g} s ({what})"
+            )
+
+    def _read(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
+        """Run a read, retrying on connection loss until the deadline."""
+        deadline = self._deadline(timeout)
+        while True:
+            self._await(deadline, what)
+            try:
+                return call().get(timeout=deadline.remaining())
+            except _OUTAGES as exc:
+                if deadline.expired:
+                    raise StoreUnavailable(f"ZooKeeper read failed ({what}): {_name(exc)}") from exc
+                time.sleep(0.05)
+            except KazooException as exc:
+                raise _translate(exc, what) from exc
+
+    def _write(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
+        """Run a write once; a lost answer raises :class:`OutcomeUnknown`."""
+        deadline = self._deadline(timeout)
+        self._await(deadline, what)
+        try:
+            return call().get(timeout=deadline.remaining())
+        except _OUTAGES as exc:
+            raise OutcomeUnknown(
+                f"ZooKeeper write {what}: connection failed before the answer ({_name(exc)})"
+            ) from exc
+        except KazooException as exc:
+            raise _translate(exc, what) from exc
+
+    def get(
+        self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
+    ) -> tuple[bytes, ZnodeStat]:
+        """Data and stat of ``path``; :class:`HandleNotFound` if it does not exist."""
+        data, stat = self._read(
+            f"get {path}", lambda: self._client.get_async(path, watch=watch), timeout
+        )
+        return data, stat
+
+    def exists(
+        self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
+    ) -> ZnodeStat | None:
+        stat: ZnodeStat | None = self._read(
+            f"exists {path}", lambda: self._client.exists_async(path, watch=watch), timeout
+        )
+        return stat
+
+    def children(
+        self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
+    ) -> list[str]:
+        names: list[str] = self._read(
+            f"children {path}",
+            lambda: self._client.get_children_async(path, watch=watch),
+            timeout,
+        )
+        return names
+
+    def get_many(
+        self, paths: Sequence[str], *, timeout: float | None = None
+    ) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Pipelined reads of many nodes: one entry per path, ``None`` where it does not exist."""
+        return self._pipelined(paths, self._client.get_async, timeout)
+
+    def exists_many(
+        self, paths: Sequence[str], *, timeout: float | None = None
+    ) -> list[ZnodeStat | None]:
+        return self._pipelined(paths, self._client.exists_async, timeout)
+
+    def children_many(
+        self, paths: Sequence[str], *, timeout: float | None = None
+    ) -> list[list[str] | None]:
+        return self._pipelined(paths, self._client.get_children_async, timeout)
+
+    def _pipelined(
+        self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
+    ) -> list[Any]:
+        deadline = self._deadline(timeout)
+        results: list[Any] = [None] * len(paths)
+        todo = list(range(len(paths)))
+        while todo:
+            self._await(deadline, f"read of {len(todo)} nodes")
+            pending = [(i, start(paths[i])) for i in todo]
+            todo = []
+            for i, async_result in pending:
+                try:
+                    results[i] = async_result.get(timeout=deadline.remaining())
+                except NoNodeError:
+                    results[i] = None
+                except _OUTAGES as exc:
+                    if deadline.expired:
+                        raise StoreUnavailable(
+                            f"ZooKeeper read of {len(paths)} nodes failed: {_name(exc)}"
+                        ) from exc
+                    todo.append(i)
+                except KazooException as exc:
+                    raise _translate(exc, f"get {paths[i]}") from exc
+        return results
+
+    def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        _check_size(path, data)
+        created: str = self._write(
+            f"create {path}",
+            lambda: self._client.create_async(
+                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+            ),
+            timeout,
+        )
+        return created
+
+    def create_many(
+        self, paths: Sequence[str], *, ephemeral: bool = False, timeout: float | None = None
+    ) -> list[ZkStoreError | None]:
+        """Pipelined creates of empty nodes: per path ``None`` (created), or the
+        :class:`HandleExists` / :class:`HandleNotFound` it met. Outages raise."""
+        deadline = self._deadline(timeout)
+        self._await(deadline, f"create of {len(paths)} nodes")
+        pending = [self._client.create_async(p, b"", ephemeral=ephemeral) for p in paths]
+        errors: list[ZkStoreError | None] = []
+        for path, async_result in zip(paths, pending, strict=True):
+            try:
+                async_result.get(timeout=deadline.remaining())
+                errors.append(None)
+            except (NodeExistsError, NoNodeError) as exc:
+                errors.append(_translate(exc, f"create {path}", path=path))
+            except _OUTAGES as exc:
+                raise OutcomeUnknown(f"create of {path} interrupted: {_name(exc)}") from exc
+            except KazooException as exc:
+                raise _translate(exc, f"create {path}") from exc
+        return errors
+
+    def ensure_path(self, path: str, *, timeout: float | None = None) -> None:
+        """Create ``path`` and its parents if missing; idempotent, so retried on connection loss."""
+        deadline = self._deadline(timeout)
+        while True:
+            try:
+                self._write(
+                    f"ensure {path}",
+                    lambda: self._client.ensure_path_async(path),
+                    deadline.remaining(),
+                )
+                return
+            except OutcomeUnknown:
+                if deadline.expired:
+                    raise
+                time.sleep(0.05)
+
+    def set(
+        self, path: str, data: bytes, *, version: int = -1, timeout: float | None = None
+    ) -> ZnodeStat:
+        _check_size(path, data)
+        stat: ZnodeStat = self._write(
+            f"set {path}", lambda: self._client.set_async(path, data, version), timeout
+        )
+        return stat
+
+    def delete(self, path: str, *, version: int = -1, timeout: float | None = None) -> None:
+        self._write(f"delete {path}", lambda: self._client.delete_async(path, version), timeout)
+
+    def delete_tree(self, path: str, *, timeout: float | None = None) -> bool:
+        """Delete ``path`` and everything under it, deepest first; False if it was already gone.
+
+        Idempotent: safe to call again after any failure. Raises :class:`NotEmpty` if somebody
+        adds a child meanwhile.
+        """
+        deadline = self._deadline(timeout)
+        levels: list[list[str]] = [[path]]
+        while levels[-1]:
+            found = self.children_many(levels[-1], timeout=deadline.remaining())
+            levels.append(
+                [
+                    f"{parent}/{child}"
+                    for parent, kids in zip(levels[-1], found, strict=True)
+                    if kids
+                    for child in kids
+                ]
+            )
+        existed = False
+        for level in reversed(levels):
+            pending = [(p, self._client.delete_async(p, -1)) for p in level]
+            for node, async_result in pending:
+                try:
+                    async_result.get(timeout=deadline.remaining())
+                    existed = True
+                except NoNodeError:
+                    pass
+                except _OUTAGES as exc:
+                    raise OutcomeUnknown(f"delete of {node} interrupted: {_name(exc)}") from exc
+                except KazooException as exc:
+                    raise _translate(exc, f"delete {node}") from exc
+        return existed
+
+    def commit(
+        self, ops: Iterable[Op], *, fence: Fence | None = None, timeout: float | None = None
+    ) -> list[Any]:
+        """Apply ``fence`` checks and ``ops`` atomically, or raise and apply nothing.
+
+        Returns kazoo's per-op results (created paths, stats). Raises ``fence.error`` if a fence
+        check failed, else the error of the failing op (:class:`HandleExists`,
+        :class:`HandleNotFound`, :class:`VersionConflict`, :class:`NotEmpty`) with its ``path``,
+        or :class:`OutcomeUnknown` if the connection failed before the answer.
+        """
+        fence_checks = fence.checks if fence else ()
+        all_ops: list[Op] = [*fence_checks, *ops]
+        size = 0
+        transaction = self._client.transaction()
+        for op in all_ops:
+            if isinstance(op, Check):
+                transaction.check(op.path, op.version)
+            elif isinstance(op, Create):
+                size += len(op.data)
+                transaction.create(op.path, op.data, ephemeral=op.ephemeral)
+            elif isinstance(op, SetData):
+                size += len(op.data)
+                transaction.set_data(op.path, op.data, op.version)
+            else:
+                transaction.delete(op.path, op.version)
+        if size > MAX_ZNODE_BYTES:
+            raise ConfigError(f"transaction carries {size} bytes, over {MAX_ZNODE_BYTES}")
+        results: list[Any] = self._write(
+            f"transaction of {len(all_ops)} ops", transaction.commit_async, timeout
+        )
+        for index, result in enumerate(results):
+            if not isinstance(result, Exception) or isinstance(
+                result, RolledBackError | RuntimeInconsistency
+            ):
+                continue
+            op = all_ops[index]
+            if fence is not None and index < len(fence_checks):
+                raise fence.error(
+                    f"{fence.description}: {op.path} is gone or changed", path=op.path
+                )
+            raise _translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
+        if any(isinstance(r, Exception) for r in results):
+            raise StoreUnavailable(f"transaction failed without a cause: {results!r}")
+        return results[len(fence_checks) :]
+
+
+def _check_size(path: str, data: bytes) -> None:
+    if len(data) > MAX_ZNODE_BYTES:
+        raise ConfigError(f"{path}: {len(data)} bytes is over the {MAX_ZNODE_BYTES}-byte limit")
+
+
+def _name(exc: BaseException) -> str:
+    return type(exc).__name__ + (f": {exc}" if str(exc) else "")
+
+
+def _translate(exc: BaseException, what: str, *, path: str | None = None) -> ZkStoreError:
+    """Map one kazoo error to the zkstore error of the same meaning."""
+    if isinstance(exc, NoNodeError):
+        return HandleNotFound(f"{what}: no such node", path=path)
+    if isinstance(exc, NodeExistsError):
+        return HandleExists(f"{what}: node exists", path=path)
+    if isinstance(exc, BadVersionError):
+        return VersionConflict(f"{what}: version changed", path=path)
+    if isinstance(exc, NotEmptyError):
+        return NotEmpty(f"{what}: node has children", path=path)
+    if isinstance(exc, _OUTAGES):
+        return OutcomeUnknown(f"{what}: {_name(exc)}")
+    return StoreUnavailable(f"ZooKeeper refused {what}: {_name(exc)}")
+
+
+def is_own_ephemeral(stat: ZnodeStat | None, zk: ZooKeeper) -> bool:
+    """True if ``stat`` is of an ephemeral node owned by ``zk``'s current session."""
+    return stat is not None and stat.ephemeralOwner != 0 and stat.ephemeralOwner == zk.session_id
