@@ -99,7 +99,9 @@ class ZooKeeperStateHandleStore(Generic[T]):
 
     ``payload_prefix(name)`` gives the storage key prefix of an entry's payloads (it must name the
     owner, e.g. ``<cluster>/jobs/<job>/definition``). ``on_step`` is called with a step name
-    between the steps of every write; tests use it to inject crashes.
+    between the steps of every write; tests use it to inject crashes. ``workers`` bounds the
+    parallel payload fetches of :meth:`get_all` on remote storage (local reads run in line: threads
+    only contend with kazoo's I/O thread there).
     """
 
     def __init__(
@@ -462,7 +464,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
             except PayloadError as exc:
                 return Broken(name, f"{self.path}/{name}", exc, handle)
 
-        if len(handles) > 1 and self.workers > 1:
+        if len(handles) > 1 and self.workers > 1 and not self.storage.is_local:
             with ThreadPoolExecutor(max_workers=self.workers) as pool:
                 loaded = list(pool.map(load, handles, chunksize=32))
         else:

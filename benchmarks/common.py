@@ -1,0 +1,113 @@
+"""What every benchmark shares: servers, timing, and one way to print a result line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.zk import ZooKeeper
+
+
+@contextmanager
+def zookeeper() -> Iterator[str]:
+    """A ZooKeeper to measure against: ``$ZKSTORE_ZK`` if set, else an embedded one."""
+    if os.environ.get("ZKSTORE_ZK"):
+        yield os.environ["ZKSTORE_ZK"]
+        return
+    with EmbeddedZooKeeper() as server:
+        yield server.connect_string
+
+
+@dataclass
+class S3:
+    bucket: str
+    options: dict[str, object]
+
+
+@contextmanager
+def s3_server() -> Iterator[S3]:
+    """A moto S3 server on 127.0.0.1 with one bucket."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    credentials = {"aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials).create_bucket(
+        Bucket="bench"
+    )
+    try:
+        yield S3(
+            "bench",
+            {
+                "endpoint_url": endpoint,
+                "key": "bench",
+                "secret": "bench",
+                "client_kwargs": {"region_name": "us-east-1"},
+            },
+        )
+    finally:
+        server.stop()
+
+
+def fresh_root() -> str:
+    return f"/bench-{uuid.uuid4().hex[:8]}"
+
+
+def connect(hosts: str, timeout: float = 30.0) -> ZooKeeper:
+    return ZooKeeper(hosts, session_timeout=30, timeout=timeout).start()
+
+
+def timed(func: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    func()
+    return time.perf_counter() - start
+
+
+def best_of(rounds: int, func: Callable[[], object]) -> float:
+    """Median of ``rounds`` timings: robust to one noisy round on a shared machine."""
+    return statistics.median(timed(func) for _ in range(rounds))
+
+
+@dataclass
+class Result:
+    name: str
+    ours: float
+    baseline: float
+    goal: str
+    unit: str = "s"
+    higher_is_better: bool = False
+    detail: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.baseline if self.baseline else float("inf")
+
+    def met(self) -> bool:
+        bound = float(self.goal.split()[-1])
+        return self.ratio >= bound if self.higher_is_better else self.ratio <= bound
+
+    def show(self) -> None:
+        verdict = "meets" if self.met() else "MISSES"
+        print(
+            f"{self.name}: zkstore {self.ours:.4g} {self.unit}, baseline {self.baseline:.4g} "
+            f"{self.unit}, ratio {self.ratio:.2f} (goal {self.goal}: {verdict})"
+            + (f"  [{self.detail}]" if self.detail else "")
+        )
+        if os.environ.get("BENCH_JSON"):
+            with open(os.environ["BENCH_JSON"], "a") as out:
+                record = {**self.__dict__, "ratio": self.ratio, "met": self.met()}
+                out.write(json.dumps(record) + "\n")
+        sys.stdout.flush()
