@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import S3Server, make_storage
+from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.embedded import EmbeddedZooKeeper
 from zkstore.storage import StateStorage
@@ -70,6 +71,25 @@ def any_storage(request: pytest.FixtureRequest, tmp_path: Any) -> StateStorage:
 @pytest.fixture
 def storage(tmp_path: Any) -> StateStorage:
     return make_storage("file", tmp_path, None)
+
+
+@pytest.fixture
+def cluster(config: StoreConfig) -> Iterator[Cluster]:
+    """A cluster on the test's own root, with local storage."""
+    with Cluster.open(config) as opened:
+        yield opened
+
+
+@pytest.fixture(params=["file", "s3"])
+def any_cluster(request: pytest.FixtureRequest, config: StoreConfig) -> Iterator[Cluster]:
+    """The same cluster tests over local storage and a moto S3 server."""
+    if request.param == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        config = config.with_changes(
+            storage_url=f"s3://{s3.new_bucket()}/zkstore", storage_options=s3.options()
+        )
+    with Cluster.open(config) as opened:
+        yield opened
 
 
 @pytest.hookimpl(hookwrapper=True)

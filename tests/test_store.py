@@ -33,7 +33,7 @@ from zkstore.handle import Handle
 from zkstore.serializers import JsonSerializer, PickleSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import Check, Fence, ZooKeeper
+from zkstore.zk import Fence, ZooKeeper
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -394,7 +394,7 @@ def test_fenced_write_rejected_once_fence_node_is_gone_even_after_new_session(
     election = f"{config.base_path}/leader/election"
     zk.ensure_path(election)
     fence_node = zk.create(f"{election}/c-", ephemeral=True, sequence=True)
-    fence = Fence((Check(fence_node, 0),), NotLeader, "leader")
+    fence = Fence.check(fence_node, 0, error=NotLeader, description="leader")
     store.add("a", {"v": 1}, fence=fence)
     expire_session(zk)  # kazoo silently reconnects with a new session
     assert zk.exists(fence_node) is None

@@ -184,7 +184,9 @@ class ZooKeeperStateHandleStore(Generic[T]):
             try:
                 self._commit(ops, fence, applied=lambda: self._points_at(node, handle.uri))
             except HandleExists as exc:
-                if exc.path != node or not self._is_marked(node):
+                if exc.path != node:
+                    raise  # a fence guard's error, e.g. "this job already has a result"
+                if not self._is_marked(node):
                     raise HandleExists(f"{node} exists already", path=node) from None
                 logger.info("%s is marked for deletion: finishing its removal first", node)
                 self.release_and_try_remove(name)

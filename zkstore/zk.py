@@ -40,6 +40,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from zkstore.errors import (
     ConfigError,
+    ConflictError,
     FenceLost,
     HandleExists,
     HandleNotFound,
@@ -123,23 +124,65 @@ def absent(path: str) -> tuple[Create, Delete]:
 
 
 @dataclass(frozen=True)
-class Fence:
-    """Checks that make a transaction conditional on the writer's standing.
+class Guard:
+    """Ops that must hold for a transaction to apply, and the error to raise when they do not."""
 
-    If any of them fails, the transaction applies nothing and :meth:`ZooKeeper.commit` raises
-    ``error`` (e.g. :class:`~zkstore.errors.NotLeader`). Use nodes that can never come back once
-    gone (a sequential election node) or versions that only grow; never a fixed-name ephemeral
-    at version 0, which a successor re-creates at version 0 too.
+    ops: tuple[Op, ...]
+    error: type[ZkStoreError]
+    description: str
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Guards that make a transaction conditional on the writer's standing.
+
+    If an op of a guard fails, the transaction applies nothing and :meth:`ZooKeeper.commit`
+    raises that guard's ``error`` (e.g. :class:`~zkstore.errors.NotLeader`). Fence on nodes that
+    can never come back once gone (a sequential election node) or on versions that only grow;
+    never on a fixed-name ephemeral at version 0, which a successor re-creates at version 0 too.
     """
 
-    checks: tuple[Check, ...]
-    error: type[FenceLost] = FenceLost
-    description: str = "fence"
+    guards: tuple[Guard, ...] = ()
+
+    @classmethod
+    def check(
+        cls,
+        path: str,
+        version: int = -1,
+        *,
+        error: type[ZkStoreError] = FenceLost,
+        description: str = "fence",
+    ) -> Fence:
+        """A fence on ``path`` existing (``version=-1``) or being at exactly ``version``."""
+        return cls((Guard((Check(path, version),), error, description),))
+
+    @classmethod
+    def absent(
+        cls, path: str, *, error: type[ZkStoreError] = HandleExists, description: str = ""
+    ) -> Fence:
+        """A fence on ``path`` not existing (see :func:`absent`)."""
+        return cls((Guard(absent(path), error, description or f"{path} exists"),))
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        return tuple(op for guard in self.guards for op in guard.ops)
+
+    def failure(self, index: int) -> ZkStoreError | None:
+        """The error for a failure of op ``index`` of :attr:`ops`, None if it is not a fence op."""
+        for guard in self.guards:
+            if index < len(guard.ops):
+                path = guard.ops[index].path
+                message = f"{guard.description}: {path}"
+                if issubclass(guard.error, ConflictError | HandleNotFound):
+                    return guard.error(message, path=path)
+                return guard.error(message)
+            index -= len(guard.ops)
+        return None
 
     def __add__(self, other: Fence | None) -> Fence:
         if other is None:
             return self
-        return Fence(self.checks + other.checks, self.error, self.description)
+        return Fence(self.guards + other.guards)
 
 
 class ZooKeeper:
@@ -454,15 +497,15 @@ class ZooKeeper:
     def commit(
         self, ops: Iterable[Op], *, fence: Fence | None = None, timeout: float | None = None
     ) -> list[Any]:
-        """Apply ``fence`` checks and ``ops`` atomically, or raise and apply nothing.
+        """Apply ``fence`` guards and ``ops`` atomically, or raise and apply nothing.
 
-        Returns kazoo's per-op results (created paths, stats). Raises ``fence.error`` if a fence
-        check failed, else the error of the failing op (:class:`HandleExists`,
+        Returns kazoo's per-op results (created paths, stats). Raises the guard's error if a fence
+        op failed, else the error of the failing op (:class:`HandleExists`,
         :class:`HandleNotFound`, :class:`VersionConflict`, :class:`NotEmpty`) with its ``path``,
         or :class:`OutcomeUnknown` if the connection failed before the answer.
         """
-        fence_checks = fence.checks if fence else ()
-        all_ops: list[Op] = [*fence_checks, *ops]
+        fence_ops = fence.ops if fence else ()
+        all_ops: list[Op] = [*fence_ops, *ops]
         size = 0
         transaction = self._client.transaction()
         for op in all_ops:
@@ -486,15 +529,14 @@ class ZooKeeper:
                 result, RolledBackError | RuntimeInconsistency
             ):
                 continue
+            fence_error = fence.failure(index) if fence is not None else None
+            if fence_error is not None:
+                raise fence_error
             op = all_ops[index]
-            if fence is not None and index < len(fence_checks):
-                raise fence.error(
-                    f"{fence.description}: {op.path} is gone or changed", path=op.path
-                )
             raise _translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
         if any(isinstance(r, Exception) for r in results):
             raise StoreUnavailable(f"transaction failed without a cause: {results!r}")
-        return results[len(fence_checks) :]
+        return results[len(fence_ops) :]
 
 
 def _check_size(path: str, data: bytes) -> None:

@@ -1,0 +1,147 @@
+"""Checkpoints of one job: JSON metadata in storage, handles under ``R/jobs/<job>/checkpoints``.
+
+Checkpoint ids grow monotonically (``%019d`` node names sort like numbers). A new checkpoint is
+published before older ones are subsumed, so a failed add keeps every older checkpoint and the
+latest one is never lost. Writes take a fence: a driver fences them on its own ``running`` node
+and on the status version of its attempt, so a stale attempt cannot write a checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
+from zkstore.handle import Handle
+from zkstore.layout import Layout, StorageLayout, checkpoint_node_name, validate_job_id
+from zkstore.serializers import JsonSerializer
+from zkstore.storage import StateStorage
+from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.zk import Fence, ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RETAIN = 3
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint: its id, metadata and handle (with the znode version)."""
+
+    job_id: str
+    checkpoint_id: int
+    metadata: Any
+    handle: Handle
+
+    @property
+    def created(self) -> str:
+        return self.handle.created
+
+
+class CheckpointStore:
+    """Add, read and retain the checkpoints of one job."""
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        layout: Layout,
+        storage: StateStorage,
+        storage_layout: StorageLayout,
+        job_id: str,
+        *,
+        retain: int = DEFAULT_RETAIN,
+        instance_id: str | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        if retain < 1:
+            raise ConfigError("checkpoint retention must keep at least 1")
+        self.job_id = validate_job_id(job_id)
+        self.retain = retain
+        self.path = layout.checkpoints(job_id)
+        self.zk = zk
+        self.handles: ZooKeeperStateHandleStore[Any] = ZooKeeperStateHandleStore(
+            zk,
+            self.path,
+            storage,
+            JsonSerializer(),
+            payload_prefix=lambda _name: storage_layout.checkpoints(job_id),
+            instance_id=instance_id,
+            on_step=on_step,
+        )
+
+    def _all_ids(self) -> list[int]:
+        """Every checkpoint id with a node, marked ones included (ids are never reused)."""
+        try:
+            names = self.zk.children(self.path)
+        except HandleNotFound:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def ids(self) -> list[int]:
+        """Ids of the live checkpoints, oldest first."""
+        return sorted(int(n) for n in self.handles.names() if n.isdigit())
+
+    def add(self, metadata: Any, *, fence: Fence | None = None) -> Checkpoint:
+        """Publish a checkpoint with the next id, then subsume all but the newest ``retain``.
+
+        Raises the fence's error if the fence is lost (nothing published, payload discarded);
+        a failure while subsuming older checkpoints is logged and left to cleanup, never raised.
+        """
+        self.zk.ensure_path(self.path)
+        for _ in range(5):
+            ids = self._all_ids()
+            checkpoint_id = (ids[-1] + 1) if ids else 1
+            name = checkpoint_node_name(checkpoint_id)
+            try:
+                handle = self.handles.add(
+                    name,
+                    metadata,
+                    summary={"checkpoint_id": checkpoint_id, "job_id": self.job_id},
+                    fence=fence,
+                    stem=f"{checkpoint_id}-",
+                )
+            except HandleExists as exc:
+                if exc.path != self.handles.node(name):
+                    raise
+                continue  # another writer took this id (only without a fence): take the next
+            self._subsume(fence)
+            return Checkpoint(self.job_id, checkpoint_id, metadata, handle)
+        raise HandleExists(f"could not find a free checkpoint id under {self.path}")
+
+    def _subsume(self, fence: Fence | None) -> None:
+        live = self.ids()
+        for old in live[: max(0, len(live) - self.retain)]:
+            try:
+                self.handles.release_and_try_remove(checkpoint_node_name(old), fence=fence)
+            except ZkStoreError as exc:
+                logger.warning("could not subsume checkpoint %s of %s: %s", old, self.job_id, exc)
+
+    def latest(self) -> Checkpoint | None:
+        """The newest checkpoint with verified metadata, or None if there is none.
+
+        A corrupt or missing newest checkpoint raises: silently resuming from an older one could
+        redo or skip work.
+        """
+        for checkpoint_id in reversed(self.ids()):
+            try:
+                entry = self.handles.get(checkpoint_node_name(checkpoint_id), lock=False)
+            except HandleNotFound:
+                continue  # subsumed meanwhile; a newer one exists
+            return Checkpoint(self.job_id, checkpoint_id, entry.state, entry.handle)
+        return None
+
+    def all(self) -> list[tuple[int, Handle]]:
+        """Ids and handles of the live checkpoints, oldest first, without reading payloads."""
+        good, _ = self.handles.handles()
+        return sorted((int(name), handle) for name, handle in good if name.isdigit())
+
+    def remove_all(self, *, fence: Fence | None = None) -> bool:
+        """Remove every checkpoint (idempotent); False while one is locked by someone else."""
+        done = True
+        for checkpoint_id in self._all_ids():
+            done &= self.handles.release_and_try_remove(
+                checkpoint_node_name(checkpoint_id), fence=fence
+            )
+        return done

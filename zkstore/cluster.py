@@ -1,0 +1,100 @@
+"""One connection to a zkstore cluster: its ZooKeeper session, its storage and every store.
+
+This is where the pieces meet: built from a :class:`~zkstore.config.StoreConfig`, it opens the
+session, makes sure the cluster's base paths exist, and hands out the job graph, result, state,
+quarantine and checkpoint stores, all sharing one instance id.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from zkstore.checkpoints import DEFAULT_RETAIN, CheckpointStore
+from zkstore.config import StoreConfig
+from zkstore.jobgraph import JobGraphStore
+from zkstore.jobstate import JobStateStore
+from zkstore.layout import Layout, StorageLayout
+from zkstore.quarantine import Quarantine
+from zkstore.results import JobResultStore
+from zkstore.storage import StateStorage
+from zkstore.store import new_instance_id
+from zkstore.zk import ZooKeeper
+
+
+class Cluster:
+    """The stores of one cluster over one ZooKeeper session (use :meth:`open` or ``with``)."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        zk: ZooKeeper | None = None,
+        instance_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.instance_id = instance_id or new_instance_id()
+        self.layout = Layout(config.base_path)
+        self.storage_layout = StorageLayout(config.cluster_id)
+        self.storage = StateStorage(
+            config.storage_url,
+            config.storage_options,
+            signing_key=config.signing_key,
+            max_payload_bytes=config.max_payload_bytes,
+            timeout=config.timeout,
+        )
+        self._owns_zk = zk is None
+        self.zk = zk or ZooKeeper(
+            config.zk_hosts, session_timeout=config.session_timeout, timeout=config.timeout
+        )
+        self.jobs = JobGraphStore(
+            self.zk, self.layout, self.storage, self.storage_layout, instance_id=self.instance_id
+        )
+        self.results = JobResultStore(self.zk, self.layout)
+        self.state = JobStateStore(self.zk, self.layout)
+        self.quarantine = Quarantine(self.zk, self.layout)
+
+    @classmethod
+    def open(cls, config: StoreConfig, **kwargs: object) -> Cluster:
+        """Connect (raising :class:`~zkstore.errors.StoreUnavailable` within the timeout)."""
+        cluster = cls(config, **kwargs)  # type: ignore[arg-type]
+        try:
+            cluster.start()
+        except BaseException:
+            cluster.close()
+            raise
+        return cluster
+
+    def start(self) -> Cluster:
+        if self._owns_zk:
+            self.zk.start()
+        for path in self.layout.base_paths():
+            if self.zk.exists(path) is None:
+                self.zk.ensure_path(path)
+        return self
+
+    def checkpoints(self, job_id: str, *, retain: int = DEFAULT_RETAIN) -> CheckpointStore:
+        return CheckpointStore(
+            self.zk,
+            self.layout,
+            self.storage,
+            self.storage_layout,
+            job_id,
+            retain=retain,
+            instance_id=self.instance_id,
+        )
+
+    def close(self) -> None:
+        """Close the session if this object opened it (its ephemeral nodes go with it)."""
+        if self._owns_zk:
+            self.zk.stop()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

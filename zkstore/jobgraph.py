@@ -1,0 +1,158 @@
+"""The job graph store: job definitions under ``R/currentJobs``, one handle per job.
+
+``R/currentJobs`` holds a job iff a newly elected leader must recover it (invariant 2): a job
+enters at submission, and leaves only after its result is recorded (see
+:class:`~zkstore.results.JobResultStore`). Submission is refused for a job id that already has a
+result, atomically with the create, so a finished job can never be resurrected.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kazoo.recipe.watchers import ChildrenWatch
+
+from zkstore.errors import HandleExists
+from zkstore.handle import Handle
+from zkstore.jobs import JobDefinition
+from zkstore.layout import Layout, StorageLayout, validate_job_id
+from zkstore.serializers import PickleSerializer
+from zkstore.storage import StateStorage
+from zkstore.store import Entry, GetAllResult, ZooKeeperStateHandleStore
+from zkstore.zk import Fence, ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+ADDED = "added"
+REMOVED = "removed"
+
+
+class JobAlreadyFinished(HandleExists):
+    """The job id has a result: a finished job is never run again."""
+
+
+class JobQuarantined(HandleExists):
+    """The job id is in quarantine: release or remove it before reusing the id."""
+
+
+class JobGraphStore:
+    """Put, recover, list and remove job definitions; watch for jobs added and removed."""
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        layout: Layout,
+        storage: StateStorage,
+        storage_layout: StorageLayout,
+        *,
+        instance_id: str | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.layout = layout
+        self.handles: ZooKeeperStateHandleStore[JobDefinition] = ZooKeeperStateHandleStore(
+            zk,
+            layout.current_jobs,
+            storage,
+            PickleSerializer(),
+            payload_prefix=storage_layout.definitions,
+            instance_id=instance_id,
+            on_step=on_step,
+        )
+
+    def put(
+        self, definition: JobDefinition, *, fence: Fence | None = None, keep_lock: bool = False
+    ) -> Handle:
+        """Store a new job; durable once this returns.
+
+        Raises :class:`HandleExists` if the job id is in use, :class:`JobAlreadyFinished` if it
+        already has a result, :class:`JobQuarantined` if it is in quarantine. Unless
+        ``keep_lock``, this instance's lock is dropped right away, so
+        that a long-lived client never blocks the job's cleanup.
+        """
+        job_id = definition.job_id
+        not_finished = Fence.absent(
+            self.layout.result(job_id),
+            error=JobAlreadyFinished,
+            description=f"job {job_id} already has a result and cannot run again",
+        )
+        not_quarantined = Fence.absent(
+            self.layout.quarantine_entry(job_id),
+            error=JobQuarantined,
+            description=f"job {job_id} is in quarantine",
+        )
+        handle = self.handles.add(
+            job_id,
+            definition,
+            summary=definition.summary(),
+            fence=not_finished + not_quarantined + fence,
+        )
+        if not keep_lock:
+            self.handles.release(job_id)
+        return handle
+
+    def recover(self, job_id: str, *, lock: bool = True) -> Entry[JobDefinition]:
+        """Load and verify one job's definition (signature, size, sha256, Python version).
+
+        Raises :class:`~zkstore.errors.HandleNotFound`, :class:`~zkstore.errors.CorruptHandle`
+        or a :class:`~zkstore.errors.PayloadError`; the caller quarantines such a job.
+        """
+        return self.handles.get(validate_job_id(job_id), lock=lock)
+
+    def recover_all(self, *, lock: bool = False) -> GetAllResult[JobDefinition]:
+        """Every job's verified definition; broken ones are reported, never raised."""
+        return self.handles.get_all(lock=lock)
+
+    def job_ids(self) -> list[str]:
+        return self.handles.names()
+
+    def summaries(self) -> dict[str, Handle]:
+        """Every live job's handle (with its summary), without reading a payload."""
+        good, _ = self.handles.handles()
+        return dict(good)
+
+    def remove(self, job_id: str, *, fence: Fence | None = None) -> bool:
+        """Remove the job's handle and payload; False while another instance holds a lock."""
+        return self.handles.release_and_try_remove(validate_job_id(job_id), fence=fence)
+
+    def release_all(self) -> None:
+        self.handles.release_all()
+
+    def watch(self, emit: Callable[[str, str], None], *, initial: bool = False) -> JobGraphWatch:
+        """Report jobs added and removed as ``emit(ADDED|REMOVED, job_id)``.
+
+        ``emit`` runs on kazoo's watch thread: it must only hand the event over (a queue put).
+        With ``initial``, the jobs present now are reported as added first.
+        """
+        return JobGraphWatch(self.zk, self.layout.current_jobs, emit, initial=initial)
+
+
+class JobGraphWatch:
+    """A children watch on ``R/currentJobs`` turned into added / removed events."""
+
+    def __init__(
+        self, zk: ZooKeeper, path: str, emit: Callable[[str, str], None], *, initial: bool
+    ) -> None:
+        self._emit = emit
+        self._known: set[str] | None = None if initial else set(zk.children(path))
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._watch = ChildrenWatch(zk.kazoo, path, self._on_children)
+
+    def _on_children(self, children: list[str]) -> bool | None:
+        if self._stopped:
+            return False
+        current = set(children)
+        with self._lock:
+            previous, self._known = self._known or set(), current
+        for job_id in sorted(current - previous):
+            self._emit(ADDED, job_id)
+        for job_id in sorted(previous - current):
+            self._emit(REMOVED, job_id)
+        return None
+
+    def stop(self) -> None:
+        """No more events after this returns (the watch is dropped at its next firing)."""
+        self._stopped = True

@@ -1,0 +1,134 @@
+"""The per-job records under ``R/jobs/<job>``: status, running, outcome, cancel and control.
+
+Who writes what: the leader writes ``status`` (fenced on its election node); a driver creates its
+EPHEMERAL ``running`` node and, as it exits, its ``outcome`` (fenced on the attempt); anybody may
+request a cancel or change ``control``, each with a version check.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zkstore.errors import ConfigError, CorruptHandle, HandleExists, HandleNotFound
+from zkstore.handle import utc_now
+from zkstore.layout import Layout
+from zkstore.records import CancelRequest, JobStatus, Outcome, RunningInfo
+from zkstore.zk import Create, Fence, SetData, ZooKeeper
+
+MAX_CONTROL_BYTES = 16 * 1024
+
+
+class JobStateStore:
+    """Reads and versioned writes of one cluster's per-job records."""
+
+    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
+        self.zk = zk
+        self.layout = layout
+
+    def _read(self, path: str) -> tuple[bytes, Any] | None:
+        try:
+            return self.zk.get(path)
+        except HandleNotFound:
+            return None
+
+    # -- status (leader) -------------------------------------------------------------------------
+
+    def status(self, job_id: str) -> JobStatus | None:
+        path = self.layout.status(job_id)
+        found = self._read(path)
+        return None if found is None else JobStatus.from_znode(found[0], found[1], path)
+
+    def put_status(
+        self,
+        job_id: str,
+        status: JobStatus,
+        *,
+        expected_version: int | None,
+        fence: Fence | None = None,
+    ) -> JobStatus:
+        """Create the status (``expected_version=None``) or replace the one at that version.
+
+        Raises :class:`HandleExists` / :class:`VersionConflict` if somebody got there first,
+        or the fence's error. Returns the status with its new version.
+        """
+        path = self.layout.status(job_id)
+        if expected_version is None:
+            self.zk.ensure_path(self.layout.job_dir(job_id))
+            self.zk.commit([Create(path, status.to_bytes())], fence=fence)
+            return status.with_version(0)
+        self.zk.commit([SetData(path, status.to_bytes(), expected_version)], fence=fence)
+        return status.with_version(expected_version + 1)
+
+    # -- running / outcome (driver) --------------------------------------------------------------
+
+    def running(self, job_id: str) -> tuple[RunningInfo, int] | None:
+        """The live driver's record and the session that owns it, or None if no driver runs."""
+        path = self.layout.running(job_id)
+        found = self._read(path)
+        if found is None:
+            return None
+        return RunningInfo.from_znode(found[0], found[1], path), found[1].ephemeralOwner
+
+    def outcome(self, job_id: str) -> Outcome | None:
+        path = self.layout.outcome(job_id)
+        found = self._read(path)
+        return None if found is None else Outcome.from_znode(found[0], found[1], path)
+
+    # -- cancel (anybody) ------------------------------------------------------------------------
+
+    def request_cancel(
+        self, job_id: str, *, by: str | None = None, reason: str | None = None
+    ) -> CancelRequest:
+        """Ask the job to stop; asking again returns the first request. Idempotent."""
+        path = self.layout.cancel(job_id)
+        request = CancelRequest(version=None, requested=utc_now(), by=by, reason=reason)
+        self.zk.ensure_path(self.layout.job_dir(job_id))
+        try:
+            self.zk.create(path, request.to_bytes())
+        except HandleExists:
+            existing = self.cancel_request(job_id)
+            if existing is not None:
+                return existing
+        return request.with_version(0)
+
+    def cancel_request(self, job_id: str) -> CancelRequest | None:
+        path = self.layout.cancel(job_id)
+        found = self._read(path)
+        return None if found is None else CancelRequest.from_znode(found[0], found[1], path)
+
+    # -- control (anybody, versioned) ------------------------------------------------------------
+
+    def control(self, job_id: str) -> tuple[dict[str, Any], int | None]:
+        """The job's dynamic configuration and its version (``None`` if never set)."""
+        path = self.layout.control(job_id)
+        found = self._read(path)
+        if found is None:
+            return {}, None
+        try:
+            values = json.loads(found[0].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise CorruptHandle(f"{path}: control is not UTF-8 JSON") from None
+        if not isinstance(values, dict):
+            raise CorruptHandle(f"{path}: control is not a JSON object")
+        return values, found[1].version
+
+    def set_control(
+        self, job_id: str, values: dict[str, Any], *, expected_version: int | None
+    ) -> int:
+        """Replace the control object if it is still at ``expected_version``; the new version.
+
+        ``expected_version=None`` creates it and fails if it exists, so two concurrent edits
+        never silently overwrite each other (:class:`VersionConflict` / :class:`HandleExists`).
+        """
+        data = json.dumps(values, sort_keys=True, separators=(",", ":")).encode()
+        if len(data) > MAX_CONTROL_BYTES:
+            raise ConfigError(f"control of {len(data)} bytes is over {MAX_CONTROL_BYTES}")
+        path = self.layout.control(job_id)
+        if expected_version is None:
+            self.zk.ensure_path(self.layout.job_dir(job_id))
+            self.zk.create(path, data)
+            return 0
+        stat = self.zk.set(path, data, version=expected_version)
+        version: int = stat.version
+        return version

@@ -1,0 +1,106 @@
+"""Quarantine: a job whose definition cannot be read or verified is moved out of the way.
+
+Moving a job to ``R/quarantine/<job>`` is one transaction: create the quarantine entry (reason,
+time, and a copy of the handle, which keeps the payload referenced for forensics) and delete the
+job's node from ``R/currentJobs`` with its locks. No other job is touched; recovery of every other
+job goes on (invariant 6).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from zkstore.errors import CorruptHandle, HandleExists, HandleNotFound, NotEmpty, VersionConflict
+from zkstore.handle import Handle, utc_now
+from zkstore.layout import Layout
+from zkstore.records import QuarantineEntry, short_error
+from zkstore.store import LOCKS
+from zkstore.zk import Create, Delete, Fence, Op, ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+
+class Quarantine:
+    """Move jobs into quarantine, list them, and release them back."""
+
+    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
+        self.zk = zk
+        self.layout = layout
+
+    def put(self, job_id: str, reason: str, *, fence: Fence | None = None) -> QuarantineEntry:
+        """Move ``job_id`` from currentJobs into quarantine with ``reason``; idempotent.
+
+        If the job is already quarantined, returns that entry. Raises the fence's error if the
+        fence is lost.
+        """
+        for _ in range(5):
+            existing = self.get(job_id)
+            if existing is not None and self.zk.exists(self.layout.job_handle(job_id)) is None:
+                return existing
+            entry, ops = self._move_ops(job_id, reason, existing is not None)
+            try:
+                self.zk.commit(ops, fence=fence)
+            except (HandleExists, HandleNotFound, NotEmpty, VersionConflict) as exc:
+                logger.debug("quarantine of %s raced (%s); trying again", job_id, exc)
+                continue
+            logger.warning("job %s quarantined: %s", job_id, reason)
+            return entry.with_version(0)
+        raise VersionConflict(f"job {job_id} kept changing while being quarantined")
+
+    def _move_ops(
+        self, job_id: str, reason: str, entry_exists: bool
+    ) -> tuple[QuarantineEntry, list[Op]]:
+        node = self.layout.job_handle(job_id)
+        handle: dict[str, object] | None = None
+        raw: str | None = None
+        ops: list[Op] = []
+        try:
+            data, stat = self.zk.get(node)
+        except HandleNotFound:
+            data, stat = None, None
+        if data is not None and stat is not None:
+            try:
+                Handle.from_znode(data, stat, node)
+                handle = json.loads(data)
+            except CorruptHandle:
+                raw = short_error(data.decode("utf-8", errors="replace"))
+            locks = f"{node}/{LOCKS}"
+            try:
+                holders = self.zk.children(locks)
+                ops += [Delete(f"{locks}/{h}") for h in holders] + [Delete(locks)]
+            except HandleNotFound:
+                pass  # marked for deletion: no locks node
+            ops.append(Delete(node, stat.version))
+        entry = QuarantineEntry(
+            version=None,
+            job_id=job_id,
+            reason=short_error(reason) or "",
+            since=utc_now(),
+            handle=handle,
+            raw=raw,
+        )
+        if not entry_exists:
+            ops.insert(0, Create(self.layout.quarantine_entry(job_id), entry.to_bytes()))
+        return entry, ops
+
+    def get(self, job_id: str) -> QuarantineEntry | None:
+        path = self.layout.quarantine_entry(job_id)
+        try:
+            data, stat = self.zk.get(path)
+        except HandleNotFound:
+            return None
+        return QuarantineEntry.from_znode(data, stat, path)
+
+    def all(self) -> list[QuarantineEntry]:
+        names = sorted(self.zk.children(self.layout.quarantine))
+        found = self.zk.get_many([f"{self.layout.quarantine}/{n}" for n in names])
+        return [
+            QuarantineEntry.from_znode(item[0], item[1], f"{self.layout.quarantine}/{name}")
+            for name, item in zip(names, found, strict=True)
+            if item is not None
+        ]
+
+    def remove(self, job_id: str, *, expected_version: int) -> None:
+        """Forget a quarantine entry (the operator dealt with the job)."""
+        self.zk.delete(self.layout.quarantine_entry(job_id), version=expected_version)

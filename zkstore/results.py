@@ -1,0 +1,92 @@
+"""The job result store (FLIP-194's idea, in ZooKeeper): ``R/results/<job>``.
+
+A result is written DIRTY before any cleanup of the job starts and marked CLEAN once every other
+trace of the job is gone. A job with a result, dirty or clean, is never run again; a dirty result
+tells a new leader to finish the cleanup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zkstore.errors import HandleExists, HandleNotFound, VersionConflict
+from zkstore.handle import utc_now
+from zkstore.layout import Layout
+from zkstore.records import CLEAN, DIRTY, OUTCOMES, JobResult, short_error
+from zkstore.zk import Create, Fence, SetData, ZooKeeper
+
+
+class JobResultStore:
+    """Create a dirty result (once), mark it clean (idempotent), read and list results."""
+
+    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
+        self.zk = zk
+        self.layout = layout
+
+    def create_dirty(
+        self,
+        job_id: str,
+        outcome: str,
+        *,
+        attempts: int,
+        error: str | None = None,
+        name: str | None = None,
+        fence: Fence | None = None,
+    ) -> JobResult:
+        """Record the job's outcome. Raises :class:`HandleExists` if any result exists."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}")
+        result = JobResult(
+            version=None,
+            job_id=job_id,
+            state=DIRTY,
+            outcome=outcome,
+            attempts=attempts,
+            finished=utc_now(),
+            error=short_error(error),
+            name=name,
+        )
+        path = self.layout.result(job_id)
+        try:
+            self.zk.commit([Create(path, result.to_bytes())], fence=fence)
+        except HandleExists:
+            raise HandleExists(f"job {job_id} already has a result", path=path) from None
+        return result.with_version(0)
+
+    def mark_clean(self, job_id: str, *, fence: Fence | None = None) -> JobResult:
+        """Mark the result clean; marking a clean one again is fine, a missing one raises."""
+        path = self.layout.result(job_id)
+        while True:
+            current = self.get(job_id)
+            if current is None:
+                raise HandleNotFound(f"job {job_id} has no result to mark clean", path=path)
+            if current.state == CLEAN:
+                return current
+            assert current.version is not None
+            clean = replace(current, state=CLEAN)
+            try:
+                self.zk.commit([SetData(path, clean.to_bytes(), current.version)], fence=fence)
+            except VersionConflict:
+                continue
+            return clean.with_version(current.version + 1)
+
+    def get(self, job_id: str) -> JobResult | None:
+        path = self.layout.result(job_id)
+        try:
+            data, stat = self.zk.get(path)
+        except HandleNotFound:
+            return None
+        return JobResult.from_znode(data, stat, path)
+
+    def all(self) -> list[JobResult]:
+        """Every result (pipelined reads), oldest job id first."""
+        names = sorted(self.zk.children(self.layout.results))
+        found = self.zk.get_many([f"{self.layout.results}/{n}" for n in names])
+        return [
+            JobResult.from_znode(item[0], item[1], f"{self.layout.results}/{name}")
+            for name, item in zip(names, found, strict=True)
+            if item is not None
+        ]
+
+    def dirty(self) -> list[JobResult]:
+        return [r for r in self.all() if r.state == DIRTY]
