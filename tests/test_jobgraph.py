@@ -180,9 +180,8 @@ def test_signed_definitions(config: StoreConfig) -> None:
             signed.jobs.recover("signed")
     with Cluster.open(config) as unsigned:
         unsigned.jobs.put(function_job("unsigned"))
-    with Cluster.open(signed_config) as signed:
-        with pytest.raises(UntrustedPayload, match="not signed"):
-            signed.jobs.recover("unsigned")
+    with Cluster.open(signed_config) as signed, pytest.raises(UntrustedPayload, match="not signed"):
+        signed.jobs.recover("unsigned")
 
 
 def test_broken_definitions_are_reported_not_raised_by_recover_all(cluster: Cluster) -> None:
