@@ -1,1 +1,10 @@
-"""The HA runtime of zkstore: leader election, the recovery daemon, job drivers, HA submission."""
+"""The HA runtime of zkstore: leader election, the recovery daemon, job drivers, HA submission.
+
+The Python API of submission is :class:`Client` and :func:`submit`; jobs written as functions
+receive a :class:`JobContext` and may raise or catch :class:`JobCancelled`.
+"""
+
+from recovery.context import JobCancelled, JobContext
+from recovery.submit import Client, JobNotFound, WaitTimeout, submit
+
+__all__ = ["Client", "JobCancelled", "JobContext", "JobNotFound", "WaitTimeout", "submit"]

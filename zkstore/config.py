@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from zkstore.errors import ConfigError
@@ -143,6 +143,23 @@ class StoreConfig:
             values["signing_key"] = values["signing_key"].encode()
         values.update({k: v for k, v in explicit.items() if v is not None})
         return cls(**values)
+
+    def to_json(self) -> str:
+        """The config as JSON, to hand to a child process (the signing key hex-encoded)."""
+        values = asdict(self)
+        values["storage_options"] = dict(self.storage_options)
+        values["signing_key"] = self.signing_key.hex() if self.signing_key is not None else None
+        return json.dumps(values)
+
+    @classmethod
+    def from_json(cls, text: str) -> StoreConfig:
+        try:
+            values = json.loads(text)
+            if values.get("signing_key") is not None:
+                values["signing_key"] = bytes.fromhex(values["signing_key"])
+            return cls(**values)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"invalid store configuration: {exc}") from exc
 
     def with_changes(self, **changes: Any) -> StoreConfig:
         """A copy with some fields changed (validated again)."""

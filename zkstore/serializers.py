@@ -36,6 +36,10 @@ class Serializer(Protocol[T]):
 
     def loads(self, data: bytes) -> T: ...
 
+    def check(self, data: bytes) -> None:
+        """Raise if ``data`` could not be loaded here, without running any of it."""
+        ...
+
 
 class PickleSerializer(Generic[T]):
     """cloudpickle with a version header; code defined in ``__main__`` or files travels by value."""
@@ -66,7 +70,7 @@ class PickleSerializer(Generic[T]):
             raise IncompatiblePayload("payload has an unreadable zkstore pickle header")
         return header
 
-    def loads(self, data: bytes) -> T:
+    def check(self, data: bytes) -> None:
         header = self.header(data)
         if header["python"] != python_version():
             raise IncompatiblePayload(
@@ -74,6 +78,9 @@ class PickleSerializer(Generic[T]):
                 f"(cloudpickle {header.get('cloudpickle', '?')}); this is Python "
                 f"{python_version()}: run it with Python {header['python']} or resubmit it"
             )
+
+    def loads(self, data: bytes) -> T:
+        self.check(data)
         body = data[len(PICKLE_MAGIC) + data[len(PICKLE_MAGIC) :].index(b"\n") + 1 :]
         try:
             state: T = pickle.loads(body)
@@ -96,6 +103,9 @@ class JsonSerializer:
             return json.dumps(state, separators=(",", ":"), sort_keys=True).encode()
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"not JSON-serializable: {exc}") from exc
+
+    def check(self, data: bytes) -> None:
+        self.loads(data)
 
     def loads(self, data: bytes) -> Any:
         try:

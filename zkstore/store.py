@@ -401,6 +401,15 @@ class ZooKeeperStateHandleStore(Generic[T]):
             return Entry(name, self.serializer.loads(payload), handle)
         raise VersionConflict(f"{node} kept changing while being read", path=node)
 
+    def verify(self, name: str) -> Handle:
+        """Check that the entry's payload exists, verifies and could be loaded; never loads it.
+
+        Returns the handle; raises like :meth:`get` (without locking).
+        """
+        handle = self.get_handle(name)
+        self.serializer.check(self.storage.read(handle.ref))
+        return handle
+
     def get_handle(self, name: str) -> Handle:
         """The entry's handle, without reading its payload or locking."""
         node = self.node(name)

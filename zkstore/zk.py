@@ -358,9 +358,16 @@ class ZooKeeper:
         return self._pipelined(paths, self._client.get_async, timeout)
 
     def exists_many(
-        self, paths: Sequence[str], *, timeout: float | None = None
+        self,
+        paths: Sequence[str],
+        *,
+        watch: Callable[..., Any] | None = None,
+        timeout: float | None = None,
     ) -> list[ZnodeStat | None]:
-        return self._pipelined(paths, self._client.exists_async, timeout)
+        """Pipelined stats of many nodes (``None`` where absent); ``watch`` is set on each."""
+        return self._pipelined(
+            paths, lambda path: self._client.exists_async(path, watch=watch), timeout
+        )
 
     def children_many(
         self, paths: Sequence[str], *, timeout: float | None = None

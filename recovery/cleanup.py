@@ -1,0 +1,40 @@
+"""Removing every trace of a finished job, idempotently, so that it can be retried until done.
+
+Order: checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
+definition's handle and payload, then every object left under the job's storage prefix (orphans
+of crashed writes included), and only then the result is marked CLEAN. A crash anywhere leaves a
+DIRTY result, which tells the next leader to run this again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from zkstore.cluster import Cluster
+from zkstore.errors import NotEmpty
+from zkstore.zk import Fence
+
+logger = logging.getLogger(__name__)
+
+
+def clean_up(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
+    """Remove the job's checkpoints, records, definition and payloads; mark its result clean.
+
+    Returns False if something is still held (a lock of a session that has not expired yet, a
+    node added meanwhile): call again later. Raises on outages and on a lost fence.
+    """
+    if not cluster.checkpoints(job_id).remove_all(fence=fence):
+        logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
+        return False
+    try:
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+    except NotEmpty:
+        logger.info("cleanup of %s: its records changed meanwhile; will retry", job_id)
+        return False
+    if not cluster.jobs.remove(job_id, fence=fence):
+        logger.info("cleanup of %s: its definition is still locked; will retry", job_id)
+        return False
+    for leftover in cluster.storage.list(cluster.storage_layout.job(job_id)):
+        cluster.storage.discard(leftover.uri)
+    cluster.results.mark_clean(job_id, fence=fence)
+    return True

@@ -1,0 +1,152 @@
+"""The job context: what ``FUNCTION(ctx, *args)`` gets.
+
+``ctx.spark`` builds the SparkSession on first use (a job that never touches Spark costs no JVM);
+``ctx.latest_checkpoint()`` and ``ctx.checkpoint(metadata)`` let a resubmitted job resume instead of
+starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``).
+Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from zkstore.checkpoints import CheckpointStore
+from zkstore.errors import FenceLost
+from zkstore.zk import Fence
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+class JobCancelled(Exception):
+    """Raised inside the job once a cancel was requested (by ``ctx.checkpoint`` and friends)."""
+
+
+class AttemptSuperseded(FenceLost):
+    """This attempt lost its standing (session expired, or a newer attempt was assigned)."""
+
+
+def spark_conf_args(master: str, conf: Mapping[str, str], app_name: str) -> list[str]:
+    """``spark-submit`` style arguments for the given master, configuration and app name."""
+    args = ["--master", master, "--name", app_name]
+    for key, value in sorted(conf.items()):
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+class DynamicConfig(Mapping[str, Any]):
+    """A read-only mapping over the job's ``control`` node, refreshed when it changes."""
+
+    def __init__(self, load: Callable[[], dict[str, Any]]) -> None:
+        self._load = load
+        self._values: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._values = None
+
+    def _current(self) -> dict[str, Any]:
+        with self._lock:
+            if self._values is None:
+                self._values = self._load()
+            return self._values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._current()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._current()))
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return f"DynamicConfig({self._current()!r})"
+
+
+class JobContext:
+    """Handed to a job function as ``ctx``. Thread-safe where it matters (``cancelled``)."""
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        name: str,
+        attempt: int,
+        spark_master: str,
+        spark_conf: Mapping[str, str],
+        checkpoints: CheckpointStore,
+        fence: Fence,
+        config: DynamicConfig,
+        cancelled: threading.Event,
+    ) -> None:
+        self.job_id = job_id
+        self.name = name
+        self.attempt = attempt
+        self.config: Mapping[str, Any] = config
+        self.log = logging.getLogger(f"zkstore.job.{job_id}")
+        self._spark_master = spark_master
+        self._spark_conf = dict(spark_conf)
+        self._checkpoints = checkpoints
+        self._fence = fence
+        self._cancelled = cancelled
+        self._spark: SparkSession | None = None
+        self._spark_lock = threading.Lock()
+
+    @property
+    def app_name(self) -> str:
+        return f"{self.name} [zkstore {self.job_id} #{self.attempt}]"
+
+    @property
+    def spark(self) -> SparkSession:
+        """The SparkSession of this attempt, created on first use with the configured master."""
+        with self._spark_lock:
+            if self._spark is None:
+                from pyspark.sql import SparkSession
+
+                builder = SparkSession.builder.master(
+                    self._spark_conf.get("spark.master", self._spark_master)
+                ).appName(self.app_name)
+                for key, value in self._spark_conf.items():
+                    builder = builder.config(key, value)
+                self._spark = builder.getOrCreate()
+                logger.info("SparkSession up (master %s)", self._spark.sparkContext.master)
+            return self._spark
+
+    @property
+    def spark_started(self) -> bool:
+        return self._spark is not None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once a cancel was requested: stop at the next convenient point."""
+        return self._cancelled.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise JobCancelled(f"job {self.job_id} was cancelled")
+
+    def latest_checkpoint(self) -> Any | None:
+        """The metadata of the newest checkpoint of this job (from any attempt), or None."""
+        checkpoint = self._checkpoints.latest()
+        return None if checkpoint is None else checkpoint.metadata
+
+    def checkpoint(self, metadata: Any) -> int:
+        """Durably record progress (JSON metadata); returns the checkpoint id.
+
+        Raises :class:`JobCancelled` if a cancel was requested, :class:`AttemptSuperseded` if
+        this attempt may no longer write (then nothing was written).
+        """
+        self.raise_if_cancelled()
+        try:
+            checkpoint = self._checkpoints.add(metadata, fence=self._fence)
+        except FenceLost as exc:
+            raise AttemptSuperseded(f"attempt {self.attempt} of {self.job_id}: {exc}") from exc
+        self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
+        return checkpoint.checkpoint_id

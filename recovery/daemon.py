@@ -1,0 +1,224 @@
+"""The recovery daemon: one per host; the elected leader runs every job.
+
+The daemon's main thread is the only thread that acts. Kazoo's state listener and watches, the
+threads waiting on driver processes, timers and signal handlers only post events to the loop (the
+listener also revokes the current leadership flag, so that a SUSPENDED leader stops acting at
+once, before its session can expire). Leadership is re-granted, with a fresh token and a full
+reconcile, whenever the session is connected and our contender node is first.
+
+SIGTERM/SIGINT: stop acting, delete our contender node and close the session, so that another
+daemon takes over within moments. Drivers keep running: they are separate processes with their
+own sessions, and the next leader adopts them.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+
+from recovery.coordinator import DRIVER_EXITED, JobCoordinator
+from recovery.election import LeaderElection
+from recovery.launcher import DriverLauncher
+from recovery.leader import JOB, LeaderProcess
+from recovery.loop import Event, Leadership, Loop
+from recovery.settings import DaemonSettings
+from zkstore.cluster import Cluster
+from zkstore.errors import NotLeader, StoreUnavailable, ZkStoreError
+
+logger = logging.getLogger(__name__)
+
+STATE = "state"
+ELECTION = "election"
+STOP = "stop"
+CONNECT_RETRY = 2.0
+
+
+class Daemon:
+    """Run with :meth:`run` on the main thread; stop with :meth:`request_stop` or a signal."""
+
+    def __init__(self, settings: DaemonSettings) -> None:
+        self.settings = settings
+        self.loop = Loop()
+        self.launcher = DriverLauncher(settings)
+        self.coordinators: dict[str, JobCoordinator] = {}
+        self.cluster: Cluster | None = None
+        self.election: LeaderElection | None = None
+        self.leader: LeaderProcess | None = None
+        self._leadership: Leadership | None = None
+        self._stopping = threading.Event()
+        self._must_contend = True
+        self._last_reconcile = 0.0
+        self.started = threading.Event()
+
+    # -- control -------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the daemon to hand over and exit (safe from any thread or signal handler)."""
+        self._stopping.set()
+        self.loop.post(Event(STOP))
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        logger.info("received %s: handing over and stopping", signal.Signals(signum).name)
+        self.request_stop()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader is not None and self.leader.active
+
+    # -- main loop -----------------------------------------------------------------------------
+
+    def run(self, *, install_signals: bool = True) -> int:
+        """Serve until stopped. Returns the process exit code."""
+        if install_signals:
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        if not self._connect():
+            return 0
+        assert self.cluster is not None
+        self.cluster.zk.add_listener(self._on_state)
+        self.election = LeaderElection(
+            self.cluster.zk,
+            self.cluster.layout,
+            self.settings.daemon_id,
+            lambda: self.loop.post(Event(ELECTION)),
+        )
+        self.loop.post(Event(ELECTION))
+        self.started.set()
+        logger.info(
+            "daemon %s up (ZooKeeper %s, root %s, storage %s, Spark %s)",
+            self.settings.daemon_id,
+            self.settings.store.zk_hosts,
+            self.cluster.layout.base,
+            self.cluster.storage.root_url,
+            self.settings.spark_master,
+        )
+        try:
+            while not self._stopping.is_set():
+                self._turn()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _connect(self) -> bool:
+        """Open the session, waiting for ZooKeeper as long as it takes (or until stopped)."""
+        while not self._stopping.is_set():
+            try:
+                self.cluster = Cluster.open(
+                    self.settings.store, instance_id=self.settings.daemon_id
+                )
+                return True
+            except StoreUnavailable as exc:
+                logger.warning("%s; retrying in %g s", exc, CONNECT_RETRY)
+                self._stopping.wait(CONNECT_RETRY)
+        return False
+
+    def _turn(self) -> None:
+        """One pass: wait for events, handle them, reconcile periodically."""
+        events = self.loop.next_events(timeout=0.5)
+        jobs: set[str] = set()
+        try:
+            for event in events:
+                if event.kind in (JOB, DRIVER_EXITED) and event.job_id is not None:
+                    jobs.add(event.job_id)
+                else:
+                    self._handle(event)
+            if self.leader is not None and not self.leader.active:
+                self._revoke("leadership ended")
+            if self.is_leader and self.leader is not None:
+                if jobs:
+                    self.leader.reconcile(jobs)
+                if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:
+                    self._last_reconcile = time.monotonic()
+                    self.leader.reconcile_all()
+        except NotLeader as exc:
+            self._revoke(str(exc))
+        except StoreUnavailable as exc:
+            logger.warning("ZooKeeper or storage unavailable: %s", exc)
+            self.loop.post_at(time.monotonic() + 1.0, Event(ELECTION))
+        except ZkStoreError as exc:
+            logger.error("unexpected store error: %s: %s", type(exc).__name__, exc)
+
+    def _handle(self, event: Event) -> None:
+        if event.kind == STATE:
+            self._on_state_event(str(event.data))
+        elif event.kind == ELECTION:
+            self._check_election()
+
+    # -- session and election ------------------------------------------------------------------
+
+    def _on_state(self, state: str) -> None:
+        """Kazoo's listener (I/O thread): stop acting at once, then tell the loop."""
+        if state != "CONNECTED" and self._leadership is not None:
+            self._leadership.revoke()
+        self.loop.post(Event(STATE, data=state))
+
+    def _on_state_event(self, state: str) -> None:
+        if state == "SUSPENDED":
+            self._revoke("ZooKeeper connection suspended")
+        elif state == "LOST":
+            self._revoke("ZooKeeper session expired")
+            self._must_contend = True
+        elif state == "CONNECTED":
+            self._check_election()
+
+    def _check_election(self) -> None:
+        assert self.cluster is not None and self.election is not None
+        if self._stopping.is_set() or not self.cluster.zk.connected:
+            return
+        if self._must_contend or not self.election.owns_node():
+            self.election.contend()
+            self._must_contend = False
+        try:
+            leading = self.election.check()
+        except NotLeader:
+            self._must_contend = True
+            self.loop.post(Event(ELECTION))
+            return
+        if leading and not self.is_leader:
+            self._grant()
+        elif not leading and self.leader is not None:
+            self._revoke("another contender is first")
+
+    def _grant(self) -> None:
+        assert self.cluster is not None and self.election is not None
+        self._revoke("re-granting")
+        leadership = Leadership(fence=self.election.fence())
+        self._leadership = leadership
+        self.leader = LeaderProcess(
+            self.cluster,
+            self.settings,
+            leadership,
+            self.loop,
+            self.launcher,
+            self.election,
+            self.coordinators,
+        )
+        logger.info("daemon %s is the leader", self.settings.daemon_id)
+        self._last_reconcile = time.monotonic()
+        self.leader.start()
+
+    def _revoke(self, why: str) -> None:
+        leader, self.leader = self.leader, None
+        if leader is None:
+            return
+        leader.stop()
+        logger.warning("daemon %s is no longer the leader: %s", self.settings.daemon_id, why)
+
+    def _shutdown(self) -> None:
+        self._revoke("shutting down")
+        if self.election is not None:
+            try:
+                self.election.resign()
+            except ZkStoreError as exc:
+                logger.warning("could not resign cleanly (%s); the session close will", exc)
+        if self.cluster is not None:
+            self.cluster.close()
+        live = sum(1 for c in self.coordinators.values() if c.live_launch is not None)
+        logger.info(
+            "daemon %s stopped; %d driver(s) keep running and will be adopted",
+            self.settings.daemon_id,
+            live,
+        )

@@ -1,0 +1,222 @@
+"""What the leader should do next for one job: a pure function of what it can see.
+
+Inputs are the job's snapshot from ZooKeeper and what this daemon knows locally (the driver it
+launched, if any, and how many of its drivers are running). The output is one action; the leader
+applies it with fenced writes and looks again. Keeping this pure keeps the lifecycle in one place
+and testable branch by branch::
+
+    SUBMITTED -> PENDING -> STARTING(attempt n) -> outcome of n
+        SUCCEEDED / CANCELLED          -> result DIRTY -> cleanup -> CLEAN
+        FAILED, failures < max_attempts -> RESTARTING (backoff) -> STARTING(n+1)
+        FAILED, failures = max_attempts -> result DIRTY/FAILED -> cleanup -> CLEAN
+        BROKEN (cannot load definition) -> quarantine
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from recovery.launcher import describe_exit
+from recovery.settings import DaemonSettings
+from zkstore.handle import parse_time
+from zkstore.records import (
+    BROKEN,
+    CANCELLED,
+    DIRTY,
+    FAILED,
+    RESTARTING,
+    STARTING,
+    SUCCEEDED,
+)
+from zkstore.snapshot import JobSnapshot
+
+
+@dataclass(frozen=True)
+class Local:
+    """What this daemon knows that ZooKeeper does not say."""
+
+    launched_attempt: int | None = None
+    launched_pid: int | None = None
+    launch_alive: bool = False
+    launch_age: float = 0.0
+    exit_code: int | None = None
+    drivers_running: int = 0
+
+
+@dataclass(frozen=True)
+class Action:
+    """Base of the actions; ``reason`` is for the log."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Nothing(Action):
+    """Nothing to do for this job now."""
+
+
+@dataclass(frozen=True)
+class Initialize(Action):
+    """Create the job's status (PENDING), then decide again."""
+
+
+@dataclass(frozen=True)
+class Start(Action):
+    """Assign ``attempt`` and launch its driver."""
+
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class Adopt(Action):
+    """A driver holds ``running``: watch it and wait."""
+
+
+@dataclass(frozen=True)
+class ReleaseDead(Action):
+    """Our own driver process is gone (reaped) but its ``running`` node waits for its session
+    to expire: delete the node now, fenced on the attempt, instead of waiting."""
+
+
+@dataclass(frozen=True)
+class Wait(Action):
+    """Look again at ``until`` (wall clock), or on the next event if None."""
+
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StopLaunch(Action):
+    """Our launched driver did not take ``running`` in time: kill it."""
+
+
+@dataclass(frozen=True)
+class Restart(Action):
+    """Record a failed attempt; the next starts at ``not_before``."""
+
+    failures: int = 0
+    not_before: datetime | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Finish(Action):
+    """Record the result (DIRTY), then clean up."""
+
+    outcome: str = SUCCEEDED
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CleanUp(Action):
+    """The result is recorded: remove every other trace of the job, then mark it CLEAN."""
+
+
+@dataclass(frozen=True)
+class Quarantine(Action):
+    """The job cannot be run: move it to quarantine with the reason."""
+
+
+def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
+    """The next action for ``job``. Never raises for any combination of records."""
+    settled = _settled(job)
+    if settled is not None:
+        return settled
+    status = job.status
+    if status is None:
+        return Initialize(reason="new job")
+    if job.running is not None:
+        running = job.running
+        if (
+            local.exit_code is not None
+            and local.launched_attempt == running.attempt == status.attempt
+            and local.launched_pid == running.pid
+        ):
+            return ReleaseDead(reason=f"driver of attempt {running.attempt} died; no need to wait")
+        return Adopt(reason=f"driver of attempt {running.attempt} is alive")
+    if status.state == STARTING:
+        return _starting(job, local, settings, now)
+    if job.cancel is not None:
+        return Finish(outcome=CANCELLED, error="cancelled", reason="cancel requested")
+    if status.state == RESTARTING and status.not_before is not None:
+        not_before = parse_time(status.not_before)
+        if now < not_before:
+            return Wait(until=not_before, reason="restart backoff")
+    if local.drivers_running >= settings.max_drivers:
+        return Wait(reason=f"all {settings.max_drivers} driver slots in use")
+    return Start(attempt=status.attempt + 1, reason=f"{status.state.lower()} job")
+
+
+def _settled(job: JobSnapshot) -> Action | None:
+    """The action for a job that is finished, quarantined, gone or unreadable; else None."""
+    if job.result is not None:
+        if job.result.state != DIRTY:
+            return Nothing(reason="finished")
+        if job.running is not None:
+            return Wait(reason="result recorded; waiting for the last driver to go away")
+        return CleanUp(reason=f"result {job.result.outcome} recorded, cleanup unfinished")
+    if job.quarantine is not None:
+        return Nothing(reason="quarantined")
+    for record in ("handle", "status"):
+        if record in job.errors:
+            return Quarantine(reason=job.errors[record])
+    if job.handle is None or job.marked:
+        return Nothing(reason="not in currentJobs")
+    return None
+
+
+def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
+    """An attempt was assigned and no driver holds ``running``: starting, or over?"""
+    assert job.status is not None
+    attempt = job.status.attempt
+    outcome = job.outcome
+    if outcome is not None and outcome.attempt == attempt:
+        return _ended(job, outcome.outcome, outcome.error, settings, now)
+    ours = local.launched_attempt == attempt
+    if ours and local.launch_alive:
+        if local.launch_age < settings.start_timeout:
+            return Wait(reason=f"driver of attempt {attempt} is starting")
+        return StopLaunch(
+            reason=f"driver did not take its running node within {settings.start_timeout:g} s"
+        )
+    if ours and local.exit_code is not None:
+        error = f"driver of attempt {attempt} {describe_exit(local.exit_code)}"
+    else:
+        error = f"driver of attempt {attempt} ended (killed?)"
+    return _ended(job, FAILED, error + " and left no outcome", settings, now)
+
+
+def _ended(
+    job: JobSnapshot, outcome: str, error: str | None, settings: DaemonSettings, now: datetime
+) -> Action:
+    """The attempt recorded in ``status`` is over with ``outcome``."""
+    assert job.status is not None and job.handle is not None
+    if outcome == SUCCEEDED:
+        return Finish(outcome=SUCCEEDED, reason="attempt succeeded")
+    if outcome == CANCELLED:
+        return Finish(outcome=CANCELLED, error=error or "cancelled", reason="attempt cancelled")
+    if outcome == BROKEN:
+        return Quarantine(reason=error or "driver could not load the definition")
+    failures = job.status.failures + 1
+    if job.cancel is not None:
+        return Finish(outcome=CANCELLED, error=error, reason="failed while cancel was requested")
+    max_attempts = _max_attempts(job)
+    if failures >= max_attempts:
+        return Finish(
+            outcome=FAILED,
+            error=error,
+            reason=f"attempt {job.status.attempt} failed; {failures} of {max_attempts} used",
+        )
+    delay = settings.backoff(failures)
+    return Restart(
+        failures=failures,
+        not_before=now + timedelta(seconds=delay),
+        error=error,
+        reason=f"attempt {job.status.attempt} failed; retrying in {delay:g} s",
+    )
+
+
+def _max_attempts(job: JobSnapshot) -> int:
+    value = job.handle.summary.get("max_attempts") if job.handle is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1

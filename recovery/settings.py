@@ -1,0 +1,64 @@
+"""Settings of the recovery runtime, validated at the edge and passed down explicitly."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from zkstore.config import ENV_VARS, StoreConfig
+from zkstore.errors import ConfigError
+
+DEFAULT_SPARK_MASTER = "local[2]"
+
+
+def default_daemon_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:60] or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def spark_master_from_env(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    return explicit or env.get(ENV_VARS["spark_master"]) or DEFAULT_SPARK_MASTER
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """How one recovery daemon behaves.
+
+    ``restart_backoff`` is the first delay before a failed job's next attempt; it doubles per
+    failure up to ``max_backoff``. ``reconcile_interval`` is how often the leader re-reads every
+    job even without events (watches make the common path immediate). ``start_timeout`` bounds
+    how long a launched driver may take to take its ``running`` node.
+    """
+
+    store: StoreConfig
+    daemon_id: str = field(default_factory=default_daemon_id)
+    spark_master: str = DEFAULT_SPARK_MASTER
+    max_drivers: int = 32
+    restart_backoff: float = 1.0
+    max_backoff: float = 60.0
+    reconcile_interval: float = 10.0
+    start_timeout: float = 60.0
+    cancel_grace: float = 30.0
+    log_dir: str | None = None
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):
+            raise ConfigError(f"invalid daemon id {self.daemon_id!r}: use [A-Za-z0-9._-]")
+        if self.max_drivers < 1:
+            raise ConfigError("max drivers must be at least 1")
+        if not 0 < self.restart_backoff <= self.max_backoff:
+            raise ConfigError("restart backoff must be positive and at most the max backoff")
+        if self.reconcile_interval <= 0 or self.start_timeout <= 0 or self.cancel_grace <= 0:
+            raise ConfigError("intervals and timeouts must be positive")
+        if not self.spark_master:
+            raise ConfigError("Spark master is empty")
+
+    def backoff(self, failures: int) -> float:
+        """Delay before the next attempt after ``failures`` failed ones (exponential, capped)."""
+        return float(min(self.max_backoff, self.restart_backoff * 2 ** max(0, failures - 1)))
