@@ -96,6 +96,7 @@ def any_cluster(request: pytest.FixtureRequest, config: StoreConfig) -> Iterator
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
     if report.when == "call" and report.failed and "zk_server" in getattr(item, "funcargs", {}):
         server = item.funcargs["zk_server"]
         report.sections.append(("ZooKeeper log (tail)", server.log_tail(40)))

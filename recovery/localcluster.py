@@ -1,0 +1,208 @@
+"""Several recovery daemons on this machine, as real processes: for the demo, tests, benchmarks.
+
+Each daemon is ``zkstore daemon`` in its own process, so it can be killed with a real signal.
+The cluster knows how to find its leader (``R/leader/info``) and the driver of a job (its
+``running`` node), and on :meth:`LocalCluster.stop` it also stops the drivers its daemons left
+behind (drivers outlive daemons by design).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recovery.launcher import DRIVER_CONFIG_ENV
+from zkstore.config import ENV_VARS, StoreConfig
+from zkstore.errors import HandleNotFound
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DaemonProcess:
+    daemon_id: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.alive:
+            os.kill(self.process.pid, signum)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class LocalCluster:
+    """Daemons of one cluster config, started and killed on demand."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        work_dir: Path,
+        *,
+        spark_master: str = "local[2]",
+        restart_backoff: float = 1.0,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.config = config
+        self.work_dir = Path(work_dir)
+        self.spark_master = spark_master
+        self.restart_backoff = restart_backoff
+        self.extra_args = extra_args
+        self.daemons: dict[str, DaemonProcess] = {}
+        self._zk: ZooKeeper | None = None
+
+    @property
+    def zk(self) -> ZooKeeper:
+        if self._zk is None:
+            self._zk = ZooKeeper(self.config.zk_hosts, timeout=self.config.timeout).start()
+        return self._zk
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+        env.update(
+            {
+                ENV_VARS["zk_hosts"]: self.config.zk_hosts,
+                ENV_VARS["root"]: self.config.root,
+                ENV_VARS["cluster_id"]: self.config.cluster_id,
+                ENV_VARS["storage_url"]: self.config.storage_url,
+                ENV_VARS["spark_master"]: self.spark_master,
+            }
+        )
+        if self.config.signing_key is not None:
+            env[ENV_VARS["signing_key"]] = self.config.signing_key.decode()
+        return env
+
+    def start_daemon(self, daemon_id: str) -> DaemonProcess:
+        """Start ``zkstore daemon --id daemon_id`` (its log in ``work_dir/<id>.log``)."""
+        log_path = self.work_dir / f"{daemon_id}.log"
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "recovery.cli",
+            "-v",
+            "daemon",
+            "--id",
+            daemon_id,
+            "--session-timeout",
+            str(self.config.session_timeout),
+            "--log-dir",
+            str(self.work_dir / "drivers"),
+            "--restart-backoff",
+            str(self.restart_backoff),
+            *self._storage_option_args(),
+            *self.extra_args,
+        ]
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+            )
+        daemon = DaemonProcess(daemon_id, process, log_path)
+        self.daemons[daemon_id] = daemon
+        return daemon
+
+    def _storage_option_args(self) -> list[str]:
+        args: list[str] = []
+        for key, value in _flatten(dict(self.config.storage_options)):
+            args += [
+                "--storage-option",
+                f"{key}={json.dumps(value) if not isinstance(value, str) else value}",
+            ]
+        return args
+
+    def leader(self) -> dict[str, Any] | None:
+        """The published leader info (``id``, ``pid``, ``host``, ``since``), or None."""
+        try:
+            data, _ = self.zk.get(f"{self.config.base_path}/leader/info")
+        except HandleNotFound:
+            return None
+        info: dict[str, Any] = json.loads(data)
+        return info
+
+    def wait_for_leader(
+        self, *, exclude: str | None = None, timeout: float = 60.0
+    ) -> DaemonProcess:
+        """Block until a daemon other than ``exclude`` leads; return it."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            info = self.leader()
+            if info is not None and info["id"] != exclude and info["id"] in self.daemons:
+                return self.daemons[info["id"]]
+            time.sleep(0.05)
+        raise TimeoutError(f"no leader (other than {exclude}) within {timeout:g} s")
+
+    def driver_pid(self, job_id: str) -> int | None:
+        """The pid in the job's ``running`` node, if a driver holds it."""
+        try:
+            data, _ = self.zk.get(f"{self.config.base_path}/jobs/{job_id}/running")
+        except HandleNotFound:
+            return None
+        pid: int = json.loads(data)["pid"]
+        return pid
+
+    def stop(self, *, timeout: float = 20.0) -> None:
+        """SIGTERM every daemon, then stop the drivers left behind."""
+        for daemon in self.daemons.values():
+            daemon.signal(signal.SIGTERM)
+        for daemon in self.daemons.values():
+            try:
+                daemon.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                daemon.process.kill()
+                daemon.process.wait()
+        for pid in self.driver_processes():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
+
+    def driver_processes(self) -> list[int]:
+        """Pids of driver processes of this cluster still alive on this machine (Linux)."""
+        marker = json.dumps(self.config.root)[1:-1]
+        found = []
+        for entry in Path("/proc").glob("[0-9]*"):
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if DRIVER_CONFIG_ENV.encode() in environ and f'"root": "{marker}"'.encode() in environ:
+                found.append(int(entry.name))
+        return found
+
+
+def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    pairs: list[tuple[str, Any]] = []
+    for key, value in options.items():
+        if isinstance(value, dict):
+            pairs += _flatten(value, f"{prefix}{key}.")
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs

@@ -1,0 +1,53 @@
+"""Job functions the end-to-end tests submit (they travel to the drivers by value).
+
+Each records what it did as files in an output directory, so that tests can check which steps
+ran, in which attempt, and at what time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+def mark(out: str, name: str, **data: Any) -> None:
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / name).write_text(json.dumps({"time": time.time(), **data}))
+
+
+def steps(ctx: Any, out: str, total: int, delay: float) -> None:
+    """Work through ``total`` steps, checkpointing after each; record every step started."""
+    checkpoint = ctx.latest_checkpoint()
+    start = checkpoint["step"] + 1 if checkpoint else 1
+    mark(out, f"start-attempt-{ctx.attempt}", step=start)
+    for step in range(start, total + 1):
+        mark(out, f"step-{step:03d}-attempt-{ctx.attempt}")
+        time.sleep(delay)
+        ctx.checkpoint({"step": step})
+
+
+def flaky(ctx: Any, out: str, succeed_at: int) -> None:
+    """Fail until attempt ``succeed_at``; record when each attempt started."""
+    mark(out, f"attempt-{ctx.attempt}")
+    if ctx.attempt < succeed_at:
+        raise RuntimeError(f"attempt {ctx.attempt} fails on purpose")
+
+
+def sleeper(ctx: Any, out: str, seconds: float) -> None:
+    mark(out, f"attempt-{ctx.attempt}")
+    end = time.time() + seconds
+    while time.time() < end:
+        time.sleep(0.05)
+    mark(out, "finished")
+
+
+def spark_squares(ctx: Any, out: str, n: int) -> None:
+    """A real Spark job: the sum of squares of 0..n-1, computed by the cluster."""
+    total = ctx.spark.range(n).selectExpr("sum(id * id) AS total").collect()[0]["total"]
+    mark(out, "result", total=int(total), master=ctx.spark.sparkContext.master)
+
+
+def read_marks(out: str) -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(Path(out).glob("*"))}

@@ -1,0 +1,190 @@
+"""The leader's decision function, branch by branch (pure: no servers needed)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from recovery.decide import (
+    Adopt,
+    CleanUp,
+    Finish,
+    Initialize,
+    Local,
+    Nothing,
+    Quarantine,
+    ReleaseDead,
+    Restart,
+    Start,
+    StopLaunch,
+    Wait,
+    decide,
+)
+from recovery.settings import DaemonSettings
+from zkstore.config import StoreConfig
+from zkstore.handle import Handle
+from zkstore.records import (
+    BROKEN,
+    CANCELLED,
+    CLEAN,
+    DIRTY,
+    FAILED,
+    PENDING,
+    RESTARTING,
+    STARTING,
+    SUCCEEDED,
+    CancelRequest,
+    JobResult,
+    JobStatus,
+    Outcome,
+    QuarantineEntry,
+    RunningInfo,
+)
+from zkstore.snapshot import JobSnapshot
+
+NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+T = "2026-11-21T11:59:00.000Z"
+SETTINGS = DaemonSettings(store=StoreConfig(), max_drivers=2, restart_backoff=1.0, start_timeout=30)
+
+
+def job(max_attempts: int = 3, **records: Any) -> JobSnapshot:
+    handle = Handle(
+        uri="file:///s/x",
+        size=1,
+        sha256="a" * 64,
+        created=T,
+        writer="w",
+        summary={"max_attempts": max_attempts, "name": "n"},
+        version=0,
+    )
+    return JobSnapshot(job_id="j", handle=records.pop("handle", handle), **records)
+
+
+def status(state: str = STARTING, attempt: int = 1, failures: int = 0, **kw: Any) -> JobStatus:
+    return JobStatus(version=4, state=state, attempt=attempt, failures=failures, updated=T, **kw)
+
+
+def running(attempt: int = 1, pid: int = 100) -> RunningInfo:
+    return RunningInfo(version=0, attempt=attempt, host="h", pid=pid, started=T)
+
+
+def outcome(result: str, attempt: int = 1, error: str | None = None) -> Outcome:
+    return Outcome(version=0, attempt=attempt, outcome=result, finished=T, error=error)
+
+
+def decided(snapshot: JobSnapshot, local: Local | None = None) -> Any:
+    return decide(snapshot, local or Local(), SETTINGS, NOW)
+
+
+def test_new_job_is_initialized_then_started() -> None:
+    assert isinstance(decided(job()), Initialize)
+    action = decided(job(status=status(PENDING, attempt=0)))
+    assert isinstance(action, Start) and action.attempt == 1
+
+
+def test_live_driver_is_adopted() -> None:
+    assert isinstance(decided(job(status=status(), running=running())), Adopt)
+
+
+def test_our_dead_driver_is_released_without_waiting_for_its_session() -> None:
+    local = Local(launched_attempt=1, launched_pid=100, exit_code=-9)
+    assert isinstance(decided(job(status=status(), running=running()), local), ReleaseDead)
+    other_pid = Local(launched_attempt=1, launched_pid=999, exit_code=-9)
+    assert isinstance(decided(job(status=status(), running=running()), other_pid), Adopt)
+
+
+def test_success_finishes() -> None:
+    action = decided(job(status=status(), outcome=outcome(SUCCEEDED)))
+    assert isinstance(action, Finish) and action.outcome == SUCCEEDED
+
+
+def test_failure_restarts_with_exponential_backoff() -> None:
+    first = decided(job(status=status(failures=0), outcome=outcome(FAILED, error="boom")))
+    assert isinstance(first, Restart)
+    assert first.failures == 1 and first.error == "boom"
+    assert first.not_before == NOW + timedelta(seconds=1)
+    second = decided(job(status=status(attempt=2, failures=1), outcome=outcome(FAILED, attempt=2)))
+    assert isinstance(second, Restart) and second.not_before == NOW + timedelta(seconds=2)
+
+
+def test_failure_with_no_attempts_left_is_final() -> None:
+    action = decided(
+        job(max_attempts=2, status=status(attempt=2, failures=1), outcome=outcome(FAILED, 2, "x"))
+    )
+    assert isinstance(action, Finish) and action.outcome == FAILED and action.error == "x"
+
+
+def test_backoff_is_waited_out_then_next_attempt_starts() -> None:
+    later = (NOW + timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    waiting = decided(job(status=status(RESTARTING, attempt=1, failures=1, not_before=later)))
+    assert isinstance(waiting, Wait) and waiting.until == NOW + timedelta(seconds=5)
+    past = (NOW - timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+    start = decided(job(status=status(RESTARTING, attempt=1, failures=1, not_before=past)))
+    assert isinstance(start, Start) and start.attempt == 2
+
+
+def test_outcome_of_an_older_attempt_is_not_taken_for_the_current_one() -> None:
+    local = Local(launched_attempt=2, launch_alive=True, launch_age=1.0)
+    action = decided(job(status=status(attempt=2), outcome=outcome(SUCCEEDED, attempt=1)), local)
+    assert isinstance(action, Wait)
+
+
+def test_starting_driver_gets_time_then_is_stopped() -> None:
+    young = Local(launched_attempt=1, launch_alive=True, launch_age=5)
+    assert isinstance(decided(job(status=status()), young), Wait)
+    old = Local(launched_attempt=1, launch_alive=True, launch_age=31)
+    assert isinstance(decided(job(status=status()), old), StopLaunch)
+
+
+def test_vanished_driver_without_outcome_counts_as_failure() -> None:
+    action = decided(job(status=status()))
+    assert isinstance(action, Restart) and "left no outcome" in (action.error or "")
+    exited = decided(job(status=status()), Local(launched_attempt=1, exit_code=-9))
+    assert isinstance(exited, Restart) and "killed by signal 9" in (exited.error or "")
+
+
+def test_broken_definition_goes_to_quarantine() -> None:
+    action = decided(job(status=status(), outcome=outcome(BROKEN, error="IncompatiblePayload")))
+    assert isinstance(action, Quarantine) and "Incompatible" in action.reason
+    garbage = decided(job(handle=None, errors={"handle": "/x: not a valid handle"}))
+    assert isinstance(garbage, Quarantine)
+
+
+@pytest.mark.parametrize("state", [PENDING, RESTARTING])
+def test_cancel_of_a_job_without_driver_finishes_it(state: str) -> None:
+    cancel = CancelRequest(version=0, requested=T)
+    action = decided(job(status=status(state), cancel=cancel))
+    assert isinstance(action, Finish) and action.outcome == CANCELLED
+
+
+def test_cancelled_attempt_and_failed_attempt_under_cancel_both_end_cancelled() -> None:
+    cancel = CancelRequest(version=0, requested=T)
+    assert decided(job(status=status(), outcome=outcome(CANCELLED))).outcome == CANCELLED
+    failed = decided(job(status=status(), outcome=outcome(FAILED), cancel=cancel))
+    assert isinstance(failed, Finish) and failed.outcome == CANCELLED
+
+
+def test_result_means_cleanup_or_nothing_never_a_new_attempt() -> None:
+    dirty = JobResult(version=0, job_id="j", state=DIRTY, outcome=SUCCEEDED, attempts=1, finished=T)
+    assert isinstance(decided(job(status=status(PENDING), result=dirty)), CleanUp)
+    assert isinstance(decided(job(status=status(), result=dirty, running=running())), Wait)
+    clean = JobResult(version=1, job_id="j", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=T)
+    assert isinstance(decided(job(status=status(PENDING), result=clean)), Nothing)
+
+
+def test_quarantined_or_removed_jobs_are_left_alone() -> None:
+    entry = QuarantineEntry(version=0, job_id="j", reason="r", since=T)
+    assert isinstance(decided(job(quarantine=entry, status=status(PENDING))), Nothing)
+    assert isinstance(decided(job(marked=True, status=status(PENDING))), Nothing)
+
+
+def test_driver_slots_are_bounded() -> None:
+    action = decided(job(status=status(PENDING, attempt=0)), Local(drivers_running=2))
+    assert isinstance(action, Wait) and "slots" in action.reason
+
+
+def test_corrupt_status_goes_to_quarantine() -> None:
+    action = decided(job(errors={"status": "/s: not a valid JobStatus record"}))
+    assert isinstance(action, Quarantine)

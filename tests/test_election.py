@@ -1,0 +1,153 @@
+"""Leader election and the fenced single-thread loop, in process, against real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from recovery.election import LeaderElection
+from recovery.loop import Event, LeaderContext, Leadership, Loop
+from tests.helpers import expire_session, wait_for
+from zkstore.config import StoreConfig
+from zkstore.errors import NotLeader
+from zkstore.layout import Layout
+from zkstore.records import PENDING, JobStatus
+from zkstore.jobstate import JobStateStore
+from zkstore.zk import Fence, ZooKeeper
+
+
+@pytest.fixture
+def sessions(config: StoreConfig) -> Iterator[list[ZooKeeper]]:
+    clients = [ZooKeeper(config.zk_hosts, session_timeout=4, timeout=3).start() for _ in range(3)]
+    for client in clients:
+        client.ensure_path(f"{config.base_path}/leader/election")
+        client.ensure_path(f"{config.base_path}/jobs")
+    yield clients
+    for client in clients:
+        client.stop()
+
+
+def elections(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> tuple[list[LeaderElection], list[threading.Event]]:
+    events = [threading.Event() for _ in sessions]
+    layout = Layout(config.base_path)
+    found = [LeaderElection(zk, layout, f"d{i}", events[i].set) for i, zk in enumerate(sessions)]
+    return found, events
+
+
+def test_first_contender_leads_and_the_next_takes_over_when_it_resigns(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    (a, b, c), (_, b_event, c_event) = elections(sessions, config)
+    for election in (a, b, c):
+        election.contend()
+    assert [a.check(), b.check(), c.check()] == [True, False, False]
+    assert [x.daemon_id for x in a.contenders()] == ["d0", "d1", "d2"]
+    a.resign()
+    assert b_event.wait(5), "the next contender is told its predecessor went away"
+    assert b.check() is True
+    assert not c_event.is_set(), "only the direct successor is woken"
+    assert c.check() is False
+
+
+def test_contenders_started_at_the_same_moment_elect_exactly_one(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    found, _ = elections(sessions, config)
+    barrier = threading.Barrier(len(found))
+    results: dict[str, bool] = {}
+
+    def run(election: LeaderElection) -> None:
+        barrier.wait()
+        election.contend()
+        results[election.daemon_id] = election.check()
+
+    threads = [threading.Thread(target=run, args=(e,)) for e in found]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results.values()) == [False, False, True]
+
+
+def test_deposed_leader_is_fenced_even_after_kazoo_reconnects(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    (a, b, _), (_, b_event, _) = elections(sessions, config)
+    a.contend()
+    b.contend()
+    assert a.check()
+    assert not b.check()
+    fence = a.fence()
+    states = JobStateStore(sessions[0], Layout(config.base_path))
+    status = JobStatus(version=None, state=PENDING, updated="2026-11-21T00:00:00Z")
+    states.put_status("j1", status, expected_version=None, fence=fence)
+    expire_session(sessions[0])  # kazoo silently opens a new session for a
+    assert sessions[0].connected
+    assert not a.owns_node()
+    with pytest.raises(NotLeader):
+        states.put_status("j2", status, expected_version=None, fence=fence)
+    assert states.status("j2") is None, "nothing was written"
+    with pytest.raises(NotLeader):
+        a.check()
+    assert b_event.wait(5) and b.check(), "the other contender took over"
+    a.contend()
+    assert a.check() is False, "a re-contends behind the new leader"
+
+
+def test_leader_info_is_published_fenced(sessions: list[ZooKeeper], config: StoreConfig) -> None:
+    (a, b, _), _ = elections(sessions, config)
+    a.contend()
+    assert a.check()
+    a.publish_info()
+    data, stat = sessions[1].get(f"{config.base_path}/leader/info")
+    assert json.loads(data)["id"] == "d0"
+    assert stat.ephemeralOwner == sessions[0].session_id
+    b.contend()
+    assert b.check() is False
+
+
+def test_loop_drops_actions_of_an_ended_leadership() -> None:
+    loop = Loop()
+    ran: list[str] = []
+    old = Leadership(fence=Fence())
+    new = Leadership(fence=Fence())
+    loop.call(lambda: ran.append("old-1"), old)
+    old.revoke()
+    loop.call(lambda: ran.append("old-2"), old)
+    loop.call(lambda: ran.append("new"), new)
+    loop.post(Event("job", "j"))
+    events = loop.next_events(0.1)
+    assert ran == ["new"]
+    assert loop.dropped == 2
+    assert events == [Event("job", "j")]
+
+
+def test_leader_context_refuses_work_after_revocation() -> None:
+    loop = Loop()
+    leadership = Leadership(fence=Fence())
+    context = LeaderContext(loop, leadership)
+    ran: list[int] = []
+    assert context.execute(lambda: ran.append(1))
+    leadership.revoke()
+    assert not context.execute(lambda: ran.append(2))
+    loop.next_events(0.1)
+    assert ran == [], "handed over before revocation, but run after it: dropped"
+
+
+def test_loop_timers_fire_in_order_and_not_early() -> None:
+    loop = Loop()
+    start = time.monotonic()
+    loop.post_at(start + 0.3, Event("b"))
+    loop.post_at(start + 0.1, Event("a"))
+    seen: list[str] = []
+    wait_for(
+        lambda: seen.extend(e.kind for e in loop.next_events(0.05)) or len(seen) == 2, timeout=5
+    )
+    assert seen == ["a", "b"]
+    assert time.monotonic() - start >= 0.3

@@ -1,0 +1,262 @@
+"""The recovery runtime end to end: real daemons and drivers as processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from recovery.localcluster import LocalCluster
+from recovery.submit import Client
+from tests import jobs
+from tests.helpers import wait_for
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.records import CANCELLED, FAILED, SUCCEEDED
+from zkstore.snapshot import QUARANTINED
+
+SESSION_TIMEOUT = 3.0
+
+
+@pytest.fixture
+def runtime_config(config: StoreConfig) -> StoreConfig:
+    return config.with_changes(session_timeout=SESSION_TIMEOUT)
+
+
+@pytest.fixture
+def local(
+    runtime_config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(runtime_config, tmp_path / "runtime", restart_backoff=0.2)
+    yield cluster
+    cluster.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for daemon in cluster.daemons.values():
+            print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
+        for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
+            print(f"----- {log} -----\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def client(runtime_config: StoreConfig) -> Iterator[Client]:
+    with Client(runtime_config) as opened:
+        yield opened
+
+
+def assert_nothing_left(config: StoreConfig, job_id: str) -> None:
+    """The job's only trace is its CLEAN result: no handle, no records, no payload."""
+    with Cluster.open(config) as cluster:
+        assert cluster.zk.exists(cluster.layout.job_handle(job_id)) is None
+        assert cluster.zk.exists(cluster.layout.job_dir(job_id)) is None
+        assert cluster.storage.list(cluster.storage_layout.job(job_id)) == []
+        result = cluster.results.get(job_id)
+        assert result is not None and result.state == "CLEAN"
+
+
+def step_runs(out: Path) -> dict[int, list[int]]:
+    """step -> attempts that started it."""
+    runs: dict[int, list[int]] = {}
+    for name in jobs.read_marks(str(out)):
+        if name.startswith("step-"):
+            _, step, _, attempt = name.split("-")
+            runs.setdefault(int(step), []).append(int(attempt))
+    return runs
+
+
+def test_job_runs_to_success_and_leaves_nothing_behind(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    local.start_daemon("d1")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 4, 0.05, job_id="ok")
+    result = client.wait(job_id, timeout=60)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 1)
+    assert step_runs(out) == {1: [1], 2: [1], 3: [1], 4: [1]}
+    wait_for(lambda: client.status(job_id).state == SUCCEEDED, timeout=20, what="cleanup")
+    assert_nothing_left(runtime_config, job_id)
+
+
+def test_leader_sigkill_mid_job_is_adopted_and_finishes_once(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    local.start_daemon("d2")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 12, 0.4, job_id="adopt")
+    wait_for(lambda: len(step_runs(out)) >= 2, timeout=60, what="job progress")
+    leader = local.wait_for_leader()
+    driver_pid = local.driver_pid(job_id)
+    leader.signal(signal.SIGKILL)
+    successor = local.wait_for_leader(exclude=leader.daemon_id, timeout=SESSION_TIMEOUT * 4)
+    result = client.wait(job_id, timeout=90)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 1), "adopted, never resubmitted"
+    assert all(attempts == [1] for attempts in step_runs(out).values()), "every step ran once"
+    assert sorted(step_runs(out)) == list(range(1, 13))
+    assert f"adopted attempt 1 (driver pid {driver_pid}" in successor.log()
+
+
+def test_driver_sigkill_resumes_from_latest_checkpoint(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    local.start_daemon("d1")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 10, 0.3, job_id="resume")
+    wait_for(lambda: len(step_runs(out)) >= 4, timeout=60, what="job progress")
+    pid = local.driver_pid(job_id)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    result = client.wait(job_id, timeout=90)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 2)
+    marks = jobs.read_marks(str(out))
+    resumed_at = marks["start-attempt-2"]["step"]
+    assert resumed_at > 1, "attempt 2 resumed from a checkpoint, not from scratch"
+    runs = step_runs(out)
+    assert sorted(runs) == list(range(1, 11))
+    for step in range(1, resumed_at):
+        assert runs[step] == [1], f"step {step} was checkpointed: never redone"
+    assert all(len(a) <= 2 for a in runs.values())
+
+
+def test_leader_and_driver_killed_at_once_job_is_resubmitted(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    local.start_daemon("d2")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 8, 0.3, job_id="both")
+    wait_for(lambda: len(step_runs(out)) >= 3, timeout=60, what="job progress")
+    leader = local.wait_for_leader()
+    driver = local.driver_pid(job_id)
+    assert driver is not None
+    leader.signal(signal.SIGKILL)
+    os.kill(driver, signal.SIGKILL)
+    local.wait_for_leader(exclude=leader.daemon_id, timeout=SESSION_TIMEOUT * 4)
+    result = client.wait(job_id, timeout=90)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 2)
+    assert jobs.read_marks(str(out))["start-attempt-2"]["step"] > 1
+
+
+def test_two_daemons_started_together_elect_exactly_one(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    first, second = local.start_daemon("d1"), local.start_daemon("d2")
+    leader = local.wait_for_leader()
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 3, 0.05, job_id="one")
+    assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
+    logs = {d.daemon_id: d.log() for d in (first, second)}
+    leaders = [d for d, log in logs.items() if "is the leader" in log]
+    assert leaders == [leader.daemon_id]
+    starts = sum(log.count("attempt 1 started") for log in logs.values())
+    assert starts == 1
+
+
+def test_leader_whose_session_expired_is_fenced_and_no_second_attempt_starts(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """SIGSTOP the leader past its session timeout: the other daemon takes over and adopts; the
+    old leader wakes up believing it leads, and its writes are rejected."""
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    local.start_daemon("d2")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 14, 0.4, job_id="fenced")
+    wait_for(lambda: len(step_runs(out)) >= 2, timeout=60, what="job progress")
+    old = local.wait_for_leader()
+    old.signal(signal.SIGSTOP)
+    try:
+        new = local.wait_for_leader(exclude=old.daemon_id, timeout=SESSION_TIMEOUT * 5)
+    finally:
+        old.signal(signal.SIGCONT)
+    wait_for(lambda: "no longer the leader" in old.log(), timeout=30, what="old leader steps down")
+    result = client.wait(job_id, timeout=90)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 1)
+    assert all(attempts == [1] for attempts in step_runs(out).values())
+    assert "adopted attempt 1" in new.log()
+    assert old.alive, "the old leader keeps running, as a follower"
+
+
+def test_restart_policy_with_exponential_backoff(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    local.start_daemon("d1")
+    out = tmp_path / "flaky"
+    job_id = client.submit_function(jobs.flaky, str(out), 3, job_id="flaky", max_attempts=3)
+    result = client.wait(job_id, timeout=60)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 3)
+    marks = jobs.read_marks(str(out))
+    gap1 = marks["attempt-2"]["time"] - marks["attempt-1"]["time"]
+    gap2 = marks["attempt-3"]["time"] - marks["attempt-2"]["time"]
+    assert gap1 >= 0.2 and gap2 >= 0.4, "backoff 0.2 s, doubled after the second failure"
+    failing = client.submit_function(
+        jobs.flaky, str(tmp_path / "never"), 99, job_id="never", max_attempts=2
+    )
+    final = client.wait(failing, timeout=60)
+    assert (final.outcome, final.attempts) == (FAILED, 2)
+    assert final.error is not None and "attempt 2 fails on purpose" in final.error
+
+
+def test_cancel_running_and_waiting_jobs(
+    local: LocalCluster, client: Client, tmp_path: Path, runtime_config: StoreConfig
+) -> None:
+    local.start_daemon("d1")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.sleeper, str(out), 120, job_id="long")
+    wait_for(lambda: local.driver_pid(job_id) is not None, timeout=30, what="driver up")
+    started = time.monotonic()
+    client.cancel(job_id, reason="test")
+    result = client.wait(job_id, timeout=30)
+    assert result.outcome == CANCELLED
+    assert time.monotonic() - started < 15
+    assert "finished" not in jobs.read_marks(str(out))
+    wait_for(lambda: client.status(job_id).state == CANCELLED, timeout=20, what="cleanup")
+    assert_nothing_left(runtime_config, job_id)
+    # A job waiting in restart backoff is cancelled without running again.
+    slow = LocalCluster(runtime_config, tmp_path / "slow", restart_backoff=30.0)
+    try:
+        local.stop()
+        slow.start_daemon("d2")
+        flaky = client.submit_function(jobs.flaky, str(tmp_path / "f"), 9, job_id="backoff")
+        wait_for(lambda: client.status(flaky).state == "RESTARTING", timeout=60, what="backoff")
+        client.cancel(flaky)
+        assert client.wait(flaky, timeout=20).outcome == CANCELLED
+        assert list(jobs.read_marks(str(tmp_path / "f"))) == ["attempt-1"]
+    finally:
+        slow.stop()
+
+
+def test_broken_definition_is_quarantined_while_others_run(
+    local: LocalCluster, client: Client, tmp_path: Path, runtime_config: StoreConfig
+) -> None:
+    ids = [
+        client.submit_function(jobs.steps, str(tmp_path / f"o{i}"), 2, 0.01, job_id=f"job-{i}")
+        for i in range(3)
+    ]
+    with Cluster.open(runtime_config) as cluster:
+        broken = cluster.jobs.handles.get_handle("job-1")
+        path = cluster.storage.path_of(broken.uri)
+        cluster.storage.fs.pipe_file(path, cluster.storage.fs.cat_file(path)[:-5])
+    local.start_daemon("d1")
+    for job_id in ("job-0", "job-2"):
+        assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
+    wait_for(lambda: client.status("job-1").state == QUARANTINED, timeout=30, what="quarantine")
+    entry = client.status("job-1").quarantine
+    assert entry is not None and "CorruptPayload" in entry.reason
+    assert ids == ["job-0", "job-1", "job-2"]
+
+
+def test_submission_is_durable_without_any_daemon(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.steps, str(out), 2, 0.01, job_id="early")
+    assert client.status(job_id).state == "SUBMITTED"
+    local.start_daemon("d1")
+    assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
