@@ -8,6 +8,7 @@ behind (drivers outlive daemons by design).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -176,10 +177,8 @@ class LocalCluster:
                 daemon.process.kill()
                 daemon.process.wait()
         for pid in self.driver_processes():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         if self._zk is not None:
             self._zk.stop()
             self._zk = None

@@ -14,9 +14,9 @@ from recovery.loop import Event, LeaderContext, Leadership, Loop
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
+from zkstore.jobstate import JobStateStore
 from zkstore.layout import Layout
 from zkstore.records import PENDING, JobStatus
-from zkstore.jobstate import JobStateStore
 from zkstore.zk import Fence, ZooKeeper
 
 
