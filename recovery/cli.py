@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from recovery.demo import demo
 from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
 from recovery.submit import Client
 from zkstore.cli import cli
@@ -148,6 +149,9 @@ def _progress(snapshot: JobSnapshot) -> None:
     if item["driver"]:
         detail += f" on {item['driver']['host']} pid {item['driver']['pid']}"
     click.echo(f"{snapshot.job_id}: {snapshot.state}{detail}", err=True)
+
+
+cli.add_command(demo)
 
 
 def main() -> None:

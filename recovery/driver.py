@@ -22,6 +22,7 @@ import argparse
 import builtins
 import logging
 import os
+import shlex
 import socket
 import sys
 import threading
@@ -225,7 +226,7 @@ class Driver:
         filename = definition.filename or f"{self.job_id}.py"
         master = definition.spark_conf.get("spark.master", self.spark_master)
         submit_args = spark_conf_args(master, definition.spark_conf, context.app_name)
-        os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join([*submit_args, "pyspark-shell"])
+        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join([*submit_args, "pyspark-shell"])
         script_dir = os.path.dirname(os.path.abspath(filename))
         if os.path.isdir(script_dir) and script_dir not in sys.path:
             sys.path.insert(0, script_dir)
