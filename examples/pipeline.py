@@ -1,4 +1,4 @@
-"""Daily sales rollup: a PySpark pipeline that processes one day per step and checkpoints after each.
+"""Daily sales rollup: a PySpark pipeline that does one day per step, checkpointing after each.
 
 Submit it (a daemon must be running)::
 
@@ -56,7 +56,7 @@ def expected(input_dir: str) -> dict[str, dict[str, int]]:
 
 def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> None:
     """The pipeline: one day per step, a checkpoint after each, a summary at the end."""
-    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+    from pyspark.sql import functions as F
 
     days = sorted(Path(input_dir).glob("day-*.csv"))
     if not days:

@@ -225,7 +225,7 @@ def _nothing_left(say: Callable[..., None], config: StoreConfig, job_id: str) ->
 
 @click.command()
 @click.option(
-    "--days", type=click.IntRange(6, 30), default=8, show_default=True, help="pipeline steps"
+    "--days", type=click.IntRange(6, 30), default=10, show_default=True, help="pipeline steps"
 )
 @click.option(
     "--session-timeout",
