@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from recovery.cleanup import clean_up
 from recovery.coordinator import JobCoordinator
 from recovery.decide import (
     Action,
@@ -40,6 +39,7 @@ from recovery.election import LeaderElection
 from recovery.launcher import DriverLauncher, Launch
 from recovery.loop import Event, LeaderContext, Leadership, Loop
 from recovery.settings import DaemonSettings
+from zkstore.cleanup import clean_up
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConflictError,

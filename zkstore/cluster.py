@@ -7,6 +7,7 @@ quarantine and checkpoint stores, all sharing one instance id.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 from zkstore.checkpoints import DEFAULT_RETAIN, CheckpointStore
@@ -30,8 +31,10 @@ class Cluster:
         *,
         zk: ZooKeeper | None = None,
         instance_id: str | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
+        self._on_step = on_step
         self.instance_id = instance_id or new_instance_id()
         self.layout = Layout(config.base_path)
         self.storage_layout = StorageLayout(config.cluster_id)
@@ -47,7 +50,12 @@ class Cluster:
             config.zk_hosts, session_timeout=config.session_timeout, timeout=config.timeout
         )
         self.jobs = JobGraphStore(
-            self.zk, self.layout, self.storage, self.storage_layout, instance_id=self.instance_id
+            self.zk,
+            self.layout,
+            self.storage,
+            self.storage_layout,
+            instance_id=self.instance_id,
+            on_step=on_step,
         )
         self.results = JobResultStore(self.zk, self.layout)
         self.state = JobStateStore(self.zk, self.layout)
@@ -81,6 +89,7 @@ class Cluster:
             job_id,
             retain=retain,
             instance_id=self.instance_id,
+            on_step=self._on_step,
         )
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +50,11 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LOCKS = "locks"
+
+#: A handle is never published for a payload written longer ago than this. Lingering-payload
+#: cleanup relies on it: a payload older than this (plus clock skew) that no handle references
+#: will never be referenced, so it is garbage.
+MAX_PUBLISH_DELAY = 60.0
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -169,6 +175,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         ref = self.storage.write(
             self.payload_prefix(name), payload, suffix=self.serializer.suffix, stem=stem
         )
+        written = time.monotonic()
         try:
             handle = Handle.for_payload(ref, self.instance_id, summary)
         except ZkStoreError:
@@ -182,7 +189,9 @@ class ZooKeeperStateHandleStore(Generic[T]):
         ]
         try:
             try:
-                self._commit(ops, fence, applied=lambda: self._points_at(node, handle.uri))
+                self._commit(
+                    ops, fence, applied=lambda: self._points_at(node, handle.uri), written=written
+                )
             except HandleExists as exc:
                 if exc.path != node:
                     raise  # a fence guard's error, e.g. "this job already has a result"
@@ -190,7 +199,9 @@ class ZooKeeperStateHandleStore(Generic[T]):
                     raise HandleExists(f"{node} exists already", path=node) from None
                 logger.info("%s is marked for deletion: finishing its removal first", node)
                 self.release_and_try_remove(name)
-                self._commit(ops, fence, applied=lambda: self._points_at(node, handle.uri))
+                self._commit(
+                    ops, fence, applied=lambda: self._points_at(node, handle.uri), written=written
+                )
         except OutcomeUnknown:
             raise
         except ZkStoreError:
@@ -235,6 +246,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
             suffix=self.serializer.suffix,
             stem=stem,
         )
+        written = time.monotonic()
         if summary is None and old is not None:
             summary = old.summary
         try:
@@ -245,7 +257,9 @@ class ZooKeeperStateHandleStore(Generic[T]):
         self._step("replace:payload-written")
         ops: list[Op] = [Check(f"{node}/{LOCKS}"), SetData(node, new.to_bytes(), expected_version)]
         try:
-            self._commit(ops, fence, applied=lambda: self._points_at(node, new.uri))
+            self._commit(
+                ops, fence, applied=lambda: self._points_at(node, new.uri), written=written
+            )
         except OutcomeUnknown:
             raise
         except ZkStoreError:
@@ -302,17 +316,34 @@ class ZooKeeperStateHandleStore(Generic[T]):
         self._step("remove:deleted")
         return True
 
-    def _commit(self, ops: list[Op], fence: Fence | None, *, applied: Callable[[], bool]) -> None:
+    def _commit(
+        self,
+        ops: list[Op],
+        fence: Fence | None,
+        *,
+        applied: Callable[[], bool],
+        written: float | None = None,
+    ) -> None:
         """Commit, resolving a lost answer by reading back and, if not applied, retrying.
 
         Retrying the same ops is safe: if the first attempt was applied after all, the retry fails
-        and the read-back sees it. Unresolved by the deadline: :class:`OutcomeUnknown`.
+        and the read-back sees it. Unresolved by the deadline: :class:`OutcomeUnknown`. No attempt
+        is sent later than :data:`MAX_PUBLISH_DELAY` after the payload was ``written``.
         """
         deadline = Deadline(self.zk.timeout)
         uncertain = False
         while True:
+            window = None if written is None else written + MAX_PUBLISH_DELAY - time.monotonic()
+            if window is not None and window <= 0:
+                raise OutcomeUnknown(
+                    f"write under {self.path} could not be published within "
+                    f"{MAX_PUBLISH_DELAY:g} s of its payload; the payload is left for cleanup"
+                )
+            timeout = max(deadline.remaining(), 0.5)
             try:
-                self.zk.commit(ops, fence=fence, timeout=max(deadline.remaining(), 0.5))
+                self.zk.commit(
+                    ops, fence=fence, timeout=timeout if window is None else min(timeout, window)
+                )
                 return
             except OutcomeUnknown:
                 uncertain = True

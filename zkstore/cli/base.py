@@ -140,8 +140,9 @@ def setup_logging(verbose: int) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
     )
-    if verbose < 2:
-        logging.getLogger("kazoo").setLevel(max(level, logging.WARNING))
+    # kazoo narrates every reconnect attempt; the command's own error line says what matters.
+    kazoo_level = {0: logging.ERROR, 1: logging.WARNING}.get(verbose, logging.DEBUG)
+    logging.getLogger("kazoo").setLevel(kazoo_level)
 
 
 @click.group(cls=ZkStoreGroup, context_settings={"help_option_names": ["-h", "--help"]})

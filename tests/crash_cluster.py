@@ -1,0 +1,51 @@
+"""Run one real write path of a cluster in a child process and die (os._exit) at a named step.
+
+Usage: python -m tests.crash_cluster '<json>' with keys config (StoreConfig JSON), op, job, step.
+Exit code 77 means the process died at the step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.jobs import JobDefinition
+from zkstore.records import SUCCEEDED
+
+CRASHED = 77
+
+
+def noop(ctx: Any) -> None:
+    return None
+
+
+def main(spec: dict[str, Any]) -> int:
+    def crash_at(step: str) -> None:
+        if step == spec["step"]:
+            os._exit(CRASHED)
+
+    config = StoreConfig.from_json(spec["config"])
+    cluster = Cluster.open(config, on_step=crash_at)
+    job = spec["job"]
+    if spec["op"] == "put":
+        cluster.jobs.put(JobDefinition.for_function(job, noop))
+    elif spec["op"] == "remove":
+        cluster.jobs.remove(job)
+    elif spec["op"] == "checkpoints":
+        store = cluster.checkpoints(job, retain=1)
+        for step in range(3):
+            store.add({"step": step})
+    elif spec["op"] == "finish":
+        # The leader's finish: the result is recorded first, then cleanup runs; die in between.
+        cluster.results.create_dirty(job, SUCCEEDED, attempts=1)
+        crash_at("finish:result-recorded")
+    cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))

@@ -1,0 +1,302 @@
+"""The operator CLI: lingering state seeded by real crashes, found exactly, cleaned up safely."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from recovery.cli import cli
+from tests.helpers import wait_for
+from zkstore.cleanup import clean_up
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.inventory import read_inventory, verify
+from zkstore.jobs import JobDefinition
+from zkstore.records import SUCCEEDED
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+MIN_AGE = 2.0
+
+
+def noop(ctx: Any) -> None:
+    return None
+
+
+def crash(config: StoreConfig, op: str, job: str, step: str) -> None:
+    spec = {"config": config.to_json(), "op": op, "job": job, "step": step}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
+    )
+    assert done.returncode == 77, f"the child did not die at {step}"
+
+
+def cli_args(config: StoreConfig) -> list[str]:
+    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+
+
+def run_cli(config: StoreConfig, *args: str) -> Any:
+    """Run a ``zkstore`` command in process through click's runner."""
+    command, rest = args[0], args[1:]
+    sub = rest[0] if rest and not rest[0].startswith("-") else None
+    words = [command, *([sub] if sub else [])]
+    tail = list(rest[1:] if sub else rest)
+    return CliRunner().invoke(cli, [*words, *cli_args(config), *tail], catch_exceptions=False)
+
+
+@pytest.fixture
+def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]]:
+    """A store with one of every kind of lingering state, made by real write paths."""
+    with Cluster.open(config) as cluster:
+        for job in ("live", "damaged", "bad", "done", "late"):
+            cluster.jobs.put(JobDefinition.for_function(job, noop))
+        cluster.checkpoints("live").add({"step": 1})
+        crash(config, "put", "orphaned", "add:payload-written")  # orphan payload, no handle
+        cluster.jobs.put(JobDefinition.for_function("half-removed", noop))
+        crash(config, "remove", "half-removed", "remove:marked")  # marked node + its payload
+        crash(config, "checkpoints", "live", "remove:payload-discarded")  # marked checkpoint
+        crash(config, "finish", "done", "finish:result-recorded")  # dirty result
+        cluster.results.create_dirty("late", SUCCEEDED, attempts=1)
+        assert clean_up(cluster, "late")  # a finished, cleaned-up job ...
+        cluster.state.request_cancel("late", reason="too late")  # ... then a late cancel: tree
+        damaged = cluster.jobs.handles.get_handle("damaged")
+        cluster.storage.discard(damaged.uri)  # dangling handle: payload deleted from outside
+        cluster.quarantine.put("bad", "operator put it there")
+        time.sleep(MIN_AGE + 0.5)
+        expected = {
+            ("orphan-payload", "orphaned"),
+            ("marked-node", "half-removed"),
+            ("marked-node", "live"),
+            ("dirty-result", "done"),
+            ("empty-job-tree", "late"),
+            ("dangling-handle", "damaged"),
+            ("quarantined-job", "bad"),
+        }
+        yield cluster, expected
+
+
+def lingering_json(config: StoreConfig, min_age: float = MIN_AGE) -> dict[str, Any]:
+    result = run_cli(config, "handles", "lingering", "--min-age", f"{min_age}s", "--format", "json")
+    assert result.exit_code == 0, result.output
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def snapshot_everything(cluster: Cluster) -> tuple[Any, ...]:
+    inventory = read_inventory(cluster.zk, cluster.layout)
+    return (
+        sorted((r.path, r.version, r.marked) for r in inventory.handles),
+        sorted(inventory.trees),
+        sorted((j, r.state) for j, r in inventory.results.items()),
+        sorted(inventory.quarantine),
+        sorted(o.uri for o in cluster.storage.list(cluster.storage_layout.jobs)),
+    )
+
+
+def test_lingering_reports_every_kind_and_nothing_else(
+    seeded: tuple[Cluster, set[tuple[str, str]]], config: StoreConfig
+) -> None:
+    _cluster, expected = seeded
+    report = lingering_json(config)
+    found = {(f["kind"], f["job_id"]) for f in report["findings"]}
+    assert found == expected
+    orphans = [f for f in report["findings"] if f["kind"] == "orphan-payload"]
+    assert all(f["garbage"] for f in orphans)
+    quarantined = [f for f in report["findings"] if f["kind"] == "quarantined-job"]
+    assert [f["garbage"] for f in quarantined] == [False]
+    assert report["summary"]["marked-node"] == 2
+    older_only = lingering_json(config, min_age=3600)["findings"]
+    assert [(f["kind"], f["job_id"]) for f in older_only] == [("quarantined-job", "bad")], (
+        "nothing younger than --min-age is garbage"
+    )
+
+
+def test_cleanup_dry_run_changes_nothing(
+    seeded: tuple[Cluster, set[tuple[str, str]]], config: StoreConfig
+) -> None:
+    cluster, expected = seeded
+    before = snapshot_everything(cluster)
+    result = run_cli(
+        config, "handles", "cleanup", "--dry-run", "--min-age", "2s", "--format", "json"
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["dry_run"] is True and report["done"] == 0
+    assert {(r["kind"], r["job_id"]) for r in report["results"]} == {
+        k for k in expected if k[0] != "quarantined-job"
+    }
+    assert snapshot_everything(cluster) == before
+
+
+def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
+    seeded: tuple[Cluster, set[tuple[str, str]]], config: StoreConfig
+) -> None:
+    cluster, _ = seeded
+    stop = threading.Event()
+    written: list[str] = []
+    errors: list[BaseException] = []
+
+    def workload() -> None:
+        with Cluster.open(config) as own:
+            i = 0
+            while not stop.is_set():
+                try:
+                    own.jobs.put(JobDefinition.for_function(f"work-{i}", noop))
+                    own.checkpoints("live", retain=2).add({"work": i})
+                    version = own.jobs.handles.exists(f"work-{i}")
+                    assert version is not None
+                    own.jobs.handles.replace(
+                        f"work-{i}", version, JobDefinition.for_function(f"work-{i}", noop)
+                    )
+                    written.append(f"work-{i}")
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+                i += 1
+
+    thread = threading.Thread(target=workload)
+    thread.start()
+    try:
+        wait_for(lambda: len(written) >= 3, timeout=30, what="workload")
+        result = run_cli(
+            config, "handles", "cleanup", "--yes", "--min-age", "2s", "--format", "json"
+        )
+        wait_for(lambda: len(written) >= 10, timeout=30, what="more workload")
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    actions = {(r["kind"], r["job_id"]): r for r in report["results"]}
+    assert actions[("orphan-payload", "orphaned")]["done"]
+    assert actions[("dangling-handle", "damaged")]["action"] == "quarantine job"
+    assert report["freed_bytes"] > 0
+    remaining = {(f["kind"], f["job_id"]) for f in lingering_json(config)["findings"]}
+    assert remaining == {("quarantined-job", "bad"), ("quarantined-job", "damaged")}
+    inventory = read_inventory(cluster.zk, cluster.layout)
+    live = [r for r in inventory.handles if not r.marked and r.kind != "quarantined"]
+    assert verify(cluster.storage, live) == [], "every live handle still verifies"
+    assert {f"work-{i}" for i in range(10)} <= {r.job_id for r in live}
+    assert cluster.results.get("done") is not None and cluster.results.get("done").state == "CLEAN"
+
+
+def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig) -> None:
+    with Cluster.open(config) as cluster:
+        for job in ("fine", "flipped", "deleted"):
+            cluster.jobs.put(JobDefinition.for_function(job, noop))
+        cluster.checkpoints("fine").add({"step": 1})
+        clean = run_cli(config, "handles", "verify", "--format", "json")
+        assert clean.exit_code == 0 and json.loads(clean.stdout) == {"checked": 4, "problems": []}
+        flipped = cluster.jobs.handles.get_handle("flipped")
+        path = cluster.storage.path_of(flipped.uri)
+        data = cluster.storage.fs.cat_file(path)
+        cluster.storage.fs.pipe_file(path, data[:-1] + bytes([data[-1] ^ 1]))
+        cluster.storage.discard(cluster.jobs.handles.get_handle("deleted").uri)
+    result = run_cli(config, "handles", "verify", "--format", "json")
+    assert result.exit_code == 1
+    problems = {p["job"]: p["problem"] for p in json.loads(result.stdout)["problems"]}
+    assert set(problems) == {"flipped", "deleted"}
+    assert "sha256" in problems["flipped"] and "PayloadMissing" in problems["deleted"]
+    table = run_cli(config, "handles", "verify")
+    assert "2 problem(s)" in table.output and "flipped" in table.output
+
+
+def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> None:
+    with Cluster.open(config) as cluster:
+        cluster.jobs.put(JobDefinition.for_function("a", noop), keep_lock=True)
+        cluster.checkpoints("a").add({"step": 1})
+        result = run_cli(config, "handles", "list", "--format", "json")
+        items = json.loads(result.stdout)
+        assert [(i["kind"], i["job"], i["version"]) for i in items] == [
+            ("job", "a", 0),
+            ("checkpoint", "a", 0),
+        ] or [(i["kind"], i["job"]) for i in items] == [("checkpoint", "a"), ("job", "a")]
+        job = next(i for i in items if i["kind"] == "job")
+        assert job["locks"] == [cluster.instance_id]
+        assert job["uri"].startswith(cluster.storage.root_url) and len(job["sha256"]) == 64
+        table = run_cli(config, "handles", "list")
+        assert table.output.splitlines()[0].split()[:4] == ["KIND", "JOB", "NAME", "VERSION"]
+
+
+def test_cleanup_needs_dry_run_or_yes(config: StoreConfig) -> None:
+    result = CliRunner().invoke(cli, ["handles", "cleanup", *cli_args(config)])
+    assert result.exit_code == 2
+    assert "--dry-run" in result.output
+
+
+def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
+    with Cluster.open(config) as cluster:
+        cluster.jobs.put(JobDefinition.for_function("listed", noop, max_attempts=4))
+        cluster.checkpoints("listed").add({"step": 1})
+        cluster.checkpoints("listed").add({"step": 2})
+    jobs = json.loads(run_cli(config, "jobs", "list", "--format", "json").stdout)
+    assert [(j["job_id"], j["state"], j["max_attempts"], j["kind"]) for j in jobs] == [
+        ("listed", "SUBMITTED", 4, "function")
+    ]
+    shown = json.loads(run_cli(config, "jobs", "show", "listed", "--format", "json").stdout)
+    assert [c["id"] for c in shown["checkpoints"]] == [1, 2]
+    checkpoints = json.loads(
+        run_cli(config, "checkpoints", "list", "listed", "--format", "json").stdout
+    )
+    assert [c["id"] for c in checkpoints] == [1, 2]
+    missing = CliRunner().invoke(cli, ["jobs", "show", "nope", *cli_args(config)])
+    assert missing.exit_code == 1 and "no job 'nope'" in missing.output
+
+
+def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
+    with Cluster.open(config) as cluster:
+        cluster.jobs.put(JobDefinition.for_function("sub", noop))
+    done = subprocess.run(
+        [str(BIN / "zkstore"), "handles", "lingering", "--format", "json", *cli_args(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["findings"] == []
+    bad = subprocess.run(
+        [str(BIN / "zkstore"), "jobs", "show", "../etc", *cli_args(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert (
+        bad.stderr.startswith("zkstore: usage error: invalid job id")
+        and "Traceback" not in bad.stderr
+    )
+
+
+def test_unreachable_zookeeper_is_one_clear_line_not_a_hang(tmp_path: Path) -> None:
+    start = time.monotonic()
+    done = subprocess.run(
+        [
+            str(BIN / "zkstore"),
+            "handles",
+            "list",
+            "--zk",
+            "127.0.0.1:9",
+            "--timeout",
+            "1",
+            "--storage",
+            f"file://{tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "zkstore: error: StoreUnavailable: cannot reach ZooKeeper at 127.0.0.1:9 within 1 s"
+    ]
+    assert time.monotonic() - start < 15

@@ -1,0 +1,277 @@
+"""Operator commands: ``zkstore handles list|verify|lingering|cleanup``.
+
+They tell the truth about the store and clean up exactly what is garbage: nothing is ever
+unpickled, every deletion is re-checked against ZooKeeper right before it is made, and nothing
+younger than ``--min-age`` is touched.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import click
+
+from zkstore.cli.base import (
+    Connection,
+    OperationFailed,
+    UsageFailure,
+    cli,
+    connection_options,
+    progress,
+)
+from zkstore.cli.output import emit, format_option
+from zkstore.cluster import Cluster
+from zkstore.inventory import HandleRecord, read_inventory, verify
+from zkstore.lingering import KINDS, Cleaner, find_lingering
+from zkstore.store import MAX_PUBLISH_DELAY
+
+SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(value))
+        if not match:
+            self.fail(f"{value!r} is not a duration like 30s, 10m, 2h", param, ctx)
+        return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def human_age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def human_size(size: int | None) -> str | None:
+    if size is None:
+        return None
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return None
+
+
+min_age_option = click.option(
+    "--min-age",
+    type=Duration(),
+    default="10m",
+    show_default=True,
+    help="only what is older than this is lingering (payloads are published within "
+    f"{MAX_PUBLISH_DELAY:g} s of being written; stay well above that)",
+)
+
+
+@cli.group()
+def handles() -> None:
+    """Inspect and verify handles; find and clean up lingering state."""
+
+
+def _record(record: HandleRecord, cluster: Cluster, now: float) -> dict[str, Any]:
+    handle = record.handle
+    return {
+        "path": record.path,
+        "kind": record.kind,
+        "job": record.job_id,
+        "name": record.name,
+        "version": record.version,
+        "marked_for_deletion": record.marked,
+        "uri": handle.uri if handle else None,
+        "size": handle.size if handle else None,
+        "sha256": handle.sha256 if handle else None,
+        "signed": handle.hmac is not None if handle else None,
+        "created": handle.created if handle else None,
+        "age_seconds": round(now - record.mtime, 1) if record.mtime else None,
+        "locks": list(record.locks or ()),
+        "error": record.error,
+    }
+
+
+@handles.command("list")
+@connection_options
+@format_option
+def list_handles(connection: Connection, fmt: str) -> None:
+    """Every handle under the root: job definitions, checkpoints, quarantined copies.
+
+    \b
+    JSON: a list of {path, kind (job|checkpoint|quarantined), job, name, version,
+    marked_for_deletion, uri, size, sha256, signed, created, age_seconds, locks, error}.
+    """
+    with Cluster.open(connection.config) as cluster:
+        inventory = read_inventory(cluster.zk, cluster.layout, with_locks=True)
+        now = time.time()
+        items = [_record(r, cluster, now) for r in sorted(inventory.handles, key=lambda r: r.path)]
+        root = cluster.storage.root_url + "/"
+    rows = [
+        {
+            **item,
+            "age": human_age(item["age_seconds"]) if item["age_seconds"] is not None else None,
+            "size": human_size(item["size"]),
+            "payload": (item["uri"] or "-").removeprefix(root),
+            "state": "marked"
+            if item["marked_for_deletion"]
+            else ("corrupt" if item["error"] else "live"),
+        }
+        for item in items
+    ]
+    columns = ["kind", "job", "name", "version", "state", "size", "age", "locks", "payload"]
+    emit(items, fmt, columns=columns, rows=rows, empty="no handles")
+
+
+@handles.command("verify")
+@connection_options
+@format_option
+def verify_handles(connection: Connection, fmt: str) -> None:
+    """Check that every live handle's payload exists and its size and sha256 match.
+
+    With ZKSTORE_SIGNING_KEY set, signatures are checked too. Nothing is unpickled.
+    Exits 1 if any problem is found.
+
+    \b
+    JSON: {"checked": N, "problems": [{path, uri, kind, job, problem}]}.
+    """
+    with Cluster.open(connection.config) as cluster:
+        inventory = read_inventory(cluster.zk, cluster.layout)
+        live = [r for r in inventory.handles if not r.marked]
+        with progress(len(live), "verifying payloads") as advance:
+            problems = verify(cluster.storage, live, progress=advance)
+    report = {"checked": len(live), "problems": [p.as_dict() for p in problems]}
+    if fmt == "json":
+        emit(report, fmt)
+    else:
+        if problems:
+            emit(report["problems"], fmt, columns=["kind", "job", "path", "problem"])
+        click.echo(f"{len(live)} handle(s) checked, {len(problems)} problem(s)")
+    if problems:
+        sys.exit(1)
+
+
+@handles.command("lingering")
+@connection_options
+@format_option
+@min_age_option
+def lingering(connection: Connection, fmt: str, min_age: float) -> None:
+    """What failures left behind, by kind (quarantined jobs are reported, never garbage).
+
+    \b
+    orphan-payload   an object under a job's storage prefix that no handle references
+    dangling-handle  a live handle whose payload is missing or has the wrong size
+                     (run `handles verify` for a full sha256 check)
+    marked-node      a handle marked for deletion whose removal never finished
+    dirty-result     a finished job whose cleanup never finished
+    empty-job-tree   records of a job that is neither current, finished nor quarantined
+    quarantined-job  a job that cannot run; its handle and payload are kept for you
+
+    \b
+    JSON: {"min_age_seconds": S, "findings": [{kind, job_id, target, age, size,
+    detail, garbage}], "summary": {kind: count}}.
+    """
+    with Cluster.open(connection.config) as cluster:
+        findings = find_lingering(cluster, min_age=min_age)
+    summary = dict(Counter(f.kind for f in findings))
+    if fmt == "json":
+        emit(
+            {
+                "min_age_seconds": min_age,
+                "findings": [f.as_dict() for f in findings],
+                "summary": summary,
+            },
+            fmt,
+        )
+        return
+    rows = [
+        {**f.as_dict(), "job": f.job_id, "age": human_age(f.age), "size": human_size(f.size)}
+        for f in findings
+    ]
+    emit(
+        findings,
+        fmt,
+        columns=["kind", "job", "age", "size", "target", "detail"],
+        rows=rows,
+        empty="nothing lingering",
+    )
+    if findings:
+        click.echo("\n" + ", ".join(f"{summary[k]} {k}" for k in KINDS if k in summary))
+
+
+@handles.command("cleanup")
+@connection_options
+@format_option
+@min_age_option
+@click.option("--dry-run", is_flag=True, help="show what would be done; change nothing")
+@click.option("--yes", is_flag=True, help="really do it")
+def cleanup(connection: Connection, fmt: str, min_age: float, dry_run: bool, yes: bool) -> None:
+    """Remove exactly what `handles lingering` reports as garbage.
+
+    Orphan payloads are discarded, marked nodes and dirty results finished, empty job trees
+    deleted; dangling handles move their job to quarantine (never to the bin). Each deletion is
+    re-checked against ZooKeeper just before it is made. Needs --dry-run or --yes.
+
+    \b
+    JSON: {"dry_run": bool, "results": [{kind, job_id, target, action, done, freed,
+    note, ...}], "done": N, "freed_bytes": B}.
+    """
+    if dry_run == yes:
+        raise UsageFailure("say --dry-run to look, or --yes to clean up")
+    if yes and min_age < SAFE_MIN_AGE:
+        click.echo(
+            f"warning: --min-age {min_age:g}s is below {SAFE_MIN_AGE:g}s: a payload written by a "
+            "writer stalled that long could be removed before its handle is published",
+            err=True,
+        )
+    with Cluster.open(connection.config) as cluster:
+        findings = [f for f in find_lingering(cluster, min_age=min_age) if f.garbage]
+        with progress(len(findings), "cleaning up") as advance:
+            results = Cleaner(cluster, dry_run=dry_run).clean(findings, progress=advance)
+    done = [r for r in results if r.done]
+    freed = sum(r.freed for r in done)
+    failed = [r for r in results if r.action == "failed"]
+    if fmt == "json":
+        emit(
+            {
+                "dry_run": dry_run,
+                "results": [r.as_dict() for r in results],
+                "done": len(done),
+                "freed_bytes": freed,
+            },
+            fmt,
+        )
+    else:
+        rows = [
+            {
+                **r.as_dict(),
+                "job": r.finding.job_id,
+                "target": r.finding.target,
+                "kind": r.finding.kind,
+            }
+            for r in results
+        ]
+        emit(
+            results,
+            fmt,
+            columns=["action", "kind", "job", "done", "target", "note"],
+            rows=rows,
+            empty="nothing to clean up",
+        )
+        if dry_run:
+            would_free = sum(r.finding.size or 0 for r in results)
+            click.echo(f"\nwould act on {len(results)} item(s), freeing {human_size(would_free)}")
+        else:
+            click.echo(f"\ncleaned up {len(done)} item(s), freed {human_size(freed)}")
+    if failed:
+        raise OperationFailed(f"{len(failed)} item(s) could not be cleaned up; see above")

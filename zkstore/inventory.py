@@ -1,0 +1,263 @@
+"""Everything under a cluster's root, read in a few rounds of pipelined requests.
+
+The inventory is what the operator commands stand on: every handle (job definitions, checkpoints,
+the copies kept in quarantine entries), every job record tree, every result. It never reads a
+payload; :func:`verify` does, and never unpickles one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from zkstore.errors import CorruptHandle, StoreUnavailable, ZkStoreError
+from zkstore.handle import Handle
+from zkstore.layout import Layout
+from zkstore.records import JobResult, QuarantineEntry
+from zkstore.storage import StateStorage
+from zkstore.store import LOCKS
+from zkstore.zk import ZooKeeper
+
+JOB = "job"
+CHECKPOINT = "checkpoint"
+QUARANTINED = "quarantined"
+
+
+@dataclass(frozen=True)
+class HandleRecord:
+    """One handle found under the root (``handle`` is None when the znode holds garbage)."""
+
+    path: str
+    kind: str
+    job_id: str
+    name: str
+    handle: Handle | None
+    version: int
+    marked: bool
+    mtime: float
+    error: str | None = None
+    locks: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class JobTree:
+    """``R/jobs/<job>``: its children and the newest change time among them (seconds)."""
+
+    job_id: str
+    children: tuple[str, ...]
+    newest: float
+
+
+@dataclass
+class Inventory:
+    handles: list[HandleRecord] = field(default_factory=list)
+    trees: dict[str, JobTree] = field(default_factory=dict)
+    results: dict[str, JobResult] = field(default_factory=dict)
+    quarantine: dict[str, QuarantineEntry] = field(default_factory=dict)
+    current_jobs: set[str] = field(default_factory=set)
+    record_errors: dict[str, str] = field(default_factory=dict)
+
+    def referenced_uris(self) -> set[str]:
+        """Every payload URI a handle points at, marked and quarantined handles included."""
+        return {r.handle.uri for r in self.handles if r.handle is not None}
+
+
+def _children(zk: ZooKeeper, paths: list[str]) -> list[list[str]]:
+    return [found or [] for found in zk.children_many(paths)]
+
+
+def read_inventory(zk: ZooKeeper, layout: Layout, *, with_locks: bool = False) -> Inventory:
+    """Read every handle and job record under ``layout``'s root (pipelined; no payloads)."""
+    inventory = Inventory()
+    current, job_dirs, results, quarantined = _children(
+        zk, [layout.current_jobs, layout.jobs, layout.results, layout.quarantine]
+    )
+    inventory.current_jobs = set(current)
+    job_dir_paths = [f"{layout.jobs}/{j}" for j in job_dirs]
+    tree_children = _children(zk, job_dir_paths)
+    checkpoint_parents = [
+        (job, f"{layout.jobs}/{job}/checkpoints")
+        for job, kids in zip(job_dirs, tree_children, strict=True)
+        if "checkpoints" in kids
+    ]
+    checkpoint_names = _children(zk, [p for _, p in checkpoint_parents])
+    nodes: list[tuple[str, str, str, str]] = [
+        (JOB, job, job, f"{layout.current_jobs}/{job}") for job in current
+    ]
+    for (job, parent), names in zip(checkpoint_parents, checkpoint_names, strict=True):
+        nodes += [(CHECKPOINT, job, name, f"{parent}/{name}") for name in names]
+    _read_handles(zk, inventory, nodes, with_locks)
+    _read_trees(zk, inventory, job_dirs, tree_children, layout)
+    _read_records(zk, inventory, layout, results, quarantined)
+    return inventory
+
+
+def _read_handles(
+    zk: ZooKeeper, inventory: Inventory, nodes: list[tuple[str, str, str, str]], with_locks: bool
+) -> None:
+    found = zk.get_many([path for *_, path in nodes])
+    locks = _children(zk, [f"{p}/{LOCKS}" for *_, p in nodes]) if with_locks else None
+    for i, ((kind, job, name, path), item) in enumerate(zip(nodes, found, strict=True)):
+        if item is None:
+            continue  # removed meanwhile
+        data, stat = item
+        handle, error = None, None
+        try:
+            handle = Handle.from_znode(data, stat, path)
+        except CorruptHandle as exc:
+            error = str(exc)
+        inventory.handles.append(
+            HandleRecord(
+                path=path,
+                kind=kind,
+                job_id=job,
+                name=name,
+                handle=handle,
+                version=stat.version,
+                marked=stat.numChildren == 0,
+                mtime=stat.mtime / 1000.0,
+                error=error,
+                locks=tuple(locks[i]) if locks is not None else None,
+            )
+        )
+
+
+def _read_trees(
+    zk: ZooKeeper,
+    inventory: Inventory,
+    job_dirs: list[str],
+    tree_children: list[list[str]],
+    layout: Layout,
+) -> None:
+    paths = [
+        f"{layout.jobs}/{job}/{child}"
+        for job, kids in zip(job_dirs, tree_children, strict=True)
+        for child in kids
+    ]
+    stats = iter(zk.exists_many(paths))
+    tops = zk.exists_many([f"{layout.jobs}/{job}" for job in job_dirs])
+    for job, kids, top in zip(job_dirs, tree_children, tops, strict=True):
+        times = [top.mtime / 1000.0] if top is not None else []
+        for _ in kids:
+            stat = next(stats)
+            if stat is not None:
+                times.append(stat.mtime / 1000.0)
+        inventory.trees[job] = JobTree(job, tuple(kids), max(times, default=0.0))
+
+
+def _read_records(
+    zk: ZooKeeper, inventory: Inventory, layout: Layout, results: list[str], quarantined: list[str]
+) -> None:
+    result_items = zk.get_many([f"{layout.results}/{j}" for j in results])
+    for job, item in zip(results, result_items, strict=True):
+        if item is None:
+            continue
+        path = f"{layout.results}/{job}"
+        try:
+            inventory.results[job] = JobResult.from_znode(item[0], item[1], path)
+        except CorruptHandle as exc:
+            inventory.record_errors[path] = str(exc)
+    quarantine_items = zk.get_many([f"{layout.quarantine}/{j}" for j in quarantined])
+    for job, item in zip(quarantined, quarantine_items, strict=True):
+        if item is None:
+            continue
+        path = f"{layout.quarantine}/{job}"
+        try:
+            entry = QuarantineEntry.from_znode(item[0], item[1], path)
+        except CorruptHandle as exc:
+            inventory.record_errors[path] = str(exc)
+            continue
+        inventory.quarantine[job] = entry
+        copy = _quarantined_handle(entry, path)
+        if copy is not None:
+            inventory.handles.append(copy)
+
+
+def _quarantined_handle(entry: QuarantineEntry, path: str) -> HandleRecord | None:
+    if entry.handle is None:
+        return None
+    try:
+        handle = Handle.parse(json.dumps(entry.handle).encode(), path)
+    except CorruptHandle:
+        return None
+    return HandleRecord(
+        path=path,
+        kind=QUARANTINED,
+        job_id=entry.job_id,
+        name=entry.job_id,
+        handle=handle,
+        version=entry.version or 0,
+        marked=False,
+        mtime=0.0,
+    )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A handle whose payload does not check out."""
+
+    path: str
+    uri: str | None
+    kind: str
+    job_id: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "uri": self.uri,
+            "kind": self.kind,
+            "job": self.job_id,
+            "problem": self.reason,
+        }
+
+
+def check_handle(storage: StateStorage, record: HandleRecord) -> Problem | None:
+    """Read the payload and check size, sha256 (and HMAC with a key); never unpickles.
+
+    Outages raise :class:`StoreUnavailable`: an unreachable store is not a broken handle.
+    """
+    if record.handle is None:
+        return Problem(
+            record.path, None, record.kind, record.job_id, record.error or "corrupt handle"
+        )
+    try:
+        storage.read(record.handle.ref)
+    except StoreUnavailable:
+        raise
+    except ZkStoreError as exc:
+        return Problem(
+            record.path,
+            record.handle.uri,
+            record.kind,
+            record.job_id,
+            f"{type(exc).__name__}: {exc}",
+        )
+    return None
+
+
+def verify(
+    storage: StateStorage,
+    records: Iterable[HandleRecord],
+    *,
+    workers: int = 16,
+    progress: Callable[[int], None] | None = None,
+) -> list[Problem]:
+    """Check every live handle's payload; returns the problems, in path order."""
+    live = [r for r in records if not r.marked]
+
+    def check(record: HandleRecord) -> Problem | None:
+        problem = check_handle(storage, record)
+        if progress is not None:
+            progress(1)
+        return problem
+
+    if storage.is_local or workers <= 1:
+        found = [check(r) for r in live]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = list(pool.map(check, live))
+    return sorted((p for p in found if p is not None), key=lambda p: p.path)
