@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["store", "runtime"]
+SUITES = ["store", "runtime", "operator"]
 
 
 def main(argv: list[str]) -> int:
