@@ -72,6 +72,9 @@ class JobSnapshot:
         if self.handle is not None:
             value = self.handle.summary.get("name")
             return str(value) if value is not None else None
+        if self.quarantine is not None and self.quarantine.handle is not None:
+            value = self.quarantine.handle.get("name")
+            return str(value) if value is not None else None
         return self.result.name if self.result is not None else None
 
     @property

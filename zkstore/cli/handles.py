@@ -123,6 +123,7 @@ def list_handles(connection: Connection, fmt: str) -> None:
             "age": human_age(item["age_seconds"]) if item["age_seconds"] is not None else None,
             "size": human_size(item["size"]),
             "payload": (item["uri"] or "-").removeprefix(root),
+            "name": str(int(item["name"])) if item["kind"] == "checkpoint" else item["name"],
             "state": "marked"
             if item["marked_for_deletion"]
             else ("corrupt" if item["error"] else "live"),
