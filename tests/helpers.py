@@ -45,8 +45,10 @@ class S3Server:
         }
 
     def new_bucket(self) -> str:
+        """Reset the server (every test starts from an empty S3) and create one bucket."""
         import boto3
 
+        self.reset()
         name = f"b{uuid.uuid4().hex[:12]}"
         boto3.client(
             "s3",
