@@ -15,6 +15,7 @@ ever had a result can never run again.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -23,13 +24,14 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import cloudpickle
 
+from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleNotFound, StoreUnavailable
@@ -86,7 +88,7 @@ def load_function(path: Path, name: str) -> tuple[Callable[..., Any], ModuleType
     return function, module
 
 
-class Client:
+class Client(Closeable):
     """Submit, follow and cancel jobs. Use as a context manager, or call :meth:`close`."""
 
     def __init__(self, config: StoreConfig | None = None, *, cluster: Cluster | None = None):
@@ -96,17 +98,6 @@ class Client:
     def close(self) -> None:
         if self._owns:
             self.cluster.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- submitting ----------------------------------------------------------------------------
 
@@ -127,10 +118,7 @@ class Client:
     ) -> str:
         """Submit ``function(ctx, *args)``. Its module travels by value unless installed."""
         module = sys.modules.get(getattr(function, "__module__", "") or "")
-        by_value = module is not None and _is_user_module(module)
-        if by_value:
-            cloudpickle.register_pickle_by_value(module)
-        try:
+        with _pickled_by_value(module if module is not None and _is_user_module(module) else None):
             return self.submit(
                 JobDefinition.for_function(
                     job_id or default_job_id(getattr(function, "__name__", "job")),
@@ -141,9 +129,6 @@ class Client:
                     max_attempts=max_attempts,
                 )
             )
-        finally:
-            if by_value and module is not None:
-                cloudpickle.unregister_pickle_by_value(module)
 
     def submit_script(
         self,
@@ -194,20 +179,16 @@ class Client:
                 path, args, job_id=job_id, name=name, conf=conf, max_attempts=max_attempts
             )
         function, module = load_function(path, function_name)
-        cloudpickle.register_pickle_by_value(module)
         try:
-            return self.submit(
-                JobDefinition.for_function(
-                    job_id or default_job_id(f"{path.stem}-{function_name}"),
-                    function,
-                    args=list(args),
-                    name=name or f"{path.name}:{function_name}",
-                    spark_conf=conf,
-                    max_attempts=max_attempts,
-                )
+            return self.submit_function(
+                function,
+                *args,
+                job_id=job_id or default_job_id(f"{path.stem}-{function_name}"),
+                name=name or f"{path.name}:{function_name}",
+                conf=conf,
+                max_attempts=max_attempts,
             )
         finally:
-            cloudpickle.unregister_pickle_by_value(module)
             sys.modules.pop(module.__name__, None)
 
     # -- following -----------------------------------------------------------------------------
@@ -266,6 +247,19 @@ class Client:
         if snapshot.result is not None:
             raise ConfigError(f"job {job_id} already finished ({snapshot.result.outcome})")
         return self.cluster.state.request_cancel(job_id, by=_who(), reason=reason)
+
+
+@contextlib.contextmanager
+def _pickled_by_value(module: ModuleType | None) -> Iterator[None]:
+    """Within the block, cloudpickle serializes ``module``'s code by value (if one is given)."""
+    if module is None:
+        yield
+        return
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
 
 
 def _is_user_module(module: ModuleType) -> bool:

@@ -68,6 +68,18 @@ def step_runs(out: Path) -> dict[int, list[int]]:
     return runs
 
 
+def two_daemons_running(
+    local: LocalCluster, client: Client, out: Path, job_id: str, total: int, delay: float, past: int
+) -> str:
+    """d1 leads, d2 stands by, and a ``steps`` job runs: returns once it is ``past`` steps in."""
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    local.start_daemon("d2")
+    submitted = client.submit_function(jobs.steps, str(out), total, delay, job_id=job_id)
+    wait_for(lambda: len(step_runs(out)) >= past, timeout=60, what="job progress")
+    return submitted
+
+
 def test_job_runs_to_success_and_leaves_nothing_behind(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -84,12 +96,8 @@ def test_job_runs_to_success_and_leaves_nothing_behind(
 def test_leader_sigkill_mid_job_is_adopted_and_finishes_once(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
-    local.start_daemon("d1")
-    local.wait_for_leader()
-    local.start_daemon("d2")
     out = tmp_path / "out"
-    job_id = client.submit_function(jobs.steps, str(out), 12, 0.4, job_id="adopt")
-    wait_for(lambda: len(step_runs(out)) >= 2, timeout=60, what="job progress")
+    job_id = two_daemons_running(local, client, out, "adopt", 12, 0.4, 2)
     leader = local.wait_for_leader()
     driver_pid = local.driver_pid(job_id)
     leader.signal(signal.SIGKILL)
@@ -126,12 +134,8 @@ def test_driver_sigkill_resumes_from_latest_checkpoint(
 def test_leader_and_driver_killed_at_once_job_is_resubmitted(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
-    local.start_daemon("d1")
-    local.wait_for_leader()
-    local.start_daemon("d2")
     out = tmp_path / "out"
-    job_id = client.submit_function(jobs.steps, str(out), 8, 0.3, job_id="both")
-    wait_for(lambda: len(step_runs(out)) >= 3, timeout=60, what="job progress")
+    job_id = two_daemons_running(local, client, out, "both", 8, 0.3, 3)
     leader = local.wait_for_leader()
     driver = local.driver_pid(job_id)
     assert driver is not None
@@ -163,12 +167,8 @@ def test_leader_whose_session_expired_is_fenced_and_no_second_attempt_starts(
 ) -> None:
     """SIGSTOP the leader past its session timeout: the other daemon takes over and adopts; the
     old leader wakes up believing it leads, and its writes are rejected."""
-    local.start_daemon("d1")
-    local.wait_for_leader()
-    local.start_daemon("d2")
     out = tmp_path / "out"
-    job_id = client.submit_function(jobs.steps, str(out), 14, 0.4, job_id="fenced")
-    wait_for(lambda: len(step_runs(out)) >= 2, timeout=60, what="job progress")
+    job_id = two_daemons_running(local, client, out, "fenced", 14, 0.4, 2)
     old = local.wait_for_leader()
     old.signal(signal.SIGSTOP)
     try:

@@ -8,9 +8,9 @@ quarantine and checkpoint stores, all sharing one instance id.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 
 from zkstore.checkpoints import DEFAULT_RETAIN, CheckpointStore
+from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
 from zkstore.jobgraph import JobGraphStore
 from zkstore.jobstate import JobStateStore
@@ -22,7 +22,7 @@ from zkstore.store import new_instance_id
 from zkstore.zk import ZooKeeper
 
 
-class Cluster:
+class Cluster(Closeable):
     """The stores of one cluster over one ZooKeeper session (use :meth:`open` or ``with``)."""
 
     def __init__(
@@ -96,14 +96,3 @@ class Cluster:
         """Close the session if this object opened it (its ephemeral nodes go with it)."""
         if self._owns_zk:
             self.zk.stop()
-
-    def __enter__(self) -> Cluster:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
