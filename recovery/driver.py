@@ -52,9 +52,9 @@ from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
     CorruptHandle,
-    FenceLost,
     HandleExists,
     HandleNotFound,
+    OutcomeUnknown,
     PayloadError,
     VersionConflict,
     ZkStoreError,
@@ -104,6 +104,7 @@ class Driver:
         self.cancelled = threading.Event()
         self._suspended_at: float | None = None
         self._finished = threading.Event()
+        self._interrupt_lock = threading.Lock()
         self._report_lock = threading.Lock()
         self._reported = False
         self._job_name = job_id
@@ -119,13 +120,24 @@ class Driver:
             threading.Thread(target=self._monitor, name="driver-monitor", daemon=True).start()
             self._watch_cancel()
             outcome, error = self._run_job()
-            self._finished.set()
-            _stop_spark(kill=False)
-            self._report(outcome, error)
+            self._conclude(outcome, error)
             return EXIT_CODES[outcome]
         finally:
             self._finished.set()
             self.cluster.close()
+
+    def _conclude(self, outcome: str, error: str | None) -> None:
+        """Stop Spark and report the outcome. A cancel interrupt sent just as the job ended can
+        still arrive here (even inside a lock acquire): it must not lose the outcome."""
+        for _ in range(3):
+            try:
+                with self._interrupt_lock:
+                    self._finished.set()  # from here on the monitor interrupts nothing
+                _stop_spark(kill=False)
+                self._report(outcome, error)
+                return
+            except KeyboardInterrupt:
+                logger.info("late interrupt while concluding; going on")
 
     def _take_running(self) -> bool:
         info = RunningInfo(
@@ -263,7 +275,9 @@ class Driver:
             if self.cancelled.is_set() and cancel_seen is None:
                 cancel_seen = time.monotonic()
                 _cancel_spark_jobs()
-                _thread.interrupt_main()
+                with self._interrupt_lock:
+                    if not self._finished.is_set():
+                        _thread.interrupt_main()
             if cancel_seen is not None and time.monotonic() - cancel_seen > self.cancel_grace:
                 logger.error(
                     "job %s ignored the cancel for %g s: stopping it",
@@ -283,11 +297,13 @@ class Driver:
     # -- outcome -------------------------------------------------------------------------------
 
     def _report(self, outcome: str, error: str | None) -> None:
-        """Record the outcome and release ``running`` in one transaction fenced on the attempt."""
+        """Record the outcome and release ``running`` in one transaction fenced on the attempt.
+
+        Idempotent; a lost answer is resolved by reading the outcome back.
+        """
         with self._report_lock:
             if self._reported:
                 return
-            self._reported = True
             record = Outcome(
                 version=None,
                 attempt=self.attempt,
@@ -296,30 +312,35 @@ class Driver:
                 error=short_error(error),
                 host=socket.gethostname(),
             )
-            outcome_path = self.cluster.layout.outcome(self.job_id)
             for _ in range(3):
                 try:
-                    exists = self.cluster.zk.exists(outcome_path) is not None
-                    write = (
-                        SetData(outcome_path, record.to_bytes())
-                        if exists
-                        else Create(outcome_path, record.to_bytes())
-                    )
-                    self.cluster.zk.commit([write, Delete(self.running_path)], fence=self.fence)
-                    logger.info("attempt %d of %s: %s", self.attempt, self.job_id, outcome)
-                    return
-                except (HandleExists, HandleNotFound):
-                    continue
-                except FenceLost as exc:
+                    self._write_outcome(record)
+                except (OutcomeUnknown, HandleExists, HandleNotFound):
+                    if not self._recorded(record):
+                        continue  # the outcome node changed meanwhile, or the answer was lost
+                except ZkStoreError as exc:  # the fence included: another attempt owns the job
                     logger.error(
                         "outcome %s of attempt %d not recorded: %s", outcome, self.attempt, exc
                     )
-                    return
-                except ZkStoreError as exc:
-                    logger.error(
-                        "outcome %s of attempt %d not recorded: %s", outcome, self.attempt, exc
-                    )
-                    return
+                    break
+                logger.info("attempt %d of %s: %s", self.attempt, self.job_id, outcome)
+                break
+            self._reported = True
+
+    def _write_outcome(self, record: Outcome) -> None:
+        path = self.cluster.layout.outcome(self.job_id)
+        data = record.to_bytes()
+        write = (
+            SetData(path, data) if self.cluster.zk.exists(path) is not None else Create(path, data)
+        )
+        self.cluster.zk.commit([write, Delete(self.running_path)], fence=self.fence)
+
+    def _recorded(self, record: Outcome) -> bool:
+        try:
+            found = self.cluster.state.outcome(self.job_id)
+        except ZkStoreError:
+            return False
+        return found is not None and found.with_version(None) == record
 
 
 def _summarize(exc: BaseException) -> str:

@@ -336,6 +336,7 @@ class LeaderProcess:
         if clean_up(self.cluster, job_id, fence=self.fence):
             self._dirty.discard(job_id)
             self.coordinators.pop(job_id, None)
+            self._watchers.pop(job_id, None)
             logger.info("job %s: cleaned up (result kept in results/)", job_id)
         else:
             self.loop.post_at(time.monotonic() + CLEANUP_RETRY, Event(JOB, job_id))

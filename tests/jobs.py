@@ -51,3 +51,14 @@ def spark_squares(ctx: Any, out: str, n: int) -> None:
 
 def read_marks(out: str) -> dict[str, dict[str, Any]]:
     return {p.name: json.loads(p.read_text()) for p in sorted(Path(out).glob("*"))}
+
+
+def wait_for_go(ctx: Any, out: str) -> None:
+    """Wait until the job's dynamic configuration says go (``zkstore control set JOB go=true``)."""
+    mark(out, "waiting")
+    deadline = time.time() + 60
+    while not ctx.config.get("go"):
+        if time.time() > deadline:
+            raise TimeoutError("never told to go")
+        time.sleep(0.05)
+    mark(out, "went", rate=ctx.config.get("rate"))

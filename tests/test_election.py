@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -151,3 +154,35 @@ def test_loop_timers_fire_in_order_and_not_early() -> None:
     )
     assert seen == ["a", "b"]
     assert time.monotonic() - start >= 0.3
+
+
+def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
+    tmp_path: Any, config: StoreConfig
+) -> None:
+    """ZooKeeper stops answering: the leader drops leadership long before the session could
+    expire on the server (and with it the fence), not after."""
+    from recovery.daemon import Daemon
+    from recovery.settings import DaemonSettings
+    from zkstore.embedded import EmbeddedZooKeeper
+
+    server = EmbeddedZooKeeper().start()
+    store = config.with_changes(zk_hosts=server.connect_string, session_timeout=6.0)
+    daemon = Daemon(DaemonSettings(store=store, daemon_id="solo", log_dir=str(tmp_path)))
+    thread = threading.Thread(target=daemon.run, kwargs={"install_signals": False})
+    thread.start()
+    try:
+        wait_for(lambda: daemon.is_leader, timeout=20, what="leadership")
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        paused = time.monotonic()
+        wait_for(lambda: not daemon.is_leader, timeout=10, what="step down")
+        stepped_down = time.monotonic() - paused
+        assert stepped_down < 6.0, f"stepped down after {stepped_down:.1f} s, not before expiry"
+        os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: daemon.is_leader, timeout=30, what="leadership again after reconnect")
+    finally:
+        os.kill(server.pid or 0, signal.SIGCONT)
+        daemon.request_stop()
+        thread.join(timeout=30)
+        server.close()

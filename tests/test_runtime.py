@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -260,3 +261,24 @@ def test_submission_is_durable_without_any_daemon(
     assert client.status(job_id).state == "SUBMITTED"
     local.start_daemon("d1")
     assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
+
+
+def test_dynamic_configuration_reaches_the_running_job(
+    local: LocalCluster, client: Client, tmp_path: Path, runtime_config: StoreConfig
+) -> None:
+    from click.testing import CliRunner
+
+    from recovery.cli import cli
+
+    local.start_daemon("d1")
+    out = tmp_path / "out"
+    job_id = client.submit_function(jobs.wait_for_go, str(out), job_id="gated")
+    wait_for(lambda: "waiting" in jobs.read_marks(str(out)), timeout=30, what="job waiting")
+    connection = ["--zk", runtime_config.zk_hosts, "--root", runtime_config.root]
+    runner = CliRunner()
+    assert runner.invoke(cli, ["control", "set", job_id, "rate=10", *connection]).exit_code == 0
+    done = runner.invoke(cli, ["control", "set", job_id, "go=true", *connection])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["values"] == {"go": True, "rate": 10}
+    assert client.wait(job_id, timeout=30).outcome == SUCCEEDED
+    assert jobs.read_marks(str(out))["went"]["rate"] == 10

@@ -552,3 +552,17 @@ def test_crash_between_steps_keeps_invariant_1(
     for orphan in orphans:
         storage.discard(orphan)
     assert payload_uris(storage) == set()
+
+
+def test_no_zookeeper_write_exceeds_64_kb(zk: ZooKeeper, path: str) -> None:
+    """Invariant 7: big things go to object storage; ZooKeeper refuses them before sending."""
+    from zkstore.errors import ConfigError
+    from zkstore.zk import Create
+
+    zk.ensure_path(path)
+    big = b"x" * (64 * 1024 + 1)
+    with pytest.raises(ConfigError, match="65536-byte limit"):
+        zk.create(f"{path}/big", big)
+    with pytest.raises(ConfigError):
+        zk.commit([Create(f"{path}/a", big[:40_000]), Create(f"{path}/b", big[:40_000])])
+    assert zk.children(path) == []
