@@ -18,8 +18,8 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle
 from zkstore.lingering import find_lingering
+from zkstore.ops import Create
 from zkstore.store import LOCKS
-from zkstore.zk import Create
 
 
 def seed(cluster: Cluster, count: int) -> None:

@@ -17,10 +17,11 @@ from fsspec.core import url_to_fs
 
 from benchmarks.common import Result, best_of, connect, fresh_root, s3_server, timed, zookeeper
 from zkstore.handle import Handle
+from zkstore.ops import Create
 from zkstore.serializers import JsonSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import LOCKS, ZooKeeperStateHandleStore
-from zkstore.zk import Create, ZooKeeper
+from zkstore.zk import ZooKeeper
 
 
 def make_store(

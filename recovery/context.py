@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zkstore.checkpoints import CheckpointStore
 from zkstore.errors import FenceLost
-from zkstore.zk import Fence
+from zkstore.ops import Fence
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -61,8 +61,8 @@ from zkstore.errors import (
 )
 from zkstore.handle import utc_now
 from zkstore.jobs import SCRIPT, JobDefinition
+from zkstore.ops import Check, Create, Delete, Fence, SetData
 from zkstore.records import BROKEN, CANCELLED, FAILED, SUCCEEDED, Outcome, RunningInfo, short_error
-from zkstore.zk import Check, Create, Delete, Fence, SetData
 
 logger = logging.getLogger("recovery.driver")
 

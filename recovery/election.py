@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, OutcomeUnknown
 from zkstore.handle import utc_now
 from zkstore.layout import Layout
-from zkstore.zk import Create, Delete, Fence, ZooKeeper, is_own_ephemeral
+from zkstore.ops import Create, Delete, Fence
+from zkstore.zk import ZooKeeper, is_own_ephemeral
 
 logger = logging.getLogger(__name__)
 

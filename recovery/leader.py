@@ -51,9 +51,9 @@ from zkstore.errors import (
 )
 from zkstore.handle import utc_now
 from zkstore.jobgraph import JobGraphWatch
+from zkstore.ops import Check, Delete
 from zkstore.records import PENDING, RESTARTING, STARTING, JobStatus
 from zkstore.snapshot import JobSnapshot, read_snapshots
-from zkstore.zk import Check, Delete
 
 logger = logging.getLogger(__name__)
 

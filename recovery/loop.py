@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from zkstore.zk import Fence
+from zkstore.ops import Fence
 
 logger = logging.getLogger(__name__)
 

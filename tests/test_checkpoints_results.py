@@ -17,9 +17,9 @@ from zkstore.errors import (
     VersionConflict,
 )
 from zkstore.jobs import JobDefinition
+from zkstore.ops import Fence
 from zkstore.records import CLEAN, DIRTY, FAILED, PENDING, STARTING, SUCCEEDED, JobStatus
 from zkstore.snapshot import QUARANTINED, read_snapshots
-from zkstore.zk import Fence
 
 
 def checkpoint_payloads(cluster: Cluster, job_id: str) -> list[str]:
@@ -68,7 +68,7 @@ def test_failed_add_keeps_previous_latest(cluster: Cluster) -> None:
     store.add({"step": 1})
 
     class Crash(Exception):
-        pass
+        """Stands for a process dying at that step."""
 
     def crash(step: str) -> None:
         if step == "add:payload-written":

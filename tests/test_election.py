@@ -19,8 +19,9 @@ from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
 from zkstore.jobstate import JobStateStore
 from zkstore.layout import Layout
+from zkstore.ops import Fence
 from zkstore.records import PENDING, JobStatus
-from zkstore.zk import Fence, ZooKeeper
+from zkstore.zk import ZooKeeper
 
 
 @pytest.fixture

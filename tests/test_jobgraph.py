@@ -218,8 +218,8 @@ def test_watch_reports_added_and_removed(cluster: Cluster) -> None:
 
 def test_listing_1000_jobs_reads_no_payload(cluster: Cluster, config: StoreConfig) -> None:
     """Summaries and snapshots come from handles alone: they work with storage gone."""
+    from zkstore.ops import Create
     from zkstore.store import LOCKS
-    from zkstore.zk import Create
 
     definition = function_job("template")
     ops: list[Create] = []

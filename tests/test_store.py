@@ -30,10 +30,11 @@ from zkstore.errors import (
     VersionConflict,
 )
 from zkstore.handle import Handle
+from zkstore.ops import Fence
 from zkstore.serializers import JsonSerializer, PickleSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import Fence, ZooKeeper
+from zkstore.zk import ZooKeeper
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -557,7 +558,7 @@ def test_crash_between_steps_keeps_invariant_1(
 def test_no_zookeeper_write_exceeds_64_kb(zk: ZooKeeper, path: str) -> None:
     """Invariant 7: big things go to object storage; ZooKeeper refuses them before sending."""
     from zkstore.errors import ConfigError
-    from zkstore.zk import Create
+    from zkstore.ops import Create
 
     zk.ensure_path(path)
     big = b"x" * (64 * 1024 + 1)

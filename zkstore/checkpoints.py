@@ -16,10 +16,11 @@ from typing import Any
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
 from zkstore.handle import Handle
 from zkstore.layout import Layout, StorageLayout, checkpoint_node_name, validate_job_id
+from zkstore.ops import Fence
 from zkstore.serializers import JsonSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import Fence, ZooKeeper
+from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 
 from zkstore.cluster import Cluster
 from zkstore.errors import NotEmpty
-from zkstore.zk import Fence
+from zkstore.ops import Fence
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from zkstore.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
+from zkstore.entries import new_instance_id
 from zkstore.jobgraph import JobGraphStore
 from zkstore.jobstate import JobStateStore
 from zkstore.layout import Layout, StorageLayout
 from zkstore.quarantine import Quarantine
 from zkstore.results import JobResultStore
 from zkstore.storage import StateStorage
-from zkstore.store import new_instance_id
 from zkstore.zk import ZooKeeper
 
 

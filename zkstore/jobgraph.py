@@ -14,14 +14,16 @@ from collections.abc import Callable
 
 from kazoo.recipe.watchers import ChildrenWatch
 
+from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import HandleExists
 from zkstore.handle import Handle
 from zkstore.jobs import JobDefinition
 from zkstore.layout import Layout, StorageLayout, validate_job_id
+from zkstore.ops import Fence
 from zkstore.serializers import PickleSerializer
 from zkstore.storage import StateStorage
-from zkstore.store import Entry, GetAllResult, ZooKeeperStateHandleStore
-from zkstore.zk import Fence, ZooKeeper
+from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 

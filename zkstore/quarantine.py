@@ -14,9 +14,10 @@ import logging
 from zkstore.errors import CorruptHandle, HandleExists, HandleNotFound, NotEmpty, VersionConflict
 from zkstore.handle import Handle, utc_now
 from zkstore.layout import Layout
+from zkstore.ops import Create, Delete, Fence, Op
 from zkstore.records import QuarantineEntry, short_error
 from zkstore.store import LOCKS
-from zkstore.zk import Create, Delete, Fence, Op, ZooKeeper
+from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
-import socket
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Generic, TypeVar
 
+from zkstore.entries import Broken, Entry, GetAllResult, new_instance_id
 from zkstore.errors import (
     CorruptHandle,
     FenceLost,
@@ -41,9 +39,10 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.handle import Handle, SummaryValue
+from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.serializers import Serializer
 from zkstore.storage import StateStorage
-from zkstore.zk import Check, Create, Deadline, Delete, Fence, Op, SetData, ZooKeeper
+from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
@@ -56,48 +55,6 @@ LOCKS = "locks"
 #: will never be referenced, so it is garbage.
 MAX_PUBLISH_DELAY = 60.0
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def new_instance_id() -> str:
-    """A store instance id: host, pid and a random part, usable as a znode name."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:40] or "host"
-    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-@dataclass(frozen=True)
-class Entry(Generic[T]):
-    """A live entry: its name, deserialized state and handle (whose ``version`` is the znode's)."""
-
-    name: str
-    state: T
-    handle: Handle
-
-    @property
-    def version(self) -> int:
-        assert self.handle.version is not None
-        return self.handle.version
-
-
-@dataclass(frozen=True)
-class Broken:
-    """An entry that cannot be read or verified, with the reason; its handle if it parsed."""
-
-    name: str
-    path: str
-    error: ZkStoreError
-    handle: Handle | None = None
-
-    @property
-    def reason(self) -> str:
-        return f"{type(self.error).__name__}: {self.error}"
-
-
-@dataclass(frozen=True)
-class GetAllResult(Generic[T]):
-    """What :meth:`ZooKeeperStateHandleStore.get_all` found: live entries and broken ones."""
-
-    entries: list[Entry[T]]
-    broken: list[Broken]
 
 
 class ZooKeeperStateHandleStore(Generic[T]):

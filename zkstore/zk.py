@@ -6,10 +6,10 @@ for a connection at most until its deadline, then waits for its answer at most u
 deadline. A read that fails on a lost connection is retried within the deadline; a write is not,
 because it may have been applied: it raises :class:`OutcomeUnknown` instead.
 
-Transactions are built from :class:`Check`, :class:`Create`, :class:`SetData` and
-:class:`Delete` and committed with :meth:`ZooKeeper.commit`, which inspects every result (kazoo's
-``with transaction()`` form silently discards failures). A :class:`Fence` prepends checks that make
-the whole write conditional on the writer's own standing (its election node, its driver node).
+Transactions are built from the ops of :mod:`zkstore.ops` and committed with
+:meth:`ZooKeeper.commit`, which inspects every result (kazoo's context-manager form of a
+transaction silently discards failures); a fence makes the whole write conditional on the
+writer's own standing (its election node, its attempt's records).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
@@ -40,8 +39,6 @@ from kazoo.protocol.states import ZnodeStat
 
 from zkstore.errors import (
     ConfigError,
-    ConflictError,
-    FenceLost,
     HandleExists,
     HandleNotFound,
     NotEmpty,
@@ -50,6 +47,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
+from zkstore.ops import Check, Create, Deadline, Fence, Op, SetData
 
 logger = logging.getLogger(__name__)
 
@@ -66,123 +64,6 @@ _OUTAGES = (
     OperationTimeoutError,
     KazooTimeoutError,
 )
-
-
-class Deadline:
-    """A point in time by which an operation must be over."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._end = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        return max(0.0, self._end - time.monotonic())
-
-    @property
-    def expired(self) -> bool:
-        return self.remaining() <= 0.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """Transaction op: the node exists (``version=-1``) or has exactly ``version``."""
-
-    path: str
-    version: int = -1
-
-
-@dataclass(frozen=True)
-class Create:
-    path: str
-    data: bytes = b""
-    ephemeral: bool = False
-
-
-@dataclass(frozen=True)
-class SetData:
-    path: str
-    data: bytes
-    version: int = -1
-
-
-@dataclass(frozen=True)
-class Delete:
-    path: str
-    version: int = -1
-
-
-Op = Check | Create | SetData | Delete
-
-
-def absent(path: str) -> tuple[Create, Delete]:
-    """Ops asserting that ``path`` does not exist: create and delete it in the same transaction.
-
-    ZooKeeper has no "check absent" op; this pair fails with :class:`HandleExists` if the node
-    exists and leaves nothing behind if it does not. The parent must exist.
-    """
-    return (Create(path), Delete(path))
-
-
-@dataclass(frozen=True)
-class Guard:
-    """Ops that must hold for a transaction to apply, and the error to raise when they do not."""
-
-    ops: tuple[Op, ...]
-    error: type[ZkStoreError]
-    description: str
-
-
-@dataclass(frozen=True)
-class Fence:
-    """Guards that make a transaction conditional on the writer's standing.
-
-    If an op of a guard fails, the transaction applies nothing and :meth:`ZooKeeper.commit`
-    raises that guard's ``error`` (e.g. :class:`~zkstore.errors.NotLeader`). Fence on nodes that
-    can never come back once gone (a sequential election node) or on versions that only grow;
-    never on a fixed-name ephemeral at version 0, which a successor re-creates at version 0 too.
-    """
-
-    guards: tuple[Guard, ...] = ()
-
-    @classmethod
-    def check(
-        cls,
-        path: str,
-        version: int = -1,
-        *,
-        error: type[ZkStoreError] = FenceLost,
-        description: str = "fence",
-    ) -> Fence:
-        """A fence on ``path`` existing (``version=-1``) or being at exactly ``version``."""
-        return cls((Guard((Check(path, version),), error, description),))
-
-    @classmethod
-    def absent(
-        cls, path: str, *, error: type[ZkStoreError] = HandleExists, description: str = ""
-    ) -> Fence:
-        """A fence on ``path`` not existing (see :func:`absent`)."""
-        return cls((Guard(absent(path), error, description or f"{path} exists"),))
-
-    @property
-    def ops(self) -> tuple[Op, ...]:
-        return tuple(op for guard in self.guards for op in guard.ops)
-
-    def failure(self, index: int) -> ZkStoreError | None:
-        """The error for a failure of op ``index`` of :attr:`ops`, None if it is not a fence op."""
-        for guard in self.guards:
-            if index < len(guard.ops):
-                path = guard.ops[index].path
-                message = f"{guard.description}: {path}"
-                if issubclass(guard.error, ConflictError | HandleNotFound):
-                    return guard.error(message, path=path)
-                return guard.error(message)
-            index -= len(guard.ops)
-        return None
-
-    def __add__(self, other: Fence | None) -> Fence:
-        if other is None:
-            return self
-        return Fence(self.guards + other.guards)
 
 
 class ZooKeeper:
