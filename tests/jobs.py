@@ -7,14 +7,18 @@ ran, in which attempt, and at what time.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 
 def mark(out: str, name: str, **data: Any) -> None:
+    """Record ``name`` atomically (temp file + rename): the test may read it at any moment."""
     Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / name).write_text(json.dumps({"time": time.time(), **data}))
+    temporary = Path(out) / f".{name}.{os.getpid()}"
+    temporary.write_text(json.dumps({"time": time.time(), **data}))
+    temporary.replace(Path(out) / name)
 
 
 def steps(ctx: Any, out: str, total: int, delay: float) -> None:
@@ -50,7 +54,7 @@ def spark_squares(ctx: Any, out: str, n: int) -> None:
 
 
 def read_marks(out: str) -> dict[str, dict[str, Any]]:
-    return {p.name: json.loads(p.read_text()) for p in sorted(Path(out).glob("*"))}
+    return {p.name: json.loads(p.read_text()) for p in sorted(Path(out).glob("[!.]*"))}
 
 
 def wait_for_go(ctx: Any, out: str) -> None:
