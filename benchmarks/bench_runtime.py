@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Result, fresh_root, zookeeper
+from recovery.client import Client
 from recovery.localcluster import DaemonProcess, LocalCluster
-from recovery.submit import Client
 from zkstore.config import StoreConfig
 
 TRIVIAL_SCRIPT = """\

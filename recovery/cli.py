@@ -7,9 +7,9 @@ import sys
 
 import click
 
+from recovery.client import Client
 from recovery.demo import demo
 from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
-from recovery.submit import Client
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.jobs import describe

@@ -24,8 +24,8 @@ from typing import Any
 
 import click
 
+from recovery.client import Client
 from recovery.localcluster import LocalCluster
-from recovery.submit import Client
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.embedded import EmbeddedZooKeeper

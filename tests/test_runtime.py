@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from recovery.client import Client
 from recovery.localcluster import LocalCluster
-from recovery.submit import Client
 from tests import jobs
 from tests.helpers import wait_for
 from zkstore.cluster import Cluster

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from examples import pipeline
+from recovery.client import Client
 from recovery.localcluster import LocalCluster
-from recovery.submit import Client
 from tests import jobs
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
