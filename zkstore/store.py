@@ -19,7 +19,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Generic, TypeVar
@@ -128,27 +128,22 @@ class ZooKeeperStateHandleStore(Generic[T]):
         On every other failure the new payload is discarded.
         """
         node = self.node(name)
-        payload = self.serializer.dumps(state)
-        ref = self.storage.write(
-            self.payload_prefix(name), payload, suffix=self.serializer.suffix, stem=stem
-        )
-        written = time.monotonic()
-        try:
-            handle = Handle.for_payload(ref, self.instance_id, summary)
-        except ZkStoreError:
-            self.storage.discard(ref.uri)
-            raise
+        handle, written = self._write_payload(name, state, summary, stem)
         self._step("add:payload-written")
         ops: list[Op] = [
             Create(node, handle.to_bytes()),
             Create(f"{node}/{LOCKS}"),
             Create(self._lock(name), ephemeral=True),
         ]
-        try:
+
+        def publish() -> None:
+            self._commit(
+                ops, fence, applied=lambda: self._points_at(node, handle.uri), written=written
+            )
+
+        with self._discard_on_failure(handle):
             try:
-                self._commit(
-                    ops, fence, applied=lambda: self._points_at(node, handle.uri), written=written
-                )
+                publish()
             except HandleExists as exc:
                 if exc.path != node:
                     raise  # a fence guard's error, e.g. "this job already has a result"
@@ -156,14 +151,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
                     raise HandleExists(f"{node} exists already", path=node) from None
                 logger.info("%s is marked for deletion: finishing its removal first", node)
                 self.release_and_try_remove(name)
-                self._commit(
-                    ops, fence, applied=lambda: self._points_at(node, handle.uri), written=written
-                )
-        except OutcomeUnknown:
-            raise
-        except ZkStoreError:
-            self.storage.discard(ref.uri)
-            raise
+                publish()
         self._locked.add(name)
         self._step("add:committed")
         return replace(handle, version=0)
@@ -197,6 +185,26 @@ class ZooKeeperStateHandleStore(Generic[T]):
             old: Handle | None = Handle.from_znode(data, stat, node)
         except CorruptHandle:
             old = None
+        if summary is None and old is not None:
+            summary = old.summary
+        new, written = self._write_payload(name, state, summary, stem)
+        self._step("replace:payload-written")
+        ops: list[Op] = [Check(f"{node}/{LOCKS}"), SetData(node, new.to_bytes(), expected_version)]
+        with self._discard_on_failure(new):
+            self._commit(
+                ops, fence, applied=lambda: self._points_at(node, new.uri), written=written
+            )
+        self._step("replace:committed")
+        if old is not None and old.uri != new.uri:
+            self._discard_quietly(old.uri)
+        self._step("replace:old-discarded")
+        return replace(new, version=expected_version + 1)
+
+    def _write_payload(
+        self, name: str, state: T, summary: Mapping[str, SummaryValue] | None, stem: str
+    ) -> tuple[Handle, float]:
+        """Serialize and write ``state``; the handle that would point at it, and when it was
+        written. A handle that cannot be built (too big) discards the payload again."""
         ref = self.storage.write(
             self.payload_prefix(name),
             self.serializer.dumps(state),
@@ -204,29 +212,21 @@ class ZooKeeperStateHandleStore(Generic[T]):
             stem=stem,
         )
         written = time.monotonic()
-        if summary is None and old is not None:
-            summary = old.summary
+        with self._discard_on_failure(ref.uri):
+            return Handle.for_payload(ref, self.instance_id, summary), written
+
+    @contextlib.contextmanager
+    def _discard_on_failure(self, target: Handle | str) -> Iterator[None]:
+        """Discard the new payload if the block fails, unless the outcome is unknown (then the
+        handle may have been published: keeping the payload keeps invariant 1)."""
+        uri = target.uri if isinstance(target, Handle) else target
         try:
-            new = Handle.for_payload(ref, self.instance_id, summary)
-        except ZkStoreError:
-            self.storage.discard(ref.uri)
-            raise
-        self._step("replace:payload-written")
-        ops: list[Op] = [Check(f"{node}/{LOCKS}"), SetData(node, new.to_bytes(), expected_version)]
-        try:
-            self._commit(
-                ops, fence, applied=lambda: self._points_at(node, new.uri), written=written
-            )
+            yield
         except OutcomeUnknown:
             raise
         except ZkStoreError:
-            self.storage.discard(ref.uri)
+            self.storage.discard(uri)
             raise
-        self._step("replace:committed")
-        if old is not None and old.uri != new.uri:
-            self._discard_quietly(old.uri)
-        self._step("replace:old-discarded")
-        return replace(new, version=expected_version + 1)
 
     def release(self, name: str) -> None:
         """Drop this instance's lock on ``name`` (idempotent)."""

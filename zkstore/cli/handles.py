@@ -26,7 +26,7 @@ from zkstore.cli.base import (
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.inventory import HandleRecord, read_inventory, verify
-from zkstore.lingering import KINDS, Cleaner, find_lingering
+from zkstore.lingering import KINDS, Cleaner, CleanupResult, find_lingering
 from zkstore.store import MAX_PUBLISH_DELAY
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
@@ -239,40 +239,29 @@ def cleanup(connection: Connection, fmt: str, min_age: float, dry_run: bool, yes
         findings = [f for f in find_lingering(cluster, min_age=min_age) if f.garbage]
         with progress(len(findings), "cleaning up") as advance:
             results = Cleaner(cluster, dry_run=dry_run).clean(findings, progress=advance)
-    done = [r for r in results if r.done]
-    freed = sum(r.freed for r in done)
+    _show_cleanup(results, fmt, dry_run)
     failed = [r for r in results if r.action == "failed"]
-    if fmt == "json":
-        emit(
-            {
-                "dry_run": dry_run,
-                "results": [r.as_dict() for r in results],
-                "done": len(done),
-                "freed_bytes": freed,
-            },
-            fmt,
-        )
-    else:
-        rows = [
-            {
-                **r.as_dict(),
-                "job": r.finding.job_id,
-                "target": r.finding.target,
-                "kind": r.finding.kind,
-            }
-            for r in results
-        ]
-        emit(
-            results,
-            fmt,
-            columns=["action", "kind", "job", "done", "target", "note"],
-            rows=rows,
-            empty="nothing to clean up",
-        )
-        if dry_run:
-            would_free = sum(r.finding.size or 0 for r in results)
-            click.echo(f"\nwould act on {len(results)} item(s), freeing {human_size(would_free)}")
-        else:
-            click.echo(f"\ncleaned up {len(done)} item(s), freed {human_size(freed)}")
     if failed:
         raise OperationFailed(f"{len(failed)} item(s) could not be cleaned up; see above")
+
+
+def _show_cleanup(results: list[CleanupResult], fmt: str, dry_run: bool) -> None:
+    done = [r for r in results if r.done]
+    freed = sum(r.freed for r in done)
+    if fmt == "json":
+        report = {
+            "dry_run": dry_run,
+            "results": [r.as_dict() for r in results],
+            "done": len(done),
+            "freed_bytes": freed,
+        }
+        emit(report, fmt)
+        return
+    rows = [{**r.as_dict(), "job": r.finding.job_id} for r in results]
+    columns = ["action", "kind", "job", "done", "target", "note"]
+    emit(results, fmt, columns=columns, rows=rows, empty="nothing to clean up")
+    if dry_run:
+        would_free = sum(r.finding.size or 0 for r in results)
+        click.echo(f"\nwould act on {len(results)} item(s), freeing {human_size(would_free)}")
+    else:
+        click.echo(f"\ncleaned up {len(done)} item(s), freed {human_size(freed)}")
