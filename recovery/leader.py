@@ -135,10 +135,14 @@ class LeaderProcess:
             return
         snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids)
         now = datetime.now(UTC)
-        plans = [
-            (snap, decide(snap, self._local(snap.job_id), self.settings, now))
-            for snap in snapshots.values()
-        ]
+        # Driver slots are counted once and taken as starts are decided, so that a batch of
+        # pending jobs (a new leader's recovery) never starts more than --max-drivers.
+        running = self._drivers_running()
+        plans: list[tuple[JobSnapshot, Action]] = []
+        for snap in snapshots.values():
+            action = decide(snap, self._local(snap.job_id, running), self.settings, now)
+            running += isinstance(action, Start)
+            plans.append((snap, action))
         plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))  # dirty results first
         plans = self._verify_starts(plans)
         for snapshot, action in plans:
@@ -146,10 +150,12 @@ class LeaderProcess:
                 return
             self._apply(snapshot, action)
 
-    def _local(self, job_id: str) -> Local:
+    def _drivers_running(self) -> int:
+        return sum(1 for c in self.coordinators.values() if c.live_launch is not None)
+
+    def _local(self, job_id: str, running: int) -> Local:
         coordinator = self.coordinators.get(job_id)
         launch = coordinator.launch if coordinator is not None else None
-        running = sum(1 for c in self.coordinators.values() if c.live_launch is not None)
         if launch is None:
             return Local(drivers_running=running)
         return Local(
@@ -255,7 +261,7 @@ class LeaderProcess:
         key = (job.job_id, f"adopt-{running.attempt}")
         if (
             key not in self._reported
-            and self._local(job.job_id).launched_attempt != running.attempt
+            and self._local(job.job_id, 0).launched_attempt != running.attempt
         ):
             self._reported.add(key)
             logger.info(

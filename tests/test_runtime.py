@@ -282,3 +282,28 @@ def test_dynamic_configuration_reaches_the_running_job(
     assert json.loads(done.stdout)["values"] == {"go": True, "rate": 10}
     assert client.wait(job_id, timeout=30).outcome == SUCCEEDED
     assert jobs.read_marks(str(out))["went"]["rate"] == 10
+
+
+def test_max_drivers_holds_when_many_jobs_are_recovered_at_once(
+    runtime_config: StoreConfig, client: Client, tmp_path: Path
+) -> None:
+    """Five jobs waiting when a daemon with two driver slots takes over: never more than two
+    drivers at the same time, and all five finish."""
+    outs = [tmp_path / f"o{i}" for i in range(5)]
+    ids = [
+        client.submit_function(jobs.sleeper, str(out), 1.0, job_id=f"slot-{i}")
+        for i, out in enumerate(outs)
+    ]
+    local = LocalCluster(runtime_config, tmp_path / "runtime", extra_args=("--max-drivers", "2"))
+    try:
+        local.start_daemon("d1")
+        for job_id in ids:
+            assert client.wait(job_id, timeout=90).outcome == SUCCEEDED
+    finally:
+        local.stop()
+    spans = []
+    for out in outs:
+        marks = jobs.read_marks(str(out))
+        spans.append((marks["attempt-1"]["time"], marks["finished"]["time"]))
+    busiest = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert busiest <= 2, f"{busiest} drivers ran at once with 2 slots"
