@@ -19,8 +19,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
+from zkstore.closing import Closeable
 from zkstore.errors import ConfigError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
     return b"".join(chunks).decode(errors="replace")
 
 
-class EmbeddedZooKeeper:
+class EmbeddedZooKeeper(Closeable):
     """A ZooKeeper server process: ``start()``, use :attr:`connect_string`, ``stop()``.
 
     It can be stopped and started again on the same port and data directory (tests use that to
@@ -205,13 +206,7 @@ class EmbeddedZooKeeper:
         """Stop, and remove the data directory if this object created it."""
         self.stop(remove_data=self._owns_dir)
 
-    def __enter__(self) -> EmbeddedZooKeeper:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+    def __enter__(self) -> Self:
+        """``with EmbeddedZooKeeper() as server:`` starts it, and closes it on the way out."""
+        self.start()
+        return self
