@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks.common import Result, fresh_root, s3_server, timed, zookeeper
+from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle
-from zkstore.lingering import find_lingering
 from zkstore.ops import Create
 from zkstore.store import LOCKS
 

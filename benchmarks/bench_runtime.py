@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks.common import Result, fresh_root, zookeeper
 from recovery.client import Client
-from recovery.localcluster import DaemonProcess, LocalCluster
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from zkstore.config import StoreConfig
 
 TRIVIAL_SCRIPT = """\

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.zk import ZooKeeper
 
 

@@ -8,14 +8,14 @@ import sys
 import click
 
 from recovery.client import Client
-from recovery.demo import demo
+from recovery.dev.demo import demo
 from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.jobs import describe
 from zkstore.config import parse_storage_options
-from zkstore.records import CANCELLED, SUCCEEDED
-from zkstore.snapshot import JobSnapshot
+from zkstore.jobs.records import CANCELLED, SUCCEEDED
+from zkstore.jobs.snapshot import JobSnapshot
 
 EXIT_JOB_FAILED = 1
 EXIT_JOB_CANCELLED = 3

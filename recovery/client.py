@@ -35,9 +35,9 @@ from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleNotFound, StoreUnavailable
-from zkstore.jobs import JobDefinition
-from zkstore.records import CancelRequest, JobResult
-from zkstore.snapshot import JobSnapshot, read_snapshots
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import CancelRequest, JobResult
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Client(Closeable):
 
     def submit(self, definition: JobDefinition) -> str:
         """Store ``definition``; returns its job id once it is durable."""
-        self.cluster.jobs.put(definition)
+        self.cluster.jobs.submit(definition)
         logger.info("submitted %s (%s)", definition.job_id, definition.entry_point)
         return definition.job_id
 

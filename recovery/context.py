@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from zkstore.checkpoints import CheckpointStore
 from zkstore.errors import FenceLost
+from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.ops import Fence
 
 if TYPE_CHECKING:

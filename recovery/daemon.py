@@ -22,7 +22,7 @@ from types import FrameType
 from recovery.coordinator import DRIVER_EXITED, JobCoordinator
 from recovery.election import LeaderElection
 from recovery.launcher import DriverLauncher
-from recovery.leader import JOB, LeaderProcess
+from recovery.leader import JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
@@ -121,7 +121,7 @@ class Daemon:
         jobs: set[str] = set()
         try:
             for event in events:
-                if event.kind in (JOB, DRIVER_EXITED) and event.job_id is not None:
+                if event.kind in (JOB_CHANGED, DRIVER_EXITED) and event.job_id is not None:
                     jobs.add(event.job_id)
                 else:
                     self._handle(event)

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from recovery.launcher import describe_exit
 from recovery.settings import DaemonSettings
 from zkstore.handle import parse_time
-from zkstore.records import (
+from zkstore.jobs.records import (
     BROKEN,
     CANCELLED,
     DIRTY,
@@ -29,7 +29,7 @@ from zkstore.records import (
     STARTING,
     SUCCEEDED,
 )
-from zkstore.snapshot import JobSnapshot
+from zkstore.jobs.snapshot import JobSnapshot
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class CleanUp(Action):
 
 
 @dataclass(frozen=True)
-class Quarantine(Action):
+class QuarantineJob(Action):
     """The job cannot be run: move it to quarantine with the reason."""
 
 
@@ -160,7 +160,7 @@ def _settled(job: JobSnapshot) -> Action | None:
         return Nothing(reason="quarantined")
     for record in ("handle", "status"):
         if record in job.errors:
-            return Quarantine(reason=job.errors[record])
+            return QuarantineJob(reason=job.errors[record])
     if job.handle is None or job.marked:
         return Nothing(reason="not in currentJobs")
     return None
@@ -197,7 +197,7 @@ def _ended(
     if outcome == CANCELLED:
         return Finish(outcome=CANCELLED, error=error or "cancelled", reason="attempt cancelled")
     if outcome == BROKEN:
-        return Quarantine(reason=error or "driver could not load the definition")
+        return QuarantineJob(reason=error or "driver could not load the definition")
     failures = job.status.failures + 1
     if job.cancel is not None:
         return Finish(outcome=CANCELLED, error=error, reason="failed while cancel was requested")

@@ -60,9 +60,17 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.handle import utc_now
-from zkstore.jobs import SCRIPT, JobDefinition
+from zkstore.jobs.definition import SCRIPT, JobDefinition
+from zkstore.jobs.records import (
+    BROKEN,
+    CANCELLED,
+    FAILED,
+    SUCCEEDED,
+    Outcome,
+    RunningInfo,
+    short_error,
+)
 from zkstore.ops import Check, Create, Delete, Fence, SetData
-from zkstore.records import BROKEN, CANCELLED, FAILED, SUCCEEDED, Outcome, RunningInfo, short_error
 
 logger = logging.getLogger("recovery.driver")
 

@@ -27,7 +27,7 @@ from recovery.decide import (
     Finish,
     Initialize,
     Local,
-    Quarantine,
+    QuarantineJob,
     ReleaseDead,
     Restart,
     Start,
@@ -39,7 +39,6 @@ from recovery.election import LeaderElection
 from recovery.launcher import DriverLauncher, Launch
 from recovery.loop import Event, LeaderContext, Leadership, Loop
 from recovery.settings import DaemonSettings
-from zkstore.cleanup import clean_up
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConflictError,
@@ -50,14 +49,15 @@ from zkstore.errors import (
     PayloadError,
 )
 from zkstore.handle import utc_now
-from zkstore.jobgraph import JobGraphWatch
+from zkstore.jobs.cleanup import clean_up
+from zkstore.jobs.graph import JobGraphWatch
+from zkstore.jobs.records import PENDING, RESTARTING, STARTING, JobStatus
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 from zkstore.ops import Check, Delete
-from zkstore.records import PENDING, RESTARTING, STARTING, JobStatus
-from zkstore.snapshot import JobSnapshot, read_snapshots
 
 logger = logging.getLogger(__name__)
 
-JOB = "job"
+JOB_CHANGED = "job-changed"
 CLEANUP_RETRY = 2.0
 VERIFY_PARALLELISM = 16
 
@@ -97,7 +97,9 @@ class LeaderProcess:
         self.election.publish_info()
         for coordinator in self.coordinators.values():
             coordinator.lazy_initialize(self.context, self.driver_exited)
-        self._watch = self.cluster.jobs.watch(lambda kind, job: self.loop.post(Event(JOB, job)))
+        self._watch = self.cluster.jobs.watch(
+            lambda kind, job: self.loop.post(Event(JOB_CHANGED, job))
+        )
         self._dirty = {r.job_id for r in self.cluster.results.dirty()}
         count = self.reconcile_all()
         logger.info(
@@ -188,7 +190,10 @@ class LeaderProcess:
         with ThreadPoolExecutor(max_workers=min(VERIFY_PARALLELISM, len(starts))) as pool:
             problems = dict(zip(starts, pool.map(verify, starts), strict=True))
         return [
-            (snap, Quarantine(reason=problem) if (problem := problems.get(snap.job_id)) else action)
+            (
+                snap,
+                QuarantineJob(reason=problem) if (problem := problems.get(snap.job_id)) else action,
+            )
             for snap, action in plans
         ]
 
@@ -205,7 +210,7 @@ class LeaderProcess:
             Restart: self._restart,
             Finish: self._finish,
             CleanUp: self._clean_up,
-            Quarantine: self._quarantine,
+            QuarantineJob: self._quarantine,
         }
         handler = handlers.get(type(action))
         if handler is None:
@@ -218,7 +223,7 @@ class LeaderProcess:
         except ConflictError as exc:
             # Somebody changed the job meanwhile: look at it again with fresh eyes.
             logger.info("job %s: %s; looking again", job.job_id, exc)
-            self.loop.post(Event(JOB, job.job_id))
+            self.loop.post(Event(JOB_CHANGED, job.job_id))
 
     def _status(self, job: JobSnapshot, **changes: object) -> JobStatus:
         base = job.status or JobStatus(version=None)
@@ -248,7 +253,7 @@ class LeaderProcess:
             launch = self.launcher.launch(job.job_id, action.attempt, written.version)
         except OSError as exc:
             logger.error("job %s: cannot start a driver: %s", job.job_id, exc)
-            self.loop.post(Event(JOB, job.job_id))
+            self.loop.post(Event(JOB_CHANGED, job.job_id))
             return
         coordinator.attach(launch)
         self._watch_job(job.job_id)
@@ -289,7 +294,7 @@ class LeaderProcess:
         self._watch_job(job.job_id)
         if action.until is not None:
             delay = (action.until - datetime.now(UTC)).total_seconds()
-            self.loop.post_at(time.monotonic() + max(0.0, delay), Event(JOB, job.job_id))
+            self.loop.post_at(time.monotonic() + max(0.0, delay), Event(JOB_CHANGED, job.job_id))
 
     def _stop_launch(self, job: JobSnapshot, action: StopLaunch) -> None:
         coordinator = self.coordinators.get(job.job_id)
@@ -331,8 +336,8 @@ class LeaderProcess:
         )
         self._clean(job.job_id)
 
-    def _quarantine(self, job: JobSnapshot, action: Quarantine) -> None:
-        self.cluster.quarantine.put(job.job_id, action.reason, fence=self.fence)
+    def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
+        self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
         logger.warning("job %s: quarantined (%s)", job.job_id, action.reason)
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
@@ -345,7 +350,7 @@ class LeaderProcess:
             self._watchers.pop(job_id, None)
             logger.info("job %s: cleaned up (result kept in results/)", job_id)
         else:
-            self.loop.post_at(time.monotonic() + CLEANUP_RETRY, Event(JOB, job_id))
+            self.loop.post_at(time.monotonic() + CLEANUP_RETRY, Event(JOB_CHANGED, job_id))
 
     def _watch_job(self, job_id: str) -> None:
         """Wake up when the job's driver goes away or a cancel is requested (re-armed per look)."""
@@ -357,4 +362,4 @@ class LeaderProcess:
         self.cluster.zk.exists_many([layout.running(job_id), layout.cancel(job_id)], watch=watcher)
 
     def _on_watch(self, job_id: str, event: object) -> None:
-        self.loop.post(Event(JOB, job_id))
+        self.loop.post(Event(JOB_CHANGED, job_id))

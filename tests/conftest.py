@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import S3Server, make_storage
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 

@@ -40,7 +40,7 @@ def main(spec: dict[str, object]) -> int:
         store.replace(name, version, {"value": "replaced"})
     elif spec["op"] == "remove":
         store.get(name)
-        store.release_and_try_remove(name)
+        store.remove(name)
     zk.stop()
     return 0
 

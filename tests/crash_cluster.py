@@ -13,8 +13,8 @@ from typing import Any
 
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs import JobDefinition
-from zkstore.records import SUCCEEDED
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import SUCCEEDED
 
 CRASHED = 77
 
@@ -32,7 +32,7 @@ def main(spec: dict[str, Any]) -> int:
     cluster = Cluster.open(config, on_step=crash_at)
     job = spec["job"]
     if spec["op"] == "put":
-        cluster.jobs.put(JobDefinition.for_function(job, noop))
+        cluster.jobs.submit(JobDefinition.for_function(job, noop))
     elif spec["op"] == "remove":
         cluster.jobs.remove(job)
     elif spec["op"] == "checkpoints":

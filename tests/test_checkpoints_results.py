@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from zkstore.checkpoints import CheckpointStore
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConfigError,
@@ -16,10 +15,11 @@ from zkstore.errors import (
     HandleNotFound,
     VersionConflict,
 )
-from zkstore.jobs import JobDefinition
+from zkstore.jobs.checkpoints import CheckpointStore
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import CLEAN, DIRTY, FAILED, PENDING, STARTING, SUCCEEDED, JobStatus
+from zkstore.jobs.snapshot import QUARANTINED, read_snapshots
 from zkstore.ops import Fence
-from zkstore.records import CLEAN, DIRTY, FAILED, PENDING, STARTING, SUCCEEDED, JobStatus
-from zkstore.snapshot import QUARANTINED, read_snapshots
 
 
 def checkpoint_payloads(cluster: Cluster, job_id: str) -> list[str]:
@@ -194,12 +194,12 @@ def noop(ctx: Any) -> None:
 
 def test_quarantine_moves_one_job_and_leaves_the_others_recoverable(cluster: Cluster) -> None:
     for i in range(3):
-        cluster.jobs.put(JobDefinition.for_function(f"job-{i}", noop))
+        cluster.jobs.submit(JobDefinition.for_function(f"job-{i}", noop))
     broken = cluster.jobs.handles.get_handle("job-1")
     cluster.storage.fs.pipe_file(cluster.storage.path_of(broken.uri), b"garbage")
     result = cluster.jobs.recover_all()
     for item in result.broken:
-        cluster.quarantine.put(item.name, item.reason)
+        cluster.quarantine.move_in(item.name, item.reason)
     assert cluster.jobs.job_ids() == ["job-0", "job-2"]
     for job_id in ("job-0", "job-2"):
         assert cluster.jobs.recover(job_id).state.job_id == job_id
@@ -211,20 +211,20 @@ def test_quarantine_moves_one_job_and_leaves_the_others_recoverable(cluster: Clu
     )
     assert cluster.storage.exists(broken.uri)
     assert read_snapshots(cluster.zk, cluster.layout, ["job-1"])["job-1"].state == QUARANTINED
-    assert cluster.quarantine.put("job-1", "again").reason == entry.reason, "idempotent"
+    assert cluster.quarantine.move_in("job-1", "again").reason == entry.reason, "idempotent"
 
 
 def test_quarantine_of_garbage_handle_keeps_the_raw_data(cluster: Cluster) -> None:
-    cluster.jobs.put(JobDefinition.for_function("job-1", noop))
+    cluster.jobs.submit(JobDefinition.for_function("job-1", noop))
     cluster.zk.set(cluster.layout.job_handle("job-1"), b"not json at all")
-    entry = cluster.quarantine.put("job-1", "garbage handle")
+    entry = cluster.quarantine.move_in("job-1", "garbage handle")
     assert entry.handle is None and entry.raw == "not json at all"
     assert cluster.jobs.job_ids() == []
 
 
 def test_quarantine_removes_locks_held_by_others(cluster: Cluster, config: Any) -> None:
-    cluster.jobs.put(JobDefinition.for_function("job-1", noop))
+    cluster.jobs.submit(JobDefinition.for_function("job-1", noop))
     with Cluster.open(config) as other:
         other.jobs.recover("job-1")  # holds a lock
-        cluster.quarantine.put("job-1", "bad")
+        cluster.quarantine.move_in("job-1", "bad")
         assert cluster.zk.exists(cluster.layout.job_handle("job-1")) is None

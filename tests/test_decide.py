@@ -14,7 +14,7 @@ from recovery.decide import (
     Initialize,
     Local,
     Nothing,
-    Quarantine,
+    QuarantineJob,
     ReleaseDead,
     Restart,
     Start,
@@ -25,7 +25,7 @@ from recovery.decide import (
 from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle
-from zkstore.records import (
+from zkstore.jobs.records import (
     BROKEN,
     CANCELLED,
     CLEAN,
@@ -42,7 +42,7 @@ from zkstore.records import (
     QuarantineEntry,
     RunningInfo,
 )
-from zkstore.snapshot import JobSnapshot
+from zkstore.jobs.snapshot import JobSnapshot
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 T = "2026-11-21T11:59:00.000Z"
@@ -147,9 +147,9 @@ def test_vanished_driver_without_outcome_counts_as_failure() -> None:
 
 def test_broken_definition_goes_to_quarantine() -> None:
     action = decided(job(status=status(), outcome=outcome(BROKEN, error="IncompatiblePayload")))
-    assert isinstance(action, Quarantine) and "Incompatible" in action.reason
+    assert isinstance(action, QuarantineJob) and "Incompatible" in action.reason
     garbage = decided(job(handle=None, errors={"handle": "/x: not a valid handle"}))
-    assert isinstance(garbage, Quarantine)
+    assert isinstance(garbage, QuarantineJob)
 
 
 @pytest.mark.parametrize("state", [PENDING, RESTARTING])
@@ -187,4 +187,4 @@ def test_driver_slots_are_bounded() -> None:
 
 def test_corrupt_status_goes_to_quarantine() -> None:
     action = decided(job(errors={"status": "/s: not a valid JobStatus record"}))
-    assert isinstance(action, Quarantine)
+    assert isinstance(action, QuarantineJob)

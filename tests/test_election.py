@@ -17,10 +17,10 @@ from recovery.loop import Event, LeaderContext, Leadership, Loop
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
-from zkstore.jobstate import JobStateStore
+from zkstore.jobs.records import PENDING, JobStatus
+from zkstore.jobs.state import JobStateStore
 from zkstore.layout import Layout
 from zkstore.ops import Fence
-from zkstore.records import PENDING, JobStatus
 from zkstore.zk import ZooKeeper
 
 
@@ -164,7 +164,7 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
     expire on the server (and with it the fence), not after."""
     from recovery.daemon import Daemon
     from recovery.settings import DaemonSettings
-    from zkstore.embedded import EmbeddedZooKeeper
+    from zkstore.dev.embedded import EmbeddedZooKeeper
 
     server = EmbeddedZooKeeper().start()
     store = config.with_changes(zk_hosts=server.connect_string, session_timeout=6.0)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from zkstore.embedded import EmbeddedZooKeeper, four_letter_word
+from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.errors import ConfigError
 
 BIN = Path(sys.executable).parent
@@ -75,7 +75,7 @@ def test_missing_pyspark_is_explained(tmp_path: Any) -> None:
     code = (
         "import sys; sys.modules['pyspark'] = None\n"
         "import importlib.util as u; u.find_spec = lambda name: None\n"
-        "from zkstore.embedded import find_zookeeper_jars\n"
+        "from zkstore.dev.embedded import find_zookeeper_jars\n"
         "try:\n    find_zookeeper_jars()\nexcept Exception as e:\n    print(e)\n"
     )
     out = subprocess.run(

@@ -22,11 +22,11 @@ from zkstore.errors import (
     UntrustedPayload,
 )
 from zkstore.handle import Handle
-from zkstore.jobgraph import ADDED, REMOVED, JobAlreadyFinished, JobQuarantined
-from zkstore.jobs import JobDefinition
-from zkstore.records import SUCCEEDED
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.graph import ADDED, REMOVED, JobAlreadyFinished, JobQuarantined
+from zkstore.jobs.records import SUCCEEDED
+from zkstore.jobs.snapshot import read_snapshots
 from zkstore.serializers import PickleSerializer
-from zkstore.snapshot import read_snapshots
 
 
 def triple(ctx: Any, x: int) -> int:
@@ -39,7 +39,7 @@ def function_job(job_id: str = "job-1", **kwargs: Any) -> JobDefinition:
 
 def test_function_definition_round_trip(any_cluster: Cluster) -> None:
     definition = function_job(spark_conf={"spark.sql.shuffle.partitions": "4"}, max_attempts=5)
-    handle = any_cluster.jobs.put(definition)
+    handle = any_cluster.jobs.submit(definition)
     assert handle.summary["name"] == "triple"
     assert handle.summary["kind"] == "function"
     recovered = any_cluster.jobs.recover("job-1").state
@@ -55,7 +55,7 @@ def test_script_definition_round_trip(any_cluster: Cluster) -> None:
     definition = JobDefinition.for_script(
         "etl", source, filename="/home/me/etl.py", args=["--day", "2026-11-21"], name="nightly"
     )
-    any_cluster.jobs.put(definition)
+    any_cluster.jobs.submit(definition)
     recovered = any_cluster.jobs.recover("etl").state
     assert (recovered.kind, recovered.source, recovered.args) == (
         "script",
@@ -67,29 +67,29 @@ def test_script_definition_round_trip(any_cluster: Cluster) -> None:
 
 
 def test_put_releases_its_lock_so_cleanup_is_never_blocked(cluster: Cluster) -> None:
-    cluster.jobs.put(function_job())
+    cluster.jobs.submit(function_job())
     assert cluster.zk.children(f"{cluster.layout.job_handle('job-1')}/locks") == []
 
 
 def test_duplicate_job_id_is_refused(cluster: Cluster) -> None:
-    cluster.jobs.put(function_job())
+    cluster.jobs.submit(function_job())
     with pytest.raises(HandleExists):
-        cluster.jobs.put(function_job())
+        cluster.jobs.submit(function_job())
 
 
 def test_finished_job_is_never_resubmitted(cluster: Cluster) -> None:
     cluster.results.create_dirty("job-1", SUCCEEDED, attempts=1)
     with pytest.raises(JobAlreadyFinished, match="already has a result"):
-        cluster.jobs.put(function_job())
+        cluster.jobs.submit(function_job())
     assert cluster.jobs.job_ids() == []
     assert cluster.storage.list(cluster.storage_layout.jobs) == [], "nothing left behind"
 
 
 def test_quarantined_job_id_is_refused(cluster: Cluster) -> None:
-    cluster.jobs.put(function_job())
-    cluster.quarantine.put("job-1", "operator says so")
+    cluster.jobs.submit(function_job())
+    cluster.quarantine.move_in("job-1", "operator says so")
     with pytest.raises(JobQuarantined):
-        cluster.jobs.put(function_job())
+        cluster.jobs.submit(function_job())
 
 
 @pytest.mark.parametrize("job_id", ["../x", "a/b", "with space", "x" * 200, ""])
@@ -123,7 +123,7 @@ def test_function_cloudpickle_cannot_serialize_is_a_clear_error(cluster: Cluster
     lock = threading.Lock()
     definition = JobDefinition.for_function("locky", lambda ctx: lock.acquire())
     with pytest.raises(SerializationError, match="cannot serialize"):
-        cluster.jobs.put(definition)
+        cluster.jobs.submit(definition)
     assert cluster.jobs.job_ids() == []
 
 
@@ -141,7 +141,7 @@ class OtherPythonSerializer(PickleSerializer[Any]):
 
 def test_definition_from_another_python_is_refused_clearly(cluster: Cluster) -> None:
     cluster.jobs.handles.serializer = OtherPythonSerializer()
-    cluster.jobs.put(function_job())
+    cluster.jobs.submit(function_job())
     cluster.jobs.handles.serializer = PickleSerializer()
     with pytest.raises(IncompatiblePayload, match=r"written by Python 3\.9"):
         cluster.jobs.recover("job-1")
@@ -156,7 +156,7 @@ def flip_last_byte(cluster: Cluster, job_id: str) -> Handle:
 
 
 def test_tampered_payload_refused_without_signing(cluster: Cluster) -> None:
-    cluster.jobs.put(function_job())
+    cluster.jobs.submit(function_job())
     flip_last_byte(cluster, "job-1")
     with pytest.raises(CorruptPayload, match="sha256"):
         cluster.jobs.recover("job-1")
@@ -165,7 +165,7 @@ def test_tampered_payload_refused_without_signing(cluster: Cluster) -> None:
 def test_signed_definitions(config: StoreConfig) -> None:
     signed_config = config.with_changes(signing_key=b"team-secret")
     with Cluster.open(signed_config) as signed:
-        signed.jobs.put(function_job("signed"))
+        signed.jobs.submit(function_job("signed"))
         assert signed.jobs.recover("signed").state.args == (7,)
         handle = flip_last_byte(signed, "signed")
         with pytest.raises(CorruptPayload):
@@ -179,14 +179,14 @@ def test_signed_definitions(config: StoreConfig) -> None:
         with pytest.raises(UntrustedPayload, match="signature does not match"):
             signed.jobs.recover("signed")
     with Cluster.open(config) as unsigned:
-        unsigned.jobs.put(function_job("unsigned"))
+        unsigned.jobs.submit(function_job("unsigned"))
     with Cluster.open(signed_config) as signed, pytest.raises(UntrustedPayload, match="not signed"):
         signed.jobs.recover("unsigned")
 
 
 def test_broken_definitions_are_reported_not_raised_by_recover_all(cluster: Cluster) -> None:
     for i in range(3):
-        cluster.jobs.put(function_job(f"job-{i}"))
+        cluster.jobs.submit(function_job(f"job-{i}"))
     flip_last_byte(cluster, "job-1")
     result = cluster.jobs.recover_all()
     assert sorted(e.name for e in result.entries) == ["job-0", "job-2"]
@@ -194,23 +194,23 @@ def test_broken_definitions_are_reported_not_raised_by_recover_all(cluster: Clus
 
 
 def test_remove_deletes_handle_and_payload(cluster: Cluster) -> None:
-    cluster.jobs.put(function_job())
+    cluster.jobs.submit(function_job())
     assert cluster.jobs.remove("job-1") is True
     assert cluster.jobs.job_ids() == []
     assert cluster.storage.list(cluster.storage_layout.jobs) == []
 
 
 def test_watch_reports_added_and_removed(cluster: Cluster) -> None:
-    cluster.jobs.put(function_job("before"))
+    cluster.jobs.submit(function_job("before"))
     events: queue.Queue[tuple[str, str]] = queue.Queue()
     watch = cluster.jobs.watch(lambda kind, job: events.put((kind, job)), initial=True)
     assert events.get(timeout=5) == (ADDED, "before")
-    cluster.jobs.put(function_job("after"))
+    cluster.jobs.submit(function_job("after"))
     assert events.get(timeout=5) == (ADDED, "after")
     cluster.jobs.remove("before")
     assert events.get(timeout=5) == (REMOVED, "before")
     watch.stop()
-    cluster.jobs.put(function_job("unwatched"))
+    cluster.jobs.submit(function_job("unwatched"))
     cluster.jobs.remove("after")
     with pytest.raises(queue.Empty):
         events.get(timeout=0.5)
@@ -243,7 +243,7 @@ def test_listing_1000_jobs_reads_no_payload(cluster: Cluster, config: StoreConfi
 
 def test_put_is_durable_before_it_returns(cluster: Cluster, config: StoreConfig) -> None:
     """Another session sees the job the moment put returns."""
-    cluster.jobs.put(function_job())
+    cluster.jobs.submit(function_job())
     with Cluster.open(config) as other:
         wait_for(lambda: other.jobs.job_ids() == ["job-1"], timeout=2)
         assert other.jobs.recover("job-1").state.args == (7,)

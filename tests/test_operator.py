@@ -16,12 +16,12 @@ from click.testing import CliRunner
 
 from recovery.cli import cli
 from tests.helpers import wait_for
-from zkstore.cleanup import clean_up
+from zkstore.admin.inventory import read_inventory, verify
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.inventory import read_inventory, verify
-from zkstore.jobs import JobDefinition
-from zkstore.records import SUCCEEDED
+from zkstore.jobs.cleanup import clean_up
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import SUCCEEDED
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -58,10 +58,10 @@ def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]
     """A store with one of every kind of lingering state, made by real write paths."""
     with Cluster.open(config) as cluster:
         for job in ("live", "damaged", "bad", "done", "late"):
-            cluster.jobs.put(JobDefinition.for_function(job, noop))
+            cluster.jobs.submit(JobDefinition.for_function(job, noop))
         cluster.checkpoints("live").add({"step": 1})
         crash(config, "put", "orphaned", "add:payload-written")  # orphan payload, no handle
-        cluster.jobs.put(JobDefinition.for_function("half-removed", noop))
+        cluster.jobs.submit(JobDefinition.for_function("half-removed", noop))
         crash(config, "remove", "half-removed", "remove:marked")  # marked node + its payload
         crash(config, "checkpoints", "live", "remove:payload-discarded")  # marked checkpoint
         crash(config, "finish", "done", "finish:result-recorded")  # dirty result
@@ -70,7 +70,7 @@ def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]
         cluster.state.request_cancel("late", reason="too late")  # ... then a late cancel: tree
         damaged = cluster.jobs.handles.get_handle("damaged")
         cluster.storage.discard(damaged.uri)  # dangling handle: payload deleted from outside
-        cluster.quarantine.put("bad", "operator put it there")
+        cluster.quarantine.move_in("bad", "operator put it there")
         time.sleep(MIN_AGE + 0.5)
         expected = {
             ("orphan-payload", "orphaned"),
@@ -150,7 +150,7 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
             i = 0
             while not stop.is_set():
                 try:
-                    own.jobs.put(JobDefinition.for_function(f"work-{i}", noop))
+                    own.jobs.submit(JobDefinition.for_function(f"work-{i}", noop))
                     own.checkpoints("live", retain=2).add({"work": i})
                     version = own.jobs.handles.exists(f"work-{i}")
                     assert version is not None
@@ -193,7 +193,7 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
 def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
         for job in ("fine", "flipped", "deleted"):
-            cluster.jobs.put(JobDefinition.for_function(job, noop))
+            cluster.jobs.submit(JobDefinition.for_function(job, noop))
         cluster.checkpoints("fine").add({"step": 1})
         clean = run_cli(config, "handles", "verify", "--format", "json")
         assert clean.exit_code == 0 and json.loads(clean.stdout) == {"checked": 4, "problems": []}
@@ -213,7 +213,7 @@ def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig
 
 def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.put(JobDefinition.for_function("a", noop), keep_lock=True)
+        cluster.jobs.submit(JobDefinition.for_function("a", noop), keep_lock=True)
         cluster.checkpoints("a").add({"step": 1})
         result = run_cli(config, "handles", "list", "--format", "json")
         items = json.loads(result.stdout)
@@ -236,7 +236,7 @@ def test_cleanup_needs_dry_run_or_yes(config: StoreConfig) -> None:
 
 def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.put(JobDefinition.for_function("listed", noop, max_attempts=4))
+        cluster.jobs.submit(JobDefinition.for_function("listed", noop, max_attempts=4))
         cluster.checkpoints("listed").add({"step": 1})
         cluster.checkpoints("listed").add({"step": 2})
     jobs = json.loads(run_cli(config, "jobs", "list", "--format", "json").stdout)
@@ -255,7 +255,7 @@ def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
 
 def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.put(JobDefinition.for_function("sub", noop))
+        cluster.jobs.submit(JobDefinition.for_function("sub", noop))
     done = subprocess.run(
         [str(BIN / "zkstore"), "handles", "lingering", "--format", "json", *cli_args(config)],
         capture_output=True,

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from recovery.client import Client
-from recovery.localcluster import LocalCluster
+from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.records import CANCELLED, FAILED, SUCCEEDED
-from zkstore.snapshot import QUARANTINED
+from zkstore.jobs.records import CANCELLED, FAILED, SUCCEEDED
+from zkstore.jobs.snapshot import QUARANTINED
 
 SESSION_TIMEOUT = 3.0
 

@@ -16,12 +16,12 @@ import pytest
 
 from examples import pipeline
 from recovery.client import Client
-from recovery.localcluster import LocalCluster
+from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
-from zkstore.embedded import find_java, free_port
-from zkstore.records import SUCCEEDED
+from zkstore.dev.embedded import find_java, free_port
+from zkstore.jobs.records import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
-from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import (
     CorruptHandle,
     CorruptPayload,
@@ -105,7 +105,7 @@ def test_add_get_replace_remove_over_every_backend(
     assert replaced.summary == {"name": "first"}, "replace keeps the summary"
     assert store.get("job-1").state == {"n": 2}
     assert payload_uris(any_storage) == {replaced.uri}, "the old payload was discarded"
-    assert store.release_and_try_remove("job-1") is True
+    assert store.remove("job-1") is True
     assert store.exists("job-1") is None
     assert payload_uris(any_storage) == set()
 
@@ -255,11 +255,11 @@ def test_delete_blocked_by_another_instances_lock(
     store.add("a", {"v": 1})
     other = make_store(other_zk, path, storage)
     assert other.get("a").state == {"v": 1}
-    assert store.release_and_try_remove("a") is False
+    assert store.remove("a") is False
     assert store.exists("a") == 0, "a blocked removal changes nothing"
     assert other.get("a").state == {"v": 1}
     other.release("a")
-    assert store.release_and_try_remove("a") is True
+    assert store.remove("a") is True
     assert store.exists("a") is None
     assert payload_uris(storage) == set()
 
@@ -270,11 +270,11 @@ def test_locks_vanish_on_session_expiry_while_data_stays(
     owner = make_store(other_zk, path, storage)
     owner.add("a", {"v": 1})
     remover = make_store(zk, path, storage)
-    assert remover.release_and_try_remove("a") is False
+    assert remover.remove("a") is False
     expire_session(other_zk)
     assert zk.children(f"{path}/a/locks") == []
     assert remover.get("a", lock=False).state == {"v": 1}, "the data outlives the session"
-    assert remover.release_and_try_remove("a") is True
+    assert remover.remove("a") is True
 
 
 def test_release_all(store: Any, zk: ZooKeeper, path: str) -> None:
@@ -305,16 +305,16 @@ def test_removal_is_repeatable_after_a_failing_discard(
     handle = store.add("a", {"v": 1})
     storage.fail_next = True
     with pytest.raises(StoreUnavailable):
-        store.release_and_try_remove("a")
+        store.remove("a")
     assert store.exists("a") is None, "marked: already absent for readers"
     assert storage.exists(handle.uri), "payload still there: the node still points at it"
-    assert store.release_and_try_remove("a") is True
+    assert store.remove("a") is True
     assert zk.exists(f"{path}/a") is None
     assert not storage.exists(handle.uri)
 
 
 def test_remove_of_missing_entry_is_true(store: Any) -> None:
-    assert store.release_and_try_remove("never-was") is True
+    assert store.remove("never-was") is True
 
 
 # -- corruption ----------------------------------------------------------------------------------
@@ -404,7 +404,7 @@ def test_fenced_write_rejected_once_fence_node_is_gone_even_after_new_session(
     with pytest.raises(NotLeader):
         store.replace("a", 0, {"v": 3}, fence=fence)
     with pytest.raises(FenceLost):
-        store.release_and_try_remove("a", fence=fence)
+        store.remove("a", fence=fence)
     assert store.exists("b") is None
     assert store.get("a", lock=False).state == {"v": 1}
     assert_invariant_1(zk, store.path, storage)
@@ -437,7 +437,7 @@ def test_zookeeper_stopped_mid_test_gives_store_unavailable_within_timeout(
             store.names,
             store.get_all,
             lambda: store.add("b", {"v": 2}),
-            lambda: store.release_and_try_remove("a"),
+            lambda: store.remove("a"),
         ]:
             start = time.monotonic()
             with pytest.raises(StoreUnavailable):
@@ -547,7 +547,7 @@ def test_crash_between_steps_keeps_invariant_1(
             {"value": "old"} if step == "replace:payload-written" else {"value": "replaced"}
         )
     # Whatever happened, removal can always be finished (once the dead child's lock expires).
-    wait_for(lambda: store.release_and_try_remove("job"), timeout=15, what="removal")
+    wait_for(lambda: store.remove("job"), timeout=15, what="removal")
     assert zk.exists(f"{path}/job") is None
     assert payload_uris(storage) - referenced == orphans, "removal discards what it references"
     for orphan in orphans:

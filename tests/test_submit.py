@@ -13,14 +13,14 @@ from click.testing import CliRunner
 
 import recovery
 from recovery.cli import cli
-from recovery.localcluster import LocalCluster
+from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
 from zkstore.handle import Handle
-from zkstore.jobs import JobDefinition
-from zkstore.records import FAILED, SUCCEEDED
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import FAILED, SUCCEEDED
 
 BIN = Path(sys.executable).parent
 
@@ -94,7 +94,7 @@ def test_handle_pointing_outside_the_storage_root_is_refused(
     outside = tmp_path / "elsewhere.pkl"
     outside.write_bytes(b"not yours")
     with Cluster.open(config) as cluster:
-        cluster.jobs.put(JobDefinition.for_function("j", jobs.sleeper))
+        cluster.jobs.submit(JobDefinition.for_function("j", jobs.sleeper))
         node = cluster.layout.job_handle("j")
         evil = Handle(
             uri=f"file://{outside}",

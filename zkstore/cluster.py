@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from zkstore.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
-from zkstore.jobgraph import JobGraphStore
-from zkstore.jobstate import JobStateStore
+from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
+from zkstore.jobs.graph import JobGraphStore
+from zkstore.jobs.quarantine import QuarantineStore
+from zkstore.jobs.results import JobResultStore
+from zkstore.jobs.state import JobStateStore
 from zkstore.layout import Layout, StorageLayout
-from zkstore.quarantine import Quarantine
-from zkstore.results import JobResultStore
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
@@ -59,7 +59,7 @@ class Cluster(Closeable):
         )
         self.results = JobResultStore(self.zk, self.layout)
         self.state = JobStateStore(self.zk, self.layout)
-        self.quarantine = Quarantine(self.zk, self.layout)
+        self.quarantine = QuarantineStore(self.zk, self.layout)
 
     @classmethod
     def open(cls, config: StoreConfig, **kwargs: object) -> Cluster:

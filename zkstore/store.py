@@ -10,7 +10,7 @@ Invariant 1, *handle in ZooKeeper ⇒ payload exists and verifies*, holds after 
 a payload is written (create-only, fresh key) before the transaction that publishes its handle, and
 discarded only after the handle stopped pointing at it (replaced, or marked for deletion). A crash
 can leave an orphan payload, never a dangling live handle. A node marked for deletion counts as
-absent everywhere; :meth:`ZooKeeperStateHandleStore.release_and_try_remove` finishes it.
+absent everywhere; :meth:`ZooKeeperStateHandleStore.remove` finishes it.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
                 if not self._is_marked(node):
                     raise HandleExists(f"{node} exists already", path=node) from None
                 logger.info("%s is marked for deletion: finishing its removal first", node)
-                self.release_and_try_remove(name)
+                self.remove(name)
                 publish()
         self._locked.add(name)
         self._step("add:committed")
@@ -239,7 +239,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         for name in sorted(self._locked):
             self.release(name)
 
-    def release_and_try_remove(self, name: str, *, fence: Fence | None = None) -> bool:
+    def remove(self, name: str, *, fence: Fence | None = None) -> bool:
         """Release our lock, then remove the entry and its payload unless someone else holds it.
 
         Returns False (and changes nothing else) while another instance holds a lock; True once

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from zkstore.cli.base import cli
-from zkstore.embedded import EmbeddedZooKeeper
+from zkstore.dev.embedded import EmbeddedZooKeeper
 
 
 @cli.command()

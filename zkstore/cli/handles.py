@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from zkstore.admin.inventory import HandleRecord, read_inventory, verify
+from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
 from zkstore.cli.base import (
     Connection,
     OperationFailed,
@@ -25,8 +27,6 @@ from zkstore.cli.base import (
 )
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
-from zkstore.inventory import HandleRecord, read_inventory, verify
-from zkstore.lingering import KINDS, Cleaner, CleanupResult, find_lingering
 from zkstore.store import MAX_PUBLISH_DELAY
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY

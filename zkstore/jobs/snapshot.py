@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 
 from zkstore.errors import CorruptHandle
 from zkstore.handle import Handle
-from zkstore.layout import Layout
-from zkstore.records import (
+from zkstore.jobs.records import (
     CLEAN,
     CancelRequest,
     JobResult,
@@ -24,6 +23,7 @@ from zkstore.records import (
     Record,
     RunningInfo,
 )
+from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
 R = TypeVar("R", bound=Record)

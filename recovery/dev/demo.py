@@ -25,13 +25,13 @@ from typing import Any
 import click
 
 from recovery.client import Client
-from recovery.localcluster import LocalCluster
+from recovery.dev.localcluster import LocalCluster
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.embedded import EmbeddedZooKeeper
-from zkstore.snapshot import JobSnapshot
+from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.jobs.snapshot import JobSnapshot
 
-PIPELINE = Path(__file__).resolve().parent.parent / "examples" / "pipeline.py"
+PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
 
 
 class Narrator:

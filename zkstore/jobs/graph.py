@@ -17,7 +17,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import HandleExists
 from zkstore.handle import Handle
-from zkstore.jobs import JobDefinition
+from zkstore.jobs.definition import JobDefinition
 from zkstore.layout import Layout, StorageLayout, validate_job_id
 from zkstore.ops import Fence
 from zkstore.serializers import PickleSerializer
@@ -64,7 +64,7 @@ class JobGraphStore:
             on_step=on_step,
         )
 
-    def put(
+    def submit(
         self, definition: JobDefinition, *, fence: Fence | None = None, keep_lock: bool = False
     ) -> Handle:
         """Store a new job; durable once this returns.
@@ -117,7 +117,7 @@ class JobGraphStore:
 
     def remove(self, job_id: str, *, fence: Fence | None = None) -> bool:
         """Remove the job's handle and payload; False while another instance holds a lock."""
-        return self.handles.release_and_try_remove(validate_job_id(job_id), fence=fence)
+        return self.handles.remove(validate_job_id(job_id), fence=fence)
 
     def release_all(self) -> None:
         self.handles.release_all()

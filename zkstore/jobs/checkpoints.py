@@ -115,7 +115,7 @@ class CheckpointStore:
         live = self.ids()
         for old in live[: max(0, len(live) - self.retain)]:
             try:
-                self.handles.release_and_try_remove(checkpoint_node_name(old), fence=fence)
+                self.handles.remove(checkpoint_node_name(old), fence=fence)
             except ZkStoreError as exc:
                 logger.warning("could not subsume checkpoint %s of %s: %s", old, self.job_id, exc)
 
@@ -142,7 +142,5 @@ class CheckpointStore:
         """Remove every checkpoint (idempotent); False while one is locked by someone else."""
         done = True
         for checkpoint_id in self._all_ids():
-            done &= self.handles.release_and_try_remove(
-                checkpoint_node_name(checkpoint_id), fence=fence
-            )
+            done &= self.handles.remove(checkpoint_node_name(checkpoint_id), fence=fence)
         return done

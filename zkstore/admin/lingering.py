@@ -29,13 +29,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from zkstore.cleanup import clean_up
+from zkstore.admin.inventory import CHECKPOINT, JOB, Inventory, read_inventory
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
 from zkstore.handle import parse_time
-from zkstore.inventory import CHECKPOINT, JOB, Inventory, read_inventory
+from zkstore.jobs.cleanup import clean_up
+from zkstore.jobs.records import DIRTY
 from zkstore.layout import checkpoint_node_name
-from zkstore.records import DIRTY
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore
 
@@ -271,7 +271,7 @@ class Cleaner:
         store, name = self._store(finding)
         if self.dry_run:
             return CleanupResult(finding, "finish removal", False)
-        done = store.release_and_try_remove(name)
+        done = store.remove(name)
         return CleanupResult(
             finding, "finish removal", done, note="" if done else "locked by someone"
         )
@@ -287,7 +287,7 @@ class Cleaner:
                 raise
             reason = f"{finding.target}: {type(exc).__name__}: {exc}"
             if not self.dry_run:
-                self.cluster.quarantine.put(finding.job_id, reason)
+                self.cluster.quarantine.move_in(finding.job_id, reason)
             return CleanupResult(finding, "quarantine job", not self.dry_run)
         return CleanupResult(finding, "kept", False, note="verifies now")
 

@@ -13,23 +13,23 @@ import logging
 
 from zkstore.errors import CorruptHandle, HandleExists, HandleNotFound, NotEmpty, VersionConflict
 from zkstore.handle import Handle, utc_now
+from zkstore.jobs.records import QuarantineEntry, short_error
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence, Op
-from zkstore.records import QuarantineEntry, short_error
 from zkstore.store import LOCKS
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
 
-class Quarantine:
+class QuarantineStore:
     """Move jobs into quarantine, list them, and release them back."""
 
     def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
         self.zk = zk
         self.layout = layout
 
-    def put(self, job_id: str, reason: str, *, fence: Fence | None = None) -> QuarantineEntry:
+    def move_in(self, job_id: str, reason: str, *, fence: Fence | None = None) -> QuarantineEntry:
         """Move ``job_id`` from currentJobs into quarantine with ``reason``; idempotent.
 
         If the job is already quarantined, returns that entry. Raises the fence's error if the

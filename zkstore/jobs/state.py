@@ -12,9 +12,9 @@ from typing import Any
 
 from zkstore.errors import ConfigError, CorruptHandle, HandleExists, HandleNotFound
 from zkstore.handle import utc_now
+from zkstore.jobs.records import CancelRequest, JobStatus, Outcome, RunningInfo
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
-from zkstore.records import CancelRequest, JobStatus, Outcome, RunningInfo
 from zkstore.zk import ZooKeeper
 
 MAX_CONTROL_BYTES = 16 * 1024

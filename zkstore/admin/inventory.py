@@ -15,8 +15,8 @@ from typing import Any
 
 from zkstore.errors import CorruptHandle, StoreUnavailable, ZkStoreError
 from zkstore.handle import Handle
+from zkstore.jobs.records import JobResult, QuarantineEntry
 from zkstore.layout import Layout
-from zkstore.records import JobResult, QuarantineEntry
 from zkstore.storage import StateStorage
 from zkstore.store import LOCKS
 from zkstore.zk import ZooKeeper

@@ -11,9 +11,9 @@ from dataclasses import replace
 
 from zkstore.errors import HandleExists, HandleNotFound, VersionConflict
 from zkstore.handle import utc_now
+from zkstore.jobs.records import CLEAN, DIRTY, OUTCOMES, JobResult, short_error
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
-from zkstore.records import CLEAN, DIRTY, OUTCOMES, JobResult, short_error
 from zkstore.zk import ZooKeeper
 
 
