@@ -4,7 +4,8 @@ The Python API of submission is :class:`Client` and :func:`submit`; jobs written
 receive a :class:`JobContext` and may raise or catch :class:`JobCancelled`.
 """
 
-from recovery.client import Client, JobNotFound, WaitTimeout, submit
+from recovery.client import Client, submit
 from recovery.context import JobCancelled, JobContext
+from zkstore.errors import JobNotFound, WaitTimeout
 
 __all__ = ["Client", "JobCancelled", "JobContext", "JobNotFound", "WaitTimeout", "submit"]

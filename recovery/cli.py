@@ -14,11 +14,9 @@ from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.jobs import describe
 from zkstore.config import parse_storage_options
+from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.records import CANCELLED, SUCCEEDED
 from zkstore.jobs.snapshot import JobSnapshot
-
-EXIT_JOB_FAILED = 1
-EXIT_JOB_CANCELLED = 3
 
 
 @cli.command()
@@ -140,7 +138,7 @@ def submit(
     click.echo(message, err=True)
     if result.outcome == SUCCEEDED:
         return
-    sys.exit(EXIT_JOB_CANCELLED if result.outcome == CANCELLED else EXIT_JOB_FAILED)
+    sys.exit(EXIT_CANCELLED if result.outcome == CANCELLED else EXIT_FAILED)
 
 
 def _progress(snapshot: JobSnapshot) -> None:

@@ -34,20 +34,12 @@ import cloudpickle
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, HandleNotFound, StoreUnavailable
+from zkstore.errors import ConfigError, JobFinished, JobNotFound, JobQuarantined, WaitTimeout
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 
 logger = logging.getLogger(__name__)
-
-
-class JobNotFound(HandleNotFound):
-    """No job with that id is known to the store."""
-
-
-class WaitTimeout(StoreUnavailable):
-    """The job did not finish within the time given to :meth:`Client.wait`."""
 
 
 def default_job_id(stem: str) -> str:
@@ -211,7 +203,8 @@ class Client(Closeable):
 
         ``on_change`` sees every change of the job's state (for progress output). Raises
         :class:`WaitTimeout` after ``timeout`` seconds, :class:`JobNotFound` if the job vanished
-        without a result, and :class:`ConfigError` if it went to quarantine (it will never end).
+        without a result, and :class:`JobQuarantined` if it went to quarantine (it will never
+        end by itself).
         """
         changed = threading.Event()
         layout, zk = self.cluster.layout, self.cluster.zk
@@ -232,7 +225,7 @@ class Client(Closeable):
             if snapshot.result is not None:
                 return snapshot.result
             if snapshot.quarantine is not None:
-                raise ConfigError(
+                raise JobQuarantined(
                     f"job {job_id} is quarantined and will not run: {snapshot.quarantine.reason}"
                 )
             remaining = None if end is None else end - time.monotonic()
@@ -242,10 +235,11 @@ class Client(Closeable):
             changed.wait(5.0 if remaining is None else min(5.0, remaining))
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> CancelRequest:
-        """Ask the job to stop. Raises :class:`JobNotFound` / :class:`ConfigError` if finished."""
+        """Ask the job to stop. Raises :class:`JobNotFound`, or :class:`JobFinished` if it has
+        a result already."""
         snapshot = self.status(job_id)
         if snapshot.result is not None:
-            raise ConfigError(f"job {job_id} already finished ({snapshot.result.outcome})")
+            raise JobFinished(f"job {job_id} already finished ({snapshot.result.outcome})")
         return self.cluster.state.request_cancel(job_id, by=_who(), reason=reason)
 
 

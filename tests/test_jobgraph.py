@@ -18,12 +18,14 @@ from zkstore.errors import (
     HandleExists,
     IncompatiblePayload,
     InvalidJobId,
+    JobFinished,
+    JobQuarantined,
     SerializationError,
     UntrustedPayload,
 )
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.graph import ADDED, REMOVED, JobAlreadyFinished, JobQuarantined
+from zkstore.jobs.graph import ADDED, REMOVED
 from zkstore.jobs.records import SUCCEEDED
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.serializers import PickleSerializer
@@ -79,7 +81,7 @@ def test_duplicate_job_id_is_refused(cluster: Cluster) -> None:
 
 def test_finished_job_is_never_resubmitted(cluster: Cluster) -> None:
     cluster.results.create_dirty("job-1", SUCCEEDED, attempts=1)
-    with pytest.raises(JobAlreadyFinished, match="already has a result"):
+    with pytest.raises(JobFinished, match="already has a result"):
         cluster.jobs.submit(function_job())
     assert cluster.jobs.job_ids() == []
     assert cluster.storage.list(cluster.storage_layout.jobs) == [], "nothing left behind"

@@ -250,7 +250,7 @@ def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
     )
     assert [c["id"] for c in checkpoints] == [1, 2]
     missing = CliRunner().invoke(cli, ["jobs", "show", "nope", *cli_args(config)])
-    assert missing.exit_code == 1 and "no job 'nope'" in missing.output
+    assert missing.exit_code == 4 and "no job 'nope'" in missing.output
 
 
 def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
@@ -295,7 +295,7 @@ def test_unreachable_zookeeper_is_one_clear_line_not_a_hang(tmp_path: Path) -> N
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1
+    assert done.returncode == 6  # unavailable
     assert done.stderr.strip().splitlines() == [
         "zkstore: error: StoreUnavailable: cannot reach ZooKeeper at 127.0.0.1:9 within 1 s"
     ]

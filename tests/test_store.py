@@ -23,6 +23,7 @@ from zkstore.errors import (
     FenceLost,
     HandleExists,
     HandleNotFound,
+    InvalidName,
     NotLeader,
     OutcomeUnknown,
     PayloadMissing,
@@ -242,7 +243,7 @@ def test_get_of_missing_entry(store: Any) -> None:
 
 def test_invalid_names_are_refused(store: Any) -> None:
     for name in ["../x", "a/b", "", "a b", "x" * 200]:
-        with pytest.raises(HandleNotFound, match="invalid entry name"):
+        with pytest.raises(InvalidName, match="invalid entry name"):
             store.get(name)
 
 

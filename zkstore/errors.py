@@ -2,25 +2,36 @@
 
 ::
 
-    ZkStoreError
-    ├── ConfigError                  bad configuration or bad input (a usage error)
-    │   └── InvalidJobId             a job id that could become a path (``../x``, ``a/b``, ...)
-    ├── StoreUnavailable             ZooKeeper or storage could not be reached in time
-    │   └── OutcomeUnknown           a write was sent but whether it was applied is unknown
-    ├── ConflictError                the store is reachable but says no
-    │   ├── VersionConflict          the znode changed since it was read
-    │   ├── HandleExists             the node (or job, or result) already exists
-    │   ├── NotEmpty                 the node still has children (locks held by someone)
-    │   └── FenceLost                a fence check of the same transaction failed
-    │       └── NotLeader            ... because the writer is no longer the leader
-    ├── HandleNotFound               no such node, or it is marked for deletion
-    ├── CorruptHandle                a znode holds something that is not a valid handle
-    ├── PayloadError                 a payload cannot be trusted or read
-    │   ├── PayloadMissing           the object the handle points at does not exist
-    │   ├── CorruptPayload           size or sha256 do not match the handle
-    │   ├── UntrustedPayload         HMAC missing or wrong, or URI outside the storage root
-    │   └── IncompatiblePayload      written by another Python minor version or format
-    └── SerializationError           a value cannot be serialized, or is over the size limit
+    ZkStoreError                         exit
+    ├── ConfigError                       2   bad configuration or bad input (a usage error)
+    │   ├── InvalidJobId                      a job id that could become a path (``../x``, ``a/b``)
+    │   └── InvalidName                       an entry name that is not one safe path segment
+    ├── StoreUnavailable                  6   ZooKeeper or storage could not be reached in time
+    │   └── OutcomeUnknown                    a write was sent; whether it was applied is unknown
+    ├── ConflictError                     5   the store is reachable but says no
+    │   ├── VersionConflict                   the znode changed since it was read
+    │   ├── HandleExists                      the node (or job) already exists
+    │   ├── NotEmpty                          the node still has children (locks held)
+    │   ├── FenceLost                         a fence check of the same transaction failed
+    │   │   └── NotLeader                     ... because the writer is no longer the leader
+    │   └── WrongState                        the job's state does not allow the operation
+    │       ├── JobFinished                   it has a result (a finished id never runs again)
+    │       └── JobQuarantined                it is in quarantine (it cannot run as it is)
+    ├── HandleNotFound                    4   no such node, or it is marked for deletion
+    │   └── JobNotFound                       no job with that id has any trace in the store
+    ├── CorruptRecord                     1   a znode holds something that is not a valid record
+    │   └── CorruptHandle                     ... a handle, in particular
+    ├── PayloadError                      1   a payload cannot be trusted or read
+    │   ├── PayloadMissing                    the object the handle points at does not exist
+    │   ├── CorruptPayload                    size or sha256 do not match the handle
+    │   ├── UntrustedPayload                  HMAC missing or wrong, URI outside the root
+    │   └── IncompatiblePayload               another Python minor version, or wrong content
+    ├── SerializationError                1   a value cannot be serialized, or is over a limit
+    └── WaitTimeout                       7   a job did not end within the time given to wait
+
+The exit code of each class is its ``exit_code``: the command line decides it in one place, from
+the class of the error. A job followed to its end exits with its outcome instead (0 SUCCEEDED,
+1 FAILED, 3 CANCELLED; a quarantined job is :class:`JobQuarantined`, 5).
 
 Library errors (kazoo, botocore, OS) are translated at the boundary with ``raise ... from exc``;
 none of them escapes the public API.
@@ -28,21 +39,42 @@ none of them escapes the public API.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 3
+EXIT_NOT_FOUND = 4
+EXIT_CONFLICT = 5
+EXIT_UNAVAILABLE = 6
+EXIT_TIMEOUT = 7
+
 
 class ZkStoreError(Exception):
     """Root of every error zkstore raises."""
 
+    exit_code: ClassVar[int] = EXIT_FAILED
+
 
 class ConfigError(ZkStoreError):
     """The configuration or an argument is invalid; nothing was changed."""
+
+    exit_code = EXIT_USAGE
 
 
 class InvalidJobId(ConfigError):
     """A job id that is not ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``."""
 
 
+class InvalidName(ConfigError):
+    """An entry or record name that is not a single safe path segment."""
+
+
 class StoreUnavailable(ZkStoreError):
     """ZooKeeper or the object storage could not be reached within the deadline."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class OutcomeUnknown(StoreUnavailable):
@@ -55,6 +87,8 @@ class OutcomeUnknown(StoreUnavailable):
 
 class ConflictError(ZkStoreError):
     """The store answered, and the answer is no. ``path`` names the node it was about."""
+
+    exit_code = EXIT_CONFLICT
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
@@ -81,15 +115,37 @@ class NotLeader(FenceLost):
     """The writer's leadership (its election node) is gone: it must stop acting."""
 
 
+class WrongState(ConflictError):
+    """The job exists, but its state does not allow the operation (e.g. cancel a finished job)."""
+
+
+class JobFinished(WrongState):
+    """The job id has a result: a finished job is never run again."""
+
+
+class JobQuarantined(WrongState):
+    """The job is in quarantine: it cannot run until an operator releases or purges it."""
+
+
 class HandleNotFound(ZkStoreError):
     """The node does not exist, or it is marked for deletion. ``path`` names it."""
+
+    exit_code = EXIT_NOT_FOUND
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
 
 
-class CorruptHandle(ZkStoreError):
+class JobNotFound(HandleNotFound):
+    """No job with that id is known to the store."""
+
+
+class CorruptRecord(ZkStoreError):
+    """A znode's data is not a valid record of its kind; the message names the path."""
+
+
+class CorruptHandle(CorruptRecord):
     """A znode's data is not a valid handle; the message names the path."""
 
 
@@ -110,8 +166,16 @@ class UntrustedPayload(PayloadError):
 
 
 class IncompatiblePayload(PayloadError):
-    """The payload was written by another Python minor version or in an unknown format."""
+    """The payload was written by another Python minor version, in an unknown format, or holds
+    something other than what its kind promises."""
 
 
 class SerializationError(ZkStoreError):
     """A value cannot be serialized, or its serialized form is over the size limit."""
+
+
+class WaitTimeout(ZkStoreError):
+    """A job did not end within the time given to wait for it (a client's deadline, not an
+    outage: the job goes on)."""
+
+    exit_code = EXIT_TIMEOUT

@@ -30,6 +30,7 @@ from zkstore.errors import (
     FenceLost,
     HandleExists,
     HandleNotFound,
+    InvalidName,
     NotEmpty,
     OutcomeUnknown,
     PayloadError,
@@ -96,7 +97,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
 
     def node(self, name: str) -> str:
         if not _NAME_RE.fullmatch(name) or name in {".", ".."}:
-            raise HandleNotFound(f"invalid entry name {name!r}")
+            raise InvalidName(f"invalid entry name {name!r}")
         return f"{self.path}/{name}"
 
     def _locks(self, name: str) -> str:

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from zkstore.errors import CorruptHandle, StoreUnavailable, ZkStoreError
+from zkstore.errors import CorruptHandle, CorruptRecord, StoreUnavailable, ZkStoreError
 from zkstore.handle import Handle
 from zkstore.jobs.records import JobResult, QuarantineEntry
 from zkstore.layout import Layout
@@ -158,7 +158,7 @@ def _read_records(
         path = f"{layout.results}/{job}"
         try:
             inventory.results[job] = JobResult.from_znode(item[0], item[1], path)
-        except CorruptHandle as exc:
+        except CorruptRecord as exc:
             inventory.record_errors[path] = str(exc)
     quarantine_items = zk.get_many([f"{layout.quarantine}/{j}" for j in quarantined])
     for job, item in zip(quarantined, quarantine_items, strict=True):
@@ -167,7 +167,7 @@ def _read_records(
         path = f"{layout.quarantine}/{job}"
         try:
             entry = QuarantineEntry.from_znode(item[0], item[1], path)
-        except CorruptHandle as exc:
+        except CorruptRecord as exc:
             inventory.record_errors[path] = str(exc)
             continue
         inventory.quarantine[job] = entry

@@ -1,7 +1,10 @@
 """The ``zkstore`` click group, its shared connection options and its error handling.
 
-Exit codes: 0 success; 1 the operation failed (one line on stderr, never a traceback); 2 usage
-error (bad flags, bad configuration, invalid job id).
+Exit codes are decided once, from the class of the error (see :mod:`zkstore.errors`): 0 success;
+1 the operation failed; 2 usage error (bad flags, bad configuration, invalid job id); 4 no such
+job; 5 conflict or wrong state (exists already, finished, quarantined, changed meanwhile);
+6 ZooKeeper or storage unavailable; 7 a wait timed out. Failures print one line on stderr, never a
+traceback (``-vv`` logs it).
 """
 
 from __future__ import annotations
@@ -17,16 +20,17 @@ from typing import Any, TypeVar
 import click
 
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
-from zkstore.errors import ConfigError, ZkStoreError
+from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, ZkStoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+logger = logging.getLogger(__name__)
 
 
 class ZkStoreGroup(click.Group):
-    """A group that turns zkstore errors into one line on stderr and the right exit code."""
+    """A group that turns zkstore errors into one line on stderr and the exit code of their
+    class; anything else is a bug of ours, reported in one line too (``-vv`` logs the traceback).
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -34,13 +38,24 @@ class ZkStoreGroup(click.Group):
         except ConfigError as exc:
             raise UsageFailure(str(exc)) from exc
         except ZkStoreError as exc:
-            raise OperationFailed(f"{type(exc).__name__}: {exc}") from exc
+            OperationFailed(f"{type(exc).__name__}: {exc}").show()
+            raise click.exceptions.Exit(exc.exit_code) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        # The last line of defence of "never a traceback": a bug must not print one either.
+        except Exception as exc:
+            logger.debug("internal error", exc_info=True)
+            raise OperationFailed(
+                f"internal error: {type(exc).__name__}: {exc} (run with -vv for the traceback)"
+            ) from exc
 
 
 class OperationFailed(click.ClickException):
+    """The operation failed: one line on stderr, exit code 1."""
+
     exit_code = EXIT_FAILED
 
     def show(self, file: Any = None) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from kazoo.recipe.watchers import ChildrenWatch
 
 from zkstore.entries import Entry, GetAllResult
-from zkstore.errors import HandleExists
+from zkstore.errors import JobFinished, JobQuarantined
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.layout import Layout, StorageLayout, validate_job_id
@@ -29,14 +29,6 @@ logger = logging.getLogger(__name__)
 
 ADDED = "added"
 REMOVED = "removed"
-
-
-class JobAlreadyFinished(HandleExists):
-    """The job id has a result: a finished job is never run again."""
-
-
-class JobQuarantined(HandleExists):
-    """The job id is in quarantine: release or remove it before reusing the id."""
 
 
 class JobGraphStore:
@@ -69,7 +61,7 @@ class JobGraphStore:
     ) -> Handle:
         """Store a new job; durable once this returns.
 
-        Raises :class:`HandleExists` if the job id is in use, :class:`JobAlreadyFinished` if it
+        Raises :class:`HandleExists` if the job id is in use, :class:`JobFinished` if it
         already has a result, :class:`JobQuarantined` if it is in quarantine. Unless
         ``keep_lock``, this instance's lock is dropped right away, so
         that a long-lived client never blocks the job's cleanup.
@@ -77,7 +69,7 @@ class JobGraphStore:
         job_id = definition.job_id
         not_finished = Fence.absent(
             self.layout.result(job_id),
-            error=JobAlreadyFinished,
+            error=JobFinished,
             description=f"job {job_id} already has a result and cannot run again",
         )
         not_quarantined = Fence.absent(

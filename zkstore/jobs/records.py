@@ -1,7 +1,7 @@
 """The small JSON records a job keeps in ZooKeeper, as frozen dataclasses with their version.
 
 Every record is parsed strictly: anything that is not what its writer would have written raises
-:class:`~zkstore.errors.CorruptHandle` naming the path. ``version`` is the znode version the
+:class:`~zkstore.errors.CorruptRecord` naming the path. ``version`` is the znode version the
 record was read at (``None`` for a record not read from ZooKeeper); updates pass it back.
 """
 
@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-from zkstore.errors import CorruptHandle
+from zkstore.errors import CorruptRecord
 from zkstore.handle import ZnodeStatLike, parse_time
 
 R = TypeVar("R", bound="Record")
@@ -61,8 +61,8 @@ class Record:
 
     @classmethod
     def from_znode(cls: type[R], data: bytes, stat: ZnodeStatLike | None, path: str) -> R:
-        def bad(reason: str) -> CorruptHandle:
-            return CorruptHandle(f"{path}: not a valid {cls.__name__} record ({reason})")
+        def bad(reason: str) -> CorruptRecord:
+            return CorruptRecord(f"{path}: not a valid {cls.__name__} record ({reason})")
 
         try:
             raw = json.loads(data.decode("utf-8"))

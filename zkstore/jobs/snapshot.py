@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from zkstore.errors import CorruptHandle
+from zkstore.errors import CorruptRecord
 from zkstore.handle import Handle
 from zkstore.jobs.records import (
     CLEAN,
@@ -91,7 +91,7 @@ def _parse(record: type[R], found: Any, path: str, errors: dict[str, str], key: 
         return None
     try:
         return record.from_znode(found[0], found[1], path)
-    except CorruptHandle as exc:
+    except CorruptRecord as exc:
         errors[key] = str(exc)
         return None
 
@@ -127,7 +127,7 @@ def read_snapshots(zk: ZooKeeper, layout: Layout, job_ids: Iterable[str]) -> dic
             marked = items["handle"][1].numChildren == 0
             try:
                 handle = Handle.from_znode(*items["handle"], job_paths["handle"])
-            except CorruptHandle as exc:
+            except CorruptRecord as exc:
                 errors["handle"] = str(exc)
         running = _parse(RunningInfo, items["running"], job_paths["running"], errors, "running")
         session = items["running"][1].ephemeralOwner if items["running"] is not None else None

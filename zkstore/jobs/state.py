@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zkstore.errors import ConfigError, CorruptHandle, HandleExists, HandleNotFound
+from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound
 from zkstore.handle import utc_now
 from zkstore.jobs.records import CancelRequest, JobStatus, Outcome, RunningInfo
 from zkstore.layout import Layout
@@ -109,9 +109,9 @@ class JobStateStore:
         try:
             values = json.loads(found[0].decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            raise CorruptHandle(f"{path}: control is not UTF-8 JSON") from None
+            raise CorruptRecord(f"{path}: control is not UTF-8 JSON") from None
         if not isinstance(values, dict):
-            raise CorruptHandle(f"{path}: control is not a JSON object")
+            raise CorruptRecord(f"{path}: control is not a JSON object")
         return values, found[1].version
 
     def set_control(
