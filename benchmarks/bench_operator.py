@@ -10,44 +10,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from benchmarks.common import Result, fresh_root, s3_server, timed, zookeeper
+from benchmarks.common import Result, fresh_root, s3_server, seed_entries, timed, zookeeper
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.handle import Handle
-from zkstore.ops import Create
-from zkstore.store import LOCKS
-
-
-def seed(cluster: Cluster, count: int) -> None:
-    """``count`` job handles with payloads: payloads written in parallel, handles in batches."""
-
-    def write(i: int) -> tuple[str, Handle]:
-        job = f"job-{i:05d}"
-        ref = cluster.storage.write(
-            cluster.storage_layout.definitions(job), b"x" * 512, suffix=".pkl"
-        )
-        return job, Handle.for_payload(ref, cluster.instance_id, {"name": job})
-
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        written = list(pool.map(write, range(count)))
-    ops: list[Create] = []
-    for job, handle in written:
-        node = cluster.layout.job_handle(job)
-        ops += [Create(node, handle.to_bytes()), Create(f"{node}/{LOCKS}")]
-        if len(ops) >= 200:
-            cluster.zk.commit(ops)
-            ops = []
-    if ops:
-        cluster.zk.commit(ops)
 
 
 def bench_lingering(config: StoreConfig, count: int, rounds: int, label: str) -> Result:
     with Cluster.open(config.with_changes(timeout=120.0)) as cluster:
-        seed(cluster, count)
+        seed_entries(cluster.jobs.handles, count, lambda i: b"x" * 512)
         kazoo = cluster.zk.kazoo
         fs = cluster.storage.fs
         prefix = cluster.storage.path_of(cluster.storage.url(cluster.storage_layout.jobs + "/x"))

@@ -15,12 +15,19 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
-from benchmarks.common import Result, best_of, connect, fresh_root, s3_server, timed, zookeeper
-from zkstore.handle import Handle
-from zkstore.ops import Create
+from benchmarks.common import (
+    Result,
+    best_of,
+    connect,
+    fresh_root,
+    s3_server,
+    seed_entries,
+    timed,
+    zookeeper,
+)
 from zkstore.serializers import JsonSerializer
 from zkstore.storage import StateStorage
-from zkstore.store import LOCKS, ZooKeeperStateHandleStore
+from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.zk import ZooKeeper
 
 
@@ -87,28 +94,12 @@ def bench_add(
     )
 
 
-def seed(zk: ZooKeeper, store: ZooKeeperStateHandleStore[object], count: int) -> None:
-    """Create ``count`` entries fast: payloads through storage, handles in batched transactions."""
-    ops: list[Create] = []
-    for i in range(count):
-        name = f"job-{i:06d}"
-        ref = store.storage.write(store.payload_prefix(name), JsonSerializer().dumps({"i": i}))
-        handle = Handle.for_payload(ref, store.instance_id, {"name": name})
-        node = store.node(name)
-        ops += [Create(node, handle.to_bytes()), Create(f"{node}/{LOCKS}")]
-        if len(ops) >= 200:
-            zk.commit(ops)
-            ops = []
-    if ops:
-        zk.commit(ops)
-
-
 def bench_get_all(hosts: str, count: int, rounds: int) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         zk = connect(hosts, timeout=120)
         path = f"{fresh_root()}/currentJobs"
         store = make_store(zk, path, StateStorage(f"file://{tmp}/store"))
-        seed(zk, store, count)
+        seed_entries(store, count, lambda i: JsonSerializer().dumps({"i": i}))
         kazoo = zk.kazoo
 
         def raw() -> None:

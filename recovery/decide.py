@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 
 from recovery.launcher import describe_exit
 from recovery.settings import DaemonSettings
-from zkstore.handle import parse_time
 from zkstore.jobs.records import (
     BROKEN,
     CANCELLED,
@@ -30,6 +29,7 @@ from zkstore.jobs.records import (
     SUCCEEDED,
 )
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.strict import parse_time
 
 
 @dataclass(frozen=True)

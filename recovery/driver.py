@@ -59,7 +59,6 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import utc_now
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.jobs.records import (
     BROKEN,
@@ -71,6 +70,8 @@ from zkstore.jobs.records import (
     short_error,
 )
 from zkstore.ops import Check, Create, Delete, Fence, SetData
+from zkstore.strict import utc_now
+from zkstore.watch import NodeWatch, WatchedValue
 
 logger = logging.getLogger("recovery.driver")
 
@@ -225,8 +226,8 @@ class Driver:
     def _context(self, definition: JobDefinition) -> JobContext:
         checkpoints = self.cluster.checkpoints(self.job_id)
         config = DynamicConfig(lambda: self.cluster.state.control(self.job_id)[0])
-        self.cluster.zk.kazoo.DataWatch(
-            self.cluster.layout.control(self.job_id), lambda *_: config.invalidate()
+        NodeWatch(
+            self.cluster.zk, self.cluster.layout.control(self.job_id), lambda _: config.invalidate()
         )
         return JobContext(
             job_id=self.job_id,
@@ -257,13 +258,12 @@ class Driver:
     # -- cancel and suspension -----------------------------------------------------------------
 
     def _watch_cancel(self) -> None:
-        def on_cancel(data: bytes | None, stat: Any) -> bool | None:
-            if stat is not None and not self.cancelled.is_set():
+        def on_cancel(data: WatchedValue) -> None:
+            if data is not None and not self.cancelled.is_set():
                 logger.warning("cancel requested for %s: stopping", self.job_id)
                 self.cancelled.set()
-            return False if self.cancelled.is_set() else None
 
-        self.cluster.zk.kazoo.DataWatch(self.cluster.layout.cancel(self.job_id), on_cancel)
+        NodeWatch(self.cluster.zk, self.cluster.layout.cancel(self.job_id), on_cancel)
 
     def _on_state(self, state: str) -> None:
         """Kazoo listener (I/O thread): only records the time; the monitor thread acts."""

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, OutcomeUnknown
-from zkstore.handle import utc_now
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper, is_own_ephemeral
 
 logger = logging.getLogger(__name__)

@@ -48,12 +48,12 @@ from zkstore.errors import (
     NotLeader,
     PayloadError,
 )
-from zkstore.handle import utc_now
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.graph import JobGraphWatch
 from zkstore.jobs.records import PENDING, RESTARTING, STARTING, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 from zkstore.ops import Check, Delete
+from zkstore.strict import utc_now
 
 logger = logging.getLogger(__name__)
 

@@ -220,19 +220,17 @@ def test_watch_reports_added_and_removed(cluster: Cluster) -> None:
 
 def test_listing_1000_jobs_reads_no_payload(cluster: Cluster, config: StoreConfig) -> None:
     """Summaries and snapshots come from handles alone: they work with storage gone."""
-    from zkstore.ops import Create
-    from zkstore.store import LOCKS
+    from zkstore.ops import Op
 
     definition = function_job("template")
-    ops: list[Create] = []
+    ops: list[Op] = []
     for i in range(1000):
         job_id = f"job-{i:04d}"
         ref = cluster.storage.write(cluster.storage_layout.definitions(job_id), b"payload")
         summary = {**definition.summary(), "job_id": job_id}
         handle = Handle.for_payload(ref, cluster.instance_id, summary)
-        node = cluster.layout.job_handle(job_id)
-        ops += [Create(node, handle.to_bytes()), Create(f"{node}/{LOCKS}")]
-        if len(ops) == 200:
+        ops += cluster.jobs.handles.publish_ops(job_id, handle, lock=False)
+        if len(ops) >= 200:
             cluster.zk.commit(ops)
             ops = []
     shutil.rmtree(config.storage_url.removeprefix("file://"))

@@ -185,7 +185,8 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
     assert remaining == {("quarantined-job", "bad"), ("quarantined-job", "damaged")}
     inventory = read_inventory(cluster.zk, cluster.layout)
     live = [r for r in inventory.handles if not r.marked and r.kind != "quarantined"]
-    assert verify(cluster.storage, live) == [], "every live handle still verifies"
+    problems = verify(cluster.storage, cluster.storage_layout, live)
+    assert problems == [], "every live handle still verifies"
     assert {f"work-{i}" for i in range(10)} <= {r.job_id for r in live}
     assert cluster.results.get("done") is not None and cluster.results.get("done").state == "CLEAN"
 

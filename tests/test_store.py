@@ -27,6 +27,7 @@ from zkstore.errors import (
     NotLeader,
     OutcomeUnknown,
     PayloadMissing,
+    SerializationError,
     StoreUnavailable,
     VersionConflict,
 )
@@ -153,8 +154,8 @@ def test_add_creates_lock_held_by_this_instance(store: Any, zk: ZooKeeper, path:
 def test_oversized_summary_is_refused_before_anything_is_published(
     store: Any, storage: StateStorage
 ) -> None:
-    with pytest.raises(Exception, match="over the 1024-byte limit"):
-        store.add("a", {"v": 1}, summary={"name": "x" * 2000})
+    with pytest.raises(SerializationError, match="over the 2048-byte limit"):
+        store.add("a", {"v": 1}, summary={"name": "x" * 3000})
     assert store.exists("a") is None
     assert payload_uris(storage) == set()
 

@@ -59,7 +59,7 @@ class Cluster(Closeable):
         )
         self.results = JobResultStore(self.zk, self.layout)
         self.state = JobStateStore(self.zk, self.layout)
-        self.quarantine = QuarantineStore(self.zk, self.layout)
+        self.quarantine = QuarantineStore(self.zk, self.layout, self.jobs.handles)
 
     @classmethod
     def open(cls, config: StoreConfig, **kwargs: object) -> Cluster:

@@ -1,6 +1,6 @@
 """The state handle: a small JSON record in ZooKeeper that points at a payload in storage.
 
-Format (UTF-8 JSON, always under :data:`MAX_HANDLE_BYTES`)::
+Format (UTF-8 JSON, under :data:`MAX_HANDLE_BYTES`, typically well under 1 KB)::
 
     {"format": 1, "uri": "<fsspec url>", "size": <bytes>, "sha256": "<hex>",
      "created": "<iso8601>", "writer": "<instance id>", "hmac": "<hex, when signed>",
@@ -16,14 +16,16 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from zkstore.errors import CorruptHandle, SerializationError
+from zkstore.strict import check_text, load_object, parse_time, utc_now
 
 FORMAT = 1
-MAX_HANDLE_BYTES = 1024
-MAX_SUMMARY_VALUE_CHARS = 200
+#: Typical handles are 400-700 bytes. The bound leaves room for the longest ids the store accepts
+#: (128 characters each for cluster and job), a name of 100 characters of any script, and a
+#: storage root URL of up to 300 bytes (see :data:`zkstore.config.MAX_STORAGE_URL_BYTES`).
+MAX_HANDLE_BYTES = 2048
 
 _CORE = ("format", "uri", "size", "sha256", "created", "writer", "hmac")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -35,16 +37,6 @@ class ZnodeStatLike(Protocol):
 
     @property
     def version(self) -> int: ...
-
-
-def utc_now() -> str:
-    """The current time as ISO 8601 UTC with milliseconds: the timestamp format of zkstore."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(value: str) -> datetime:
-    """Parse a zkstore timestamp (as written by :func:`utc_now`)."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 @dataclass(frozen=True)
@@ -107,7 +99,9 @@ class Handle:
             if key in _CORE:
                 raise SerializationError(f"summary field {key!r} clashes with the handle format")
             record[key] = value
-        data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+        data = json.dumps(
+            record, separators=(",", ":"), sort_keys=True, ensure_ascii=False
+        ).encode()
         if len(data) > MAX_HANDLE_BYTES:
             raise SerializationError(
                 f"handle of {len(data)} bytes is over the {MAX_HANDLE_BYTES}-byte limit; "
@@ -125,38 +119,35 @@ class Handle:
 
     @classmethod
     def parse(cls, data: bytes, path: str) -> Handle:
-        def bad(reason: str) -> CorruptHandle:
-            return CorruptHandle(f"{path}: not a valid handle ({reason})")
-
-        if len(data) > MAX_HANDLE_BYTES:
-            raise bad(f"{len(data)} bytes, over {MAX_HANDLE_BYTES}")
         try:
-            record = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise bad("not UTF-8 JSON") from None
-        if not isinstance(record, dict):
-            raise bad("not a JSON object")
-        if record.get("format") != FORMAT:
-            raise bad(f"unknown format {record.get('format')!r}")
+            record = load_object(data, max_bytes=MAX_HANDLE_BYTES, max_depth=1)
+            return cls._from_record(record)
+        except ValueError as exc:
+            raise CorruptHandle(f"{path}: not a valid handle ({exc})") from None
+
+    @classmethod
+    def _from_record(cls, record: dict[str, Any]) -> Handle:
+        if record.get("format") != FORMAT or isinstance(record.get("format"), bool):
+            raise ValueError(f"unknown format {record.get('format')!r:.40}")
         for key in ("uri", "sha256", "created", "writer"):
             if not isinstance(record.get(key), str) or not record[key]:
-                raise bad(f"missing or non-string {key!r}")
+                raise ValueError(f"missing or non-string {key!r}")
+            check_text(record[key], key)
         size = record.get("size")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise bad("size is not a non-negative integer")
+            raise ValueError("size is not a non-negative integer")
         if not _HEX64.fullmatch(record["sha256"]):
-            raise bad("sha256 is not 64 hex digits")
+            raise ValueError("sha256 is not 64 hex digits")
         hmac = record.get("hmac")
         if hmac is not None and (not isinstance(hmac, str) or not _HEX64.fullmatch(hmac)):
-            raise bad("hmac is not 64 hex digits")
-        try:
-            parse_time(record["created"])
-        except ValueError:
-            raise bad("created is not an ISO 8601 time") from None
+            raise ValueError("hmac is not 64 hex digits")
+        parse_time(record["created"])
         summary = {k: v for k, v in record.items() if k not in _CORE}
         for key, value in summary.items():
             if not isinstance(value, str | int | float | bool) and value is not None:
-                raise bad(f"summary field {key!r} is not a scalar")
+                raise ValueError(f"summary field {key!r:.40} is not a scalar")
+            if isinstance(value, str):
+                check_text(value, f"summary field {key!r:.40}")
         return cls(
             uri=record["uri"],
             size=size,

@@ -2,13 +2,20 @@
 
 Every payload is written once, at a fresh key that names its owner, and never overwritten:
 
-- local disk: a temporary file in the same directory, fsync, then ``os.link`` to the final name
-  (fails instead of overwriting) and a directory fsync;
+- local disk: a temporary file in the same directory, then ``os.link`` to the final name (fails
+  instead of overwriting) and one fsync after the link, which commits data, inode and the new
+  name together on journaling filesystems (ext4, xfs, btrfs);
 - S3 and S3-compatible stores: one PUT with ``If-None-Match: *`` (s3fs ``mode="create"``);
 - any other fsspec backend: ``pipe_file(mode="create")``.
 
 Every read checks size and sha256 (and the HMAC when a signing key is configured) before it
-returns a single byte, and only reads URIs under the configured root.
+returns a single byte, only reads URIs under the configured root, and only regular files: a
+directory, a FIFO or a device at a payload's URI is refused at once, never waited on.
+
+The HMAC signs the payload's key (relative to the root: ``<cluster>/jobs/<job>/<kind>/...``) with
+its sha256 and size, so a signed payload cannot be replayed as another job's, another kind's or
+another cluster's: a handle copied elsewhere points at a key that does not belong there, and a
+payload copied to another key no longer verifies.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import hashlib
 import hmac
 import logging
 import os
+import re
+import stat
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -40,6 +49,7 @@ from zkstore.handle import PayloadRef
 logger = logging.getLogger(__name__)
 
 TEMP_MARKER = ".tmp-"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,8 @@ def storage_errors(what: str) -> Iterator[None]:
         yield
     except FileNotFoundError as exc:
         raise PayloadMissing(f"{what}: not found") from exc
+    except (IsADirectoryError, NotADirectoryError) as exc:
+        raise UntrustedPayload(f"{what}: not a regular file") from exc
     except OSError as exc:
         raise StoreUnavailable(f"storage failed ({what}): {exc}") from exc
     except _remote_error_types() as exc:
@@ -155,9 +167,17 @@ class StateStorage:
         """The backend path of ``uri``; :class:`UntrustedPayload` if it is outside the root."""
         prefix = self.root_url + "/"
         rest = uri[len(prefix) :] if uri.startswith(prefix) else None
-        if not rest or any(part in {"", ".", ".."} for part in rest.split("/")):
-            raise UntrustedPayload(f"URI {uri!r} is outside the storage root {self.root_url}")
+        if (
+            not rest
+            or _CONTROL.search(uri)
+            or any(part in {"", ".", ".."} for part in rest.split("/"))
+        ):
+            raise UntrustedPayload(f"URI {uri!r:.300} is outside the storage root {self.root_url}")
         return f"{self._root}/{rest}"
+
+    def is_under(self, uri: str, prefix: str) -> bool:
+        """True if ``uri`` names an object under the key ``prefix`` (relative to the root)."""
+        return uri.startswith(self.url(prefix) + "/") and not _CONTROL.search(uri)
 
     def key_of(self, uri: str) -> str:
         """The key (relative to the root) of a URI under the root."""
@@ -177,10 +197,10 @@ class StateStorage:
                 f"{self.max_payload_bytes} bytes"
             )
         digest = hashlib.sha256(data).hexdigest()
-        signature = self._sign(data)
         for _ in range(3):
             uri = self.url(f"{prefix.strip('/')}/{stem}{uuid.uuid4().hex}{suffix}")
             path = self.path_of(uri)
+            signature = self._sign(uri, digest, len(data))
             with storage_errors(f"write {uri}"):
                 try:
                     if self._local:
@@ -226,8 +246,12 @@ class StateStorage:
                 f"{self.max_payload_bytes}"
             )
         with storage_errors(f"read {ref.uri}"):
-            data: bytes = self.fs.cat_file(path)
+            data = _read_local_regular(path, ref.size + 1) if self._local else self._read(path)
         self.verify_bytes(ref, data)
+        return data
+
+    def _read(self, path: str) -> bytes:
+        data: bytes = self.fs.cat_file(path)
         return data
 
     def verify_bytes(self, ref: PayloadRef, data: bytes) -> None:
@@ -240,9 +264,11 @@ class StateStorage:
         if self._signing_key is not None:
             if ref.hmac is None:
                 raise UntrustedPayload(f"{ref.uri}: not signed, and a signing key is configured")
-            if not hmac.compare_digest(self._sign(data) or "", ref.hmac):
+            expected = self._sign(ref.uri, ref.sha256, ref.size) or ""
+            if not hmac.compare_digest(expected, ref.hmac):
                 raise UntrustedPayload(
-                    f"{ref.uri}: signature does not match (wrong key or tampered)"
+                    f"{ref.uri}: signature does not match (wrong key, tampered, or moved from "
+                    "another job, kind or cluster)"
                 )
 
     def exists(self, uri: str) -> bool:
@@ -276,10 +302,12 @@ class StateStorage:
             )
         return objects
 
-    def _sign(self, data: bytes) -> str | None:
+    def _sign(self, uri: str, sha256: str, size: int) -> str | None:
+        """HMAC-SHA256 of the payload's key (relative to the root), sha256 and size."""
         if self._signing_key is None:
             return None
-        return hmac.new(self._signing_key, data, hashlib.sha256).hexdigest()
+        message = f"zkstore-payload-v1\n{self.key_of(uri)}\n{sha256}\n{size}".encode()
+        return hmac.new(self._signing_key, message, hashlib.sha256).hexdigest()
 
 
 def _modified(info: Mapping[str, Any]) -> datetime:
@@ -295,6 +323,22 @@ def _modified(info: Mapping[str, Any]) -> datetime:
                 return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     # An object whose age cannot be told is treated as brand new, so it is never reaped.
     return datetime.now(UTC)
+
+
+def _read_local_regular(path: str, limit: int) -> bytes:
+    """Read at most ``limit`` bytes of the regular file at ``path``; never block on a FIFO or a
+    device, never read a directory (:class:`IsADirectoryError`)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path} is not a regular file")
+        chunks = []
+        while limit > 0 and (chunk := os.read(fd, min(limit, 1 << 20))):
+            chunks.append(chunk)
+            limit -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _write_local_exclusive(path: str, data: bytes) -> None:

@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Generic, TypeVar
 
+from kazoo.protocol.states import ZnodeStat
+
 from zkstore.entries import Broken, Entry, GetAllResult, new_instance_id
 from zkstore.errors import (
     CorruptHandle,
@@ -36,10 +38,11 @@ from zkstore.errors import (
     PayloadError,
     PayloadMissing,
     StoreUnavailable,
+    UntrustedPayload,
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import Handle, SummaryValue
+from zkstore.handle import Handle, PayloadRef, SummaryValue
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.serializers import Serializer
 from zkstore.storage import StateStorage
@@ -50,6 +53,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LOCKS = "locks"
+
+
+def is_marked(stat: ZnodeStat) -> bool:
+    """True if the entry whose stat this is is marked for deletion: its ``locks`` child is gone.
+
+    ``locks`` is an entry's only child, so a childless entry node is a marked one. A marked entry
+    counts as absent everywhere; :meth:`ZooKeeperStateHandleStore.remove` finishes it.
+    """
+    return bool(stat.numChildren == 0)
+
 
 #: A handle is never published for a payload written longer ago than this. Lingering-payload
 #: cleanup relies on it: a payload older than this (plus clock skew) that no handle references
@@ -131,11 +144,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         node = self.node(name)
         handle, written = self._write_payload(name, state, summary, stem)
         self._step("add:payload-written")
-        ops: list[Op] = [
-            Create(node, handle.to_bytes()),
-            Create(f"{node}/{LOCKS}"),
-            Create(self._lock(name), ephemeral=True),
-        ]
+        ops = self.publish_ops(name, handle)
 
         def publish() -> None:
             self._commit(
@@ -157,6 +166,38 @@ class ZooKeeperStateHandleStore(Generic[T]):
         self._step("add:committed")
         return replace(handle, version=0)
 
+    def publish_ops(self, name: str, handle: Handle, *, lock: bool = True) -> list[Op]:
+        """The ops that publish a live entry: its handle, its ``locks`` child and (with ``lock``)
+        this instance's lock. The payload must be written first (invariant 1)."""
+        node = self.node(name)
+        ops: list[Op] = [Create(node, handle.to_bytes()), Create(f"{node}/{LOCKS}")]
+        if lock:
+            ops.append(Create(self._lock(name), ephemeral=True))
+        return ops
+
+    def removal_ops(self, name: str) -> tuple[bytes, ZnodeStat, list[Op]] | None:
+        """The entry's data and stat, and the ops that delete it with its locks in one
+        transaction, or None if it does not exist. The payload is left alone: whoever commits the
+        ops decides what becomes of it (quarantine keeps a copy of the handle that references it).
+        The delete is versioned: if the entry changes meanwhile, the transaction fails.
+        """
+        node = self.node(name)
+        try:
+            data, stat = self.zk.get(node)
+        except HandleNotFound:
+            return None
+        ops: list[Op] = []
+        if not is_marked(stat):
+            locks = f"{node}/{LOCKS}"
+            try:
+                holders = self.zk.children(locks)
+            except HandleNotFound:
+                holders = None  # marked meanwhile: the versioned delete below decides
+            if holders is not None:
+                ops += [Delete(f"{locks}/{holder}") for holder in holders] + [Delete(locks)]
+        ops.append(Delete(node, stat.version))
+        return data, stat, ops
+
     def replace(
         self,
         name: str,
@@ -176,7 +217,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         """
         node = self.node(name)
         data, stat = self.zk.get(node)
-        if stat.numChildren == 0:
+        if is_marked(stat):
             raise HandleNotFound(f"{node} is marked for deletion", path=node)
         if stat.version != expected_version:
             raise VersionConflict(
@@ -196,7 +237,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
                 ops, fence, applied=lambda: self._points_at(node, new.uri), written=written
             )
         self._step("replace:committed")
-        if old is not None and old.uri != new.uri:
+        if old is not None and old.uri != new.uri and self._owns(name, old):
             self._discard_quietly(old.uri)
         self._step("replace:old-discarded")
         return replace(new, version=expected_version + 1)
@@ -263,11 +304,11 @@ class ZooKeeperStateHandleStore(Generic[T]):
         except HandleNotFound:
             return True
         try:
-            self.storage.discard(Handle.from_znode(data, stat, node).uri)
-        except CorruptHandle as exc:
-            logger.warning(
-                "removing %s whose handle is corrupt (%s): no payload to discard", node, exc
-            )
+            self.storage.discard(self.payload_ref(name, Handle.from_znode(data, stat, node)).uri)
+        except (CorruptHandle, UntrustedPayload) as exc:
+            # Never delete what is not this entry's own: a handle copied from elsewhere must not
+            # take another job's payload with it.
+            logger.warning("removing %s: its payload is left alone (%s)", node, exc)
         self._step("remove:payload-discarded")
         with contextlib.suppress(HandleNotFound):
             self._commit([Delete(node)], fence, applied=lambda: self.zk.exists(node) is None)
@@ -322,6 +363,22 @@ class ZooKeeperStateHandleStore(Generic[T]):
         except StoreUnavailable:
             return False
 
+    def payload_ref(self, name: str, handle: Handle) -> PayloadRef:
+        """The handle's payload reference, if it points where this entry's payloads live.
+
+        A handle whose URI is anywhere else (copied from another job, another kind of entry or
+        another cluster) raises :class:`UntrustedPayload`: it is never read, and never discarded.
+        """
+        if not self._owns(name, handle):
+            raise UntrustedPayload(
+                f"{handle.uri!r:.200} is not where the payloads of {self.path}/{name} live "
+                f"({self.storage.url(self.payload_prefix(name))}/)"
+            )
+        return handle.ref
+
+    def _owns(self, name: str, handle: Handle) -> bool:
+        return self.storage.is_under(handle.uri, self.payload_prefix(name))
+
     def _points_at(self, node: str, uri: str) -> bool:
         try:
             data, stat = self.zk.get(node)
@@ -334,7 +391,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
 
     def _is_marked(self, node: str) -> bool:
         stat = self.zk.exists(node)
-        return stat is not None and stat.numChildren == 0
+        return stat is not None and is_marked(stat)
 
     def _discard_quietly(self, uri: str) -> None:
         try:
@@ -377,11 +434,11 @@ class ZooKeeperStateHandleStore(Generic[T]):
     def _read_entry(self, name: str, node: str) -> Entry[T]:
         for _ in range(3):
             data, stat = self.zk.get(node)
-            if stat.numChildren == 0:
+            if is_marked(stat):
                 raise HandleNotFound(f"{node} is marked for deletion", path=node)
             handle = Handle.from_znode(data, stat, node)
             try:
-                payload = self.storage.read(handle.ref)
+                payload = self.storage.read(self.payload_ref(name, handle))
             except PayloadMissing:
                 # A concurrent replace may have discarded the payload we were about to read.
                 if self.exists(name) not in (None, handle.version):
@@ -396,21 +453,21 @@ class ZooKeeperStateHandleStore(Generic[T]):
         Returns the handle; raises like :meth:`get` (without locking).
         """
         handle = self.get_handle(name)
-        self.serializer.check(self.storage.read(handle.ref))
+        self.serializer.check(self.storage.read(self.payload_ref(name, handle)))
         return handle
 
     def get_handle(self, name: str) -> Handle:
         """The entry's handle, without reading its payload or locking."""
         node = self.node(name)
         data, stat = self.zk.get(node)
-        if stat.numChildren == 0:
+        if is_marked(stat):
             raise HandleNotFound(f"{node} is marked for deletion", path=node)
         return Handle.from_znode(data, stat, node)
 
     def exists(self, name: str) -> int | None:
         """The entry's znode version, or None if it is absent or marked for deletion."""
         stat = self.zk.exists(self.node(name))
-        if stat is None or stat.numChildren == 0:
+        if stat is None or is_marked(stat):
             return None
         version: int = stat.version
         return version
@@ -420,7 +477,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         children = sorted(self._children())
         stats = self.zk.exists_many([f"{self.path}/{c}" for c in children])
         return [
-            c for c, s in zip(children, stats, strict=True) if s is not None and s.numChildren > 0
+            c for c, s in zip(children, stats, strict=True) if s is not None and not is_marked(s)
         ]
 
     def _children(self) -> list[str]:
@@ -436,7 +493,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         good: list[tuple[str, Handle]] = []
         broken: list[Broken] = []
         for name, item in zip(children, found, strict=True):
-            if item is None or item[1].numChildren == 0:
+            if item is None or is_marked(item[1]):
                 continue
             path = f"{self.path}/{name}"
             try:
@@ -459,7 +516,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         def load(item: tuple[str, Handle]) -> Entry[T] | Broken:
             name, handle = item
             try:
-                payload = self.storage.read(handle.ref)
+                payload = self.storage.read(self.payload_ref(name, handle))
                 return Entry(name, self.serializer.loads(payload), handle)
             except PayloadError as exc:
                 return Broken(name, f"{self.path}/{name}", exc, handle)

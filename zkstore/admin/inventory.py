@@ -13,12 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from zkstore.errors import CorruptHandle, CorruptRecord, StoreUnavailable, ZkStoreError
+from zkstore.errors import (
+    CorruptHandle,
+    CorruptRecord,
+    StoreUnavailable,
+    UntrustedPayload,
+    ZkStoreError,
+)
 from zkstore.handle import Handle
 from zkstore.jobs.records import JobResult, QuarantineEntry
-from zkstore.layout import Layout
+from zkstore.layout import Layout, StorageLayout
 from zkstore.storage import StateStorage
-from zkstore.store import LOCKS
+from zkstore.store import LOCKS, is_marked
 from zkstore.zk import ZooKeeper
 
 JOB = "job"
@@ -117,7 +123,7 @@ def _read_handles(
                 name=name,
                 handle=handle,
                 version=stat.version,
-                marked=stat.numChildren == 0,
+                marked=is_marked(stat),
                 mtime=stat.mtime / 1000.0,
                 error=error,
                 locks=tuple(locks[i]) if locks is not None else None,
@@ -215,16 +221,27 @@ class Problem:
         }
 
 
-def check_handle(storage: StateStorage, record: HandleRecord) -> Problem | None:
-    """Read the payload and check size, sha256 (and HMAC with a key); never unpickles.
+def payload_prefix(record: HandleRecord, storage_layout: StorageLayout) -> str:
+    """Where the payload of a handle of this kind and job must be (see :mod:`zkstore.layout`)."""
+    if record.kind == CHECKPOINT:
+        return storage_layout.checkpoints(record.job_id)
+    return storage_layout.definitions(record.job_id)
 
-    Outages raise :class:`StoreUnavailable`: an unreachable store is not a broken handle.
-    """
+
+def check_handle(
+    storage: StateStorage, storage_layout: StorageLayout, record: HandleRecord
+) -> Problem | None:
+    """Read the payload and check where it is, its size and sha256 (and HMAC with a key); never
+    unpickles. Outages raise :class:`StoreUnavailable`: an unreachable store is not a broken
+    handle."""
     if record.handle is None:
         return Problem(
             record.path, None, record.kind, record.job_id, record.error or "corrupt handle"
         )
+    prefix = payload_prefix(record, storage_layout)
     try:
+        if not storage.is_under(record.handle.uri, prefix):
+            raise UntrustedPayload(f"{record.handle.uri!r:.200} is not under {prefix}/")
         storage.read(record.handle.ref)
     except StoreUnavailable:
         raise
@@ -241,6 +258,7 @@ def check_handle(storage: StateStorage, record: HandleRecord) -> Problem | None:
 
 def verify(
     storage: StateStorage,
+    storage_layout: StorageLayout,
     records: Iterable[HandleRecord],
     *,
     workers: int = 16,
@@ -250,7 +268,7 @@ def verify(
     live = [r for r in records if not r.marked]
 
     def check(record: HandleRecord) -> Problem | None:
-        problem = check_handle(storage, record)
+        problem = check_handle(storage, storage_layout, record)
         if progress is not None:
             progress(1)
         return problem

@@ -32,12 +32,12 @@ from typing import Any
 from zkstore.admin.inventory import CHECKPOINT, JOB, Inventory, read_inventory
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
-from zkstore.handle import parse_time
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.records import DIRTY
 from zkstore.layout import checkpoint_node_name
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.strict import parse_time
 
 logger = logging.getLogger(__name__)
 

@@ -150,7 +150,7 @@ def verify_handles(connection: Connection, fmt: str) -> None:
         inventory = read_inventory(cluster.zk, cluster.layout)
         live = [r for r in inventory.handles if not r.marked]
         with progress(len(live), "verifying payloads") as advance:
-            problems = verify(cluster.storage, live, progress=advance)
+            problems = verify(cluster.storage, cluster.storage_layout, live, progress=advance)
     report = {"checked": len(live), "problems": [p.as_dict() for p in problems]}
     if fmt == "json":
         emit(report, fmt)

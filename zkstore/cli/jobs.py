@@ -16,9 +16,9 @@ from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import parse_storage_options
 from zkstore.errors import ConfigError, HandleNotFound
-from zkstore.handle import parse_time
 from zkstore.jobs.snapshot import JobSnapshot, known_job_ids, read_snapshots
 from zkstore.layout import validate_job_id
+from zkstore.strict import parse_time
 
 JOB_JSON_HELP = """\b
 JSON: a list of objects with job_id, name, state, kind, entry, attempt,

@@ -15,9 +15,10 @@ from typing import Any, Literal
 import cloudpickle
 
 from zkstore.errors import ConfigError
-from zkstore.handle import SummaryValue, utc_now
+from zkstore.handle import SummaryValue
 from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version
+from zkstore.strict import utc_now
 
 JobKind = Literal["script", "function"]
 

@@ -12,8 +12,6 @@ import logging
 import threading
 from collections.abc import Callable
 
-from kazoo.recipe.watchers import ChildrenWatch
-
 from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import JobFinished, JobQuarantined
 from zkstore.handle import Handle
@@ -23,6 +21,7 @@ from zkstore.ops import Fence
 from zkstore.serializers import PickleSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.watch import NodeWatch, WatchedValue
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
@@ -132,21 +131,17 @@ class JobGraphWatch:
         self._emit = emit
         self._known: set[str] | None = None if initial else set(zk.children(path))
         self._lock = threading.Lock()
-        self._stopped = False
-        self._watch = ChildrenWatch(zk.kazoo, path, self._on_children)
+        self._watch = NodeWatch(zk, path, self._on_children, children=True)
 
-    def _on_children(self, children: list[str]) -> bool | None:
-        if self._stopped:
-            return False
-        current = set(children)
+    def _on_children(self, children: WatchedValue) -> None:
+        current = set(children) if isinstance(children, list) else set()
         with self._lock:
             previous, self._known = self._known or set(), current
         for job_id in sorted(current - previous):
             self._emit(ADDED, job_id)
         for job_id in sorted(previous - current):
             self._emit(REMOVED, job_id)
-        return None
 
     def stop(self) -> None:
-        """No more events after this returns (the watch is dropped at its next firing)."""
-        self._stopped = True
+        """No more events after this returns."""
+        self._watch.stop()

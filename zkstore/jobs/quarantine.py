@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from zkstore.errors import CorruptHandle, HandleExists, HandleNotFound, NotEmpty, VersionConflict
-from zkstore.handle import Handle, utc_now
+from zkstore.handle import Handle
 from zkstore.jobs.records import QuarantineEntry, short_error
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Fence, Op
-from zkstore.store import LOCKS
+from zkstore.ops import Create, Fence, Op
+from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
@@ -25,9 +27,12 @@ logger = logging.getLogger(__name__)
 class QuarantineStore:
     """Move jobs into quarantine, list them, and release them back."""
 
-    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
+    def __init__(
+        self, zk: ZooKeeper, layout: Layout, current_jobs: ZooKeeperStateHandleStore[Any]
+    ) -> None:
         self.zk = zk
         self.layout = layout
+        self.current_jobs = current_jobs
 
     def move_in(self, job_id: str, reason: str, *, fence: Fence | None = None) -> QuarantineEntry:
         """Move ``job_id`` from currentJobs into quarantine with ``reason``; idempotent.
@@ -52,27 +57,17 @@ class QuarantineStore:
     def _move_ops(
         self, job_id: str, reason: str, entry_exists: bool
     ) -> tuple[QuarantineEntry, list[Op]]:
-        node = self.layout.job_handle(job_id)
         handle: dict[str, object] | None = None
         raw: str | None = None
         ops: list[Op] = []
-        try:
-            data, stat = self.zk.get(node)
-        except HandleNotFound:
-            data, stat = None, None
-        if data is not None and stat is not None:
+        found = self.current_jobs.removal_ops(job_id)
+        if found is not None:
+            data, stat, ops = found
             try:
-                Handle.from_znode(data, stat, node)
+                Handle.from_znode(data, stat, self.layout.job_handle(job_id))
                 handle = json.loads(data)
             except CorruptHandle:
                 raw = short_error(data.decode("utf-8", errors="replace"))
-            locks = f"{node}/{LOCKS}"
-            try:
-                holders = self.zk.children(locks)
-                ops += [Delete(f"{locks}/{h}") for h in holders] + [Delete(locks)]
-            except HandleNotFound:
-                pass  # marked for deletion: no locks node
-            ops.append(Delete(node, stat.version))
         entry = QuarantineEntry(
             version=None,
             job_id=job_id,

@@ -12,9 +12,13 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from zkstore.errors import CorruptRecord
-from zkstore.handle import ZnodeStatLike, parse_time
+from zkstore.handle import ZnodeStatLike
+from zkstore.strict import check_text, escape_control, load_object, parse_time
 
 R = TypeVar("R", bound="Record")
+
+#: A record is a few hundred bytes; ZooKeeper's own bound on what we write is 64 KB.
+MAX_RECORD_BYTES = 64 * 1024
 
 MAX_ERROR_CHARS = 2000
 
@@ -51,6 +55,18 @@ class Record:
     times: ClassVar[frozenset[str]] = frozenset()
     #: allowed values of the ``state``/``outcome`` fields, when they have them
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: text fields that may hold newlines (error messages and tracebacks)
+    multiline: ClassVar[frozenset[str]] = frozenset()
+
+    def __post_init__(self) -> None:
+        # Text that came from elsewhere (an exception's message, a --reason) may hold control
+        # characters; escape them here so that what we write always parses back.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, str):
+                clean = escape_control(value, multiline=f.name in self.multiline)
+                if clean != value:
+                    object.__setattr__(self, f.name, clean)
 
     def to_bytes(self) -> bytes:
         data = {k: v for k, v in asdict(self).items() if k != "version"}
@@ -61,34 +77,36 @@ class Record:
 
     @classmethod
     def from_znode(cls: type[R], data: bytes, stat: ZnodeStatLike | None, path: str) -> R:
-        def bad(reason: str) -> CorruptRecord:
-            return CorruptRecord(f"{path}: not a valid {cls.__name__} record ({reason})")
-
+        """Parse strictly (see :mod:`zkstore.strict`); anything else raises
+        :class:`~zkstore.errors.CorruptRecord` naming ``path``."""
         try:
-            raw = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise bad("not UTF-8 JSON") from None
-        if not isinstance(raw, dict):
-            raise bad("not a JSON object")
-        values: dict[str, Any] = {"version": stat.version if stat is not None else None}
+            values = cls._values(load_object(data, max_bytes=MAX_RECORD_BYTES))
+        except ValueError as exc:
+            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({exc})") from None
+        return cls(version=stat.version if stat is not None else None, **values)
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
         for f in fields(cls):
             if f.name == "version":
                 continue
             value = raw.get(f.name)
             if value is None:
                 if f.name not in cls.optional:
-                    raise bad(f"missing {f.name!r}")
+                    raise ValueError(f"missing {f.name!r}")
             elif not _matches(value, str(f.type)):
-                raise bad(f"{f.name!r} has the wrong type")
+                raise ValueError(f"{f.name!r} has the wrong type")
             elif f.name in cls.choices and value not in cls.choices[f.name]:
-                raise bad(f"{f.name!r} is {value!r}")
+                raise ValueError(f"{f.name!r} is {value!r:.40}")
             elif f.name in cls.times:
-                try:
-                    parse_time(value)
-                except ValueError:
-                    raise bad(f"{f.name!r} is not a time") from None
+                parse_time(value)
+            elif isinstance(value, int) and value < 0:
+                raise ValueError(f"{f.name!r} is negative")
+            elif isinstance(value, str):
+                check_text(value, repr(f.name), multiline=f.name in cls.multiline)
             values[f.name] = value
-        return cls(**values)
+        return values
 
     def with_version(self: R, version: int | None) -> R:
         return replace(self, version=version)
@@ -118,6 +136,7 @@ class JobStatus(Record):
     leader: str | None = None
 
     optional = frozenset({"last_error", "not_before", "leader"})
+    multiline = frozenset({"last_error"})
     times = frozenset({"updated", "not_before"})
     choices = {"state": (PENDING, STARTING, RESTARTING, *OUTCOMES)}
 
@@ -147,6 +166,7 @@ class Outcome(Record):
     optional = frozenset({"error", "host"})
     times = frozenset({"finished"})
     choices = {"outcome": (*OUTCOMES, BROKEN)}
+    multiline = frozenset({"error"})
 
 
 @dataclass(frozen=True)
@@ -159,6 +179,7 @@ class CancelRequest(Record):
 
     optional = frozenset({"by", "reason"})
     times = frozenset({"requested"})
+    multiline = frozenset({"reason"})
 
 
 @dataclass(frozen=True)
@@ -176,6 +197,7 @@ class JobResult(Record):
     optional = frozenset({"error", "name"})
     times = frozenset({"finished"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
+    multiline = frozenset({"error"})
 
 
 @dataclass(frozen=True)
@@ -190,3 +212,4 @@ class QuarantineEntry(Record):
 
     optional = frozenset({"handle", "raw"})
     times = frozenset({"since"})
+    multiline = frozenset({"reason", "raw"})

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zkstore.errors import HandleExists, HandleNotFound, VersionConflict
-from zkstore.handle import utc_now
 from zkstore.jobs.records import CLEAN, DIRTY, OUTCOMES, JobResult, short_error
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 

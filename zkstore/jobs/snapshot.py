@@ -24,6 +24,7 @@ from zkstore.jobs.records import (
     RunningInfo,
 )
 from zkstore.layout import Layout
+from zkstore.store import is_marked
 from zkstore.zk import ZooKeeper
 
 R = TypeVar("R", bound=Record)
@@ -124,7 +125,7 @@ def read_snapshots(zk: ZooKeeper, layout: Layout, job_ids: Iterable[str]) -> dic
         handle = None
         marked = False
         if items["handle"] is not None:
-            marked = items["handle"][1].numChildren == 0
+            marked = is_marked(items["handle"][1])
             try:
                 handle = Handle.from_znode(*items["handle"], job_paths["handle"])
             except CorruptRecord as exc:

@@ -11,10 +11,10 @@ import json
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound
-from zkstore.handle import utc_now
 from zkstore.jobs.records import CancelRequest, JobStatus, Outcome, RunningInfo
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
+from zkstore.strict import load_object, utc_now
 from zkstore.zk import ZooKeeper
 
 MAX_CONTROL_BYTES = 16 * 1024
@@ -107,11 +107,9 @@ class JobStateStore:
         if found is None:
             return {}, None
         try:
-            values = json.loads(found[0].decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise CorruptRecord(f"{path}: control is not UTF-8 JSON") from None
-        if not isinstance(values, dict):
-            raise CorruptRecord(f"{path}: control is not a JSON object")
+            values = load_object(found[0], max_bytes=MAX_CONTROL_BYTES)
+        except ValueError as exc:
+            raise CorruptRecord(f"{path}: not a valid control object ({exc})") from None
         return values, found[1].version
 
     def set_control(
@@ -123,8 +121,10 @@ class JobStateStore:
         never silently overwrite each other (:class:`VersionConflict` / :class:`HandleExists`).
         """
         data = json.dumps(values, sort_keys=True, separators=(",", ":")).encode()
-        if len(data) > MAX_CONTROL_BYTES:
-            raise ConfigError(f"control of {len(data)} bytes is over {MAX_CONTROL_BYTES}")
+        try:
+            load_object(data, max_bytes=MAX_CONTROL_BYTES)  # what readers will accept
+        except ValueError as exc:
+            raise ConfigError(f"control object refused: {exc}") from None
         path = self.layout.control(job_id)
         if expected_version is None:
             self.zk.ensure_path(self.layout.job_dir(job_id))

@@ -1,0 +1,88 @@
+"""Strict parsing of what zkstore reads back from ZooKeeper: bounded, typed, time-zone aware.
+
+Anybody with write access to ZooKeeper (a client's bug, an operator's mistake, an attacker while
+the nodes have the open ACL) can put any bytes in a znode. Every record zkstore reads goes through
+these functions, which turn anything that is not what its writer would have written into a
+:class:`ValueError` with a reason; the record's parser turns that into a
+:class:`~zkstore.errors.CorruptRecord` naming the path. Nothing here recurses on the input, so
+no nesting depth can exhaust the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+#: Records and handles are flat JSON objects; a quarantine entry nests one handle. Deeper input is
+#: refused before the JSON parser sees it.
+MAX_DEPTH = 3
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_BUT_NEWLINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def load_object(data: bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """The JSON object in ``data``; raises :class:`ValueError` saying why it is not one."""
+    if len(data) > max_bytes:
+        raise ValueError(f"{len(data)} bytes, over {max_bytes}")
+    depth = 0
+    for bracket in _BRACKET.findall(_STRING.sub(b'""', data)):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > max_depth:
+            raise ValueError(f"nested deeper than {max_depth} levels")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValueError("not UTF-8 JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def check_text(value: str, what: str, *, multiline: bool = False) -> str:
+    """``value`` if it holds no control characters (newlines and tabs allowed when
+    ``multiline``, for error messages and tracebacks); else :class:`ValueError`."""
+    pattern = _CONTROL_BUT_NEWLINES if multiline else _CONTROL
+    if pattern.search(value):
+        raise ValueError(f"{what} holds control characters")
+    return value
+
+
+def escape_control(value: str, *, multiline: bool = False) -> str:
+    """``value`` with control characters written as ``\\xNN`` (newlines and tabs kept when
+    ``multiline``): what writers do to text they did not make themselves, so that the strict
+    reader never refuses a record that zkstore wrote."""
+    pattern = _CONTROL_BUT_NEWLINES if multiline else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def parse_time(value: str) -> datetime:
+    """Parse a zkstore timestamp (ISO 8601 with a time zone, as :func:`utc_now` writes them).
+
+    Raises :class:`ValueError` for anything else, naive times included: comparing a naive time
+    with an aware one raises ``TypeError`` far from here.
+    """
+    if not isinstance(value, str) or len(value) > 40:
+        raise ValueError(f"not a timestamp: {value!r:.60}")
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise ValueError(f"timestamp without a time zone: {value!r}")
+    return parsed
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 UTC with milliseconds: the timestamp format of zkstore."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_time(value: object) -> bool:
+    """True if ``value`` is a valid zkstore timestamp."""
+    try:
+        parse_time(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return False
+    return True

@@ -1,0 +1,105 @@
+"""A watch that stays armed, built on the deadline-bound session of :mod:`zkstore.zk`.
+
+Why not kazoo's ``DataWatch``/``ChildrenWatch``: ``DataWatch`` retries its reads forever
+(``KazooRetry(max_tries=None)``), so creating one while ZooKeeper is unreachable hangs the caller,
+and both raise kazoo's own exceptions. ``ChildrenWatch`` stops for good when its node is deleted.
+
+Here every read is deadline-bound and raises only zkstore errors; a one-shot ZooKeeper watch is
+re-armed after it fires, and after a reconnect (kazoo fires pending watches with a session event
+on SUSPENDED instead of restoring them). ``on_change`` runs on kazoo's threads after the first
+call: like every kazoo callback it must only hand the news over (set an event, enqueue).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from zkstore.errors import HandleNotFound, StoreUnavailable
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+_UNREAD = object()
+
+#: What a watch reports: the node's data or its children, ``None`` while the node does not exist.
+WatchedValue = bytes | list[str] | None
+
+
+class NodeWatch:
+    """Report ``path``'s data (or, with ``children``, its sorted children) whenever it changes.
+
+    ``on_change(value)`` is called once from the creating thread (which raises
+    :class:`~zkstore.errors.StoreUnavailable` if the first read fails), then from kazoo's threads
+    each time the value changed. A read that fails on kazoo's threads is retried when the session
+    is CONNECTED again; nothing ever raises there. :meth:`stop` ends the reports.
+    """
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        path: str,
+        on_change: Callable[[WatchedValue], None],
+        *,
+        children: bool = False,
+    ) -> None:
+        self._zk = zk
+        self.path = path
+        self._on_change = on_change
+        self._children = children
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._last: Any = _UNREAD
+        zk.add_listener(self._on_state)
+        try:
+            self._arm()
+        except BaseException:
+            zk.remove_listener(self._on_state)
+            raise
+
+    def stop(self) -> None:
+        """No report starts after this returns."""
+        with self._lock:
+            self._stopped = True
+        self._zk.remove_listener(self._on_state)
+
+    def _read(self) -> WatchedValue:
+        """The current value, with a one-shot watch set on whatever tells the next change."""
+        while True:
+            try:
+                if self._children:
+                    return sorted(self._zk.children(self.path, watch=self._fired))
+                data, _ = self._zk.get(self.path, watch=self._fired)
+                return data
+            except HandleNotFound:
+                # Absent: watch for its creation (the node may have appeared meanwhile: read again).
+                if self._zk.exists(self.path, watch=self._fired) is None:
+                    return None
+
+    def _arm(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            value = self._read()
+            if value == self._last:
+                return
+            self._last = value
+            self._on_change(value)
+
+    def _rearm_quietly(self) -> None:
+        try:
+            self._arm()
+        except StoreUnavailable as exc:
+            logger.debug("watch on %s not re-armed (%s): retried on reconnect", self.path, exc)
+
+    def _fired(self, event: Any) -> None:
+        # A session event (type NONE) consumed the watch: _on_state re-arms on CONNECTED.
+        if getattr(event, "type", None) != "NONE":
+            self._rearm_quietly()
+
+    def _on_state(self, state: str) -> None:
+        # Kazoo's I/O thread must not wait on ZooKeeper: re-arm from a thread of kazoo's handler.
+        if state == "CONNECTED" and not self._stopped:
+            self._zk.kazoo.handler.spawn(self._rearm_quietly)
