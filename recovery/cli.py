@@ -15,8 +15,8 @@ from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.jobs import describe
 from zkstore.config import parse_storage_options
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
-from zkstore.jobs.records import CANCELLED, SUCCEEDED
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import CANCELLED, SUCCEEDED
 
 
 @cli.command()

@@ -19,16 +19,8 @@ from datetime import datetime, timedelta
 
 from recovery.launcher import describe_exit
 from recovery.settings import DaemonSettings
-from zkstore.jobs.records import (
-    BROKEN,
-    CANCELLED,
-    DIRTY,
-    FAILED,
-    RESTARTING,
-    STARTING,
-    SUCCEEDED,
-)
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import BROKEN, CANCELLED, DIRTY, FAILED, RESTARTING, STARTING, SUCCEEDED
 from zkstore.strict import parse_time
 
 

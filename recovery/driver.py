@@ -60,15 +60,8 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.jobs.definition import SCRIPT, JobDefinition
-from zkstore.jobs.records import (
-    BROKEN,
-    CANCELLED,
-    FAILED,
-    SUCCEEDED,
-    Outcome,
-    RunningInfo,
-    short_error,
-)
+from zkstore.jobs.records import Outcome, RunningInfo, short_error
+from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED
 from zkstore.ops import Check, Create, Delete, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch, WatchedValue

@@ -50,8 +50,9 @@ from zkstore.errors import (
 )
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.graph import JobGraphWatch
-from zkstore.jobs.records import PENDING, RESTARTING, STARTING, JobStatus
+from zkstore.jobs.records import JobStatus
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
+from zkstore.jobs.states import PENDING, RESTARTING, STARTING
 from zkstore.ops import Check, Delete
 from zkstore.strict import utc_now
 

@@ -14,7 +14,7 @@ from typing import Any
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import SUCCEEDED
+from zkstore.jobs.states import SUCCEEDED
 
 CRASHED = 77
 

@@ -17,8 +17,9 @@ from zkstore.errors import (
 )
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import CLEAN, DIRTY, FAILED, PENDING, STARTING, SUCCEEDED, JobStatus
-from zkstore.jobs.snapshot import QUARANTINED, read_snapshots
+from zkstore.jobs.records import JobStatus
+from zkstore.jobs.snapshot import read_snapshots
+from zkstore.jobs.states import CLEAN, DIRTY, FAILED, PENDING, QUARANTINED, STARTING, SUCCEEDED
 from zkstore.ops import Fence
 
 

@@ -26,6 +26,15 @@ from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle
 from zkstore.jobs.records import (
+    CancelRequest,
+    JobResult,
+    JobStatus,
+    Outcome,
+    QuarantineEntry,
+    RunningInfo,
+)
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import (
     BROKEN,
     CANCELLED,
     CLEAN,
@@ -35,14 +44,7 @@ from zkstore.jobs.records import (
     RESTARTING,
     STARTING,
     SUCCEEDED,
-    CancelRequest,
-    JobResult,
-    JobStatus,
-    Outcome,
-    QuarantineEntry,
-    RunningInfo,
 )
-from zkstore.jobs.snapshot import JobSnapshot
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 T = "2026-11-21T11:59:00.000Z"

@@ -17,8 +17,9 @@ from recovery.loop import Event, LeaderContext, Leadership, Loop
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
-from zkstore.jobs.records import PENDING, JobStatus
+from zkstore.jobs.records import JobStatus
 from zkstore.jobs.state import JobStateStore
+from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
 from zkstore.ops import Fence
 from zkstore.zk import ZooKeeper

@@ -26,8 +26,8 @@ from zkstore.errors import (
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
-from zkstore.jobs.records import SUCCEEDED
 from zkstore.jobs.snapshot import read_snapshots
+from zkstore.jobs.states import SUCCEEDED
 from zkstore.serializers import PickleSerializer
 
 

@@ -21,7 +21,7 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import SUCCEEDED
+from zkstore.jobs.states import SUCCEEDED
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -17,8 +17,7 @@ from tests import jobs
 from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import CANCELLED, FAILED, SUCCEEDED
-from zkstore.jobs.snapshot import QUARANTINED
+from zkstore.jobs.states import CANCELLED, FAILED, QUARANTINED, SUCCEEDED
 
 SESSION_TIMEOUT = 3.0
 

@@ -21,7 +21,7 @@ from tests import jobs
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import find_java, free_port
-from zkstore.jobs.records import SUCCEEDED
+from zkstore.jobs.states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import FAILED, SUCCEEDED
+from zkstore.jobs.states import FAILED, SUCCEEDED
 
 BIN = Path(sys.executable).parent
 

@@ -33,7 +33,7 @@ from zkstore.admin.inventory import CHECKPOINT, JOB, Inventory, read_inventory
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
 from zkstore.jobs.cleanup import clean_up
-from zkstore.jobs.records import DIRTY
+from zkstore.jobs.states import DIRTY
 from zkstore.layout import checkpoint_node_name
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore

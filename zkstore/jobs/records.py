@@ -13,6 +13,15 @@ from typing import Any, ClassVar, TypeVar
 
 from zkstore.errors import CorruptRecord
 from zkstore.handle import ZnodeStatLike
+from zkstore.jobs.states import (
+    ATTEMPT_OUTCOMES,
+    CLEAN,
+    DIRTY,
+    FAILED,
+    OUTCOMES,
+    PENDING,
+    STATUS_STATES,
+)
 from zkstore.strict import check_text, escape_control, load_object, parse_time
 
 R = TypeVar("R", bound="Record")
@@ -21,19 +30,6 @@ R = TypeVar("R", bound="Record")
 MAX_RECORD_BYTES = 64 * 1024
 
 MAX_ERROR_CHARS = 2000
-
-# Job states, as the leader records them in ``status``.
-PENDING = "PENDING"  # submitted, no attempt running yet
-STARTING = "STARTING"  # attempt assigned, driver starting or running (see ``running``)
-RESTARTING = "RESTARTING"  # the last attempt failed; the next starts at ``not_before``
-# Outcomes, in ``outcome`` (driver) and ``results`` (leader).
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-CANCELLED = "CANCELLED"
-BROKEN = "BROKEN"  # the driver could not load the definition: quarantine, do not retry
-OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
-DIRTY = "DIRTY"  # result recorded, cleanup not finished
-CLEAN = "CLEAN"  # result recorded and every other trace of the job removed
 
 
 def short_error(message: str | None) -> str | None:
@@ -138,7 +134,7 @@ class JobStatus(Record):
     optional = frozenset({"last_error", "not_before", "leader"})
     multiline = frozenset({"last_error"})
     times = frozenset({"updated", "not_before"})
-    choices = {"state": (PENDING, STARTING, RESTARTING, *OUTCOMES)}
+    choices = {"state": (*STATUS_STATES, *OUTCOMES)}
 
 
 @dataclass(frozen=True)
@@ -165,7 +161,7 @@ class Outcome(Record):
 
     optional = frozenset({"error", "host"})
     times = frozenset({"finished"})
-    choices = {"outcome": (*OUTCOMES, BROKEN)}
+    choices = {"outcome": ATTEMPT_OUTCOMES}
     multiline = frozenset({"error"})
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zkstore.errors import HandleExists, HandleNotFound, VersionConflict
-from zkstore.jobs.records import CLEAN, DIRTY, OUTCOMES, JobResult, short_error
+from zkstore.jobs.records import JobResult, short_error
+from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
 from zkstore.strict import utc_now

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 from zkstore.errors import CorruptRecord
 from zkstore.handle import Handle
 from zkstore.jobs.records import (
-    CLEAN,
     CancelRequest,
     JobResult,
     JobStatus,
@@ -23,16 +22,12 @@ from zkstore.jobs.records import (
     Record,
     RunningInfo,
 )
+from zkstore.jobs.states import CLEAN, CLEANING, QUARANTINED, RUNNING, SUBMITTED
 from zkstore.layout import Layout
 from zkstore.store import is_marked
 from zkstore.zk import ZooKeeper
 
 R = TypeVar("R", bound=Record)
-
-RUNNING = "RUNNING"
-QUARANTINED = "QUARANTINED"
-SUBMITTED = "SUBMITTED"
-CLEANING = "CLEANING"
 
 
 @dataclass(frozen=True)
