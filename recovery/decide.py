@@ -6,10 +6,21 @@ applies it with fenced writes and looks again. Keeping this pure keeps the lifec
 and testable branch by branch::
 
     SUBMITTED -> PENDING -> STARTING(attempt n) -> outcome of n
-        SUCCEEDED / CANCELLED          -> result DIRTY -> cleanup -> CLEAN
+        SUCCEEDED / CANCELLED           -> result DIRTY -> cleanup -> CLEAN
         FAILED, failures < max_attempts -> RESTARTING (backoff) -> STARTING(n+1)
         FAILED, failures = max_attempts -> result DIRTY/FAILED -> cleanup -> CLEAN
+        no outcome (lost), lost < max   -> RESTARTING (backoff) -> STARTING(n+1)
+        no outcome, lost = max_lost     -> result DIRTY/FAILED -> cleanup -> CLEAN
         BROKEN (cannot load definition) -> quarantine
+
+A job's own failures (its code raised, its script exited non-zero: the driver recorded FAILED)
+and lost attempts (the driver vanished without an outcome: its host or session was lost, it
+was killed, it stopped itself during a ZooKeeper outage) are counted apart, each with its own
+limit, so that infrastructure trouble does not spend the job's attempts.
+
+Records that exist but cannot be read are never taken for absent: an unreadable ``running``
+node is a live driver (the node's going away is what says a driver died), an unreadable cancel
+node still asks the job to stop, an unreadable handle, status or result quarantines the job.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from datetime import datetime, timedelta
 
 from recovery.launcher import describe_exit
 from recovery.settings import DaemonSettings
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import BROKEN, CANCELLED, DIRTY, FAILED, RESTARTING, STARTING, SUCCEEDED
 from zkstore.strict import parse_time
@@ -79,15 +91,21 @@ class Wait(Action):
 
 
 @dataclass(frozen=True)
+class NoSlot(Wait):
+    """Every driver slot is in use: look again when one frees up."""
+
+
+@dataclass(frozen=True)
 class StopLaunch(Action):
     """Our launched driver did not take ``running`` in time: kill it."""
 
 
 @dataclass(frozen=True)
 class Restart(Action):
-    """Record a failed attempt; the next starts at ``not_before``."""
+    """Record a failed or lost attempt; the next starts at ``not_before``."""
 
     failures: int = 0
+    lost: int = 0
     not_before: datetime | None = None
     error: str | None = None
 
@@ -118,6 +136,11 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
     status = job.status
     if status is None:
         return Initialize(reason="new job")
+    if job.driver_present and job.running is None:
+        return Wait(
+            reason="its running node is unreadable: the driver is taken to be alive until the "
+            "node goes away"
+        )
     if job.running is not None:
         running = job.running
         if (
@@ -129,14 +152,14 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
         return Adopt(reason=f"driver of attempt {running.attempt} is alive")
     if status.state == STARTING:
         return _starting(job, local, settings, now)
-    if job.cancel is not None:
+    if job.cancel_requested:
         return Finish(outcome=CANCELLED, error="cancelled", reason="cancel requested")
     if status.state == RESTARTING and status.not_before is not None:
         not_before = parse_time(status.not_before)
         if now < not_before:
             return Wait(until=not_before, reason="restart backoff")
     if local.drivers_running >= settings.max_drivers:
-        return Wait(reason=f"all {settings.max_drivers} driver slots in use")
+        return NoSlot(reason=f"all {settings.max_drivers} driver slots in use")
     return Start(attempt=status.attempt + 1, reason=f"{status.state.lower()} job")
 
 
@@ -145,13 +168,15 @@ def _settled(job: JobSnapshot) -> Action | None:
     if job.result is not None:
         if job.result.state != DIRTY:
             return Nothing(reason="finished")
-        if job.running is not None:
+        if job.driver_present:
             return Wait(reason="result recorded; waiting for the last driver to go away")
         return CleanUp(reason=f"result {job.result.outcome} recorded, cleanup unfinished")
-    if job.quarantine is not None:
+    if job.quarantined:
         return Nothing(reason="quarantined")
-    for record in ("handle", "status"):
+    for record in ("result", "handle", "status"):
         if record in job.errors:
+            if not job.in_current_jobs:
+                return Nothing(reason=f"not in currentJobs; its {record} is unreadable")
             return QuarantineJob(reason=job.errors[record])
     if job.handle is None or job.marked:
         return Nothing(reason="not in currentJobs")
@@ -175,40 +200,47 @@ def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dat
     if ours and local.exit_code is not None:
         error = f"driver of attempt {attempt} {describe_exit(local.exit_code)}"
     else:
-        error = f"driver of attempt {attempt} ended (killed?)"
-    return _ended(job, FAILED, error + " and left no outcome", settings, now)
+        error = f"driver of attempt {attempt} ended (killed, or its host or session lost)"
+    return _ended(job, FAILED, error + " and left no outcome", settings, now, lost=True)
 
 
 def _ended(
-    job: JobSnapshot, outcome: str, error: str | None, settings: DaemonSettings, now: datetime
+    job: JobSnapshot,
+    outcome: str,
+    error: str | None,
+    settings: DaemonSettings,
+    now: datetime,
+    *,
+    lost: bool = False,
 ) -> Action:
-    """The attempt recorded in ``status`` is over with ``outcome``."""
-    assert job.status is not None and job.handle is not None
+    """The attempt recorded in ``status`` is over with ``outcome`` (``lost``: without one)."""
+    assert job.status is not None
     if outcome == SUCCEEDED:
         return Finish(outcome=SUCCEEDED, reason="attempt succeeded")
     if outcome == CANCELLED:
         return Finish(outcome=CANCELLED, error=error or "cancelled", reason="attempt cancelled")
     if outcome == BROKEN:
         return QuarantineJob(reason=error or "driver could not load the definition")
-    failures = job.status.failures + 1
-    if job.cancel is not None:
+    if job.cancel_requested:
         return Finish(outcome=CANCELLED, error=error, reason="failed while cancel was requested")
-    max_attempts = _max_attempts(job)
-    if failures >= max_attempts:
+    status = job.status
+    failures, lost_count = status.failures + (not lost), status.lost + lost
+    used, limit, what = (
+        (lost_count, job.summary_int("max_lost") or DEFAULT_MAX_LOST_ATTEMPTS, "lost")
+        if lost
+        else (failures, job.summary_int("max_attempts") or 1, "failed")
+    )
+    if used >= limit:
         return Finish(
             outcome=FAILED,
             error=error,
-            reason=f"attempt {job.status.attempt} failed; {failures} of {max_attempts} used",
+            reason=f"attempt {status.attempt} {what}; {used} of {limit} such attempts used",
         )
-    delay = settings.backoff(failures)
+    delay = settings.backoff(failures + lost_count)
     return Restart(
         failures=failures,
+        lost=lost_count,
         not_before=now + timedelta(seconds=delay),
         error=error,
-        reason=f"attempt {job.status.attempt} failed; retrying in {delay:g} s",
+        reason=f"attempt {status.attempt} {what} ({used} of {limit}); retrying in {delay:g} s",
     )
-
-
-def _max_attempts(job: JobSnapshot) -> int:
-    value = job.handle.summary.get("max_attempts") if job.handle is not None else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1

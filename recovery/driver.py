@@ -38,7 +38,6 @@ from recovery.context import (
     spark_conf_args,
 )
 from recovery.launcher import (
-    DRIVER_CONFIG_ENV,
     EXIT_BROKEN,
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -390,6 +389,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attempt", type=int, required=True)
     parser.add_argument("--status-version", type=int, required=True)
     parser.add_argument("--cancel-grace", type=float, default=30.0)
+    parser.add_argument(
+        "--config-fd",
+        type=int,
+        required=True,
+        help="file descriptor to read the store configuration from (drivers are started by the "
+        "daemon, which passes it through a pipe)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -398,9 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     try:
-        config = StoreConfig.from_json(os.environ[DRIVER_CONFIG_ENV])
-    except KeyError:
-        parser.error(f"{DRIVER_CONFIG_ENV} is not set: drivers are started by the daemon")
+        config = StoreConfig.from_json(_read_config(args.config_fd))
+    except (OSError, UnicodeDecodeError) as exc:
+        parser.error(f"cannot read the configuration from fd {args.config_fd}: {exc}")
     except ConfigError as exc:
         parser.error(str(exc))
     driver = Driver(
@@ -412,6 +418,13 @@ def main(argv: list[str] | None = None) -> int:
         cancel_grace=args.cancel_grace,
     )
     return driver.run()
+
+
+def _read_config(fd: int) -> str:
+    """Read the configuration the daemon wrote into the pipe, and close it: nothing that starts
+    later (the Spark JVM, the Python workers running job code) can read it again."""
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read(1 << 20).decode()
 
 
 if __name__ == "__main__":

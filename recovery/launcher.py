@@ -2,8 +2,12 @@
 
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
-crash. Its configuration comes through the environment (the signing key never appears on a
-command line); its output goes to a log file per attempt.
+crash. Its output goes to a log file per attempt.
+
+Its store configuration, secrets included, comes through a pipe (``--config-fd``) that the
+driver reads once and closes: never through its environment or command line, which the Spark JVM
+and the Python workers that run job code inherit or can read. The daemon's own secret variables
+are removed from the driver's environment too.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recovery.settings import DaemonSettings
-from zkstore.config import ENV_VARS
+from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 
 logger = logging.getLogger(__name__)
 
-DRIVER_CONFIG_ENV = "ZKSTORE_DRIVER_CONFIG"
+#: Names the cluster (its ZooKeeper base path) a driver belongs to, so that tools can find the
+#: drivers of a cluster on a host; not a secret.
+DRIVER_OF_ENV = "ZKSTORE_DRIVER_OF"
 
 # Exit codes of ``python -m recovery.driver``.
 EXIT_SUCCEEDED = 0
@@ -81,18 +87,19 @@ class DriverLauncher:
         self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
 
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env[DRIVER_CONFIG_ENV] = self.settings.store.to_json()
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
+        env[DRIVER_OF_ENV] = self.settings.store.base_path
         env[ENV_VARS["spark_master"]] = self.settings.spark_master
-        env.pop(ENV_VARS["signing_key"], None)  # travels inside the driver config
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def command(self, job_id: str, attempt: int, status_version: int) -> list[str]:
+    def command(self, job_id: str, attempt: int, status_version: int, config_fd: int) -> list[str]:
         return [
             self.settings.python,
             "-m",
             "recovery.driver",
+            "--config-fd",
+            str(config_fd),
             "--job-id",
             job_id,
             "--attempt",
@@ -107,15 +114,26 @@ class DriverLauncher:
         """Start the driver of ``attempt``; raises OSError if the process cannot be started."""
         log_path = self.log_dir / job_id / f"attempt-{attempt}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen(
-                self.command(job_id, attempt, status_version),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.environment(),
-                start_new_session=True,
-            )
+        read_end, write_end = os.pipe()
+        try:
+            # A config is a few hundred bytes: it fits in the pipe's buffer before the child runs.
+            os.write(write_end, self.settings.store.to_json().encode())
+            os.close(write_end)
+            write_end = -1
+            with open(log_path, "ab") as log:
+                process = subprocess.Popen(
+                    self.command(job_id, attempt, status_version, read_end),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.environment(),
+                    start_new_session=True,
+                    pass_fds=(read_end,),
+                )
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
         logger.info(
             "started driver of %s attempt %d (pid %d, log %s)",
             job_id,

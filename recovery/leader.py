@@ -1,66 +1,42 @@
 """The duties of one leadership grant, all performed on the daemon's loop thread.
 
 On grant: publish ``R/leader/info``, watch ``R/currentJobs``, then reconcile every job: finish the
-cleanup of dirty results first, then adopt jobs whose driver is alive and start the others
-(definitions verified in parallel, with a bound). After that, every event about a job (a
-submission, a driver's ``running`` node going away, a cancel request, a timer) reconciles that
-job again. Every write carries the leadership's fence, so a deposed leader's writes fail inside
-ZooKeeper.
+cleanup of dirty results first, then adopt jobs whose driver is alive and start the others. After
+that, every event about a job (a submission, a driver's ``running`` node going away, a cancel
+request, a timer, a driver slot freed) reconciles that job again. Every write carries the
+leadership's fence, so a deposed leader's writes fail inside ZooKeeper.
+
+One job never blocks the others (invariant 6): each job's decision and action run under a guard
+that turns anything unexpected into "this job is broken" (a log line with the job id, and
+quarantine); only an outage or the loss of leadership stops a batch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
+from recovery.actions import JobActions
 from recovery.coordinator import JobCoordinator
-from recovery.decide import (
-    Action,
-    Adopt,
-    CleanUp,
-    Finish,
-    Initialize,
-    Local,
-    QuarantineJob,
-    ReleaseDead,
-    Restart,
-    Start,
-    StopLaunch,
-    Wait,
-    decide,
-)
+from recovery.decide import Action, CleanUp, Initialize, Local, NoSlot, QuarantineJob, Start, decide
 from recovery.election import LeaderElection
 from recovery.launcher import DriverLauncher, Launch
 from recovery.loop import Event, LeaderContext, Leadership, Loop
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
-from zkstore.errors import (
-    ConflictError,
-    CorruptHandle,
-    HandleExists,
-    HandleNotFound,
-    NotLeader,
-    PayloadError,
-)
-from zkstore.jobs.cleanup import clean_up
+from zkstore.errors import ConflictError, NotLeader, StoreUnavailable
 from zkstore.jobs.graph import JobGraphWatch
-from zkstore.jobs.records import JobStatus
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
-from zkstore.jobs.states import PENDING, RESTARTING, STARTING
-from zkstore.ops import Check, Delete
-from zkstore.strict import utc_now
+from zkstore.jobs.states import PENDING
+from zkstore.ops import Create
 
 logger = logging.getLogger(__name__)
 
 JOB_CHANGED = "job-changed"
-CLEANUP_RETRY = 2.0
-VERIFY_PARALLELISM = 16
 
 
 class LeaderProcess:
@@ -81,14 +57,16 @@ class LeaderProcess:
         self.leadership = leadership
         self.fence = leadership.fence
         self.loop = loop
-        self.launcher = launcher
         self.election = election
         self.coordinators = coordinators
         self.context = LeaderContext(loop, leadership)
+        self.actions = JobActions(self, launcher)
         self._watch: JobGraphWatch | None = None
-        self._watchers: dict[str, Callable[[object], None]] = {}
         self._dirty: set[str] = set()
-        self._reported: set[tuple[str, str]] = set()
+        #: jobs waiting for a driver slot, in the order they started waiting
+        self._waiting_for_slot: dict[str, None] = {}
+        #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
+        self._watchers: dict[str, Callable[[object], None]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -98,12 +76,10 @@ class LeaderProcess:
         self.election.publish_info()
         for coordinator in self.coordinators.values():
             coordinator.lazy_initialize(self.context, self.driver_exited)
-        self._watch = self.cluster.jobs.watch(
-            lambda kind, job: self.loop.post(Event(JOB_CHANGED, job))
-        )
-        self._dirty = {r.job_id for r in self.cluster.results.dirty()}
+        self._watch = self.cluster.jobs.watch(self.post)
+        self._dirty = self.cluster.results.needing_attention()
         count = self.reconcile_all()
-        logger.info(
+        logger.warning(
             "leadership taken: %d job(s) recovered in %.2f s", count, time.monotonic() - started
         )
 
@@ -120,9 +96,31 @@ class LeaderProcess:
 
     # -- events --------------------------------------------------------------------------------
 
+    def post(self, *args: str) -> None:
+        """Look at the job (the last argument) again on the loop's next turn; any thread."""
+        self.loop.post(Event(JOB_CHANGED, args[-1]))
+
+    def post_at(self, when: float, job_id: str) -> None:
+        self.loop.post_at(when, Event(JOB_CHANGED, job_id))
+
     def driver_exited(self, launch: Launch) -> None:
-        """A driver this daemon started is gone (called on the loop thread, fenced)."""
-        self.reconcile([launch.job_id])
+        """A driver this daemon started is gone (on the loop thread, fenced): its slot is free."""
+        self.post(launch.job_id)
+        self.slot_freed()
+
+    def slot_freed(self) -> None:
+        """Offer the freed driver slots to the jobs waiting longest for one."""
+        free = self.settings.max_drivers - self.drivers_running()
+        for job_id in list(self._waiting_for_slot)[: max(0, free)]:
+            del self._waiting_for_slot[job_id]
+            self.post(job_id)
+
+    def job_done(self, job_id: str) -> None:
+        """The job's cleanup finished: forget it."""
+        self._dirty.discard(job_id)
+        self._waiting_for_slot.pop(job_id, None)
+        self.coordinators.pop(job_id, None)
+        self._watchers.pop(job_id, None)
 
     def reconcile_all(self) -> int:
         """Look at every job that may need something; returns how many were looked at."""
@@ -132,31 +130,42 @@ class LeaderProcess:
         return len(ids)
 
     def reconcile(self, job_ids: Iterable[str]) -> None:
-        """Decide and act for each job; stops as soon as leadership ends."""
+        """Decide and act for each job; stops as soon as leadership ends.
+
+        Driver slots are counted once and taken as starts are decided, so that a batch of
+        pending jobs (a new leader's recovery) never starts more than ``--max-drivers``. New jobs
+        are initialized in one pipelined round and decided again at once, without a re-read.
+        """
         ids = sorted(set(job_ids))
         if not ids or not self.active:
             return
         snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids)
         now = datetime.now(UTC)
-        # Driver slots are counted once and taken as starts are decided, so that a batch of
-        # pending jobs (a new leader's recovery) never starts more than --max-drivers.
-        running = self._drivers_running()
+        running = self.drivers_running()
         plans: list[tuple[JobSnapshot, Action]] = []
-        for snap in snapshots.values():
-            action = decide(snap, self._local(snap.job_id, running), self.settings, now)
+        fresh: list[JobSnapshot] = []
+        for snapshot in snapshots.values():
+            action = self._decide(snapshot, running, now)
+            if isinstance(action, Initialize):
+                fresh.append(snapshot)
+                continue
             running += isinstance(action, Start)
-            plans.append((snap, action))
+            plans.append((snapshot, action))
+        for snapshot in self._initialize(fresh):
+            action = self._decide(snapshot, running, now)
+            running += isinstance(action, Start)
+            plans.append((snapshot, action))
         plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))  # dirty results first
-        plans = self._verify_starts(plans)
         for snapshot, action in plans:
             if not self.active:
                 return
             self._apply(snapshot, action)
+        self.slot_freed()
 
-    def _drivers_running(self) -> int:
+    def drivers_running(self) -> int:
         return sum(1 for c in self.coordinators.values() if c.live_launch is not None)
 
-    def _local(self, job_id: str, running: int) -> Local:
+    def local(self, job_id: str, running: int = 0) -> Local:
         coordinator = self.coordinators.get(job_id)
         launch = coordinator.launch if coordinator is not None else None
         if launch is None:
@@ -170,197 +179,78 @@ class LeaderProcess:
             drivers_running=running,
         )
 
-    def _verify_starts(
-        self, plans: list[tuple[JobSnapshot, Action]]
-    ) -> list[tuple[JobSnapshot, Action]]:
-        """Verify the definition of every job about to start, in parallel; broken ones go to
-        quarantine instead (without ever unpickling them here)."""
-        starts = [snap.job_id for snap, action in plans if isinstance(action, Start)]
-        if not starts:
-            return plans
+    # -- guarded decisions and actions ---------------------------------------------------------
 
-        def verify(job_id: str) -> str | None:
-            try:
-                self.cluster.jobs.handles.verify(job_id)
-            except (PayloadError, CorruptHandle) as exc:
-                return f"{type(exc).__name__}: {exc}"
-            except HandleNotFound:
-                return None
-            return None
-
-        with ThreadPoolExecutor(max_workers=min(VERIFY_PARALLELISM, len(starts))) as pool:
-            problems = dict(zip(starts, pool.map(verify, starts), strict=True))
-        return [
-            (
-                snap,
-                QuarantineJob(reason=problem) if (problem := problems.get(snap.job_id)) else action,
-            )
-            for snap, action in plans
-        ]
-
-    # -- actions -------------------------------------------------------------------------------
+    def _decide(self, job: JobSnapshot, running: int, now: datetime) -> Action:
+        try:
+            action = decide(job, self.local(job.job_id, running), self.settings, now)
+        # The guard of invariant 6: a record combination nobody foresaw is this job's problem.
+        except Exception as exc:
+            logger.exception("job %s: cannot decide what to do", job.job_id)
+            return QuarantineJob(reason=f"internal error deciding: {type(exc).__name__}: {exc}")
+        if isinstance(action, NoSlot):
+            self._waiting_for_slot.setdefault(job.job_id, None)
+        return action
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:
-        handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
-            Initialize: self._initialize,
-            Start: self._start,
-            Adopt: self._adopt,
-            ReleaseDead: self._release_dead,
-            Wait: self._wait,
-            StopLaunch: self._stop_launch,
-            Restart: self._restart,
-            Finish: self._finish,
-            CleanUp: self._clean_up,
-            QuarantineJob: self._quarantine,
-        }
-        handler = handlers.get(type(action))
-        if handler is None:
-            return
+        """Act for one job. Leadership lost: stop; outage: raise (it is nobody's job's fault);
+        a conflict: look again; anything else: the job is broken, the others go on."""
         try:
-            handler(job, action)
+            self.actions.apply(job, action)
         except NotLeader:
             logger.warning("job %s: leadership lost while acting; stopping", job.job_id)
             self.leadership.revoke()
+        except StoreUnavailable:
+            raise
         except ConflictError as exc:
-            # Somebody changed the job meanwhile: look at it again with fresh eyes.
             logger.info("job %s: %s; looking again", job.job_id, exc)
-            self.loop.post(Event(JOB_CHANGED, job.job_id))
+            self.post(job.job_id)
+        except Exception as exc:
+            logger.exception("job %s: %s failed", job.job_id, type(action).__name__)
+            self._quarantine_broken(job, f"{type(action).__name__} failed: {exc!r}")
 
-    def _status(self, job: JobSnapshot, **changes: object) -> JobStatus:
-        base = job.status or JobStatus(version=None)
-        values = {**base.as_dict(), "updated": utc_now(), "leader": self.settings.daemon_id}
-        values.update(changes)
-        values["version"] = None
-        return JobStatus(**values)
-
-    def _initialize(self, job: JobSnapshot, action: Initialize) -> None:
-        status = self._status(job, state=PENDING, attempt=0, failures=0)
-        self.cluster.state.put_status(job.job_id, status, expected_version=None, fence=self.fence)
-        logger.info("job %s: submitted (%s)", job.job_id, job.name)
-        self.reconcile([job.job_id])
-
-    def _start(self, job: JobSnapshot, action: Start) -> None:
-        assert job.status is not None and job.status.version is not None
-        status = self._status(job, state=STARTING, attempt=action.attempt, not_before=None)
-        written = self.cluster.state.put_status(
-            job.job_id, status, expected_version=job.status.version, fence=self.fence
-        )
-        assert written.version is not None
-        coordinator = self.coordinators.setdefault(
-            job.job_id, JobCoordinator(job.job_id, self.loop)
-        )
-        coordinator.lazy_initialize(self.context, self.driver_exited)
+    def _quarantine_broken(self, job: JobSnapshot, reason: str) -> None:
         try:
-            launch = self.launcher.launch(job.job_id, action.attempt, written.version)
-        except OSError as exc:
-            logger.error("job %s: cannot start a driver: %s", job.job_id, exc)
-            self.loop.post(Event(JOB_CHANGED, job.job_id))
-            return
-        coordinator.attach(launch)
-        self._watch_job(job.job_id)
-        logger.info("job %s: attempt %d started (%s)", job.job_id, action.attempt, action.reason)
+            self.actions.apply(job, QuarantineJob(reason=reason))
+        except (NotLeader, StoreUnavailable):
+            raise
+        except Exception:
+            logger.exception("job %s: could not be quarantined either", job.job_id)
 
-    def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
-        self._watch_job(job.job_id)
-        running = job.running
-        assert running is not None
-        key = (job.job_id, f"adopt-{running.attempt}")
-        if (
-            key not in self._reported
-            and self._local(job.job_id, 0).launched_attempt != running.attempt
-        ):
-            self._reported.add(key)
-            logger.info(
-                "job %s: adopted attempt %d (driver pid %d on %s)",
-                job.job_id,
-                running.attempt,
-                running.pid,
-                running.host,
-            )
-
-    def _release_dead(self, job: JobSnapshot, action: ReleaseDead) -> None:
-        assert job.status is not None and job.status.version is not None
-        layout = self.cluster.layout
-        self.cluster.zk.commit(
+    def _initialize(self, jobs: list[JobSnapshot]) -> list[JobSnapshot]:
+        """Create the status (PENDING) of new jobs in one pipelined round; returns their
+        snapshots as they now are. A job somebody else initialized is looked at again."""
+        if not jobs:
+            return []
+        zk, layout = self.cluster.zk, self.cluster.layout
+        zk.create_many([layout.job_dir(job.job_id) for job in jobs])  # existing ones are fine
+        statuses = [self.actions.status(job, state=PENDING, attempt=0, failures=0) for job in jobs]
+        errors = zk.commit_many(
             [
-                Check(layout.status(job.job_id), job.status.version),
-                Delete(layout.running(job.job_id)),
+                [Create(layout.status(job.job_id), status.to_bytes())]
+                for job, status in zip(jobs, statuses, strict=True)
             ],
             fence=self.fence,
         )
-        logger.info("job %s: %s", job.job_id, action.reason)
-        self.reconcile([job.job_id])
+        initialized = []
+        for job, status, error in zip(jobs, statuses, errors, strict=True):
+            if isinstance(error, NotLeader):
+                raise error
+            if error is not None:
+                logger.info("job %s: not initialized (%s); looking again", job.job_id, error)
+                self.post(job.job_id)
+                continue
+            logger.info("job %s: submitted (%s)", job.job_id, job.name)
+            initialized.append(replace(job, status=status.with_version(0)))
+        return initialized
 
-    def _wait(self, job: JobSnapshot, action: Wait) -> None:
-        self._watch_job(job.job_id)
-        if action.until is not None:
-            delay = (action.until - datetime.now(UTC)).total_seconds()
-            self.loop.post_at(time.monotonic() + max(0.0, delay), Event(JOB_CHANGED, job.job_id))
-
-    def _stop_launch(self, job: JobSnapshot, action: StopLaunch) -> None:
-        coordinator = self.coordinators.get(job.job_id)
-        if coordinator is not None and coordinator.live_launch is not None:
-            logger.warning("job %s: %s; killing it", job.job_id, action.reason)
-            coordinator.live_launch.process.kill()
-
-    def _restart(self, job: JobSnapshot, action: Restart) -> None:
-        assert job.status is not None and action.not_before is not None
-        not_before = action.not_before.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        status = self._status(
-            job,
-            state=RESTARTING,
-            failures=action.failures,
-            last_error=action.error,
-            not_before=not_before,
-        )
-        self.cluster.state.put_status(
-            job.job_id, status, expected_version=job.status.version, fence=self.fence
-        )
-        logger.warning("job %s: %s (%s)", job.job_id, action.reason, action.error)
-        self._wait(job, Wait(until=action.not_before))
-
-    def _finish(self, job: JobSnapshot, action: Finish) -> None:
-        attempts = job.status.attempt if job.status is not None else 0
-        # HandleExists: recorded already (by us before a crash, or by a previous leader).
-        with contextlib.suppress(HandleExists):
-            self.cluster.results.create_dirty(
-                job.job_id,
-                action.outcome,
-                attempts=attempts,
-                error=action.error,
-                name=job.name,
-                fence=self.fence,
-            )
-        self._dirty.add(job.job_id)
-        logger.info(
-            "job %s: %s after %d attempt(s); cleaning up", job.job_id, action.outcome, attempts
-        )
-        self._clean(job.job_id)
-
-    def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
-        self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
-        logger.warning("job %s: quarantined (%s)", job.job_id, action.reason)
-
-    def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
-        self._clean(job.job_id)
-
-    def _clean(self, job_id: str) -> None:
-        if clean_up(self.cluster, job_id, fence=self.fence):
-            self._dirty.discard(job_id)
-            self.coordinators.pop(job_id, None)
-            self._watchers.pop(job_id, None)
-            logger.info("job %s: cleaned up (result kept in results/)", job_id)
-        else:
-            self.loop.post_at(time.monotonic() + CLEANUP_RETRY, Event(JOB_CHANGED, job_id))
-
-    def _watch_job(self, job_id: str) -> None:
+    def watch_job(self, job_id: str) -> None:
         """Wake up when the job's driver goes away or a cancel is requested (re-armed per look)."""
         watcher = self._watchers.get(job_id)
         if watcher is None:
-            watcher = functools.partial(self._on_watch, job_id)
-            self._watchers[job_id] = watcher
+            watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
         layout = self.cluster.layout
         self.cluster.zk.exists_many([layout.running(job_id), layout.cancel(job_id)], watch=watcher)
 
     def _on_watch(self, job_id: str, event: object) -> None:
-        self.loop.post(Event(JOB_CHANGED, job_id))
+        self.post(job_id)

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from recovery.cli import cli
 from tests.helpers import wait_for
 from zkstore.admin.inventory import read_inventory, verify
+from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.cleanup import clean_up
@@ -71,7 +72,6 @@ def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]
         damaged = cluster.jobs.handles.get_handle("damaged")
         cluster.storage.discard(damaged.uri)  # dangling handle: payload deleted from outside
         cluster.quarantine.move_in("bad", "operator put it there")
-        time.sleep(MIN_AGE + 0.5)
         expected = {
             ("orphan-payload", "orphaned"),
             ("marked-node", "half-removed"),
@@ -84,7 +84,7 @@ def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]
         yield cluster, expected
 
 
-def lingering_json(config: StoreConfig, min_age: float = MIN_AGE) -> dict[str, Any]:
+def lingering_json(config: StoreConfig, min_age: float = 0.0) -> dict[str, Any]:
     result = run_cli(config, "handles", "lingering", "--min-age", f"{min_age}s", "--format", "json")
     assert result.exit_code == 0, result.output
     found: dict[str, Any] = json.loads(result.stdout)
@@ -115,9 +115,10 @@ def test_lingering_reports_every_kind_and_nothing_else(
     assert [f["garbage"] for f in quarantined] == [False]
     assert report["summary"]["marked-node"] == 2
     older_only = lingering_json(config, min_age=3600)["findings"]
-    assert [(f["kind"], f["job_id"]) for f in older_only] == [("quarantined-job", "bad")], (
-        "nothing younger than --min-age is garbage"
-    )
+    assert [(f["kind"], f["job_id"]) for f in older_only] == [
+        ("dangling-handle", "damaged"),  # damage at any age
+        ("quarantined-job", "bad"),
+    ], "nothing else younger than --min-age is reported"
 
 
 def test_cleanup_dry_run_changes_nothing(
@@ -126,7 +127,7 @@ def test_cleanup_dry_run_changes_nothing(
     cluster, expected = seeded
     before = snapshot_everything(cluster)
     result = run_cli(
-        config, "handles", "cleanup", "--dry-run", "--min-age", "2s", "--format", "json"
+        config, "handles", "cleanup", "--dry-run", "--min-age", "0s", "--format", "json"
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -163,9 +164,12 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
                     return
                 i += 1
 
+    seeded_at = time.time()
     thread = threading.Thread(target=workload)
     thread.start()
     try:
+        # The seeded state must be older than --min-age, the workload's newest payloads younger.
+        wait_for(lambda: time.time() > seeded_at + MIN_AGE + 0.5, timeout=30, what="aging")
         wait_for(lambda: len(written) >= 3, timeout=30, what="workload")
         result = run_cli(
             config, "handles", "cleanup", "--yes", "--min-age", "2s", "--format", "json"
@@ -301,3 +305,18 @@ def test_unreachable_zookeeper_is_one_clear_line_not_a_hang(tmp_path: Path) -> N
         "zkstore: error: StoreUnavailable: cannot reach ZooKeeper at 127.0.0.1:9 within 1 s"
     ]
     assert time.monotonic() - start < 15
+
+
+def test_a_handle_replaced_after_the_listing_is_not_reported_dangling(config: StoreConfig) -> None:
+    """The second look: lingering re-reads a suspect znode before calling it dangling."""
+    with Cluster.open(config) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("moving", noop))
+        stale = read_inventory(cluster.zk, cluster.layout)  # read before the replace
+        version = cluster.jobs.handles.exists("moving")
+        assert version is not None
+        cluster.jobs.handles.replace("moving", version, JobDefinition.for_function("moving", noop))
+        found = find_lingering(cluster, min_age=3600, inventory=stale)
+        assert [f.kind for f in found] == [], "the old payload is gone, but so is its handle"
+        cluster.storage.discard(cluster.jobs.handles.get_handle("moving").uri)
+        found = find_lingering(cluster, min_age=3600)
+        assert [(f.kind, f.job_id) for f in found] == [("dangling-handle", "moving")]

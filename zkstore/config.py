@@ -32,6 +32,9 @@ ENV_VARS: Mapping[str, str] = {
     "signing_key": "ZKSTORE_SIGNING_KEY",
 }
 
+#: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
+SECRET_ENV_VARS = frozenset({ENV_VARS["signing_key"], "ZKSTORE_ZK_AUTH", "ZKSTORE_API_TOKEN"})
+
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
 

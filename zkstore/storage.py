@@ -271,15 +271,19 @@ class StateStorage:
                     "another job, kind or cluster)"
                 )
 
-    def exists(self, uri: str) -> bool:
-        """True if an object is at ``uri``; an outage raises instead of answering False."""
+    def size(self, uri: str) -> int | None:
+        """The size of the object at ``uri``, or None if there is none; an outage raises."""
         path = self.path_of(uri)
         with storage_errors(f"stat {uri}"):
             try:
-                self.fs.info(path)
+                info = self.fs.info(path)
             except FileNotFoundError:
-                return False
-        return True
+                return None
+        return int(info.get("size") or 0) if info.get("type") != "directory" else None
+
+    def exists(self, uri: str) -> bool:
+        """True if an object is at ``uri``; an outage raises instead of answering False."""
+        return self.size(uri) is not None
 
     def list(self, prefix: str) -> list[StoredObject]:
         """Every object under ``prefix`` (relative to the root), with sizes and ages, uncached."""

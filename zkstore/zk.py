@@ -392,8 +392,49 @@ class ZooKeeper:
         :class:`HandleNotFound`, :class:`VersionConflict`, :class:`NotEmpty`) with its ``path``,
         or :class:`OutcomeUnknown` if the connection failed before the answer.
         """
-        fence_ops = fence.ops if fence else ()
-        all_ops: list[Op] = [*fence_ops, *ops]
+        guards = fence.ops if fence else ()
+        all_ops = [*guards, *ops]
+        transaction = self._transaction(all_ops)
+        results: list[Any] = self._write(
+            f"transaction of {len(all_ops)} ops", transaction.commit_async, timeout
+        )
+        error = _transaction_error(results, all_ops, fence)
+        if error is not None:
+            raise error
+        return results[len(guards) :]
+
+    def commit_many(
+        self,
+        transactions: Sequence[Sequence[Op]],
+        *,
+        fence: Fence | None = None,
+        timeout: float | None = None,
+    ) -> list[ZkStoreError | None]:
+        """Commit many independent transactions, pipelined, each with ``fence``'s guards.
+
+        Returns, per transaction, ``None`` (applied) or the error :meth:`commit` would have raised
+        for it (nothing of it applied). An outage raises :class:`OutcomeUnknown`: transactions
+        whose answer was lost may or may not have been applied.
+        """
+        deadline = self._deadline(timeout)
+        self._await(deadline, f"{len(transactions)} transactions")
+        guards = fence.ops if fence else ()
+        pending = []
+        for ops in transactions:
+            all_ops = [*guards, *ops]
+            pending.append((all_ops, self._transaction(all_ops).commit_async()))
+        errors: list[ZkStoreError | None] = []
+        for all_ops, async_result in pending:
+            try:
+                results = async_result.get(timeout=deadline.remaining())
+            except _OUTAGES as exc:
+                raise OutcomeUnknown(f"pipelined transactions interrupted: {_name(exc)}") from exc
+            except KazooException as exc:
+                raise _translate(exc, "pipelined transaction") from exc
+            errors.append(_transaction_error(results, all_ops, fence))
+        return errors
+
+    def _transaction(self, all_ops: Sequence[Op]) -> Any:
         size = 0
         transaction = self._client.transaction()
         for op in all_ops:
@@ -409,22 +450,26 @@ class ZooKeeper:
                 transaction.delete(op.path, op.version)
         if size > MAX_ZNODE_BYTES:
             raise ConfigError(f"transaction carries {size} bytes, over {MAX_ZNODE_BYTES}")
-        results: list[Any] = self._write(
-            f"transaction of {len(all_ops)} ops", transaction.commit_async, timeout
-        )
-        for index, result in enumerate(results):
-            if not isinstance(result, Exception) or isinstance(
-                result, RolledBackError | RuntimeInconsistency
-            ):
-                continue
-            fence_error = fence.failure(index) if fence is not None else None
-            if fence_error is not None:
-                raise fence_error
-            op = all_ops[index]
-            raise _translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
-        if any(isinstance(r, Exception) for r in results):
-            raise StoreUnavailable(f"transaction failed without a cause: {results!r}")
-        return results[len(fence_ops) :]
+        return transaction
+
+
+def _transaction_error(
+    results: list[Any], all_ops: Sequence[Op], fence: Fence | None
+) -> ZkStoreError | None:
+    """The error of a committed transaction, or None if it was applied (every op inspected)."""
+    for index, result in enumerate(results):
+        if not isinstance(result, Exception) or isinstance(
+            result, RolledBackError | RuntimeInconsistency
+        ):
+            continue
+        fence_error = fence.failure(index) if fence is not None else None
+        if fence_error is not None:
+            return fence_error
+        op = all_ops[index]
+        return _translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
+    if any(isinstance(r, Exception) for r in results):
+        return StoreUnavailable(f"transaction failed without a cause: {results!r}")
+    return None
 
 
 def _check_size(path: str, data: bytes) -> None:

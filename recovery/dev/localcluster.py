@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recovery.launcher import DRIVER_CONFIG_ENV
+from recovery.launcher import DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import HandleNotFound
 from zkstore.zk import ZooKeeper
@@ -185,14 +185,14 @@ class LocalCluster:
 
     def driver_processes(self) -> list[int]:
         """Pids of driver processes of this cluster still alive on this machine (Linux)."""
-        marker = json.dumps(self.config.root)[1:-1]
+        marker = f"{DRIVER_OF_ENV}={self.config.base_path}\0".encode()
         found = []
         for entry in Path("/proc").glob("[0-9]*"):
             try:
                 environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            if DRIVER_CONFIG_ENV.encode() in environ and f'"root": "{marker}"'.encode() in environ:
+            if marker in environ:
                 found.append(int(entry.name))
         return found
 

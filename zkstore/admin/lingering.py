@@ -29,14 +29,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from zkstore.admin.inventory import CHECKPOINT, JOB, Inventory, read_inventory
+from zkstore.admin.inventory import (
+    CHECKPOINT,
+    JOB,
+    HandleRecord,
+    Inventory,
+    payload_prefix,
+    read_inventory,
+)
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.states import DIRTY
-from zkstore.layout import checkpoint_node_name
 from zkstore.storage import TEMP_MARKER, StoredObject
-from zkstore.store import ZooKeeperStateHandleStore
+from zkstore.store import ZooKeeperStateHandleStore, is_marked
 from zkstore.strict import parse_time
 
 logger = logging.getLogger(__name__)
@@ -84,14 +90,23 @@ def _job_of(key: str) -> str | None:
 
 
 def find_lingering(
-    cluster: Cluster, *, min_age: float, inventory: Inventory | None = None
+    cluster: Cluster,
+    *,
+    min_age: float,
+    inventory: Inventory | None = None,
+    now: float | None = None,
 ) -> list[Finding]:
-    """Everything lingering under the cluster's root; garbage kinds only past ``min_age``."""
+    """Everything lingering under the cluster's root; garbage kinds only past ``min_age``.
+
+    A dangling handle is damage at any age: it is reported once a second read of its znode and
+    its payload confirms it (a handle replaced or removed meanwhile is not damage).
+    """
     inventory = inventory or read_inventory(cluster.zk, cluster.layout)
-    now = time.time()
+    now = time.time() if now is None else now
     objects = cluster.storage.list(cluster.storage_layout.jobs)
     findings = _orphans(cluster, inventory, objects, now, min_age)
-    findings += _handles(inventory, {o.uri: o for o in objects}, now, min_age)
+    findings += _marked(inventory, now, min_age)
+    findings += _dangling(cluster, inventory, {o.uri: o for o in objects}, now)
     findings += _records(cluster, inventory, now, min_age)
     return sorted(findings, key=lambda f: (KINDS.index(f.kind), f.job_id, f.target))
 
@@ -112,42 +127,66 @@ def _orphans(
     return found
 
 
-def _handles(
-    inventory: Inventory, objects: dict[str, StoredObject], now: float, min_age: float
-) -> list[Finding]:
+def _marked(inventory: Inventory, now: float, min_age: float) -> list[Finding]:
     found = []
     for record in inventory.handles:
         age = now - record.mtime if record.mtime else 0.0
-        if record.marked:
-            if age >= min_age:
-                found.append(
-                    Finding(
-                        MARKED_NODE,
-                        record.job_id,
-                        record.path,
-                        age,
-                        detail="removal never finished",
-                    )
-                )
-            continue
-        if record.kind not in (JOB, CHECKPOINT) or age < min_age:
-            continue
-        if record.handle is None:
+        if record.marked and age >= min_age:
             found.append(
-                Finding(DANGLING_HANDLE, record.job_id, record.path, age, detail=record.error or "")
+                Finding(
+                    MARKED_NODE, record.job_id, record.path, age, detail="removal never finished"
+                )
             )
-            continue
-        stored = objects.get(record.handle.uri)
-        if stored is None:
-            detail = f"payload {record.handle.uri} is missing"
-        elif stored.size != record.handle.size:
-            detail = f"payload has {stored.size} bytes, handle says {record.handle.size}"
-        else:
-            continue
-        found.append(
-            Finding(DANGLING_HANDLE, record.job_id, record.path, age, record.handle.size, detail)
-        )
     return found
+
+
+def _damage(
+    cluster: Cluster, record: HandleRecord, objects: dict[str, StoredObject]
+) -> tuple[str, int | None] | None:
+    """What is wrong with a live handle's payload (from the listing), or None."""
+    handle = record.handle
+    if handle is None:
+        return record.error or "corrupt handle", None
+    if not cluster.storage.is_under(handle.uri, payload_prefix(record, cluster.storage_layout)):
+        return f"payload {handle.uri!r:.200} is outside its job's prefix", handle.size
+    stored = objects.get(handle.uri)
+    if stored is None:
+        return f"payload {handle.uri} is missing", handle.size
+    if stored.size != handle.size:
+        return f"payload has {stored.size} bytes, handle says {handle.size}", handle.size
+    return None
+
+
+def _dangling(
+    cluster: Cluster, inventory: Inventory, objects: dict[str, StoredObject], now: float
+) -> list[Finding]:
+    suspects = [
+        (record, damage)
+        for record in inventory.handles
+        if not record.marked and record.kind in (JOB, CHECKPOINT)
+        if (damage := _damage(cluster, record, objects)) is not None
+    ]
+    if not suspects:
+        return []
+    # Second look: the znode still holds the same handle, and its payload is still wrong. A
+    # handle published or replaced after the storage listing is not damage.
+    again = cluster.zk.get_many([record.path for record, _ in suspects])
+    found = []
+    for (record, (detail, size)), item in zip(suspects, again, strict=True):
+        if item is None or item[1].version != record.version or is_marked(item[1]):
+            continue
+        handle = record.handle
+        if handle is not None and _payload_fine(cluster, record, handle.uri, handle.size):
+            continue
+        age = now - record.mtime if record.mtime else 0.0
+        found.append(Finding(DANGLING_HANDLE, record.job_id, record.path, age, size, detail))
+    return found
+
+
+def _payload_fine(cluster: Cluster, record: HandleRecord, uri: str, size: int) -> bool:
+    if not cluster.storage.is_under(uri, payload_prefix(record, cluster.storage_layout)):
+        return False
+    return cluster.storage.size(uri) == size
 
 
 def _records(cluster: Cluster, inventory: Inventory, now: float, min_age: float) -> list[Finding]:
@@ -265,7 +304,7 @@ class Cleaner:
         name = finding.target.rsplit("/", 1)[1]
         if finding.target.startswith(self.cluster.layout.current_jobs + "/"):
             return self.cluster.jobs.handles, name
-        return self.cluster.checkpoints(finding.job_id).handles, checkpoint_node_name(int(name))
+        return self.cluster.checkpoints(finding.job_id).handles, name
 
     def _marked(self, finding: Finding) -> CleanupResult:
         store, name = self._store(finding)

@@ -43,17 +43,16 @@ def age(timestamp: str | None) -> str | None:
 
 def describe(job: JobSnapshot) -> dict[str, Any]:
     """One job as a JSON-able dict (the documented shape of ``jobs list --format json``)."""
-    summary = dict(job.handle.summary) if job.handle is not None else {}
     status = job.status
     return {
         "job_id": job.job_id,
         "name": job.name,
         "state": job.state,
-        "kind": summary.get("kind"),
-        "entry": summary.get("entry"),
+        "kind": job.summary_text("kind"),
+        "entry": job.summary_text("entry"),
         "attempt": job.attempt,
-        "max_attempts": summary.get("max_attempts"),
-        "submitted": summary.get("submitted"),
+        "max_attempts": job.summary_int("max_attempts"),
+        "submitted": job.summary_time("submitted"),
         "driver": None
         if job.running is None
         else {
@@ -63,6 +62,8 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
             "started": job.running.started,
         },
         "failures": status.failures if status is not None else None,
+        "lost": status.lost if status is not None else None,
+        "max_lost_attempts": job.summary_int("max_lost"),
         "last_error": status.last_error if status is not None else None,
         "next_attempt_at": status.not_before if status is not None else None,
         "cancel_requested": job.cancel.requested if job.cancel is not None else None,

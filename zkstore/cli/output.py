@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from zkstore.strict import escape_control
+
 FORMATS = ("table", "json")
 
 
@@ -23,6 +25,8 @@ def format_option(func: Any) -> Any:
 
 
 def _cell(value: Any) -> str:
+    """One table cell: one line, whatever the value holds (a planted name with a newline must
+    not forge a row, nor an escape sequence repaint the terminal)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -31,7 +35,7 @@ def _cell(value: Any) -> str:
         return f"{value:.1f}"
     if isinstance(value, list | tuple):
         return ",".join(_cell(v) for v in value) or "-"
-    return str(value)
+    return escape_control(str(value))
 
 
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:

@@ -26,6 +26,9 @@ SCRIPT: JobKind = "script"
 FUNCTION: JobKind = "function"
 MAX_NAME_CHARS = 100
 MAX_ATTEMPTS_LIMIT = 1000
+#: Attempts lost to the infrastructure (a host or session lost, the driver killed) before the job
+#: is given up as FAILED; they do not count against ``max_attempts``, the job's own failures.
+DEFAULT_MAX_LOST_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class JobDefinition:
     function: Callable[..., Any] | None = None
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     max_attempts: int = 3
+    max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS
     submitted: str = field(default_factory=utc_now)
     python: str = field(default_factory=python_version)
     cloudpickle: str = cloudpickle.__version__
@@ -64,6 +68,11 @@ class JobDefinition:
             or not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT
         ):
             raise ConfigError(f"max attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}")
+        if (
+            not isinstance(self.max_lost_attempts, int)
+            or not 1 <= self.max_lost_attempts <= MAX_ATTEMPTS_LIMIT
+        ):
+            raise ConfigError(f"max lost attempts must be between 1 and {MAX_ATTEMPTS_LIMIT}")
         for key, value in self.spark_conf.items():
             if not isinstance(key, str) or not isinstance(value, str) or not key:
                 raise ConfigError(f"Spark configuration must map strings to strings: {key!r}")
@@ -132,5 +141,6 @@ class JobDefinition:
             "entry": self.entry_point[:120],
             "submitted": self.submitted,
             "max_attempts": self.max_attempts,
+            "max_lost": self.max_lost_attempts,
             "python": self.python,
         }

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from zkstore.entries import Entry, GetAllResult
-from zkstore.errors import JobFinished, JobQuarantined
+from zkstore.errors import IncompatiblePayload, JobFinished, JobQuarantined
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.layout import Layout, StorageLayout, validate_job_id
@@ -92,7 +92,18 @@ class JobGraphStore:
         Raises :class:`~zkstore.errors.HandleNotFound`, :class:`~zkstore.errors.CorruptHandle`
         or a :class:`~zkstore.errors.PayloadError`; the caller quarantines such a job.
         """
-        return self.handles.get(validate_job_id(job_id), lock=lock)
+        entry = self.handles.get(validate_job_id(job_id), lock=lock)
+        definition = entry.state
+        if not isinstance(definition, JobDefinition) or definition.job_id != job_id:
+            if lock:
+                self.handles.release(job_id)
+            what = (
+                f"the definition of job {definition.job_id!r:.140}"
+                if isinstance(definition, JobDefinition)
+                else f"a {type(definition).__name__}"
+            )
+            raise IncompatiblePayload(f"the payload of job {job_id} holds {what}, not its own")
+        return entry
 
     def recover_all(self, *, lock: bool = False) -> GetAllResult[JobDefinition]:
         """Every job's verified definition; broken ones are reported, never raised."""

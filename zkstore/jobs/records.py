@@ -91,9 +91,10 @@ class Record:
             if value is None:
                 if f.name not in cls.optional:
                     raise ValueError(f"missing {f.name!r}")
-            elif not _matches(value, str(f.type)):
+                continue  # the field's default
+            if not _matches(value, str(f.type)):
                 raise ValueError(f"{f.name!r} has the wrong type")
-            elif f.name in cls.choices and value not in cls.choices[f.name]:
+            if f.name in cls.choices and value not in cls.choices[f.name]:
                 raise ValueError(f"{f.name!r} is {value!r:.40}")
             elif f.name in cls.times:
                 parse_time(value)
@@ -126,12 +127,13 @@ class JobStatus(Record):
     state: str = PENDING
     attempt: int = 0
     failures: int = 0
+    lost: int = 0
     updated: str = ""
     last_error: str | None = None
     not_before: str | None = None
     leader: str | None = None
 
-    optional = frozenset({"last_error", "not_before", "leader"})
+    optional = frozenset({"lost", "last_error", "not_before", "leader"})
     multiline = frozenset({"last_error"})
     times = frozenset({"updated", "not_before"})
     choices = {"state": (*STATUS_STATES, *OUTCOMES)}

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from zkstore.errors import HandleExists, HandleNotFound, VersionConflict
+from zkstore.errors import (
+    CorruptRecord,
+    HandleExists,
+    HandleNotFound,
+    InvalidJobId,
+    VersionConflict,
+)
 from zkstore.jobs.records import JobResult, short_error
 from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
 from zkstore.layout import Layout
@@ -80,15 +86,31 @@ class JobResultStore:
             return None
         return JobResult.from_znode(data, stat, path)
 
-    def all(self) -> list[JobResult]:
-        """Every result (pipelined reads), oldest job id first."""
+    def all(self) -> tuple[list[JobResult], dict[str, str]]:
+        """Every readable result (pipelined reads, by job id) and, by job id, why the others
+        could not be read: one garbage record never hides the rest."""
         names = sorted(self.zk.children(self.layout.results))
         found = self.zk.get_many([f"{self.layout.results}/{n}" for n in names])
-        return [
-            JobResult.from_znode(item[0], item[1], f"{self.layout.results}/{name}")
-            for name, item in zip(names, found, strict=True)
-            if item is not None
-        ]
+        results: list[JobResult] = []
+        unreadable: dict[str, str] = {}
+        for name, item in zip(names, found, strict=True):
+            if item is None:
+                continue
+            try:
+                result = JobResult.from_znode(item[0], item[1], self.layout.result(name))
+            except (CorruptRecord, InvalidJobId) as exc:
+                unreadable[name] = str(exc)
+                continue
+            if result.job_id != name:
+                unreadable[name] = f"result of {name} names job {result.job_id!r:.140}"
+                continue
+            results.append(result)
+        return results, unreadable
 
     def dirty(self) -> list[JobResult]:
-        return [r for r in self.all() if r.state == DIRTY]
+        return [r for r in self.all()[0] if r.state == DIRTY]
+
+    def needing_attention(self) -> set[str]:
+        """Ids of the jobs whose result is DIRTY (cleanup unfinished) or unreadable."""
+        results, unreadable = self.all()
+        return {r.job_id for r in results if r.state == DIRTY} | set(unreadable)

@@ -7,11 +7,12 @@ all sent before any answer is awaited. The daemon reconciles from snapshots; the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from zkstore.errors import CorruptRecord
+from zkstore.errors import CorruptRecord, InvalidJobId
 from zkstore.handle import Handle
 from zkstore.jobs.records import (
     CancelRequest,
@@ -23,11 +24,14 @@ from zkstore.jobs.records import (
     RunningInfo,
 )
 from zkstore.jobs.states import CLEAN, CLEANING, QUARANTINED, RUNNING, SUBMITTED
-from zkstore.layout import Layout
+from zkstore.layout import Layout, validate_job_id
 from zkstore.store import is_marked
+from zkstore.strict import is_time
 from zkstore.zk import ZooKeeper
 
 R = TypeVar("R", bound=Record)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,13 +55,44 @@ class JobSnapshot:
         return (self.handle is not None or "handle" in self.errors) and not self.marked
 
     @property
+    def driver_present(self) -> bool:
+        """A ``running`` node exists, readable or not: an unreadable one is a live driver whose
+        record is garbage, never a dead one (only the node's going away says a driver died)."""
+        return self.running is not None or "running" in self.errors
+
+    @property
+    def cancel_requested(self) -> bool:
+        """A cancel node exists (an unreadable one still asks the job to stop)."""
+        return self.cancel is not None or "cancel" in self.errors
+
+    @property
+    def quarantined(self) -> bool:
+        return self.quarantine is not None or "quarantine" in self.errors
+
+    def summary_int(self, key: str) -> int | None:
+        """An integer of the handle's summary, or None if absent or not a positive integer."""
+        value = self.handle.summary.get(key) if self.handle is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        return None
+
+    def summary_text(self, key: str) -> str | None:
+        value = self.handle.summary.get(key) if self.handle is not None else None
+        return value if isinstance(value, str) else None
+
+    def summary_time(self, key: str) -> str | None:
+        """A timestamp of the summary, or None if absent or not a valid zkstore timestamp."""
+        value = self.summary_text(key)
+        return value if value is not None and is_time(value) else None
+
+    @property
     def state(self) -> str:
         """One word for people: the result, QUARANTINED, RUNNING, or the leader's status."""
         if self.result is not None:
             return self.result.outcome if self.result.state == CLEAN else CLEANING
-        if self.quarantine is not None:
+        if self.quarantined:
             return QUARANTINED
-        if self.running is not None:
+        if self.driver_present:
             return RUNNING
         if self.status is not None:
             return self.status.state
@@ -66,11 +101,10 @@ class JobSnapshot:
     @property
     def name(self) -> str | None:
         if self.handle is not None:
-            value = self.handle.summary.get("name")
-            return str(value) if value is not None else None
+            return self.summary_text("name")
         if self.quarantine is not None and self.quarantine.handle is not None:
             value = self.quarantine.handle.get("name")
-            return str(value) if value is not None else None
+            return value if isinstance(value, str) else None
         return self.result.name if self.result is not None else None
 
     @property
@@ -86,15 +120,29 @@ def _parse(record: type[R], found: Any, path: str, errors: dict[str, str], key: 
     if found is None:
         return None
     try:
-        return record.from_znode(found[0], found[1], path)
+        parsed = record.from_znode(found[0], found[1], path)
     except CorruptRecord as exc:
         errors[key] = str(exc)
         return None
+    owner = getattr(parsed, "job_id", None)
+    if owner is not None and owner != path.rsplit("/", 1)[1]:
+        errors[key] = f"{path}: names job {owner!r:.140}, not its own"
+        return None
+    return parsed
+
+
+def _valid(job_id: str) -> bool:
+    try:
+        validate_job_id(job_id)
+    except InvalidJobId:
+        logger.warning("ignoring %r: not a valid job id (planted by hand?)", job_id[:200])
+        return False
+    return True
 
 
 def read_snapshots(zk: ZooKeeper, layout: Layout, job_ids: Iterable[str]) -> dict[str, JobSnapshot]:
     """Snapshots of ``job_ids`` (pipelined); jobs with no trace at all are left out."""
-    ids = sorted(set(job_ids))
+    ids = sorted(job_id for job_id in set(job_ids) if _valid(job_id))
     kinds = ("handle", "status", "running", "outcome", "cancel", "result", "quarantine")
 
     def paths(job_id: str) -> list[str]:
