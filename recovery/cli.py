@@ -53,6 +53,14 @@ from zkstore.jobs.states import CANCELLED, SUCCEEDED
     show_default=True,
     help="seconds before retrying a failed job; doubles per failure, capped at 60 s",
 )
+@click.option(
+    "--reconcile-interval",
+    type=click.FloatRange(0.5, 3600),
+    default=10.0,
+    show_default=True,
+    help="seconds between full passes over every job when leading (events such as a "
+    "submission, a driver's exit or a cancel are handled at once regardless)",
+)
 def daemon(
     connection: Connection,
     spark_master: str | None,
@@ -61,6 +69,7 @@ def daemon(
     max_drivers: int,
     log_dir: str | None,
     restart_backoff: float,
+    reconcile_interval: float,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -80,6 +89,7 @@ def daemon(
         log_dir=log_dir,
         restart_backoff=restart_backoff,
         max_backoff=max(60.0, restart_backoff),
+        reconcile_interval=reconcile_interval,
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

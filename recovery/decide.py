@@ -136,6 +136,8 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
     status = job.status
     if status is None:
         return Initialize(reason="new job")
+    if job.driver_present and job.running_session == 0:
+        return QuarantineJob(reason="its running node is not ephemeral: no driver wrote it")
     if job.driver_present and job.running is None:
         return Wait(
             reason="its running node is unreadable: the driver is taken to be alive until the "

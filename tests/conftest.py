@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import S3Server, make_storage
+from recovery.client import Client
+from recovery.dev.localcluster import LocalCluster
+from tests.helpers import SESSION_TIMEOUT, S3Server, make_storage
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
@@ -89,6 +92,34 @@ def any_cluster(request: pytest.FixtureRequest, config: StoreConfig) -> Iterator
             storage_url=f"s3://{s3.new_bucket()}/zkstore", storage_options=s3.options()
         )
     with Cluster.open(config) as opened:
+        yield opened
+
+
+@pytest.fixture
+def runtime_config(config: StoreConfig) -> StoreConfig:
+    """The test's cluster with the short session timeout of the end-to-end tests."""
+    return config.with_changes(session_timeout=SESSION_TIMEOUT)
+
+
+@pytest.fixture
+def local(
+    runtime_config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[LocalCluster]:
+    """Daemons as real processes (none started yet); their logs are printed if the test fails."""
+    cluster = LocalCluster(runtime_config, tmp_path / "runtime", restart_backoff=0.2)
+    yield cluster
+    cluster.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for daemon in cluster.daemons.values():
+            print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
+        for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
+            print(f"----- {log} -----\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def client(runtime_config: StoreConfig) -> Iterator[Client]:
+    with Client(runtime_config) as opened:
         yield opened
 
 

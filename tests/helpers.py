@@ -6,10 +6,17 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
+from tests import jobs
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
+
+#: The session timeout of the end-to-end tests' daemons and drivers.
+SESSION_TIMEOUT = 3.0
 
 T = TypeVar("T")
 
@@ -97,3 +104,23 @@ def expire_session(zk: ZooKeeper) -> None:
     other.stop()
     other.close()
     wait_for(lambda: zk.connected and zk.session_id != old, timeout=20, what="new session")
+
+
+def assert_nothing_left(config: StoreConfig, job_id: str) -> None:
+    """The job's only trace is its CLEAN result: no handle, no records, no payload."""
+    with Cluster.open(config) as cluster:
+        assert cluster.zk.exists(cluster.layout.job_handle(job_id)) is None
+        assert cluster.zk.exists(cluster.layout.job_dir(job_id)) is None
+        assert cluster.storage.list(cluster.storage_layout.job(job_id)) == []
+        result = cluster.results.get(job_id)
+        assert result is not None and result.state == "CLEAN"
+
+
+def step_runs(out: Path) -> dict[int, list[int]]:
+    """step -> attempts that started it (from the marks of :func:`tests.jobs.steps`)."""
+    runs: dict[int, list[int]] = {}
+    for name in jobs.read_marks(str(out)):
+        if name.startswith("step-"):
+            _, step, _, attempt = name.split("-")
+            runs.setdefault(int(step), []).append(int(attempt))
+    return runs

@@ -66,3 +66,8 @@ def wait_for_go(ctx: Any, out: str) -> None:
             raise TimeoutError("never told to go")
         time.sleep(0.05)
     mark(out, "went", rate=ctx.config.get("rate"))
+
+
+def environment(ctx: Any, out: str) -> None:
+    """Record the driver's environment, as the job's code sees it."""
+    mark(out, "environ", environ=dict(os.environ))

@@ -6,66 +6,15 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import SESSION_TIMEOUT, assert_nothing_left, step_runs, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, FAILED, QUARANTINED, SUCCEEDED
-
-SESSION_TIMEOUT = 3.0
-
-
-@pytest.fixture
-def runtime_config(config: StoreConfig) -> StoreConfig:
-    return config.with_changes(session_timeout=SESSION_TIMEOUT)
-
-
-@pytest.fixture
-def local(
-    runtime_config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(runtime_config, tmp_path / "runtime", restart_backoff=0.2)
-    yield cluster
-    cluster.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        for daemon in cluster.daemons.values():
-            print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
-        for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
-            print(f"----- {log} -----\n{log.read_text()[-3000:]}")
-
-
-@pytest.fixture
-def client(runtime_config: StoreConfig) -> Iterator[Client]:
-    with Client(runtime_config) as opened:
-        yield opened
-
-
-def assert_nothing_left(config: StoreConfig, job_id: str) -> None:
-    """The job's only trace is its CLEAN result: no handle, no records, no payload."""
-    with Cluster.open(config) as cluster:
-        assert cluster.zk.exists(cluster.layout.job_handle(job_id)) is None
-        assert cluster.zk.exists(cluster.layout.job_dir(job_id)) is None
-        assert cluster.storage.list(cluster.storage_layout.job(job_id)) == []
-        result = cluster.results.get(job_id)
-        assert result is not None and result.state == "CLEAN"
-
-
-def step_runs(out: Path) -> dict[int, list[int]]:
-    """step -> attempts that started it."""
-    runs: dict[int, list[int]] = {}
-    for name in jobs.read_marks(str(out)):
-        if name.startswith("step-"):
-            _, step, _, attempt = name.split("-")
-            runs.setdefault(int(step), []).append(int(attempt))
-    return runs
 
 
 def two_daemons_running(

@@ -21,6 +21,9 @@ DEFAULT_CLUSTER_ID = "default"
 DEFAULT_SESSION_TIMEOUT = 10.0
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+#: Every handle names its payload by its full URL, under the storage root: the bound on the root
+#: keeps the longest handle (longest ids and name) within the handle size limit.
+MAX_STORAGE_URL_BYTES = 300
 
 #: Environment variable of each setting, the only place these names are spelled.
 ENV_VARS: Mapping[str, str] = {
@@ -119,6 +122,11 @@ class StoreConfig:
         validate_id(self.cluster_id, "cluster id")
         if not self.storage_url:
             raise ConfigError("storage URL is empty")
+        if len(self.storage_url.encode()) > MAX_STORAGE_URL_BYTES:
+            raise ConfigError(
+                f"storage URL of {len(self.storage_url.encode())} bytes is over "
+                f"{MAX_STORAGE_URL_BYTES}: payload URLs must stay short enough for their handles"
+            )
         if not 1.0 <= self.session_timeout <= 600.0:
             raise ConfigError(f"session timeout {self.session_timeout} s is outside 1..600 s")
         if not 0.0 < self.timeout <= 600.0:

@@ -22,12 +22,14 @@ is one under a known prefix that no handle references.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from zkstore.config import validate_id
 from zkstore.errors import InvalidJobId, ZkStoreError
 
 CHECKPOINT_ID_WIDTH = 19
+_CHECKPOINT_NAME = re.compile(f"[0-9]{{{CHECKPOINT_ID_WIDTH}}}")
 
 
 def validate_job_id(job_id: str) -> str:
@@ -36,6 +38,11 @@ def validate_job_id(job_id: str) -> str:
         return validate_id(job_id, "job id")
     except ZkStoreError as exc:
         raise InvalidJobId(str(exc)) from None
+
+
+def is_checkpoint_node_name(name: str) -> bool:
+    """True for a name :func:`checkpoint_node_name` could have made (and nothing planted)."""
+    return _CHECKPOINT_NAME.fullmatch(name) is not None
 
 
 def checkpoint_node_name(checkpoint_id: int) -> str:

@@ -57,6 +57,9 @@ T = TypeVar("T")
 #: far below it (invariant 7).
 MAX_ZNODE_BYTES = 64 * 1024
 
+#: Requests in flight at once in a pipelined read; each window gets the deadline of one call.
+PIPELINE_WINDOW = 1000
+
 _OUTAGES = (
     ConnectionLoss,
     SessionExpiredError,
@@ -256,6 +259,17 @@ class ZooKeeper:
         return self._pipelined(paths, self._client.get_children_async, timeout)
 
     def _pipelined(
+        self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
+    ) -> list[Any]:
+        """Pipelined calls in windows of :data:`PIPELINE_WINDOW`: each window has the deadline of
+        one call, so that a read of many nodes is bounded per window, not as a whole."""
+        results: list[Any] = []
+        for first in range(0, len(paths), PIPELINE_WINDOW):
+            window = paths[first : first + PIPELINE_WINDOW]
+            results += self._pipelined_window(window, start, timeout)
+        return results
+
+    def _pipelined_window(
         self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
     ) -> list[Any]:
         deadline = self._deadline(timeout)

@@ -27,6 +27,7 @@ from zkstore.cli.base import (
 )
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
+from zkstore.layout import is_checkpoint_node_name
 from zkstore.store import MAX_PUBLISH_DELAY
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
@@ -123,7 +124,9 @@ def list_handles(connection: Connection, fmt: str) -> None:
             "age": human_age(item["age_seconds"]) if item["age_seconds"] is not None else None,
             "size": human_size(item["size"]),
             "payload": (item["uri"] or "-").removeprefix(root),
-            "name": str(int(item["name"])) if item["kind"] == "checkpoint" else item["name"],
+            "name": str(int(item["name"]))
+            if item["kind"] == "checkpoint" and is_checkpoint_node_name(item["name"])
+            else item["name"],
             "state": "marked"
             if item["marked_for_deletion"]
             else ("corrupt" if item["error"] else "live"),

@@ -15,7 +15,13 @@ from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
 from zkstore.handle import Handle
-from zkstore.layout import Layout, StorageLayout, checkpoint_node_name, validate_job_id
+from zkstore.layout import (
+    Layout,
+    StorageLayout,
+    checkpoint_node_name,
+    is_checkpoint_node_name,
+    validate_job_id,
+)
 from zkstore.ops import Fence
 from zkstore.serializers import JsonSerializer
 from zkstore.storage import StateStorage
@@ -78,11 +84,11 @@ class CheckpointStore:
             names = self.zk.children(self.path)
         except HandleNotFound:
             return []
-        return sorted(int(n) for n in names if n.isdigit())
+        return sorted(int(n) for n in names if is_checkpoint_node_name(n))
 
     def ids(self) -> list[int]:
         """Ids of the live checkpoints, oldest first."""
-        return sorted(int(n) for n in self.handles.names() if n.isdigit())
+        return sorted(int(n) for n in self.handles.names() if is_checkpoint_node_name(n))
 
     def add(self, metadata: Any, *, fence: Fence | None = None) -> Checkpoint:
         """Publish a checkpoint with the next id, then subsume all but the newest ``retain``.
@@ -136,7 +142,7 @@ class CheckpointStore:
     def all(self) -> list[tuple[int, Handle]]:
         """Ids and handles of the live checkpoints, oldest first, without reading payloads."""
         good, _ = self.handles.handles()
-        return sorted((int(name), handle) for name, handle in good if name.isdigit())
+        return sorted((int(name), handle) for name, handle in good if is_checkpoint_node_name(name))
 
     def remove_all(self, *, fence: Fence | None = None) -> bool:
         """Remove every checkpoint (idempotent); False while one is locked by someone else."""

@@ -25,6 +25,9 @@ JobKind = Literal["script", "function"]
 SCRIPT: JobKind = "script"
 FUNCTION: JobKind = "function"
 MAX_NAME_CHARS = 100
+#: The ``entry`` shown in listings (``file.py:function``) is cut to this many UTF-8 bytes, so
+#: that a handle fits whatever the file is called.
+MAX_ENTRY_BYTES = 120
 MAX_ATTEMPTS_LIMIT = 1000
 #: Attempts lost to the infrastructure (a host or session lost, the driver killed) before the job
 #: is given up as FAILED; they do not count against ``max_attempts``, the job's own failures.
@@ -138,9 +141,14 @@ class JobDefinition:
             "job_id": self.job_id,
             "name": self.name[:MAX_NAME_CHARS],
             "kind": self.kind,
-            "entry": self.entry_point[:120],
+            "entry": _clip(self.entry_point, MAX_ENTRY_BYTES),
             "submitted": self.submitted,
             "max_attempts": self.max_attempts,
             "max_lost": self.max_lost_attempts,
             "python": self.python,
         }
+
+
+def _clip(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8, at a character boundary."""
+    return text.encode()[:max_bytes].decode(errors="ignore")

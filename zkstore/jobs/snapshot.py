@@ -181,7 +181,7 @@ def read_snapshots(zk: ZooKeeper, layout: Layout, job_ids: Iterable[str]) -> dic
             marked=marked,
             status=_parse(JobStatus, items["status"], job_paths["status"], errors, "status"),
             running=running,
-            running_session=session if running is not None else None,
+            running_session=session,
             outcome=_parse(Outcome, items["outcome"], job_paths["outcome"], errors, "outcome"),
             cancel=_parse(CancelRequest, items["cancel"], job_paths["cancel"], errors, "cancel"),
             result=_parse(JobResult, items["result"], job_paths["result"], errors, "result"),

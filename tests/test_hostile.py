@@ -1,0 +1,441 @@
+"""No record can crash, stall or mislead the cluster: garbage and hostile state in every record.
+
+Anybody with write access to ZooKeeper can put any bytes in any znode. Each test plants such
+state next to healthy jobs and checks that no daemon exits, the healthy jobs run, the broken job
+is quarantined or reported, and every CLI command answers in one line, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from recovery.cli import cli
+from recovery.client import Client
+from recovery.dev.localcluster import LocalCluster
+from tests import jobs
+from tests.helpers import wait_for
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.errors import ConfigError, HandleExists, HandleNotFound
+from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.states import CANCELLED, QUARANTINED, SUCCEEDED
+from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
+
+DEEP = b"[" * 5000
+
+
+def plant(zk: ZooKeeper, path: str, data: bytes) -> None:
+    """Write ``data`` at ``path`` whatever is there: what a hostile writer does."""
+    for _ in range(5):  # the leader may create or delete the node meanwhile
+        try:
+            if zk.exists(path) is None:
+                zk.create(path, data, makepath=True)
+            else:
+                zk.set(path, data)
+            return
+        except (HandleExists, HandleNotFound):
+            continue
+    raise AssertionError(f"could not plant {path}")
+
+
+def plant_handle(zk: ZooKeeper, path: str, data: bytes) -> None:
+    """A handle the way the store publishes one: the node and its ``locks`` child (without it,
+    the entry counts as marked for deletion and nothing would run it)."""
+    plant(zk, path, data)
+    if zk.exists(f"{path}/locks") is None:
+        zk.create(f"{path}/locks")
+
+
+def cli_lines(config: StoreConfig, *words: str) -> tuple[int, str]:
+    """Run a command in process; it must exit 0 or 1 and never print a traceback."""
+    connection = ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+    result = CliRunner().invoke(cli, [*words, *connection], catch_exceptions=False)
+    assert result.exit_code in (0, 1), (words, result.exit_code, result.output)
+    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
+    return result.exit_code, result.output
+
+
+def every_cli_command_answers(config: StoreConfig, job_ids: list[str]) -> None:
+    for words in (
+        ("jobs", "list"),
+        ("jobs", "list", "--all", "--format", "json"),
+        ("handles", "list"),
+        ("handles", "verify"),
+        ("handles", "lingering", "--min-age", "0s"),
+        ("handles", "cleanup", "--dry-run", "--min-age", "0s"),
+    ):
+        cli_lines(config, *words)
+    for job_id in job_ids:
+        cli_lines(config, "jobs", "show", job_id)
+        cli_lines(config, "checkpoints", "list", job_id)
+
+
+def test_garbage_in_any_record_never_takes_a_daemon_down(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """A NUL byte in a URI, nesting deeper than the stack, a time without a zone, a persistent
+    ``running`` node: each in one job's records, two daemons, a healthy job."""
+    planted = {
+        "nul-uri": ("handle", None),
+        "deep-handle": ("handle", b"[" * 1000),
+        "deep-status": ("status", DEEP),
+        "naive-status": ("status", None),
+        "deep-outcome": ("outcome", DEEP),
+        "deep-cancel": ("cancel", DEEP),
+        "deep-result": ("result", DEEP),
+        "fake-running": ("running", b"junk"),
+    }
+    for job_id in planted:
+        client.submit_function(jobs.steps, str(tmp_path / job_id), 2, 0.01, job_id=job_id)
+    layout = client.cluster.layout
+    zk = client.cluster.zk
+    handle = json.loads(zk.get(layout.job_handle("nul-uri"))[0])
+    plant(
+        zk, layout.job_handle("nul-uri"), json.dumps({**handle, "uri": "file:///a\u0000b"}).encode()
+    )
+    plant(zk, layout.job_handle("deep-handle"), planted["deep-handle"][1] or b"")
+    plant(zk, layout.status("deep-status"), DEEP)
+    naive = {"state": "RESTARTING", "attempt": 1, "failures": 1, "updated": utc_now()}
+    naive["not_before"] = "2026-01-01T00:00:00"
+    plant(zk, layout.status("naive-status"), json.dumps(naive).encode())
+    starting = {"state": "STARTING", "attempt": 1, "failures": 0, "updated": utc_now()}
+    plant(zk, layout.status("deep-outcome"), json.dumps(starting).encode())
+    plant(zk, layout.outcome("deep-outcome"), DEEP)
+    plant(zk, layout.cancel("deep-cancel"), DEEP)
+    plant(zk, layout.result("deep-result"), DEEP)
+    plant(zk, layout.running("fake-running"), b"junk")  # persistent: no driver's
+    every_cli_command_answers(runtime_config, list(planted))
+
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    local.start_daemon("d2")
+    good = client.submit_function(jobs.steps, str(tmp_path / "good"), 3, 0.01, job_id="good")
+    assert client.wait(good, timeout=90).outcome == SUCCEEDED
+    assert client.wait("deep-outcome", timeout=60).outcome == SUCCEEDED, "an unreadable outcome "
+    "is a lost attempt: the job runs again"
+    assert client.wait("deep-cancel", timeout=60).outcome == CANCELLED
+    for job_id in ("nul-uri", "deep-handle", "deep-status", "naive-status", "fake-running"):
+        wait_for(lambda j=job_id: client.status(j).state == QUARANTINED, timeout=30, what=job_id)
+    wait_for(lambda: client.status("deep-result").quarantine is not None, timeout=30)
+    assert all(d.alive for d in local.daemons.values()), "no daemon exits"
+    every_cli_command_answers(runtime_config, [*planted, "good"])
+
+
+def test_a_handle_aimed_at_a_directory_or_a_fifo_never_stalls_recovery(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    storage = client.cluster.storage
+    for job_id in ("at-dir", "at-fifo"):
+        client.submit_function(jobs.steps, str(tmp_path / job_id), 1, 0.01, job_id=job_id)
+    layout, zk = client.cluster.layout, client.cluster.zk
+    at_dir = Handle(
+        uri=storage.url(runtime_config.cluster_id),
+        size=10,
+        sha256="0" * 64,
+        created=utc_now(),
+        writer="x",
+    )
+    plant(zk, layout.job_handle("at-dir"), at_dir.to_bytes())
+    fifo_uri = storage.url(f"{client.cluster.storage_layout.definitions('at-fifo')}/f.pkl")
+    os.mkfifo(storage.path_of(fifo_uri))
+    plant(
+        zk,
+        layout.job_handle("at-fifo"),
+        Handle(uri=fifo_uri, size=10, sha256="0" * 64, created=utc_now(), writer="x").to_bytes(),
+    )
+    verify = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "zkstore"),
+            "handles",
+            "verify",
+            "--zk",
+            runtime_config.zk_hosts,
+            "--root",
+            runtime_config.root,
+            "--storage",
+            runtime_config.storage_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert verify.returncode == 1 and "not a regular file" in verify.stdout, verify
+    local.start_daemon("d1")
+    good = client.submit_function(jobs.steps, str(tmp_path / "good"), 1, 0.01, job_id="good")
+    assert client.wait(good, timeout=60).outcome == SUCCEEDED
+    for job_id in ("at-dir", "at-fifo"):
+        wait_for(lambda j=job_id: client.status(j).state == QUARANTINED, timeout=30, what=job_id)
+    every_cli_command_answers(runtime_config, ["at-dir", "at-fifo"])
+
+
+def test_a_replayed_handle_never_runs_another_jobs_code(
+    runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """With a signing key: A's handle copied to B, and A's payload copied under B's prefix with a
+    handle that carries A's signature. B is quarantined both ways; A runs, once, untouched."""
+    config = runtime_config.with_changes(signing_key=b"k" * 32)
+    local = LocalCluster(config, tmp_path / "rt", restart_backoff=0.2)
+    try:
+        with Client(config) as client:
+            out = tmp_path / "a"
+            client.submit_function(jobs.steps, str(out), 2, 0.01, job_id="a")
+            cluster = client.cluster
+            a_bytes, _ = cluster.zk.get(cluster.layout.job_handle("a"))
+            plant_handle(
+                cluster.zk, cluster.layout.job_handle("b"), a_bytes
+            )  # same URI, A's prefix
+            a_handle = Handle.parse(a_bytes, "a")
+            payload = cluster.storage.fs.cat_file(cluster.storage.path_of(a_handle.uri))
+            ref = cluster.storage.write(cluster.storage_layout.definitions("c"), payload)
+            moved = Handle.for_payload(
+                PayloadRef(ref.uri, ref.size, ref.sha256, a_handle.hmac), "attacker"
+            )
+            plant_handle(cluster.zk, cluster.layout.job_handle("c"), moved.to_bytes())
+            local.start_daemon("d1")
+            assert client.wait("a", timeout=60).outcome == SUCCEEDED
+            for job_id, why in (("b", "is not where the payloads"), ("c", "signature")):
+                wait_for(lambda j=job_id: client.status(j).quarantine is not None, timeout=30)
+                entry = client.status(job_id).quarantine
+                assert entry is not None and why in entry.reason, entry
+        assert list(jobs.read_marks(str(out))) == [
+            "start-attempt-1",
+            "step-001-attempt-1",
+            "step-002-attempt-1",
+        ], "A ran once"
+    finally:
+        local.stop()
+
+
+def test_a_payload_of_the_wrong_type_is_quarantined_not_retried(
+    local: LocalCluster, client: Client
+) -> None:
+    client.cluster.jobs.handles.add("number", 5, summary={"name": "number", "max_attempts": 3})
+    client.cluster.jobs.handles.release("number")
+    local.start_daemon("d1")
+    wait_for(lambda: client.status("number").state == QUARANTINED, timeout=60, what="quarantine")
+    entry = client.status("number").quarantine
+    assert entry is not None and "holds a int" in entry.reason
+    status = client.status("number").status
+    assert status is not None and status.attempt == 1 and status.failures == 0
+
+
+def test_planted_summaries_checkpoints_and_names_never_crash_the_cli(
+    cluster: Cluster, config: StoreConfig
+) -> None:
+    for job_id, submitted in (("s1", "yesterday"), ("s2", 5), ("s3", "2026-01-01T00:00:00")):
+        cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.sleeper))
+        node = cluster.layout.job_handle(job_id)
+        record = json.loads(cluster.zk.get(node)[0])
+        plant(cluster.zk, node, json.dumps({**record, "submitted": submitted}).encode())
+    cluster.jobs.submit(JobDefinition.for_function("ckpt", jobs.sleeper))
+    plant(cluster.zk, f"{cluster.layout.checkpoints('ckpt')}/not-a-number", b"garbage")
+    cluster.jobs.submit(JobDefinition.for_function("forged", jobs.sleeper))
+    node = cluster.layout.job_handle("forged")
+    record = json.loads(cluster.zk.get(node)[0])
+    forged_name = "x\nforged  RUNNING  1"
+    record["name"] = forged_name
+    cluster.zk.set(node, json.dumps(record).encode())
+    every_cli_command_answers(config, ["s1", "s2", "s3", "ckpt", "forged"])
+    _, listing = cli_lines(config, "jobs", "list")
+    lines = listing.strip().splitlines()
+    assert len(lines) == 1 + 5, "one line per job, and a header"
+    assert not any(line.startswith("forged  RUNNING") for line in lines)
+
+
+def test_the_signing_key_never_reaches_the_jobs_environment(
+    runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    key = b"very-secret-signing-key-0123456789"
+    config = runtime_config.with_changes(signing_key=key)
+    local = LocalCluster(config, tmp_path / "rt", restart_backoff=0.2)
+    try:
+        local.start_daemon("d1")
+        with Client(config) as client:
+            job_id = client.submit_function(jobs.environment, str(tmp_path / "env"))
+            assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
+    finally:
+        local.stop()
+    seen: dict[str, Any] = jobs.read_marks(str(tmp_path / "env"))["environ"]["environ"]
+    values = "\n".join(f"{k}={v}" for k, v in seen.items())
+    for secret in (key.decode(), key.hex()):
+        assert secret not in values
+    assert "ZKSTORE_SIGNING_KEY" not in seen
+
+
+def test_limits_in_characters_fit_every_accepted_id_and_name(tmp_path: Path) -> None:
+    """The longest ids, a name of 100 emoji, a filename of emoji, the longest storage root and
+    a signature: the handle still fits. One character more is refused, in characters."""
+    root = f"file://{tmp_path}/" + "r" * (300 - len(f"file://{tmp_path}/"))
+    config = StoreConfig(storage_url=root, cluster_id="c" * 128)
+    assert len(config.storage_url.encode()) == 300
+    name = "\U0001f600" * 100
+    job_id = "j" * 128
+    definition = JobDefinition.for_script(
+        job_id, "pass", filename="/" + "\U0001f600" * 200 + ".py", name=name, max_attempts=1000
+    )
+    summary = definition.summary()
+    uri = f"{root}/{'c' * 128}/jobs/{job_id}/definition/{'f' * 32}.pkl"
+    ref = PayloadRef(uri, 2**40, "a" * 64, "b" * 64)
+    handle = Handle.for_payload(ref, "w" * 128, summary)
+    assert len(handle.to_bytes()) <= MAX_HANDLE_BYTES
+    with pytest.raises(ConfigError, match="1-100 characters"):
+        JobDefinition.for_function("x", jobs.sleeper, name="\U0001f600" * 101)
+    with pytest.raises(ConfigError, match="over 300"):
+        StoreConfig(storage_url=root + "r")
+
+
+# -- the property: any garbage, in any record, never crashes, stalls or misleads ----------------
+
+RECORD_KINDS = (
+    "handle",
+    "status",
+    "running",
+    "outcome",
+    "cancel",
+    "result",
+    "quarantine",
+    "control",
+    "checkpoint",
+)
+
+
+def valid_record(kind: str, job_id: str) -> dict[str, Any]:
+    """What the record's own writer would have written (the base the garbage is made from)."""
+    now = utc_now()
+    return {
+        "status": {"state": "STARTING", "attempt": 1, "failures": 0, "updated": now},
+        "running": {"attempt": 1, "host": "h", "pid": 1, "started": now},
+        "outcome": {"attempt": 1, "outcome": "SUCCEEDED", "finished": now},
+        "cancel": {"requested": now},
+        "result": {
+            "job_id": job_id,
+            "state": "DIRTY",
+            "outcome": "FAILED",
+            "attempts": 1,
+            "finished": now,
+        },
+        "quarantine": {"job_id": job_id, "reason": "r", "since": now},
+        "control": {"rate": 1},
+    }.get(kind, {})
+
+
+def garbage() -> Any:
+    from hypothesis import strategies as st
+
+    json_values = st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False)
+        | st.text(max_size=30),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+    raw = st.binary(max_size=300)
+    deep = st.integers(100, 6000).map(lambda n: b"[" * n)
+    deep_object = st.integers(50, 3000).map(lambda n: b'{"a":' * n)
+    text = st.sampled_from(
+        [
+            "a\x00b",
+            "x\ny",
+            "\x1b[2J",
+            "2026-01-01T00:00:00",
+            "yesterday",
+            "\U0001f600" * 50,
+            "x" * 60000,
+        ]
+    )
+    return st.one_of(
+        raw,
+        deep,
+        deep_object,
+        st.tuples(
+            st.sampled_from(
+                [
+                    "state",
+                    "attempt",
+                    "finished",
+                    "started",
+                    "requested",
+                    "since",
+                    "updated",
+                    "job_id",
+                    "outcome",
+                    "host",
+                    "pid",
+                ]
+            ),
+            st.one_of(json_values, text),
+        ),
+    )
+
+
+@pytest.mark.slow
+def test_any_garbage_in_any_record_never_crashes_stalls_or_misleads(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    local.start_daemon("d2")
+    healthy = client.submit_function(jobs.steps, str(tmp_path / "healthy"), 30, 0.2)
+    planted: list[str] = []
+    layout, zk = client.cluster.layout, client.cluster.zk
+
+    @settings(
+        max_examples=20,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(kind=st.sampled_from(RECORD_KINDS), bad=garbage())
+    def plant_one(kind: str, bad: Any) -> None:
+        job_id = f"evil-{len(planted)}"
+        planted.append(job_id)
+        client.submit_function(jobs.steps, str(tmp_path / job_id), 1, 0.01, job_id=job_id)
+        if isinstance(bad, bytes):
+            data = bad
+        else:
+            field, value = bad
+            data = json.dumps({**valid_record(kind, job_id), field: value}).encode()
+            data = data[:60000]
+        path = {
+            "handle": layout.job_handle(job_id),
+            "status": layout.status(job_id),
+            "running": layout.running(job_id),
+            "outcome": layout.outcome(job_id),
+            "cancel": layout.cancel(job_id),
+            "result": layout.result(job_id),
+            "quarantine": layout.quarantine_entry(job_id),
+            "control": layout.control(job_id),
+            "checkpoint": f"{layout.checkpoints(job_id)}/{'1'.zfill(19)}",
+        }[kind]
+        (plant_handle if kind in ("handle", "checkpoint") else plant)(zk, path, data)
+        cli_lines(runtime_config, "jobs", "show", job_id)
+        cli_lines(runtime_config, "jobs", "list")
+        assert all(d.alive for d in local.daemons.values()), f"a daemon died on {kind}"
+
+    plant_one()
+    assert client.wait(healthy, timeout=180).outcome == SUCCEEDED
+    for job_id in planted:  # every broken job settles: quarantined, or ended with a result
+        wait_for(
+            lambda j=job_id: (s := client.status(j)).quarantined or s.result is not None,
+            timeout=120,
+            what=f"{job_id} to settle",
+        )
+    assert all(d.alive for d in local.daemons.values())
+    every_cli_command_answers(runtime_config, planted)
