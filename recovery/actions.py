@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +77,8 @@ class JobActions:
     def status(self, job: JobSnapshot, **changes: object) -> JobStatus:
         """The job's status with ``changes``, stamped by this leader (not yet written)."""
         base = job.status or JobStatus(version=None)
-        values = {**base.as_dict(), "updated": utc_now(), "leader": self.leader.settings.daemon_id}
-        values.update(changes)
-        values["version"] = None
-        return JobStatus(**values)
+        stamp: dict[str, Any] = {"updated": utc_now(), "leader": self.leader.settings.daemon_id}
+        return replace(base, **{**stamp, **changes, "version": None})
 
     # -- one method per action -----------------------------------------------------------------
 
@@ -140,10 +139,15 @@ class JobActions:
         self.leader.post(job.job_id)
 
     def _wait(self, job: JobSnapshot, action: Wait) -> None:
-        self.leader.watch_job(job.job_id)
+        self.leader.watch_job(job.job_id, driver=job.driver_present or self._launched(job))
         if action.until is not None:
             delay = (action.until - datetime.now(UTC)).total_seconds()
             self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
+
+    def _launched(self, job: JobSnapshot) -> bool:
+        """True if this daemon started a driver of the job's current attempt."""
+        launched = self.leader.local(job.job_id).launched_attempt
+        return launched is not None and job.status is not None and launched == job.status.attempt
 
     def _stop_launch(self, job: JobSnapshot, action: StopLaunch) -> None:
         coordinator = self.leader.coordinators.get(job.job_id)

@@ -243,17 +243,22 @@ class Client(Closeable):
         return self.cluster.state.request_cancel(job_id, by=_who(), reason=reason)
 
 
+_BY_VALUE_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _pickled_by_value(module: ModuleType | None) -> Iterator[None]:
     """Within the block, cloudpickle serializes ``module``'s code by value (if one is given)."""
     if module is None:
         yield
         return
-    cloudpickle.register_pickle_by_value(module)
-    try:
-        yield
-    finally:
-        cloudpickle.unregister_pickle_by_value(module)
+    # cloudpickle's registry is process-wide: submissions from several threads take turns.
+    with _BY_VALUE_LOCK:
+        cloudpickle.register_pickle_by_value(module)
+        try:
+            yield
+        finally:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def _is_user_module(module: ModuleType) -> bool:

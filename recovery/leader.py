@@ -14,6 +14,7 @@ quarantine); only an outage or the loss of leadership stops a batch.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -30,13 +31,17 @@ from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import ConflictError, NotLeader, StoreUnavailable
 from zkstore.jobs.graph import JobGraphWatch
-from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING
-from zkstore.ops import Create
+from zkstore.ops import Create, Op
 
 logger = logging.getLogger(__name__)
 
 JOB_CHANGED = "job-changed"
+
+#: Jobs read, decided and acted on together: big enough to pipeline, small enough that the first
+#: jobs of a large backlog start within moments of a takeover.
+BATCH = 256
 
 
 class LeaderProcess:
@@ -67,6 +72,7 @@ class LeaderProcess:
         self._waiting_for_slot: dict[str, None] = {}
         #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
         self._watchers: dict[str, Callable[[object], None]] = {}
+        self._to_watch: dict[str, bool] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -111,9 +117,8 @@ class LeaderProcess:
     def slot_freed(self) -> None:
         """Offer the freed driver slots to the jobs waiting longest for one."""
         free = self.settings.max_drivers - self.drivers_running()
-        for job_id in list(self._waiting_for_slot)[: max(0, free)]:
-            del self._waiting_for_slot[job_id]
-            self.post(job_id)
+        for job_id in itertools.islice(self._waiting_for_slot, max(0, free)):
+            self.post(job_id)  # it keeps its place in the queue until it starts
 
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
@@ -124,22 +129,31 @@ class LeaderProcess:
 
     def reconcile_all(self) -> int:
         """Look at every job that may need something; returns how many were looked at."""
-        zk, layout = self.cluster.zk, self.cluster.layout
-        ids = set(zk.children(layout.current_jobs)) | set(zk.children(layout.jobs)) | self._dirty
-        self.reconcile(ids)
+        listing = read_listing(self.cluster.zk, self.cluster.layout)
+        ids = set(listing.current_jobs) | set(listing.job_dirs) | self._dirty
+        self.reconcile(ids, listing=listing)
         return len(ids)
 
-    def reconcile(self, job_ids: Iterable[str]) -> None:
-        """Decide and act for each job; stops as soon as leadership ends.
+    def reconcile(self, job_ids: Iterable[str], *, listing: Listing | None = None) -> None:
+        """Decide and act for each job, in batches; stops as soon as leadership ends.
 
-        Driver slots are counted once and taken as starts are decided, so that a batch of
-        pending jobs (a new leader's recovery) never starts more than ``--max-drivers``. New jobs
-        are initialized in one pipelined round and decided again at once, without a re-read.
+        Dirty results come first (their cleanup was interrupted), then jobs in id order. A
+        large backlog is handled :data:`BATCH` jobs at a time, each batch with pipelined reads,
+        one pipelined round of initializations and of watches, so that the first jobs start
+        long before the last ones have been read.
         """
-        ids = sorted(set(job_ids))
-        if not ids or not self.active:
-            return
-        snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids)
+        ids = sorted(set(job_ids), key=lambda job_id: (job_id not in self._dirty, job_id))
+        for first in range(0, len(ids), BATCH):
+            if not self.active:
+                return
+            self._reconcile_batch(ids[first : first + BATCH], listing)
+        self.slot_freed()
+
+    def _reconcile_batch(self, ids: list[str], listing: Listing | None) -> None:
+        """Driver slots are counted once and taken as starts are decided, so that a batch of
+        pending jobs never starts more than ``--max-drivers``. New jobs are initialized in one
+        pipelined round and decided again at once, without a re-read."""
+        snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids, listing=listing)
         now = datetime.now(UTC)
         running = self.drivers_running()
         plans: list[tuple[JobSnapshot, Action]] = []
@@ -151,16 +165,18 @@ class LeaderProcess:
                 continue
             running += isinstance(action, Start)
             plans.append((snapshot, action))
-        for snapshot in self._initialize(fresh):
+        for snapshot in self._initialize(fresh, listing):
             action = self._decide(snapshot, running, now)
             running += isinstance(action, Start)
             plans.append((snapshot, action))
-        plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))  # dirty results first
-        for snapshot, action in plans:
-            if not self.active:
-                return
-            self._apply(snapshot, action)
-        self.slot_freed()
+        plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))
+        try:
+            for snapshot, action in plans:
+                if not self.active:
+                    return
+                self._apply(snapshot, action)
+        finally:
+            self._arm_watches()
 
     def drivers_running(self) -> int:
         return sum(1 for c in self.coordinators.values() if c.live_launch is not None)
@@ -188,9 +204,20 @@ class LeaderProcess:
         except Exception as exc:
             logger.exception("job %s: cannot decide what to do", job.job_id)
             return QuarantineJob(reason=f"internal error deciding: {type(exc).__name__}: {exc}")
+        if isinstance(action, Start) and not self._may_start(job.job_id, running):
+            action = NoSlot(reason=f"queued behind {len(self._waiting_for_slot)} job(s)")
         if isinstance(action, NoSlot):
             self._waiting_for_slot.setdefault(job.job_id, None)
+        else:
+            self._waiting_for_slot.pop(job.job_id, None)
         return action
+
+    def _may_start(self, job_id: str, running: int) -> bool:
+        """First come, first served: a free slot goes to the jobs waiting longest for one."""
+        free = self.settings.max_drivers - running
+        if job_id in self._waiting_for_slot:
+            return job_id in itertools.islice(self._waiting_for_slot, max(0, free))
+        return len(self._waiting_for_slot) < free
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:
         """Act for one job. Leadership lost: stop; outage: raise (it is nobody's job's fault);
@@ -217,21 +244,22 @@ class LeaderProcess:
         except Exception:
             logger.exception("job %s: could not be quarantined either", job.job_id)
 
-    def _initialize(self, jobs: list[JobSnapshot]) -> list[JobSnapshot]:
+    def _initialize(self, jobs: list[JobSnapshot], listing: Listing | None) -> list[JobSnapshot]:
         """Create the status (PENDING) of new jobs in one pipelined round; returns their
         snapshots as they now are. A job somebody else initialized is looked at again."""
         if not jobs:
             return []
         zk, layout = self.cluster.zk, self.cluster.layout
-        zk.create_many([layout.job_dir(job.job_id) for job in jobs])  # existing ones are fine
+        if listing is None:
+            zk.create_many([layout.job_dir(job.job_id) for job in jobs])  # existing ones: fine
         statuses = [self.actions.status(job, state=PENDING, attempt=0, failures=0) for job in jobs]
-        errors = zk.commit_many(
-            [
-                [Create(layout.status(job.job_id), status.to_bytes())]
-                for job, status in zip(jobs, statuses, strict=True)
-            ],
-            fence=self.fence,
-        )
+        transactions: list[list[Op]] = []
+        for job, status in zip(jobs, statuses, strict=True):
+            ops: list[Op] = [Create(layout.status(job.job_id), status.to_bytes())]
+            if listing is not None and job.job_id not in listing.job_dirs:
+                ops.insert(0, Create(layout.job_dir(job.job_id)))  # one round trip, not two
+            transactions.append(ops)
+        errors = zk.commit_many(transactions, fence=self.fence)
         initialized = []
         for job, status, error in zip(jobs, statuses, errors, strict=True):
             if isinstance(error, NotLeader):
@@ -244,13 +272,25 @@ class LeaderProcess:
             initialized.append(replace(job, status=status.with_version(0)))
         return initialized
 
-    def watch_job(self, job_id: str) -> None:
-        """Wake up when the job's driver goes away or a cancel is requested (re-armed per look)."""
-        watcher = self._watchers.get(job_id)
-        if watcher is None:
-            watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
+    def watch_job(self, job_id: str, *, driver: bool = True) -> None:
+        """Wake up when a cancel is requested (and, with ``driver``, when the job's driver goes
+        away). Armed at the end of the batch, for every job of the batch in one pipelined
+        round; re-armed per look."""
+        self._to_watch[job_id] = self._to_watch.get(job_id, False) or driver
+
+    def _arm_watches(self) -> None:
         layout = self.cluster.layout
-        self.cluster.zk.exists_many([layout.running(job_id), layout.cancel(job_id)], watch=watcher)
+        watches: dict[str, Callable[[object], None]] = {}
+        for job_id, driver in sorted(self._to_watch.items()):
+            watcher = self._watchers.get(job_id)
+            if watcher is None:
+                watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
+            watches[layout.cancel(job_id)] = watcher
+            if driver:
+                watches[layout.running(job_id)] = watcher
+        self._to_watch.clear()
+        if watches:
+            self.cluster.zk.watch_many(watches)
 
     def _on_watch(self, job_id: str, event: object) -> None:
         self.post(job_id)

@@ -4,8 +4,9 @@ Anybody with write access to ZooKeeper (a client's bug, an operator's mistake, a
 the nodes have the open ACL) can put any bytes in a znode. Every record zkstore reads goes through
 these functions, which turn anything that is not what its writer would have written into a
 :class:`ValueError` with a reason; the record's parser turns that into a
-:class:`~zkstore.errors.CorruptRecord` naming the path. Nothing here recurses on the input, so
-no nesting depth can exhaust the stack.
+:class:`~zkstore.errors.CorruptRecord` naming the path. The JSON parser's own recursion limit is
+caught, and the depth of what it returns is measured without recursion, so no nesting can
+exhaust the stack.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any
 #: refused before the JSON parser sees it.
 MAX_DEPTH = 3
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(rb"[\[\]{}]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_NEWLINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -29,18 +28,28 @@ def load_object(data: bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> d
     """The JSON object in ``data``; raises :class:`ValueError` saying why it is not one."""
     if len(data) > max_bytes:
         raise ValueError(f"{len(data)} bytes, over {max_bytes}")
-    depth = 0
-    for bracket in _BRACKET.findall(_STRING.sub(b'""', data)):
-        depth += 1 if bracket in b"[{" else -1
-        if depth > max_depth:
-            raise ValueError(f"nested deeper than {max_depth} levels")
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except RecursionError:
+        raise ValueError(f"nested deeper than {max_depth} levels") from None
+    except (UnicodeDecodeError, ValueError):
         raise ValueError("not UTF-8 JSON") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
+    if _depth(value) > max_depth:
+        raise ValueError(f"nested deeper than {max_depth} levels")
     return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (1 for a flat object), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item
+        todo += [(child, depth + 1) for child in children if isinstance(child, dict | list)]
+    return deepest
 
 
 def check_text(value: str, what: str, *, multiline: bool = False) -> str:

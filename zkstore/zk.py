@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
@@ -251,6 +251,16 @@ class ZooKeeper:
         """Pipelined stats of many nodes (``None`` where absent); ``watch`` is set on each."""
         return self._pipelined(
             paths, lambda path: self._client.exists_async(path, watch=watch), timeout
+        )
+
+    def watch_many(
+        self, watches: Mapping[str, Callable[..., Any]], *, timeout: float | None = None
+    ) -> list[ZnodeStat | None]:
+        """Pipelined stats of many nodes, each with its own one-shot watch (set whether the
+        node exists or not: its creation fires it too)."""
+        paths = list(watches)
+        return self._pipelined(
+            paths, lambda path: self._client.exists_async(path, watch=watches[path]), timeout
         )
 
     def children_many(

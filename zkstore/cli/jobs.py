@@ -16,7 +16,7 @@ from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import parse_storage_options
 from zkstore.errors import ConfigError, HandleNotFound
-from zkstore.jobs.snapshot import JobSnapshot, known_job_ids, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.layout import validate_job_id
 from zkstore.strict import parse_time
 
@@ -123,8 +123,10 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     CANCELLED (shown with --all).
     """
     with open_cluster(connection) as cluster:
-        ids = known_job_ids(cluster.zk, cluster.layout)
-        snapshots = read_snapshots(cluster.zk, cluster.layout, ids).values()
+        listing = read_listing(cluster.zk, cluster.layout)
+        snapshots = read_snapshots(
+            cluster.zk, cluster.layout, listing.job_ids(), listing=listing
+        ).values()
     items = [
         describe(s) for s in snapshots if show_all or s.result is None or s.result.state != "CLEAN"
     ]

@@ -140,62 +140,97 @@ def _valid(job_id: str) -> bool:
     return True
 
 
-def read_snapshots(zk: ZooKeeper, layout: Layout, job_ids: Iterable[str]) -> dict[str, JobSnapshot]:
-    """Snapshots of ``job_ids`` (pipelined); jobs with no trace at all are left out."""
+@dataclass(frozen=True)
+class Listing:
+    """The children of the cluster's four job parents, read once: which nodes exist at all.
+
+    A listing lets a snapshot of many jobs skip the reads of nodes that cannot exist (a new
+    job has no records yet). It is only ever a hint: a node created after the listing is seen
+    by the next look, and every write is conditional, so acting on a stale "absent" fails
+    instead of doing harm.
+    """
+
+    current_jobs: frozenset[str]
+    job_dirs: frozenset[str]
+    results: frozenset[str]
+    quarantine: frozenset[str]
+
+    def job_ids(self) -> set[str]:
+        """Every job id with any trace."""
+        return set(self.current_jobs | self.job_dirs | self.results | self.quarantine)
+
+
+def read_listing(zk: ZooKeeper, layout: Layout) -> Listing:
+    parents = (layout.current_jobs, layout.jobs, layout.results, layout.quarantine)
+    current, dirs, results, quarantine = (frozenset(c or ()) for c in zk.children_many(parents))
+    return Listing(current, dirs, results, quarantine)
+
+
+_KINDS = ("handle", "status", "running", "outcome", "cancel", "result", "quarantine")
+
+
+def _paths(layout: Layout, job_id: str, listing: Listing | None) -> list[str | None]:
+    """The paths of the job's records, ``None`` where the listing says there is nothing."""
+    records = [layout.status, layout.running, layout.outcome, layout.cancel]
+    has_dir = listing is None or job_id in listing.job_dirs
+    return [
+        layout.job_handle(job_id) if listing is None or job_id in listing.current_jobs else None,
+        *(record(job_id) if has_dir else None for record in records),
+        layout.result(job_id) if listing is None or job_id in listing.results else None,
+        layout.quarantine_entry(job_id)
+        if listing is None or job_id in listing.quarantine
+        else None,
+    ]
+
+
+def read_snapshots(
+    zk: ZooKeeper, layout: Layout, job_ids: Iterable[str], *, listing: Listing | None = None
+) -> dict[str, JobSnapshot]:
+    """Snapshots of ``job_ids`` (pipelined); jobs with no trace at all are left out.
+
+    Seven small reads per job, all sent before any answer is awaited; with a ``listing``, only
+    the reads of nodes that exist.
+    """
     ids = sorted(job_id for job_id in set(job_ids) if _valid(job_id))
-    kinds = ("handle", "status", "running", "outcome", "cancel", "result", "quarantine")
-
-    def paths(job_id: str) -> list[str]:
-        return [
-            layout.job_handle(job_id),
-            layout.status(job_id),
-            layout.running(job_id),
-            layout.outcome(job_id),
-            layout.cancel(job_id),
-            layout.result(job_id),
-            layout.quarantine_entry(job_id),
-        ]
-
-    all_paths = [p for job_id in ids for p in paths(job_id)]
-    found = zk.get_many(all_paths)
+    per_job = [_paths(layout, job_id, listing) for job_id in ids]
+    wanted = [path for paths in per_job for path in paths if path is not None]
+    answers = iter(zk.get_many(wanted))
     snapshots: dict[str, JobSnapshot] = {}
-    for i, job_id in enumerate(ids):
-        items = dict(zip(kinds, found[i * len(kinds) : (i + 1) * len(kinds)], strict=True))
-        if all(v is None for v in items.values()):
-            continue
-        errors: dict[str, str] = {}
-        job_paths = dict(zip(kinds, paths(job_id), strict=True))
-        handle = None
-        marked = False
-        if items["handle"] is not None:
-            marked = is_marked(items["handle"][1])
-            try:
-                handle = Handle.from_znode(*items["handle"], job_paths["handle"])
-            except CorruptRecord as exc:
-                errors["handle"] = str(exc)
-        running = _parse(RunningInfo, items["running"], job_paths["running"], errors, "running")
-        session = items["running"][1].ephemeralOwner if items["running"] is not None else None
-        snapshots[job_id] = JobSnapshot(
-            job_id=job_id,
-            handle=handle,
-            marked=marked,
-            status=_parse(JobStatus, items["status"], job_paths["status"], errors, "status"),
-            running=running,
-            running_session=session,
-            outcome=_parse(Outcome, items["outcome"], job_paths["outcome"], errors, "outcome"),
-            cancel=_parse(CancelRequest, items["cancel"], job_paths["cancel"], errors, "cancel"),
-            result=_parse(JobResult, items["result"], job_paths["result"], errors, "result"),
-            quarantine=_parse(
-                QuarantineEntry, items["quarantine"], job_paths["quarantine"], errors, "quarantine"
-            ),
-            errors=errors,
-        )
+    for job_id, paths in zip(ids, per_job, strict=True):
+        found = [next(answers) if path is not None else None for path in paths]
+        if any(item is not None for item in found):
+            snapshots[job_id] = _snapshot(job_id, dict(zip(_KINDS, found, strict=True)), layout)
     return snapshots
 
 
-def known_job_ids(zk: ZooKeeper, layout: Layout) -> set[str]:
-    """Every job id with any trace: in currentJobs, jobs, results or quarantine."""
-    ids: set[str] = set()
-    for parent in (layout.current_jobs, layout.jobs, layout.results, layout.quarantine):
-        ids.update(zk.children(parent))
-    return ids
+def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot:
+    errors: dict[str, str] = {}
+    handle = None
+    marked = False
+    if items["handle"] is not None:
+        marked = is_marked(items["handle"][1])
+        try:
+            data, stat = items["handle"]
+            handle = Handle.from_znode(data, stat, layout.job_handle(job_id))
+        except CorruptRecord as exc:
+            errors["handle"] = str(exc)
+    session = items["running"][1].ephemeralOwner if items["running"] is not None else None
+    return JobSnapshot(
+        job_id=job_id,
+        handle=handle,
+        marked=marked,
+        status=_parse(JobStatus, items["status"], layout.status(job_id), errors, "status"),
+        running=_parse(RunningInfo, items["running"], layout.running(job_id), errors, "running"),
+        running_session=session,
+        outcome=_parse(Outcome, items["outcome"], layout.outcome(job_id), errors, "outcome"),
+        cancel=_parse(CancelRequest, items["cancel"], layout.cancel(job_id), errors, "cancel"),
+        result=_parse(JobResult, items["result"], layout.result(job_id), errors, "result"),
+        quarantine=_parse(
+            QuarantineEntry,
+            items["quarantine"],
+            layout.quarantine_entry(job_id),
+            errors,
+            "quarantine",
+        ),
+        errors=errors,
+    )
