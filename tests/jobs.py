@@ -27,7 +27,7 @@ def steps(ctx: Any, out: str, total: int, delay: float) -> None:
     start = checkpoint["step"] + 1 if checkpoint else 1
     mark(out, f"start-attempt-{ctx.attempt}", step=start)
     for step in range(start, total + 1):
-        mark(out, f"step-{step:03d}-attempt-{ctx.attempt}")
+        mark(out, f"step-{step:03d}-attempt-{ctx.attempt}", pid=os.getpid())
         time.sleep(delay)
         ctx.checkpoint({"step": step})
 

@@ -13,6 +13,7 @@ from recovery.decide import (
     Finish,
     Initialize,
     Local,
+    NoSlot,
     Nothing,
     QuarantineJob,
     ReleaseDead,
@@ -64,8 +65,12 @@ def job(max_attempts: int = 3, **records: Any) -> JobSnapshot:
     return JobSnapshot(job_id="j", handle=records.pop("handle", handle), **records)
 
 
-def status(state: str = STARTING, attempt: int = 1, failures: int = 0, **kw: Any) -> JobStatus:
-    return JobStatus(version=4, state=state, attempt=attempt, failures=failures, updated=T, **kw)
+def status(
+    state: str = STARTING, attempt: int = 1, failures: int = 0, lost: int = 0, **kw: Any
+) -> JobStatus:
+    return JobStatus(
+        version=4, state=state, attempt=attempt, failures=failures, lost=lost, updated=T, **kw
+    )
 
 
 def running(attempt: int = 1, pid: int = 100) -> RunningInfo:
@@ -190,3 +195,61 @@ def test_driver_slots_are_bounded() -> None:
 def test_corrupt_status_goes_to_quarantine() -> None:
     action = decided(job(errors={"status": "/s: not a valid JobStatus record"}))
     assert isinstance(action, QuarantineJob)
+
+
+def test_lost_attempts_are_counted_apart_from_the_jobs_own_failures() -> None:
+    lost = decided(job(max_attempts=1, status=status(failures=0)))
+    assert isinstance(lost, Restart), "a vanished driver does not spend the job's one attempt"
+    assert (lost.failures, lost.lost) == (0, 1)
+    failed = decided(job(status=status(failures=0, lost=3), outcome=outcome(FAILED)))
+    assert isinstance(failed, Restart) and (failed.failures, failed.lost) == (1, 3)
+
+
+def test_too_many_lost_attempts_fail_the_job() -> None:
+    handle_summary = {"max_attempts": 3, "max_lost": 2, "name": "n"}
+    snapshot = job(status=status(attempt=2, lost=1))
+    snapshot = JobSnapshot(
+        job_id="j",
+        handle=Handle(
+            uri="file:///s/x",
+            size=1,
+            sha256="a" * 64,
+            created=T,
+            writer="w",
+            summary=handle_summary,
+            version=0,
+        ),
+        status=snapshot.status,
+    )
+    action = decided(snapshot)
+    assert isinstance(action, Finish) and action.outcome == FAILED
+    assert "2 of 2" in action.reason
+
+
+def test_an_unreadable_running_node_is_a_live_driver_never_a_dead_one() -> None:
+    action = decided(
+        job(status=status(), running_session=42, errors={"running": "/r: not a valid record"})
+    )
+    assert isinstance(action, Wait) and "unreadable" in action.reason
+
+
+def test_a_running_node_no_driver_wrote_is_quarantined() -> None:
+    planted = decided(job(status=status(), running=running(), running_session=0))
+    assert isinstance(planted, QuarantineJob) and "not ephemeral" in planted.reason
+
+
+def test_unreadable_result_quarantines_a_current_job_and_is_left_alone_otherwise() -> None:
+    current = decided(job(status=status(PENDING), errors={"result": "/r: garbage"}))
+    assert isinstance(current, QuarantineJob) and "garbage" in current.reason
+    gone = decided(job(handle=None, status=status(PENDING), errors={"result": "/r: garbage"}))
+    assert isinstance(gone, Nothing)
+
+
+def test_an_unreadable_cancel_request_still_cancels() -> None:
+    action = decided(job(status=status(PENDING), errors={"cancel": "/c: garbage"}))
+    assert isinstance(action, Finish) and action.outcome == CANCELLED
+
+
+def test_no_slot_is_its_own_kind_of_wait() -> None:
+    action = decided(job(status=status(PENDING, attempt=0)), Local(drivers_running=2))
+    assert isinstance(action, NoSlot) and isinstance(action, Wait)

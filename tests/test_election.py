@@ -168,7 +168,8 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
     from zkstore.dev.embedded import EmbeddedZooKeeper
 
     server = EmbeddedZooKeeper().start()
-    store = config.with_changes(zk_hosts=server.connect_string, session_timeout=6.0)
+    session_timeout = 8.0
+    store = config.with_changes(zk_hosts=server.connect_string, session_timeout=session_timeout)
     daemon = Daemon(DaemonSettings(store=store, daemon_id="solo", log_dir=str(tmp_path)))
     thread = threading.Thread(target=daemon.run, kwargs={"install_signals": False})
     thread.start()
@@ -178,9 +179,11 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
         paused = time.monotonic()
-        wait_for(lambda: not daemon.is_leader, timeout=10, what="step down")
+        wait_for(lambda: not daemon.is_leader, timeout=30, what="step down")
         stepped_down = time.monotonic() - paused
-        assert stepped_down < 6.0, f"stepped down after {stepped_down:.1f} s, not before expiry"
+        # The invariant itself is a time: leadership must end before the session can expire
+        # (kazoo notices at about 2/3 of the session timeout, 5.3 s here).
+        assert stepped_down < session_timeout, f"stepped down after {stepped_down:.1f} s"
         os.kill(pid, signal.SIGCONT)
         wait_for(lambda: daemon.is_leader, timeout=30, what="leadership again after reconnect")
     finally:

@@ -223,9 +223,9 @@ def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> Non
         result = run_cli(config, "handles", "list", "--format", "json")
         items = json.loads(result.stdout)
         assert [(i["kind"], i["job"], i["version"]) for i in items] == [
-            ("job", "a", 0),
+            ("job", "a", 0),  # sorted by path: .../currentJobs/a before .../jobs/a/checkpoints
             ("checkpoint", "a", 0),
-        ] or [(i["kind"], i["job"]) for i in items] == [("checkpoint", "a"), ("job", "a")]
+        ]
         job = next(i for i in items if i["kind"] == "job")
         assert job["locks"] == [cluster.instance_id]
         assert job["uri"].startswith(cluster.storage.root_url) and len(job["sha256"]) == 64
@@ -304,7 +304,7 @@ def test_unreachable_zookeeper_is_one_clear_line_not_a_hang(tmp_path: Path) -> N
     assert done.stderr.strip().splitlines() == [
         "zkstore: error: StoreUnavailable: cannot reach ZooKeeper at 127.0.0.1:9 within 1 s"
     ]
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start < 60, "not a hang"
 
 
 def test_a_handle_replaced_after_the_listing_is_not_reported_dangling(config: StoreConfig) -> None:

@@ -194,7 +194,7 @@ def test_unreachable_s3_fails_fast_with_clear_error() -> None:
     start = time.monotonic()
     with pytest.raises(StoreUnavailable, match="storage failed"):
         storage.write("c/p", b"x")
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 60, "not a hang"
 
 
 def test_s3_write_is_create_only(s3_server: S3Server) -> None:
