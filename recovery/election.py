@@ -67,7 +67,6 @@ class LeaderElection:
         self.daemon_id = daemon_id
         self._notify = notify
         self._node: str | None = None
-        self._watched: str | None = None
 
     @property
     def node(self) -> str | None:
@@ -95,7 +94,6 @@ class LeaderElection:
                 raise
             node = found
         self._node = node
-        self._watched = None
         logger.info("contending for leadership as %s", node.rsplit("/", 1)[1])
         return node
 
@@ -139,7 +137,6 @@ class LeaderElection:
                 return True
             predecessor = f"{self.layout.election}/{names[index - 1]}"
             if self.zk.exists(predecessor, watch=self._on_predecessor) is not None:
-                self._watched = predecessor
                 return False
 
     def _on_predecessor(self, event: object) -> None:

@@ -14,7 +14,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,11 +34,9 @@ class Event:
 
 @dataclass
 class Leadership:
-    """One grant of leadership: a unique token, the fence of its writes, and whether it lasts."""
+    """One grant of leadership: the fence of its writes, and whether it lasts."""
 
     fence: Fence
-    token: str = field(default_factory=lambda: uuid.uuid4().hex)
-    since: float = field(default_factory=time.time)
     _active: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:

@@ -84,8 +84,11 @@ class Fence:
 
     If an op of a guard fails, the transaction applies nothing and :meth:`ZooKeeper.commit`
     raises that guard's ``error`` (e.g. :class:`~zkstore.errors.NotLeader`). Fence on nodes that
-    can never come back once gone (a sequential election node) or on versions that only grow;
-    never on a fixed-name ephemeral at version 0, which a successor re-creates at version 0 too.
+    can never come back once gone (a sequential election node) or on versions that only grow.
+    A fixed-name ephemeral at version 0 is no fence by itself, since a successor re-creates it at
+    version 0 too; a driver's fence pairs its ``running`` node (version 0) with the version of
+    its attempt's ``status``, which the leader bumps for every new attempt: together they hold
+    only while this attempt's node lives.
     """
 
     guards: tuple[Guard, ...] = ()

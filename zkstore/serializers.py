@@ -17,7 +17,6 @@ import cloudpickle
 from zkstore.errors import CorruptPayload, IncompatiblePayload, SerializationError
 
 T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
 
 PICKLE_MAGIC = b"ZKSTORE-PICKLE\n"
 

@@ -88,7 +88,8 @@ class EmbeddedZooKeeper(Closeable):
     """A ZooKeeper server process: ``start()``, use :attr:`connect_string`, ``stop()``.
 
     It can be stopped and started again on the same port and data directory (tests use that to
-    simulate an outage). ``stop`` removes a data directory it created itself.
+    simulate an outage): :meth:`stop` keeps the data unless told otherwise; :meth:`close` (and
+    leaving a ``with`` block) stops it and removes a data directory it created itself.
     """
 
     def __init__(
