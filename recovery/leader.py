@@ -6,6 +6,10 @@ that, every event about a job (a submission, a driver's ``running`` node going a
 request, a timer, a driver slot freed) reconciles that job again. Every write carries the
 leadership's fence, so a deposed leader's writes fail inside ZooKeeper.
 
+The leader never reads a payload. A definition is verified once, by the driver, before it is
+unpickled; a driver that cannot load it reports BROKEN, and that is what quarantines the job (a
+handle that does not even parse is quarantined from the snapshot, without a driver).
+
 One job never blocks the others (invariant 6): each job's decision and action run under a guard
 that turns anything unexpected into "this job is broken" (a log line with the job id, and
 quarantine); only an outage or the loss of leadership stops a batch.

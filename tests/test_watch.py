@@ -1,0 +1,90 @@
+"""NodeWatch: watches that stay armed, with deadlines, over a real ZooKeeper."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.helpers import expire_session, wait_for
+from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.errors import StoreUnavailable
+from zkstore.watch import NodeWatch, WatchedValue
+from zkstore.zk import ZooKeeper
+
+
+class Seen:
+    """What a watch reported, in order (callbacks run on kazoo's threads)."""
+
+    def __init__(self) -> None:
+        self.values: list[WatchedValue] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, value: WatchedValue) -> None:
+        with self._lock:
+            self.values.append(value)
+
+    def last(self) -> WatchedValue:
+        with self._lock:
+            return self.values[-1] if self.values else "nothing yet"
+
+
+def test_data_watch_reports_creation_changes_and_deletion(zk: ZooKeeper, root: str) -> None:
+    path = f"{root}/watched"
+    seen = Seen()
+    watch = NodeWatch(zk, path, seen)
+    assert seen.values == [None], "reported at once, from the creating thread"
+    zk.create(path, b"one")
+    wait_for(lambda: seen.last() == b"one", what="creation")
+    zk.set(path, b"two")
+    wait_for(lambda: seen.last() == b"two", what="change")
+    zk.delete(path)
+    wait_for(lambda: seen.last() is None, what="deletion")
+    watch.stop()
+    zk.create(path, b"after stop")
+    # ZooKeeper delivers watch events in order: once a later change has been reported to another
+    # watch, a report of this creation to the stopped one would have arrived already.
+    later = Seen()
+    NodeWatch(zk, f"{root}/later", later)
+    zk.create(f"{root}/later", b"x")
+    wait_for(lambda: later.last() == b"x", what="the later event")
+    assert seen.last() is None
+
+
+def test_children_watch_outlives_the_deletion_of_its_node(zk: ZooKeeper, root: str) -> None:
+    """kazoo's ChildrenWatch stops for good when its node is deleted; this one goes on."""
+    path = f"{root}/parent"
+    zk.ensure_path(path)
+    seen = Seen()
+    NodeWatch(zk, path, seen, children=True)
+    zk.create(f"{path}/a")
+    wait_for(lambda: seen.last() == ["a"], what="child a")
+    zk.delete_tree(path)
+    wait_for(lambda: seen.last() is None, what="parent gone")
+    zk.ensure_path(f"{path}/b")
+    wait_for(lambda: seen.last() == ["b"], what="parent back with child b")
+
+
+def test_a_watch_is_re_armed_after_its_session_expired(zk: ZooKeeper, root: str) -> None:
+    path = f"{root}/survivor"
+    seen = Seen()
+    NodeWatch(zk, path, seen)
+    expire_session(zk)
+    zk.create(path, b"made after the new session")
+    wait_for(lambda: seen.last() == b"made after the new session", timeout=20, what="re-armed")
+
+
+def test_creating_a_watch_while_zookeeper_is_down_fails_within_the_deadline() -> None:
+    """kazoo's DataWatch retries forever: creating one while ZooKeeper is down hangs."""
+    server = EmbeddedZooKeeper().start()
+    zk = ZooKeeper(server.connect_string, session_timeout=10, timeout=1.0).start()
+    try:
+        server.stop()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            NodeWatch(zk, "/anything", Seen())
+        assert time.monotonic() - started < 30, "not a hang"
+    finally:
+        zk.stop()
+        server.close()
