@@ -2,7 +2,12 @@
 
 Every write is fenced on the leadership. Nothing here decides: an action is applied as it was
 decided, and the job is looked at again through an event (never by calling back into the
-reconcile loop, which would decide with a stale count of driver slots).
+reconcile loop, which would decide with a stale view of the fleet's slots).
+
+A Start places the attempt: the status (STARTING, the attempt, the member) and the assignment
+``R/assignments/<member>/<job>`` are written in one transaction, and the member launches the
+driver. When an attempt ends (restart, finish, quarantine), its assignment is removed, which frees
+the member's slot.
 """
 
 from __future__ import annotations
@@ -15,26 +20,23 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from recovery.coordinator import JobCoordinator
 from recovery.decide import (
     Action,
     Adopt,
     CleanUp,
     Finish,
+    NoSlot,
     QuarantineJob,
-    ReleaseDead,
     Restart,
     Start,
-    StopLaunch,
     Wait,
 )
-from recovery.launcher import DriverLauncher
-from zkstore.errors import HandleExists
+from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.cleanup import clean_up
-from zkstore.jobs.records import JobStatus
+from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING
-from zkstore.ops import Check, Delete
+from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.strict import utc_now
 
 if TYPE_CHECKING:
@@ -48,17 +50,15 @@ CLEANUP_RETRY = 2.0
 class JobActions:
     """The leader's hands: one method per action, each for one job."""
 
-    def __init__(self, leader: LeaderProcess, launcher: DriverLauncher) -> None:
+    def __init__(self, leader: LeaderProcess) -> None:
         self.leader = leader
         self.cluster = leader.cluster
         self.fence = leader.fence
-        self.launcher = launcher
         self._adoptions_reported: set[tuple[str, int]] = set()
+        self._reasons: list[tuple[str, list[Op]]] = []
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
-            ReleaseDead: self._release_dead,
-            StopLaunch: self._stop_launch,
             Restart: self._restart,
             Finish: self._finish,
             CleanUp: self._clean_up,
@@ -84,79 +84,98 @@ class JobActions:
 
     def _start(self, job: JobSnapshot, action: Start) -> None:
         assert job.status is not None and job.status.version is not None
-        status = self.status(job, state=STARTING, attempt=action.attempt, not_before=None)
-        written = self.cluster.state.put_status(
-            job.job_id, status, expected_version=job.status.version, fence=self.fence
+        assert action.member is not None
+        layout = self.cluster.layout
+        status = self.status(
+            job,
+            state=STARTING,
+            attempt=action.attempt,
+            member=action.member,
+            not_before=None,
+            reason=None,
         )
-        assert written.version is not None
-        coordinator = self.leader.coordinators.setdefault(
-            job.job_id, JobCoordinator(job.job_id, self.leader.loop)
+        assignment = Assignment(
+            version=None,
+            job_id=job.job_id,
+            member_id=action.member,
+            attempt=action.attempt,
+            status_version=job.status.version + 1,
+            assigned=status.updated,
         )
-        coordinator.lazy_initialize(self.leader.context, self.leader.driver_exited)
+        path = layout.assignment(action.member, job.job_id)
+        ops: list[Op] = [
+            SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
+            Create(path, assignment.to_bytes()),
+        ]
+        if job.job_id in self.leader.fleet.assignments.get(action.member, ()):
+            ops.insert(1, Delete(path))  # an earlier attempt's, on the same member
         try:
-            launch = self.launcher.launch(job.job_id, action.attempt, written.version)
-        except OSError as exc:
-            logger.error("job %s: cannot start a driver: %s", job.job_id, exc)
-            self.leader.post(job.job_id)
-            return
-        coordinator.attach(launch)
-        self.leader.watch_job(job.job_id)
+            self.cluster.zk.commit(ops, fence=self.fence)
+        except BaseException:
+            self.leader.fleet.untake(action.member, job.job_id)
+            raise
+        self.leader.fleet.assigned(action.member, job.job_id)
+        self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
         logger.warning(
-            "job %s: attempt %d started, driver pid %d (%s)",
+            "job %s: attempt %d placed on %s (%s)",
             job.job_id,
             action.attempt,
-            launch.process.pid,
+            action.member,
             action.reason,
         )
 
     def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
-        self.leader.watch_job(job.job_id)
         running = job.running
         assert running is not None
+        self.leader.watch_job(job.job_id, self.cluster.layout.running(job.job_id))
         key = (job.job_id, running.attempt)
-        ours = self.leader.local(job.job_id).launched_attempt == running.attempt
-        if key not in self._adoptions_reported and not ours:
+        if key not in self._adoptions_reported:
             self._adoptions_reported.add(key)
-            logger.warning(
-                "job %s: adopted attempt %d (driver pid %d on %s)",
+            logger.info(
+                "job %s: attempt %d runs (driver pid %d on %s)",
                 job.job_id,
                 running.attempt,
                 running.pid,
                 running.host,
             )
 
-    def _release_dead(self, job: JobSnapshot, action: ReleaseDead) -> None:
-        assert job.status is not None and job.status.version is not None
-        layout = self.cluster.layout
-        self.cluster.zk.commit(
-            [
-                Check(layout.status(job.job_id), job.status.version),
-                Delete(layout.running(job.job_id)),
-            ],
-            fence=self.fence,
-        )
-        logger.info("job %s: %s", job.job_id, action.reason)
-        self.leader.post(job.job_id)
-
     def _wait(self, job: JobSnapshot, action: Wait) -> None:
-        self.leader.watch_job(job.job_id, driver=job.driver_present or self._launched(job))
+        layout = self.cluster.layout
+        paths = []
+        if job.driver_present or (job.status is not None and job.status.state == STARTING):
+            paths.append(layout.running(job.job_id))
+        member = job.status.member if job.status is not None else None
+        if member is not None and job.status is not None and job.status.state == STARTING:
+            paths.append(layout.assignment(member, job.job_id))
+        self.leader.watch_job(job.job_id, *paths)
+        if isinstance(action, NoSlot):
+            self._note_reason(job, action.reason)
         if action.until is not None:
             delay = (action.until - datetime.now(UTC)).total_seconds()
             self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
 
-    def _launched(self, job: JobSnapshot) -> bool:
-        """True if this daemon started a driver of the job's current attempt."""
-        launched = self.leader.local(job.job_id).launched_attempt
-        return launched is not None and job.status is not None and launched == job.status.attempt
+    def _note_reason(self, job: JobSnapshot, reason: str) -> None:
+        """Say why a job waits, in its status (written with the batch's other reasons)."""
+        status = job.status
+        if status is None or status.version is None or status.reason == reason:
+            return
+        updated = self.status(job, reason=reason)
+        path = self.cluster.layout.status(job.job_id)
+        self._reasons.append((job.job_id, [SetData(path, updated.to_bytes(), status.version)]))
 
-    def _stop_launch(self, job: JobSnapshot, action: StopLaunch) -> None:
-        coordinator = self.leader.coordinators.get(job.job_id)
-        if coordinator is not None and coordinator.live_launch is not None:
-            logger.warning("job %s: %s; killing it", job.job_id, action.reason)
-            coordinator.live_launch.process.kill()
+    def flush_reasons(self) -> None:
+        """Write the waiting reasons of the batch in one pipelined round (a conflict is fine:
+        the job changed, and will be looked at again)."""
+        reasons, self._reasons = self._reasons, []
+        if not reasons:
+            return
+        errors = self.cluster.zk.commit_many([ops for _, ops in reasons], fence=self.fence)
+        if any(isinstance(error, NotLeader) for error in errors):
+            raise NotLeader("leadership lost while noting why jobs wait")
 
     def _restart(self, job: JobSnapshot, action: Restart) -> None:
-        assert job.status is not None and action.not_before is not None
+        assert job.status is not None and job.status.version is not None
+        assert action.not_before is not None
         not_before = action.not_before.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         status = self.status(
             job,
@@ -165,10 +184,13 @@ class JobActions:
             lost=action.lost,
             last_error=action.error,
             not_before=not_before,
+            member=None,
         )
-        self.cluster.state.put_status(
-            job.job_id, status, expected_version=job.status.version, fence=self.fence
-        )
+        ops: list[Op] = [
+            SetData(self.cluster.layout.status(job.job_id), status.to_bytes(), job.status.version)
+        ]
+        self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
+        self._unassigned(job)
         logger.warning("job %s: %s (%s)", job.job_id, action.reason, action.error)
         self._wait(job, Wait(until=action.not_before))
 
@@ -191,18 +213,43 @@ class JobActions:
             attempts,
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
-        self._clean(job.job_id)
+        self._clean(job)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
+        self._release_assignment(job)
         logger.warning("job %s: quarantined (%s)", job.job_id, action.reason)
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
-        self._clean(job.job_id)
+        self._clean(job)
 
-    def _clean(self, job_id: str) -> None:
-        if clean_up(self.cluster, job_id, fence=self.fence):
-            self.leader.job_done(job_id)
-            logger.info("job %s: cleaned up (result kept in results/)", job_id)
+    def _clean(self, job: JobSnapshot) -> None:
+        self._release_assignment(job)
+        if clean_up(self.cluster, job.job_id, fence=self.fence):
+            self.leader.job_done(job.job_id)
+            logger.info("job %s: cleaned up (result kept in results/)", job.job_id)
         else:
-            self.leader.post_at(time.monotonic() + CLEANUP_RETRY, job_id)
+            self.leader.post_at(time.monotonic() + CLEANUP_RETRY, job.job_id)
+
+    # -- assignments -----------------------------------------------------------------------------
+
+    def _unassign_ops(self, job: JobSnapshot) -> list[Op]:
+        """The op that removes the job's assignment, if it has one."""
+        member = job.status.member if job.status is not None else None
+        if member is None or job.job_id not in self.leader.fleet.assignments.get(member, ()):
+            return []
+        return [Delete(self.cluster.layout.assignment(member, job.job_id))]
+
+    def _unassigned(self, job: JobSnapshot) -> None:
+        member = job.status.member if job.status is not None else None
+        if member is not None:
+            self.leader.fleet.release(member, job.job_id)
+            self.leader.slot_freed()
+
+    def _release_assignment(self, job: JobSnapshot) -> None:
+        ops = self._unassign_ops(job)
+        if ops:
+            errors = self.cluster.zk.commit_many([ops], fence=self.fence)
+            if isinstance(errors[0], NotLeader):
+                raise errors[0]
+        self._unassigned(job)

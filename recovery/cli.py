@@ -7,8 +7,10 @@ import sys
 
 import click
 
+from recovery import fleet_cli  # noqa: F401  (registers `zkstore daemons`)
 from recovery.client import Client
 from recovery.dev.demo import demo
+from recovery.fleet import parse_labels
 from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
@@ -33,13 +35,26 @@ from zkstore.jobs.states import CANCELLED, SUCCEEDED
     show_default=True,
     help="ZooKeeper session timeout, seconds: how long a dead leader keeps its jobs waiting",
 )
-@click.option("--id", "daemon_id", help="name of this daemon [default: host-pid]")
+@click.option(
+    "--id",
+    "daemon_id",
+    help="name of this daemon in the fleet, unique among live daemons (give each daemon of one "
+    "host its own) [default: the host name]",
+)
 @click.option(
     "--max-drivers",
     type=click.IntRange(1),
     default=32,
     show_default=True,
-    help="drivers this daemon runs at once when it leads; more jobs wait",
+    help="driver slots of this daemon: attempts the leader may place here at once",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="a label of this daemon, repeatable; jobs submitted with --require KEY=VALUE only "
+    "run on daemons that have it",
 )
 @click.option(
     "--log-dir",
@@ -70,13 +85,16 @@ def daemon(
     log_dir: str | None,
     restart_backoff: float,
     reconcile_interval: float,
+    labels: tuple[str, ...],
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
-    The daemons elect a leader. The leader runs every job in the cluster as a separate driver
-    process, restarts failed ones with backoff from their latest checkpoint, and cleans up
-    finished ones. When it dies, another daemon takes over within the session timeout (at once
-    on SIGTERM) and adopts the running drivers or resubmits the jobs whose driver is gone.
+    Every daemon runs drivers: it offers --max-drivers slots (and its --label labels) to the
+    fleet. The daemons elect a leader, which places each job's attempt on a daemon with a free
+    slot (least loaded first), restarts failed ones with backoff from their latest checkpoint,
+    re-places the jobs of a daemon that is lost, and cleans up finished ones. When the leader
+    dies, another daemon takes over within the session timeout (at once on SIGTERM) and adopts
+    the running drivers: nothing restarts.
     """
     from recovery.daemon import Daemon
 
@@ -90,6 +108,7 @@ def daemon(
         restart_backoff=restart_backoff,
         max_backoff=max(60.0, restart_backoff),
         reconcile_interval=reconcile_interval,
+        labels=parse_labels(labels),
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

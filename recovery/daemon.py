@@ -1,10 +1,14 @@
-"""The recovery daemon: one per host; the elected leader runs every job.
+"""The recovery daemon: one per host. Every daemon runs drivers; the elected leader places them.
 
 The daemon's main thread is the only thread that acts. Kazoo's state listener and watches, the
 threads waiting on driver processes, timers and signal handlers only post events to the loop (the
 listener also revokes the current leadership flag, so that a SUSPENDED leader stops acting at
 once, before its session can expire). Leadership is re-granted, with a fresh token and a full
 reconcile, whenever the session is connected and our contender node is first.
+
+Every daemon is a member of the fleet (:mod:`recovery.member`): it registers itself with its
+driver slots and labels, and launches the attempts the leader places on it. A second daemon
+with the id of a live one refuses to start.
 
 SIGTERM/SIGINT: stop acting, delete our contender node and close the session, so that another
 daemon takes over within moments. Drivers keep running: they are separate processes with their
@@ -19,11 +23,11 @@ import threading
 import time
 from types import FrameType
 
-from recovery.coordinator import DRIVER_EXITED, JobCoordinator
 from recovery.election import LeaderElection
 from recovery.launcher import DriverLauncher
-from recovery.leader import JOB_CHANGED, LeaderProcess
+from recovery.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
+from recovery.member import FleetMember
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import NotLeader, StoreUnavailable, ZkStoreError
@@ -33,6 +37,8 @@ logger = logging.getLogger(__name__)
 STATE = "state"
 ELECTION = "election"
 STOP = "stop"
+ASSIGNMENTS = "assignments"
+DRIVER_EXITED = "driver-exited"
 CONNECT_RETRY = 2.0
 
 
@@ -43,8 +49,8 @@ class Daemon:
         self.settings = settings
         self.loop = Loop()
         self.launcher = DriverLauncher(settings)
-        self.coordinators: dict[str, JobCoordinator] = {}
         self.cluster: Cluster | None = None
+        self.member: FleetMember | None = None
         self.election: LeaderElection | None = None
         self.leader: LeaderProcess | None = None
         self._leadership: Leadership | None = None
@@ -78,6 +84,18 @@ class Daemon:
         if not self._connect():
             return 0
         assert self.cluster is not None
+        self.member = FleetMember(
+            self.cluster,
+            self.settings,
+            self.launcher,
+            lambda: self.loop.post(Event(ASSIGNMENTS)),
+            lambda launch: self.loop.post(Event(DRIVER_EXITED, launch.job_id, launch)),
+        )
+        try:
+            self.member.register()
+        except ZkStoreError:
+            self.cluster.close()
+            raise
         self.cluster.zk.add_listener(self._on_state)
         self.election = LeaderElection(
             self.cluster.zk,
@@ -123,7 +141,7 @@ class Daemon:
             for event in events:
                 if event.kind in (JOB_CHANGED, DRIVER_EXITED) and event.job_id is not None:
                     jobs.add(event.job_id)
-                else:
+                if event.kind != JOB_CHANGED:
                     self._handle(event)
             if self.leader is not None and not self.leader.active:
                 self._revoke("leadership ended")
@@ -142,10 +160,17 @@ class Daemon:
             logger.error("unexpected store error: %s: %s", type(exc).__name__, exc)
 
     def _handle(self, event: Event) -> None:
+        assert self.member is not None
         if event.kind == STATE:
             self._on_state_event(str(event.data))
         elif event.kind == ELECTION:
             self._check_election()
+        elif event.kind == ASSIGNMENTS:
+            self.member.sync()
+        elif event.kind == DRIVER_EXITED:
+            self.member.driver_exited(event.data)
+        elif event.kind == FLEET_CHANGED and self.is_leader and self.leader is not None:
+            self.leader.fleet_changed()
 
     # -- session and election ------------------------------------------------------------------
 
@@ -162,6 +187,9 @@ class Daemon:
             self._revoke("ZooKeeper session expired")
             self._must_contend = True
         elif state == "CONNECTED":
+            assert self.member is not None
+            self.member.ensure_registered()  # a new session lost our ephemeral record
+            self.member.sync()
             self._check_election()
 
     def _check_election(self) -> None:
@@ -188,13 +216,7 @@ class Daemon:
         leadership = Leadership(fence=self.election.fence())
         self._leadership = leadership
         self.leader = LeaderProcess(
-            self.cluster,
-            self.settings,
-            leadership,
-            self.loop,
-            self.launcher,
-            self.election,
-            self.coordinators,
+            self.cluster, self.settings, leadership, self.loop, self.election
         )
         logger.info("daemon %s is the leader", self.settings.daemon_id)
         self._last_reconcile = time.monotonic()
@@ -214,9 +236,11 @@ class Daemon:
                 self.election.resign()
             except ZkStoreError as exc:
                 logger.warning("could not resign cleanly (%s); the session close will", exc)
+        if self.member is not None:
+            self.member.stop()
         if self.cluster is not None:
             self.cluster.close()
-        live = sum(1 for c in self.coordinators.values() if c.live_launch is not None)
+        live = self.member.running_drivers if self.member is not None else 0
         logger.info(
             "daemon %s stopped; %d driver(s) keep running and will be adopted",
             self.settings.daemon_id,

@@ -1,8 +1,9 @@
 """What the leader should do next for one job: a pure function of what it can see.
 
-Inputs are the job's snapshot from ZooKeeper and what this daemon knows locally (the driver it
-launched, if any, and how many of its drivers are running). The output is one action; the leader
-applies it with fenced writes and looks again. Keeping this pure keeps the lifecycle in one place
+Inputs are the job's snapshot from ZooKeeper and what the leader knows of the fleet (whether the
+member its attempt was placed on is up, and how that member saw its driver end). The output is
+one action; the leader applies it with fenced writes (placing a Start on a member) and looks
+again. Keeping this pure keeps the lifecycle in one place
 and testable branch by branch::
 
     SUBMITTED -> PENDING -> STARTING(attempt n) -> outcome of n
@@ -28,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from recovery.launcher import describe_exit
 from recovery.settings import DaemonSettings
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
@@ -38,14 +38,11 @@ from zkstore.strict import parse_time
 
 @dataclass(frozen=True)
 class Local:
-    """What this daemon knows that ZooKeeper does not say."""
+    """What the leader knows beyond the job's records: the member its attempt is placed on."""
 
-    launched_attempt: int | None = None
-    launched_pid: int | None = None
-    launch_alive: bool = False
-    launch_age: float = 0.0
-    exit_code: int | None = None
-    drivers_running: int = 0
+    member_alive: bool = False
+    #: how the attempt's driver process ended, as its member recorded it (None: not ended)
+    exited: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,20 +64,15 @@ class Initialize(Action):
 
 @dataclass(frozen=True)
 class Start(Action):
-    """Assign ``attempt`` and launch its driver."""
+    """Place ``attempt`` on a member (the leader picks ``member``), which launches its driver."""
 
     attempt: int = 1
+    member: str | None = None
 
 
 @dataclass(frozen=True)
 class Adopt(Action):
     """A driver holds ``running``: watch it and wait."""
-
-
-@dataclass(frozen=True)
-class ReleaseDead(Action):
-    """Our own driver process is gone (reaped) but its ``running`` node waits for its session
-    to expire: delete the node now, fenced on the attempt, instead of waiting."""
 
 
 @dataclass(frozen=True)
@@ -92,12 +84,8 @@ class Wait(Action):
 
 @dataclass(frozen=True)
 class NoSlot(Wait):
-    """Every driver slot is in use: look again when one frees up."""
-
-
-@dataclass(frozen=True)
-class StopLaunch(Action):
-    """Our launched driver did not take ``running`` in time: kill it."""
+    """No member can take the attempt now (every slot in use, no member with the labels the job
+    requires): look again when the fleet changes or a slot frees up."""
 
 
 @dataclass(frozen=True)
@@ -144,14 +132,7 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
             "node goes away"
         )
     if job.running is not None:
-        running = job.running
-        if (
-            local.exit_code is not None
-            and local.launched_attempt == running.attempt == status.attempt
-            and local.launched_pid == running.pid
-        ):
-            return ReleaseDead(reason=f"driver of attempt {running.attempt} died; no need to wait")
-        return Adopt(reason=f"driver of attempt {running.attempt} is alive")
+        return Adopt(reason=f"driver of attempt {job.running.attempt} is alive")
     if status.state == STARTING:
         return _starting(job, local, settings, now)
     if job.cancel_requested:
@@ -160,8 +141,6 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
         not_before = parse_time(status.not_before)
         if now < not_before:
             return Wait(until=not_before, reason="restart backoff")
-    if local.drivers_running >= settings.max_drivers:
-        return NoSlot(reason=f"all {settings.max_drivers} driver slots in use")
     return Start(attempt=status.attempt + 1, reason=f"{status.state.lower()} job")
 
 
@@ -186,23 +165,21 @@ def _settled(job: JobSnapshot) -> Action | None:
 
 
 def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
-    """An attempt was assigned and no driver holds ``running``: starting, or over?"""
+    """An attempt was placed and no driver holds ``running``: starting, or over?"""
     assert job.status is not None
-    attempt = job.status.attempt
+    attempt, member = job.status.attempt, job.status.member or "?"
     outcome = job.outcome
     if outcome is not None and outcome.attempt == attempt:
         return _ended(job, outcome.outcome, outcome.error, settings, now)
-    ours = local.launched_attempt == attempt
-    if ours and local.launch_alive:
-        if local.launch_age < settings.start_timeout:
-            return Wait(reason=f"driver of attempt {attempt} is starting")
-        return StopLaunch(
-            reason=f"driver did not take its running node within {settings.start_timeout:g} s"
-        )
-    if ours and local.exit_code is not None:
-        error = f"driver of attempt {attempt} {describe_exit(local.exit_code)}"
+    if local.exited is not None:
+        error = f"driver of attempt {attempt} on {member} {local.exited}"
+    elif not local.member_alive:
+        error = f"daemon {member}, where attempt {attempt} was placed, is gone"
+    elif (now - parse_time(job.status.updated)).total_seconds() < settings.start_timeout:
+        return Wait(reason=f"driver of attempt {attempt} is starting on {member}")
     else:
-        error = f"driver of attempt {attempt} ended (killed, or its host or session lost)"
+        error = f"driver of attempt {attempt} did not start on {member} within "
+        error += f"{settings.start_timeout:g} s"
     return _ended(job, FAILED, error + " and left no outcome", settings, now, lost=True)
 
 
@@ -238,7 +215,9 @@ def _ended(
             error=error,
             reason=f"attempt {status.attempt} {what}; {used} of {limit} such attempts used",
         )
-    delay = settings.backoff(failures + lost_count)
+    # A first lost attempt (a host lost, a driver killed) is placed again at once; a job that
+    # keeps failing or keeps getting lost backs off.
+    delay = 0.0 if lost and lost_count == 1 else settings.backoff(failures + lost_count - lost)
     return Restart(
         failures=failures,
         lost=lost_count,

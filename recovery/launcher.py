@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 #: Names the cluster (its ZooKeeper base path) a driver belongs to, so that tools can find the
 #: drivers of a cluster on a host; not a secret.
 DRIVER_OF_ENV = "ZKSTORE_DRIVER_OF"
+#: Names the daemon (fleet member) that launched a driver.
+DRIVER_MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 
 # Exit codes of ``python -m recovery.driver``.
 EXIT_SUCCEEDED = 0
@@ -89,6 +91,7 @@ class DriverLauncher:
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
         env[DRIVER_OF_ENV] = self.settings.store.base_path
+        env[DRIVER_MEMBER_ENV] = self.settings.daemon_id
         env[ENV_VARS["spark_master"]] = self.settings.spark_master
         env["PYTHONUNBUFFERED"] = "1"
         return env

@@ -1,14 +1,17 @@
 """The duties of one leadership grant, all performed on the daemon's loop thread.
 
-On grant: publish ``R/leader/info``, watch ``R/currentJobs``, then reconcile every job: finish the
-cleanup of dirty results first, then adopt jobs whose driver is alive and start the others. After
-that, every event about a job (a submission, a driver's ``running`` node going away, a cancel
-request, a timer, a driver slot freed) reconciles that job again. Every write carries the
-leadership's fence, so a deposed leader's writes fail inside ZooKeeper.
+On grant: publish ``R/leader/info``, watch ``R/currentJobs`` and the fleet, then reconcile every
+job: finish the cleanup of dirty results first, then adopt jobs whose driver is alive and place
+the others. After that, every event about a job (a submission, a driver's ``running`` node going
+away, a member recording a driver's exit, a cancel request, a timer, a freed slot, a member
+joining or leaving) reconciles that job again. Every write carries the leadership's fence, so a
+deposed leader's writes fail inside ZooKeeper.
 
-The leader never reads a payload. A definition is verified once, by the driver, before it is
-unpickled; a driver that cannot load it reports BROKEN, and that is what quarantines the job (a
-handle that does not even parse is quarantined from the snapshot, without a driver).
+The leader places, members launch (:mod:`recovery.member`): a Start is written as the attempt's
+status (STARTING, the member) and its assignment in one transaction. The leader never reads a
+payload. A definition is verified once, by the driver, before it is unpickled; a driver that
+cannot load it reports BROKEN, and that is what quarantines the job (a handle that does not even
+parse is quarantined from the snapshot, without a driver).
 
 One job never blocks the others (invariant 6): each job's decision and action run under a guard
 that turns anything unexpected into "this job is broken" (a log line with the job id, and
@@ -26,22 +29,24 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from recovery.actions import JobActions
-from recovery.coordinator import JobCoordinator
 from recovery.decide import Action, CleanUp, Initialize, Local, NoSlot, QuarantineJob, Start, decide
 from recovery.election import LeaderElection
-from recovery.launcher import DriverLauncher, Launch
-from recovery.loop import Event, LeaderContext, Leadership, Loop
+from recovery.fleet import Fleet, parse_labels, read_fleet
+from recovery.loop import Event, Leadership, Loop
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
-from zkstore.errors import ConflictError, NotLeader, StoreUnavailable
+from zkstore.errors import ConfigError, ConflictError, CorruptRecord, NotLeader, StoreUnavailable
 from zkstore.jobs.graph import JobGraphWatch
+from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
-from zkstore.jobs.states import PENDING
-from zkstore.ops import Create, Op
+from zkstore.jobs.states import PENDING, STARTING
+from zkstore.ops import Create, Delete, Op
+from zkstore.watch import NodeWatch
 
 logger = logging.getLogger(__name__)
 
 JOB_CHANGED = "job-changed"
+FLEET_CHANGED = "fleet-changed"
 
 #: Jobs read, decided and acted on together: big enough to pipeline, small enough that the first
 #: jobs of a large backlog start within moments of a takeover.
@@ -57,9 +62,7 @@ class LeaderProcess:
         settings: DaemonSettings,
         leadership: Leadership,
         loop: Loop,
-        launcher: DriverLauncher,
         election: LeaderElection,
-        coordinators: dict[str, JobCoordinator],
     ) -> None:
         self.cluster = cluster
         self.settings = settings
@@ -67,38 +70,41 @@ class LeaderProcess:
         self.fence = leadership.fence
         self.loop = loop
         self.election = election
-        self.coordinators = coordinators
-        self.context = LeaderContext(loop, leadership)
-        self.actions = JobActions(self, launcher)
-        self._watch: JobGraphWatch | None = None
+        self.actions = JobActions(self)
+        self.fleet = Fleet()
+        self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
         #: jobs waiting for a driver slot, in the order they started waiting
-        self._waiting_for_slot: dict[str, None] = {}
+        self._waiting: dict[str, None] = {}
         #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
         self._watchers: dict[str, Callable[[object], None]] = {}
-        self._to_watch: dict[str, bool] = {}
+        self._to_watch: dict[str, list[str]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Take over: publish who leads, watch submissions, recover every job."""
+        """Take over: publish who leads, watch submissions and the fleet, recover every job."""
         started = time.monotonic()
         self.election.publish_info()
-        for coordinator in self.coordinators.values():
-            coordinator.lazy_initialize(self.context, self.driver_exited)
-        self._watch = self.cluster.jobs.watch(self.post)
+        layout = self.cluster.layout
+        self._watches = [
+            self.cluster.jobs.watch(self.post),
+            NodeWatch(self.cluster.zk, layout.members, self._fleet_changed, children=True),
+            NodeWatch(self.cluster.zk, layout.drained, self._fleet_changed, children=True),
+        ]
         self._dirty = self.cluster.results.needing_attention()
         count = self.reconcile_all()
         logger.warning(
-            "leadership taken: %d job(s) recovered in %.2f s", count, time.monotonic() - started
+            "leadership taken: %d job(s) recovered in %.2f s on %d daemon(s)",
+            count,
+            time.monotonic() - started,
+            len(self.fleet.members),
         )
 
     def stop(self) -> None:
         self.leadership.revoke()
-        if self._watch is not None:
-            self._watch.stop()
-        for coordinator in self.coordinators.values():
-            coordinator.revoke()
+        for watch in self._watches:
+            watch.stop()
 
     @property
     def active(self) -> bool:
@@ -113,115 +119,154 @@ class LeaderProcess:
     def post_at(self, when: float, job_id: str) -> None:
         self.loop.post_at(when, Event(JOB_CHANGED, job_id))
 
-    def driver_exited(self, launch: Launch) -> None:
-        """A driver this daemon started is gone (on the loop thread, fenced): its slot is free."""
-        self.post(launch.job_id)
-        self.slot_freed()
+    def _fleet_changed(self, _: object) -> None:
+        self.loop.post(Event(FLEET_CHANGED))
+
+    def fleet_changed(self) -> None:
+        """A member joined, left, was drained or undrained (loop thread): the jobs of a member
+        that left and the jobs waiting for a place are looked at again."""
+        before = self.fleet
+        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        for member_id in set(before.members) - set(self.fleet.members):
+            logger.warning("daemon %s left the fleet", member_id)
+            for job_id in self.fleet.assignments.get(member_id, ()):
+                self.post(job_id)
+        for member_id in set(self.fleet.members) - set(before.members):
+            logger.warning("daemon %s joined the fleet", member_id)
+        for job_id in self._waiting:
+            self.post(job_id)
 
     def slot_freed(self) -> None:
-        """Offer the freed driver slots to the jobs waiting longest for one."""
-        free = self.settings.max_drivers - self.drivers_running()
-        for job_id in itertools.islice(self._waiting_for_slot, max(0, free)):
-            self.post(job_id)  # it keeps its place in the queue until it starts
+        """Offer free driver slots to the jobs waiting longest for one (first come, first
+        served: a waiting job keeps its place until it starts)."""
+        free = self.fleet.free_slots
+        if free > 0:
+            for job_id in itertools.islice(self._waiting, max(4 * free, 16)):
+                self.post(job_id)
 
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
         self._dirty.discard(job_id)
-        self._waiting_for_slot.pop(job_id, None)
-        self.coordinators.pop(job_id, None)
+        self._waiting.pop(job_id, None)
         self._watchers.pop(job_id, None)
+
+    # -- reconciling ---------------------------------------------------------------------------
 
     def reconcile_all(self) -> int:
         """Look at every job that may need something; returns how many were looked at."""
         listing = read_listing(self.cluster.zk, self.cluster.layout)
-        ids = set(listing.current_jobs) | set(listing.job_dirs) | self._dirty
+        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        assigned = {job for jobs in self.fleet.assignments.values() for job in jobs}
+        ids = set(listing.current_jobs) | set(listing.job_dirs) | self._dirty | assigned
         self.reconcile(ids, listing=listing)
+        self._forget_empty_member_dirs()
         return len(ids)
 
     def reconcile(self, job_ids: Iterable[str], *, listing: Listing | None = None) -> None:
         """Decide and act for each job, in batches; stops as soon as leadership ends.
 
-        Dirty results come first (their cleanup was interrupted), then jobs in id order. A
-        large backlog is handled :data:`BATCH` jobs at a time, each batch with pipelined reads,
-        one pipelined round of initializations and of watches, so that the first jobs start
-        long before the last ones have been read.
+        Dirty results come first (their cleanup was interrupted), then the jobs waiting longest
+        for a slot, then the others by id. A large backlog is handled :data:`BATCH` jobs at a
+        time, each batch with pipelined reads and one pipelined round of initializations and of
+        watches, so that the first jobs start long before the last ones have been read.
         """
-        ids = sorted(set(job_ids), key=lambda job_id: (job_id not in self._dirty, job_id))
+        waiting = {job_id: place for place, job_id in enumerate(self._waiting)}
+        ids = sorted(
+            set(job_ids),
+            key=lambda j: (j not in self._dirty, waiting.get(j, len(waiting)), j),
+        )
         for first in range(0, len(ids), BATCH):
             if not self.active:
                 return
+            self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
             self._reconcile_batch(ids[first : first + BATCH], listing)
         self.slot_freed()
 
     def _reconcile_batch(self, ids: list[str], listing: Listing | None) -> None:
-        """Driver slots are counted once and taken as starts are decided, so that a batch of
-        pending jobs never starts more than ``--max-drivers``. New jobs are initialized in one
-        pipelined round and decided again at once, without a re-read."""
+        """Placements are taken from the fleet as starts are decided, so that one batch never
+        overfills a member. New jobs are initialized in one pipelined round and decided again
+        at once, without a re-read."""
         snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids, listing=listing)
+        self._collect_stale_assignments(ids, snapshots)
+        assignments = self._read_assignments(snapshots.values())
         now = datetime.now(UTC)
-        running = self.drivers_running()
+        position = {job_id: place for place, job_id in enumerate(ids)}
         plans: list[tuple[JobSnapshot, Action]] = []
         fresh: list[JobSnapshot] = []
-        for snapshot in snapshots.values():
-            action = self._decide(snapshot, running, now)
+        for snapshot in sorted(snapshots.values(), key=lambda s: position[s.job_id]):
+            action = self._decide(snapshot, assignments.get(snapshot.job_id), now)
             if isinstance(action, Initialize):
                 fresh.append(snapshot)
-                continue
-            running += isinstance(action, Start)
-            plans.append((snapshot, action))
+            else:
+                plans.append((snapshot, action))
         for snapshot in self._initialize(fresh, listing):
-            action = self._decide(snapshot, running, now)
-            running += isinstance(action, Start)
-            plans.append((snapshot, action))
+            plans.append((snapshot, self._decide(snapshot, None, now)))
         plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))
         try:
             for snapshot, action in plans:
                 if not self.active:
                     return
                 self._apply(snapshot, action)
+            self.actions.flush_reasons()
         finally:
             self._arm_watches()
 
-    def drivers_running(self) -> int:
-        return sum(1 for c in self.coordinators.values() if c.live_launch is not None)
+    def _read_assignments(self, snapshots: Iterable[JobSnapshot]) -> dict[str, Assignment]:
+        """The assignments of the jobs whose attempt is placed (a second pipelined round)."""
+        placed = [
+            (s.job_id, s.status.member)
+            for s in snapshots
+            if s.status is not None and s.status.state == STARTING and s.status.member
+        ]
+        layout = self.cluster.layout
+        paths = [layout.assignment(member, job) for job, member in placed]
+        found: dict[str, Assignment] = {}
+        for (job_id, _), path, item in zip(
+            placed, paths, self.cluster.zk.get_many(paths), strict=True
+        ):
+            if item is None:
+                continue
+            try:
+                found[job_id] = Assignment.from_znode(item[0], item[1], path)
+            except CorruptRecord as exc:
+                logger.warning("job %s: %s", job_id, exc)
+        return found
 
-    def local(self, job_id: str, running: int = 0) -> Local:
-        coordinator = self.coordinators.get(job_id)
-        launch = coordinator.launch if coordinator is not None else None
-        if launch is None:
-            return Local(drivers_running=running)
-        return Local(
-            launched_attempt=launch.attempt,
-            launched_pid=launch.process.pid,
-            launch_alive=launch.alive,
-            launch_age=launch.age,
-            exit_code=launch.exit_code,
-            drivers_running=running,
-        )
+    def _local(self, job: JobSnapshot, assignment: Assignment | None) -> Local:
+        member = job.status.member if job.status is not None else None
+        attempt = job.status.attempt if job.status is not None else None
+        exited = assignment.exited if assignment and assignment.attempt == attempt else None
+        return Local(member_alive=member in self.fleet.members, exited=exited)
 
     # -- guarded decisions and actions ---------------------------------------------------------
 
-    def _decide(self, job: JobSnapshot, running: int, now: datetime) -> Action:
+    def _decide(self, job: JobSnapshot, assignment: Assignment | None, now: datetime) -> Action:
         try:
-            action = decide(job, self.local(job.job_id, running), self.settings, now)
+            action = decide(job, self._local(job, assignment), self.settings, now)
+            if isinstance(action, Start):
+                action = self._place(job, action)
         # The guard of invariant 6: a record combination nobody foresaw is this job's problem.
         except Exception as exc:
             logger.exception("job %s: cannot decide what to do", job.job_id)
             return QuarantineJob(reason=f"internal error deciding: {type(exc).__name__}: {exc}")
-        if isinstance(action, Start) and not self._may_start(job.job_id, running):
-            action = NoSlot(reason=f"queued behind {len(self._waiting_for_slot)} job(s)")
         if isinstance(action, NoSlot):
-            self._waiting_for_slot.setdefault(job.job_id, None)
+            self._waiting.setdefault(job.job_id, None)
         else:
-            self._waiting_for_slot.pop(job.job_id, None)
+            self._waiting.pop(job.job_id, None)
         return action
 
-    def _may_start(self, job_id: str, running: int) -> bool:
-        """First come, first served: a free slot goes to the jobs waiting longest for one."""
-        free = self.settings.max_drivers - running
-        if job_id in self._waiting_for_slot:
-            return job_id in itertools.islice(self._waiting_for_slot, max(0, free))
-        return len(self._waiting_for_slot) < free
+    def _place(self, job: JobSnapshot, start: Start) -> Action:
+        """Where the attempt runs, or why it waits."""
+        try:
+            required = parse_labels(
+                [p for p in (job.summary_text("require") or "").split(",") if p], "requirement"
+            )
+        except ConfigError as exc:
+            return QuarantineJob(reason=str(exc))
+        member, why = self.fleet.place(job.job_id, required)
+        if member is None:
+            return NoSlot(reason=why)
+        return replace(start, member=member)
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:
         """Act for one job. Leadership lost: stop; outage: raise (it is nobody's job's fault);
@@ -276,22 +321,50 @@ class LeaderProcess:
             initialized.append(replace(job, status=status.with_version(0)))
         return initialized
 
-    def watch_job(self, job_id: str, *, driver: bool = True) -> None:
-        """Wake up when a cancel is requested (and, with ``driver``, when the job's driver goes
-        away). Armed at the end of the batch, for every job of the batch in one pipelined
-        round; re-armed per look."""
-        self._to_watch[job_id] = self._to_watch.get(job_id, False) or driver
+    # -- assignments nobody needs any more -------------------------------------------------------
+
+    def _collect_stale_assignments(self, ids: list[str], snapshots: dict[str, JobSnapshot]) -> None:
+        """Delete the assignments of the batch's jobs that no attempt owns: the job is gone or
+        finished, or its status names another member or is not STARTING (an attempt whose end
+        was recorded before its assignment could be removed: a crash, a deposed leader)."""
+        stale: list[Op] = []
+        for member_id, jobs in self.fleet.assignments.items():
+            for job_id in set(ids) & jobs:
+                status = snapshots[job_id].status if job_id in snapshots else None
+                if status is None or status.state != STARTING or status.member != member_id:
+                    stale.append(Delete(self.cluster.layout.assignment(member_id, job_id)))
+                    self.fleet.release(member_id, job_id)
+        errors = self.cluster.zk.commit_many([[op] for op in stale], fence=self.fence)
+        if any(isinstance(error, NotLeader) for error in errors):
+            raise NotLeader("leadership lost while removing stale assignments")
+
+    def _forget_empty_member_dirs(self) -> None:
+        """Remove the empty assignment directories of daemons that left the fleet."""
+        layout = self.cluster.layout
+        gone = [
+            Delete(layout.member_assignments(member_id))
+            for member_id, jobs in self.fleet.assignments.items()
+            if not jobs and member_id not in self.fleet.members
+        ]
+        self.cluster.zk.commit_many([[op] for op in gone], fence=self.fence)
+
+    # -- watches -------------------------------------------------------------------------------
+
+    def watch_job(self, job_id: str, *paths: str) -> None:
+        """Wake up when the job's cancel node (and each of ``paths``: its ``running`` node, its
+        assignment) changes. Armed at the end of the batch, for every job of the batch in one
+        pipelined round; re-armed per look."""
+        self._to_watch.setdefault(job_id, []).extend(paths)
 
     def _arm_watches(self) -> None:
         layout = self.cluster.layout
         watches: dict[str, Callable[[object], None]] = {}
-        for job_id, driver in sorted(self._to_watch.items()):
+        for job_id, paths in sorted(self._to_watch.items()):
             watcher = self._watchers.get(job_id)
             if watcher is None:
                 watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
-            watches[layout.cancel(job_id)] = watcher
-            if driver:
-                watches[layout.running(job_id)] = watcher
+            for path in (layout.cancel(job_id), *paths):
+                watches[path] = watcher
         self._to_watch.clear()
         if watches:
             self.cluster.zk.watch_many(watches)

@@ -16,8 +16,9 @@ DEFAULT_SPARK_MASTER = "local[2]"
 
 
 def default_daemon_id() -> str:
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:60] or "host"
-    return f"{host}-{os.getpid()}"
+    """The host name, made a valid id: stable across restarts, so that a drain mark outlives
+    them. Several daemons on one host need ``--id`` each."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip("-._")[:60] or "host"
 
 
 def spark_master_from_env(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -30,9 +31,11 @@ class DaemonSettings:
     """How one recovery daemon behaves.
 
     ``restart_backoff`` is the first delay before a failed job's next attempt; it doubles per
-    failure up to ``max_backoff``. ``reconcile_interval`` is how often the leader re-reads every
-    job even without events (watches make the common path immediate). ``start_timeout`` bounds
-    how long a launched driver may take to take its ``running`` node.
+    failure up to ``max_backoff``. ``max_drivers`` is this daemon's number of driver slots, and
+    ``labels`` are what jobs submitted with ``--require`` match against. ``reconcile_interval``
+    is how often the leader re-reads every job even without events (watches make the common
+    path immediate). ``start_timeout`` bounds how long a placed attempt's driver may take to take
+    its ``running`` node.
     """
 
     store: StoreConfig
@@ -45,6 +48,7 @@ class DaemonSettings:
     start_timeout: float = 60.0
     cancel_grace: float = 30.0
     log_dir: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
     python: str = field(default_factory=lambda: sys.executable)
 
     def __post_init__(self) -> None:

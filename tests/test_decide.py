@@ -13,13 +13,10 @@ from recovery.decide import (
     Finish,
     Initialize,
     Local,
-    NoSlot,
     Nothing,
     QuarantineJob,
-    ReleaseDead,
     Restart,
     Start,
-    StopLaunch,
     Wait,
     decide,
 )
@@ -66,11 +63,23 @@ def job(max_attempts: int = 3, **records: Any) -> JobSnapshot:
 
 
 def status(
-    state: str = STARTING, attempt: int = 1, failures: int = 0, lost: int = 0, **kw: Any
+    state: str = STARTING,
+    attempt: int = 1,
+    failures: int = 0,
+    lost: int = 0,
+    updated: str = T,
+    **kw: Any,
 ) -> JobStatus:
     return JobStatus(
-        version=4, state=state, attempt=attempt, failures=failures, lost=lost, updated=T, **kw
+        version=4, state=state, attempt=attempt, failures=failures, lost=lost, updated=updated, **kw
     )
+
+
+def ago(seconds: float) -> str:
+    return (NOW - timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+ALIVE = Local(member_alive=True)
 
 
 def running(attempt: int = 1, pid: int = 100) -> RunningInfo:
@@ -93,13 +102,6 @@ def test_new_job_is_initialized_then_started() -> None:
 
 def test_live_driver_is_adopted() -> None:
     assert isinstance(decided(job(status=status(), running=running())), Adopt)
-
-
-def test_our_dead_driver_is_released_without_waiting_for_its_session() -> None:
-    local = Local(launched_attempt=1, launched_pid=100, exit_code=-9)
-    assert isinstance(decided(job(status=status(), running=running()), local), ReleaseDead)
-    other_pid = Local(launched_attempt=1, launched_pid=999, exit_code=-9)
-    assert isinstance(decided(job(status=status(), running=running()), other_pid), Adopt)
 
 
 def test_success_finishes() -> None:
@@ -133,22 +135,26 @@ def test_backoff_is_waited_out_then_next_attempt_starts() -> None:
 
 
 def test_outcome_of_an_older_attempt_is_not_taken_for_the_current_one() -> None:
-    local = Local(launched_attempt=2, launch_alive=True, launch_age=1.0)
-    action = decided(job(status=status(attempt=2), outcome=outcome(SUCCEEDED, attempt=1)), local)
+    starting = status(attempt=2, updated=ago(1))
+    action = decided(job(status=starting, outcome=outcome(SUCCEEDED, attempt=1)), ALIVE)
     assert isinstance(action, Wait)
 
 
-def test_starting_driver_gets_time_then_is_stopped() -> None:
-    young = Local(launched_attempt=1, launch_alive=True, launch_age=5)
-    assert isinstance(decided(job(status=status()), young), Wait)
-    old = Local(launched_attempt=1, launch_alive=True, launch_age=31)
-    assert isinstance(decided(job(status=status()), old), StopLaunch)
+def test_a_placed_attempt_gets_time_to_start_then_is_lost() -> None:
+    young = decided(job(status=status(updated=ago(5), member="m1")), ALIVE)
+    assert isinstance(young, Wait) and "starting on m1" in young.reason
+    old = decided(job(status=status(updated=ago(31), member="m1")), ALIVE)
+    assert isinstance(old, Restart) and old.lost == 1 and "did not start" in (old.error or "")
 
 
-def test_vanished_driver_without_outcome_counts_as_failure() -> None:
-    action = decided(job(status=status()))
-    assert isinstance(action, Restart) and "left no outcome" in (action.error or "")
-    exited = decided(job(status=status()), Local(launched_attempt=1, exit_code=-9))
+def test_an_attempt_whose_member_is_gone_or_whose_driver_exited_is_lost() -> None:
+    gone = decided(job(status=status(updated=ago(1), member="m1")))
+    assert isinstance(gone, Restart) and "m1" in (gone.error or "") and "gone" in (gone.error or "")
+    assert gone.not_before == NOW, "a first lost attempt is placed again at once"
+    exited = decided(
+        job(status=status(updated=ago(1), member="m1")),
+        Local(member_alive=True, exited="killed by signal 9"),
+    )
     assert isinstance(exited, Restart) and "killed by signal 9" in (exited.error or "")
 
 
@@ -185,11 +191,6 @@ def test_quarantined_or_removed_jobs_are_left_alone() -> None:
     entry = QuarantineEntry(version=0, job_id="j", reason="r", since=T)
     assert isinstance(decided(job(quarantine=entry, status=status(PENDING))), Nothing)
     assert isinstance(decided(job(marked=True, status=status(PENDING))), Nothing)
-
-
-def test_driver_slots_are_bounded() -> None:
-    action = decided(job(status=status(PENDING, attempt=0)), Local(drivers_running=2))
-    assert isinstance(action, Wait) and "slots" in action.reason
 
 
 def test_corrupt_status_goes_to_quarantine() -> None:
@@ -248,8 +249,3 @@ def test_unreadable_result_quarantines_a_current_job_and_is_left_alone_otherwise
 def test_an_unreadable_cancel_request_still_cancels() -> None:
     action = decided(job(status=status(PENDING), errors={"cancel": "/c: garbage"}))
     assert isinstance(action, Finish) and action.outcome == CANCELLED
-
-
-def test_no_slot_is_its_own_kind_of_wait() -> None:
-    action = decided(job(status=status(PENDING, attempt=0)), Local(drivers_running=2))
-    assert isinstance(action, NoSlot) and isinstance(action, Wait)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from recovery.election import LeaderElection
-from recovery.loop import Event, LeaderContext, Leadership, Loop
+from recovery.loop import Event, Loop
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
@@ -21,7 +21,6 @@ from zkstore.jobs.records import JobStatus
 from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
-from zkstore.ops import Fence
 from zkstore.zk import ZooKeeper
 
 
@@ -115,34 +114,6 @@ def test_leader_info_is_published_fenced(sessions: list[ZooKeeper], config: Stor
     assert stat.ephemeralOwner == sessions[0].session_id
     b.contend()
     assert b.check() is False
-
-
-def test_loop_drops_actions_of_an_ended_leadership() -> None:
-    loop = Loop()
-    ran: list[str] = []
-    old = Leadership(fence=Fence())
-    new = Leadership(fence=Fence())
-    loop.call(lambda: ran.append("old-1"), old)
-    old.revoke()
-    loop.call(lambda: ran.append("old-2"), old)
-    loop.call(lambda: ran.append("new"), new)
-    loop.post(Event("job", "j"))
-    events = loop.next_events(0.1)
-    assert ran == ["new"]
-    assert loop.dropped == 2
-    assert events == [Event("job", "j")]
-
-
-def test_leader_context_refuses_work_after_revocation() -> None:
-    loop = Loop()
-    leadership = Leadership(fence=Fence())
-    context = LeaderContext(loop, leadership)
-    ran: list[int] = []
-    assert context.execute(lambda: ran.append(1))
-    leadership.revoke()
-    assert not context.execute(lambda: ran.append(2))
-    loop.next_events(0.1)
-    assert ran == [], "handed over before revocation, but run after it: dropped"
 
 
 def test_loop_timers_fire_in_order_and_not_early() -> None:

@@ -14,6 +14,9 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/control                  JSON dynamic configuration of the job
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
     R/quarantine/<job>                    JSON reason a job cannot be run
+    R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
+    R/drained/<daemon>                    present while a daemon takes no new attempts
+    R/assignments/<daemon>/<job>          JSON: the leader placed an attempt on the daemon
 
 Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl`` and
 ``checkpoints/<checkpoint-id>-<uuid>.json``. Every key names its owner, so a lingering payload
@@ -112,9 +115,42 @@ class Layout:
     def quarantine_entry(self, job_id: str) -> str:
         return f"{self.quarantine}/{validate_job_id(job_id)}"
 
+    @property
+    def members(self) -> str:
+        return f"{self.base}/members"
+
+    def member(self, member_id: str) -> str:
+        return f"{self.members}/{validate_id(member_id, 'daemon id')}"
+
+    @property
+    def drained(self) -> str:
+        return f"{self.base}/drained"
+
+    def drain_mark(self, member_id: str) -> str:
+        return f"{self.drained}/{validate_id(member_id, 'daemon id')}"
+
+    @property
+    def assignments(self) -> str:
+        return f"{self.base}/assignments"
+
+    def member_assignments(self, member_id: str) -> str:
+        return f"{self.assignments}/{validate_id(member_id, 'daemon id')}"
+
+    def assignment(self, member_id: str, job_id: str) -> str:
+        return f"{self.member_assignments(member_id)}/{validate_job_id(job_id)}"
+
     def base_paths(self) -> tuple[str, ...]:
         """The persistent parents that must exist before any transaction under them."""
-        return (self.current_jobs, self.jobs, self.results, self.quarantine, self.election)
+        return (
+            self.current_jobs,
+            self.jobs,
+            self.results,
+            self.quarantine,
+            self.election,
+            self.members,
+            self.drained,
+            self.assignments,
+        )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recovery.launcher import DRIVER_OF_ENV
+from recovery.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import HandleNotFound
 from zkstore.zk import ZooKeeper
@@ -183,16 +183,18 @@ class LocalCluster:
             self._zk.stop()
             self._zk = None
 
-    def driver_processes(self) -> list[int]:
-        """Pids of driver processes of this cluster still alive on this machine (Linux)."""
+    def driver_processes(self, member: str | None = None) -> list[int]:
+        """Pids of driver processes of this cluster (of one daemon, if ``member`` is given)
+        still alive on this machine (Linux)."""
         marker = f"{DRIVER_OF_ENV}={self.config.base_path}\0".encode()
+        launched_by = f"{DRIVER_MEMBER_ENV}={member}\0".encode()
         found = []
         for entry in Path("/proc").glob("[0-9]*"):
             try:
                 environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            if marker in environ:
+            if marker in environ and (member is None or launched_by in environ):
                 found.append(int(entry.name))
         return found
 

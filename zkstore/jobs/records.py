@@ -122,6 +122,8 @@ class JobStatus(Record):
 
     While an attempt is live the leader leaves ``status`` alone, so its version identifies the
     attempt: the driver's writes are fenced on it (together with its ``running`` node).
+    ``member`` is the daemon the current attempt was placed on; ``reason`` says why a job that
+    is not running waits (no free driver slot, no member with the labels it requires).
     """
 
     state: str = PENDING
@@ -132,8 +134,10 @@ class JobStatus(Record):
     last_error: str | None = None
     not_before: str | None = None
     leader: str | None = None
+    member: str | None = None
+    reason: str | None = None
 
-    optional = frozenset({"lost", "last_error", "not_before", "leader"})
+    optional = frozenset({"lost", "last_error", "not_before", "leader", "member", "reason"})
     multiline = frozenset({"last_error"})
     times = frozenset({"updated", "not_before"})
     choices = {"state": (*STATUS_STATES, *OUTCOMES)}
@@ -211,3 +215,39 @@ class QuarantineEntry(Record):
     optional = frozenset({"handle", "raw"})
     times = frozenset({"since"})
     multiline = frozenset({"reason", "raw"})
+
+
+@dataclass(frozen=True)
+class MemberInfo(Record):
+    """``R/members/<id>``: EPHEMERAL, one per daemon, held in the daemon's own session."""
+
+    member_id: str = ""
+    host: str = ""
+    pid: int = 0
+    slots: int = 1
+    started: str = ""
+    labels: dict[str, Any] | None = None
+
+    optional = frozenset({"labels"})
+    times = frozenset({"started"})
+
+
+@dataclass(frozen=True)
+class Assignment(Record):
+    """``R/assignments/<member>/<job>``: the leader placed ``attempt`` of the job on the member.
+
+    Written by the leader in one transaction with the status (STARTING, the member, a new
+    version); the driver's ``running`` transaction checks that status version, so a member that
+    launches an attempt it no longer owns is refused by ZooKeeper. ``exited`` is how the driver
+    process ended, as its member saw it.
+    """
+
+    job_id: str = ""
+    member_id: str = ""
+    attempt: int = 0
+    status_version: int = 0
+    assigned: str = ""
+    exited: str | None = None
+
+    optional = frozenset({"exited"})
+    times = frozenset({"assigned"})

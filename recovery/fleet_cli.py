@@ -1,0 +1,126 @@
+"""``zkstore daemons list | drain ID | undrain ID``: the fleet, for operators."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from recovery.fleet import format_labels, read_fleet
+from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.jobs import age
+from zkstore.cli.output import emit, format_option
+from zkstore.cluster import Cluster
+from zkstore.config import validate_id
+from zkstore.errors import HandleExists, HandleNotFound
+from zkstore.strict import utc_now
+
+
+def _leader_id(cluster: Cluster) -> str | None:
+    try:
+        data, _ = cluster.zk.get(cluster.layout.leader_info)
+        info = json.loads(data)
+    except (HandleNotFound, ValueError):
+        return None
+    leader = info.get("id") if isinstance(info, dict) else None
+    return leader if isinstance(leader, str) else None
+
+
+def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every daemon of the fleet as a JSON-able dict (the shape of ``daemons list --format
+    json``); a drained daemon that is down is listed too, so that it can be undrained."""
+    fleet = read_fleet(cluster.zk, cluster.layout)
+    leader = _leader_id(cluster)
+    drained_only = set(cluster.zk.children(cluster.layout.drained)) - set(fleet.members)
+    items = []
+    for member in sorted(fleet.members.values(), key=lambda m: m.member_id):
+        info = member.info
+        items.append(
+            {
+                "id": member.member_id,
+                "host": info.host,
+                "pid": info.pid,
+                "leader": member.member_id == leader,
+                "slots": info.slots,
+                "used": len(member.assigned),
+                "labels": member.labels,
+                "drained": member.drained,
+                "jobs": sorted(member.assigned),
+                "started": info.started,
+                "up": True,
+            }
+        )
+    for member_id in sorted(drained_only):
+        items.append({"id": member_id, "drained": True, "up": False, "leader": False})
+    return items
+
+
+@cli.group()
+def daemons() -> None:
+    """The daemons of the fleet: who runs what, and draining a daemon before maintenance."""
+
+
+@daemons.command("list")
+@connection_options
+@format_option
+def list_daemons(connection: Connection, fmt: str) -> None:
+    """List the daemons: leader or not, driver slots used/total, labels, jobs placed, age.
+
+    \b
+    JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
+    started, up}.
+    """
+    with Cluster.open(connection.config) as cluster:
+        items = fleet_report(cluster)
+    rows = [
+        {
+            **item,
+            "leader": "*" if item["leader"] else "",
+            "slots": f"{item['used']}/{item['slots']}" if item["up"] else "down",
+            "labels": format_labels(item.get("labels") or {}) or None,
+            "state": "drained" if item["drained"] else "active",
+            "jobs": ",".join(item.get("jobs") or []) or None,
+            "age": age(item.get("started")),
+        }
+        for item in items
+    ]
+    columns = ["id", "leader", "host", "state", "slots", "labels", "age", "jobs"]
+    emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
+
+
+@daemons.command("drain")
+@click.argument("daemon_id")
+@connection_options
+def drain(daemon_id: str, connection: Connection) -> None:
+    """Place no new attempts on DAEMON_ID; the jobs running there finish where they are.
+
+    The mark is kept in ZooKeeper, so it outlives restarts of the daemon: undrain to lift it.
+    """
+    validate_id(daemon_id, "daemon id")
+    with Cluster.open(connection.config) as cluster:
+        mark = json.dumps({"since": utc_now()}).encode()
+        try:
+            cluster.zk.create(cluster.layout.drain_mark(daemon_id), mark)
+        except HandleExists:
+            click.echo(f"{daemon_id} was drained already")
+            return
+        up = cluster.zk.exists(cluster.layout.member(daemon_id)) is not None
+    note = "" if up else " (it is not up now; the mark applies when it comes back)"
+    click.echo(f"{daemon_id} drained: no new attempts go there{note}")
+
+
+@daemons.command("undrain")
+@click.argument("daemon_id")
+@connection_options
+def undrain(daemon_id: str, connection: Connection) -> None:
+    """Let the leader place attempts on DAEMON_ID again."""
+    validate_id(daemon_id, "daemon id")
+    with Cluster.open(connection.config) as cluster:
+        try:
+            cluster.zk.delete(cluster.layout.drain_mark(daemon_id))
+        except HandleNotFound:
+            click.echo(f"{daemon_id} was not drained")
+            return
+    click.echo(f"{daemon_id} undrained at {datetime.now(UTC).isoformat(timespec='seconds')}")
