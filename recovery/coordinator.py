@@ -11,6 +11,7 @@ over under an ended leadership is dropped.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Callable
 
@@ -52,6 +53,8 @@ class JobCoordinator:
 
     def _await_exit(self, launch: Launch) -> None:
         code = launch.process.wait()
+        # The driver removes its working directory itself, unless it was killed.
+        shutil.rmtree(launch.work_dir, ignore_errors=True)
         logger.info(
             "driver of %s attempt %d (pid %d) %s",
             self.job_id,

@@ -3,13 +3,17 @@
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
 crash. Its configuration comes through the environment (the signing key never appears on a
-command line); its output goes to a log file per attempt.
+command line); its output goes to a log file per attempt; it runs in a fresh working directory
+per attempt (``<work dir>/<job>-attempt-<n>``, see :mod:`recovery.workdir`), which the daemon
+removes when it sees the driver exit.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -58,6 +62,7 @@ class Launch:
     status_version: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    work_dir: Path
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -79,6 +84,7 @@ class DriverLauncher:
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
+        self.work_root = Path(settings.work_dir or tempfile.mkdtemp(prefix="zkstore-work-"))
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -88,7 +94,9 @@ class DriverLauncher:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def command(self, job_id: str, attempt: int, status_version: int) -> list[str]:
+    def command(
+        self, job_id: str, attempt: int, status_version: int, work_dir: Path, log_path: Path
+    ) -> list[str]:
         return [
             self.settings.python,
             "-m",
@@ -101,19 +109,27 @@ class DriverLauncher:
             str(status_version),
             "--cancel-grace",
             str(self.settings.cancel_grace),
+            "--work-dir",
+            str(work_dir),
+            "--log-uri",
+            f"file://{socket.gethostname()}{log_path.resolve()}",
         ]
 
     def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
         """Start the driver of ``attempt``; raises OSError if the process cannot be started."""
         log_path = self.log_dir / job_id / f"attempt-{attempt}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        work_dir = self.work_root / f"{job_id}-attempt-{attempt}"
+        shutil.rmtree(work_dir, ignore_errors=True)  # left by a daemon that died before us
+        work_dir.mkdir(parents=True)
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                self.command(job_id, attempt, status_version),
+                self.command(job_id, attempt, status_version, work_dir, log_path),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
+                cwd=work_dir,
                 start_new_session=True,
             )
         logger.info(
@@ -123,4 +139,4 @@ class DriverLauncher:
             process.pid,
             log_path,
         )
-        return Launch(job_id, attempt, status_version, process, log_path)
+        return Launch(job_id, attempt, status_version, process, log_path, work_dir)

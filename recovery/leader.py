@@ -328,6 +328,9 @@ class LeaderProcess:
                 attempts=attempts,
                 error=action.error,
                 name=job.name,
+                summary=job.summary,
+                cancel=job.cancel,
+                log=job.log,
                 fence=self.fence,
             )
         self._dirty.add(job.job_id)

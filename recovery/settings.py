@@ -45,6 +45,7 @@ class DaemonSettings:
     start_timeout: float = 60.0
     cancel_grace: float = 30.0
     log_dir: str | None = None
+    work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
 
     def __post_init__(self) -> None:
