@@ -36,7 +36,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from recovery import workdir
+from recovery import sparkapp, workdir
 from recovery.context import (
     AttemptSuperseded,
     DynamicConfig,
@@ -75,7 +75,6 @@ from zkstore.jobs.records import (
     SUCCEEDED,
     Outcome,
     RunningInfo,
-    SparkApp,
     short_error,
 )
 from zkstore.ops import Check, Create, Delete, Fence, SetData
@@ -128,8 +127,9 @@ class Driver:
         self._job_name = job_id
         self.work_dir = work_dir or Path.cwd()
         self.log = log
-        self._spark_app: SparkApp | None = None
-        self._spark_checked = 0.0
+        self.spark_app = sparkapp.SparkAppRecord(
+            self.cluster.zk, layout.spark(job_id), attempt, self.fence
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ class Driver:
             try:
                 with self._interrupt_lock:
                     self._finished.set()  # from here on the monitor interrupts nothing
-                _stop_spark(kill=False)
+                sparkapp.stop(kill=False)
                 self._report(outcome, error)
                 return
             except KeyboardInterrupt:
@@ -328,7 +328,7 @@ class Driver:
                 self._stop_now("ZooKeeper session suspended past the safe bound")
             if self.cancelled.is_set() and cancel_seen is None:
                 cancel_seen = time.monotonic()
-                _cancel_spark_jobs()
+                sparkapp.cancel_jobs()
                 with self._interrupt_lock:
                     if not self._finished.is_set():
                         _thread.interrupt_main()
@@ -338,38 +338,18 @@ class Driver:
                     self.job_id,
                     self.cancel_grace,
                 )
-                _stop_spark(kill=True)
+                sparkapp.stop(kill=True)
                 self._report(CANCELLED, f"cancelled (forced after {self.cancel_grace:g} s)")
                 os._exit(EXIT_CANCELLED)
 
     def _publish_spark_app(self) -> None:
-        """Once a SparkContext is up (and whenever it is replaced), publish its application id
-        and UI address in the EPHEMERAL ``spark`` record, fenced on this attempt. Best effort:
-        checked once a second, a failure is logged and tried again."""
-        now = time.monotonic()
-        if now - self._spark_checked < 1.0:
-            return
-        self._spark_checked = now
-        app = _spark_app(self.attempt)
-        if app is None or (self._spark_app is not None and self._spark_app.app_id == app.app_id):
-            return
-        path = self.cluster.layout.spark(self.job_id)
         with self._report_lock:
-            if self._reported:
-                return
-            data = app.to_bytes()
-            write = SetData(path, data) if self._spark_app else Create(path, data, ephemeral=True)
-            try:
-                self.cluster.zk.commit([write], fence=self.fence)
-            except ZkStoreError as exc:
-                logger.warning("could not publish the Spark application %s: %s", app.app_id, exc)
-                return
-            self._spark_app = app
-        logger.info("Spark application %s (UI %s)", app.app_id, app.ui or "off")
+            if not self._reported:
+                self.spark_app.refresh()
 
     def _stop_now(self, why: str) -> None:
         logger.error("attempt %d of %s stops itself: %s", self.attempt, self.job_id, why)
-        _stop_spark(kill=True)
+        sparkapp.stop(kill=True)
         logging.shutdown()
         os._exit(EXIT_SUSPENDED)
 
@@ -383,7 +363,7 @@ class Driver:
         with self._report_lock:
             if self._reported:
                 return
-            self._withdraw_spark_app()
+            self.spark_app.withdraw()
             record = Outcome(
                 version=None,
                 attempt=self.attempt,
@@ -407,17 +387,6 @@ class Driver:
                 logger.info("attempt %d of %s: %s", self.attempt, self.job_id, outcome)
                 break
             self._reported = True
-
-    def _withdraw_spark_app(self) -> None:
-        """The attempt is ending: its Spark application is no longer one to look at. (The
-        record is EPHEMERAL: if this fails, it goes with the driver's session.)"""
-        if self._spark_app is None:
-            return
-        try:
-            self.cluster.zk.delete(self.cluster.layout.spark(self.job_id))
-        except ZkStoreError as exc:
-            logger.info("Spark application record left to the session: %s", exc)
-        self._spark_app = None
 
     def _write_outcome(self, record: Outcome) -> None:
         path = self.cluster.layout.outcome(self.job_id)
@@ -451,62 +420,6 @@ def _summarize(exc: BaseException) -> str:
         tb = tb.tb_next
     lines = traceback.format_exception(type(exc), exc, tb)
     return "".join(lines[-12:]).strip()
-
-
-def _spark_app(attempt: int) -> SparkApp | None:
-    """The running SparkContext's application, or None if there is none (yet)."""
-    context = _active_spark_context()
-    if context is None:
-        return None
-    try:
-        app_id, master, ui = context.applicationId, context.master, context.uiWebUrl
-    except Exception:  # noqa: BLE001 - starting or stopping: look again later
-        return None
-    if not app_id:
-        return None
-    return SparkApp(
-        version=None,
-        attempt=attempt,
-        app_id=str(app_id),
-        master=str(master),
-        ui=str(ui) if ui else None,
-        started=utc_now(),
-    )
-
-
-def _active_spark_context() -> Any:
-    module = sys.modules.get("pyspark")
-    if module is None:
-        return None
-    from pyspark import SparkContext
-
-    return SparkContext._active_spark_context
-
-
-def _cancel_spark_jobs() -> None:
-    context = _active_spark_context()
-    if context is not None:
-        try:
-            context.cancelAllJobs()
-        except Exception as exc:  # noqa: BLE001 - best effort while stopping
-            logger.warning("could not cancel Spark jobs: %s", exc)
-
-
-def _stop_spark(*, kill: bool) -> None:
-    """Stop the SparkContext (or, when ``kill``, its JVM at once: no time left to be polite)."""
-    context = _active_spark_context()
-    if context is None:
-        return
-    if kill:
-        gateway = getattr(context, "_gateway", None)
-        process = getattr(gateway, "proc", None)
-        if process is not None:
-            process.kill()
-        return
-    try:
-        context.stop()
-    except Exception as exc:  # noqa: BLE001 - the job's result is already known
-        logger.warning("stopping Spark: %s", exc)
 
 
 def main(argv: list[str] | None = None) -> int:
