@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import zipfile
@@ -27,6 +29,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import FAILED, SUCCEEDED
 
 BIN = Path(sys.executable).parent
+T0 = "2026-11-21T00:00:00Z"
 #: What the job functions below record: a JSON file per call, in an absolute directory.
 RECORD = """\
 import json, os, sys
@@ -585,3 +588,74 @@ def test_python_api_submit_and_wait(
         assert client.wait(job_id, timeout=120).outcome == FAILED
         with pytest.raises(recovery.JobNotFound):
             client.status("never-submitted")
+
+
+# -- what an attempt leaves behind -------------------------------------------------------------
+
+
+def test_a_killed_drivers_directory_is_removed_by_its_daemon(
+    config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    (laptop / "gated.py").write_text(GATED)
+    (laptop / "data.csv").write_text("1,2\n")
+    out = tmp_path / "records"
+    submitted = zkstore(
+        config,
+        "submit",
+        "gated.py:run",
+        "--job-id",
+        "killed",
+        "--max-attempts",
+        "1",
+        "--files",
+        "data.csv",
+        "--",
+        str(out),
+        cwd=laptop,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    started = wait_for(lambda: records(out).get("started"), timeout=60, what="job started")
+    attempt_dir = Path(started["cwd"])
+    assert sorted(p.name for p in attempt_dir.iterdir()) == ["data.csv"]
+    pid = daemon.driver_pid("killed")
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not attempt_dir.exists(), timeout=60, what="attempt directory removed")
+    assert zkstore(config, "jobs wait", "killed").returncode == 1
+
+
+def test_the_spark_app_record_is_fenced_on_the_attempt(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a driver publishes about its Spark application, with no Spark: the application is
+    given; the record, its fence and ZooKeeper are real."""
+    from recovery import sparkapp
+    from zkstore.errors import FenceLost
+    from zkstore.jobs.records import RunningInfo, SparkApp
+    from zkstore.jobs.snapshot import read_snapshots
+    from zkstore.ops import Create, Fence
+
+    def app(app_id: str) -> SparkApp:
+        return SparkApp(version=None, attempt=1, app_id=app_id, master="local[1]", started=T0)
+
+    layout, zk = cluster.layout, cluster.zk
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.sleeper))
+    zk.ensure_path(layout.job_dir("j"))
+    zk.create(layout.status("j"), b"{}")
+    running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=T0)
+    zk.commit([Create(layout.running("j"), running.to_bytes(), ephemeral=True)])
+    fence = Fence.check(layout.status("j"), 0) + Fence.check(layout.running("j"), 0)
+    monkeypatch.setattr(sparkapp, "current_app", lambda attempt: app("local-1"))
+    monkeypatch.setattr(sparkapp, "CHECK_INTERVAL", 0.0)
+    record = sparkapp.SparkAppRecord(zk, layout.spark("j"), 1, fence)
+    record.refresh()
+    shown = read_snapshots(zk, layout, ["j"])["j"]
+    assert shown.spark == app("local-1").with_version(0), shown.errors
+    zk.set(layout.status("j"), b"{}")  # a newer attempt was assigned: this one may not write
+    monkeypatch.setattr(sparkapp, "current_app", lambda attempt: app("local-2"))
+    record.refresh()
+    assert record.published == app("local-1"), "the fenced write failed and is not taken as done"
+    with pytest.raises(FenceLost):
+        zk.commit([], fence=fence)
+    record.withdraw()
+    assert read_snapshots(zk, layout, ["j"])["j"].spark is None
