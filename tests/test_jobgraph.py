@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -217,11 +218,20 @@ def test_watch_reports_added_and_removed(cluster: Cluster) -> None:
         events.get(timeout=0.5)
 
 
-def test_listing_1000_jobs_reads_no_payload(cluster: Cluster, config: StoreConfig) -> None:
+@pytest.fixture
+def patient_cluster(config: StoreConfig) -> Iterator[Cluster]:
+    """A cluster whose reads have a generous deadline: thousands of pipelined reads in one
+    deadline must not fail because the machine is busy with other work."""
+    with Cluster.open(config.with_changes(timeout=60.0)) as opened:
+        yield opened
+
+
+def test_listing_1000_jobs_reads_no_payload(patient_cluster: Cluster, config: StoreConfig) -> None:
     """Summaries and snapshots come from handles alone: they work with storage gone."""
     from zkstore.ops import Create
     from zkstore.store import LOCKS
 
+    cluster = patient_cluster
     definition = function_job("template")
     ops: list[Create] = []
     for i in range(1000):
