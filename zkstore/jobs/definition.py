@@ -167,8 +167,12 @@ class JobDefinition:
     def load_function(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         """The function and its arguments, unpickled. Call it once the job's modules are
         importable; raises :class:`IncompatiblePayload` if they cannot be loaded here."""
-        if self.kind != FUNCTION or self.code is None:
+        if self.kind != FUNCTION:
             raise ConfigError(f"job {self.job_id} is a {self.kind}, not a function")
+        if not isinstance(self.code, bytes):
+            raise IncompatiblePayload(
+                f"job {self.job_id} has no pickled code: written by an older zkstore; resubmit it"
+            )
         try:
             function, args = pickle.loads(self.code)
         # Unpickling imports the modules the function refers to: any error means "this
