@@ -6,6 +6,15 @@ receive a :class:`JobContext` and may raise or catch :class:`JobCancelled`.
 
 from recovery.client import Client, submit
 from recovery.context import JobCancelled, JobContext
+from recovery.shipping import Dependencies
 from zkstore.errors import JobNotFound, WaitTimeout
 
-__all__ = ["Client", "JobCancelled", "JobContext", "JobNotFound", "WaitTimeout", "submit"]
+__all__ = [
+    "Client",
+    "Dependencies",
+    "JobCancelled",
+    "JobContext",
+    "JobNotFound",
+    "WaitTimeout",
+    "submit",
+]

@@ -204,6 +204,9 @@ class JobActions:
                 attempts=attempts,
                 error=action.error,
                 name=job.name,
+                summary=job.summary,
+                cancel=job.cancel,
+                log=job.log,
                 fence=self.fence,
             )
         logger.warning(

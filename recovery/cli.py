@@ -4,6 +4,8 @@ demo), attached to the same click group."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -12,13 +14,25 @@ from recovery.client import Client
 from recovery.dev.demo import demo
 from recovery.fleet import parse_labels
 from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
+from recovery.shipping import Dependencies
+from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
-from zkstore.cli.jobs import describe
-from zkstore.config import parse_storage_options
+from zkstore.cli.handles import Duration
+from zkstore.cli.jobs import headline, jobs
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import CANCELLED, SUCCEEDED
+from zkstore.jobs.states import CANCELLED, RESTARTING, SUCCEEDED
+from zkstore.layout import validate_job_id
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+wait_timeout_option = click.option(
+    "--wait-timeout",
+    type=Duration(),
+    metavar="DURATION",
+    help="stop waiting after this long (30s, 10m, 2h): exit 7, the job goes on",
+)
 
 
 @cli.command()
@@ -62,6 +76,12 @@ from zkstore.jobs.states import CANCELLED, SUCCEEDED
     help="where driver logs go, one file per attempt [default: a temporary directory]",
 )
 @click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False),
+    help="where drivers run, one fresh directory per attempt holding the job's shipped files "
+    "(removed when the attempt ends) [default: a temporary directory]",
+)
+@click.option(
     "--restart-backoff",
     type=click.FloatRange(0.01),
     default=1.0,
@@ -83,6 +103,7 @@ def daemon(
     daemon_id: str | None,
     max_drivers: int,
     log_dir: str | None,
+    work_dir: str | None,
     restart_backoff: float,
     reconcile_interval: float,
     labels: tuple[str, ...],
@@ -105,6 +126,7 @@ def daemon(
         spark_master=spark_master_from_env(spark_master),
         max_drivers=max_drivers,
         log_dir=log_dir,
+        work_dir=work_dir,
         restart_backoff=restart_backoff,
         max_backoff=max(60.0, restart_backoff),
         reconcile_interval=reconcile_interval,
@@ -118,6 +140,16 @@ def daemon(
     sys.exit(Daemon(settings).run())
 
 
+def _paths_option(name: str, what: str) -> Callable[[F], F]:
+    return click.option(
+        name,
+        multiple=True,
+        metavar="PATHS",
+        help=f"{what}: local paths (shipped with the job) or URIs (Spark fetches them); "
+        "comma-separated, repeatable",
+    )
+
+
 @cli.command(context_settings={"ignore_unknown_options": False})
 @click.argument("target", metavar="FILE.py[:FUNCTION]")
 @click.argument("args", nargs=-1, metavar="[-- ARGS...]")
@@ -128,11 +160,27 @@ def daemon(
     "--conf",
     "conf_pairs",
     multiple=True,
-    metavar="KEY=VALUE",
-    help="Spark configuration, repeatable",
+    metavar="PROP=VALUE",
+    help="Spark property, as spark-submit takes it (spark.executor.memory=1g); repeatable",
+)
+@_paths_option("--py-files", ".py, .zip or .egg files for the job's Python path")
+@_paths_option("--files", "files put in the job's working directory")
+@_paths_option("--jars", "jars for the driver and executor classpaths")
+@click.option(
+    "--packages",
+    multiple=True,
+    metavar="COORDS",
+    help="Maven coordinates groupId:artifactId:version (spark.jars.packages); "
+    "comma-separated, repeatable",
 )
 @click.option("--max-attempts", type=click.IntRange(1, 1000), default=3, show_default=True)
+@click.option(
+    "--no-path-check",
+    is_flag=True,
+    help="pass arguments that are relative paths here without refusing them",
+)
 @click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
+@wait_timeout_option
 def submit(
     target: str,
     args: tuple[str, ...],
@@ -140,8 +188,14 @@ def submit(
     job_id: str | None,
     name: str | None,
     conf_pairs: tuple[str, ...],
+    py_files: tuple[str, ...],
+    files: tuple[str, ...],
+    jars: tuple[str, ...],
+    packages: tuple[str, ...],
     max_attempts: int,
+    no_path_check: bool,
     wait: bool,
+    wait_timeout: float | None,
 ) -> None:
     """Submit a PySpark job; accepted as soon as it is durable, leader or not.
 
@@ -149,33 +203,96 @@ def submit(
     FILE.py:FUNCTION calls FUNCTION(ctx, *ARGS) with a job context: ctx.spark, ctx.job_id,
     ctx.attempt, ctx.latest_checkpoint(), ctx.checkpoint(metadata), ctx.config.
 
-    Prints the job id. With --wait, exits 0 if the job SUCCEEDED, 1 if it FAILED,
-    3 if it was CANCELLED.
+    The job takes along what it needs, stored with it so that any daemon's host can run it:
+    the modules FILE.py imports from its own directory, and --py-files, --files and --jars.
+    It runs in a fresh working directory per attempt on the driver's host, holding those files
+    under their own names; a relative path among ARGS that exists here is refused unless it
+    names a shipped file (use an absolute path or a URI).
+
+    Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
+    1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
     """
-    conf = {k: str(v) for k, v in parse_storage_options(conf_pairs).items()}
+    needs = Dependencies(py_files=py_files, files=files, jars=jars, packages=packages)
     with Client(connection.config) as client:
         submitted = client.submit_file(
-            target, list(args), job_id=job_id, name=name, conf=conf, max_attempts=max_attempts
+            target,
+            list(args),
+            job_id=job_id,
+            name=name,
+            conf=parse_spark_conf(conf_pairs),
+            max_attempts=max_attempts,
+            needs=needs,
+            check_paths=not no_path_check,
+            warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
         )
         click.echo(submitted)
-        if not wait:
-            return
-        result = client.wait(submitted, on_change=_progress)
-    message = f"{submitted}: {result.outcome} after {result.attempts} attempt(s)"
-    if result.error:
-        message += f": {result.error.splitlines()[-1]}"
+        if wait:
+            follow(client, submitted, wait_timeout)
+
+
+@jobs.command("wait")
+@click.argument("job_id")
+@connection_options
+@wait_timeout_option
+def wait_job(job_id: str, connection: Connection, wait_timeout: float | None) -> None:
+    """Follow a job to its end (again, e.g. after Ctrl-C on submit --wait).
+
+    Prints its state as it changes and exits with its outcome, as submit --wait does:
+    0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 4 no such job, 5 quarantined, 7 --wait-timeout reached.
+    """
+    validate_job_id(job_id)
+    with Client(connection.config) as client:
+        follow(client, job_id, wait_timeout)
+
+
+def follow(client: Client, job_id: str, timeout: float | None) -> None:
+    """Print the job's progress until it ends; exit with its outcome (raises the errors of
+    :meth:`Client.wait`, which the command line turns into their exit codes)."""
+    progress = Progress(job_id)
+    result = client.wait(
+        job_id, timeout=timeout, on_change=progress.changed, on_leader=progress.leader
+    )
+    message = f"{job_id}: {result.outcome} after {result.attempts} attempt(s)"
+    if result.error and result.outcome != CANCELLED:
+        message += f": {headline(result.error)}"
     click.echo(message, err=True)
-    if result.outcome == SUCCEEDED:
-        return
-    sys.exit(EXIT_CANCELLED if result.outcome == CANCELLED else EXIT_FAILED)
+    if result.outcome != SUCCEEDED:
+        sys.exit(EXIT_CANCELLED if result.outcome == CANCELLED else EXIT_FAILED)
 
 
-def _progress(snapshot: JobSnapshot) -> None:
-    item = describe(snapshot)
-    detail = f" (attempt {item['attempt']})" if item["attempt"] else ""
-    if item["driver"]:
-        detail += f" on {item['driver']['host']} pid {item['driver']['pid']}"
-    click.echo(f"{snapshot.job_id}: {snapshot.state}{detail}", err=True)
+class Progress:
+    """What ``--wait`` prints on stderr: each state as it happens, and when no leader is up."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.leader_missing = False
+
+    def say(self, message: str) -> None:
+        click.echo(f"{self.job_id}: {message}", err=True)
+
+    def changed(self, snapshot: JobSnapshot) -> None:
+        if snapshot.result is not None:
+            return  # the closing line says how it ended
+        detail = f" (attempt {snapshot.attempt})" if snapshot.attempt else ""
+        running, ended, spark = snapshot.running, snapshot.attempt_outcome, snapshot.spark
+        if running is not None:
+            detail += f" on {running.host} pid {running.pid}"
+            if spark is not None and spark.attempt == running.attempt:
+                detail += f", Spark {spark.app_id}" + (f" UI {spark.ui}" if spark.ui else "")
+        elif ended is not None:
+            detail = f" (attempt {ended.attempt} {ended.outcome})"
+        elif snapshot.state == RESTARTING and snapshot.status is not None:
+            error = snapshot.status.last_error
+            detail += f": {headline(error)}" if error else ""
+        self.say(f"{snapshot.state}{detail}")
+
+    def leader(self, info: dict[str, Any] | None) -> None:
+        if info is None:
+            self.leader_missing = True
+            self.say("no leader is up: the job waits until a daemon leads (zkstore daemon)")
+        elif self.leader_missing:
+            self.leader_missing = False
+            self.say(f"daemon {info.get('id')} on {info.get('host')} leads now")
 
 
 cli.add_command(demo)

@@ -16,14 +16,12 @@ ever had a result can never run again.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -31,53 +29,17 @@ from typing import Any
 
 import cloudpickle
 
+from recovery.jobfile import importable, job_id_or_default, load_function, parse_target
+from recovery.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, JobFinished, JobNotFound, JobQuarantined, WaitTimeout
+from zkstore.errors import ConfigError, HandleNotFound, JobNotFound, JobQuarantined, WaitTimeout
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult
-from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
 
 logger = logging.getLogger(__name__)
-
-
-def default_job_id(stem: str) -> str:
-    """``<stem>-<8 hex>``, with the stem cleaned into a valid job id."""
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._")[:100] or "job"
-    return f"{clean}-{uuid.uuid4().hex[:8]}"
-
-
-def parse_target(target: str) -> tuple[Path, str | None]:
-    """Split ``FILE.py[:FUNCTION]``; the file must exist."""
-    path_text, function = target, None
-    head, sep, tail = target.rpartition(":")
-    if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", tail):
-        path_text, function = head, tail
-    path = Path(path_text)
-    if not path.is_file():
-        raise ConfigError(f"{path_text}: no such file")
-    return path, function
-
-
-def load_function(path: Path, name: str) -> tuple[Callable[..., Any], ModuleType]:
-    """Import ``path`` as a module (not as ``__main__``) and return ``name`` from it."""
-    module_name = f"zkstore_job_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{uuid.uuid4().hex[:6]}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
-    except Exception as exc:
-        raise ConfigError(f"{path}: importing it failed: {type(exc).__name__}: {exc}") from exc
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise ConfigError(f"{path} defines no function {name!r}")
-    return function, module
 
 
 class Client(Closeable):
@@ -107,20 +69,47 @@ class Client(Closeable):
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        needs: Dependencies | None = None,
     ) -> str:
-        """Submit ``function(ctx, *args)``. Its module travels by value unless installed."""
+        """Submit ``function(ctx, *args)``. Its module travels by value unless installed, with
+        the modules it imports from its directory and the files in ``needs``."""
         module = sys.modules.get(getattr(function, "__module__", "") or "")
-        with _pickled_by_value(module if module is not None and _is_user_module(module) else None):
-            return self.submit(
-                JobDefinition.for_function(
-                    job_id or default_job_id(getattr(function, "__name__", "job")),
-                    function,
-                    args=args,
-                    name=name,
-                    spark_conf=conf,
-                    max_attempts=max_attempts,
-                )
+        by_value = module if module is not None and _is_user_module(module) else None
+        origin = getattr(by_value, "__file__", None)
+        shipment = prepare(Path(origin) if origin else None, needs or Dependencies(), conf)
+        return self._submit_function(
+            function,
+            args,
+            by_value=by_value,
+            job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
+            name=name,
+            max_attempts=max_attempts,
+            shipment=shipment,
+        )
+
+    def _submit_function(
+        self,
+        function: Callable[..., Any],
+        args: Sequence[Any],
+        *,
+        by_value: ModuleType | None,
+        job_id: str,
+        name: str | None,
+        max_attempts: int,
+        shipment: Shipment,
+    ) -> str:
+        self._check_size(shipment)
+        with _pickled_by_value(by_value):
+            definition = JobDefinition.for_function(
+                job_id,
+                function,
+                args=args,
+                name=name,
+                spark_conf=shipment.spark_conf,
+                max_attempts=max_attempts,
+                files=shipment.files,
             )
+        return self.submit(definition)
 
     def submit_script(
         self,
@@ -131,9 +120,26 @@ class Client(Closeable):
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        needs: Dependencies | None = None,
     ) -> str:
-        """Submit an unmodified PySpark script (restarted from scratch after a failure)."""
+        """Submit an unmodified PySpark script (restarted from scratch after a failure), with
+        the modules it imports from its directory and the files in ``needs``."""
         script = Path(path)
+        shipment = prepare(script, needs or Dependencies(), conf)
+        return self._submit_script(
+            script, args, job_id=job_id, name=name, max_attempts=max_attempts, shipment=shipment
+        )
+
+    def _submit_script(
+        self,
+        script: Path,
+        args: Sequence[str],
+        *,
+        job_id: str | None,
+        name: str | None,
+        max_attempts: int,
+        shipment: Shipment,
+    ) -> str:
         try:
             source = script.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -142,15 +148,17 @@ class Client(Closeable):
             compile(source, str(script), "exec")
         except SyntaxError as exc:
             raise ConfigError(f"{script}:{exc.lineno}: syntax error: {exc.msg}") from exc
+        self._check_size(shipment)
         return self.submit(
             JobDefinition.for_script(
-                job_id or default_job_id(script.stem),
+                job_id_or_default(job_id, script.stem),
                 source,
                 filename=str(script.resolve()),
                 args=list(args),
-                name=name or script.name,
-                spark_conf=conf,
+                name=name if name is not None else script.name,
+                spark_conf=shipment.spark_conf,
                 max_attempts=max_attempts,
+                files=shipment.files,
             )
         )
 
@@ -163,25 +171,47 @@ class Client(Closeable):
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        needs: Dependencies | None = None,
+        check_paths: bool = True,
+        warn: Callable[[str], None] | None = None,
     ) -> str:
-        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``)."""
+        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``).
+
+        Relative paths in ``args`` that exist here are refused unless they name a shipped file
+        (the job runs in its own directory, elsewhere); with ``check_paths=False`` they are
+        passed as they are. ``warn`` receives the warnings (default: the log).
+        """
         path, function_name = parse_target(target)
+        shipment = prepare(path, needs or Dependencies(), conf)
+        if check_paths:
+            check_arguments(args, shipment.names(), warn or logger.warning)
         if function_name is None:
-            return self.submit_script(
-                path, args, job_id=job_id, name=name, conf=conf, max_attempts=max_attempts
+            return self._submit_script(
+                path, args, job_id=job_id, name=name, max_attempts=max_attempts, shipment=shipment
             )
-        function, module = load_function(path, function_name)
-        try:
-            return self.submit_function(
-                function,
-                *args,
-                job_id=job_id or default_job_id(f"{path.stem}-{function_name}"),
-                name=name or f"{path.name}:{function_name}",
-                conf=conf,
-                max_attempts=max_attempts,
+        with importable(path.parent, shipment.import_paths):
+            function, module = load_function(path, function_name)
+            try:
+                return self._submit_function(
+                    function,
+                    args,
+                    by_value=module,
+                    job_id=job_id_or_default(job_id, f"{path.stem}-{function_name}"),
+                    name=name if name is not None else f"{path.name}:{function_name}",
+                    max_attempts=max_attempts,
+                    shipment=shipment,
+                )
+            finally:
+                sys.modules.pop(module.__name__, None)
+
+    def _check_size(self, shipment: Shipment) -> None:
+        limit = self.cluster.config.max_payload_bytes
+        if shipment.size > limit:
+            raise ConfigError(
+                f"the files to ship come to {shipment.size / 1e6:.1f} MB, over the payload limit "
+                f"of {limit / 1e6:.1f} MB: put big files where the driver's host can read them "
+                "and pass their URIs"
             )
-        finally:
-            sys.modules.pop(module.__name__, None)
 
     # -- following -----------------------------------------------------------------------------
 
@@ -192,35 +222,61 @@ class Client(Closeable):
             raise JobNotFound(f"no job {job_id!r} in this cluster")
         return snapshot
 
+    def leader(self) -> dict[str, Any] | None:
+        """The published info of the leading daemon (``id``, ``host``, ``pid``, ``since``), or
+        None when no daemon leads (then submitted jobs wait)."""
+        try:
+            data, _ = self.cluster.zk.get(self.cluster.layout.leader_info)
+        except HandleNotFound:
+            return None
+        try:
+            info = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            info = None
+        return info if isinstance(info, dict) else {"id": "?"}
+
     def wait(
         self,
         job_id: str,
         *,
         timeout: float | None = None,
         on_change: Callable[[JobSnapshot], None] | None = None,
+        on_leader: Callable[[dict[str, Any] | None], None] | None = None,
     ) -> JobResult:
         """Block until the job has a result and return it.
 
-        ``on_change`` sees every change of the job's state (for progress output). Raises
+        ``on_change`` sees every change of the job's state, attempt or Spark application (for
+        progress output); ``on_leader`` sees the leader (or None: no daemon leads, the job
+        waits) first and at every change while the job is not finished. Raises
         :class:`WaitTimeout` after ``timeout`` seconds, :class:`JobNotFound` if the job vanished
         without a result, and :class:`JobQuarantined` if it went to quarantine (it will never
         end by itself).
         """
         changed = threading.Event()
         layout, zk = self.cluster.layout, self.cluster.zk
-        paths = [layout.result(job_id), layout.running(job_id), layout.status(job_id)]
+        paths = [
+            layout.result(job_id),
+            layout.running(job_id),
+            layout.status(job_id),
+            layout.outcome(job_id),
+            layout.spark(job_id),
+            layout.leader_info,
+        ]
         end = None if timeout is None else time.monotonic() + timeout
-        last_state: tuple[str, int | None] | None = None
+        last_state: tuple[str, int | None, str | None] | None = None
+        last_leader: object = ()
 
         def wake(event: object) -> None:
             changed.set()
 
         while True:
             changed.clear()
-            zk.exists_many(paths, watch=wake)
+            leader_stat = zk.exists_many(paths, watch=wake)[-1]
             snapshot = self.status(job_id)
-            if on_change is not None and (snapshot.state, snapshot.attempt) != last_state:
-                last_state = (snapshot.state, snapshot.attempt)
+            app = snapshot.spark.app_id if snapshot.spark is not None else None
+            state = (snapshot.state, snapshot.attempt, app)
+            if on_change is not None and state != last_state:
+                last_state = state
                 on_change(snapshot)
             if snapshot.result is not None:
                 return snapshot.result
@@ -228,6 +284,10 @@ class Client(Closeable):
                 raise JobQuarantined(
                     f"job {job_id} is quarantined and will not run: {snapshot.quarantine.reason}"
                 )
+            leader_key = None if leader_stat is None else leader_stat.czxid
+            if on_leader is not None and leader_key != last_leader:
+                last_leader = leader_key
+                on_leader(None if leader_stat is None else self.leader())
             remaining = None if end is None else end - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
@@ -238,9 +298,8 @@ class Client(Closeable):
         """Ask the job to stop. Raises :class:`JobNotFound`, or :class:`JobFinished` if it has
         a result already."""
         snapshot = self.status(job_id)
-        if snapshot.result is not None:
-            raise JobFinished(f"job {job_id} already finished ({snapshot.result.outcome})")
-        return self.cluster.state.request_cancel(job_id, by=_who(), reason=reason)
+        check_cancellable(snapshot)
+        return self.cluster.state.request_cancel(job_id, reason=reason)
 
 
 _BY_VALUE_LOCK = threading.Lock()
@@ -267,17 +326,6 @@ def _is_user_module(module: ModuleType) -> bool:
     if module.__name__ == "__main__" or origin is None:
         return module.__name__ == "__main__"
     return "site-packages" not in origin and "dist-packages" not in origin
-
-
-def _who() -> str:
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 def submit(

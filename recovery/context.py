@@ -31,14 +31,6 @@ class AttemptSuperseded(FenceLost):
     """This attempt lost its standing (session expired, or a newer attempt was assigned)."""
 
 
-def spark_conf_args(master: str, conf: Mapping[str, str], app_name: str) -> list[str]:
-    """``spark-submit`` style arguments for the given master, configuration and app name."""
-    args = ["--master", master, "--name", app_name]
-    for key, value in sorted(conf.items()):
-        args += ["--conf", f"{key}={value}"]
-    return args
-
-
 class DynamicConfig(Mapping[str, Any]):
     """A read-only mapping over the job's ``control`` node, refreshed when it changes."""
 

@@ -6,8 +6,12 @@ It runs in its own OS process and its own ZooKeeper session, so it outlives a da
    the leader wrote for this attempt (refuse if another driver holds it or a newer attempt was
    assigned);
 2. load and verify the definition (a broken one is reported as BROKEN, for quarantine);
-3. run the script as ``__main__``, or call ``FUNCTION(ctx, *args)``;
-4. report the outcome and release ``running`` in one transaction, fenced on the attempt.
+3. lay out the job's shipped files in the attempt's working directory (its current directory,
+   see :mod:`recovery.workdir`), then run the script as ``__main__``, or load and call
+   ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and UI
+   address in the EPHEMERAL ``spark`` record (fenced on the attempt);
+4. report the outcome and release ``running`` in one transaction, fenced on the attempt, and
+   remove the working directory.
 
 A cancel request interrupts the job (and its Spark jobs); after a grace period the driver reports
 CANCELLED and exits regardless. If the session is suspended past a safe bound the driver kills
@@ -25,17 +29,19 @@ import os
 import shlex
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
+from recovery import sparkapp, workdir
 from recovery.context import (
     AttemptSuperseded,
     DynamicConfig,
     JobCancelled,
     JobContext,
-    spark_conf_args,
 )
 from recovery.launcher import (
     EXIT_BROKEN,
@@ -46,6 +52,7 @@ from recovery.launcher import (
     EXIT_SUSPENDED,
 )
 from recovery.settings import spark_master_from_env
+from recovery.sparkconf import spark_submit_args
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -87,6 +94,8 @@ class Driver:
         status_version: int,
         spark_master: str,
         cancel_grace: float = 30.0,
+        work_dir: Path | None = None,
+        log: str | None = None,
     ) -> None:
         self.config = config
         self.job_id = job_id
@@ -109,6 +118,11 @@ class Driver:
         self._report_lock = threading.Lock()
         self._reported = False
         self._job_name = job_id
+        self.work_dir = work_dir or Path.cwd()
+        self.log = log
+        self.spark_app = sparkapp.SparkAppRecord(
+            self.cluster.zk, layout.spark(job_id), attempt, self.fence
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -126,6 +140,7 @@ class Driver:
         finally:
             self._finished.set()
             self.cluster.close()
+            workdir.remove(self.work_dir)
 
     def _conclude(self, outcome: str, error: str | None) -> None:
         """Stop Spark and report the outcome. A cancel interrupt sent just as the job ended can
@@ -134,7 +149,7 @@ class Driver:
             try:
                 with self._interrupt_lock:
                     self._finished.set()  # from here on the monitor interrupts nothing
-                _stop_spark(kill=False)
+                sparkapp.stop(kill=False)
                 self._report(outcome, error)
                 return
             except KeyboardInterrupt:
@@ -147,6 +162,7 @@ class Driver:
             host=socket.gethostname(),
             pid=os.getpid(),
             started=utc_now(),
+            log=self.log,
         )
         try:
             self.cluster.zk.commit(
@@ -174,28 +190,24 @@ class Driver:
 
     def _run_job(self) -> tuple[str, str | None]:
         try:
-            definition = self.cluster.jobs.recover(self.job_id).state
-        except (PayloadError, CorruptHandle) as exc:
-            logger.error("cannot load the definition of %s: %s", self.job_id, exc)
-            return BROKEN, f"{type(exc).__name__}: {exc}"
-        except ZkStoreError as exc:
-            logger.error("cannot read the definition of %s: %s", self.job_id, exc)
-            return FAILED, f"{type(exc).__name__}: {exc}"
-        self._job_name = definition.name
-        context = self._context(definition)
+            definition, files, call = self._prepare()
+        except _CannotRun as exc:
+            return exc.outcome, exc.error
+        context = self._context(definition, files.spark_conf)
         logger.info(
-            "attempt %d of %s (%s): running %s",
+            "attempt %d of %s (%s): running %s in %s",
             self.attempt,
             self.job_id,
             definition.name,
             definition.entry_point,
+            self.work_dir,
         )
         try:
-            if definition.kind == SCRIPT:
-                self._run_script(definition, context)
+            if call is None:
+                self._run_script(definition, context, files)
             else:
-                assert definition.function is not None
-                definition.function(context, *definition.args)
+                function, args = call
+                function(context, *args)
         except SystemExit as exc:
             if exc.code in (0, None):
                 return SUCCEEDED, None
@@ -215,7 +227,39 @@ class Driver:
             return FAILED, _summarize(exc)
         return SUCCEEDED, None
 
-    def _context(self, definition: JobDefinition) -> JobContext:
+    def _prepare(
+        self,
+    ) -> tuple[JobDefinition, workdir.AttemptDirectory, tuple[Any, tuple[Any, ...]] | None]:
+        """Load the verified definition, lay out its files, load a function job's code.
+
+        Raises :class:`_CannotRun` with BROKEN (quarantine material: the definition cannot be
+        loaded here) or FAILED (worth another attempt: storage or disk trouble).
+        """
+        try:
+            definition = self.cluster.jobs.recover(self.job_id).state
+        except (PayloadError, CorruptHandle) as exc:
+            raise _CannotRun(
+                BROKEN, f"cannot load the definition: {type(exc).__name__}: {exc}"
+            ) from exc
+        except ZkStoreError as exc:
+            raise _CannotRun(
+                FAILED, f"cannot read the definition: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._job_name = definition.name
+        try:
+            files = workdir.lay_out(definition, self.work_dir)
+        except OSError as exc:
+            raise _CannotRun(
+                FAILED, f"cannot write the job's files in {self.work_dir}: {exc}"
+            ) from exc
+        files.activate()
+        try:
+            call = None if definition.kind == SCRIPT else definition.load_function()
+        except PayloadError as exc:
+            raise _CannotRun(BROKEN, f"{type(exc).__name__}: {exc}") from exc
+        return definition, files, call
+
+    def _context(self, definition: JobDefinition, spark_conf: dict[str, str]) -> JobContext:
         checkpoints = self.cluster.checkpoints(self.job_id)
         config = DynamicConfig(lambda: self.cluster.state.control(self.job_id)[0])
         NodeWatch(
@@ -226,23 +270,24 @@ class Driver:
             name=definition.name,
             attempt=self.attempt,
             spark_master=self.spark_master,
-            spark_conf=definition.spark_conf,
+            spark_conf=spark_conf,
             checkpoints=checkpoints,
             fence=self.fence,
             config=config,
             cancelled=self.cancelled,
         )
 
-    def _run_script(self, definition: JobDefinition, context: JobContext) -> None:
-        """Run an unmodified script as ``__main__``: its SparkSession gets our master and conf."""
-        assert definition.source is not None
-        filename = definition.filename or f"{self.job_id}.py"
-        master = definition.spark_conf.get("spark.master", self.spark_master)
-        submit_args = spark_conf_args(master, definition.spark_conf, context.app_name)
+    def _run_script(
+        self, definition: JobDefinition, context: JobContext, files: workdir.AttemptDirectory
+    ) -> None:
+        """Run an unmodified script as ``__main__`` from the attempt's directory: its
+        SparkSession gets our master, the job's conf and its shipped files, as spark-submit
+        would give them."""
+        assert definition.source is not None and files.script is not None
+        filename = str(files.script)
+        master = files.spark_conf.get("spark.master", self.spark_master)
+        submit_args = spark_submit_args(master, files.spark_conf, context.app_name)
         os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join([*submit_args, "pyspark-shell"])
-        script_dir = os.path.dirname(os.path.abspath(filename))
-        if os.path.isdir(script_dir) and script_dir not in sys.path:
-            sys.path.insert(0, script_dir)
         sys.argv = [filename, *map(str, definition.args)]
         code = compile(definition.source, filename, "exec")
         exec(code, {"__name__": "__main__", "__file__": filename, "__builtins__": builtins})
@@ -269,12 +314,13 @@ class Driver:
     def _monitor(self) -> None:
         cancel_seen: float | None = None
         while not self._finished.wait(0.1):
+            self._publish_spark_app()
             suspended = self._suspended_at
             if suspended is not None and time.monotonic() - suspended > self.suspend_bound:
                 self._stop_now("ZooKeeper session suspended past the safe bound")
             if self.cancelled.is_set() and cancel_seen is None:
                 cancel_seen = time.monotonic()
-                _cancel_spark_jobs()
+                sparkapp.cancel_jobs()
                 with self._interrupt_lock:
                     if not self._finished.is_set():
                         _thread.interrupt_main()
@@ -284,13 +330,18 @@ class Driver:
                     self.job_id,
                     self.cancel_grace,
                 )
-                _stop_spark(kill=True)
+                sparkapp.stop(kill=True)
                 self._report(CANCELLED, f"cancelled (forced after {self.cancel_grace:g} s)")
                 os._exit(EXIT_CANCELLED)
 
+    def _publish_spark_app(self) -> None:
+        with self._report_lock:
+            if not self._reported:
+                self.spark_app.refresh()
+
     def _stop_now(self, why: str) -> None:
         logger.error("attempt %d of %s stops itself: %s", self.attempt, self.job_id, why)
-        _stop_spark(kill=True)
+        sparkapp.stop(kill=True)
         logging.shutdown()
         os._exit(EXIT_SUSPENDED)
 
@@ -304,6 +355,7 @@ class Driver:
         with self._report_lock:
             if self._reported:
                 return
+            self.spark_app.withdraw()
             record = Outcome(
                 version=None,
                 attempt=self.attempt,
@@ -311,6 +363,7 @@ class Driver:
                 finished=utc_now(),
                 error=short_error(error),
                 host=socket.gethostname(),
+                log=self.log,
             )
             for _ in range(3):
                 try:
@@ -343,44 +396,22 @@ class Driver:
         return found is not None and found.with_version(None) == record
 
 
+class _CannotRun(Exception):
+    """The attempt cannot start the job: how it ends and why (logged as it is raised)."""
+
+    def __init__(self, outcome: str, error: str) -> None:
+        super().__init__(error)
+        self.outcome, self.error = outcome, error
+        logger.error("attempt cannot run the job: %s", error)
+
+
 def _summarize(exc: BaseException) -> str:
-    lines = traceback.format_exception(exc)
+    """The job's traceback, from its own code on (the driver's frames say nothing to users)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb)
     return "".join(lines[-12:]).strip()
-
-
-def _active_spark_context() -> Any:
-    module = sys.modules.get("pyspark")
-    if module is None:
-        return None
-    from pyspark import SparkContext
-
-    return SparkContext._active_spark_context
-
-
-def _cancel_spark_jobs() -> None:
-    context = _active_spark_context()
-    if context is not None:
-        try:
-            context.cancelAllJobs()
-        except Exception as exc:  # noqa: BLE001 - best effort while stopping
-            logger.warning("could not cancel Spark jobs: %s", exc)
-
-
-def _stop_spark(*, kill: bool) -> None:
-    """Stop the SparkContext (or, when ``kill``, its JVM at once: no time left to be polite)."""
-    context = _active_spark_context()
-    if context is None:
-        return
-    if kill:
-        gateway = getattr(context, "_gateway", None)
-        process = getattr(gateway, "proc", None)
-        if process is not None:
-            process.kill()
-        return
-    try:
-        context.stop()
-    except Exception as exc:  # noqa: BLE001 - the job's result is already known
-        logger.warning("stopping Spark: %s", exc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         help="file descriptor to read the store configuration from (drivers are started by the "
         "daemon, which passes it through a pipe)",
     )
+    parser.add_argument(
+        "--work-dir", type=Path, help="the attempt's own directory, removed at the end"
+    )
+    parser.add_argument("--log-uri", help="where this driver's output goes, for people")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
@@ -416,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         status_version=args.status_version,
         spark_master=spark_master_from_env(None),
         cancel_grace=args.cancel_grace,
+        work_dir=_enter(args.work_dir),
+        log=args.log_uri,
     )
     return driver.run()
 
@@ -425,6 +462,14 @@ def _read_config(fd: int) -> str:
     later (the Spark JVM, the Python workers running job code) can read it again."""
     with os.fdopen(fd, "rb") as pipe:
         return pipe.read(1 << 20).decode()
+
+
+def _enter(work_dir: Path | None) -> Path:
+    """Make the attempt's directory (a fresh temporary one if none is given) the current one."""
+    directory = work_dir or Path(tempfile.mkdtemp(prefix="zkstore-attempt-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chdir(directory)
+    return directory.resolve()
 
 
 if __name__ == "__main__":

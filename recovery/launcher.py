@@ -2,7 +2,9 @@
 
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
-crash. Its output goes to a log file per attempt.
+crash. Its output goes to a log file per attempt; it runs in a fresh working directory per attempt
+(``<work dir>/<job>-attempt-<n>``, see :mod:`recovery.workdir`), which its daemon removes when it
+sees the driver exit.
 
 Its store configuration, secrets included, comes through a pipe (``--config-fd``) that the
 driver reads once and closes: never through its environment or command line, which the Spark JVM
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -66,6 +70,7 @@ class Launch:
     status_version: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    work_dir: Path
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -87,6 +92,7 @@ class DriverLauncher:
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
+        self.work_root = Path(settings.work_dir or tempfile.mkdtemp(prefix="zkstore-work-"))
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
@@ -96,7 +102,15 @@ class DriverLauncher:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def command(self, job_id: str, attempt: int, status_version: int, config_fd: int) -> list[str]:
+    def command(
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        config_fd: int,
+        work_dir: Path,
+        log_path: Path,
+    ) -> list[str]:
         return [
             self.settings.python,
             "-m",
@@ -111,12 +125,19 @@ class DriverLauncher:
             str(status_version),
             "--cancel-grace",
             str(self.settings.cancel_grace),
+            "--work-dir",
+            str(work_dir),
+            "--log-uri",
+            f"file://{socket.gethostname()}{log_path.resolve()}",
         ]
 
     def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
         """Start the driver of ``attempt``; raises OSError if the process cannot be started."""
         log_path = self.log_dir / job_id / f"attempt-{attempt}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        work_dir = self.work_root / f"{job_id}-attempt-{attempt}"
+        shutil.rmtree(work_dir, ignore_errors=True)  # left by a daemon that died before us
+        work_dir.mkdir(parents=True)
         read_end, write_end = os.pipe()
         try:
             # A config is a few hundred bytes: it fits in the pipe's buffer before the child runs.
@@ -125,11 +146,12 @@ class DriverLauncher:
             write_end = -1
             with open(log_path, "ab") as log:
                 process = subprocess.Popen(
-                    self.command(job_id, attempt, status_version, read_end),
+                    self.command(job_id, attempt, status_version, read_end, work_dir, log_path),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=self.environment(),
+                    cwd=work_dir,
                     start_new_session=True,
                     pass_fds=(read_end,),
                 )
@@ -144,4 +166,4 @@ class DriverLauncher:
             process.pid,
             log_path,
         )
-        return Launch(job_id, attempt, status_version, process, log_path)
+        return Launch(job_id, attempt, status_version, process, log_path, work_dir)

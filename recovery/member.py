@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import threading
 from collections.abc import Callable
@@ -206,6 +207,8 @@ class FleetMember:
 
     def driver_exited(self, launch: Launch) -> None:
         """Record how the driver ended; release its ``running`` node if it died holding it."""
+        # The driver removes its working directory itself, unless it was killed.
+        shutil.rmtree(launch.work_dir, ignore_errors=True)
         code = launch.exit_code
         how = describe_exit(code)
         logger.info(

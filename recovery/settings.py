@@ -49,6 +49,7 @@ class DaemonSettings:
     cancel_grace: float = 30.0
     log_dir: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
 
     def __post_init__(self) -> None:

@@ -1,20 +1,26 @@
-"""The HA submit wrapper from the command line and from Python: bad input, exit codes."""
+"""The submit journey as a user types it: the installed ``zkstore`` script as a subprocess, run
+from a directory of its own (not the daemon's), with what reached the job read back."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 import recovery
-from recovery.cli import cli
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
+from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
@@ -23,37 +29,137 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import FAILED, SUCCEEDED
 
 BIN = Path(sys.executable).parent
+T0 = "2026-11-21T00:00:00Z"
+#: What the job functions below record: a JSON file per call, in an absolute directory.
+RECORD = """\
+import json, os, sys
 
 
-def args(config: StoreConfig) -> list[str]:
+def record(out, name, **data):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump(data, f)
+"""
+#: A job that records what reached it, then waits for ``go`` in its control values.
+GATED = (
+    RECORD
+    + """
+import time
+
+
+def run(ctx, out):
+    record(out, "started", attempt=ctx.attempt, cwd=os.getcwd())
+    deadline = time.time() + 120
+    while not ctx.config.get("go"):
+        if ctx.cancelled or time.time() > deadline:
+            raise SystemExit(3)
+        time.sleep(0.05)
+    record(out, "config", values=dict(ctx.config))
+    print("gated job went on", flush=True)
+"""
+)
+
+
+def connection(config: StoreConfig) -> list[str]:
     return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
 
 
-def submit(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:
+def zkstore(
+    config: StoreConfig, command: str, *words: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``zkstore <command> <connection options> <words>``, as a user runs it."""
     return subprocess.run(
-        [str(BIN / "zkstore"), "submit", *words[:1], *args(config), *words[1:]],
+        [str(BIN / "zkstore"), *command.split(), *connection(config), *words],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
+        cwd=cwd,
     )
 
 
+def start(config: StoreConfig, command: str, *words: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(BIN / "zkstore"), *command.split(), *connection(config), *words],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def read_until(stream: Any, marker: str, seen: list[str]) -> None:
+    """Read ``stream`` line by line into ``seen`` until a line contains ``marker``."""
+    for line in stream:
+        seen.append(line.rstrip("\n"))
+        if marker in line:
+            return
+    raise AssertionError(f"{marker!r} never printed; printed: {seen}")
+
+
+def records(out: Path) -> dict[str, Any]:
+    return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+
+
+def show(config: StoreConfig, job_id: str) -> dict[str, Any]:
+    done = zkstore(config, "jobs show", job_id, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
+def local_log(uri: str) -> str:
+    """The text of a driver log whose location ``jobs show`` gave (``file://host/path``)."""
+    assert uri.startswith("file://"), uri
+    return Path("/" + uri.removeprefix("file://").split("/", 1)[1]).read_text()
+
+
+@pytest.fixture
+def laptop(tmp_path: Path) -> Path:
+    """The user's directory: where they type commands (never the daemon's directory)."""
+    path = tmp_path / "laptop"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def daemon(
+    config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[LocalCluster]:
+    local = LocalCluster(config, tmp_path / "runtime", restart_backoff=0.1)
+    local.start_daemon("d1")
+    yield local
+    local.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(local.daemons["d1"].log()[-6000:])
+        for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
+            print(f"----- {log} -----\n{log.read_text()[-3000:]}")
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize(
-    ("source", "target", "message"),
+    ("source", "target", "code", "message"),
     [
-        (None, "missing.py", "missing.py: no such file"),
-        ("def other(ctx): pass\n", "{file}:run", "defines no function 'run'"),
-        ("def run(ctx:\n", "{file}:run", "syntax error"),
-        ("def run(ctx:\n", "{file}", "syntax error"),
-        ("import no_such_module_here\n", "{file}:run", "importing it failed: ModuleNotFoundError"),
+        (None, "missing.py", 2, "missing.py: no such file"),
+        (None, "{dir}", 2, "is a directory: FILE must be a .py file"),
+        ("a,b\n1,2\n", "{dir}/data.csv", 2, "data.csv is not a Python file"),
+        ("def other(ctx): pass\n", "{file}:run", 2, "defines no function 'run'"),
+        ("def run(ctx:\n", "{file}:run", 2, "syntax error"),
+        ("def run(ctx:\n", "{file}", 2, "syntax error"),
+        ("import no_such_module_here\n", "{file}:run", 2, "ModuleNotFoundError"),
         (
             "import threading\nLOCK = threading.Lock()\ndef run(ctx):\n    return LOCK\n",
             "{file}:run",
-            "cannot serialize",
+            1,
+            "cannot serialize function run",
         ),
     ],
     ids=[
         "no-file",
+        "directory",
+        "not-python",
         "no-function",
         "syntax-function",
         "syntax-script",
@@ -62,13 +168,13 @@ def submit(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]
     ],
 )
 def test_bad_submissions_fail_clearly_and_store_nothing(
-    config: StoreConfig, tmp_path: Path, source: str | None, target: str, message: str
+    config: StoreConfig, tmp_path: Path, source: str | None, target: str, code: int, message: str
 ) -> None:
-    file = tmp_path / "job.py"
+    file = tmp_path / ("data.csv" if "data.csv" in target else "job.py")
     if source is not None:
         file.write_text(source)
-    done = submit(config, target.format(file=file))
-    assert done.returncode in (1, 2), done
+    done = zkstore(config, "submit", target.format(file=file, dir=tmp_path))
+    assert done.returncode == code, done
     assert message in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     with Cluster.open(config) as cluster:
@@ -76,16 +182,107 @@ def test_bad_submissions_fail_clearly_and_store_nothing(
         assert cluster.storage.list(cluster.storage_layout.jobs) == []
 
 
-def test_bad_options_are_usage_errors(config: StoreConfig, tmp_path: Path) -> None:
-    file = tmp_path / "job.py"
-    file.write_text("def run(ctx): pass\n")
-    bad_conf = submit(config, f"{file}:run", "--conf", "novalue")
-    assert bad_conf.returncode == 2 and "not key=value" in bad_conf.stderr
-    bad_id = submit(config, f"{file}:run", "--job-id", "../escape")
-    assert bad_id.returncode == 2 and "invalid job id" in bad_id.stderr
-    runner = CliRunner()
-    unknown = runner.invoke(cli, ["jobs", "list", "--zk", config.zk_hosts, "--storage", "xyz://b"])
-    assert unknown.exit_code == 2 and "Protocol not known: xyz" in unknown.output
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--conf", "novalue"], "--conf 'novalue' is not KEY=VALUE"),
+        (["--conf", "=x"], "--conf '=x' is not KEY=VALUE"),
+        (["--conf", "executor.memory=1g"], "'executor.memory' is not a Spark property"),
+        (["--job-id", ""], "invalid job id ''"),
+        (["--job-id", "../escape"], "invalid job id '../escape'"),
+        (["--name", ""], "job name must be 1-100 characters"),
+        (["--py-files", "deps.txt"], "--py-files 'deps.txt': want a .py, .zip or .egg file"),
+        (["--py-files", "gone.zip"], "--py-files 'gone.zip': no such file"),
+        (["--files", "."], "--files '.' is a directory"),
+        (["--files", "a.csv,sub/a.csv"], "two shipped files are named 'a.csv'"),
+        (["--packages", "org.example:only-two"], "is not groupId:artifactId:version"),
+    ],
+)
+def test_bad_options_are_usage_errors_naming_the_option(
+    config: StoreConfig, laptop: Path, options: list[str], message: str
+) -> None:
+    (laptop / "job.py").write_text("def run(ctx): pass\n")
+    (laptop / "deps.txt").write_text("x")
+    (laptop / "a.csv").write_text("1")
+    (laptop / "sub").mkdir()
+    (laptop / "sub" / "a.csv").write_text("2")
+    done = zkstore(config, "submit", "job.py:run", *options, cwd=laptop)
+    assert done.returncode == 2, done
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    with Cluster.open(config) as cluster:
+        assert cluster.jobs.job_ids() == [], "nothing stored, not even with a generated id"
+
+
+def test_unknown_storage_protocol_is_a_usage_error(config: StoreConfig) -> None:
+    done = subprocess.run(
+        [str(BIN / "zkstore"), "jobs", "list", "--zk", config.zk_hosts, "--storage", "xyz://b"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Protocol not known: xyz" in done.stderr
+
+
+def test_relative_paths_in_arguments_never_silently_mean_another_place(
+    config: StoreConfig, laptop: Path
+) -> None:
+    (laptop / "job.py").write_text("def run(ctx, *paths): pass\n")
+    (laptop / "sales.csv").write_text("day,amount\n1,2\n")
+    (laptop / "in").mkdir()
+    refused = zkstore(config, "submit", "job.py:run", "--", "sales.csv", cwd=laptop)
+    assert refused.returncode == 2
+    assert f"argument 'sales.csv' is {laptop / 'sales.csv'} here" in refused.stderr
+    assert "ship it with --files sales.csv" in refused.stderr
+    directory = zkstore(config, "submit", "job.py:run", "--", "in/", cwd=laptop)
+    assert directory.returncode == 2 and "pass an absolute path or a URI" in directory.stderr
+    shipped = zkstore(
+        config, "submit", "job.py:run", "--files", "sales.csv", "--", "sales.csv", cwd=laptop
+    )
+    assert shipped.returncode == 0, shipped.stderr
+    assert shipped.stderr == ""
+    absolute = zkstore(config, "submit", "job.py:run", "--", str(laptop / "in"), cwd=laptop)
+    assert absolute.returncode == 0, absolute.stderr
+    warned = zkstore(config, "submit", "job.py:run", "--", "out/", "2026-11-21", cwd=laptop)
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stderr.startswith("zkstore: warning: argument 'out/' looks like a relative")
+    unchecked = zkstore(
+        config, "submit", "job.py:run", "--no-path-check", "--", "sales.csv", cwd=laptop
+    )
+    assert unchecked.returncode == 0, unchecked.stderr
+
+
+def test_control_values_are_flat_json_scalars(config: StoreConfig, tmp_path: Path) -> None:
+    with Cluster.open(config) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("j", jobs.sleeper))
+    done = zkstore(
+        config,
+        "control set",
+        "j",
+        "spark.sql.shuffle.partitions=3",
+        "rate=2.5",
+        "on=true",
+        "off=null",
+        "note=a=b",
+        "word=NaN",
+    )
+    assert done.returncode == 0, done.stderr
+    read = zkstore(config, "control get", "j")
+    assert json.loads(read.stdout)["values"] == {
+        "spark.sql.shuffle.partitions": 3,
+        "rate": 2.5,
+        "on": True,
+        "off": None,
+        "note": "a=b",
+        "word": "NaN",
+    }
+    nested = zkstore(config, "control set", "j", 'limits={"max": 3}')
+    assert nested.returncode == 2
+    assert "control value 'limits={\"max\": 3}': a JSON object is not a scalar" in nested.stderr
+    malformed = zkstore(config, "control set", "j", "novalue")
+    assert malformed.returncode == 2 and "control value 'novalue' is not KEY=VALUE" in (
+        malformed.stderr
+    )
 
 
 def test_handle_pointing_outside_the_storage_root_is_refused(
@@ -108,33 +305,276 @@ def test_handle_pointing_outside_the_storage_root_is_refused(
             cluster.jobs.recover("j")
 
 
-@pytest.fixture
-def daemon(config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    local = LocalCluster(config, tmp_path / "runtime", restart_backoff=0.1)
-    local.start_daemon("d1")
-    yield local
-    local.stop()
+# -- following a job ---------------------------------------------------------------------------
+
+#: The order of the states a job goes through in one attempt.
+LIFECYCLE = ["SUBMITTED", "PENDING", "STARTING", "RUNNING", "ENDED"]
 
 
-def test_submit_wait_exits_with_the_outcome(
-    config: StoreConfig, tmp_path: Path, daemon: LocalCluster
+def progress_states(lines: list[str], job_id: str) -> list[tuple[str, int | None]]:
+    """(state, attempt) of each progress line ``JOB: STATE (attempt N)...``."""
+    found = []
+    for line in lines:
+        match = re.match(rf"{job_id}: ([A-Z]+)(?: \(attempt (\d+))?", line)
+        if match and " after " not in line:
+            found.append((match.group(1), int(match.group(2)) if match.group(2) else None))
+    return found
+
+
+def test_submit_wait_shows_what_happened_in_order(
+    config: StoreConfig, laptop: Path, daemon: LocalCluster
 ) -> None:
-    file = tmp_path / "flaky.py"
-    file.write_text(
+    (laptop / "gated.py").write_text(GATED)
+    out = laptop / "records"
+    process = start(
+        config, "submit", "gated.py:run", "--job-id", "ok", "--wait", "--", str(out), cwd=laptop
+    )
+    seen: list[str] = []
+    read_until(process.stderr, "ok: RUNNING (attempt 1)", seen)
+    assert zkstore(config, "control set", "ok", "go=true", "dotted.key=1").returncode == 0
+    stdout, rest = process.communicate(timeout=120)
+    seen += rest.splitlines()
+    assert process.returncode == 0, seen
+    assert stdout.strip() == "ok"
+    assert seen[-1] == "ok: SUCCEEDED after 1 attempt(s)"
+    states = progress_states(seen, "ok")
+    order = [LIFECYCLE.index(state) for state, _ in states]
+    assert order == sorted(order), f"states went backwards: {seen}"
+    assert len(set(states)) == len(states), f"a state was shown twice: {seen}"
+    assert ("RUNNING", 1) in states
+    assert records(out)["config"]["values"] == {"go": True, "dotted.key": 1}
+
+
+def test_a_finished_attempt_is_never_shown_as_starting_again() -> None:
+    """The moment between the driver's outcome and the leader's reaction is ENDED."""
+    from zkstore.jobs.records import JobStatus, Outcome
+    from zkstore.jobs.snapshot import ENDED, JobSnapshot
+    from zkstore.jobs.states import STARTING
+
+    status = JobStatus(version=3, state=STARTING, attempt=2, updated="2026-11-21T00:00:00Z")
+    ended = Outcome(version=0, attempt=2, outcome=SUCCEEDED, finished="2026-11-21T00:00:01Z")
+    older = Outcome(version=0, attempt=1, outcome=FAILED, finished="2026-11-21T00:00:01Z")
+    assert JobSnapshot("j", status=status, outcome=ended).state == ENDED
+    assert JobSnapshot("j", status=status, outcome=older).state == STARTING
+
+
+def test_failed_job_shows_its_error_and_what_it_was_after_it_finished(
+    config: StoreConfig, laptop: Path, daemon: LocalCluster
+) -> None:
+    (laptop / "flaky.py").write_text(
         "def run(ctx, succeed):\n"
+        "    print('checking the input', flush=True)\n"
         "    if succeed != 'yes':\n"
         "        raise ValueError('bad input data')\n"
     )
-    ok = submit(config, f"{file}:run", "--job-id", "ok", "--wait", "--", "yes")
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip() == "ok"
-    assert "ok: SUCCEEDED after 1 attempt(s)" in ok.stderr
-    assert "RUNNING" in ok.stderr or "STARTING" in ok.stderr, "progress is shown"
-    failed = submit(
-        config, f"{file}:run", "--job-id", "ko", "--max-attempts", "2", "--wait", "--", "no"
+    failed = zkstore(
+        config,
+        "submit",
+        "flaky.py:run",
+        "--job-id",
+        "ko",
+        "--max-attempts",
+        "2",
+        "--wait",
+        "--",
+        "no",
+        cwd=laptop,
     )
     assert failed.returncode == 1
-    assert "ko: FAILED after 2 attempt(s): ValueError: bad input data" in failed.stderr
+    assert failed.stderr.splitlines()[-1] == (
+        "ko: FAILED after 2 attempt(s): ValueError: bad input data"
+    )
+    assert ("RESTARTING", 1) in progress_states(failed.stderr.splitlines(), "ko")
+    shown = show(config, "ko")
+    assert (shown["state"], shown["kind"], shown["entry"]) == ("FAILED", "function", "flaky.py:run")
+    assert shown["max_attempts"] == 2 and shown["submitted"]
+    assert shown["error"].startswith("Traceback (most recent call last):")
+    assert shown["error"].endswith("ValueError: bad input data")
+    assert "checking the input" in local_log(shown["log"])
+    table = zkstore(config, "jobs show", "ko").stdout.splitlines()
+    assert "kind: function" in table and "max_attempts: 2" in table
+    assert table[table.index("error:") + 1] == "  Traceback (most recent call last):"
+    assert table[-1] == "  ValueError: bad input data"
+    listed = zkstore(config, "jobs list", "--all").stdout.splitlines()
+    row = next(line for line in listed if line.startswith("ko "))
+    assert row.endswith("ValueError: bad input data")
+
+
+def test_jobs_wait_reattaches_with_the_exit_codes_of_submit_wait(
+    config: StoreConfig, laptop: Path, daemon: LocalCluster
+) -> None:
+    (laptop / "gated.py").write_text(GATED)
+    (laptop / "fail.py").write_text("def run(ctx):\n    raise RuntimeError('no')\n")
+    out = str(laptop / "records")
+    assert zkstore(config, "jobs wait", "never-submitted").returncode == 4
+    submitted = zkstore(
+        config, "submit", "gated.py:run", "--job-id", "g", "--", out, cwd=laptop
+    ).returncode
+    assert submitted == 0
+    timed_out = zkstore(config, "jobs wait", "g", "--wait-timeout", "1s")
+    assert timed_out.returncode == 7, timed_out.stderr
+    assert "did not finish within 1 s" in timed_out.stderr
+    follower = start(config, "jobs wait", "g", cwd=laptop)
+    wait_for((Path(out) / "started.json").exists, timeout=60, what="gated job running")
+    cancel = zkstore(config, "jobs cancel", "g", "--reason", "wrong input")
+    assert cancel.returncode == 0, cancel.stderr
+    _, stderr = follower.communicate(timeout=120)
+    assert follower.returncode == 3, stderr
+    assert stderr.splitlines()[-1] == "g: CANCELLED after 1 attempt(s)"
+    cancelled = show(config, "g")
+    assert cancelled["cancel"]["reason"] == "wrong input" and "@" in cancelled["cancel"]["by"]
+    assert zkstore(config, "jobs wait", "g").returncode == 3, "a finished job: at once"
+    assert zkstore(config, "submit", "fail.py:run", "--job-id", "f", cwd=laptop).returncode == 0
+    assert zkstore(config, "jobs wait", "f").returncode == 1
+    queued = zkstore(config, "submit", "gated.py:run", "--job-id", "q", "--", out, cwd=laptop)
+    assert queued.returncode == 0
+    with Cluster.open(config) as cluster:
+        cluster.quarantine.move_in("q", "operator says so")
+    quarantined = zkstore(config, "jobs wait", "q")
+    assert quarantined.returncode == 5 and "quarantined" in quarantined.stderr
+
+
+def test_submit_wait_says_when_no_leader_is_up_and_keeps_waiting(
+    config: StoreConfig, laptop: Path, tmp_path: Path
+) -> None:
+    (laptop / "quick.py").write_text("def run(ctx):\n    pass\n")
+    process = start(config, "submit", "quick.py:run", "--job-id", "early", "--wait", cwd=laptop)
+    seen: list[str] = []
+    read_until(process.stderr, "no leader is up", seen)
+    local = LocalCluster(config, tmp_path / "runtime")
+    try:
+        local.start_daemon("late")
+        _, rest = process.communicate(timeout=120)
+    finally:
+        local.stop()
+    seen += rest.splitlines()
+    assert process.returncode == 0, seen
+    assert "early: daemon late on" in "\n".join(seen)
+    assert seen[-1] == "early: SUCCEEDED after 1 attempt(s)"
+
+
+def test_exit_codes_say_what_kind_of_failure(
+    config: StoreConfig, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    for command in ("jobs show", "jobs cancel", "checkpoints list", "control get", "control set"):
+        missing = zkstore(config, command, "nosuch", *(["a=1"] if "set" in command else []))
+        assert missing.returncode == 4, (command, missing.stderr)
+        assert "nosuch" in missing.stderr
+    with recovery.Client(config) as client:
+        client.wait(client.submit_function(jobs.sleeper, str(tmp_path), 0, job_id="done"))
+    finished = zkstore(config, "jobs cancel", "done")
+    assert finished.returncode == 5 and "already finished (SUCCEEDED)" in finished.stderr
+    late_control = zkstore(config, "control set", "done", "a=1")
+    assert late_control.returncode == 5 and "not current" in late_control.stderr
+    assert zkstore(config, "jobs show", "bad/id").returncode == 2
+
+
+# -- what the job takes along ------------------------------------------------------------------
+
+
+def test_function_job_imports_modules_beside_it_from_any_directory(
+    config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    project = tmp_path / "project"
+    (project / "shapes").mkdir(parents=True)
+    (project / "shapes" / "__init__.py").write_text("from shapes.area import square\n")
+    (project / "shapes" / "area.py").write_text("def square(x):\n    return x * x\n")
+    (project / "shapes" / "unit.txt").write_text("cm2")
+    (project / "helpers.py").write_text("import shapes\nGREETING = 'hello from helpers'\n")
+    (project / "job.py").write_text(
+        RECORD + "import importlib.resources\nimport helpers\n\n\ndef run(ctx, out):\n"
+        "    import shapes\n"
+        "    unit = importlib.resources.files(shapes).joinpath('unit.txt').read_text()\n"
+        "    record(out, 'ran', greeting=helpers.GREETING, area=shapes.square(4), unit=unit,\n"
+        "           cwd=os.getcwd(), files=sorted(os.listdir('.')))\n"
+    )
+    out = tmp_path / "out"
+    done = zkstore(config, "submit", "../project/job.py:run", "--wait", "--", str(out), cwd=laptop)
+    assert done.returncode == 0, done.stderr
+    ran = records(out)["ran"]
+    assert (ran["greeting"], ran["area"], ran["unit"]) == ("hello from helpers", 16, "cm2")
+    assert ran["files"] == ["zkstore-modules.zip"]
+    assert Path(ran["cwd"]).parent == tmp_path / "runtime" / "attempts"
+    assert not Path(ran["cwd"]).exists(), "an attempt's directory goes with it"
+
+
+def test_script_imports_a_module_beside_it_and_reads_a_shipped_file(
+    config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    (laptop / "lookup.py").write_text("def upper(text):\n    return text.upper()\n")
+    (laptop / "words.txt").write_text("shipped words\n")
+    (laptop / "report.py").write_text(
+        "import json, os, sys\nimport lookup\n\n"
+        "if __name__ == '__main__':\n"
+        "    source, target = sys.argv[1], sys.argv[2]\n"
+        "    with open(source) as f:\n"
+        "        text = lookup.upper(f.read().strip())\n"
+        "    with open(target, 'w') as f:\n"
+        "        json.dump({'text': text, 'file': __file__, 'cwd': os.getcwd()}, f)\n"
+    )
+    target = tmp_path / "report.json"
+    done = zkstore(
+        config,
+        "submit",
+        "report.py",
+        "--files",
+        "words.txt",
+        "--wait",
+        "--",
+        "words.txt",
+        str(target),
+        cwd=laptop,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(target.read_text())
+    assert report["text"] == "SHIPPED WORDS"
+    assert report["file"] == str(Path(report["cwd"]) / "report.py")
+    assert Path(report["cwd"]) != laptop
+
+
+def test_py_files_are_importable_at_submit_and_in_the_driver(
+    config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    with zipfile.ZipFile(libs / "deps.zip", "w") as archive:
+        archive.writestr("zipped/__init__.py", "NAME = 'from the zip'\n")
+    (libs / "single.py").write_text("NAME = 'from a .py'\n")
+    (laptop / "job.py").write_text(
+        RECORD + "import zipped\nimport single\n\n\ndef run(ctx, out):\n"
+        "    record(out, 'ran', names=[zipped.NAME, single.NAME])\n"
+    )
+    out = tmp_path / "out"
+    without = zkstore(config, "submit", "job.py:run", "--", str(out), cwd=laptop)
+    assert without.returncode == 2 and "No module named 'zipped'" in without.stderr
+    done = zkstore(
+        config,
+        "submit",
+        "job.py:run",
+        "--py-files",
+        f"{libs / 'deps.zip'},{libs / 'single.py'}",
+        "--wait",
+        "--",
+        str(out),
+        cwd=laptop,
+    )
+    assert done.returncode == 0, done.stderr
+    assert records(out)["ran"]["names"] == ["from the zip", "from a .py"]
+    assert "zipped" not in sys.modules and str(libs) not in sys.path
+
+
+def test_a_module_that_cannot_be_found_quarantines_the_job_with_the_reason(
+    config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    (laptop / "hidden.py").write_text("VALUE = 1\n")
+    (laptop / "job.py").write_text(
+        "import importlib\nhidden = importlib.import_module('hid' + 'den')\n\n\n"
+        "def run(ctx):\n    return hidden.VALUE\n"
+    )
+    done = zkstore(config, "submit", "job.py:run", "--job-id", "dyn", "--wait", cwd=laptop)
+    assert done.returncode == 5
+    assert "No module named 'hidden'" in done.stderr
+    assert "No module named 'hidden'" in show(config, "dyn")["error"]
 
 
 def test_python_api_submit_and_wait(
@@ -146,6 +586,77 @@ def test_python_api_submit_and_wait(
     assert not isinstance(result, str) and result.outcome == SUCCEEDED
     with recovery.Client(config) as client:
         job_id = client.submit_function(jobs.flaky, str(tmp_path / "f"), 5, max_attempts=1)
-        assert client.wait(job_id, timeout=60).outcome == FAILED
+        assert client.wait(job_id, timeout=120).outcome == FAILED
         with pytest.raises(recovery.JobNotFound):
             client.status("never-submitted")
+
+
+# -- what an attempt leaves behind -------------------------------------------------------------
+
+
+def test_a_killed_drivers_directory_is_removed_by_its_daemon(
+    config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
+) -> None:
+    (laptop / "gated.py").write_text(GATED)
+    (laptop / "data.csv").write_text("1,2\n")
+    out = tmp_path / "records"
+    submitted = zkstore(
+        config,
+        "submit",
+        "gated.py:run",
+        "--job-id",
+        "killed",
+        "--max-attempts",
+        "1",
+        "--files",
+        "data.csv",
+        "--",
+        str(out),
+        cwd=laptop,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    started = wait_for(lambda: records(out).get("started"), timeout=60, what="job started")
+    attempt_dir = Path(started["cwd"])
+    assert sorted(p.name for p in attempt_dir.iterdir()) == ["data.csv"]
+    pid = daemon.driver_pid("killed")
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not attempt_dir.exists(), timeout=60, what="attempt directory removed")
+    assert zkstore(config, "jobs wait", "killed").returncode == 1
+
+
+def test_the_spark_app_record_is_fenced_on_the_attempt(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a driver publishes about its Spark application, with no Spark: the application is
+    given; the record, its fence and ZooKeeper are real."""
+    from recovery import sparkapp
+    from zkstore.errors import FenceLost
+    from zkstore.jobs.records import RunningInfo, SparkApp
+    from zkstore.jobs.snapshot import read_snapshots
+    from zkstore.ops import Create, Fence
+
+    def app(app_id: str) -> SparkApp:
+        return SparkApp(version=None, attempt=1, app_id=app_id, master="local[1]", started=T0)
+
+    layout, zk = cluster.layout, cluster.zk
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.sleeper))
+    zk.ensure_path(layout.job_dir("j"))
+    zk.create(layout.status("j"), b"{}")
+    running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=T0)
+    zk.commit([Create(layout.running("j"), running.to_bytes(), ephemeral=True)])
+    fence = Fence.check(layout.status("j"), 0) + Fence.check(layout.running("j"), 0)
+    monkeypatch.setattr(sparkapp, "current_app", lambda attempt: app("local-1"))
+    monkeypatch.setattr(sparkapp, "CHECK_INTERVAL", 0.0)
+    record = sparkapp.SparkAppRecord(zk, layout.spark("j"), 1, fence)
+    record.refresh()
+    shown = read_snapshots(zk, layout, ["j"])["j"]
+    assert shown.spark == app("local-1").with_version(0), shown.errors
+    zk.set(layout.status("j"), b"{}")  # a newer attempt was assigned: this one may not write
+    monkeypatch.setattr(sparkapp, "current_app", lambda attempt: app("local-2"))
+    record.refresh()
+    assert record.published == app("local-1"), "the fenced write failed and is not taken as done"
+    with pytest.raises(FenceLost):
+        zk.commit([], fence=fence)
+    record.withdraw()
+    assert read_snapshots(zk, layout, ["j"])["j"].spark is None

@@ -63,17 +63,24 @@ def default_storage_url() -> str:
     return "file://" + os.path.join(base, "zkstore", "storage")
 
 
+def split_pair(pair: str, option: str) -> tuple[str, str]:
+    """Split ``KEY=VALUE`` at the first ``=``; the error names the option it came from."""
+    key, sep, value = pair.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{option} {pair!r} is not KEY=VALUE")
+    return key, value
+
+
 def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
-    """Parse ``key=value`` pairs into fsspec storage options.
+    """Parse ``key=value`` pairs into fsspec storage options (``--storage-option``).
 
     Values are JSON when they parse as JSON (``anon=true``, ``retries=3``), strings otherwise.
-    Dotted keys nest: ``config_kwargs.s3.addressing_style=path``.
+    Dotted keys nest: ``config_kwargs.s3.addressing_style=path``. (Spark configuration and
+    control values have parsers of their own: they are flat.)
     """
     options: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"storage option {pair!r} is not key=value")
+        key, raw = split_pair(pair, "--storage-option")
         try:
             value: Any = json.loads(raw)
         except ValueError:

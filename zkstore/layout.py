@@ -8,6 +8,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/currentJobs/<job>/locks/<owner>     EPHEMERAL lock of a store instance using it
     R/jobs/<job>/status                   JSON status, written by the leader
     R/jobs/<job>/running                  EPHEMERAL JSON, held by the live driver
+    R/jobs/<job>/spark                    EPHEMERAL JSON, the live driver's Spark application
     R/jobs/<job>/outcome                  JSON outcome of the last attempt, written by its driver
     R/jobs/<job>/cancel                   JSON cancel request
     R/jobs/<job>/checkpoints/<%019d>      JSON handle of one checkpoint's metadata
@@ -96,6 +97,9 @@ class Layout:
 
     def running(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/running"
+
+    def spark(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/spark"
 
     def outcome(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/outcome"

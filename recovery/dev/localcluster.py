@@ -110,6 +110,8 @@ class LocalCluster:
             str(self.config.session_timeout),
             "--log-dir",
             str(self.work_dir / "drivers"),
+            "--work-dir",
+            str(self.work_dir / "attempts"),
             "--restart-backoff",
             str(self.restart_backoff),
             *self._storage_option_args(),

@@ -6,6 +6,7 @@ They read handles, records and summaries only: no payload is ever read or unpick
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,17 +15,22 @@ import click
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
-from zkstore.config import parse_storage_options
-from zkstore.errors import ConfigError, HandleNotFound
-from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
+from zkstore.config import split_pair
+from zkstore.errors import ConfigError, JobNotFound, WrongState
+from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_listing, read_snapshots
 from zkstore.layout import validate_job_id
 from zkstore.strict import parse_time
 
 JOB_JSON_HELP = """\b
-JSON: a list of objects with job_id, name, state, kind, entry, attempt,
-max_attempts, submitted, driver {host, pid, attempt, started} or null,
-last_error, result {outcome, state, attempts, finished, error} or null,
-quarantine {reason, since} or null."""
+JSON: a list of objects with job_id, name, state, kind, entry, files,
+attempt, max_attempts, submitted, driver {host, pid, attempt, started} or null,
+spark {app_id, ui, master, attempt} or null (the running attempt's application),
+log (where the current or last attempt's log is), error (the job's error:
+of its result, of its last failed attempt, or why it is quarantined),
+last_error, failures, next_attempt_at, attempt_outcome {attempt, outcome, error}
+or null (an attempt that ended, not yet acted on), cancel {requested, by, reason}
+or null, result {outcome, state, attempts, finished, error} or null,
+quarantine {reason, since} or null, record_errors."""
 
 
 def age(timestamp: str | None) -> str | None:
@@ -41,32 +47,75 @@ def age(timestamp: str | None) -> str | None:
     return f"{seconds // 86400}d"
 
 
+def headline(error: str | None) -> str | None:
+    """The one line that says what went wrong: a traceback's last line, else the first line."""
+    if not error:
+        return None
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
+
+
+def _error(job: JobSnapshot) -> str | None:
+    """The job's error as a user wants it: its result's, else its last failed attempt's (an
+    attempt that just ended, or the one the leader recorded), else why it is quarantined."""
+    if job.result is not None:
+        return job.result.error if job.result.outcome != "SUCCEEDED" else None
+    ended = job.attempt_outcome
+    if ended is not None and ended.error:
+        return ended.error
+    if job.status is not None and job.status.last_error:
+        return job.status.last_error
+    return job.quarantine.reason if job.quarantine is not None else None
+
+
 def describe(job: JobSnapshot) -> dict[str, Any]:
     """One job as a JSON-able dict (the documented shape of ``jobs list --format json``)."""
-    status = job.status
+    status, running, spark, ended = job.status, job.running, job.spark, job.attempt_outcome
+    cancel = (
+        {"requested": job.cancel.requested, "by": job.cancel.by, "reason": job.cancel.reason}
+        if job.cancel is not None
+        else (job.result.cancel if job.result is not None else None)
+    )
     return {
         "job_id": job.job_id,
         "name": job.name,
         "state": job.state,
         "kind": job.summary_text("kind"),
         "entry": job.summary_text("entry"),
+        "files": job.summary_text("files"),
         "attempt": job.attempt,
         "max_attempts": job.summary_int("max_attempts"),
         "submitted": job.summary_time("submitted"),
         "driver": None
-        if job.running is None
+        if running is None
         else {
-            "host": job.running.host,
-            "pid": job.running.pid,
-            "attempt": job.running.attempt,
-            "started": job.running.started,
+            "host": running.host,
+            "pid": running.pid,
+            "attempt": running.attempt,
+            "started": running.started,
         },
+        "spark": None
+        if spark is None or running is None or spark.attempt != running.attempt
+        else {
+            "app_id": spark.app_id,
+            "ui": spark.ui,
+            "master": spark.master,
+            "attempt": spark.attempt,
+        },
+        "log": job.log,
+        "error": _error(job),
         "failures": status.failures if status is not None else None,
         "lost": status.lost if status is not None else None,
         "max_lost_attempts": job.summary_int("max_lost"),
         "last_error": status.last_error if status is not None else None,
         "next_attempt_at": status.not_before if status is not None else None,
+        "attempt_outcome": None
+        if ended is None
+        else {"attempt": ended.attempt, "outcome": ended.outcome, "error": ended.error},
         "cancel_requested": job.cancel.requested if job.cancel is not None else None,
+        "cancel": cancel,
         "result": None
         if job.result is None
         else {
@@ -85,11 +134,6 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
     driver = item["driver"]
-    error = (
-        item["last_error"]
-        or (item["result"] or {}).get("error")
-        or (item["quarantine"] or {}).get("reason")
-    )
     return {
         "job": item["job_id"],
         "name": item["name"],
@@ -98,12 +142,20 @@ def _row(item: dict[str, Any]) -> dict[str, Any]:
         "max": item["max_attempts"],
         "age": age(item["submitted"]),
         "driver": f"{driver['host']}:{driver['pid']}" if driver else None,
-        "error": (error.splitlines()[-1][:60] if error else None),
+        "error": headline(item["error"]),
     }
 
 
 def open_cluster(connection: Connection) -> Cluster:
     return Cluster.open(connection.config)
+
+
+def find_job(cluster: Cluster, job_id: str) -> JobSnapshot:
+    """The job's snapshot; :class:`JobNotFound` (exit 4) if the store has no trace of it."""
+    snapshot = read_snapshots(cluster.zk, cluster.layout, [validate_job_id(job_id)]).get(job_id)
+    if snapshot is None:
+        raise JobNotFound(f"no job {job_id!r} in this cluster")
+    return snapshot
 
 
 @cli.group()
@@ -148,12 +200,8 @@ list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 @format_option
 def show_job(job_id: str, connection: Connection, fmt: str) -> None:
     """Everything the store says about one job, with its checkpoints."""
-    validate_job_id(job_id)
     with open_cluster(connection) as cluster:
-        snapshot = read_snapshots(cluster.zk, cluster.layout, [job_id]).get(job_id)
-        if snapshot is None:
-            raise HandleNotFound(f"no job {job_id!r} in this cluster")
-        item = describe(snapshot)
+        item = describe(find_job(cluster, job_id))
         item["checkpoints"] = [
             {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
             for cid, h in cluster.checkpoints(job_id).all()
@@ -163,22 +211,55 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
     if fmt == "json":
         emit(item, fmt)
         return
-    flat = {
-        k: v for k, v in item.items() if k not in {"driver", "result", "quarantine", "checkpoints"}
+    always = {"job_id", "name", "state", "kind", "entry", "submitted", "attempt", "max_attempts"}
+    lines = _show_lines(item)
+    emit({k: v for k, v in lines.items() if k in always or v is not None}, fmt)
+    if item["error"]:
+        click.echo("error:")
+        for line in item["error"].splitlines():
+            click.echo(f"  {line}")
+
+
+def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
+    """``jobs show`` for people: one line per field (the error follows as a block); fields
+    that do not apply now are left out, except the ones that say what the job is."""
+    driver, spark, cancel = item["driver"], item["spark"], item["cancel"]
+    result, quarantine, ended = item["result"], item["quarantine"], item["attempt_outcome"]
+    return {
+        "job_id": item["job_id"],
+        "name": item["name"],
+        "state": item["state"],
+        "kind": item["kind"],
+        "entry": item["entry"],
+        "files": item["files"],
+        "submitted": item["submitted"],
+        "attempt": item["attempt"],
+        "max_attempts": item["max_attempts"],
+        "failures": item["failures"],
+        "driver": None
+        if driver is None
+        else "{host} pid {pid}, attempt {attempt}, since {started}".format(**driver),
+        "spark": None
+        if spark is None
+        else f"{spark['app_id']} on {spark['master']}, UI {spark['ui'] or 'off'}",
+        "log": item["log"],
+        "ended": None
+        if ended is None
+        else f"attempt {ended['attempt']} {ended['outcome']}, the leader has not acted on it yet",
+        "next_attempt_at": item["next_attempt_at"],
+        "cancel": None
+        if cancel is None
+        else f"requested {cancel['requested']} by {cancel.get('by') or '?'}"
+        + (f": {cancel['reason']}" if cancel.get("reason") else ""),
+        "result": None
+        if result is None
+        else "{outcome} ({state}) after {attempts} attempt(s) at {finished}".format(**result),
+        "quarantine": None
+        if quarantine is None
+        else f"{quarantine['reason']} (since {quarantine['since']})",
+        "checkpoints": ", ".join(str(c["id"]) for c in item["checkpoints"]) or None,
+        "control": json.dumps(item["control"]) if item["control"] else None,
     }
-    if item["driver"]:
-        flat["driver"] = "{host} pid {pid}, attempt {attempt}, since {started}".format(
-            **item["driver"]
-        )
-    if item["result"]:
-        flat["result"] = "{outcome} ({state}) after {attempts} attempt(s) at {finished}".format(
-            **item["result"]
-        )
-    if item["quarantine"]:
-        flat["quarantine"] = f"{item['quarantine']['reason']} (since {item['quarantine']['since']})"
-    flat["checkpoints"] = ", ".join(str(c["id"]) for c in item["checkpoints"]) or None
-    flat["control"] = json.dumps(control) if control else None
-    emit(flat, fmt)
 
 
 @jobs.command("cancel")
@@ -186,14 +267,12 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
 @click.option("--reason", help="why, recorded with the request")
 @connection_options
 def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
-    """Ask a job to stop: its driver stops, its result is recorded as CANCELLED."""
-    validate_job_id(job_id)
+    """Ask a job to stop: its driver stops, its result is recorded as CANCELLED.
+
+    Exits 4 if there is no such job, 5 if it already finished or is quarantined.
+    """
     with open_cluster(connection) as cluster:
-        snapshot = read_snapshots(cluster.zk, cluster.layout, [job_id]).get(job_id)
-        if snapshot is None or not (snapshot.in_current_jobs or snapshot.result is not None):
-            raise HandleNotFound(f"no job {job_id!r} in this cluster")
-        if snapshot.result is not None:
-            raise ConfigError(f"job {job_id} already finished ({snapshot.result.outcome})")
+        check_cancellable(find_job(cluster, job_id))
         request = cluster.state.request_cancel(job_id, reason=reason)
     click.echo(f"cancel of {job_id} requested at {request.requested}")
 
@@ -210,10 +289,10 @@ def checkpoints() -> None:
 def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
     """List a job's checkpoints, oldest first (from handles; metadata is not read).
 
-    JSON: a list of {id, created, size, uri, version}.
+    JSON: a list of {id, created, size, uri, version}. Exits 4 if there is no such job.
     """
-    validate_job_id(job_id)
     with open_cluster(connection) as cluster:
+        find_job(cluster, job_id)
         found = cluster.checkpoints(job_id).all()
     items: list[dict[str, Any]] = [
         {"id": cid, "created": h.created, "size": h.size, "uri": h.uri, "version": h.version}
@@ -234,13 +313,37 @@ def control() -> None:
     """Read and change a job's dynamic configuration (ctx.config in the job)."""
 
 
+def parse_control_values(pairs: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs into control values: flat keys (dots are just characters), values
+    that are JSON scalars when they parse as one (numbers, true, false, null, "quoted"), strings
+    otherwise. JSON objects and arrays are refused: control values are flat."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, raw = split_pair(pair, "control value")
+        try:
+            value = json.loads(raw, parse_constant=_not_json)
+        except ValueError:
+            value = raw
+        if isinstance(value, dict | list):
+            raise ConfigError(
+                f"control value {pair!r}: a JSON {'object' if isinstance(value, dict) else 'array'}"
+                " is not a scalar; quote it as a string or set one key per value"
+            )
+        values[key] = value
+    return values
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 @control.command("get")
 @click.argument("job_id")
 @connection_options
 def control_get(job_id: str, connection: Connection) -> None:
-    """Print the job's control values as JSON."""
-    validate_job_id(job_id)
+    """Print the job's control values as JSON. Exits 4 if there is no such job."""
     with open_cluster(connection) as cluster:
+        find_job(cluster, job_id)
         values, version = cluster.state.control(job_id)
     click.echo(json.dumps({"values": values, "version": version}, indent=2, sort_keys=True))
 
@@ -251,15 +354,18 @@ def control_get(job_id: str, connection: Connection) -> None:
 @click.option("--replace", is_flag=True, help="replace all values instead of merging")
 @connection_options
 def control_set(job_id: str, pairs: tuple[str, ...], replace: bool, connection: Connection) -> None:
-    """Set control values (JSON values where they parse: rate=10, on=true, name=x).
+    """Set control values: flat keys, JSON scalar values (rate=10, on=true, off=null, x=a b;
+    anything that is not a number, true, false or null is a string).
 
     The update is a versioned compare-and-set: a concurrent change makes it fail, not vanish.
+    Exits 4 if there is no such job, 5 if it is not running any more.
     """
     validate_job_id(job_id)
-    updates = parse_storage_options(pairs)
+    updates = parse_control_values(pairs)
     with open_cluster(connection) as cluster:
         if cluster.jobs.handles.exists(job_id) is None:
-            raise HandleNotFound(f"job {job_id!r} is not running in this cluster")
+            find_job(cluster, job_id)
+            raise WrongState(f"job {job_id} is not current (finished or quarantined)")
         values, version = cluster.state.control(job_id)
         merged = updates if replace else {**values, **updates}
         new_version = cluster.state.set_control(job_id, merged, expected_version=version)

@@ -1,29 +1,41 @@
-"""Job definitions: what to run, how, and who wrote it.
+"""Job definitions: what to run, how, what it needs, and who wrote it.
 
 A definition is either an unmodified PySpark script (its source, run as ``__main__``) or a
-function serialized with cloudpickle, called as ``function(ctx, *args)``. The whole definition is
-one payload; the handle carries a small summary (name, kind, submitted, max_attempts, python) so
-that listing jobs never reads or unpickles a payload.
+function with its arguments, called as ``function(ctx, *args)``. It also carries the bytes of the
+files the job needs (its local modules, ``--py-files``, ``--files``, ``--jars``), so that any
+host can run it. The whole definition is one payload, verified (size, sha256, HMAC) before it is
+unpickled; the handle carries a small summary (name, kind, entry, submitted, max_attempts,
+python, files) so that listing jobs never reads or unpickles a payload.
+
+A function job's function and arguments are cloudpickled on their own (``code``) inside the
+definition: they may refer to the job's shipped modules, so the driver unpickles them only after
+it has put those modules on its path (:meth:`JobDefinition.load_function`). They come from the
+same verified payload.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import cloudpickle
 
-from zkstore.errors import ConfigError
+from zkstore.config import validate_id
+from zkstore.errors import ConfigError, IncompatiblePayload, SerializationError
 from zkstore.handle import SummaryValue
 from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version
 from zkstore.strict import utc_now
 
 JobKind = Literal["script", "function"]
+FileRole = Literal["modules", "py-file", "file", "jar"]
 
 SCRIPT: JobKind = "script"
 FUNCTION: JobKind = "function"
+#: The zip of the job's own modules (found beside its file), then spark-submit's three options.
+FILE_ROLES: tuple[FileRole, ...] = ("modules", "py-file", "file", "jar")
 MAX_NAME_CHARS = 100
 #: The ``entry`` shown in listings (``file.py:function``) is cut to this many UTF-8 bytes, so
 #: that a handle fits whatever the file is called.
@@ -32,6 +44,31 @@ MAX_ATTEMPTS_LIMIT = 1000
 #: Attempts lost to the infrastructure (a host or session lost, the driver killed) before the job
 #: is given up as FAILED; they do not count against ``max_attempts``, the job's own failures.
 DEFAULT_MAX_LOST_ATTEMPTS = 10
+MAX_SUMMARY_FILES_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ShippedFile:
+    """One file a job needs, by value: ``name`` is its file name in the attempt's directory."""
+
+    name: str
+    role: FileRole
+    data: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            validate_id(self.name, "shipped file name")
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (rename the file to ship it)") from None
+        if self.role not in FILE_ROLES:
+            raise ConfigError(f"unknown role {self.role!r} of shipped file {self.name}")
+        if not isinstance(self.data, bytes):
+            raise ConfigError(f"shipped file {self.name} must be bytes")
+
+    @property
+    def on_python_path(self) -> bool:
+        """True for what Python imports from: the job's modules and ``--py-files``."""
+        return self.role in ("modules", "py-file")
 
 
 @dataclass(frozen=True)
@@ -44,7 +81,9 @@ class JobDefinition:
     args: tuple[Any, ...] = ()
     source: str | None = None
     filename: str | None = None
-    function: Callable[..., Any] | None = None
+    code: bytes | None = field(default=None, repr=False)
+    function_name: str | None = None
+    files: tuple[ShippedFile, ...] = ()
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     max_attempts: int = 3
     max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS
@@ -59,11 +98,11 @@ class JobDefinition:
         if not self.name.isprintable():
             raise ConfigError("job name must be printable")
         if self.kind == SCRIPT:
-            if not isinstance(self.source, str) or self.function is not None:
+            if not isinstance(self.source, str) or self.code is not None:
                 raise ConfigError("a script job needs its source and no function")
         elif self.kind == FUNCTION:
-            if not callable(self.function) or self.source is not None:
-                raise ConfigError("a function job needs a callable and no source")
+            if not isinstance(self.code, bytes) or self.source is not None:
+                raise ConfigError("a function job needs its pickled function and no source")
         else:
             raise ConfigError(f"unknown job kind {self.kind!r}")
         if (
@@ -79,6 +118,7 @@ class JobDefinition:
         for key, value in self.spark_conf.items():
             if not isinstance(key, str) or not isinstance(value, str) or not key:
                 raise ConfigError(f"Spark configuration must map strings to strings: {key!r}")
+        _check_unique([f.name for f in self.files])
 
     @classmethod
     def for_script(
@@ -91,15 +131,17 @@ class JobDefinition:
         name: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        files: Sequence[ShippedFile] = (),
     ) -> JobDefinition:
         """An unmodified PySpark script, run as ``__main__`` with ``sys.argv[1:] = args``."""
         return cls(
             job_id=job_id,
-            name=name or job_id,
+            name=name if name is not None else job_id,
             kind=SCRIPT,
             args=tuple(args),
             source=source,
             filename=filename,
+            files=tuple(files),
             spark_conf=dict(spark_conf or {}),
             max_attempts=max_attempts,
         )
@@ -114,30 +156,60 @@ class JobDefinition:
         name: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        files: Sequence[ShippedFile] = (),
     ) -> JobDefinition:
-        """A function called as ``function(ctx, *args)``; it travels by value with cloudpickle."""
+        """``function(ctx, *args)``; both are cloudpickled now (:class:`SerializationError` if
+        they cannot be), by value for code that cloudpickle was told to ship by value."""
+        function_name = str(getattr(function, "__name__", "function"))
+        try:
+            code = cloudpickle.dumps((function, tuple(args)), protocol=pickle.DEFAULT_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+            raise SerializationError(f"cannot serialize function {function_name}: {exc}") from exc
         return cls(
             job_id=job_id,
-            name=name or str(getattr(function, "__name__", job_id)),
+            name=name if name is not None else function_name,
             kind=FUNCTION,
-            args=tuple(args),
-            function=function,
+            code=code,
+            function_name=function_name,
             filename=getattr(getattr(function, "__code__", None), "co_filename", None),
+            files=tuple(files),
             spark_conf=dict(spark_conf or {}),
             max_attempts=max_attempts,
         )
+
+    def load_function(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """The function and its arguments, unpickled. Call it once the job's modules are
+        importable; raises :class:`IncompatiblePayload` if they cannot be loaded here."""
+        if self.kind != FUNCTION:
+            raise ConfigError(f"job {self.job_id} is a {self.kind}, not a function")
+        if not isinstance(self.code, bytes):
+            raise IncompatiblePayload(
+                f"job {self.job_id} has no pickled code: written by an older zkstore; resubmit it"
+            )
+        try:
+            function, args = pickle.loads(self.code)
+        # Unpickling imports the modules the function refers to: any error means "this
+        # environment cannot load it" (a module neither shipped nor installed, most often).
+        except Exception as exc:
+            raise IncompatiblePayload(
+                f"cannot load function {self.function_name} of job {self.job_id}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(function) or not isinstance(args, tuple):
+            raise IncompatiblePayload(f"job {self.job_id}: its code is not a function call")
+        return function, args
 
     @property
     def entry_point(self) -> str:
         """What runs, for people: ``file.py`` or ``file.py:function``."""
         base = (self.filename or "?").rsplit("/", 1)[-1]
         if self.kind == FUNCTION:
-            return f"{base}:{getattr(self.function, '__name__', '?')}"
+            return f"{base}:{self.function_name or '?'}"
         return base
 
     def summary(self) -> dict[str, SummaryValue]:
         """What listing shows, stored in the handle beside the payload reference."""
-        return {
+        summary: dict[str, SummaryValue] = {
             "job_id": self.job_id,
             "name": self.name[:MAX_NAME_CHARS],
             "kind": self.kind,
@@ -147,6 +219,23 @@ class JobDefinition:
             "max_lost": self.max_lost_attempts,
             "python": self.python,
         }
+        if self.files:
+            names = ",".join(f.name for f in self.files)
+            if len(names) > MAX_SUMMARY_FILES_CHARS:
+                names = names[: MAX_SUMMARY_FILES_CHARS - 3] + "..."
+            summary["files"] = names
+        return summary
+
+
+def _check_unique(names: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ConfigError(
+                f"two shipped files are named {name!r}: every file lands in the job's working "
+                "directory under its own name"
+            )
+        seen.add(name)
 
 
 def _clip(text: str, max_bytes: int) -> str:

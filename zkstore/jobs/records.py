@@ -151,7 +151,9 @@ class RunningInfo(Record):
     host: str = ""
     pid: int = 0
     started: str = ""
+    log: str | None = None
 
+    optional = frozenset({"log"})
     times = frozenset({"started"})
 
 
@@ -164,8 +166,9 @@ class Outcome(Record):
     finished: str = ""
     error: str | None = None
     host: str | None = None
+    log: str | None = None
 
-    optional = frozenset({"error", "host"})
+    optional = frozenset({"error", "host", "log"})
     times = frozenset({"finished"})
     choices = {"outcome": ATTEMPT_OUTCOMES}
     multiline = frozenset({"error"})
@@ -195,8 +198,15 @@ class JobResult(Record):
     finished: str = ""
     error: str | None = None
     name: str | None = None
+    #: what the job's handle said (kind, entry, submitted, max_attempts...): the handle is gone
+    #: once the job is cleaned up, the result stays
+    summary: dict[str, Any] | None = None
+    #: the cancel request (requested, by, reason) of a cancelled job
+    cancel: dict[str, Any] | None = None
+    #: where the log of the last attempt is (a URI)
+    log: str | None = None
 
-    optional = frozenset({"error", "name"})
+    optional = frozenset({"error", "name", "summary", "cancel", "log"})
     times = frozenset({"finished"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
     multiline = frozenset({"error"})
@@ -251,3 +261,18 @@ class Assignment(Record):
 
     optional = frozenset({"exited"})
     times = frozenset({"assigned"})
+
+
+@dataclass(frozen=True)
+class SparkApp(Record):
+    """``R/jobs/<job>/spark``: EPHEMERAL, the Spark application of the live driver of
+    ``attempt``, written by that driver (fenced on the attempt) once its SparkContext is up."""
+
+    attempt: int = 0
+    app_id: str = ""
+    master: str = ""
+    ui: str | None = None
+    started: str = ""
+
+    optional = frozenset({"ui"})
+    times = frozenset({"started"})

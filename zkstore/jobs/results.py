@@ -7,7 +7,9 @@ tells a new leader to finish the cleanup.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from zkstore.errors import (
     CorruptRecord,
@@ -16,7 +18,7 @@ from zkstore.errors import (
     InvalidJobId,
     VersionConflict,
 )
-from zkstore.jobs.records import JobResult, short_error
+from zkstore.jobs.records import CancelRequest, JobResult, short_error
 from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
@@ -39,9 +41,16 @@ class JobResultStore:
         attempts: int,
         error: str | None = None,
         name: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        cancel: CancelRequest | None = None,
+        log: str | None = None,
         fence: Fence | None = None,
     ) -> JobResult:
-        """Record the job's outcome. Raises :class:`HandleExists` if any result exists."""
+        """Record the job's outcome. Raises :class:`HandleExists` if any result exists.
+
+        ``summary`` (the handle's), ``cancel`` and ``log`` (of the last attempt) are kept so
+        that the job can still be described once everything else of it is cleaned up.
+        """
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}")
         result = JobResult(
@@ -53,6 +62,11 @@ class JobResultStore:
             finished=utc_now(),
             error=short_error(error),
             name=name,
+            summary=dict(summary) if summary else None,
+            cancel=None
+            if cancel is None
+            else {k: v for k, v in cancel.as_dict().items() if k != "version"},
+            log=log,
         )
         path = self.layout.result(job_id)
         try:

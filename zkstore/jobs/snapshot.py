@@ -2,17 +2,18 @@
 
 One snapshot reads, for every job, its handle (summary only, never the payload), status,
 ``running`` node, outcome, cancel request, result and quarantine entry: seven small reads per job,
-all sent before any answer is awaited. The daemon reconciles from snapshots; the CLI lists them.
+all sent before any answer is awaited (then the Spark application of the jobs that run). The
+daemon reconciles from snapshots; the CLI lists them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from zkstore.errors import CorruptRecord, InvalidJobId
+from zkstore.errors import CorruptRecord, InvalidJobId, JobFinished, JobNotFound, JobQuarantined
 from zkstore.handle import Handle
 from zkstore.jobs.records import (
     CancelRequest,
@@ -22,8 +23,9 @@ from zkstore.jobs.records import (
     QuarantineEntry,
     Record,
     RunningInfo,
+    SparkApp,
 )
-from zkstore.jobs.states import CLEAN, CLEANING, QUARANTINED, RUNNING, SUBMITTED
+from zkstore.jobs.states import CLEAN, CLEANING, QUARANTINED, RUNNING, STARTING, SUBMITTED
 from zkstore.layout import Layout, validate_job_id
 from zkstore.store import is_marked
 from zkstore.strict import is_time
@@ -32,6 +34,10 @@ from zkstore.zk import ZooKeeper
 R = TypeVar("R", bound=Record)
 
 logger = logging.getLogger(__name__)
+
+#: the attempt in ``status`` ended (its driver recorded an outcome and let go of ``running``),
+#: and the leader has not acted on it yet: it will restart the job or record its result
+ENDED = "ENDED"
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class JobSnapshot:
     status: JobStatus | None = None
     running: RunningInfo | None = None
     running_session: int | None = None
+    spark: SparkApp | None = None
     outcome: Outcome | None = None
     cancel: CancelRequest | None = None
     result: JobResult | None = None
@@ -70,14 +77,15 @@ class JobSnapshot:
         return self.quarantine is not None or "quarantine" in self.errors
 
     def summary_int(self, key: str) -> int | None:
-        """An integer of the handle's summary, or None if absent or not a positive integer."""
-        value = self.handle.summary.get(key) if self.handle is not None else None
+        """An integer of the summary, or None if absent or not a positive integer."""
+        value = self.summary.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
         return None
 
     def summary_text(self, key: str) -> str | None:
-        value = self.handle.summary.get(key) if self.handle is not None else None
+        """A text of the summary, or None if absent or not a text."""
+        value = self.summary.get(key)
         return value if isinstance(value, str) else None
 
     def summary_time(self, key: str) -> str | None:
@@ -94,9 +102,43 @@ class JobSnapshot:
             return QUARANTINED
         if self.driver_present:
             return RUNNING
+        if self.attempt_outcome is not None:
+            return ENDED
         if self.status is not None:
             return self.status.state
         return SUBMITTED if self.in_current_jobs else "UNKNOWN"
+
+    @property
+    def attempt_outcome(self) -> Outcome | None:
+        """The outcome of the attempt the leader started last, once it ended and until the
+        leader acts on it (then ``status`` moves on)."""
+        status, outcome = self.status, self.outcome
+        if status is None or outcome is None or self.running is not None:
+            return None
+        if status.state == STARTING and outcome.attempt == status.attempt:
+            return outcome
+        return None
+
+    @property
+    def log(self) -> str | None:
+        """Where the log of the running attempt, or else of the last one that ended, is."""
+        if self.running is not None and self.running.log:
+            return self.running.log
+        if self.outcome is not None and self.outcome.log:
+            return self.outcome.log
+        return self.result.log if self.result is not None else None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """What the job's handle says about it (kind, entry, submitted, max_attempts...), from
+        wherever it still is: the handle, the quarantine entry, or the result."""
+        if self.handle is not None:
+            return dict(self.handle.summary)
+        if self.quarantine is not None and self.quarantine.handle is not None:
+            return dict(self.quarantine.handle)
+        if self.result is not None and self.result.summary is not None:
+            return dict(self.result.summary)
+        return {}
 
     @property
     def name(self) -> str | None:
@@ -189,7 +231,7 @@ def read_snapshots(
     """Snapshots of ``job_ids`` (pipelined); jobs with no trace at all are left out.
 
     Seven small reads per job, all sent before any answer is awaited; with a ``listing``, only
-    the reads of nodes that exist.
+    the reads of nodes that exist. Then the Spark application of the jobs that run.
     """
     ids = sorted(job_id for job_id in set(job_ids) if _valid(job_id))
     per_job = [_paths(layout, job_id, listing) for job_id in ids]
@@ -200,6 +242,13 @@ def read_snapshots(
         found = [next(answers) if path is not None else None for path in paths]
         if any(item is not None for item in found):
             snapshots[job_id] = _snapshot(job_id, dict(zip(_KINDS, found, strict=True)), layout)
+    # The Spark application exists only while ``running`` does, and most jobs in a big listing
+    # are not running: read it in a second round, for the jobs with a live driver only.
+    running = [job_id for job_id, snap in snapshots.items() if snap.running is not None]
+    for job_id, item in zip(running, zk.get_many([layout.spark(j) for j in running]), strict=True):
+        snap = snapshots[job_id]
+        spark = _parse(SparkApp, item, layout.spark(job_id), snap.errors, "spark")
+        snapshots[job_id] = replace(snap, spark=spark)
     return snapshots
 
 
@@ -234,3 +283,16 @@ def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot
         ),
         errors=errors,
     )
+
+
+def check_cancellable(job: JobSnapshot) -> None:
+    """Raise unless a cancel request makes sense for ``job``: :class:`JobFinished` (it has a
+    result), :class:`JobQuarantined` (it does not run), :class:`JobNotFound` (no such job)."""
+    if job.result is not None:
+        raise JobFinished(f"job {job.job_id} already finished ({job.result.outcome})")
+    if job.quarantine is not None:
+        raise JobQuarantined(
+            f"job {job.job_id} is quarantined: it does not run (zkstore quarantine release|purge)"
+        )
+    if not job.in_current_jobs:
+        raise JobNotFound(f"no job {job.job_id!r} in this cluster")

@@ -7,7 +7,9 @@ request a cancel or change ``control``, each with a version check.
 
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound
@@ -18,6 +20,15 @@ from zkstore.strict import load_object, utc_now
 from zkstore.zk import ZooKeeper
 
 MAX_CONTROL_BYTES = 16 * 1024
+
+
+def who() -> str:
+    """``user@host`` of this process, to say who asked for something."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 class JobStateStore:
@@ -81,9 +92,12 @@ class JobStateStore:
     def request_cancel(
         self, job_id: str, *, by: str | None = None, reason: str | None = None
     ) -> CancelRequest:
-        """Ask the job to stop; asking again returns the first request. Idempotent."""
+        """Ask the job to stop; asking again returns the first request. Idempotent.
+
+        ``by`` defaults to this process's ``user@host``.
+        """
         path = self.layout.cancel(job_id)
-        request = CancelRequest(version=None, requested=utc_now(), by=by, reason=reason)
+        request = CancelRequest(version=None, requested=utc_now(), by=by or who(), reason=reason)
         self.zk.ensure_path(self.layout.job_dir(job_id))
         try:
             self.zk.create(path, request.to_bytes())

@@ -1,0 +1,98 @@
+"""The job file of a submission: ``FILE.py[:FUNCTION]``, checked and, for a function job,
+imported the way the driver will import it (its directory and ``--py-files`` first on the path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import re
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from zkstore.errors import ConfigError
+
+
+def default_job_id(stem: str) -> str:
+    """``<stem>-<8 hex>``, with the stem cleaned into a valid job id."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._")[:100] or "job"
+    return f"{clean}-{uuid.uuid4().hex[:8]}"
+
+
+def job_id_or_default(job_id: str | None, stem: str) -> str:
+    """The given job id (even an empty one: it is refused later, never replaced), or a new one."""
+    return default_job_id(stem) if job_id is None else job_id
+
+
+def parse_target(target: str) -> tuple[Path, str | None]:
+    """Split ``FILE.py[:FUNCTION]``; the file must exist and be a Python file."""
+    path_text, function = target, None
+    head, sep, tail = target.rpartition(":")
+    if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", tail):
+        path_text, function = head, tail
+    path = Path(path_text)
+    if path.is_dir():
+        raise ConfigError(f"{path_text} is a directory: FILE must be a .py file")
+    if not path.is_file():
+        raise ConfigError(f"{path_text}: no such file")
+    if path.suffix != ".py":
+        raise ConfigError(
+            f"{path_text} is not a Python file: FILE must be a .py file "
+            "(a PySpark script, or FILE.py:FUNCTION)"
+        )
+    return path, function
+
+
+def load_function(path: Path, name: str) -> tuple[Callable[..., Any], ModuleType]:
+    """Import ``path`` as a module (not as ``__main__``) and return ``name`` from it.
+
+    Only call it within :func:`importable` (the job's directory and ``py_files`` on the path).
+    """
+    module_name = f"zkstore_job_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{uuid.uuid4().hex[:6]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    except Exception as exc:
+        raise ConfigError(f"{path}: importing it failed: {type(exc).__name__}: {exc}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ConfigError(f"{path} defines no function {name!r}")
+    return function, module
+
+
+@contextlib.contextmanager
+def importable(job_dir: Path, py_files: Sequence[Path] = ()) -> Iterator[None]:
+    """Within the block, the job's directory and its ``--py-files`` come first on ``sys.path``,
+    as they will in the driver; the modules imported from them are forgotten afterwards."""
+    with tempfile.TemporaryDirectory(prefix="zkstore-submit-") as loose:
+        entries = [str(job_dir.resolve())]
+        for path in py_files:
+            if path.suffix == ".py":
+                shutil.copyfile(path, Path(loose) / path.name)
+            else:
+                entries.append(str(path.resolve()))
+        entries.append(loose)
+        before = set(sys.modules)
+        sys.path[:0] = entries
+        try:
+            yield
+        finally:
+            for entry in entries:
+                sys.path.remove(entry)
+                sys.path_importer_cache.pop(entry, None)
+            for name in set(sys.modules) - before:
+                origin = getattr(sys.modules[name], "__file__", None) or ""
+                if any(origin.startswith(entry) for entry in entries):
+                    sys.modules.pop(name, None)

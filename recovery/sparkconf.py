@@ -1,0 +1,61 @@
+"""Spark configuration as spark-submit takes it: flat string keys and string values.
+
+``--conf KEY=VALUE`` is split at the first ``=`` and the value is kept as it was typed (no JSON,
+no nesting: ``spark.executor.memory=1g`` stays ``"1g"``). The list-valued properties that
+spark-submit's ``--py-files``, ``--files``, ``--jars`` and ``--packages`` set are joined with
+commas, so that what a job ships and what its ``--conf`` says are both kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from zkstore.config import split_pair
+from zkstore.errors import ConfigError
+
+PY_FILES = "spark.submit.pyFiles"
+FILES = "spark.files"
+JARS = "spark.jars"
+PACKAGES = "spark.jars.packages"
+#: Properties whose value is a comma-separated list: merged, never overwritten.
+LIST_KEYS = frozenset({PY_FILES, FILES, JARS, PACKAGES, "spark.jars.excludes"})
+
+
+def parse_spark_conf(pairs: Iterable[str], option: str = "--conf") -> dict[str, str]:
+    """``KEY=VALUE`` pairs into Spark properties, as ``spark-submit --conf`` reads them.
+
+    Keys must be Spark properties (``spark.*``): spark-submit drops anything else with a warning
+    ("Ignoring non-Spark config property"); here it is refused, so nothing is silently lost.
+    A key given twice keeps its last value, as with spark-submit.
+    """
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, value = split_pair(pair, option)
+        key = key.strip()
+        if not key.startswith("spark.") or key == "spark.":
+            raise ConfigError(
+                f"{option} {pair!r}: {key!r} is not a Spark property (they start with 'spark.')"
+            )
+        if any(c.isspace() for c in key):
+            raise ConfigError(f"{option} {pair!r}: the key contains white space")
+        conf[key] = value
+    return conf
+
+
+def merge_lists(conf: Mapping[str, str], additions: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """``conf`` with comma-separated ``additions`` put in front of each list-valued key."""
+    merged = dict(conf)
+    for key, values in additions.items():
+        items = [v for v in values if v]
+        existing = [v for v in merged.get(key, "").split(",") if v.strip()]
+        if items or existing:
+            merged[key] = ",".join([*items, *existing])
+    return merged
+
+
+def spark_submit_args(master: str, conf: Mapping[str, str], app_name: str) -> list[str]:
+    """``spark-submit`` style arguments for the given master, configuration and app name."""
+    args = ["--master", master, "--name", app_name]
+    for key, value in sorted(conf.items()):
+        args += ["--conf", f"{key}={value}"]
+    return args
