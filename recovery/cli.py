@@ -21,6 +21,7 @@ from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import headline, jobs
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, RESTARTING, SUCCEEDED
 from zkstore.layout import validate_job_id
@@ -173,7 +174,29 @@ def _paths_option(name: str, what: str) -> Callable[[F], F]:
     help="Maven coordinates groupId:artifactId:version (spark.jars.packages); "
     "comma-separated, repeatable",
 )
-@click.option("--max-attempts", type=click.IntRange(1, 1000), default=3, show_default=True)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1, 1000),
+    default=3,
+    show_default=True,
+    help="attempts that may fail (the job's code raised, its script exited non-zero) before "
+    "the job is FAILED",
+)
+@click.option(
+    "--max-lost-attempts",
+    type=click.IntRange(1, 1000),
+    default=DEFAULT_MAX_LOST_ATTEMPTS,
+    show_default=True,
+    help="attempts that may be lost to the infrastructure (a host or ZooKeeper session lost, the "
+    "driver killed) before the job is FAILED; they do not count against --max-attempts",
+)
+@click.option(
+    "--require",
+    "requirements",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="run only on daemons started with --label KEY=VALUE; repeatable",
+)
 @click.option(
     "--no-path-check",
     is_flag=True,
@@ -193,6 +216,8 @@ def submit(
     jars: tuple[str, ...],
     packages: tuple[str, ...],
     max_attempts: int,
+    max_lost_attempts: int,
+    requirements: tuple[str, ...],
     no_path_check: bool,
     wait: bool,
     wait_timeout: float | None,
@@ -221,6 +246,8 @@ def submit(
             name=name,
             conf=parse_spark_conf(conf_pairs),
             max_attempts=max_attempts,
+            max_lost_attempts=max_lost_attempts,
+            require=parse_labels(requirements, "requirement"),
             needs=needs,
             check_paths=not no_path_check,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),

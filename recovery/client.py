@@ -35,7 +35,7 @@ from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleNotFound, JobNotFound, JobQuarantined, WaitTimeout
-from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
 
@@ -69,6 +69,8 @@ class Client(Closeable):
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
         needs: Dependencies | None = None,
     ) -> str:
         """Submit ``function(ctx, *args)``. Its module travels by value unless installed, with
@@ -85,6 +87,8 @@ class Client(Closeable):
             name=name,
             max_attempts=max_attempts,
             shipment=shipment,
+            max_lost_attempts=max_lost_attempts,
+            require=require,
         )
 
     def _submit_function(
@@ -97,6 +101,8 @@ class Client(Closeable):
         name: str | None,
         max_attempts: int,
         shipment: Shipment,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
     ) -> str:
         self._check_size(shipment)
         with _pickled_by_value(by_value):
@@ -107,6 +113,8 @@ class Client(Closeable):
                 name=name,
                 spark_conf=shipment.spark_conf,
                 max_attempts=max_attempts,
+                max_lost_attempts=max_lost_attempts,
+                require=require,
                 files=shipment.files,
             )
         return self.submit(definition)
@@ -120,6 +128,8 @@ class Client(Closeable):
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
         needs: Dependencies | None = None,
     ) -> str:
         """Submit an unmodified PySpark script (restarted from scratch after a failure), with
@@ -127,7 +137,14 @@ class Client(Closeable):
         script = Path(path)
         shipment = prepare(script, needs or Dependencies(), conf)
         return self._submit_script(
-            script, args, job_id=job_id, name=name, max_attempts=max_attempts, shipment=shipment
+            script,
+            args,
+            job_id=job_id,
+            name=name,
+            max_attempts=max_attempts,
+            shipment=shipment,
+            max_lost_attempts=max_lost_attempts,
+            require=require,
         )
 
     def _submit_script(
@@ -139,6 +156,8 @@ class Client(Closeable):
         name: str | None,
         max_attempts: int,
         shipment: Shipment,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
     ) -> str:
         try:
             source = script.read_text()
@@ -158,6 +177,8 @@ class Client(Closeable):
                 name=name if name is not None else script.name,
                 spark_conf=shipment.spark_conf,
                 max_attempts=max_attempts,
+                max_lost_attempts=max_lost_attempts,
+                require=require,
                 files=shipment.files,
             )
         )
@@ -171,6 +192,8 @@ class Client(Closeable):
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
         needs: Dependencies | None = None,
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
@@ -187,7 +210,14 @@ class Client(Closeable):
             check_arguments(args, shipment.names(), warn or logger.warning)
         if function_name is None:
             return self._submit_script(
-                path, args, job_id=job_id, name=name, max_attempts=max_attempts, shipment=shipment
+                path,
+                args,
+                job_id=job_id,
+                name=name,
+                max_attempts=max_attempts,
+                shipment=shipment,
+                max_lost_attempts=max_lost_attempts,
+                require=require,
             )
         with importable(path.parent, shipment.import_paths):
             function, module = load_function(path, function_name)
@@ -200,6 +230,8 @@ class Client(Closeable):
                     name=name if name is not None else f"{path.name}:{function_name}",
                     max_attempts=max_attempts,
                     shipment=shipment,
+                    max_lost_attempts=max_lost_attempts,
+                    require=require,
                 )
             finally:
                 sys.modules.pop(module.__name__, None)

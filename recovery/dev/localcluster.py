@@ -94,8 +94,8 @@ class LocalCluster:
             env[ENV_VARS["signing_key"]] = self.config.signing_key.decode()
         return env
 
-    def start_daemon(self, daemon_id: str) -> DaemonProcess:
-        """Start ``zkstore daemon --id daemon_id`` (its log in ``work_dir/<id>.log``)."""
+    def start_daemon(self, daemon_id: str, *args: str) -> DaemonProcess:
+        """Start ``zkstore daemon --id daemon_id [args]`` (its log in ``work_dir/<id>.log``)."""
         log_path = self.work_dir / f"{daemon_id}.log"
         self.work_dir.mkdir(parents=True, exist_ok=True)
         command = [
@@ -116,6 +116,7 @@ class LocalCluster:
             str(self.restart_backoff),
             *self._storage_option_args(),
             *self.extra_args,
+            *args,
         ]
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
@@ -167,6 +168,16 @@ class LocalCluster:
             return None
         pid: int = json.loads(data)["pid"]
         return pid
+
+    def kill_host(self, daemon_id: str) -> list[int]:
+        """SIGKILL a daemon and every driver it launched, as the loss of its host would;
+        returns the pids of the drivers killed."""
+        drivers = self.driver_processes(member=daemon_id)
+        self.daemons[daemon_id].signal(signal.SIGKILL)
+        for pid in drivers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return drivers
 
     def stop(self, *, timeout: float = 20.0) -> None:
         """SIGTERM every daemon, then stop the drivers left behind."""

@@ -27,8 +27,10 @@ attempt, max_attempts, submitted, driver {host, pid, attempt, started} or null,
 spark {app_id, ui, master, attempt} or null (the running attempt's application),
 log (where the current or last attempt's log is), error (the job's error:
 of its result, of its last failed attempt, or why it is quarantined),
-last_error, failures, next_attempt_at, attempt_outcome {attempt, outcome, error}
-or null (an attempt that ended, not yet acted on), cancel {requested, by, reason}
+daemon (the daemon the current attempt is placed on), waiting (why a job that does not
+run waits), last_error, failures, lost, max_lost_attempts, next_attempt_at,
+attempt_outcome {attempt, outcome, error} or null (an attempt that ended, not yet
+acted on), cancel {requested, by, reason}
 or null, result {outcome, state, attempts, finished, error} or null,
 quarantine {reason, since} or null, record_errors."""
 
@@ -106,6 +108,8 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         },
         "log": job.log,
         "error": _error(job),
+        "daemon": status.member if status is not None else None,
+        "waiting": status.reason if status is not None else None,
         "failures": status.failures if status is not None else None,
         "lost": status.lost if status is not None else None,
         "max_lost_attempts": job.summary_int("max_lost"),
@@ -141,8 +145,9 @@ def _row(item: dict[str, Any]) -> dict[str, Any]:
         "attempt": item["attempt"],
         "max": item["max_attempts"],
         "age": age(item["submitted"]),
+        "daemon": item["daemon"],
         "driver": f"{driver['host']}:{driver['pid']}" if driver else None,
-        "error": headline(item["error"]),
+        "error": headline(item["error"]) or item["waiting"],
     }
 
 
@@ -185,7 +190,7 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     emit(
         items,
         fmt,
-        columns=["job", "name", "state", "attempt", "max", "age", "driver", "error"],
+        columns=["job", "name", "state", "attempt", "max", "age", "daemon", "driver", "error"],
         rows=[_row(i) for i in items],
         empty="no jobs",
     )

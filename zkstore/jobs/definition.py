@@ -44,7 +44,9 @@ MAX_ATTEMPTS_LIMIT = 1000
 #: Attempts lost to the infrastructure (a host or session lost, the driver killed) before the job
 #: is given up as FAILED; they do not count against ``max_attempts``, the job's own failures.
 DEFAULT_MAX_LOST_ATTEMPTS = 10
-MAX_SUMMARY_FILES_CHARS = 200
+MAX_SUMMARY_FILES_CHARS = 100
+#: ``require`` travels in the summary (the leader places without reading payloads)
+MAX_REQUIRE_CHARS = 120
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class JobDefinition:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     max_attempts: int = 3
     max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS
+    #: labels a daemon must have to run the job (``zkstore submit --require key=value``)
+    require: Mapping[str, str] = field(default_factory=dict)
     submitted: str = field(default_factory=utc_now)
     python: str = field(default_factory=python_version)
     cloudpickle: str = cloudpickle.__version__
@@ -118,6 +122,8 @@ class JobDefinition:
         for key, value in self.spark_conf.items():
             if not isinstance(key, str) or not isinstance(value, str) or not key:
                 raise ConfigError(f"Spark configuration must map strings to strings: {key!r}")
+        if len(_labels(self.require)) > MAX_REQUIRE_CHARS:
+            raise ConfigError(f"the requirements take more than {MAX_REQUIRE_CHARS} characters")
         _check_unique([f.name for f in self.files])
 
     @classmethod
@@ -131,6 +137,8 @@ class JobDefinition:
         name: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
         files: Sequence[ShippedFile] = (),
     ) -> JobDefinition:
         """An unmodified PySpark script, run as ``__main__`` with ``sys.argv[1:] = args``."""
@@ -144,6 +152,8 @@ class JobDefinition:
             files=tuple(files),
             spark_conf=dict(spark_conf or {}),
             max_attempts=max_attempts,
+            max_lost_attempts=max_lost_attempts,
+            require=dict(require or {}),
         )
 
     @classmethod
@@ -156,6 +166,8 @@ class JobDefinition:
         name: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
         max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
         files: Sequence[ShippedFile] = (),
     ) -> JobDefinition:
         """``function(ctx, *args)``; both are cloudpickled now (:class:`SerializationError` if
@@ -175,6 +187,8 @@ class JobDefinition:
             files=tuple(files),
             spark_conf=dict(spark_conf or {}),
             max_attempts=max_attempts,
+            max_lost_attempts=max_lost_attempts,
+            require=dict(require or {}),
         )
 
     def load_function(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -210,13 +224,13 @@ class JobDefinition:
     def summary(self) -> dict[str, SummaryValue]:
         """What listing shows, stored in the handle beside the payload reference."""
         summary: dict[str, SummaryValue] = {
-            "job_id": self.job_id,
             "name": self.name[:MAX_NAME_CHARS],
             "kind": self.kind,
             "entry": _clip(self.entry_point, MAX_ENTRY_BYTES),
             "submitted": self.submitted,
             "max_attempts": self.max_attempts,
             "max_lost": self.max_lost_attempts,
+            **({"require": _labels(self.require)} if self.require else {}),
             "python": self.python,
         }
         if self.files:
@@ -241,3 +255,7 @@ def _check_unique(names: Sequence[str]) -> None:
 def _clip(text: str, max_bytes: int) -> str:
     """``text`` cut to at most ``max_bytes`` of UTF-8, at a character boundary."""
     return text.encode()[:max_bytes].decode(errors="ignore")
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
