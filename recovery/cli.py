@@ -53,6 +53,12 @@ from zkstore.jobs.snapshot import JobSnapshot
     show_default=True,
     help="seconds before retrying a failed job; doubles per failure, capped at 60 s",
 )
+@click.option(
+    "--strict-acl",
+    is_flag=True,
+    help="refuse to start if the cluster root's ZooKeeper ACL lets anyone change it "
+    "(default: a loud warning)",
+)
 def daemon(
     connection: Connection,
     spark_master: str | None,
@@ -61,6 +67,7 @@ def daemon(
     max_drivers: int,
     log_dir: str | None,
     restart_backoff: float,
+    strict_acl: bool,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -80,6 +87,7 @@ def daemon(
         log_dir=log_dir,
         restart_backoff=restart_backoff,
         max_backoff=max(60.0, restart_backoff),
+        strict_acl=strict_acl,
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

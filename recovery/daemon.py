@@ -25,8 +25,9 @@ from recovery.launcher import DriverLauncher
 from recovery.leader import JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
 from recovery.settings import DaemonSettings
+from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
-from zkstore.errors import NotLeader, StoreUnavailable, ZkStoreError
+from zkstore.errors import ConfigError, NotLeader, StoreUnavailable, ZkStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,11 @@ class Daemon:
         if not self._connect():
             return 0
         assert self.cluster is not None
+        try:
+            self._check_acl()
+        except BaseException:
+            self.cluster.close()
+            raise
         self.cluster.zk.add_listener(self._on_state)
         self.election = LeaderElection(
             self.cluster.zk,
@@ -114,6 +120,21 @@ class Daemon:
                 logger.warning("%s; retrying in %g s", exc, CONNECT_RETRY)
                 self._stopping.wait(CONNECT_RETRY)
         return False
+
+    def _check_acl(self) -> None:
+        """Warn loudly (refuse, with ``--strict-acl``) if anyone may change the cluster root.
+
+        Reading the ACLs also proves our credentials early: a wrong password stops the daemon
+        here with :class:`~zkstore.errors.AccessDenied` instead of failing every leader write.
+        """
+        assert self.cluster is not None
+        nodes = check_cluster_root(self.cluster.zk, self.cluster.layout)
+        if not any(node.is_open for node in nodes):
+            return
+        message = describe_open(nodes)
+        if self.settings.strict_acl:
+            raise ConfigError(f"refusing to start (--strict-acl): {message}")
+        logger.warning("SECURITY WARNING: %s (--strict-acl refuses to start)", message)
 
     def _turn(self) -> None:
         """One pass: wait for events, handle them, reconcile periodically."""

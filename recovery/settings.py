@@ -32,7 +32,8 @@ class DaemonSettings:
     ``restart_backoff`` is the first delay before a failed job's next attempt; it doubles per
     failure up to ``max_backoff``. ``reconcile_interval`` is how often the leader re-reads every
     job even without events (watches make the common path immediate). ``start_timeout`` bounds
-    how long a launched driver may take to take its ``running`` node.
+    how long a launched driver may take to take its ``running`` node. ``strict_acl`` refuses
+    to start when anyone may change the cluster root (else the daemon warns).
     """
 
     store: StoreConfig
@@ -46,6 +47,7 @@ class DaemonSettings:
     cancel_grace: float = 30.0
     log_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
+    strict_acl: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):

@@ -6,6 +6,13 @@ for a connection at most until its deadline, then waits for its answer at most u
 deadline. A read that fails on a lost connection is retried within the deadline; a write is not,
 because it may have been applied: it raises :class:`OutcomeUnknown` instead.
 
+With credentials (:class:`~zkstore.config.ZkAuth`), the session authenticates (digest, or SASL
+through kazoo) and every node it creates carries the ACL of :func:`default_acl`: all rights for
+our identity, read for the monitoring ids, nothing for anyone else. kazoo applies that ACL to
+transactions, ``create`` and the parents that ``ensure_path``/``makepath`` create alike.
+A refusal (``NoAuth``, ``AuthFailed``) raises :class:`AccessDenied` naming the identity, never
+its secret.
+
 Transactions are built from the ops of :mod:`zkstore.ops` and committed with
 :meth:`ZooKeeper.commit`, which inspects every result (kazoo's context-manager form of a
 transaction silently discards failures); a fence makes the whole write conditional on the
@@ -22,10 +29,12 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -35,9 +44,13 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.serialization import SASL, Auth
+from kazoo.protocol.states import KeeperState, ZnodeStat
+from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
+from zkstore.config import DIGEST, ENV_VARS, StoreConfig, ZkAuth
 from zkstore.errors import (
+    AccessDenied,
     ConfigError,
     HandleExists,
     HandleNotFound,
@@ -51,11 +64,68 @@ from zkstore.ops import Check, Create, Deadline, Fence, Op, SetData
 
 logger = logging.getLogger(__name__)
 
+ENV_AUTH = ENV_VARS["zk_auth"]
+
 T = TypeVar("T")
 
 #: ZooKeeper refuses requests over ``jute.maxbuffer`` (1 MB) by dropping the connection; we stop
 #: far below it (invariant 7).
 MAX_ZNODE_BYTES = 64 * 1024
+
+
+def default_acl(auth: ZkAuth | None, read_ids: Sequence[str] = ()) -> list[ACL] | None:
+    """The ACL of every node a session with ``auth`` creates; None (ZooKeeper's open ACL)
+    without credentials.
+
+    All rights for our identity (the digest of user:password; for SASL, the authenticated
+    principal through ZooKeeper's ``auth`` scheme), read for each of ``read_ids``.
+    """
+    if auth is None:
+        return None
+    if auth.scheme == DIGEST:
+        acl = [make_digest_acl(auth.user, auth.secret, all=True)]
+    elif auth.mechanism == "DIGEST-MD5":
+        acl = [ACL(Permissions.ALL, Id("sasl", auth.user))]
+    else:
+        acl = [ACL(Permissions.ALL, Id("auth", ""))]
+    for ident in read_ids:
+        scheme, _, name = ident.partition(":")
+        acl.append(ACL(Permissions.READ, Id(scheme, name)))
+    return acl
+
+
+def _kazoo_auth(auth: ZkAuth | None) -> dict[str, Any]:
+    if auth is None:
+        return {}
+    if auth.scheme == DIGEST:
+        return {"auth_data": [(DIGEST, f"{auth.user}:{auth.secret}")]}
+    options: dict[str, Any] = {"mechanism": auth.mechanism}
+    if auth.mechanism == "DIGEST-MD5":
+        options.update(username=auth.user, password=auth.secret)
+    elif auth.user:
+        options["principal"] = auth.user
+    return {"sasl_options": options}
+
+
+class _RedactCredentials(logging.Filter):
+    """kazoo logs every request it sends at DEBUG, the password of the Auth request included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, Auth | SASL) for a in record.args):
+            record.args = tuple(
+                f"{type(a).__name__}(<redacted>)" if isinstance(a, Auth | SASL) else a
+                for a in record.args
+            )
+        return True
+
+
+def _kazoo_logger() -> logging.Logger:
+    """kazoo's own logger, with the credentials filter attached (once)."""
+    log = logging.getLogger("kazoo.client")
+    if not any(isinstance(f, _RedactCredentials) for f in log.filters):
+        log.addFilter(_RedactCredentials())
+    return log
+
 
 _OUTAGES = (
     ConnectionLoss,
@@ -81,10 +151,14 @@ class ZooKeeper:
         session_timeout: float = 10.0,
         timeout: float = 5.0,
         client_id: tuple[int, bytes] | None = None,
+        auth: ZkAuth | None = None,
+        read_acl: Sequence[str] = (),
     ) -> None:
         self.hosts = hosts
         self.timeout = timeout
         self.session_timeout = session_timeout
+        self.auth = auth
+        self.acl = default_acl(auth, read_acl)
         self._connected = threading.Event()
         self._listeners: list[Callable[[str], None]] = []
         try:
@@ -94,23 +168,50 @@ class ZooKeeper:
                 client_id=client_id,
                 connection_retry={"max_tries": -1, "max_delay": 1.0},
                 command_retry={"max_tries": 3, "deadline": timeout, "max_delay": 1.0},
+                default_acl=self.acl,
+                logger=_kazoo_logger(),
+                **_kazoo_auth(auth),
             )
         except (ValueError, KazooException) as exc:
             raise ConfigError(f"invalid ZooKeeper connect string {hosts!r}: {exc}") from exc
         self._client.add_listener(self._on_state)
 
+    @classmethod
+    def from_config(cls, config: StoreConfig, **overrides: Any) -> ZooKeeper:
+        """A session with ``config``'s hosts, timeouts and credentials (``overrides`` win)."""
+        options: dict[str, Any] = {
+            "session_timeout": config.session_timeout,
+            "timeout": config.timeout,
+            "auth": config.zk_auth,
+            "read_acl": config.zk_read_acl,
+        }
+        options.update(overrides)
+        return cls(config.zk_hosts, **options)
+
+    @property
+    def identity(self) -> str:
+        """Who this session is, for messages (never the secret)."""
+        return self.auth.describe() if self.auth is not None else "a client without credentials"
+
     # -- session -------------------------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> ZooKeeper:
-        """Connect, or raise :class:`StoreUnavailable` within ``timeout``."""
-        wait = self.timeout if timeout is None else timeout
-        try:
-            self._client.start(timeout=wait)
-        except KazooTimeoutError as exc:
-            self._client.close()
-            raise StoreUnavailable(
-                f"cannot reach ZooKeeper at {self.hosts} within {wait:g} s"
-            ) from exc
+        """Connect, or raise :class:`StoreUnavailable` within ``timeout`` (:class:`AccessDenied`
+        at once if SASL authentication fails)."""
+        deadline = self._deadline(timeout)
+        self._client.start_async()
+        while not self._connected.wait(min(0.05, deadline.remaining())):
+            if self._client.client_state == KeeperState.AUTH_FAILED:
+                self.stop()
+                raise AccessDenied(
+                    f"ZooKeeper at {self.hosts} rejected the credentials of {self.identity} "
+                    f"({ENV_AUTH})"
+                )
+            if deadline.expired:
+                self.stop()
+                raise StoreUnavailable(
+                    f"cannot reach ZooKeeper at {self.hosts} within {deadline.seconds:g} s"
+                )
         return self
 
     def stop(self) -> None:
@@ -190,7 +291,7 @@ class ZooKeeper:
                     raise StoreUnavailable(f"ZooKeeper read failed ({what}): {_name(exc)}") from exc
                 time.sleep(0.05)
             except KazooException as exc:
-                raise _translate(exc, what) from exc
+                raise self._translate(exc, what) from exc
 
     def _write(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
         """Run a write once; a lost answer raises :class:`OutcomeUnknown`."""
@@ -203,7 +304,7 @@ class ZooKeeper:
                 f"ZooKeeper write {what}: connection failed before the answer ({_name(exc)})"
             ) from exc
         except KazooException as exc:
-            raise _translate(exc, what) from exc
+            raise self._translate(exc, what) from exc
 
     def get(
         self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
@@ -231,6 +332,24 @@ class ZooKeeper:
             timeout,
         )
         return names
+
+    def get_acls(self, path: str, *, timeout: float | None = None) -> tuple[list[ACL], ZnodeStat]:
+        """The ACL and stat of ``path``; :class:`HandleNotFound` if it does not exist."""
+        acls, stat = self._read(
+            f"get ACL of {path}", lambda: self._client.get_acls_async(path), timeout
+        )
+        return list(acls), stat
+
+    def set_acls(
+        self, path: str, acls: Sequence[ACL], *, version: int = -1, timeout: float | None = None
+    ) -> ZnodeStat:
+        """Replace the ACL of ``path`` (``version`` is the ACL version, ``stat.aversion``)."""
+        stat: ZnodeStat = self._write(
+            f"set ACL of {path}",
+            lambda: self._client.set_acls_async(path, list(acls), version),
+            timeout,
+        )
+        return stat
 
     def get_many(
         self, paths: Sequence[str], *, timeout: float | None = None
@@ -277,7 +396,7 @@ class ZooKeeper:
                         ) from exc
                     todo.append(i)
                 except KazooException as exc:
-                    raise _translate(exc, f"get {paths[i]}") from exc
+                    raise self._translate(exc, f"get {paths[i]}") from exc
         return results
 
     def create(
@@ -314,11 +433,11 @@ class ZooKeeper:
                 async_result.get(timeout=deadline.remaining())
                 errors.append(None)
             except (NodeExistsError, NoNodeError) as exc:
-                errors.append(_translate(exc, f"create {path}", path=path))
+                errors.append(self._translate(exc, f"create {path}", path=path))
             except _OUTAGES as exc:
                 raise OutcomeUnknown(f"create of {path} interrupted: {_name(exc)}") from exc
             except KazooException as exc:
-                raise _translate(exc, f"create {path}") from exc
+                raise self._translate(exc, f"create {path}") from exc
         return errors
 
     def ensure_path(self, path: str, *, timeout: float | None = None) -> None:
@@ -379,7 +498,7 @@ class ZooKeeper:
                 except _OUTAGES as exc:
                     raise OutcomeUnknown(f"delete of {node} interrupted: {_name(exc)}") from exc
                 except KazooException as exc:
-                    raise _translate(exc, f"delete {node}") from exc
+                    raise self._translate(exc, f"delete {node}") from exc
         return existed
 
     def commit(
@@ -421,10 +540,13 @@ class ZooKeeper:
             if fence_error is not None:
                 raise fence_error
             op = all_ops[index]
-            raise _translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
+            raise self._translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
         if any(isinstance(r, Exception) for r in results):
             raise StoreUnavailable(f"transaction failed without a cause: {results!r}")
         return results[len(fence_ops) :]
+
+    def _translate(self, exc: BaseException, what: str, *, path: str | None = None) -> ZkStoreError:
+        return _translate(exc, what, path=path, identity=self.identity)
 
 
 def _check_size(path: str, data: bytes) -> None:
@@ -436,8 +558,16 @@ def _name(exc: BaseException) -> str:
     return type(exc).__name__ + (f": {exc}" if str(exc) else "")
 
 
-def _translate(exc: BaseException, what: str, *, path: str | None = None) -> ZkStoreError:
+def _translate(
+    exc: BaseException, what: str, *, path: str | None = None, identity: str = ""
+) -> ZkStoreError:
     """Map one kazoo error to the zkstore error of the same meaning."""
+    if isinstance(exc, NoAuthError | AuthFailedError):
+        why = "authentication failed" if isinstance(exc, AuthFailedError) else "no rights"
+        return AccessDenied(
+            f"ZooKeeper denied {what} to {identity or 'this client'} ({why}: a wrong password, "
+            f"or an identity the node's ACL does not allow; see {ENV_AUTH})"
+        )
     if isinstance(exc, NoNodeError):
         return HandleNotFound(f"{what}: no such node", path=path)
     if isinstance(exc, NodeExistsError):
