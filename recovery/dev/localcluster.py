@@ -118,7 +118,7 @@ class LocalCluster:
             str(self.work_dir / "drivers"),
             "--restart-backoff",
             str(self.restart_backoff),
-            *self._storage_option_args(),
+            *self.storage_option_args(),
             *self.extra_args,
         ]
         with open(log_path, "ab") as log:
@@ -133,7 +133,7 @@ class LocalCluster:
         self.daemons[daemon_id] = daemon
         return daemon
 
-    def _storage_option_args(self) -> list[str]:
+    def storage_option_args(self) -> list[str]:
         args: list[str] = []
         for key, value in _flatten(dict(self.config.storage_options)):
             args += [
