@@ -20,6 +20,7 @@ from tests.helpers import wait_for
 from zkstore.admin.acl import walk
 from zkstore.cluster import Cluster
 from zkstore.config import ENV_VARS, StoreConfig, ZkAuth, parse_read_acl
+from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import EXIT_ACCESS_DENIED, AccessDenied, ConfigError
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import SUCCEEDED
@@ -276,3 +277,46 @@ def test_acl_apply_closes_an_open_cluster(config: StoreConfig, secure: StoreConf
         stranger.get(Cluster(secure).layout.job_handle("old"))
     with Client(secure) as client:
         assert client.status("old").state != SUCCEEDED
+
+
+# -- SASL, passed through to kazoo -----------------------------------------------------------
+
+
+@pytest.fixture
+def sasl_server(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
+    """A private ZooKeeper that knows one SASL DIGEST-MD5 user (zkstore / SECRET)."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(
+        "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f'  user_zkstore="{SECRET}";\n}};\n'
+    )
+    server = EmbeddedZooKeeper(
+        extra_config=["authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"],
+        jvm_options=[f"-Djava.security.auth.login.config={jaas}"],
+    )
+    with server:
+        yield server
+
+
+def test_sasl_credentials_pass_through_to_kazoo(
+    sasl_server: EmbeddedZooKeeper, config: StoreConfig
+) -> None:
+    sasl = config.with_changes(
+        zk_hosts=sasl_server.connect_string,
+        zk_auth=ZkAuth.parse(f"sasl:DIGEST-MD5:zkstore:{SECRET}"),
+    )
+    with Cluster.open(sasl) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+        handle = cluster.layout.job_handle("job1")
+        acl, _ = cluster.zk.get_acls(handle)
+    assert [(a.id.scheme, a.id.id, a.perms) for a in acl] == [("sasl", "zkstore", 31)]
+    with session(sasl, None) as stranger, pytest.raises(AccessDenied):
+        stranger.get(handle)
+    with pytest.raises(AccessDenied, match="authentication failed") as caught:
+        session(sasl, f"sasl:DIGEST-MD5:zkstore:wrong-{SECRET}")
+    assert SECRET not in str(caught.value)
+    denied = zkstore(sasl, f"sasl:DIGEST-MD5:zkstore:wrong-{SECRET}", "jobs", "list")
+    assert denied.returncode == EXIT_ACCESS_DENIED
+    assert len(denied.stderr.strip().splitlines()) == 1 and SECRET not in denied.stderr
+    ok = zkstore(sasl, f"sasl:DIGEST-MD5:zkstore:{SECRET}", "jobs", "list")
+    assert ok.returncode == 0 and "job1" in ok.stdout, ok.stderr

@@ -200,19 +200,27 @@ class ZooKeeper:
         at once if SASL authentication fails)."""
         deadline = self._deadline(timeout)
         self._client.start_async()
-        while not self._connected.wait(min(0.05, deadline.remaining())):
-            if self._client.client_state == KeeperState.AUTH_FAILED:
-                self.stop()
-                raise AccessDenied(
-                    f"ZooKeeper at {self.hosts} rejected the credentials of {self.identity} "
-                    f"({ENV_AUTH})"
-                )
-            if deadline.expired:
-                self.stop()
-                raise StoreUnavailable(
-                    f"cannot reach ZooKeeper at {self.hosts} within {deadline.seconds:g} s"
-                )
+        try:
+            while not self._connected.wait(min(0.05, deadline.remaining())):
+                self._raise_if_rejected()
+                if deadline.expired:
+                    raise StoreUnavailable(
+                        f"cannot reach ZooKeeper at {self.hosts} within {deadline.seconds:g} s"
+                    )
+            if self.auth is not None and self.auth.scheme != DIGEST:
+                # kazoo reports CONNECTED before the SASL exchange: a first read waits for it
+                self.exists("/", timeout=deadline.remaining())
+        except ZkStoreError:
+            self.stop()
+            raise
         return self
+
+    def _raise_if_rejected(self) -> None:
+        if self._client.client_state == KeeperState.AUTH_FAILED:
+            raise AccessDenied(
+                f"ZooKeeper at {self.hosts} rejected the credentials of {self.identity} "
+                f"(authentication failed; see {ENV_AUTH})"
+            )
 
     def stop(self) -> None:
         """Close the session: every ephemeral node of this session goes away at once."""
@@ -273,11 +281,13 @@ class ZooKeeper:
         return Deadline(self.timeout if timeout is None else timeout)
 
     def _await(self, deadline: Deadline, what: str) -> None:
-        if not self._connected.wait(deadline.remaining()):
-            raise StoreUnavailable(
-                f"ZooKeeper at {self.hosts} unreachable: no connection within "
-                f"{deadline.seconds:g} s ({what})"
-            )
+        while not self._connected.wait(min(0.1, deadline.remaining())):
+            self._raise_if_rejected()
+            if deadline.expired:
+                raise StoreUnavailable(
+                    f"ZooKeeper at {self.hosts} unreachable: no connection within "
+                    f"{deadline.seconds:g} s ({what})"
+                )
 
     def _read(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
         """Run a read, retrying on connection loss until the deadline."""
