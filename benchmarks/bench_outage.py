@@ -1,9 +1,9 @@
 """The longest full ZooKeeper outage a running job survives (issue: production hardening).
 
 A three-server ensemble (tick 2000 ms), one daemon at the default session timeout (10 s) and
-three checkpointing jobs (a checkpoint every 0.2 s). Each trial takes the whole ensemble away
-for a while, then waits two session timeouts and asks, per job: is its first... or current
-attempt still the one that ran before the outage, and still making progress?
+three fresh checkpointing jobs per trial (a checkpoint every 0.2 s). Each trial takes the whole
+ensemble away for a while, waits two session timeouts and asks, per job: is its first attempt
+still the only one, and still making progress? The daemon's log says how the others ended.
 
 - ``frozen``: every server SIGSTOPped for D seconds (a stalled disk, a paused VM): connections
   stay open, nothing answers.
@@ -41,13 +41,6 @@ TRIALS = {
 }
 
 
-def current_attempts(outs: dict[str, Path]) -> dict[str, int]:
-    return {
-        job_id: max((a.attempt for a in job.attempts(out)), default=0)
-        for job_id, out in outs.items()
-    }
-
-
 def outage(ensemble: ZooKeeperEnsemble, blackout: Blackout, mode: str, seconds: float) -> float:
     """Take every server away for ``seconds``; return how long the ensemble did not serve."""
     start = time.monotonic()
@@ -74,21 +67,45 @@ def outage(ensemble: ZooKeeperEnsemble, blackout: Blackout, mode: str, seconds: 
 def trial(
     ensemble: ZooKeeperEnsemble,
     blackout: Blackout,
-    outs: dict[str, Path],
+    run: tuple[Client, LocalCluster, Path],
     mode: str,
     seconds: float,
 ) -> str:
-    before = current_attempts(outs)
+    """Fresh jobs, one outage, then: which first attempts are still alive and progressing?"""
+    client, local, work = run
+    outs = {}
+    for n in range(1, JOBS + 1):
+        job_id = f"{mode}-{seconds:g}-{n}".replace(".", "_")
+        outs[job_id] = work / "out" / job_id
+        client.submit_function(
+            job.sum_of_squares, str(outs[job_id]), None, 0.2, job_id=job_id, max_attempts=100
+        )
+    end = time.monotonic() + 120
+    while not all(len(job.progress_times(o)) >= 5 for o in outs.values()):
+        if time.monotonic() > end:
+            raise TimeoutError("the jobs did not start")
+        time.sleep(0.1)
     took = outage(ensemble, blackout, mode, seconds)
     healed = time.time()
     time.sleep(2 * DEFAULT_SESSION_TIMEOUT)
-    after = current_attempts(outs)
     kept = [
         j
-        for j in outs
-        if after[j] == before[j] and max(job.progress_times(outs[j]), default=0) > healed
+        for j, out in outs.items()
+        if [a.attempt for a in job.attempts(out)] == [1]
+        and max(job.progress_times(out), default=0) > healed
     ]
-    line = f"{mode:8s} outage {took:5.1f} s: {len(kept)} of {len(outs)} jobs kept their attempt"
+    for out in outs.values():
+        (out / job.STOP).touch()
+    ended = [
+        line
+        for line in local.daemons["d1"].log().splitlines()
+        if any(f"driver of {j} attempt 1 " in line for j in outs)
+    ]
+    why = "; ".join(sorted({line.split(") ", 1)[-1] for line in ended})) or "-"
+    line = (
+        f"{mode:8s} outage {took:5.1f} s: {len(kept)} of {len(outs)} first attempts kept "
+        f"(ended: {why})"
+    )
     print(line, flush=True)
     return line
 
@@ -106,20 +123,14 @@ def main(argv: list[str]) -> list[Result]:
             session_timeout=DEFAULT_SESSION_TIMEOUT,
         )
         local = LocalCluster(config, work / "rt")
-        outs = {f"o{n}": work / "out" / f"o{n}" for n in range(1, JOBS + 1)}
         try:
             local.start_daemon("d1")
             local.wait_for_leader(timeout=60)
-            with Client(config) as client:
-                for job_id, out in outs.items():
-                    client.submit_function(
-                        job.sum_of_squares, str(out), None, 0.2, job_id=job_id, max_attempts=100
-                    )
-            time.sleep(5)
             modes = [a for a in argv if a in TRIALS] or list(TRIALS)
-            for mode in modes:
-                for seconds in TRIALS[mode]:
-                    trial(ensemble, blackout, outs, mode, seconds)
+            with Client(config) as client:
+                for mode in modes:
+                    for seconds in TRIALS[mode]:
+                        trial(ensemble, blackout, (client, local, work), mode, seconds)
         finally:
             local.stop()
     return []
