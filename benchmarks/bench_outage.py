@@ -96,12 +96,12 @@ def trial(
     ]
     for out in outs.values():
         (out / job.STOP).touch()
-    ended = [
-        line
+    ended = {
+        line.split(") ", 1)[-1]
         for line in local.daemons["d1"].log().splitlines()
-        if any(f"driver of {j} attempt 1 " in line for j in outs)
-    ]
-    why = "; ".join(sorted({line.split(") ", 1)[-1] for line in ended})) or "-"
+        if "recovery.coordinator" in line and any(f"driver of {j} attempt 1 " in line for j in outs)
+    }
+    why = "; ".join(sorted(ended)) or "-"
     line = (
         f"{mode:8s} outage {took:5.1f} s: {len(kept)} of {len(outs)} first attempts kept "
         f"(ended: {why})"
