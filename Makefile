@@ -1,13 +1,16 @@
 # The front door: `make test` sets everything up on a fresh machine (Python 3.11 + Java 17) and
-# runs lint, the type checker and the whole suite; `make demo` tells the failover story.
+# runs lint, the type checker and the whole suite; `make demo` tells the failover story;
+# `make chaos` drives seeded faults into a real ZooKeeper ensemble (CHAOS_RUNS, CHAOS_SEED).
 
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+CHAOS_RUNS ?= 20
+CHAOS_SEED ?=
 
-.PHONY: test demo lint typecheck pytest bench venv clean
+.PHONY: test demo lint typecheck pytest bench chaos venv clean
 
 venv: $(STAMP)
 
@@ -34,6 +37,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+chaos: $(STAMP)
+	$(BIN)/python -m recovery.dev.chaos --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

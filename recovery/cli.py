@@ -97,6 +97,12 @@ wait_timeout_option = click.option(
     help="seconds between full passes over every job when leading (events such as a "
     "submission, a driver's exit or a cancel are handled at once regardless)",
 )
+@click.option(
+    "--strict-acl",
+    is_flag=True,
+    help="refuse to start if the cluster root's ZooKeeper ACL lets anyone change it "
+    "(default: a loud warning)",
+)
 def daemon(
     connection: Connection,
     spark_master: str | None,
@@ -108,6 +114,7 @@ def daemon(
     restart_backoff: float,
     reconcile_interval: float,
     labels: tuple[str, ...],
+    strict_acl: bool,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -132,6 +139,7 @@ def daemon(
         max_backoff=max(60.0, restart_backoff),
         reconcile_interval=reconcile_interval,
         labels=parse_labels(labels),
+        strict_acl=strict_acl,
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

@@ -4,21 +4,26 @@
 ``ctx.latest_checkpoint()`` and ``ctx.checkpoint(metadata)`` let a resubmitted job resume instead of
 starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``).
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
+A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
+lease lasts, so that a short outage does not fail the attempt.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from zkstore.errors import FenceLost
+from zkstore.errors import FenceLost, StoreUnavailable
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.ops import Fence
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from recovery.lease import SessionLease
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +82,7 @@ class JobContext:
         fence: Fence,
         config: DynamicConfig,
         cancelled: threading.Event,
+        lease: SessionLease | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -88,6 +94,7 @@ class JobContext:
         self._checkpoints = checkpoints
         self._fence = fence
         self._cancelled = cancelled
+        self._lease = lease
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
 
@@ -133,12 +140,25 @@ class JobContext:
         """Durably record progress (JSON metadata); returns the checkpoint id.
 
         Raises :class:`JobCancelled` if a cancel was requested, :class:`AttemptSuperseded` if
-        this attempt may no longer write (then nothing was written).
+        this attempt may no longer write (then nothing was written), and
+        :class:`~zkstore.errors.StoreUnavailable` if ZooKeeper or storage stay unreachable past
+        the attempt's session lease (until then it waits and retries).
         """
-        self.raise_if_cancelled()
-        try:
-            checkpoint = self._checkpoints.add(metadata, fence=self._fence)
-        except FenceLost as exc:
-            raise AttemptSuperseded(f"attempt {self.attempt} of {self.job_id}: {exc}") from exc
+        give_up = time.monotonic() + (self._lease.length if self._lease is not None else 0.0)
+        while True:
+            self.raise_if_cancelled()
+            try:
+                checkpoint = self._checkpoints.add(metadata, fence=self._fence)
+                break
+            except FenceLost as exc:
+                raise AttemptSuperseded(f"attempt {self.attempt} of {self.job_id}: {exc}") from exc
+            except StoreUnavailable as exc:
+                # A lost answer may have published it: then the retry publishes the same
+                # metadata under the next id, which is harmless.
+                lease = self._lease
+                if lease is None or lease.remaining() <= 0 or time.monotonic() > give_up:
+                    raise
+                self.log.warning("checkpoint waits for the store: %s", exc)
+                time.sleep(0.5)
         self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
         return checkpoint.checkpoint_id

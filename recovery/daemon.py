@@ -29,8 +29,9 @@ from recovery.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
 from recovery.member import FleetMember
 from recovery.settings import DaemonSettings
+from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
-from zkstore.errors import NotLeader, StoreUnavailable, ZkStoreError
+from zkstore.errors import ConfigError, NotLeader, StoreUnavailable, ZkStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,9 @@ class Daemon:
             lambda launch: self.loop.post(Event(DRIVER_EXITED, launch.job_id, launch)),
         )
         try:
+            self._check_acl()
             self.member.register()
-        except ZkStoreError:
+        except BaseException:
             self.cluster.close()
             raise
         self.cluster.zk.add_listener(self._on_state)
@@ -132,6 +134,21 @@ class Daemon:
                 logger.warning("%s; retrying in %g s", exc, CONNECT_RETRY)
                 self._stopping.wait(CONNECT_RETRY)
         return False
+
+    def _check_acl(self) -> None:
+        """Warn loudly (refuse, with ``--strict-acl``) if anyone may change the cluster root.
+
+        Reading the ACLs also proves our credentials early: a wrong password stops the daemon
+        here with :class:`~zkstore.errors.AccessDenied` instead of failing every leader write.
+        """
+        assert self.cluster is not None
+        nodes = check_cluster_root(self.cluster.zk, self.cluster.layout)
+        if not any(node.is_open for node in nodes):
+            return
+        message = describe_open(nodes)
+        if self.settings.strict_acl:
+            raise ConfigError(f"refusing to start (--strict-acl): {message}")
+        logger.warning("SECURITY WARNING: %s (--strict-acl refuses to start)", message)
 
     def _turn(self) -> None:
         """One pass: wait for events, handle them, reconcile periodically."""

@@ -14,9 +14,10 @@ It runs in its own OS process and its own ZooKeeper session, so it outlives a da
    remove the working directory.
 
 A cancel request interrupts the job (and its Spark jobs); after a grace period the driver reports
-CANCELLED and exits regardless. If the session is suspended past a safe bound the driver kills
-its Spark JVM and exits without an outcome: by the time the session could expire and another
-attempt start, this one has stopped.
+CANCELLED and exits regardless. When its session lease runs out (:mod:`recovery.lease`: no
+answer from ZooKeeper for the session timeout less a margin, counted from the last answered
+heartbeat), or its session expired, the driver kills its Spark JVM and exits without an outcome:
+by the time the session could expire and another attempt start, this one has stopped.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from recovery.launcher import (
     EXIT_SUCCEEDED,
     EXIT_SUSPENDED,
 )
+from recovery.lease import SessionLease
 from recovery.settings import spark_master_from_env
 from recovery.sparkconf import spark_submit_args
 from zkstore.cluster import Cluster
@@ -103,8 +105,8 @@ class Driver:
         self.status_version = status_version
         self.spark_master = spark_master
         self.cancel_grace = cancel_grace
-        self.suspend_bound = config.session_timeout / 4
         self.cluster = Cluster(config)
+        self.lease: SessionLease | None = None
         layout = self.cluster.layout
         self.status_path = layout.status(job_id)
         self.running_path = layout.running(job_id)
@@ -131,6 +133,7 @@ class Driver:
         try:
             if not self._take_running():
                 return EXIT_REFUSED
+            self.lease = SessionLease(self.cluster.zk, self.running_path).start()
             self.cluster.zk.add_listener(self._on_state)
             threading.Thread(target=self._monitor, name="driver-monitor", daemon=True).start()
             self._watch_cancel()
@@ -275,6 +278,7 @@ class Driver:
             fence=self.fence,
             config=config,
             cancelled=self.cancelled,
+            lease=self.lease,
         )
 
     def _run_script(
@@ -315,9 +319,10 @@ class Driver:
         cancel_seen: float | None = None
         while not self._finished.wait(0.1):
             self._publish_spark_app()
-            suspended = self._suspended_at
-            if suspended is not None and time.monotonic() - suspended > self.suspend_bound:
-                self._stop_now("ZooKeeper session suspended past the safe bound")
+            if self._suspended_at == float("-inf"):
+                self._stop_now("ZooKeeper session expired")
+            if self.lease is not None and self.lease.remaining() < 0:
+                self._stop_now("no answer from ZooKeeper for too long: the session may expire")
             if self.cancelled.is_set() and cancel_seen is None:
                 cancel_seen = time.monotonic()
                 sparkapp.cancel_jobs()

@@ -35,7 +35,8 @@ class DaemonSettings:
     ``labels`` are what jobs submitted with ``--require`` match against. ``reconcile_interval``
     is how often the leader re-reads every job even without events (watches make the common
     path immediate). ``start_timeout`` bounds how long a placed attempt's driver may take to take
-    its ``running`` node.
+    its ``running`` node. ``strict_acl`` refuses to start when anyone may change the cluster
+    root (else the daemon warns).
     """
 
     store: StoreConfig
@@ -51,6 +52,7 @@ class DaemonSettings:
     labels: Mapping[str, str] = field(default_factory=dict)
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
+    strict_acl: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from tests.helpers import wait_for
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.errors import ConfigError
 
@@ -82,3 +84,57 @@ def test_missing_pyspark_is_explained(tmp_path: Any) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}
     )
     assert "pyspark is not installed" in out.stdout
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie not yet reaped by init counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _assert_dies_with(parent: subprocess.Popen[str], jvm_pid: int) -> None:
+    assert not _gone(jvm_pid), "the JVM runs while its parent does"
+    parent.kill()
+    parent.wait(timeout=30)
+    wait_for(lambda: _gone(jvm_pid), timeout=60, what=f"JVM {jvm_pid} to die with its parent")
+
+
+def test_sigkilled_zookeeper_command_leaves_no_jvm() -> None:
+    process = subprocess.Popen(
+        [str(BIN / "zkstore"), "zookeeper"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        port = int(process.stdout.readline().strip().rsplit(":", 1)[1])
+        up = next(line for line in process.stderr if "ZooKeeper is up" in line)
+        jvm_pid = int(re.search(r"pid (\d+)", up).group(1))  # type: ignore[union-attr]
+        assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
+        _assert_dies_with(process, jvm_pid)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_sigkilled_python_process_holding_a_server_leaves_no_jvm() -> None:
+    code = (
+        "import sys, time\n"
+        "from zkstore.dev.embedded import EmbeddedZooKeeper\n"
+        "server = EmbeddedZooKeeper().start()\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        jvm_pid = int(process.stdout.readline())
+        assert "zookeeper" in Path(f"/proc/{jvm_pid}/cmdline").read_text().lower()
+        _assert_dies_with(process, jvm_pid)
+    finally:
+        process.kill()
+        process.wait()

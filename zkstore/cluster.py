@@ -46,9 +46,7 @@ class Cluster(Closeable):
             timeout=config.timeout,
         )
         self._owns_zk = zk is None
-        self.zk = zk or ZooKeeper(
-            config.zk_hosts, session_timeout=config.session_timeout, timeout=config.timeout
-        )
+        self.zk = zk or ZooKeeper.from_config(config)
         self.jobs = JobGraphStore(
             self.zk,
             self.layout,

@@ -33,6 +33,8 @@ ENV_VARS: Mapping[str, str] = {
     "storage_url": "ZKSTORE_STORAGE",
     "spark_master": "ZKSTORE_SPARK_MASTER",
     "signing_key": "ZKSTORE_SIGNING_KEY",
+    "zk_auth": "ZKSTORE_ZK_AUTH",
+    "zk_read_acl": "ZKSTORE_ZK_READ_ACL",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
@@ -96,6 +98,94 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
     return options
 
 
+DIGEST = "digest"
+SASL = "sasl"
+_AUTH_FORMS = (
+    "user:password, digest:user:password, sasl:DIGEST-MD5:user:password or sasl:GSSAPI[:principal]"
+)
+_ACL_SCHEMES = ("digest", "sasl", "ip", "x509", "world", "auth")
+_DIGEST_HASH_RE = re.compile(r"[A-Za-z0-9+/]{27}=")
+
+
+@dataclass(frozen=True)
+class ZkAuth:
+    """The credentials of the ZooKeeper session. Its ``repr`` and :meth:`describe` never show the
+    secret; only :meth:`to_text` (for a child process's environment) and the session do.
+
+    ``scheme`` is ``digest`` (ZooKeeper's built-in user:password scheme) or ``sasl`` (passed
+    through to kazoo: ``mechanism`` DIGEST-MD5 with user and secret, or GSSAPI with an optional
+    principal and the process's Kerberos ticket cache).
+    """
+
+    scheme: str
+    user: str
+    secret: str = field(default="", repr=False)
+    mechanism: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ZkAuth:
+        """Parse ``ZKSTORE_ZK_AUTH``; the error never repeats the value (it holds a password)."""
+        text = text.strip()
+        head, _, rest = text.partition(":")
+        if head == SASL:
+            mechanism, _, rest = rest.partition(":")
+            mechanism = mechanism.upper()
+            if mechanism == "GSSAPI":
+                return cls(SASL, rest, mechanism=mechanism)
+            user, _, secret = rest.partition(":")
+            if mechanism == "DIGEST-MD5" and user and secret:
+                return cls(SASL, user, secret, mechanism)
+        else:
+            if head == DIGEST:
+                text = rest
+            user, _, secret = text.partition(":")
+            if user and secret:
+                return cls(DIGEST, user, secret)
+        raise ConfigError(f"{ENV_VARS['zk_auth']} must be {_AUTH_FORMS}")
+
+    def to_text(self) -> str:
+        """The form :meth:`parse` reads (it holds the secret: for a child's environment only)."""
+        if self.scheme == DIGEST:
+            return f"{DIGEST}:{self.user}:{self.secret}"
+        if self.mechanism == "GSSAPI":
+            return f"{SASL}:GSSAPI:{self.user}" if self.user else f"{SASL}:GSSAPI"
+        return f"{SASL}:{self.mechanism}:{self.user}:{self.secret}"
+
+    def describe(self) -> str:
+        """Who we are, for messages: ``digest user 'alice'`` (never the secret)."""
+        kind = self.scheme if self.mechanism is None else f"{self.scheme} {self.mechanism}"
+        return f"{kind} user {self.user!r}" if self.user else f"{kind} (ticket cache)"
+
+    def __repr__(self) -> str:
+        return f"ZkAuth({self.describe()})"
+
+
+def parse_read_acl(text: str | Iterable[str]) -> tuple[str, ...]:
+    """ZooKeeper ACL ids (``scheme:id``, comma-separated) granted read-only access to every node.
+
+    The ids are written as ZooKeeper writes them: ``digest:monitor:<base64 sha1>`` (never the
+    password: ``zkstore acl digest monitor`` prints the id), ``sasl:monitor``, ``ip:10.0.0.0/8``.
+    """
+    items = text.split(",") if isinstance(text, str) else list(text)
+    ids = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        scheme, _, ident = item.partition(":")
+        if scheme not in _ACL_SCHEMES or not ident:
+            raise ConfigError(
+                f"read ACL id {item[:40]!r} is not scheme:id with a scheme of "
+                + ", ".join(_ACL_SCHEMES)
+            )
+        if scheme == DIGEST and not _DIGEST_HASH_RE.fullmatch(ident.partition(":")[2]):
+            raise ConfigError(
+                "a digest read ACL id is digest:USER:HASH with the base64 SHA-1 hash, not a "
+                "password (zkstore acl digest USER prints it)"
+            )
+        ids.append(item)
+    return tuple(ids)
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     """Where the store lives and how long any one operation may take.
@@ -113,6 +203,8 @@ class StoreConfig:
     session_timeout: float = DEFAULT_SESSION_TIMEOUT
     timeout: float = DEFAULT_TIMEOUT
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    zk_auth: ZkAuth | None = field(default=None, repr=False)
+    zk_read_acl: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         hosts = self.zk_hosts.split("/", 1)[0]
@@ -140,6 +232,11 @@ class StoreConfig:
             raise ConfigError(f"timeout {self.timeout} s is outside (0, 600] s")
         if self.max_payload_bytes <= 0:
             raise ConfigError("max payload size must be positive")
+        if self.zk_read_acl and self.zk_auth is None:
+            raise ConfigError(
+                f"{ENV_VARS['zk_read_acl']} needs {ENV_VARS['zk_auth']}: without credentials "
+                "every node is open anyway"
+            )
 
     @property
     def base_path(self) -> str:
@@ -148,10 +245,22 @@ class StoreConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> StoreConfig:
-        """Build a config from explicit values (``None`` means "not given"), then ``ZKSTORE_*``."""
+        """Build a config from explicit values (``None`` means "not given"), then ``ZKSTORE_*``.
+
+        ``zk_auth`` may be given as text (``ZKSTORE_ZK_AUTH``'s form) and ``zk_read_acl`` as a
+        comma-separated string.
+        """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for name in ("zk_hosts", "root", "cluster_id", "storage_url", "signing_key"):
+        for name in (
+            "zk_hosts",
+            "root",
+            "cluster_id",
+            "storage_url",
+            "signing_key",
+            "zk_auth",
+            "zk_read_acl",
+        ):
             value = explicit.pop(name, None)
             if value is None and env.get(ENV_VARS[name]):
                 value = env[ENV_VARS[name]]
@@ -159,14 +268,21 @@ class StoreConfig:
                 values[name] = value
         if isinstance(values.get("signing_key"), str):
             values["signing_key"] = values["signing_key"].encode()
+        if isinstance(values.get("zk_auth"), str):
+            values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
+        if "zk_read_acl" in values:
+            values["zk_read_acl"] = parse_read_acl(values["zk_read_acl"])
         values.update({k: v for k, v in explicit.items() if v is not None})
         return cls(**values)
 
     def to_json(self) -> str:
-        """The config as JSON, to hand to a child process (the signing key hex-encoded)."""
+        """The config as JSON, to hand to a child process through its environment (the signing
+        key hex-encoded; it holds the secrets, so never log it or put it on a command line)."""
         values = asdict(self)
         values["storage_options"] = dict(self.storage_options)
         values["signing_key"] = self.signing_key.hex() if self.signing_key is not None else None
+        values["zk_auth"] = self.zk_auth.to_text() if self.zk_auth is not None else None
+        values["zk_read_acl"] = list(self.zk_read_acl)
         return json.dumps(values)
 
     @classmethod
@@ -175,6 +291,9 @@ class StoreConfig:
             values = json.loads(text)
             if values.get("signing_key") is not None:
                 values["signing_key"] = bytes.fromhex(values["signing_key"])
+            if values.get("zk_auth") is not None:
+                values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
+            values["zk_read_acl"] = tuple(values.get("zk_read_acl") or ())
             return cls(**values)
         except (ValueError, TypeError, AttributeError) as exc:
             raise ConfigError(f"invalid store configuration: {exc}") from exc

@@ -27,7 +27,8 @@
     │   ├── UntrustedPayload                  HMAC missing or wrong, URI outside the root
     │   └── IncompatiblePayload               another Python minor version, or wrong content
     ├── SerializationError                1   a value cannot be serialized, or is over a limit
-    └── WaitTimeout                       7   a job did not end within the time given to wait
+    ├── WaitTimeout                       7   a job did not end within the time given to wait
+    └── AccessDenied                      8   ZooKeeper refused our credentials or their rights
 
 The exit code of each class is its ``exit_code``: the command line decides it in one place, from
 the class of the error. A job followed to its end exits with its outcome instead (0 SUCCEEDED,
@@ -49,6 +50,7 @@ EXIT_NOT_FOUND = 4
 EXIT_CONFLICT = 5
 EXIT_UNAVAILABLE = 6
 EXIT_TIMEOUT = 7
+EXIT_ACCESS_DENIED = 8
 
 
 class ZkStoreError(Exception):
@@ -179,3 +181,12 @@ class WaitTimeout(ZkStoreError):
     outage: the job goes on)."""
 
     exit_code = EXIT_TIMEOUT
+
+
+class AccessDenied(ZkStoreError):
+    """ZooKeeper refused the operation: no credentials, a wrong password (a digest identity
+    with a wrong password is simply an identity without rights), SASL authentication failed, or
+    the node's ACL does not grant this identity the right. The message names the identity,
+    never its secret."""
+
+    exit_code = EXIT_ACCESS_DENIED

@@ -6,6 +6,13 @@ for a connection at most until its deadline, then waits for its answer at most u
 deadline. A read that fails on a lost connection is retried within the deadline; a write is not,
 because it may have been applied: it raises :class:`OutcomeUnknown` instead.
 
+With credentials (:class:`~zkstore.config.ZkAuth`), the session authenticates (digest, or SASL
+through kazoo) and every node it creates carries the ACL of :func:`default_acl`: all rights for
+our identity, read for the monitoring ids, nothing for anyone else. kazoo applies that ACL to
+transactions, ``create`` and the parents that ``ensure_path``/``makepath`` create alike.
+A refusal (``NoAuth``, ``AuthFailed``) raises :class:`AccessDenied` naming the identity, never
+its secret.
+
 Transactions are built from the ops of :mod:`zkstore.ops` and committed with
 :meth:`ZooKeeper.commit`, which inspects every result (kazoo's context-manager form of a
 transaction silently discards failures); a fence makes the whole write conditional on the
@@ -22,10 +29,12 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -35,9 +44,13 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.serialization import SASL, Auth
+from kazoo.protocol.states import KeeperState, ZnodeStat
+from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
+from zkstore.config import DIGEST, ENV_VARS, StoreConfig, ZkAuth
 from zkstore.errors import (
+    AccessDenied,
     ConfigError,
     HandleExists,
     HandleNotFound,
@@ -51,6 +64,8 @@ from zkstore.ops import Check, Create, Deadline, Fence, Op, SetData
 
 logger = logging.getLogger(__name__)
 
+ENV_AUTH = ENV_VARS["zk_auth"]
+
 T = TypeVar("T")
 
 #: ZooKeeper refuses requests over ``jute.maxbuffer`` (1 MB) by dropping the connection; we stop
@@ -59,6 +74,61 @@ MAX_ZNODE_BYTES = 64 * 1024
 
 #: Requests in flight at once in a pipelined read; each window gets the deadline of one call.
 PIPELINE_WINDOW = 1000
+
+
+def default_acl(auth: ZkAuth | None, read_ids: Sequence[str] = ()) -> list[ACL] | None:
+    """The ACL of every node a session with ``auth`` creates; None (ZooKeeper's open ACL)
+    without credentials.
+
+    All rights for our identity (the digest of user:password; for SASL, the authenticated
+    principal through ZooKeeper's ``auth`` scheme), read for each of ``read_ids``.
+    """
+    if auth is None:
+        return None
+    if auth.scheme == DIGEST:
+        acl = [make_digest_acl(auth.user, auth.secret, all=True)]
+    elif auth.mechanism == "DIGEST-MD5":
+        acl = [ACL(Permissions.ALL, Id("sasl", auth.user))]
+    else:
+        acl = [ACL(Permissions.ALL, Id("auth", ""))]
+    for ident in read_ids:
+        scheme, _, name = ident.partition(":")
+        acl.append(ACL(Permissions.READ, Id(scheme, name)))
+    return acl
+
+
+def _kazoo_auth(auth: ZkAuth | None) -> dict[str, Any]:
+    if auth is None:
+        return {}
+    if auth.scheme == DIGEST:
+        return {"auth_data": [(DIGEST, f"{auth.user}:{auth.secret}")]}
+    options: dict[str, Any] = {"mechanism": auth.mechanism}
+    if auth.mechanism == "DIGEST-MD5":
+        options.update(username=auth.user, password=auth.secret)
+    elif auth.user:
+        options["principal"] = auth.user
+    return {"sasl_options": options}
+
+
+class _RedactCredentials(logging.Filter):
+    """kazoo logs every request it sends at DEBUG, the password of the Auth request included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, Auth | SASL) for a in record.args):
+            record.args = tuple(
+                f"{type(a).__name__}(<redacted>)" if isinstance(a, Auth | SASL) else a
+                for a in record.args
+            )
+        return True
+
+
+def _kazoo_logger() -> logging.Logger:
+    """kazoo's own logger, with the credentials filter attached (once)."""
+    log = logging.getLogger("kazoo.client")
+    if not any(isinstance(f, _RedactCredentials) for f in log.filters):
+        log.addFilter(_RedactCredentials())
+    return log
+
 
 _OUTAGES = (
     ConnectionLoss,
@@ -84,10 +154,14 @@ class ZooKeeper:
         session_timeout: float = 10.0,
         timeout: float = 5.0,
         client_id: tuple[int, bytes] | None = None,
+        auth: ZkAuth | None = None,
+        read_acl: Sequence[str] = (),
     ) -> None:
         self.hosts = hosts
         self.timeout = timeout
         self.session_timeout = session_timeout
+        self.auth = auth
+        self.acl = default_acl(auth, read_acl)
         self._connected = threading.Event()
         self._listeners: list[Callable[[str], None]] = []
         try:
@@ -97,24 +171,61 @@ class ZooKeeper:
                 client_id=client_id,
                 connection_retry={"max_tries": -1, "max_delay": 1.0},
                 command_retry={"max_tries": 3, "deadline": timeout, "max_delay": 1.0},
+                default_acl=self.acl,
+                logger=_kazoo_logger(),
+                **_kazoo_auth(auth),
             )
         except (ValueError, KazooException) as exc:
             raise ConfigError(f"invalid ZooKeeper connect string {hosts!r}: {exc}") from exc
         self._client.add_listener(self._on_state)
+        self._granted: float | None = None
+        self._capture_negotiated_timeout()
+
+    @classmethod
+    def from_config(cls, config: StoreConfig, **overrides: Any) -> ZooKeeper:
+        """A session with ``config``'s hosts, timeouts and credentials (``overrides`` win)."""
+        options: dict[str, Any] = {
+            "session_timeout": config.session_timeout,
+            "timeout": config.timeout,
+            "auth": config.zk_auth,
+            "read_acl": config.zk_read_acl,
+        }
+        options.update(overrides)
+        return cls(config.zk_hosts, **options)
+
+    @property
+    def identity(self) -> str:
+        """Who this session is, for messages (never the secret)."""
+        return self.auth.describe() if self.auth is not None else "a client without credentials"
 
     # -- session -------------------------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> ZooKeeper:
-        """Connect, or raise :class:`StoreUnavailable` within ``timeout``."""
-        wait = self.timeout if timeout is None else timeout
+        """Connect, or raise :class:`StoreUnavailable` within ``timeout`` (:class:`AccessDenied`
+        at once if SASL authentication fails)."""
+        deadline = self._deadline(timeout)
+        self._client.start_async()
         try:
-            self._client.start(timeout=wait)
-        except KazooTimeoutError as exc:
-            self._client.close()
-            raise StoreUnavailable(
-                f"cannot reach ZooKeeper at {self.hosts} within {wait:g} s"
-            ) from exc
+            while not self._connected.wait(min(0.05, deadline.remaining())):
+                self._raise_if_rejected()
+                if deadline.expired:
+                    raise StoreUnavailable(
+                        f"cannot reach ZooKeeper at {self.hosts} within {deadline.seconds:g} s"
+                    )
+            if self.auth is not None and self.auth.scheme != DIGEST:
+                # kazoo reports CONNECTED before the SASL exchange: a first read waits for it
+                self.exists("/", timeout=deadline.remaining())
+        except ZkStoreError:
+            self.stop()
+            raise
         return self
+
+    def _raise_if_rejected(self) -> None:
+        if self._client.client_state == KeeperState.AUTH_FAILED:
+            raise AccessDenied(
+                f"ZooKeeper at {self.hosts} rejected the credentials of {self.identity} "
+                f"(authentication failed; see {ENV_AUTH})"
+            )
 
     def stop(self) -> None:
         """Close the session: every ephemeral node of this session goes away at once."""
@@ -129,6 +240,29 @@ class ZooKeeper:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _capture_negotiated_timeout(self) -> None:
+        """Record the session timeout the server grants, on every connect (kazoo computes it
+        but keeps it to itself; patroni patches the same method). The server may grant less
+        than asked (its ``maxSessionTimeout``): whatever relies on the session timeout must use
+        :attr:`granted_session_timeout`."""
+        connection = self._client._connection
+        connect = connection._connect
+
+        def capturing(*args: Any, **kwargs: Any) -> Any:
+            read_timeout_ms, connect_timeout_ms = connect(*args, **kwargs)
+            granted = read_timeout_ms * 1.5 / 1000.0  # kazoo's read timeout is 2/3 of it
+            self._granted = granted if self._granted is None else min(self._granted, granted)
+            return read_timeout_ms, connect_timeout_ms
+
+        connection._connect = capturing
+
+    @property
+    def granted_session_timeout(self) -> float:
+        """The shortest session timeout the servers granted this session (the requested one
+        until the first connect)."""
+        granted = self._granted
+        return self.session_timeout if granted is None else min(granted, self.session_timeout)
 
     @property
     def connected(self) -> bool:
@@ -175,11 +309,13 @@ class ZooKeeper:
         return Deadline(self.timeout if timeout is None else timeout)
 
     def _await(self, deadline: Deadline, what: str) -> None:
-        if not self._connected.wait(deadline.remaining()):
-            raise StoreUnavailable(
-                f"ZooKeeper at {self.hosts} unreachable: no connection within "
-                f"{deadline.seconds:g} s ({what})"
-            )
+        while not self._connected.wait(min(0.1, deadline.remaining())):
+            self._raise_if_rejected()
+            if deadline.expired:
+                raise StoreUnavailable(
+                    f"ZooKeeper at {self.hosts} unreachable: no connection within "
+                    f"{deadline.seconds:g} s ({what})"
+                )
 
     def _read(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
         """Run a read, retrying on connection loss until the deadline."""
@@ -193,7 +329,7 @@ class ZooKeeper:
                     raise StoreUnavailable(f"ZooKeeper read failed ({what}): {_name(exc)}") from exc
                 time.sleep(0.05)
             except KazooException as exc:
-                raise _translate(exc, what) from exc
+                raise self._translate(exc, what) from exc
 
     def _write(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
         """Run a write once; a lost answer raises :class:`OutcomeUnknown`."""
@@ -206,7 +342,7 @@ class ZooKeeper:
                 f"ZooKeeper write {what}: connection failed before the answer ({_name(exc)})"
             ) from exc
         except KazooException as exc:
-            raise _translate(exc, what) from exc
+            raise self._translate(exc, what) from exc
 
     def get(
         self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
@@ -234,6 +370,24 @@ class ZooKeeper:
             timeout,
         )
         return names
+
+    def get_acls(self, path: str, *, timeout: float | None = None) -> tuple[list[ACL], ZnodeStat]:
+        """The ACL and stat of ``path``; :class:`HandleNotFound` if it does not exist."""
+        acls, stat = self._read(
+            f"get ACL of {path}", lambda: self._client.get_acls_async(path), timeout
+        )
+        return list(acls), stat
+
+    def set_acls(
+        self, path: str, acls: Sequence[ACL], *, version: int = -1, timeout: float | None = None
+    ) -> ZnodeStat:
+        """Replace the ACL of ``path`` (``version`` is the ACL version, ``stat.aversion``)."""
+        stat: ZnodeStat = self._write(
+            f"set ACL of {path}",
+            lambda: self._client.set_acls_async(path, list(acls), version),
+            timeout,
+        )
+        return stat
 
     def get_many(
         self, paths: Sequence[str], *, timeout: float | None = None
@@ -301,7 +455,7 @@ class ZooKeeper:
                         ) from exc
                     todo.append(i)
                 except KazooException as exc:
-                    raise _translate(exc, f"get {paths[i]}") from exc
+                    raise self._translate(exc, f"get {paths[i]}") from exc
         return results
 
     def create(
@@ -338,11 +492,11 @@ class ZooKeeper:
                 async_result.get(timeout=deadline.remaining())
                 errors.append(None)
             except (NodeExistsError, NoNodeError) as exc:
-                errors.append(_translate(exc, f"create {path}", path=path))
+                errors.append(self._translate(exc, f"create {path}", path=path))
             except _OUTAGES as exc:
                 raise OutcomeUnknown(f"create of {path} interrupted: {_name(exc)}") from exc
             except KazooException as exc:
-                raise _translate(exc, f"create {path}") from exc
+                raise self._translate(exc, f"create {path}") from exc
         return errors
 
     def ensure_path(self, path: str, *, timeout: float | None = None) -> None:
@@ -403,7 +557,7 @@ class ZooKeeper:
                 except _OUTAGES as exc:
                     raise OutcomeUnknown(f"delete of {node} interrupted: {_name(exc)}") from exc
                 except KazooException as exc:
-                    raise _translate(exc, f"delete {node}") from exc
+                    raise self._translate(exc, f"delete {node}") from exc
         return existed
 
     def commit(
@@ -422,7 +576,7 @@ class ZooKeeper:
         results: list[Any] = self._write(
             f"transaction of {len(all_ops)} ops", transaction.commit_async, timeout
         )
-        error = _transaction_error(results, all_ops, fence)
+        error = _transaction_error(results, all_ops, fence, self.identity)
         if error is not None:
             raise error
         return results[len(guards) :]
@@ -454,8 +608,8 @@ class ZooKeeper:
             except _OUTAGES as exc:
                 raise OutcomeUnknown(f"pipelined transactions interrupted: {_name(exc)}") from exc
             except KazooException as exc:
-                raise _translate(exc, "pipelined transaction") from exc
-            errors.append(_transaction_error(results, all_ops, fence))
+                raise self._translate(exc, "pipelined transaction") from exc
+            errors.append(_transaction_error(results, all_ops, fence, self.identity))
         return errors
 
     def _transaction(self, all_ops: Sequence[Op]) -> Any:
@@ -476,9 +630,12 @@ class ZooKeeper:
             raise ConfigError(f"transaction carries {size} bytes, over {MAX_ZNODE_BYTES}")
         return transaction
 
+    def _translate(self, exc: BaseException, what: str, *, path: str | None = None) -> ZkStoreError:
+        return _translate(exc, what, path=path, identity=self.identity)
+
 
 def _transaction_error(
-    results: list[Any], all_ops: Sequence[Op], fence: Fence | None
+    results: list[Any], all_ops: Sequence[Op], fence: Fence | None, identity: str = ""
 ) -> ZkStoreError | None:
     """The error of a committed transaction, or None if it was applied (every op inspected)."""
     for index, result in enumerate(results):
@@ -490,7 +647,8 @@ def _transaction_error(
         if fence_error is not None:
             return fence_error
         op = all_ops[index]
-        return _translate(result, f"{type(op).__name__.lower()} {op.path}", path=op.path)
+        what = f"{type(op).__name__.lower()} {op.path}"
+        return _translate(result, what, path=op.path, identity=identity)
     if any(isinstance(r, Exception) for r in results):
         return StoreUnavailable(f"transaction failed without a cause: {results!r}")
     return None
@@ -505,8 +663,16 @@ def _name(exc: BaseException) -> str:
     return type(exc).__name__ + (f": {exc}" if str(exc) else "")
 
 
-def _translate(exc: BaseException, what: str, *, path: str | None = None) -> ZkStoreError:
+def _translate(
+    exc: BaseException, what: str, *, path: str | None = None, identity: str = ""
+) -> ZkStoreError:
     """Map one kazoo error to the zkstore error of the same meaning."""
+    if isinstance(exc, NoAuthError | AuthFailedError):
+        why = "authentication failed" if isinstance(exc, AuthFailedError) else "no rights"
+        return AccessDenied(
+            f"ZooKeeper denied {what} to {identity or 'this client'} ({why}: a wrong password, "
+            f"or an identity the node's ACL does not allow; see {ENV_AUTH})"
+        )
     if isinstance(exc, NoNodeError):
         return HandleNotFound(f"{what}: no such node", path=path)
     if isinstance(exc, NodeExistsError):

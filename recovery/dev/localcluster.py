@@ -1,6 +1,7 @@
 """Several recovery daemons on this machine, as real processes: for the demo, tests, benchmarks.
 
-Each daemon is ``zkstore daemon`` in its own process, so it can be killed with a real signal.
+Each daemon is ``zkstore daemon`` in its own process, so it can be killed with a real signal;
+it gets SIGTERM when the process that started it dies (:mod:`zkstore.dev.lifeline`).
 The cluster knows how to find its leader (``R/leader/info``) and the driver of a job (its
 ``running`` node), and on :meth:`LocalCluster.stop` it also stops the drivers its daemons left
 behind (drivers outlive daemons by design).
@@ -22,6 +23,7 @@ from typing import Any
 
 from recovery.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
+from zkstore.dev import lifeline
 from zkstore.errors import HandleNotFound
 from zkstore.zk import ZooKeeper
 
@@ -76,7 +78,7 @@ class LocalCluster:
     @property
     def zk(self) -> ZooKeeper:
         if self._zk is None:
-            self._zk = ZooKeeper(self.config.zk_hosts, timeout=self.config.timeout).start()
+            self._zk = ZooKeeper.from_config(self.config, session_timeout=10.0).start()
         return self._zk
 
     def environment(self) -> dict[str, str]:
@@ -92,6 +94,10 @@ class LocalCluster:
         )
         if self.config.signing_key is not None:
             env[ENV_VARS["signing_key"]] = self.config.signing_key.decode()
+        if self.config.zk_auth is not None:
+            env[ENV_VARS["zk_auth"]] = self.config.zk_auth.to_text()
+        if self.config.zk_read_acl:
+            env[ENV_VARS["zk_read_acl"]] = ",".join(self.config.zk_read_acl)
         return env
 
     def start_daemon(self, daemon_id: str, *args: str) -> DaemonProcess:
@@ -114,13 +120,13 @@ class LocalCluster:
             str(self.work_dir / "attempts"),
             "--restart-backoff",
             str(self.restart_backoff),
-            *self._storage_option_args(),
+            *self.storage_option_args(),
             *self.extra_args,
             *args,
         ]
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                command,
+                lifeline.wrap(command, death_signal=signal.SIGTERM),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -130,7 +136,7 @@ class LocalCluster:
         self.daemons[daemon_id] = daemon
         return daemon
 
-    def _storage_option_args(self) -> list[str]:
+    def storage_option_args(self) -> list[str]:
         args: list[str] = []
         for key, value in _flatten(dict(self.config.storage_options)):
             args += [

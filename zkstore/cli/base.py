@@ -3,8 +3,8 @@
 Exit codes are decided once, from the class of the error (see :mod:`zkstore.errors`): 0 success;
 1 the operation failed; 2 usage error (bad flags, bad configuration, invalid job id); 4 no such
 job; 5 conflict or wrong state (exists already, finished, quarantined, changed meanwhile);
-6 ZooKeeper or storage unavailable; 7 a wait timed out. Failures print one line on stderr, never a
-traceback (``-vv`` logs it).
+6 ZooKeeper or storage unavailable; 7 a wait timed out; 8 ZooKeeper denied access (credentials
+or ACL). Failures print one line on stderr, never a traceback (``-vv`` logs it).
 """
 
 from __future__ import annotations
@@ -81,16 +81,32 @@ class Connection:
         if self._config is None:
             opts = dict(self.options)
             pairs = opts.pop("storage_option", ()) or ()
+            auth_file = opts.pop("zk_auth_file", None)
+            if auth_file is not None:
+                opts["zk_auth"] = read_secret_file(auth_file, "--zk-auth-file")
+            opts["zk_read_acl"] = opts.get("zk_read_acl") or None
             self._config = StoreConfig.from_env(
                 storage_options=parse_storage_options(pairs) or None, **opts
             )
         return self._config
 
 
-def connection_options(func: F) -> F:
-    """Add --zk, --root, --cluster-id, --storage, --storage-option, --timeout to a command.
+def read_secret_file(path: str, what: str) -> str:
+    """The first line of a secret file (a mounted Kubernetes or Docker secret, say)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.readline().strip()
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from exc
 
-    Each falls back to its ``ZKSTORE_*`` variable, then to the default; flags win.
+
+def connection_options(func: F) -> F:
+    """Add --zk, --root, --cluster-id, --storage, --storage-option, --timeout, --zk-auth-file
+    and --zk-read-acl to a command.
+
+    Each falls back to its ``ZKSTORE_*`` variable, then to the default; flags win. No secret is
+    ever a flag's value or shown as a default: credentials come from ``ZKSTORE_ZK_AUTH`` or a
+    file named by ``--zk-auth-file``.
     """
     options = [
         click.option(
@@ -127,11 +143,35 @@ def connection_options(func: F) -> F:
             type=click.FloatRange(0.1, 600),
             help="deadline of one ZooKeeper or storage operation, seconds [default 5]",
         ),
+        click.option(
+            "--zk-auth-file",
+            metavar="FILE",
+            help="file holding the ZooKeeper credentials, in the form of "
+            f"{ENV_VARS['zk_auth']} (user:password for digest, or sasl:MECHANISM:...) "
+            f"[env {ENV_VARS['zk_auth']} holds them directly]",
+        ),
+        click.option(
+            "--zk-read-acl",
+            multiple=True,
+            metavar="SCHEME:ID",
+            help="ZooKeeper id granted read-only access to every node zkstore creates, "
+            "repeatable (digest:monitor:HASH, sasl:monitor) "
+            f"[env {ENV_VARS['zk_read_acl']}, comma-separated]",
+        ),
     ]
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        names = ("zk_hosts", "root", "cluster_id", "storage_url", "storage_option", "timeout")
+        names = (
+            "zk_hosts",
+            "root",
+            "cluster_id",
+            "storage_url",
+            "storage_option",
+            "timeout",
+            "zk_auth_file",
+            "zk_read_acl",
+        )
         connection = Connection({n: kwargs.pop(n) for n in names})
         return func(*args, connection=connection, **kwargs)
 

@@ -3,7 +3,10 @@
 It runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` from the jars that the installed
 ``pyspark`` wheel ships (``pyspark/jars/zookeeper-*.jar``) with the machine's ``java``, on a free
 127.0.0.1 port and a temporary data directory. It is a single server: fine for development, not a
-production ensemble.
+production ensemble (:mod:`zkstore.dev.ensemble` runs three servers for the chaos tests).
+
+The server dies with the process that started it (:mod:`zkstore.dev.lifeline`): a SIGKILLed
+``zkstore zookeeper``, demo or test run leaves no JVM behind.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
 from zkstore.closing import Closeable
+from zkstore.dev import lifeline
 from zkstore.errors import ConfigError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
+
+STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
 _LOG4J = """\
 status = error
@@ -99,12 +106,18 @@ class EmbeddedZooKeeper(Closeable):
         data_dir: str | os.PathLike[str] | None = None,
         tick_time_ms: int = 500,
         max_session_timeout_ms: int = 60_000,
+        extra_config: Sequence[str] = (),
+        jvm_options: Sequence[str] = (),
+        main_class: str = STANDALONE_MAIN,
     ) -> None:
         self.port = port or free_port()
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="zkstore-zookeeper-"))
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        self.extra_config = tuple(extra_config)
+        self.jvm_options = tuple(jvm_options)
+        self.main_class = main_class
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -134,6 +147,7 @@ class EmbeddedZooKeeper(Closeable):
                     f"maxSessionTimeout={self.max_session_timeout_ms}",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi,cons",
+                    *self.extra_config,
                     "",
                 ]
             )
@@ -153,14 +167,19 @@ class EmbeddedZooKeeper(Closeable):
             "-XX:+UseSerialGC",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-Dzookeeper.admin.enableServer=false",
+            *self.jvm_options,
             "-cp",
             f"{jars}/*",
-            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            self.main_class,
             str(config),
         ]
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                lifeline.wrap(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         logger.debug("started ZooKeeper pid %s on %s", self._process.pid, self.connect_string)
         self._wait_ready(timeout)
@@ -184,6 +203,23 @@ class EmbeddedZooKeeper(Closeable):
             f"embedded ZooKeeper did not answer within {timeout:g} s:\n" + self.log_tail()
         )
 
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the server (SIGKILL to crash it, SIGSTOP/SIGCONT to pause it)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signum)
+
+    def kill(self) -> None:
+        """Crash the server (SIGKILL) and reap it; :meth:`start` brings it back on its data."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+        if process is not None:
+            process.wait()
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -194,6 +230,7 @@ class EmbeddedZooKeeper(Closeable):
         """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a paused server cannot handle SIGTERM
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=10)

@@ -1,0 +1,123 @@
+"""The chaos job and the evidence it leaves: attempt markers and an exact output.
+
+Every step is also appended to ``progress.log`` (attempt, step, time): the longest stall of a
+job's progress across a fault is the time it took the cluster to recover from it.
+
+Each attempt writes ``attempt-<n>.json`` under the job's output directory: its pid, when it
+started, and ``last``, refreshed at every step (so a SIGKILLed attempt is known to have been
+alive until at least then). Two attempts of one job whose ``[start, last]`` intervals overlap were
+alive at the same moment: a violation of "at most one live attempt".
+
+The job adds ``step * step`` for steps 1..N, carrying the running sum in its checkpoints, and
+writes the total to ``output.json`` at the end: a lost, repeated or stale checkpoint shows as a
+wrong total. With ``steps=None`` it runs until a ``stop`` file appears in its directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OUTPUT = "output.json"
+PROGRESS = "progress.log"
+STOP = "stop"
+
+
+def expected_total(steps: int) -> int:
+    return sum(step * step for step in range(1, steps + 1))
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """Atomically (temp file + rename): the checker may read at any moment."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(json.dumps(data))
+    temporary.replace(path)
+
+
+def sum_of_squares(ctx: Any, out: str, steps: int | None, delay: float) -> None:
+    """The chaos job: resumable from its latest checkpoint; see the module docstring."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint = ctx.latest_checkpoint() or {"step": 0, "total": 0}
+    step, total = int(checkpoint["step"]), int(checkpoint["total"])
+    marker = folder / f"attempt-{ctx.attempt}.json"
+    record = {"attempt": ctx.attempt, "pid": os.getpid(), "start": time.time(), "from": step}
+    record["last"] = record["start"]
+    _write(marker, record)
+    while (step < steps) if steps is not None else not (folder / STOP).exists():
+        time.sleep(delay)
+        step += 1
+        total += step * step
+        ctx.checkpoint({"step": step, "total": total})
+        record["last"] = time.time()
+        record["step"] = step
+        _write(marker, record)
+        with open(folder / PROGRESS, "a") as log:  # one short line per write: appends stay whole
+            log.write(f"{ctx.attempt} {step} {record['last']:.3f}\n")
+    _write(folder / OUTPUT, {"steps": step, "total": total, "attempt": ctx.attempt})
+    record["end"] = record["last"] = time.time()
+    _write(marker, record)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt's marker says."""
+
+    attempt: int
+    pid: int
+    start: float
+    last: float
+    step: int
+
+    @classmethod
+    def read(cls, path: Path) -> Attempt:
+        data = json.loads(path.read_text())
+        return cls(data["attempt"], data["pid"], data["start"], data["last"], data.get("step", 0))
+
+
+def attempts(out: str | Path) -> list[Attempt]:
+    return sorted(
+        (Attempt.read(p) for p in Path(out).glob("attempt-*.json")), key=lambda a: a.attempt
+    )
+
+
+def overlaps(found: list[Attempt]) -> list[tuple[Attempt, Attempt]]:
+    """Pairs of attempts that were both alive at some moment."""
+    return [
+        (a, b)
+        for i, a in enumerate(found)
+        for b in found[i + 1 :]
+        if a.start < b.last and b.start < a.last
+    ]
+
+
+def output(out: str | Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((Path(out) / OUTPUT).read_text())
+    except FileNotFoundError:
+        return None
+    return data
+
+
+def progress_times(out: str | Path) -> list[float]:
+    """When the job made each of its steps, in order (every attempt)."""
+    try:
+        lines = (Path(out) / PROGRESS).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return sorted(float(line.split()[2]) for line in lines if len(line.split()) == 3)
+
+
+def longest_stall(times: list[float], start: float, end: float) -> float:
+    """The longest time without progress that overlaps the window ``[start, end]``."""
+    gaps = [
+        later - earlier
+        for earlier, later in itertools.pairwise(times)
+        if later >= start and earlier <= end
+    ]
+    return max(gaps, default=0.0)

@@ -1,0 +1,114 @@
+"""How long a driver may go on without hearing from ZooKeeper: a lease on its own session.
+
+ZooKeeper expires a session no earlier than one session timeout ``T`` after the server last heard
+from the client: the leader rounds expiry times *up* to its next tick, and while the ensemble
+has no quorum no session expires at all (a newly elected leader gives every session a full ``T``
+again). The server cannot hear a request before it is sent, so if this process records the
+moment it *sent* each heartbeat that was answered, its session cannot expire before that moment
+plus ``T``. The lease ends ``margin`` earlier: the driver must be gone, its Spark JVM killed,
+before another attempt could take the job.
+
+Why not count from SUSPENDED, as a quarter of ``T`` after it: kazoo declares a silently dead
+connection SUSPENDED only when a heartbeat stays unanswered, up to two thirds of ``T`` after the
+server last heard from us, which leaves only ``T/12`` of margin in that case (0.8 s at 10 s); when
+the servers are simply down the connection is refused at once and ``T/4`` is far more cautious
+than needed. Counting from the last answered heartbeat is safer in the first case and lets a
+driver ride out a longer full outage in the second.
+
+Each heartbeat is a read of the driver's own ``running`` node: if it is gone or belongs to
+another session (kazoo silently opened a new session after the old one expired), the lease is
+over at once.
+
+The timeout is the one the server granted (ZooKeeper grants 2 to 20 ticks, whatever was asked
+for), as captured on every connect by :attr:`zkstore.zk.ZooKeeper.granted_session_timeout`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from zkstore.errors import ZkStoreError
+from zkstore.zk import ZooKeeper, is_own_ephemeral
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT = 0.5
+#: After an unanswered heartbeat, the next goes out this soon: renew as soon as we reconnect.
+RETRY = 0.1
+
+
+def default_margin(session_timeout: float) -> float:
+    """A quarter of the session timeout: time to kill the Spark JVM and exit, the monitor's
+    polling and scheduling delays under load. (Three times the worst-case margin of a quarter of
+    the timeout counted from SUSPENDED, which is a twelfth.)"""
+    return session_timeout / 4
+
+
+class SessionLease:
+    """Heartbeats on ``path`` from a daemon thread; :meth:`remaining` says how long is left.
+
+    Thread-safe. :meth:`start` makes one heartbeat first, so the lease starts from a known answer.
+    """
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        path: str,
+        *,
+        margin: float | None = None,
+        interval: float = HEARTBEAT,
+    ) -> None:
+        self.zk = zk
+        self.path = path
+        self._margin = margin
+        self.interval = interval
+        self._acknowledged = time.monotonic()
+        self._lost = False
+        self._stopped = threading.Event()
+
+    @property
+    def length(self) -> float:
+        """How long an answered heartbeat lasts: the session timeout the server granted (it
+        may be less than the one asked for), less the margin."""
+        granted = self.zk.granted_session_timeout
+        return granted - (default_margin(granted) if self._margin is None else self._margin)
+
+    def start(self) -> SessionLease:
+        self.beat()
+        threading.Thread(target=self._run, name="session-lease", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def beat(self) -> bool:
+        """One heartbeat; True if it was answered (then the lease is renewed from its send time)."""
+        sent = time.monotonic()
+        try:
+            stat = self.zk.exists(self.path, timeout=max(self.interval, RETRY))
+        except ZkStoreError as exc:
+            logger.debug("heartbeat unanswered: %s", exc)
+            return False
+        if not is_own_ephemeral(stat, self.zk):
+            self._lost = True  # our session's node is gone: another attempt may start now
+            return False
+        self._acknowledged = max(self._acknowledged, sent)
+        return True
+
+    @property
+    def lost(self) -> bool:
+        """True once a heartbeat found the node gone or owned by another session."""
+        return self._lost
+
+    def remaining(self) -> float:
+        """Seconds until the lease ends (negative once it has, or once it was lost)."""
+        if self._lost:
+            return float("-inf")
+        return self._acknowledged + self.length - time.monotonic()
+
+    def _run(self) -> None:
+        wait = self.interval
+        while not self._stopped.wait(wait):
+            wait = self.interval if self.beat() else min(RETRY, self.interval)

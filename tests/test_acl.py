@@ -1,0 +1,322 @@
+"""ZooKeeper credentials and ACLs: every node zkstore creates is closed to strangers, a wrong
+password gets one clear line, and the secret never leaves the process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.security import make_digest_acl_credential
+
+from recovery.client import Client
+from recovery.dev.localcluster import LocalCluster
+from tests import jobs
+from tests.helpers import wait_for
+from zkstore.admin.acl import walk
+from zkstore.cluster import Cluster
+from zkstore.config import ENV_VARS, StoreConfig, ZkAuth, parse_read_acl
+from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.errors import EXIT_ACCESS_DENIED, AccessDenied, ConfigError
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.states import SUCCEEDED
+from zkstore.zk import ZooKeeper, default_acl
+
+BIN = Path(sys.executable).parent
+SECRET = "s3cret-Pa55word"
+MONITOR_SECRET = "m0nitor-Pa55"
+MONITOR_ID = f"digest:{make_digest_acl_credential('monitor', MONITOR_SECRET)}"
+
+
+def noop(ctx: Any) -> None:
+    return None
+
+
+@pytest.fixture
+def secure(config: StoreConfig) -> StoreConfig:
+    return config.with_changes(
+        zk_auth=ZkAuth.parse(f"alice:{SECRET}"), zk_read_acl=parse_read_acl(MONITOR_ID)
+    )
+
+
+def session(config: StoreConfig, auth: str | None) -> ZooKeeper:
+    parsed = ZkAuth.parse(auth) if auth else None
+    return ZooKeeper(config.zk_hosts, timeout=5, auth=parsed).start()
+
+
+def cli_env(config: StoreConfig, auth: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+    env.update(
+        {
+            ENV_VARS["zk_hosts"]: config.zk_hosts,
+            ENV_VARS["root"]: config.root,
+            ENV_VARS["storage_url"]: config.storage_url,
+        }
+    )
+    if auth:
+        env[ENV_VARS["zk_auth"]] = auth
+        env[ENV_VARS["zk_read_acl"]] = ",".join(config.zk_read_acl)
+    return env
+
+
+def zkstore(config: StoreConfig, auth: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "zkstore"), *args],
+        env=cli_env(config, auth),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+def test_credentials_parse_and_never_show_their_secret() -> None:
+    auth = ZkAuth.parse(f"digest:alice:{SECRET}")
+    assert (auth.scheme, auth.user, auth.secret) == ("digest", "alice", SECRET)
+    assert ZkAuth.parse(f"alice:{SECRET}") == auth
+    assert ZkAuth.parse(auth.to_text()) == auth
+    sasl = ZkAuth.parse(f"sasl:digest-md5:bob:{SECRET}")
+    assert (sasl.scheme, sasl.mechanism, sasl.user) == ("sasl", "DIGEST-MD5", "bob")
+    assert ZkAuth.parse("sasl:GSSAPI").mechanism == "GSSAPI"
+    config = StoreConfig(zk_auth=auth, zk_read_acl=(MONITOR_ID,))
+    for text in (repr(auth), str(auth), auth.describe(), repr(config), repr(sasl)):
+        assert SECRET not in text
+    assert StoreConfig.from_json(config.to_json()) == config
+    for bad in ("alice", f"sasl:PLAIN:alice:{SECRET}", f":{SECRET}"):
+        with pytest.raises(ConfigError) as caught:
+            ZkAuth.parse(bad)
+        assert SECRET not in str(caught.value)
+
+
+def test_read_acl_wants_ids_not_passwords() -> None:
+    assert parse_read_acl(f" {MONITOR_ID} ,sasl:monitor") == (MONITOR_ID, "sasl:monitor")
+    with pytest.raises(ConfigError, match="not a password") as caught:
+        parse_read_acl(f"digest:monitor:{MONITOR_SECRET}")
+    assert MONITOR_SECRET not in str(caught.value)
+    with pytest.raises(ConfigError, match="scheme:id"):
+        parse_read_acl("nonsense")
+    with pytest.raises(ConfigError, match="needs ZKSTORE_ZK_AUTH"):
+        StoreConfig(zk_read_acl=(MONITOR_ID,))
+
+
+def test_digest_command_prints_the_id_of_a_password() -> None:
+    done = subprocess.run(
+        [str(BIN / "zkstore"), "acl", "digest", "monitor"],
+        input=f"{MONITOR_SECRET}\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == MONITOR_ID
+    assert MONITOR_SECRET not in done.stdout
+
+
+# -- what strangers can do -------------------------------------------------------------------
+
+
+def test_strangers_can_neither_read_handles_nor_change_anything(secure: StoreConfig) -> None:
+    with Cluster.open(secure) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+        handle = cluster.layout.job_handle("job1")
+        results = cluster.layout.results
+    for auth in (None, f"alice:wrong-{SECRET}", f"bob:{SECRET}"):
+        with session(secure, auth) as stranger:
+            for read in (
+                lambda: stranger.get(handle),
+                lambda: stranger.children(secure.base_path + "/currentJobs"),
+            ):
+                with pytest.raises(AccessDenied):
+                    read()
+            for write in (
+                lambda: stranger.set(handle, b"{}"),
+                lambda: stranger.delete(handle),
+                lambda: stranger.create(f"{secure.base_path}/currentJobs/evil", b"{}"),
+                lambda: stranger.create(f"{results}/job1", b"{}"),
+                lambda: stranger.set_acls(handle, default_acl(ZkAuth.parse("x:y")) or []),
+            ):
+                with pytest.raises(AccessDenied) as caught:
+                    write()
+                assert SECRET not in str(caught.value)
+    with session(secure, f"monitor:{MONITOR_SECRET}") as monitor:
+        assert monitor.get(handle)[0].startswith(b"{")
+        with pytest.raises(AccessDenied):
+            monitor.set(handle, b"{}")
+    with Cluster.open(secure) as cluster:
+        assert cluster.jobs.recover("job1").state.job_id == "job1", "nothing was changed"
+
+
+def test_wrong_password_gets_one_clear_line_from_the_cli(secure: StoreConfig) -> None:
+    with Cluster.open(secure) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+    ok = zkstore(secure, f"alice:{SECRET}", "jobs", "list")
+    assert ok.returncode == 0 and "job1" in ok.stdout, ok.stderr
+    for auth in (f"alice:not-{SECRET}", None):
+        denied = zkstore(secure, auth, "jobs", "list")
+        assert denied.returncode == EXIT_ACCESS_DENIED
+        lines = denied.stderr.strip().splitlines()
+        assert len(lines) == 1, denied.stderr
+        assert lines[0].startswith("zkstore: error: AccessDenied: ZooKeeper denied")
+        assert ("digest user 'alice'" if auth else "without credentials") in lines[0]
+        assert SECRET not in denied.stderr + denied.stdout
+    daemon = zkstore(secure, f"alice:not-{SECRET}", "daemon", "--id", "d1")
+    assert daemon.returncode == EXIT_ACCESS_DENIED, "the daemon checks its credentials at start"
+    assert daemon.stderr.strip().splitlines()[-1].startswith("zkstore: error: AccessDenied")
+    assert SECRET not in daemon.stderr
+    bad_form = zkstore(secure, SECRET, "jobs", "list")
+    assert bad_form.returncode == 2 and SECRET not in bad_form.stderr
+
+
+def test_secret_never_in_help_or_verbose_logs(secure: StoreConfig, tmp_path: Path) -> None:
+    secret_file = tmp_path / "zk-auth"
+    secret_file.write_text(f"alice:{SECRET}\n")
+    outputs = [
+        zkstore(secure, f"alice:{SECRET}", *words, "--help")
+        for words in (["jobs", "list"], ["daemon"], ["submit"], ["acl", "apply"])
+    ]
+    outputs.append(zkstore(secure, f"alice:{SECRET}", "-vv", "jobs", "list"))
+    outputs.append(zkstore(secure, None, "-vv", "jobs", "list", "--zk-auth-file", str(secret_file)))
+    outputs.append(zkstore(secure, f"alice:wrong-{SECRET}", "-vv", "jobs", "list"))
+    for done in outputs:
+        assert SECRET not in done.stdout + done.stderr
+    assert "ZKSTORE_ZK_AUTH" in outputs[0].stdout
+    assert outputs[-2].returncode == 0, "--zk-auth-file works"
+
+
+# -- the daemon ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def local(secure: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(secure.with_changes(session_timeout=4.0), tmp_path / "rt")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.mark.slow
+def test_every_node_of_a_running_cluster_carries_the_acl(
+    secure: StoreConfig, local: LocalCluster, tmp_path: Path
+) -> None:
+    """Sequential, ephemeral and makepath-parent nodes included; and no secret in any log."""
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    out = tmp_path / "out"
+    with Client(secure) as client:
+        job_id = client.submit_function(jobs.steps, str(out), 30, 0.2, job_id="acl-job")
+        wait_for(lambda: local.driver_pid(job_id), timeout=60, what="a running driver")
+        wait_for(lambda: len(list(out.glob("step-*"))) >= 2, timeout=60, what="checkpoints")
+        nodes = check_every_node(secure)
+        client.cancel(job_id)
+        client.wait(job_id, timeout=60)
+    layout = Cluster(secure).layout
+    assert secure.root in nodes, "the root that makepath created"
+    assert layout.running(job_id) in nodes and layout.leader_info in nodes  # ephemeral
+    assert any(n.startswith(layout.election + "/") for n in nodes)  # ephemeral sequential
+    assert any(n.startswith(layout.checkpoints(job_id) + "/") for n in nodes)
+    logs = [d.log() for d in local.daemons.values()]
+    logs += [p.read_text() for p in (tmp_path / "rt" / "drivers").rglob("*.log")]
+    assert logs and not any(SECRET in log for log in logs)
+    assert not any("SECURITY WARNING" in log for log in logs)
+
+
+def check_every_node(config: StoreConfig, top: str | None = None) -> set[str]:
+    """Every node under ``top`` (default: the test's root) carries exactly our ACL."""
+    expected = sorted(map(repr, default_acl(config.zk_auth, config.zk_read_acl) or []))
+    with ZooKeeper.from_config(config).start() as zk:
+        nodes = set(walk(zk, top or config.root))
+        for node in nodes:
+            assert sorted(map(repr, zk.get_acls(node)[0])) == expected, node
+    return nodes
+
+
+@pytest.mark.slow
+def test_daemon_warns_about_an_open_root_and_strict_acl_refuses(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    with Cluster.open(config):
+        pass  # the cluster root exists, open to anyone (no credentials)
+    strict = zkstore(config, None, "daemon", "--strict-acl", "--id", "strict")
+    assert strict.returncode == 2
+    assert (
+        strict.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "zkstore: usage error: refusing to start (--strict-acl): ZooKeeper ACL lets anyone"
+        )
+    )
+    local = LocalCluster(config, tmp_path / "rt")
+    try:
+        daemon = local.start_daemon("d1")
+        local.wait_for_leader()
+        assert "SECURITY WARNING: ZooKeeper ACL lets anyone change this cluster" in daemon.log()
+    finally:
+        local.stop()
+
+
+@pytest.mark.slow
+def test_acl_apply_closes_an_open_cluster(config: StoreConfig, secure: StoreConfig) -> None:
+    with Cluster.open(config) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("old", noop))
+    auth = f"alice:{SECRET}"
+    assert zkstore(secure, auth, "acl", "check").returncode == 1
+    dry = zkstore(secure, auth, "acl", "apply", "--dry-run")
+    assert dry.returncode == 0 and "would change" in dry.stdout
+    done = zkstore(secure, auth, "acl", "apply", "--yes")
+    assert done.returncode == 0, done.stderr
+    check = zkstore(secure, auth, "acl", "check", "--format", "json")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "digest:alice=cdrwa" in check.stdout and SECRET not in check.stdout
+    assert len(check_every_node(secure, secure.base_path)) > 5
+    with session(secure, None) as stranger, pytest.raises(AccessDenied):
+        stranger.get(Cluster(secure).layout.job_handle("old"))
+    with Client(secure) as client:
+        assert client.status("old").state != SUCCEEDED
+
+
+# -- SASL, passed through to kazoo -----------------------------------------------------------
+
+
+@pytest.fixture
+def sasl_server(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
+    """A private ZooKeeper that knows one SASL DIGEST-MD5 user (zkstore / SECRET)."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(
+        "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f'  user_zkstore="{SECRET}";\n}};\n'
+    )
+    server = EmbeddedZooKeeper(
+        extra_config=["authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"],
+        jvm_options=[f"-Djava.security.auth.login.config={jaas}"],
+    )
+    with server:
+        yield server
+
+
+def test_sasl_credentials_pass_through_to_kazoo(
+    sasl_server: EmbeddedZooKeeper, config: StoreConfig
+) -> None:
+    sasl = config.with_changes(
+        zk_hosts=sasl_server.connect_string,
+        zk_auth=ZkAuth.parse(f"sasl:DIGEST-MD5:zkstore:{SECRET}"),
+    )
+    with Cluster.open(sasl) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+        handle = cluster.layout.job_handle("job1")
+        acl, _ = cluster.zk.get_acls(handle)
+    assert [(a.id.scheme, a.id.id, a.perms) for a in acl] == [("sasl", "zkstore", 31)]
+    with session(sasl, None) as stranger, pytest.raises(AccessDenied):
+        stranger.get(handle)
+    with pytest.raises(AccessDenied, match="authentication failed") as caught:
+        session(sasl, f"sasl:DIGEST-MD5:zkstore:wrong-{SECRET}")
+    assert SECRET not in str(caught.value)
+    denied = zkstore(sasl, f"sasl:DIGEST-MD5:zkstore:wrong-{SECRET}", "jobs", "list")
+    assert denied.returncode == EXIT_ACCESS_DENIED
+    assert len(denied.stderr.strip().splitlines()) == 1 and SECRET not in denied.stderr
+    ok = zkstore(sasl, f"sasl:DIGEST-MD5:zkstore:{SECRET}", "jobs", "list")
+    assert ok.returncode == 0 and "job1" in ok.stdout, ok.stderr
