@@ -4,6 +4,8 @@
 ``ctx.latest_checkpoint()`` and ``ctx.checkpoint(metadata)`` let a resubmitted job resume instead of
 starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``).
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
+``ctx.resource``, ``ctx.decorate`` and ``ctx.task`` give tasks executor-side resources shared per
+worker process (:mod:`recovery.resources`, :mod:`recovery.executor`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
+from recovery.executor.tasks import Decorator
+from recovery.resources import JobResources
 from zkstore.errors import FenceLost
 from zkstore.jobs.checkpoints import CheckpointStore
+from zkstore.jobs.resources import ResourceReports
 from zkstore.ops import Fence
 
 if TYPE_CHECKING:
@@ -85,6 +91,7 @@ class JobContext:
         fence: Fence,
         config: DynamicConfig,
         cancelled: threading.Event,
+        resource_reports: ResourceReports | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -98,6 +105,9 @@ class JobContext:
         self._cancelled = cancelled
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
+        self._resources = JobResources(
+            job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
+        )
 
     @property
     def app_name(self) -> str:
@@ -150,3 +160,35 @@ class JobContext:
             raise AttemptSuperseded(f"attempt {self.attempt} of {self.job_id}: {exc}") from exc
         self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
         return checkpoint.checkpoint_id
+
+    # -- executor-side resources (recovery/resources.py, recovery/executor/) -------------------
+
+    def resource(
+        self,
+        name: str,
+        open: Callable[[], Any],  # shadows the builtin: the word users read in the API
+        close: Callable[[Any], object] | None = None,
+        *,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    ) -> ResourceRef:
+        """Declare a resource that tasks get with ``ref.get()``: opened by ``open()`` at most
+        once per Spark Python worker process and attempt, shared by its tasks and stages, and
+        closed once (``close(value)``; or, with no ``close``, the context manager ``open()``
+        returned is exited): after ``idle_timeout`` seconds unused, when the worker exits or is
+        stopped, and after each task when workers are not reused. See the README's section
+        "Resources on executors" for what happens when.
+        """
+        return self._resources.declare(name, open, close, idle_timeout=idle_timeout)
+
+    def decorate(self, decorator: Decorator) -> None:
+        """Run ``decorator(task_info)``, a context manager, around every ``ctx.task`` task."""
+        self._resources.decorate(decorator)
+
+    def task(self, function: Callable[..., Any]) -> TaskFunction:
+        """Wrap a partition function (mapPartitions, foreachPartition, mapInPandas...): it runs
+        with the job's decorators and with log records tagged job, attempt, stage, partition."""
+        return self._resources.task(function)
+
+    def close(self) -> None:
+        """Called by the driver once the job function is over: the final resource counts."""
+        self._resources.finish()

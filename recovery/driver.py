@@ -70,6 +70,7 @@ from zkstore.jobs.records import (
     RunningInfo,
     short_error,
 )
+from zkstore.jobs.resources import ResourceReports
 from zkstore.ops import Check, Create, Delete, Fence, SetData
 
 logger = logging.getLogger("recovery.driver")
@@ -116,6 +117,7 @@ class Driver:
         self._report_lock = threading.Lock()
         self._reported = False
         self._job_name = job_id
+        self._job_context: JobContext | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -141,6 +143,8 @@ class Driver:
             try:
                 with self._interrupt_lock:
                     self._finished.set()  # from here on the monitor interrupts nothing
+                if self._job_context is not None:
+                    self._job_context.close()  # final resource counts, while still fenced
                 _stop_spark(kill=False)
                 self._report(outcome, error)
                 return
@@ -228,7 +232,7 @@ class Driver:
         self.cluster.zk.kazoo.DataWatch(
             self.cluster.layout.control(self.job_id), lambda *_: config.invalidate()
         )
-        return JobContext(
+        self._job_context = JobContext(
             job_id=self.job_id,
             name=definition.name,
             attempt=self.attempt,
@@ -238,7 +242,9 @@ class Driver:
             fence=self.fence,
             config=config,
             cancelled=self.cancelled,
+            resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
         )
+        return self._job_context
 
     def _run_script(self, definition: JobDefinition, context: JobContext) -> None:
         """Run an unmodified script as ``__main__``: its SparkSession gets our master and conf."""

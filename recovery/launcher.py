@@ -86,6 +86,9 @@ class DriverLauncher:
         env[ENV_VARS["spark_master"]] = self.settings.spark_master
         env.pop(ENV_VARS["signing_key"], None)  # travels inside the driver config
         env["PYTHONUNBUFFERED"] = "1"
+        # Spark's Python workers run PYSPARK_PYTHON ("python3" if unset, which may lack pyspark
+        # and zkstore): by default, the Python that runs the driver.
+        env.setdefault("PYSPARK_PYTHON", self.settings.python)
         return env
 
     def command(self, job_id: str, attempt: int, status_version: int) -> list[str]:

@@ -15,8 +15,9 @@ from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import parse_storage_options
-from zkstore.errors import ConfigError, HandleNotFound
+from zkstore.errors import ConfigError, CorruptRecord, HandleNotFound
 from zkstore.handle import parse_time
+from zkstore.jobs.resources import COUNTS, ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, known_job_ids, read_snapshots
 from zkstore.layout import validate_job_id
 
@@ -144,7 +145,12 @@ list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 @connection_options
 @format_option
 def show_job(job_id: str, connection: Connection, fmt: str) -> None:
-    """Everything the store says about one job, with its checkpoints."""
+    """Everything the store says about one job, with its checkpoints.
+
+    JSON: the object of ``jobs list`` plus checkpoints, control, and resources {attempt,
+    updated, final, counts {NAME: {opens, closes, failed_opens, uses}}} or null: the counts of
+    the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them.
+    """
     validate_job_id(job_id)
     with open_cluster(connection) as cluster:
         snapshot = read_snapshots(cluster.zk, cluster.layout, [job_id]).get(job_id)
@@ -157,6 +163,7 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
         ]
         control, _ = cluster.state.control(job_id)
         item["control"] = control
+        item["resources"] = resource_counts(cluster, job_id, item)
     if fmt == "json":
         emit(item, fmt)
         return
@@ -175,7 +182,38 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
         flat["quarantine"] = f"{item['quarantine']['reason']} (since {item['quarantine']['since']})"
     flat["checkpoints"] = ", ".join(str(c["id"]) for c in item["checkpoints"]) or None
     flat["control"] = json.dumps(control) if control else None
+    flat.pop("resources")
+    flat.update(resource_lines(item["resources"]))
     emit(flat, fmt)
+
+
+def resource_counts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The driver's last resource report: {attempt, updated, final, counts {name: {...}}}."""
+    try:
+        report = ResourceReports(cluster.zk, cluster.layout, job_id).read()
+    except CorruptRecord as exc:
+        item["record_errors"] = {**(item["record_errors"] or {}), "resources": str(exc)}
+        return None
+    if report is None:
+        return None
+    return {
+        "attempt": report.attempt,
+        "updated": report.updated,
+        "final": report.final,
+        "counts": report.resources,
+    }
+
+
+def resource_lines(resources: dict[str, Any] | None) -> dict[str, str]:
+    """One table line per resource: ``resource db: 2 opens, 2 closes, ... (attempt 1)``."""
+    if not resources:
+        return {}
+    suffix = f"(attempt {resources['attempt']}{', final' if resources['final'] else ''})"
+    return {
+        f"resource {name}": ", ".join(f"{counts[c]} {c.replace('_', ' ')}" for c in COUNTS)
+        + f" {suffix}"
+        for name, counts in sorted(resources["counts"].items())
+    }
 
 
 @jobs.command("cancel")
