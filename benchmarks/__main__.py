@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["store", "runtime", "operator"]
+SUITES = ["store", "runtime", "operator", "resources"]
 
 
 def main(argv: list[str]) -> int:

@@ -78,6 +78,7 @@ def log_to_file(out: str, info: Any) -> Iterator[None]:
     """A job decorator: a handler on the worker's root logger (once per process), and a mark
     of every task it ran around."""
     root = logging.getLogger()
+    Path(out).mkdir(parents=True, exist_ok=True)
     if not any(getattr(h, "resource_test", False) for h in root.handlers):
         handler = logging.FileHandler(Path(out) / f"worker-{os.getpid()}.log")
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
