@@ -245,7 +245,11 @@ class Registry:
 def _run_bounded(action: Callable[[], None], bound: float, what: str) -> None:
     """Run ``action`` on a daemon thread and wait for it at most ``bound`` seconds."""
     thread = threading.Thread(target=action, name="zkstore-resource-close", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no new threads at interpreter shutdown (atexit): close inline
+        action()
+        return
     thread.join(bound)
     if thread.is_alive():
         logger.warning("%s: still running after %g s, going on without it", what, bound)
