@@ -34,13 +34,17 @@ from recovery.executor.tasks import TaskFunction, TaskInfo, TaskLogFilter, curre
 from recovery.resources import JobResources, pickle_by_value
 from tests import resource_jobs
 from tests.helpers import wait_for
+from tests.test_store import private_zk_server  # noqa: F401 - a fixture
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import ConfigError, CorruptRecord, FenceLost, SerializationError
 from zkstore.jobs import resources as report_module
 from zkstore.jobs.records import JobStatus
 from zkstore.jobs.resources import ResourceReport, ResourceReports
+from zkstore.layout import Layout
 from zkstore.ops import Fence
+from zkstore.zk import ZooKeeper
 
 REPO = Path(__file__).resolve().parent.parent
 KEY = ResourceKey("job", 1, "db")
@@ -558,3 +562,35 @@ def test_corrupt_reports_are_refused(resources: dict[str, Any], problem: str) ->
 
 def test_both_sides_name_the_same_counts() -> None:
     assert registry_module.COUNTS == report_module.COUNTS
+
+
+def test_counts_outlive_a_zookeeper_outage(
+    private_zk_server: EmbeddedZooKeeper,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server stops answering while the driver publishes: it says so, and publishes later."""
+    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=10, timeout=1.0).start()
+    try:
+        layout = Layout("/outage")
+        zk.ensure_path(layout.job_dir("job"))
+        reports = ResourceReports(zk, layout, "job")
+        resources = JobResources("job", 1, Counting, reports=reports, publish_every=3600)
+        ref = resources.declare("db", dict)
+        ref.accumulator.add({"opens": 1, "uses": 3})
+        pid = private_zk_server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with caplog.at_level(logging.WARNING):
+                resources.publish(final=False)  # never raises
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert "resource counts not written (will retry)" in caplog.text
+        assert zk.wait_connected(15)
+        resources.finish()
+        report = reports.read()
+        assert report is not None and report.final
+        assert report.resources["db"] == {"opens": 1, "closes": 0, "failed_opens": 0, "uses": 3}
+    finally:
+        os.kill(private_zk_server.pid or 0, signal.SIGCONT)
+        zk.stop()
