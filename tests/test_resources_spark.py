@@ -342,3 +342,26 @@ def test_example_pipeline_prices_orders_with_one_connection_per_worker(
     counts = report.resources["catalog"]
     assert counts == summary["catalog"]
     assert 1 <= counts["opens"] <= 2 < counts["uses"], "local[2]: at most two workers"
+
+
+def test_python_udfs_share_the_instance_of_their_worker(spark_context: Any, tmp_path: Path) -> None:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.functions import udf
+
+    out = str(tmp_path / "out")
+    ref = JobResources("udf", 1, lambda: spark_context).declare(
+        "db", functools.partial(resource_jobs.open_tracked, out), resource_jobs.close_tracked
+    )
+
+    @udf(returnType="string", useArrow=False)
+    def who(value: int) -> str:
+        return f"{os.getpid()}:{ref.get().ident}"
+
+    spark = SparkSession(spark_context)
+    rows = spark.range(0, 200, 1, 4).select(who("id").alias("who")).collect()
+    pairs = {tuple(row["who"].split(":")) for row in rows}
+    pids = {pid for pid, _ in pairs}
+    assert len(pairs) == len(pids), "one instance per worker, whatever the row"
+    assert {ident for _, ident in pairs} == set(lifecycle(Path(out))["opens"])
+    counts = ref.counts()
+    assert counts["opens"] == len(pids) and counts["uses"] == 4, counts
