@@ -107,21 +107,22 @@ def use(ref: Any, out: str, stage: int) -> Any:
     return run
 
 
-def three_stages(ctx: Any, out: str, hold: str = "no") -> None:
-    """Three Python stages over eight partitions, each task using the ``db`` resource.
+def three_stages(ctx: Any, out: str, hold: str = "no", partitions: int | str = 8) -> None:
+    """Three Python stages over ``partitions`` partitions, each task using the ``db`` resource.
 
     With ``hold=yes`` the job waits at the end until ``zkstore control set JOB go=true``, so
     that a test can look at the running attempt.
     """
     ref = ctx.resource("db", functools.partial(open_tracked, out), close_tracked)
     ctx.decorate(functools.partial(log_to_file, out))
-    rows = ctx.spark.sparkContext.parallelize(range(64), 8)
+    partitions = int(partitions)
+    rows = ctx.spark.sparkContext.parallelize(range(64), partitions)
     count = (
         rows.mapPartitions(ctx.task(use(ref, out, 1)))
-        .map(lambda x: (x % 8, x))
-        .partitionBy(8)
+        .map(lambda x: (x % partitions, x))
+        .partitionBy(partitions)
         .mapPartitions(ctx.task(use(ref, out, 2)))
-        .partitionBy(8)
+        .partitionBy(partitions)
         .mapPartitions(ctx.task(use(ref, out, 3)))
         .count()
     )

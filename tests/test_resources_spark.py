@@ -73,25 +73,25 @@ def all_closed(out: Path) -> bool:
     return bool(state["opens"]) and set(state["closes"]) == set(state["opens"])
 
 
-def check_sharing(out: Path, *, reused: bool) -> dict[str, Any]:
+def check_sharing(out: Path, *, reused: bool, tasks: int = 24) -> dict[str, Any]:
     """The invariants of a finished three-stage run; returns the lifecycle for more checks."""
     state = lifecycle(out)
-    tasks = state["tasks"]
-    assert len(tasks) == 24, sorted(tasks)
-    pids = {t["pid"] for t in tasks.values()}
+    ran = state["tasks"]
+    assert len(ran) == tasks, sorted(ran)
+    pids = {t["pid"] for t in ran.values()}
     assert len(state["opens"]) == len(pids), "one open per Python worker that ran tasks"
     assert {o["pid"] for o in state["opens"].values()} == pids
     instances_by_pid: dict[int, set[str]] = defaultdict(set)
     stages_by_pid: dict[int, set[int]] = defaultdict(set)
-    for task in tasks.values():
+    for task in ran.values():
         instances_by_pid[task["pid"]].add(task["instance"])
         stages_by_pid[task["pid"]].add(task["stage"])
     assert all(len(ids) == 1 for ids in instances_by_pid.values()), "one instance per process"
     if reused:
-        assert len(pids) < 24
+        assert len(pids) < tasks
         assert any(len(stages) > 1 for stages in stages_by_pid.values()), "shared across stages"
     else:
-        assert len(pids) == 24, "a fresh worker per task"
+        assert len(pids) == tasks, "a fresh worker per task"
     assert set(state["closes"]) == set(state["opens"]) and not state["double"]
     for ident, close in state["closes"].items():
         assert close["pid"] == state["opens"][ident]["pid"], "closed by the process that opened"
@@ -187,15 +187,17 @@ def test_without_worker_reuse_every_task_opens_and_closes(
         client.submit_function(
             resource_jobs.three_stages,
             str(out),
+            "no",
+            4,
             job_id="unshared",
             conf={"spark.python.worker.reuse": "false"},
         )
         result = client.wait("unshared", timeout=300)
     assert result.outcome == SUCCEEDED, result.error
     wait_for(lambda: all_closed(out), timeout=90, what="every open closed")
-    check_sharing(out, reused=False)
+    check_sharing(out, reused=False, tasks=12)
     reported = marks(out)["result"]["counts"]
-    assert reported == {"opens": 24, "closes": 24, "failed_opens": 0, "uses": 24}, (
+    assert reported == {"opens": 12, "closes": 12, "failed_opens": 0, "uses": 12}, (
         "closed inside each task scope, so each close is reported with its task"
     )
 
