@@ -30,7 +30,13 @@ from recovery.cli import cli
 from recovery.executor import registry as registry_module
 from recovery.executor.ref import CountsParam, ResourceRef
 from recovery.executor.registry import Registry, ResourceKey
-from recovery.executor.tasks import TaskFunction, TaskInfo, TaskLogFilter, current_task_info
+from recovery.executor.tasks import (
+    TaskFunction,
+    TaskInfo,
+    TaskLogFilter,
+    current_task_id,
+    current_task_info,
+)
 from recovery.resources import JobResources, pickle_by_value
 from tests import resource_jobs
 from tests.helpers import wait_for
@@ -594,3 +600,14 @@ def test_counts_outlive_a_zookeeper_outage(
     finally:
         os.kill(private_zk_server.pid or 0, signal.SIGCONT)
         zk.stop()
+
+
+def test_a_task_context_still_being_built_is_no_task() -> None:
+    """pyspark publishes a TaskContext before filling it in; the watcher may see it then."""
+    from pyspark.taskcontext import TaskContext
+
+    TaskContext._setTaskContext(object.__new__(TaskContext))
+    try:
+        assert current_task_id() is None
+    finally:
+        TaskContext._setTaskContext(None)

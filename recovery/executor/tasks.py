@@ -45,9 +45,14 @@ def current_task() -> Any | None:
 
 
 def current_task_id() -> int | None:
-    """The running Spark task attempt's id (unique within the application), or None."""
+    """The running Spark task attempt's id (unique within the application), or None.
+
+    Also None while pyspark is still building the task's context: it publishes the object
+    before filling it in, and another thread (the watcher) may look at that moment.
+    """
     task = current_task()
-    return None if task is None else int(task.taskAttemptId())
+    attempt_id = None if task is None else task.taskAttemptId()
+    return None if attempt_id is None else int(attempt_id)
 
 
 def worker_reused() -> bool:
