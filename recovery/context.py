@@ -170,15 +170,17 @@ class JobContext:
         close: Callable[[Any], object] | None = None,
         *,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        counts: bool = True,
     ) -> ResourceRef:
         """Declare a resource that tasks get with ``ref.get()``: opened by ``open()`` at most
         once per Spark Python worker process and attempt, shared by its tasks and stages, and
         closed once (``close(value)``; or, with no ``close``, the context manager ``open()``
         returned is exited): after ``idle_timeout`` seconds unused, when the worker exits or is
-        stopped, and after each task when workers are not reused. See the README's section
-        "Resources on executors" for what happens when.
+        stopped, and after each task when workers are not reused. With ``counts`` (the default)
+        each task reports its opens, closes and uses through an accumulator (``ref.counts()``,
+        ``zkstore jobs show``). See the README's section "Resources on executors".
         """
-        return self._resources.declare(name, open, close, idle_timeout=idle_timeout)
+        return self._resources.declare(name, open, close, idle_timeout=idle_timeout, counts=counts)
 
     def decorate(self, decorator: Decorator) -> None:
         """Run ``decorator(task_info)``, a context manager, around every ``ctx.task`` task."""

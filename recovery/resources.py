@@ -120,10 +120,12 @@ class JobResources:
         close: Callable[[Any], object] | None = None,
         *,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        counts: bool = True,
     ) -> ResourceRef:
         """A reference to a new resource (see ``JobContext.resource``); raises ConfigError for
         a bad or taken name, too many resources or a bad timeout, SerializationError if ``open``
-        or ``close`` cannot be pickled."""
+        or ``close`` cannot be pickled. Without ``counts``, tasks report nothing (no accumulator:
+        Spark sends each task's accumulator updates to the driver before its next task starts)."""
         validate_id(name, "resource name")
         if not 0 < idle_timeout < SPARK_IDLE_KILL:
             raise ConfigError(
@@ -138,7 +140,7 @@ class JobResources:
                 raise ConfigError(f"resource {name!r} is declared already in this attempt")
             if len(self._refs) >= MAX_RESOURCES:
                 raise ConfigError(f"a job declares at most {MAX_RESOURCES} resources")
-            accumulator = self._spark_context().accumulator({}, CountsParam())
+            accumulator = self._spark_context().accumulator({}, CountsParam()) if counts else None
             ref = ResourceRef(self.job_id, self.attempt, name, payload, idle_timeout, accumulator)
             self._refs[name] = ref
         self._start_publisher()
@@ -160,9 +162,10 @@ class JobResources:
     # -- counts ----------------------------------------------------------------------------------
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """``{name: {opens, closes, failed_opens, uses}}`` as reported by finished tasks."""
+        """``{name: {opens, closes, failed_opens, uses}}`` as reported by finished tasks, for
+        the resources declared with counts."""
         with self._lock:
-            refs = dict(self._refs)
+            refs = {name: ref for name, ref in self._refs.items() if ref.accumulator is not None}
         return {name: ref.counts() for name, ref in sorted(refs.items())}
 
     def _start_publisher(self) -> None:
@@ -183,10 +186,10 @@ class JobResources:
 
         A lost fence stops publishing for good: another attempt owns the job now.
         """
-        if self._reports is None or not self._refs:
+        if self._reports is None:
             return
         counts = self.counts()
-        if counts == self._published and not final:
+        if not counts or (counts == self._published and not final):
             return
         try:
             self._reports.write(

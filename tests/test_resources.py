@@ -503,6 +503,8 @@ class Counting:
 def test_declaring_checks_names_timeouts_and_serializability() -> None:
     resources = JobResources("job", 1, Counting)
     resources.declare("db", dict)
+    quiet = resources.declare("quiet", dict, counts=False)
+    assert quiet.accumulator is None and list(resources.counts()) == ["db"]
     with pytest.raises(ConfigError, match="declared already"):
         resources.declare("db", dict)
     with pytest.raises(ConfigError, match="invalid resource name"):
