@@ -280,8 +280,9 @@ def test_failing_open_fails_the_task_with_its_message_and_is_retried(
     assert "while opening resource 'db' of flaky attempt 1" in str(failure.value)
     assert lifecycle(Path(out))["opens"] == {}, "nothing was opened, nothing will be closed"
     (ident,) = rows.mapPartitions(retrying(ref, out)).collect()
-    failed = [m["pid"] for n, m in marks(Path(out)).items() if n.startswith("failed-open-")]
-    caught = [m["pid"] for n, m in marks(Path(out)).items() if n.startswith("caught-")]
+    found = sorted(marks(Path(out)).items(), key=lambda item: item[1]["time"])
+    failed = [m["pid"] for n, m in found if n.startswith("failed-open-")]
+    caught = [m["pid"] for n, m in found if n.startswith("caught-")]
     assert len(failed) == 2 and caught == [failed[1]], "the second failure was in the same task"
     assert lifecycle(Path(out))["opens"][ident]["pid"] == failed[1], "the next use opened"
     assert ref.counts() == {"opens": 1, "closes": 0, "failed_opens": 1, "uses": 1}, (
