@@ -6,6 +6,8 @@ starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore cont
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
+``ctx.resource``, ``ctx.decorate`` and ``ctx.task`` give tasks executor-side resources shared per
+worker process (:mod:`recovery.resources`, :mod:`recovery.executor`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
+from recovery.executor.tasks import Decorator
+from recovery.resources import JobResources
 from zkstore.errors import FenceLost, StoreUnavailable
 from zkstore.jobs.checkpoints import CheckpointStore
+from zkstore.jobs.resources import ResourceReports
 from zkstore.ops import Fence
 
 if TYPE_CHECKING:
@@ -83,6 +89,7 @@ class JobContext:
         config: DynamicConfig,
         cancelled: threading.Event,
         lease: SessionLease | None = None,
+        resource_reports: ResourceReports | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -97,6 +104,9 @@ class JobContext:
         self._lease = lease
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
+        self._resources = JobResources(
+            job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
+        )
 
     @property
     def app_name(self) -> str:
@@ -162,3 +172,37 @@ class JobContext:
                 time.sleep(0.5)
         self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
         return checkpoint.checkpoint_id
+
+    # -- executor-side resources (recovery/resources.py, recovery/executor/) -------------------
+
+    def resource(
+        self,
+        name: str,
+        open: Callable[[], Any],  # shadows the builtin: the word users read in the API
+        close: Callable[[Any], object] | None = None,
+        *,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        counts: bool = True,
+    ) -> ResourceRef:
+        """Declare a resource that tasks get with ``ref.get()``: opened by ``open()`` at most
+        once per Spark Python worker process and attempt, shared by its tasks and stages, and
+        closed once (``close(value)``; or, with no ``close``, the context manager ``open()``
+        returned is exited): after ``idle_timeout`` seconds unused, when the worker exits or is
+        stopped, and after each task when workers are not reused. With ``counts`` (the default)
+        each task reports its opens, closes and uses through an accumulator (``ref.counts()``,
+        ``zkstore jobs show``). See the README's section "Resources on executors".
+        """
+        return self._resources.declare(name, open, close, idle_timeout=idle_timeout, counts=counts)
+
+    def decorate(self, decorator: Decorator) -> None:
+        """Run ``decorator(task_info)``, a context manager, around every ``ctx.task`` task."""
+        self._resources.decorate(decorator)
+
+    def task(self, function: Callable[..., Any]) -> TaskFunction:
+        """Wrap a partition function (mapPartitions, foreachPartition, mapInPandas...): it runs
+        with the job's decorators and with log records tagged job, attempt, stage, partition."""
+        return self._resources.task(function)
+
+    def close(self) -> None:
+        """Called by the driver once the job function is over: the final resource counts."""
+        self._resources.finish()

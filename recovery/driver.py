@@ -69,6 +69,7 @@ from zkstore.errors import (
 )
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.jobs.records import Outcome, RunningInfo, short_error
+from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED
 from zkstore.ops import Check, Create, Delete, Fence, SetData
 from zkstore.strict import utc_now
@@ -125,6 +126,7 @@ class Driver:
         self.spark_app = sparkapp.SparkAppRecord(
             self.cluster.zk, layout.spark(job_id), attempt, self.fence
         )
+        self._job_context: JobContext | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -152,6 +154,8 @@ class Driver:
             try:
                 with self._interrupt_lock:
                     self._finished.set()  # from here on the monitor interrupts nothing
+                if self._job_context is not None:
+                    self._job_context.close()  # final resource counts, while still fenced
                 sparkapp.stop(kill=False)
                 self._report(outcome, error)
                 return
@@ -268,7 +272,7 @@ class Driver:
         NodeWatch(
             self.cluster.zk, self.cluster.layout.control(self.job_id), lambda _: config.invalidate()
         )
-        return JobContext(
+        self._job_context = JobContext(
             job_id=self.job_id,
             name=definition.name,
             attempt=self.attempt,
@@ -279,7 +283,9 @@ class Driver:
             config=config,
             cancelled=self.cancelled,
             lease=self.lease,
+            resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
         )
+        return self._job_context
 
     def _run_script(
         self, definition: JobDefinition, context: JobContext, files: workdir.AttemptDirectory

@@ -100,6 +100,9 @@ class DriverLauncher:
         env[DRIVER_MEMBER_ENV] = self.settings.daemon_id
         env[ENV_VARS["spark_master"]] = self.settings.spark_master
         env["PYTHONUNBUFFERED"] = "1"
+        # Spark's Python workers run PYSPARK_PYTHON ("python3" if unset, which may lack pyspark
+        # and zkstore): by default, the Python that runs the driver.
+        env.setdefault("PYSPARK_PYTHON", self.settings.python)
         return env
 
     def command(

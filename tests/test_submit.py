@@ -125,7 +125,7 @@ def laptop(tmp_path: Path) -> Path:
 def daemon(
     config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[LocalCluster]:
-    local = LocalCluster(config, tmp_path / "runtime", restart_backoff=0.1)
+    local = LocalCluster(config, tmp_path / "runtime", restart_backoff=1.0)  # long enough to see
     local.start_daemon("d1")
     yield local
     local.stop()

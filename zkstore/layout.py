@@ -13,6 +13,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/cancel                   JSON cancel request
     R/jobs/<job>/checkpoints/<%019d>      JSON handle of one checkpoint's metadata
     R/jobs/<job>/control                  JSON dynamic configuration of the job
+    R/jobs/<job>/resources                JSON executor-resource counts, written by the driver
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
     R/quarantine/<job>                    JSON reason a job cannot be run
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
@@ -112,6 +113,9 @@ class Layout:
 
     def checkpoints(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/checkpoints"
+
+    def resources(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/resources"
 
     def result(self, job_id: str) -> str:
         return f"{self.results}/{validate_job_id(job_id)}"

@@ -16,7 +16,8 @@ from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import split_pair
-from zkstore.errors import ConfigError, JobNotFound, WrongState
+from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, WrongState
+from zkstore.jobs.resources import COUNTS, ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_listing, read_snapshots
 from zkstore.layout import validate_job_id
 from zkstore.strict import parse_time
@@ -204,7 +205,12 @@ list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 @connection_options
 @format_option
 def show_job(job_id: str, connection: Connection, fmt: str) -> None:
-    """Everything the store says about one job, with its checkpoints."""
+    """Everything the store says about one job, with its checkpoints.
+
+    JSON: the object of ``jobs list`` plus checkpoints, control, and resources {attempt,
+    updated, final, counts {NAME: {opens, closes, failed_opens, uses}}} or null: the counts of
+    the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them.
+    """
     with open_cluster(connection) as cluster:
         item = describe(find_job(cluster, job_id))
         item["checkpoints"] = [
@@ -213,11 +219,12 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
         ]
         control, _ = cluster.state.control(job_id)
         item["control"] = control
+        item["resources"] = resource_counts(cluster, job_id, item)
     if fmt == "json":
         emit(item, fmt)
         return
     always = {"job_id", "name", "state", "kind", "entry", "submitted", "attempt", "max_attempts"}
-    lines = _show_lines(item)
+    lines = {**_show_lines(item), **resource_lines(item["resources"])}
     emit({k: v for k, v in lines.items() if k in always or v is not None}, fmt)
     if item["error"]:
         click.echo("error:")
@@ -264,6 +271,35 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
         else f"{quarantine['reason']} (since {quarantine['since']})",
         "checkpoints": ", ".join(str(c["id"]) for c in item["checkpoints"]) or None,
         "control": json.dumps(item["control"]) if item["control"] else None,
+    }
+
+
+def resource_counts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The driver's last resource report: {attempt, updated, final, counts {name: {...}}}."""
+    try:
+        report = ResourceReports(cluster.zk, cluster.layout, job_id).read()
+    except CorruptRecord as exc:
+        item["record_errors"] = {**(item["record_errors"] or {}), "resources": str(exc)}
+        return None
+    if report is None:
+        return None
+    return {
+        "attempt": report.attempt,
+        "updated": report.updated,
+        "final": report.final,
+        "counts": report.resources,
+    }
+
+
+def resource_lines(resources: dict[str, Any] | None) -> dict[str, str]:
+    """One table line per resource: ``resource db: 2 opens, 2 closes, ... (attempt 1)``."""
+    if not resources:
+        return {}
+    suffix = f"(attempt {resources['attempt']}{', final' if resources['final'] else ''})"
+    return {
+        f"resource {name}": ", ".join(f"{counts[c]} {c.replace('_', ' ')}" for c in COUNTS)
+        + f" {suffix}"
+        for name, counts in sorted(resources["counts"].items())
     }
 
 

@@ -1,0 +1,134 @@
+"""Jobs and resources for the tests of executor-side resources (they travel by value).
+
+The resource records every open and close as a file in the output directory, named by its
+instance id and the pid of the process; every task records which instance it got. The tests
+read the files back. Only the standard library and ``recovery`` are imported at module level:
+``zkstore submit`` imports this file on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+LOG_FORMAT = "%(job_id)s|%(attempt)s|%(stage)s|%(partition)s|%(message)s"
+
+
+def record(out: str, name: str, **data: Any) -> None:
+    """Write ``out/name`` atomically (temp file + rename)."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    temporary = Path(out) / f".{name}.{os.getpid()}"
+    temporary.write_text(json.dumps({"time": time.time(), "pid": os.getpid(), **data}))
+    temporary.replace(Path(out) / name)
+
+
+class Tracked:
+    """A resource that leaves a file when it is opened and when it is closed."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self.ident = uuid.uuid4().hex[:12]
+        self.closed = False
+        record(out, f"open-{self.ident}")
+
+    def close(self) -> None:
+        if self.closed:
+            record(self.out, f"double-close-{self.ident}")
+        self.closed = True
+        record(self.out, f"close-{self.ident}")
+
+
+def open_tracked(out: str) -> Tracked:
+    return Tracked(out)
+
+
+def close_tracked(resource: Tracked) -> None:
+    resource.close()
+
+
+@contextlib.contextmanager
+def tracked_session(out: str) -> Iterator[Tracked]:
+    """The same resource as a context-manager factory: ``ctx.resource(name, factory)``."""
+    resource = Tracked(out)
+    try:
+        yield resource
+    finally:
+        resource.close()
+
+
+def open_flaky(out: str, failures: int) -> Tracked:
+    """Fails the first ``failures`` times it is called (counted in files), then opens."""
+    failed = len(list(Path(out).glob("failed-open-*")))
+    if failed < failures:
+        record(out, f"failed-open-{uuid.uuid4().hex[:12]}")
+        raise ConnectionRefusedError("db.example:5432 refused the connection (on purpose)")
+    return Tracked(out)
+
+
+@contextlib.contextmanager
+def log_to_file(out: str, info: Any) -> Iterator[None]:
+    """A job decorator: a handler on the worker's root logger (once per process), and a mark
+    of every task it ran around."""
+    root = logging.getLogger()
+    Path(out).mkdir(parents=True, exist_ok=True)
+    if not any(getattr(h, "resource_test", False) for h in root.handlers):
+        handler = logging.FileHandler(Path(out) / f"worker-{os.getpid()}.log")
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.resource_test = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+    record(out, f"enter-{info.stage}-{info.partition}", job=info.job_id, attempt=info.attempt)
+    yield
+    record(out, f"exit-{info.stage}-{info.partition}")
+
+
+def use(ref: Any, out: str, stage: int) -> Any:
+    """A partition function: get the resource, record who got which instance, pass rows on."""
+
+    def run(rows: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        resource = ref.get()
+        task = TaskContext.get()
+        assert task is not None
+        partition = task.partitionId()
+        record(out, f"task-{stage}-{partition}", instance=resource.ident, stage=task.stageId())
+        logging.getLogger("resource-job").info("stage %d partition %d done", stage, partition)
+        yield from rows
+
+    return run
+
+
+def three_stages(ctx: Any, out: str, hold: str = "no", partitions: int | str = 8) -> None:
+    """Three Python stages over ``partitions`` partitions, each task using the ``db`` resource.
+
+    With ``hold=yes`` the job waits at the end until ``zkstore control set JOB go=true``, so
+    that a test can look at the running attempt.
+    """
+    ref = ctx.resource("db", functools.partial(open_tracked, out), close_tracked)
+    ctx.decorate(functools.partial(log_to_file, out))
+    partitions = int(partitions)
+    rows = ctx.spark.sparkContext.parallelize(range(64), partitions)
+    count = (
+        rows.mapPartitions(ctx.task(use(ref, out, 1)))
+        .map(lambda x: (x % partitions, x))
+        .partitionBy(partitions)
+        .mapPartitions(ctx.task(use(ref, out, 2)))
+        .partitionBy(partitions)
+        .mapPartitions(ctx.task(use(ref, out, 3)))
+        .count()
+    )
+    record(out, "result", count=count, counts=ref.counts(), app=ctx.spark.sparkContext.appName)
+    deadline = time.time() + 120
+    while hold == "yes" and not ctx.config.get("go"):
+        if time.time() > deadline:
+            raise TimeoutError("never told to go")
+        time.sleep(0.1)
