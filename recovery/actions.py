@@ -56,6 +56,7 @@ class JobActions:
         self.fence = leader.fence
         self._adoptions_reported: set[tuple[str, int]] = set()
         self._reasons: list[tuple[str, list[Op]]] = []
+        self._starts: list[tuple[JobSnapshot, Start, list[Op]]] = []
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -107,22 +108,43 @@ class JobActions:
             SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
             Create(path, assignment.to_bytes()),
         ]
-        if job.job_id in self.leader.fleet.assignments.get(action.member, ()):
+        fleet = self.leader.fleet
+        if action.member not in fleet.assignments:
+            # The member's directory is made by the member as it registers; a placement may come
+            # first (or after the directory of an earlier incarnation was collected).
+            ops.insert(1, Create(layout.member_assignments(action.member)))
+            fleet.assignments[action.member] = set()
+        elif job.job_id in fleet.assignments[action.member]:
             ops.insert(1, Delete(path))  # an earlier attempt's, on the same member
-        try:
-            self.cluster.zk.commit(ops, fence=self.fence)
-        except BaseException:
-            self.leader.fleet.untake(action.member, job.job_id)
-            raise
-        self.leader.fleet.assigned(action.member, job.job_id)
-        self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
-        logger.warning(
-            "job %s: attempt %d placed on %s (%s)",
-            job.job_id,
-            action.attempt,
-            action.member,
-            action.reason,
-        )
+        self._starts.append((job, action, ops))
+
+    def flush_starts(self) -> None:
+        """Write the batch's placements in one pipelined round; a placement that found the job
+        or the member changed is looked at again."""
+        starts, self._starts = self._starts, []
+        if not starts:
+            return
+        errors = self.cluster.zk.commit_many([ops for _, _, ops in starts], fence=self.fence)
+        layout = self.cluster.layout
+        for (job, action, _), error in zip(starts, errors, strict=True):
+            assert action.member is not None
+            if error is not None:
+                self.leader.fleet.untake(action.member, job.job_id)
+                if isinstance(error, NotLeader):
+                    raise error
+                logger.info("job %s: not placed (%s); looking again", job.job_id, error)
+                self.leader.post(job.job_id)
+                continue
+            self.leader.fleet.assigned(action.member, job.job_id)
+            path = layout.assignment(action.member, job.job_id)
+            self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
+            logger.warning(
+                "job %s: attempt %d placed on %s (%s)",
+                job.job_id,
+                action.attempt,
+                action.member,
+                action.reason,
+            )
 
     def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
         running = job.running

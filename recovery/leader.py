@@ -35,7 +35,14 @@ from recovery.fleet import Fleet, parse_labels, read_fleet
 from recovery.loop import Event, Leadership, Loop
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
-from zkstore.errors import ConfigError, ConflictError, CorruptRecord, NotLeader, StoreUnavailable
+from zkstore.errors import (
+    ConfigError,
+    ConflictError,
+    CorruptRecord,
+    HandleNotFound,
+    NotLeader,
+    StoreUnavailable,
+)
 from zkstore.jobs.graph import JobGraphWatch
 from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
@@ -207,6 +214,7 @@ class LeaderProcess:
                 if not self.active:
                     return
                 self._apply(snapshot, action)
+            self.actions.flush_starts()
             self.actions.flush_reasons()
         finally:
             self._arm_watches()
@@ -278,7 +286,8 @@ class LeaderProcess:
             self.leadership.revoke()
         except StoreUnavailable:
             raise
-        except ConflictError as exc:
+        except (ConflictError, HandleNotFound) as exc:
+            # A conditional write found the world changed (a node created or gone meanwhile).
             logger.info("job %s: %s; looking again", job.job_id, exc)
             self.post(job.job_id)
         except Exception as exc:

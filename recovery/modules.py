@@ -21,6 +21,7 @@ import ast
 import io
 import logging
 import os
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,10 +80,17 @@ def modules_zip(job_file: Path, limit: int = MAX_MODULES_BYTES) -> ShippedFile |
     return ShippedFile(MODULES_ZIP, "modules", data)
 
 
+_PARSER_LOCK = threading.Lock()
+
+
 def _imported_names(source_file: Path) -> set[str]:
     """Top-level module names imported anywhere in ``source_file`` (absolute imports only)."""
     try:
-        tree = ast.parse(source_file.read_bytes(), filename=str(source_file))
+        source = source_file.read_bytes()
+        # CPython 3.11's parser is not safe from several threads at once (it fails with
+        # "AST constructor recursion depth mismatch", gh-106905): submissions take turns.
+        with _PARSER_LOCK:
+            tree = ast.parse(source, filename=str(source_file))
     except (SyntaxError, ValueError, OSError) as exc:
         # Shipped as it is; Python reports the error when the job imports it.
         logger.debug("not following the imports of %s: %s", source_file, exc)
