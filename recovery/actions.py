@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -33,7 +34,7 @@ from zkstore.errors import HandleExists
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.records import JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import RESTARTING, STARTING
+from zkstore.jobs.states import RESTARTING, STARTING, SUCCEEDED
 from zkstore.ops import Check, Delete
 from zkstore.strict import utc_now
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from recovery.leader import LeaderProcess
 
 logger = logging.getLogger(__name__)
+
+HOST = socket.gethostname()
 
 CLEANUP_RETRY = 2.0
 
@@ -52,6 +55,7 @@ class JobActions:
         self.leader = leader
         self.cluster = leader.cluster
         self.fence = leader.fence
+        self.settings = leader.settings
         self.launcher = launcher
         self._adoptions_reported: set[tuple[str, int]] = set()
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
@@ -101,12 +105,14 @@ class JobActions:
             return
         coordinator.attach(launch)
         self.leader.watch_job(job.job_id)
-        logger.warning(
-            "job %s: attempt %d started, driver pid %d (%s)",
+        logger.info(
+            "job %s: attempt %d started on %s, driver pid %d (%s); log %s",
             job.job_id,
             action.attempt,
+            HOST,
             launch.process.pid,
             action.reason,
+            launch.log_path,
         )
 
     def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
@@ -117,7 +123,7 @@ class JobActions:
         ours = self.leader.local(job.job_id).launched_attempt == running.attempt
         if key not in self._adoptions_reported and not ours:
             self._adoptions_reported.add(key)
-            logger.warning(
+            logger.info(
                 "job %s: adopted attempt %d (driver pid %d on %s)",
                 job.job_id,
                 running.attempt,
@@ -184,24 +190,28 @@ class JobActions:
                 name=job.name,
                 fence=self.fence,
             )
-        logger.warning(
-            "job %s: %s after %d attempt(s)%s",
+        logger.log(
+            logging.INFO if action.outcome == SUCCEEDED else logging.WARNING,
+            "job %s: %s after %d attempt(s)%s%s",
             job.job_id,
             action.outcome,
             attempts,
+            f" (last on {job.outcome.host})" if job.outcome and job.outcome.host else "",
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
         self._clean(job.job_id)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
-        logger.warning("job %s: quarantined (%s)", job.job_id, action.reason)
+        logger.warning(
+            "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
+        )
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         self._clean(job.job_id)
 
     def _clean(self, job_id: str) -> None:
-        if clean_up(self.cluster, job_id, fence=self.fence):
+        if clean_up(self.cluster, job_id, fence=self.fence, keep_logs=self.settings.keep_logs):
             self.leader.job_done(job_id)
             logger.info("job %s: cleaned up (result kept in results/)", job_id)
         else:

@@ -3,15 +3,26 @@ demo), attached to the same click group."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 
 import click
 
 from recovery.client import Client
 from recovery.dev.demo import demo
-from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
+from recovery.settings import (
+    API_TOKEN_ENV,
+    DEFAULT_HTTP,
+    DaemonSettings,
+    api_token_from_env,
+    default_daemon_id,
+    parse_http_address,
+    spark_master_from_env,
+)
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
+from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import describe
 from zkstore.config import parse_storage_options
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
@@ -44,7 +55,8 @@ from zkstore.jobs.states import CANCELLED, SUCCEEDED
 @click.option(
     "--log-dir",
     type=click.Path(file_okay=False),
-    help="where driver logs go, one file per attempt [default: a temporary directory]",
+    help="where driver logs go on this host, one file per attempt (each is also shipped to "
+    "storage: zkstore jobs logs) [default: a temporary directory]",
 )
 @click.option(
     "--restart-backoff",
@@ -61,7 +73,24 @@ from zkstore.jobs.states import CANCELLED, SUCCEEDED
     help="seconds between full passes over every job when leading (events such as a "
     "submission, a driver's exit or a cancel are handled at once regardless)",
 )
+@click.option(
+    "--keep-logs",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    help="how long a finished job's driver logs stay in storage (zkstore jobs logs) before "
+    "the leader removes them",
+)
+@click.option(
+    "--http",
+    "http",
+    metavar="HOST:PORT|off",
+    help="where to serve the HTTP API, /metrics and the status page; off to serve none "
+    f"[env ZKSTORE_HTTP; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} set.",
+)
+@click.pass_context
 def daemon(
+    ctx: click.Context,
     connection: Connection,
     spark_master: str | None,
     session_timeout: float,
@@ -70,6 +99,8 @@ def daemon(
     log_dir: str | None,
     restart_backoff: float,
     reconcile_interval: float,
+    keep_logs: float,
+    http: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -80,6 +111,8 @@ def daemon(
     """
     from recovery.daemon import Daemon
 
+    _log_at_info(ctx)
+    explicit_http = http or os.environ.get("ZKSTORE_HTTP")
     store = connection.config.with_changes(session_timeout=session_timeout)
     settings = DaemonSettings(
         store=store,
@@ -90,6 +123,10 @@ def daemon(
         restart_backoff=restart_backoff,
         max_backoff=max(60.0, restart_backoff),
         reconcile_interval=reconcile_interval,
+        keep_logs=keep_logs,
+        http=parse_http_address(explicit_http or DEFAULT_HTTP),
+        http_required=explicit_http is not None,
+        api_token=api_token_from_env(),
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
@@ -97,6 +134,15 @@ def daemon(
         err=True,
     )
     sys.exit(Daemon(settings).run())
+
+
+def _log_at_info(ctx: click.Context) -> None:
+    """A daemon says what an operator needs at its default level: leadership gained and lost,
+    each job started, adopted, restarted, finished or quarantined (INFO and up); ``-v`` adds
+    DEBUG. Other commands keep their quiet default (WARNING)."""
+    root = logging.getLogger()
+    if root.level > logging.INFO:
+        root.setLevel(logging.INFO)
 
 
 @cli.command(context_settings={"ignore_unknown_options": False})

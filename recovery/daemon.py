@@ -24,6 +24,10 @@ from recovery.election import LeaderElection
 from recovery.launcher import DriverLauncher
 from recovery.leader import JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
+from recovery.observe.metrics import LeadershipStats
+from recovery.observe.retention import LogRetention
+from recovery.observe.server import HttpSide, start_http
+from recovery.observe.throttle import Throttle
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import NotLeader, StoreUnavailable, ZkStoreError
@@ -52,6 +56,10 @@ class Daemon:
         self._must_contend = True
         self._last_reconcile = 0.0
         self.started = threading.Event()
+        self.stats = LeadershipStats()
+        self.retention: LogRetention | None = None
+        self.http: HttpSide | None = None
+        self._outage = Throttle(logger)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -75,7 +83,9 @@ class Daemon:
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+        self.http = start_http(self, self.stats)  # /health says 503 until the session is up
         if not self._connect():
+            self._stop_http()
             return 0
         assert self.cluster is not None
         self.cluster.zk.add_listener(self._on_state)
@@ -111,7 +121,7 @@ class Daemon:
                 )
                 return True
             except StoreUnavailable as exc:
-                logger.warning("%s; retrying in %g s", exc, CONNECT_RETRY)
+                self._outage.warning("store", "%s; retrying every %g s", exc, CONNECT_RETRY)
                 self._stopping.wait(CONNECT_RETRY)
         return False
 
@@ -133,10 +143,14 @@ class Daemon:
                 if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:
                     self._last_reconcile = time.monotonic()
                     self.leader.reconcile_all()
+                if self.retention is not None:
+                    self.retention.run_if_due(self.leader.fence)
+            if events:
+                self._outage.clear("store", "ZooKeeper and storage answer again")
         except NotLeader as exc:
             self._revoke(str(exc))
         except StoreUnavailable as exc:
-            logger.warning("ZooKeeper or storage unavailable: %s", exc)
+            self._outage.warning("store", "ZooKeeper or storage unavailable: %s", exc)
             self.loop.post_at(time.monotonic() + 1.0, Event(ELECTION))
         except ZkStoreError as exc:
             logger.error("unexpected store error: %s: %s", type(exc).__name__, exc)
@@ -198,13 +212,18 @@ class Daemon:
         )
         logger.info("daemon %s is the leader", self.settings.daemon_id)
         self._last_reconcile = time.monotonic()
+        took = time.monotonic()
         self.leader.start()
+        self.stats.granted(time.monotonic() - took)
+        self.retention = LogRetention(self.cluster, self.settings.keep_logs)
 
     def _revoke(self, why: str) -> None:
         leader, self.leader = self.leader, None
         if leader is None:
             return
         leader.stop()
+        self.stats.revoked()
+        self.retention = None
         logger.warning("daemon %s is no longer the leader: %s", self.settings.daemon_id, why)
 
     def _shutdown(self) -> None:
@@ -216,9 +235,15 @@ class Daemon:
                 logger.warning("could not resign cleanly (%s); the session close will", exc)
         if self.cluster is not None:
             self.cluster.close()
+        self._stop_http()
         live = sum(1 for c in self.coordinators.values() if c.live_launch is not None)
         logger.info(
             "daemon %s stopped; %d driver(s) keep running and will be adopted",
             self.settings.daemon_id,
             live,
         )
+
+    def _stop_http(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+            self.http = None

@@ -89,7 +89,7 @@ class LeaderProcess:
         self._watch = self.cluster.jobs.watch(self.post)
         self._dirty = self.cluster.results.needing_attention()
         count = self.reconcile_all()
-        logger.warning(
+        logger.info(
             "leadership taken: %d job(s) recovered in %.2f s", count, time.monotonic() - started
         )
 

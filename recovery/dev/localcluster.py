@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,6 +34,8 @@ class DaemonProcess:
     daemon_id: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    #: the daemon's HTTP base URL (``http://127.0.0.1:<port>``), if it serves HTTP
+    url: str | None = None
 
     @property
     def pid(self) -> int:
@@ -64,12 +67,20 @@ class LocalCluster:
         spark_master: str = "local[2]",
         restart_backoff: float = 1.0,
         extra_args: tuple[str, ...] = (),
+        http: bool = False,
+        extra_env: dict[str, str] | None = None,
+        verbose: bool = True,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
         self.spark_master = spark_master
         self.restart_backoff = restart_backoff
         self.extra_args = extra_args
+        #: serve HTTP on a free loopback port per daemon (never the default port, which other
+        #: daemons on this machine may hold)
+        self.http = http
+        self.extra_env = dict(extra_env or {})
+        self.verbose = verbose
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -92,17 +103,19 @@ class LocalCluster:
         )
         if self.config.signing_key is not None:
             env[ENV_VARS["signing_key"]] = self.config.signing_key.decode()
+        env.update(self.extra_env)
         return env
 
     def start_daemon(self, daemon_id: str) -> DaemonProcess:
         """Start ``zkstore daemon --id daemon_id`` (its log in ``work_dir/<id>.log``)."""
         log_path = self.work_dir / f"{daemon_id}.log"
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port() if self.http else None
         command = [
             sys.executable,
             "-m",
             "recovery.cli",
-            "-v",
+            *(["-v"] if self.verbose else []),
             "daemon",
             "--id",
             daemon_id,
@@ -112,6 +125,8 @@ class LocalCluster:
             str(self.work_dir / "drivers"),
             "--restart-backoff",
             str(self.restart_backoff),
+            "--http",
+            f"127.0.0.1:{port}" if port else "off",
             *self._storage_option_args(),
             *self.extra_args,
         ]
@@ -123,7 +138,8 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
             )
-        daemon = DaemonProcess(daemon_id, process, log_path)
+        url = f"http://127.0.0.1:{port}" if port else None
+        daemon = DaemonProcess(daemon_id, process, log_path, url)
         self.daemons[daemon_id] = daemon
         return daemon
 
@@ -195,6 +211,14 @@ class LocalCluster:
             if marker in environ:
                 found.append(int(entry.name))
         return found
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -83,6 +83,24 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
     }
 
 
+def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
+    """Everything ``jobs show --format json`` prints (the HTTP API serves the same):
+    :func:`describe` plus the job's checkpoints and control values. Raises
+    :class:`HandleNotFound` for a job without any trace."""
+    validate_job_id(job_id)
+    snapshot = read_snapshots(cluster.zk, cluster.layout, [job_id]).get(job_id)
+    if snapshot is None:
+        raise HandleNotFound(f"no job {job_id!r} in this cluster")
+    item = describe(snapshot)
+    item["checkpoints"] = [
+        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
+        for cid, h in cluster.checkpoints(job_id).all()
+    ]
+    control, _ = cluster.state.control(job_id)
+    item["control"] = control
+    return item
+
+
 def _row(item: dict[str, Any]) -> dict[str, Any]:
     driver = item["driver"]
     error = (
@@ -148,18 +166,9 @@ list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 @format_option
 def show_job(job_id: str, connection: Connection, fmt: str) -> None:
     """Everything the store says about one job, with its checkpoints."""
-    validate_job_id(job_id)
     with open_cluster(connection) as cluster:
-        snapshot = read_snapshots(cluster.zk, cluster.layout, [job_id]).get(job_id)
-        if snapshot is None:
-            raise HandleNotFound(f"no job {job_id!r} in this cluster")
-        item = describe(snapshot)
-        item["checkpoints"] = [
-            {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
-            for cid, h in cluster.checkpoints(job_id).all()
-        ]
-        control, _ = cluster.state.control(job_id)
-        item["control"] = control
+        item = job_details(cluster, job_id)
+    control = item["control"]
     if fmt == "json":
         emit(item, fmt)
         return

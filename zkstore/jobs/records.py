@@ -182,7 +182,11 @@ class CancelRequest(Record):
 
 @dataclass(frozen=True)
 class JobResult(Record):
-    """``R/results/<job>``: the durable end of a job (FLIP-194's job result store, in ZK)."""
+    """``R/results/<job>``: the durable end of a job (FLIP-194's job result store, in ZK).
+
+    ``logs_until`` is written with CLEAN when the job's logs are kept for a retention period,
+    and dropped once they are removed: a CLEAN result without it owns nothing in storage.
+    """
 
     job_id: str = ""
     state: str = DIRTY
@@ -191,9 +195,11 @@ class JobResult(Record):
     finished: str = ""
     error: str | None = None
     name: str | None = None
+    #: set while the job's driver logs are kept in storage after its cleanup: until when
+    logs_until: str | None = None
 
-    optional = frozenset({"error", "name"})
-    times = frozenset({"finished"})
+    optional = frozenset({"error", "name", "logs_until"})
+    times = frozenset({"finished", "logs_until"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
     multiline = frozenset({"error"})
 

@@ -1,0 +1,14 @@
+"""Seeing the runtime work: driver logs shipped to storage and kept for a retention period, and
+every daemon's HTTP side (health, leader, a JSON API, Prometheus metrics, a status page).
+
+::
+
+    shipper.py     ships one attempt's output (its log file) to storage, in its own process
+    retention.py   the leader's sweep that removes logs once their retention has passed
+    throttle.py    log lines that repeat (an outage) said once per interval, with a count
+    view.py        one read of what the API, the page and the metrics show
+    metrics.py     the Prometheus registry of a daemon, collected from ZooKeeper at scrape time
+    page.py        the status page, server-rendered HTML
+    api.py         the HTTP routes (aiohttp): reads only, plus token-guarded mutations
+    server.py      the HTTP server's own thread and event loop, started and stopped by the daemon
+"""
