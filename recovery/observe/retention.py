@@ -46,14 +46,14 @@ class LogRetention:
     def _interval(self, wanted: float) -> float:
         return max(MIN_INTERVAL, min(wanted, self.keep_logs, MAX_INTERVAL))
 
-    def run_if_due(self, fence: Fence) -> int:
+    def run_if_due(self, fence: Fence | None) -> int:
         """Sweep if it is time; returns the number of jobs whose logs were removed. Raises
         what the store raises (an outage, a lost leadership): the caller handles those."""
         if time.monotonic() < self._due:
             return 0
         return self.sweep(fence)
 
-    def sweep(self, fence: Fence) -> int:
+    def sweep(self, fence: Fence | None) -> int:
         results, _ = self.cluster.results.all()
         now = time.time()
         expired: list[tuple[float, JobResult]] = []
@@ -69,9 +69,10 @@ class LogRetention:
         self._due = time.monotonic() + wait
         return min(len(expired), BATCH)
 
-    def _remove(self, result: JobResult, fence: Fence) -> None:
+    def _remove(self, result: JobResult, fence: Fence | None) -> None:
         job_id = result.job_id
         removed = JobLogs(self.cluster.storage, self.cluster.storage_layout, job_id).remove()
+        self.cluster.step("retention:logs-removed")
         self.cluster.results.logs_removed(job_id, fence=fence)
         self.removed += 1
         logger.info(

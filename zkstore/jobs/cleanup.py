@@ -55,5 +55,6 @@ def clean_up(
     for leftover in cluster.storage.list(cluster.storage_layout.job(job_id)):
         if not cluster.storage.is_under(leftover.uri, logs):
             cluster.storage.discard(leftover.uri)
+    cluster.step("cleanup:leftovers-discarded")
     cluster.results.mark_clean(job_id, fence=fence, logs_until=utc_in(max(0.0, keep_logs)))
     return True
