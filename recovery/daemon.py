@@ -171,11 +171,14 @@ class Daemon:
 
     def _on_state_event(self, state: str) -> None:
         if state == "SUSPENDED":
+            self._outage.warning("zk", "ZooKeeper connection lost; reconnecting")
             self._revoke("ZooKeeper connection suspended")
         elif state == "LOST":
+            self._outage.warning("zk", "ZooKeeper session expired; contending again")
             self._revoke("ZooKeeper session expired")
             self._must_contend = True
         elif state == "CONNECTED":
+            self._outage.clear("zk", "ZooKeeper connection back")
             self._check_election()
 
     def _check_election(self) -> None:
