@@ -27,10 +27,10 @@ from recovery.loop import Event, Leadership, Loop
 from recovery.observe.metrics import LeadershipStats
 from recovery.observe.retention import LogRetention
 from recovery.observe.server import HttpSide, start_http
-from recovery.observe.throttle import Throttle
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import NotLeader, StoreUnavailable, ZkStoreError
+from zkstore.throttle import Throttle
 
 logger = logging.getLogger(__name__)
 
