@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: test demo lint typecheck pytest bench venv clean
+.PHONY: test demo lint typecheck pytest bench venv clean browser-test
 
 venv: $(STAMP)
 
@@ -28,6 +28,12 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The status page in a real browser (Debian's chromium, installed here if missing; needs root or
+# an existing chromium). Not part of `make test`. SCREENSHOT=docs/status-page.png keeps the shot.
+browser-test: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	ZKSTORE_SCREENSHOT=$(SCREENSHOT) $(BIN)/python -m pytest -q -m browser tests/test_browser.py
 
 demo: $(STAMP)
 	$(BIN)/zkstore demo

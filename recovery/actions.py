@@ -175,7 +175,8 @@ class JobActions:
         self.cluster.state.put_status(
             job.job_id, status, expected_version=job.status.version, fence=self.fence
         )
-        logger.warning("job %s: %s (%s)", job.job_id, action.reason, action.error)
+        last = action.error.splitlines()[-1] if action.error else "no error recorded"
+        logger.warning("job %s: %s (%s)", job.job_id, action.reason, last)
         self._wait(job, Wait(until=action.not_before))
 
     def _finish(self, job: JobSnapshot, action: Finish) -> None:

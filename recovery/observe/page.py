@@ -108,7 +108,9 @@ def _job_row(job: JobSnapshot, view: ClusterView, now: float) -> str:
     driver = item["driver"]
     result = item["result"]
     error = item["last_error"] or (result or {}).get("error") or ""
-    attempt = f"{item['attempt'] or 0}/{item['max_attempts'] or '-'}"
+    attempt = str(item["attempt"] or 0)
+    if item["max_attempts"]:
+        attempt += f" of {item['max_attempts']}"
     host = "-"
     if driver:
         host = f"{_e(driver['host'])} <span class='muted'>pid {_e(driver['pid'])}</span>"
