@@ -24,7 +24,7 @@ from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import describe
-from zkstore.config import parse_storage_options
+from zkstore.config import ENV_VARS, parse_storage_options
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, SUCCEEDED
@@ -86,7 +86,8 @@ from zkstore.jobs.states import CANCELLED, SUCCEEDED
     "http",
     metavar="HOST:PORT|off",
     help="where to serve the HTTP API, /metrics and the status page; off to serve none "
-    f"[env ZKSTORE_HTTP; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} set.",
+    f"[env {ENV_VARS['http']}; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} "
+    "set.",
 )
 @click.pass_context
 def daemon(
@@ -112,7 +113,7 @@ def daemon(
     from recovery.daemon import Daemon
 
     _log_at_info(ctx)
-    explicit_http = http or os.environ.get("ZKSTORE_HTTP")
+    explicit_http = http or os.environ.get(ENV_VARS["http"])
     store = connection.config.with_changes(session_timeout=session_timeout)
     settings = DaemonSettings(
         store=store,

@@ -19,7 +19,7 @@ DEFAULT_SPARK_MASTER = "local[2]"
 DEFAULT_HTTP = "127.0.0.1:8780"
 #: The bearer token of the HTTP API's changes (cancel, control): a secret, from the environment
 #: only (a flag would show in ``ps``).
-API_TOKEN_ENV = "ZKSTORE_API_TOKEN"
+API_TOKEN_ENV = ENV_VARS["api_token"]
 MIN_TOKEN_CHARS = 16
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
 

@@ -4,7 +4,10 @@ ZooKeeper outage, and a status page that shows anybody's text as text."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -100,3 +103,30 @@ def test_page_shows_planted_text_as_text(cluster: Cluster) -> None:
     assert "<script>" not in page and "<img" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     assert page.count("named") >= 2, "in the jobs table and in quarantine"
+
+
+def test_daemon_http_settings_fail_as_usage_errors_without_showing_the_token(
+    tmp_path: Path,
+) -> None:
+    """A bad --http, a token too short to be safe, an explicit address in use: exit 2, one
+    line, before anything else happens (ZooKeeper is not even reachable here)."""
+    zkstore = str(Path(sys.executable).parent / "zkstore")
+    base = [zkstore, "daemon", "--zk", "127.0.0.1:1", "--storage", f"file://{tmp_path}/s"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for extra, extra_env, message in (
+            (["--http", "nowhere"], {}, "invalid HTTP address 'nowhere'"),
+            (["--http", "off"], {"ZKSTORE_API_TOKEN": "short-secret"}, "is too short"),
+            (["--http", f"127.0.0.1:{port}"], {}, f"cannot serve HTTP on 127.0.0.1:{port}"),
+        ):
+            done = subprocess.run(
+                base + extra, env={**env, **extra_env}, capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 2, done.stderr
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith("zkstore: usage error: ") and message in last, done.stderr
+            assert "short-secret" not in done.stderr + done.stdout
+            assert "Traceback" not in done.stderr

@@ -3,9 +3,8 @@ every daemon's HTTP side (health, leader, a JSON API, Prometheus metrics, a stat
 
 ::
 
-    shipper.py     ships one attempt's output (its log file) to storage, in its own process
+    shipper.py     starts the shipper of each driver (zkstore.jobs.logship), and says why
     retention.py   the leader's sweep that removes logs once their retention has passed
-    throttle.py    log lines that repeat (an outage) said once per interval, with a count
     view.py        one read of what the API, the page and the metrics show
     metrics.py     the Prometheus registry of a daemon, collected from ZooKeeper at scrape time
     page.py        the status page, server-rendered HTML

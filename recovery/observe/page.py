@@ -16,12 +16,15 @@ from urllib.parse import quote
 
 from recovery.observe.view import ClusterView, finished
 from zkstore.cli.jobs import describe
+from zkstore.cli.output import duration
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.strict import parse_time
 
 REFRESH_SECONDS = 5
 #: Finished jobs shown, newest first; results are kept for ever, the page stays short.
 FINISHED_SHOWN = 50
+#: Jobs not finished shown, by id; the API lists them all.
+LIVE_SHOWN = 500
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'"
 
@@ -63,16 +66,7 @@ def _e(value: object) -> str:
 
 
 def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 172800:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d"
+    return "-" if seconds is None else duration(seconds)
 
 
 def _since(timestamp: object, now: float) -> str:
@@ -156,16 +150,16 @@ def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str)
             _leader_section(view, now),
             _summary_section(view),
             _section(
-                f"Jobs ({len(live)})",
+                _title("Jobs", len(live), LIVE_SHOWN, "the first"),
                 _table(
                     JOB_HEADERS,
-                    [_job_row(j, view, now) for j in live],
+                    [_job_row(j, view, now) for j in live[:LIVE_SHOWN]],
                     "no jobs running or waiting",
                 ),
             ),
             _section("Quarantine", _quarantine(quarantined, now)),
             _section(
-                _finished_title(len(done)),
+                _title("Finished", len(done), FINISHED_SHOWN, "the newest"),
                 _table(
                     JOB_HEADERS,
                     [_job_row(j, view, now) for j in done[:FINISHED_SHOWN]],
@@ -176,9 +170,9 @@ def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str)
     )
 
 
-def _finished_title(count: int) -> str:
-    shown = f", the newest {FINISHED_SHOWN} shown" if count > FINISHED_SHOWN else ""
-    return f"Finished ({count}{shown})"
+def _title(what: str, count: int, limit: int, which: str) -> str:
+    shown = f", {which} {limit} shown: /api/v1/jobs has them all" if count > limit else ""
+    return f"{what} ({count}{shown})"
 
 
 def _section(title: str, body: str) -> str:

@@ -28,6 +28,7 @@ from zkstore.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0
+SHUTDOWN_TIMEOUT = 2.0
 
 
 class HttpServer:
@@ -38,7 +39,10 @@ class HttpServer:
         self.address = address
         self.bound: HttpAddress | None = None
         self._loop = asyncio.new_event_loop()
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A daemon stopping waits this long at most for requests in flight (a log streaming).
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT
+        )
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.output import emit, format_option
+from zkstore.cli.output import duration, emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import parse_storage_options
 from zkstore.errors import ConfigError, HandleNotFound
@@ -31,14 +31,7 @@ def age(timestamp: str | None) -> str | None:
     """``3m12s``-style age of a zkstore timestamp."""
     if not timestamp:
         return None
-    seconds = int((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 172800:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d"
+    return duration((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
 
 
 def describe(job: JobSnapshot) -> dict[str, Any]:
