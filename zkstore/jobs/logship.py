@@ -146,7 +146,7 @@ class LogShipper:
                     self.logs.job_id,
                     self.attempt,
                 )
-                self.seq = self._next_seq()
+                self.seq = max(self.seq + 1, self._next_seq())  # always forward
         self.seq += 1
         self.offset += len(data)
         self.shipped += len(data)
