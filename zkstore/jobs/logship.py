@@ -6,7 +6,8 @@ from an offset and stores what is new every few seconds as the next chunk of the
 launcher, becomes readable) it stores the rest and ``end.json``. The file is the buffer: the
 driver never waits for storage, and nothing is dropped while storage is down. The runtime starts
 it (:mod:`recovery.observe.shipper` says why a process of its own); it lives here, with the
-store, so that it starts in a fraction of the runtime's import time.
+store, so that it starts without the runtime's imports, and it loads storage (fsspec: most of
+its CPU) only at its first look, one interval after the driver started.
 """
 
 from __future__ import annotations
@@ -19,18 +20,21 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleExists, StoreUnavailable, ZkStoreError
-from zkstore.jobs.logs import MAX_CHUNK_BYTES, JobLogs
-from zkstore.layout import StorageLayout
-from zkstore.storage import StateStorage
 from zkstore.throttle import Throttle
+
+if TYPE_CHECKING:
+    from zkstore.jobs.logs import JobLogs
 
 logger = logging.getLogger("zkstore.jobs.logship")
 
 #: Seconds between two looks at the file while the driver runs.
 INTERVAL = 2.0
+#: The biggest chunk a shipper writes (one PUT on S3); readers refuse bigger objects.
+CHUNK_BYTES = 4 * 1024 * 1024
 #: Seconds a dead driver's output may wait for storage to come back before the shipper gives up.
 GIVE_UP = 600.0
 MAX_BACKOFF = 60.0
@@ -51,7 +55,7 @@ class LogShipper:
         *,
         offset: int = 0,
         interval: float = INTERVAL,
-        chunk_bytes: int = MAX_CHUNK_BYTES,
+        chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self.logs = logs
         self.attempt = attempt
@@ -63,11 +67,14 @@ class LogShipper:
         self.shipped = 0
         self._throttle = Throttle(logger)
 
-    def run(self, exited: Callable[[float], bool], *, give_up: float = GIVE_UP) -> bool:
+    def run(
+        self, exited: Callable[[float], bool], *, give_up: float = GIVE_UP, look_now: bool = False
+    ) -> bool:
         """Ship until the driver has exited (``exited(timeout)`` waits for that up to
-        ``timeout`` seconds) and everything is stored; returns False if it gave up."""
+        ``timeout`` seconds) and everything is stored; returns False if it gave up. The first
+        look is one interval from now, or at once with ``look_now``."""
         self.seq = self._next_seq()
-        wait = self.interval
+        wait = 0.0 if look_now else self.interval
         deadline: float | None = None
         while True:
             done = exited(wait)
@@ -187,12 +194,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with os.fdopen(args.config_fd, "rb") as pipe:
             config = StoreConfig.from_json(pipe.read(1 << 20).decode())
-        storage = StateStorage(config.storage_url, config.storage_options, timeout=config.timeout)
     except (OSError, UnicodeDecodeError, ConfigError) as exc:
         parser.error(f"cannot read the storage configuration: {exc}")
+    exited = exit_waiter(args.pidfd)
+    # Wait first, load later: storage (fsspec) costs most of this process's CPU to import, and
+    # a short driver is done before it shares a core with that; a long one hardly notices.
+    exited(args.interval)
+    from zkstore.jobs.logs import JobLogs
+    from zkstore.layout import StorageLayout
+    from zkstore.storage import StateStorage
+
+    try:
+        storage = StateStorage(config.storage_url, config.storage_options, timeout=config.timeout)
+    except ConfigError as exc:
+        parser.error(f"invalid storage configuration: {exc}")
     logs = JobLogs(storage, StorageLayout(config.cluster_id), args.job_id)
     shipper = LogShipper(logs, args.attempt, args.log, offset=args.offset, interval=args.interval)
-    return 0 if shipper.run(exit_waiter(args.pidfd), give_up=args.give_up) else 1
+    return 0 if shipper.run(exited, give_up=args.give_up, look_now=True) else 1
 
 
 if __name__ == "__main__":
