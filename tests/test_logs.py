@@ -20,8 +20,11 @@ from tests import jobs
 from tests.helpers import S3Server, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.logs import JobLogs
+from zkstore.errors import UntrustedPayload
+from zkstore.jobs.logs import MAX_CHUNK_BYTES, JobLogs, LogFollower
 from zkstore.jobs.states import SUCCEEDED
+from zkstore.layout import StorageLayout
+from zkstore.storage import StateStorage
 
 BIN = Path(sys.executable).parent
 
@@ -274,3 +277,31 @@ def test_logs_kept_for_their_retention_then_removed_by_the_leader(
             assert cluster.storage.list(cluster.storage_layout.job(job_id)) == []
     finally:
         local.stop()
+
+
+# -- reading: what storage holds, however it got there ---------------------------------------
+
+
+def test_follower_moves_past_an_attempt_whose_shipper_died(storage: StateStorage) -> None:
+    """Attempt 1 has no end.json (its host died with its shipper): the follower prints what
+    there is and moves on once attempt 2 exists and attempt 1 has been quiet for the grace."""
+    logs = JobLogs(storage, StorageLayout("c"), "job")
+    logs.write_chunk(1, 0, b"one\n")
+    logs.write_chunk(2, 0, b"two\n")
+    logs.finish(2, chunks=1, size=4)
+    follower = LogFollower(logs, lambda: (2, True), poll=0.05, grace=0.3)
+    assert follower.start() == 2, "the latest attempt with logs"
+    assert list(follower.follow(1)) == [(1, b"one\n"), (2, b"two\n")]
+
+
+def test_planted_objects_in_the_logs_are_ignored_or_refused(storage: StateStorage) -> None:
+    logs = JobLogs(storage, StorageLayout("c"), "job")
+    logs.write_chunk(1, 0, b"real\n")
+    for key in ("attempt-1/notes.txt", "attempt-x/00000000.log", "attempt-0/00000000.log"):
+        storage.create(f"{logs.prefix}/{key}", b"planted\n")
+    storage.create(f"{logs.prefix}/attempt-1/00000001.log", b"x" * (MAX_CHUNK_BYTES + 1))
+    found = logs.attempts()
+    assert list(found) == [1] and [c.seq for c in found[1].chunks] == [0, 1]
+    assert logs.read_chunk(found[1].chunks[0]) == b"real\n"
+    with pytest.raises(UntrustedPayload):
+        logs.read_chunk(found[1].chunks[1])
