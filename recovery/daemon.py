@@ -236,9 +236,9 @@ class Daemon:
                 self.election.resign()
             except ZkStoreError as exc:
                 logger.warning("could not resign cleanly (%s); the session close will", exc)
+        self._stop_http()
         if self.cluster is not None:
             self.cluster.close()
-        self._stop_http()
         live = sum(1 for c in self.coordinators.values() if c.live_launch is not None)
         logger.info(
             "daemon %s stopped; %d driver(s) keep running and will be adopted",

@@ -141,9 +141,14 @@ def _orphans(
             detail = "partial write (temporary file)"
         elif is_log_key(key):
             live = job in inventory.current_jobs or job in inventory.trees
-            if logs_kept(live or job in inventory.quarantine, inventory.results.get(job), now):
+            result = inventory.results.get(job)
+            if logs_kept(live or job in inventory.quarantine, result, now):
                 continue
-            detail = "driver log past its retention"
+            detail = (
+                f"driver log past its retention (kept until {result.logs_until})"
+                if result is not None and result.logs_until is not None
+                else "driver log of no job"
+            )
         else:
             detail = "referenced by no handle"
         found.append(Finding(ORPHAN_PAYLOAD, job, item.uri, age, item.size, detail))
