@@ -99,13 +99,15 @@ def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
         http=True,
         extra_env={"ZKSTORE_API_TOKEN": TOKEN},
     )
-    cluster.start_daemon("d1")
-    cluster.wait_for_leader()
-    cluster.start_daemon("d2")
-    for daemon in cluster.daemons.values():
-        wait_for(lambda d=daemon: answers(d, "/health") == 200, timeout=60, what="HTTP up")
-    yield cluster
-    cluster.stop()
+    try:
+        cluster.start_daemon("d1")
+        cluster.wait_for_leader()
+        cluster.start_daemon("d2")
+        for daemon in cluster.daemons.values():
+            wait_for(lambda d=daemon: answers(d, "/health") == 200, timeout=60, what="HTTP up")
+        yield cluster
+    finally:
+        cluster.stop()
     for daemon in cluster.daemons.values():
         assert TOKEN not in daemon.log(), "the token never reaches a log"
 
