@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,7 +36,7 @@ from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import RESTARTING, STARTING
+from zkstore.jobs.states import RESTARTING, STARTING, SUCCEEDED
 from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.strict import utc_now
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from recovery.leader import LeaderProcess
 
 logger = logging.getLogger(__name__)
+
+HOST = socket.gethostname()
 
 CLEANUP_RETRY = 2.0
 
@@ -54,6 +57,7 @@ class JobActions:
         self.leader = leader
         self.cluster = leader.cluster
         self.fence = leader.fence
+        self.settings = leader.settings
         self._adoptions_reported: set[tuple[str, int]] = set()
         self._reasons: list[tuple[str, list[Op]]] = []
         self._starts: list[tuple[JobSnapshot, Start, list[Op]]] = []
@@ -138,7 +142,7 @@ class JobActions:
             self.leader.fleet.assigned(action.member, job.job_id)
             path = layout.assignment(action.member, job.job_id)
             self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
-            logger.warning(
+            logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
                 action.attempt,
@@ -213,7 +217,8 @@ class JobActions:
         ]
         self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
         self._unassigned(job)
-        logger.warning("job %s: %s (%s)", job.job_id, action.reason, action.error)
+        last = action.error.splitlines()[-1] if action.error else "no error recorded"
+        logger.warning("job %s: %s (%s)", job.job_id, action.reason, last)
         self._wait(job, Wait(until=action.not_before))
 
     def _finish(self, job: JobSnapshot, action: Finish) -> None:
@@ -231,11 +236,13 @@ class JobActions:
                 log=job.log,
                 fence=self.fence,
             )
-        logger.warning(
-            "job %s: %s after %d attempt(s)%s",
+        logger.log(
+            logging.INFO if action.outcome == SUCCEEDED else logging.WARNING,
+            "job %s: %s after %d attempt(s)%s%s",
             job.job_id,
             action.outcome,
             attempts,
+            f" (last on {job.outcome.host})" if job.outcome and job.outcome.host else "",
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
         self._clean(job)
@@ -243,14 +250,16 @@ class JobActions:
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
         self._release_assignment(job)
-        logger.warning("job %s: quarantined (%s)", job.job_id, action.reason)
+        logger.warning(
+            "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
+        )
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         self._clean(job)
 
     def _clean(self, job: JobSnapshot) -> None:
         self._release_assignment(job)
-        if clean_up(self.cluster, job.job_id, fence=self.fence):
+        if clean_up(self.cluster, job.job_id, fence=self.fence, keep_logs=self.settings.keep_logs):
             self.leader.job_done(job.job_id)
             logger.info("job %s: cleaned up (result kept in results/)", job.job_id)
         else:

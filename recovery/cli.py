@@ -3,6 +3,8 @@ demo), attached to the same click group."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,13 +15,22 @@ from recovery import fleet_cli  # noqa: F401  (registers `zkstore daemons`)
 from recovery.client import Client
 from recovery.dev.demo import demo
 from recovery.fleet import parse_labels
-from recovery.settings import DaemonSettings, default_daemon_id, spark_master_from_env
+from recovery.settings import (
+    API_TOKEN_ENV,
+    DEFAULT_HTTP,
+    DaemonSettings,
+    api_token_from_env,
+    default_daemon_id,
+    parse_http_address,
+    spark_master_from_env,
+)
 from recovery.shipping import Dependencies
 from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import headline, jobs
+from zkstore.config import ENV_VARS
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
@@ -74,7 +85,8 @@ wait_timeout_option = click.option(
 @click.option(
     "--log-dir",
     type=click.Path(file_okay=False),
-    help="where driver logs go, one file per attempt [default: a temporary directory]",
+    help="where driver logs go on this host, one file per attempt (each is also shipped to "
+    "storage: zkstore jobs logs) [default: a temporary directory]",
 )
 @click.option(
     "--work-dir",
@@ -103,7 +115,25 @@ wait_timeout_option = click.option(
     help="refuse to start if the cluster root's ZooKeeper ACL lets anyone change it "
     "(default: a loud warning)",
 )
+@click.option(
+    "--keep-logs",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    help="how long a finished job's driver logs stay in storage (zkstore jobs logs) before "
+    "the leader removes them",
+)
+@click.option(
+    "--http",
+    "http",
+    metavar="HOST:PORT|off",
+    help="where to serve the HTTP API, /metrics and the status page; off to serve none "
+    f"[env {ENV_VARS['http']}; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} "
+    "set.",
+)
+@click.pass_context
 def daemon(
+    ctx: click.Context,
     connection: Connection,
     spark_master: str | None,
     session_timeout: float,
@@ -115,6 +145,8 @@ def daemon(
     reconcile_interval: float,
     labels: tuple[str, ...],
     strict_acl: bool,
+    keep_logs: float,
+    http: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -127,6 +159,8 @@ def daemon(
     """
     from recovery.daemon import Daemon
 
+    _log_at_info(ctx)
+    explicit_http = http or os.environ.get(ENV_VARS["http"])
     store = connection.config.with_changes(session_timeout=session_timeout)
     settings = DaemonSettings(
         store=store,
@@ -140,6 +174,10 @@ def daemon(
         reconcile_interval=reconcile_interval,
         labels=parse_labels(labels),
         strict_acl=strict_acl,
+        keep_logs=keep_logs,
+        http=parse_http_address(explicit_http or DEFAULT_HTTP),
+        http_required=explicit_http is not None,
+        api_token=api_token_from_env(),
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
@@ -157,6 +195,15 @@ def _paths_option(name: str, what: str) -> Callable[[F], F]:
         help=f"{what}: local paths (shipped with the job) or URIs (Spark fetches them); "
         "comma-separated, repeatable",
     )
+
+
+def _log_at_info(ctx: click.Context) -> None:
+    """A daemon says what an operator needs at its default level: leadership gained and lost,
+    each job started, adopted, restarted, finished or quarantined (INFO and up); ``-v`` adds
+    DEBUG. Other commands keep their quiet default (WARNING)."""
+    root = logging.getLogger()
+    if root.level > logging.INFO:
+        root.setLevel(logging.INFO)
 
 
 @cli.command(context_settings={"ignore_unknown_options": False})

@@ -28,10 +28,14 @@ from recovery.launcher import DriverLauncher
 from recovery.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
 from recovery.member import FleetMember
+from recovery.observe.metrics import LeadershipStats
+from recovery.observe.retention import LogRetention
+from recovery.observe.server import HttpSide, start_http
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError, NotLeader, StoreUnavailable, ZkStoreError
+from zkstore.throttle import Throttle
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,10 @@ class Daemon:
         self._must_contend = True
         self._last_reconcile = 0.0
         self.started = threading.Event()
+        self.stats = LeadershipStats()
+        self.retention: LogRetention | None = None
+        self.http: HttpSide | None = None
+        self._outage = Throttle(logger)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -82,7 +90,9 @@ class Daemon:
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+        self.http = start_http(self, self.stats)  # /health says 503 until the session is up
         if not self._connect():
+            self._stop_http()
             return 0
         assert self.cluster is not None
         self.member = FleetMember(
@@ -97,6 +107,7 @@ class Daemon:
             self.member.register()
         except BaseException:
             self.cluster.close()
+            self._stop_http()
             raise
         self.cluster.zk.add_listener(self._on_state)
         self.election = LeaderElection(
@@ -131,7 +142,7 @@ class Daemon:
                 )
                 return True
             except StoreUnavailable as exc:
-                logger.warning("%s; retrying in %g s", exc, CONNECT_RETRY)
+                self._outage.warning("store", "%s; retrying every %g s", exc, CONNECT_RETRY)
                 self._stopping.wait(CONNECT_RETRY)
         return False
 
@@ -168,10 +179,14 @@ class Daemon:
                 if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:
                     self._last_reconcile = time.monotonic()
                     self.leader.reconcile_all()
+                if self.retention is not None:
+                    self.retention.run_if_due(self.leader.fence)
+            if events:
+                self._outage.clear("store", "ZooKeeper and storage answer again")
         except NotLeader as exc:
             self._revoke(str(exc))
         except StoreUnavailable as exc:
-            logger.warning("ZooKeeper or storage unavailable: %s", exc)
+            self._outage.warning("store", "ZooKeeper or storage unavailable: %s", exc)
             self.loop.post_at(time.monotonic() + 1.0, Event(ELECTION))
         except ZkStoreError as exc:
             logger.error("unexpected store error: %s: %s", type(exc).__name__, exc)
@@ -199,11 +214,14 @@ class Daemon:
 
     def _on_state_event(self, state: str) -> None:
         if state == "SUSPENDED":
+            self._outage.warning("zk", "ZooKeeper connection lost; reconnecting")
             self._revoke("ZooKeeper connection suspended")
         elif state == "LOST":
+            self._outage.warning("zk", "ZooKeeper session expired; contending again")
             self._revoke("ZooKeeper session expired")
             self._must_contend = True
         elif state == "CONNECTED":
+            self._outage.clear("zk", "ZooKeeper connection back")
             assert self.member is not None
             self.member.ensure_registered()  # a new session lost our ephemeral record
             self.member.sync()
@@ -237,13 +255,18 @@ class Daemon:
         )
         logger.info("daemon %s is the leader", self.settings.daemon_id)
         self._last_reconcile = time.monotonic()
+        took = time.monotonic()
         self.leader.start()
+        self.stats.granted(time.monotonic() - took)
+        self.retention = LogRetention(self.cluster, self.settings.keep_logs)
 
     def _revoke(self, why: str) -> None:
         leader, self.leader = self.leader, None
         if leader is None:
             return
         leader.stop()
+        self.stats.revoked()
+        self.retention = None
         logger.warning("daemon %s is no longer the leader: %s", self.settings.daemon_id, why)
 
     def _shutdown(self) -> None:
@@ -253,6 +276,7 @@ class Daemon:
                 self.election.resign()
             except ZkStoreError as exc:
                 logger.warning("could not resign cleanly (%s); the session close will", exc)
+        self._stop_http()
         if self.member is not None:
             self.member.stop()
         if self.cluster is not None:
@@ -263,3 +287,8 @@ class Daemon:
             self.settings.daemon_id,
             live,
         )
+
+    def _stop_http(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+            self.http = None

@@ -2,9 +2,10 @@
 
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
-crash. Its output goes to a log file per attempt; it runs in a fresh working directory per attempt
-(``<work dir>/<job>-attempt-<n>``, see :mod:`recovery.workdir`), which its daemon removes when it
-sees the driver exit.
+crash. Its output goes to a log file per attempt, which a shipper process started beside it
+stores in object storage as it grows (:mod:`recovery.observe.shipper`); it runs in a fresh
+working directory per attempt (``<work dir>/<job>-attempt-<n>``, see :mod:`recovery.workdir`),
+which its daemon removes when it sees the driver exit.
 
 Its store configuration, secrets included, comes through a pipe (``--config-fd``) that the
 driver reads once and closes: never through its environment or command line, which the Spark JVM
@@ -24,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recovery.observe.shipper import start_shipper
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 
@@ -93,6 +95,8 @@ class DriverLauncher:
         self.settings = settings
         self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
         self.work_root = Path(settings.work_dir or tempfile.mkdtemp(prefix="zkstore-work-"))
+        #: drivers started so far (a metric)
+        self.launched = 0
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
@@ -148,6 +152,7 @@ class DriverLauncher:
             os.close(write_end)
             write_end = -1
             with open(log_path, "ab") as log:
+                offset = log.tell()
                 process = subprocess.Popen(
                     self.command(job_id, attempt, status_version, read_end, work_dir, log_path),
                     stdin=subprocess.DEVNULL,
@@ -162,11 +167,16 @@ class DriverLauncher:
             os.close(read_end)
             if write_end >= 0:
                 os.close(write_end)
-        logger.info(
+        logger.debug(
             "started driver of %s attempt %d (pid %d, log %s)",
             job_id,
             attempt,
             process.pid,
             log_path,
+        )
+        self.launched += 1
+        env, python = self.environment(), self.settings.python
+        start_shipper(
+            self.settings.store, job_id, attempt, process, log_path, offset, env=env, python=python
         )
         return Launch(job_id, attempt, status_version, process, log_path, work_dir)

@@ -101,7 +101,7 @@ class LeaderProcess:
         ]
         self._dirty = self.cluster.results.needing_attention()
         count = self.reconcile_all()
-        logger.warning(
+        logger.info(
             "leadership taken: %d job(s) recovered in %.2f s on %d daemon(s)",
             count,
             time.monotonic() - started,

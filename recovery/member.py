@@ -174,11 +174,13 @@ class FleetMember:
         threading.Thread(
             target=self._await_exit, args=(launch,), name=f"driver-{job_id}", daemon=True
         ).start()
-        logger.warning(
-            "job %s: attempt %d started here (driver pid %d)",
+        logger.info(
+            "job %s: attempt %d started on %s, driver pid %d; log %s",
             job_id,
             assignment.attempt,
+            socket.gethostname(),
             launch.process.pid,
+            launch.log_path,
         )
 
     def _await_exit(self, launch: Launch) -> None:

@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.jobs.cleanup import DEFAULT_KEEP_LOGS
 
 DEFAULT_SPARK_MASTER = "local[2]"
+#: Where a daemon serves HTTP unless told otherwise: loopback only, so nothing is exposed by
+#: default; ``--http off`` turns it off, ``--http 0.0.0.0:8780`` opens it to the network.
+DEFAULT_HTTP = "127.0.0.1:8780"
+#: The bearer token of the HTTP API's changes (cancel, control): a secret, from the environment
+#: only (a flag would show in ``ps``).
+API_TOKEN_ENV = ENV_VARS["api_token"]
+MIN_TOKEN_CHARS = 16
+_ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
 
 
 def default_daemon_id() -> str:
@@ -27,6 +36,39 @@ def spark_master_from_env(explicit: str | None, environ: Mapping[str, str] | Non
 
 
 @dataclass(frozen=True)
+class HttpAddress:
+    """Where a daemon serves HTTP (port 0: any free port)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_http_address(value: str) -> HttpAddress | None:
+    """``HOST:PORT`` (``[::1]:8780`` for IPv6), or None for ``off``."""
+    if value.strip().lower() in {"off", "none", "no", "false", ""}:
+        return None
+    match = _ADDRESS.fullmatch(value.strip())
+    if match is None or int(match.group("port")) > 65535:
+        raise ConfigError(f"invalid HTTP address {value!r}: want HOST:PORT, or off")
+    return HttpAddress(match.group("host").strip("[]"), int(match.group("port")))
+
+
+def api_token_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The API token, or None if unset; a token too short to be safe is refused (and never
+    shown: the message names the variable, not its value)."""
+    token = (os.environ if environ is None else environ).get(API_TOKEN_ENV) or None
+    if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"{API_TOKEN_ENV} is too short: use at least {MIN_TOKEN_CHARS} characters"
+        )
+    return token.strip() if token is not None else None
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     """How one recovery daemon behaves.
 
@@ -36,7 +78,10 @@ class DaemonSettings:
     is how often the leader re-reads every job even without events (watches make the common
     path immediate). ``start_timeout`` bounds how long a placed attempt's driver may take to take
     its ``running`` node. ``strict_acl`` refuses to start when anyone may change the cluster
-    root (else the daemon warns).
+    root (else the daemon warns). ``keep_logs`` is how long a finished job's driver logs stay in
+    storage. ``http`` is where the daemon serves its HTTP API (None: not at all); if it is not
+    ``http_required``, an address in use only costs a warning. ``api_token`` enables the API's
+    changes.
     """
 
     store: StoreConfig
@@ -53,6 +98,10 @@ class DaemonSettings:
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
     strict_acl: bool = False
+    keep_logs: float = DEFAULT_KEEP_LOGS
+    http: HttpAddress | None = None
+    http_required: bool = False
+    api_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):
@@ -65,6 +114,8 @@ class DaemonSettings:
             raise ConfigError("intervals and timeouts must be positive")
         if not self.spark_master:
             raise ConfigError("Spark master is empty")
+        if self.keep_logs < 0:
+            raise ConfigError("log retention must not be negative")
 
     def backoff(self, failures: int) -> float:
         """Delay before the next attempt after ``failures`` failed ones (exponential, capped)."""

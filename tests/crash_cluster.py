@@ -11,8 +11,10 @@ import os
 import sys
 from typing import Any
 
+from recovery.observe.retention import LogRetention
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 
@@ -43,6 +45,10 @@ def main(spec: dict[str, Any]) -> int:
         # The leader's finish: the result is recorded first, then cleanup runs; die in between.
         cluster.results.create_dirty(job, SUCCEEDED, attempts=1)
         crash_at("finish:result-recorded")
+    elif spec["op"] == "cleanup":
+        clean_up(cluster, job, keep_logs=spec.get("keep_logs", 3600.0))
+    elif spec["op"] == "sweep":
+        LogRetention(cluster, keep_logs=0.0).sweep(None)
     cluster.close()
     return 0
 

@@ -107,13 +107,17 @@ def expire_session(zk: ZooKeeper) -> None:
 
 
 def assert_nothing_left(config: StoreConfig, job_id: str) -> None:
-    """The job's only trace is its CLEAN result: no handle, no records, no payload."""
+    """The job's only traces are its CLEAN result and its driver logs, kept for their retention
+    (recorded in the result): no handle, no records, no other payload."""
     with Cluster.open(config) as cluster:
         assert cluster.zk.exists(cluster.layout.job_handle(job_id)) is None
         assert cluster.zk.exists(cluster.layout.job_dir(job_id)) is None
-        assert cluster.storage.list(cluster.storage_layout.job(job_id)) == []
+        logs = cluster.storage_layout.logs(job_id)
+        left = cluster.storage.list(cluster.storage_layout.job(job_id))
+        assert [o.uri for o in left if not cluster.storage.is_under(o.uri, logs)] == []
         result = cluster.results.get(job_id)
         assert result is not None and result.state == "CLEAN"
+        assert result.logs_until is not None
 
 
 def step_runs(out: Path) -> dict[int, list[int]]:

@@ -71,3 +71,14 @@ def wait_for_go(ctx: Any, out: str) -> None:
 def environment(ctx: Any, out: str) -> None:
     """Record the driver's environment, as the job's code sees it."""
     mark(out, "environ", environ=dict(os.environ))
+
+
+def printer(ctx: Any, out: str, lines: int, then_sleep: float) -> None:
+    """Print numbered lines (and a partial last one), mark, then sleep (to be killed)."""
+    for i in range(lines):
+        print(f"attempt {ctx.attempt} line {i:05d}", flush=True)
+    print(f"attempt {ctx.attempt} last words", flush=True)
+    mark(out, f"printed-{ctx.attempt}")
+    time.sleep(then_sleep)
+    if ctx.attempt == 1 and then_sleep < 60:
+        raise RuntimeError("attempt 1 fails on purpose")

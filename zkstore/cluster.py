@@ -90,6 +90,11 @@ class Cluster(Closeable):
             on_step=self._on_step,
         )
 
+    def step(self, name: str) -> None:
+        """Mark a step of a multi-step write (crash tests die at a named step)."""
+        if self._on_step is not None:
+            self._on_step(name)
+
     def close(self) -> None:
         """Close the session if this object opened it (its ephemeral nodes go with it)."""
         if self._owns_zk:

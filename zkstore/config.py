@@ -35,10 +35,12 @@ ENV_VARS: Mapping[str, str] = {
     "signing_key": "ZKSTORE_SIGNING_KEY",
     "zk_auth": "ZKSTORE_ZK_AUTH",
     "zk_read_acl": "ZKSTORE_ZK_READ_ACL",
+    "http": "ZKSTORE_HTTP",
+    "api_token": "ZKSTORE_API_TOKEN",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
-SECRET_ENV_VARS = frozenset({ENV_VARS["signing_key"], "ZKSTORE_ZK_AUTH", "ZKSTORE_API_TOKEN"})
+SECRET_ENV_VARS = frozenset({ENV_VARS["signing_key"], "ZKSTORE_ZK_AUTH", ENV_VARS["api_token"]})
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._\-\[\]:]+:\d{1,5}")

@@ -20,9 +20,11 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/drained/<daemon>                    present while a daemon takes no new attempts
     R/assignments/<daemon>/<job>          JSON: the leader placed an attempt on the daemon
 
-Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl`` and
-``checkpoints/<checkpoint-id>-<uuid>.json``. Every key names its owner, so a lingering payload
-is one under a known prefix that no handle references.
+Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl``,
+``checkpoints/<checkpoint-id>-<uuid>.json`` and the driver logs of each attempt,
+``logs/attempt-<n>/<seq>.log`` (chunks in order) and ``logs/attempt-<n>/end.json`` (written once
+the attempt's whole output is stored). Every key names its owner, so a lingering payload is one
+under a known prefix that no handle references (logs: that no live job or retention keeps).
 """
 
 from __future__ import annotations
@@ -179,3 +181,11 @@ class StorageLayout:
 
     def checkpoints(self, job_id: str) -> str:
         return f"{self.job(job_id)}/checkpoints"
+
+    def logs(self, job_id: str) -> str:
+        return f"{self.job(job_id)}/logs"
+
+    def attempt_logs(self, job_id: str, attempt: int) -> str:
+        if attempt < 1:
+            raise ValueError("attempts are numbered from 1")
+        return f"{self.logs(job_id)}/attempt-{attempt}"

@@ -39,10 +39,12 @@ from fsspec.core import url_to_fs
 from zkstore.errors import (
     ConfigError,
     CorruptPayload,
+    HandleExists,
     PayloadMissing,
     SerializationError,
     StoreUnavailable,
     UntrustedPayload,
+    ZkStoreError,
 )
 from zkstore.handle import PayloadRef
 
@@ -199,20 +201,36 @@ class StateStorage:
         digest = hashlib.sha256(data).hexdigest()
         for _ in range(3):
             uri = self.url(f"{prefix.strip('/')}/{stem}{uuid.uuid4().hex}{suffix}")
-            path = self.path_of(uri)
-            signature = self._sign(uri, digest, len(data))
-            with storage_errors(f"write {uri}"):
-                try:
-                    if self._local:
-                        _write_local_exclusive(path, data)
-                    else:
-                        self.fs.pipe_file(path, data, mode="create")
-                except FileExistsError:
-                    if self._has_content(path, digest):
-                        return PayloadRef(uri, len(data), digest, signature)
-                    continue
-            return PayloadRef(uri, len(data), digest, signature)
+            if self._create(uri, data, digest):
+                return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
         raise StoreUnavailable(f"could not find a free key under {prefix!r}")
+
+    def create(self, key: str, data: bytes) -> PayloadRef:
+        """Write ``data`` at exactly ``key`` (relative to the root), never overwriting.
+
+        For objects whose name carries their identity (a log chunk's sequence number): writing
+        the same bytes again is a success (a retry whose first answer was lost), other bytes
+        raise :class:`HandleExists`. A crash leaves nothing, an invisible temporary file, or the
+        complete object.
+        """
+        digest = hashlib.sha256(data).hexdigest()
+        uri = self.url(key)
+        if not self._create(uri, data, digest):
+            raise HandleExists(f"{uri} exists already, with other content")
+        return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
+
+    def _create(self, uri: str, data: bytes, digest: str) -> bool:
+        """Create the object at ``uri``; False if one with other content is there already."""
+        path = self.path_of(uri)
+        with storage_errors(f"write {uri}"):
+            try:
+                if self._local:
+                    _write_local_exclusive(path, data)
+                else:
+                    self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                return self._has_content(path, digest)
+        return True
 
     def _has_content(self, path: str, digest: str) -> bool:
         """True if ``path`` holds exactly our bytes (a retried PUT whose first answer was lost)."""
@@ -270,6 +288,31 @@ class StateStorage:
                     f"{ref.uri}: signature does not match (wrong key, tampered, or moved from "
                     "another job, kind or cluster)"
                 )
+
+    def fetch(self, uri: str, *, max_bytes: int) -> bytes:
+        """The bytes of an object that has no handle (a driver's log chunk), unverified.
+
+        Only for data that is shown, never loaded: nothing fetched here may be unpickled or
+        executed. Same guards as :meth:`read` otherwise: under the root, a regular file, at most
+        ``max_bytes`` (more raises :class:`UntrustedPayload`).
+        """
+        path = self.path_of(uri)
+        with storage_errors(f"read {uri}"):
+            data = _read_local_regular(path, max_bytes + 1) if self._local else self._read(path)
+        if len(data) > max_bytes:
+            raise UntrustedPayload(f"{uri}: over {max_bytes} bytes")
+        return data
+
+    def probe(self) -> bool:
+        """True if the storage answers (one metadata request on the root); never raises."""
+        try:
+            # Not found is an answer too: reachable, nothing written yet.
+            with storage_errors(f"probe {self.root_url}"), contextlib.suppress(FileNotFoundError):
+                self.fs.info(self._root)
+        except ZkStoreError as exc:
+            logger.debug("storage probe failed: %s", exc)
+            return False
+        return True
 
     def size(self, uri: str) -> int | None:
         """The size of the object at ``uri``, or None if there is none; an outage raises."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 #: Records and handles are flat JSON objects; a quarantine entry nests one handle. Deeper input is
@@ -85,7 +85,13 @@ def parse_time(value: str) -> datetime:
 
 def utc_now() -> str:
     """The current time as ISO 8601 UTC with milliseconds: the timestamp format of zkstore."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_in(0.0)
+
+
+def utc_in(seconds: float) -> str:
+    """The time ``seconds`` from now, in the timestamp format of zkstore."""
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def is_time(value: object) -> bool:

@@ -29,6 +29,7 @@ from recovery.dev.localcluster import LocalCluster
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.snapshot import JobSnapshot
 
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
@@ -93,7 +94,9 @@ def run_demo(days: int, session_timeout: float, keep: bool) -> bool:
             session_timeout=session_timeout,
         )
         say(f"ZooKeeper on {zookeeper.connect_string}; payloads in {work}/storage")
-        local = LocalCluster(config, work / "daemons", spark_master="local[2]", restart_backoff=1.0)
+        local = LocalCluster(
+            config, work / "daemons", spark_master="local[2]", restart_backoff=1.0, http=True
+        )
         try:
             return _story(narrator, local, config, work, days)
         finally:
@@ -117,6 +120,8 @@ def _story(
     say(
         f"two recovery daemons are up; {first.daemon_id} (pid {first.pid}) is the leader", bold=True
     )
+    pages = ", ".join(f"{d.url}/" for d in local.daemons.values() if d.url)
+    say(f"status pages (open one in a browser while the story runs): {pages}")
     with Client(config) as client:
         job_id = client.submit_file(
             f"{PIPELINE}:run",
@@ -208,11 +213,22 @@ def _compare(say: Callable[..., None], work: Path, expected: dict[str, Any]) -> 
 
 
 def _nothing_left(say: Callable[..., None], config: StoreConfig, job_id: str) -> bool:
+    """Nothing but the result and the driver logs (kept for their retention) is left."""
     with Cluster.open(config) as cluster:
         handles = cluster.zk.children(cluster.layout.current_jobs)
         records = cluster.zk.children(cluster.layout.jobs)
-        payloads = cluster.storage.list(cluster.storage_layout.jobs)
+        logs = cluster.storage_layout.logs(job_id)
+        payloads = [
+            o
+            for o in cluster.storage.list(cluster.storage_layout.jobs)
+            if not cluster.storage.is_under(o.uri, logs)
+        ]
         result = cluster.results.get(job_id)
+        attempts = JobLogs(cluster.storage, cluster.storage_layout, job_id).attempts()
+    say(
+        f"the logs of its {len(attempts)} attempt(s) are kept in storage until "
+        f"{result.logs_until if result else '?'}: zkstore jobs logs {job_id} --attempt N"
+    )
     say(
         f"left behind: {len(handles)} job handle(s), {len(records)} job record tree(s), "
         f"{len(payloads)} payload(s); result kept: {result.state if result else None}"

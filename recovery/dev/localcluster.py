@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,6 +36,8 @@ class DaemonProcess:
     daemon_id: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    #: the daemon's HTTP base URL (``http://127.0.0.1:<port>``), if it serves HTTP
+    url: str | None = None
 
     @property
     def pid(self) -> int:
@@ -66,12 +69,20 @@ class LocalCluster:
         spark_master: str = "local[2]",
         restart_backoff: float = 1.0,
         extra_args: tuple[str, ...] = (),
+        http: bool = False,
+        extra_env: dict[str, str] | None = None,
+        verbose: bool = True,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
         self.spark_master = spark_master
         self.restart_backoff = restart_backoff
         self.extra_args = extra_args
+        #: serve HTTP on a free loopback port per daemon (never the default port, which other
+        #: daemons on this machine may hold)
+        self.http = http
+        self.extra_env = dict(extra_env or {})
+        self.verbose = verbose
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -98,17 +109,19 @@ class LocalCluster:
             env[ENV_VARS["zk_auth"]] = self.config.zk_auth.to_text()
         if self.config.zk_read_acl:
             env[ENV_VARS["zk_read_acl"]] = ",".join(self.config.zk_read_acl)
+        env.update(self.extra_env)
         return env
 
     def start_daemon(self, daemon_id: str, *args: str) -> DaemonProcess:
         """Start ``zkstore daemon --id daemon_id [args]`` (its log in ``work_dir/<id>.log``)."""
         log_path = self.work_dir / f"{daemon_id}.log"
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port() if self.http else None
         command = [
             sys.executable,
             "-m",
             "recovery.cli",
-            "-v",
+            *(["-v"] if self.verbose else []),
             "daemon",
             "--id",
             daemon_id,
@@ -120,6 +133,8 @@ class LocalCluster:
             str(self.work_dir / "attempts"),
             "--restart-backoff",
             str(self.restart_backoff),
+            "--http",
+            f"127.0.0.1:{port}" if port else "off",
             *self.storage_option_args(),
             *self.extra_args,
             *args,
@@ -132,7 +147,8 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
             )
-        daemon = DaemonProcess(daemon_id, process, log_path)
+        url = f"http://127.0.0.1:{port}" if port else None
+        daemon = DaemonProcess(daemon_id, process, log_path, url)
         self.daemons[daemon_id] = daemon
         return daemon
 
@@ -176,11 +192,17 @@ class LocalCluster:
         return pid
 
     def kill_host(self, daemon_id: str) -> list[int]:
-        """SIGKILL a daemon and every driver it launched, as the loss of its host would;
-        returns the pids of the drivers killed."""
-        drivers = self.driver_processes(member=daemon_id)
+        """SIGKILL a daemon and everything it started (drivers, log shippers), as the loss of
+        its host would; returns the pids of the drivers of the jobs placed on it."""
+        layout_base = self.config.base_path
+        try:
+            placed = self.zk.children(f"{layout_base}/assignments/{daemon_id}")
+        except HandleNotFound:
+            placed = []
+        drivers = [pid for job in placed if (pid := self.driver_pid(job)) is not None]
+        started = self.driver_processes(member=daemon_id)
         self.daemons[daemon_id].signal(signal.SIGKILL)
-        for pid in drivers:
+        for pid in sorted(set(drivers) | set(started)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return drivers
@@ -216,6 +238,14 @@ class LocalCluster:
             if marker in environ and (member is None or launched_by in environ):
                 found.append(int(entry.name))
         return found
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

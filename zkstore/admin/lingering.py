@@ -4,7 +4,9 @@ Kinds (``garbage`` ones are what ``cleanup`` removes; the others are for people 
 
 ``orphan-payload``  an object under a job's storage prefix that no handle references (a crash
                     between writing a payload and publishing its handle, or before discarding a
-                    replaced one); garbage once older than the minimum age.
+                    replaced one), or a driver log that no job keeps any more (its job is gone
+                    and the retention recorded with its result has passed); garbage once older
+                    than the minimum age.
 ``dangling-handle`` a live handle whose payload is missing or has the wrong size (damage from
                     outside: invariant 1 is never broken by zkstore itself); cleanup moves the job
                     to quarantine, never to the bin.
@@ -40,6 +42,8 @@ from zkstore.admin.inventory import (
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
 from zkstore.jobs.cleanup import clean_up
+from zkstore.jobs.logs import is_log_key
+from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import DIRTY
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
@@ -111,6 +115,16 @@ def find_lingering(
     return sorted(findings, key=lambda f: (KINDS.index(f.kind), f.job_id, f.target))
 
 
+def logs_kept(live: bool, result: JobResult | None, now: float) -> bool:
+    """Driver logs are kept while their job lives (current, with records, or quarantined) or
+    is being cleaned up, and after that until the retention recorded with its result ends."""
+    if live or (result is not None and result.state == DIRTY):
+        return True
+    if result is None or result.logs_until is None:
+        return False
+    return parse_time(result.logs_until).timestamp() > now
+
+
 def _orphans(
     cluster: Cluster, inventory: Inventory, objects: list[StoredObject], now: float, min_age: float
 ) -> list[Finding]:
@@ -120,9 +134,23 @@ def _orphans(
         age = now - item.modified.timestamp()
         if item.uri in referenced or age < min_age:
             continue
-        job = _job_of(cluster.storage.key_of(item.uri)) or "?"
+        key = cluster.storage.key_of(item.uri)
+        job = _job_of(key) or "?"
         partial = TEMP_MARKER in item.uri.rsplit("/", 1)[-1]
-        detail = "partial write (temporary file)" if partial else "referenced by no handle"
+        if partial:
+            detail = "partial write (temporary file)"
+        elif is_log_key(key):
+            live = job in inventory.current_jobs or job in inventory.trees
+            result = inventory.results.get(job)
+            if logs_kept(live or job in inventory.quarantine, result, now):
+                continue
+            detail = (
+                f"driver log past its retention (kept until {result.logs_until})"
+                if result is not None and result.logs_until is not None
+                else "driver log of no job"
+            )
+        else:
+            detail = "referenced by no handle"
         found.append(Finding(ORPHAN_PAYLOAD, job, item.uri, age, item.size, detail))
     return found
 
@@ -281,6 +309,10 @@ class Cleaner:
     def _orphan(self, finding: Finding) -> CleanupResult:
         if self._referenced(finding.job_id, finding.target):
             return CleanupResult(finding, "kept", False, note="referenced by a handle now")
+        if is_log_key(self.cluster.storage.key_of(finding.target)) and self._logs_kept(
+            finding.job_id
+        ):
+            return CleanupResult(finding, "kept", False, note="its job keeps it now")
         if not self.dry_run:
             self.cluster.storage.discard(finding.target)
         return CleanupResult(finding, "discard payload", not self.dry_run, freed=finding.size or 0)
@@ -299,6 +331,15 @@ class Cleaner:
         # The URI appearing anywhere in those znodes counts: when in doubt, keep the payload.
         found = self.cluster.zk.get_many(paths)
         return any(item is not None and uri.encode() in item[0] for item in found)
+
+    def _logs_kept(self, job_id: str) -> bool:
+        """Re-read whether the job lives or its logs' retention holds, just before a discard."""
+        layout = self.cluster.layout
+        owners = self.cluster.zk.exists_many(
+            [layout.job_handle(job_id), layout.job_dir(job_id), layout.quarantine_entry(job_id)]
+        )
+        live = any(stat is not None for stat in owners)
+        return logs_kept(live, self.cluster.results.get(job_id), time.time())
 
     def _store(self, finding: Finding) -> tuple[ZooKeeperStateHandleStore[Any], str]:
         name = finding.target.rsplit("/", 1)[1]

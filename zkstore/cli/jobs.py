@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.output import emit, format_option
+from zkstore.cli.output import duration, emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import split_pair
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, WrongState
@@ -40,14 +40,7 @@ def age(timestamp: str | None) -> str | None:
     """``3m12s``-style age of a zkstore timestamp."""
     if not timestamp:
         return None
-    seconds = int((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 172800:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d"
+    return duration((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
 
 
 def headline(error: str | None) -> str | None:
@@ -137,6 +130,21 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
     }
 
 
+def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
+    """Everything ``jobs show --format json`` prints (the HTTP API serves the same):
+    :func:`describe` plus the job's checkpoints, control values and resource counts. Raises
+    :class:`JobNotFound` for a job without any trace."""
+    item = describe(find_job(cluster, job_id))
+    item["checkpoints"] = [
+        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
+        for cid, h in cluster.checkpoints(job_id).all()
+    ]
+    control, _ = cluster.state.control(job_id)
+    item["control"] = control
+    item["resources"] = resource_counts(cluster, job_id, item)
+    return item
+
+
 def _row(item: dict[str, Any]) -> dict[str, Any]:
     driver = item["driver"]
     return {
@@ -212,14 +220,7 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
     the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them.
     """
     with open_cluster(connection) as cluster:
-        item = describe(find_job(cluster, job_id))
-        item["checkpoints"] = [
-            {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
-            for cid, h in cluster.checkpoints(job_id).all()
-        ]
-        control, _ = cluster.state.control(job_id)
-        item["control"] = control
-        item["resources"] = resource_counts(cluster, job_id, item)
+        item = job_details(cluster, job_id)
     if fmt == "json":
         emit(item, fmt)
         return

@@ -2,8 +2,14 @@
 
 Order: checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
 definition's handle and payload, then every object left under the job's storage prefix (orphans
-of crashed writes included), and only then the result is marked CLEAN. A crash anywhere leaves a
-DIRTY result, which tells the next leader to run this again.
+of crashed writes included) except the driver logs, and only then the result is marked CLEAN,
+with the end of the logs' retention (``logs_until``). A crash anywhere leaves a DIRTY result,
+which tells the next leader to run this again.
+
+The logs stay for people to read after the job (``zkstore jobs logs``); the leader's retention
+sweep (:mod:`recovery.observe.retention`) removes them once ``logs_until`` has passed. They are
+never removed here, even with no retention at all: a driver's last lines may still be on their
+way to storage when its outcome is recorded, and the sweep's later pass catches them.
 """
 
 from __future__ import annotations
@@ -13,12 +19,23 @@ import logging
 from zkstore.cluster import Cluster
 from zkstore.errors import NotEmpty
 from zkstore.ops import Fence
+from zkstore.strict import utc_in
 
 logger = logging.getLogger(__name__)
 
+#: How long a finished job's driver logs are kept, unless the daemon says otherwise.
+DEFAULT_KEEP_LOGS = 7 * 86400.0
 
-def clean_up(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
-    """Remove the job's checkpoints, records, definition and payloads; mark its result clean.
+
+def clean_up(
+    cluster: Cluster,
+    job_id: str,
+    *,
+    fence: Fence | None = None,
+    keep_logs: float = DEFAULT_KEEP_LOGS,
+) -> bool:
+    """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
+    its logs kept for ``keep_logs`` seconds from now.
 
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
@@ -34,7 +51,10 @@ def clean_up(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bo
     if not cluster.jobs.remove(job_id, fence=fence):
         logger.info("cleanup of %s: its definition is still locked; will retry", job_id)
         return False
+    logs = cluster.storage_layout.logs(job_id)
     for leftover in cluster.storage.list(cluster.storage_layout.job(job_id)):
-        cluster.storage.discard(leftover.uri)
-    cluster.results.mark_clean(job_id, fence=fence)
+        if not cluster.storage.is_under(leftover.uri, logs):
+            cluster.storage.discard(leftover.uri)
+    cluster.step("cleanup:leftovers-discarded")
+    cluster.results.mark_clean(job_id, fence=fence, logs_until=utc_in(max(0.0, keep_logs)))
     return True

@@ -189,7 +189,11 @@ class CancelRequest(Record):
 
 @dataclass(frozen=True)
 class JobResult(Record):
-    """``R/results/<job>``: the durable end of a job (FLIP-194's job result store, in ZK)."""
+    """``R/results/<job>``: the durable end of a job (FLIP-194's job result store, in ZK).
+
+    ``logs_until`` is written with CLEAN when the job's logs are kept for a retention period,
+    and dropped once they are removed: a CLEAN result without it owns nothing in storage.
+    """
 
     job_id: str = ""
     state: str = DIRTY
@@ -205,9 +209,11 @@ class JobResult(Record):
     cancel: dict[str, Any] | None = None
     #: where the log of the last attempt is (a URI)
     log: str | None = None
+    #: set while the job's driver logs are kept in storage after its cleanup: until when
+    logs_until: str | None = None
 
-    optional = frozenset({"error", "name", "summary", "cancel", "log"})
-    times = frozenset({"finished"})
+    optional = frozenset({"error", "name", "summary", "cancel", "log", "logs_until"})
+    times = frozenset({"finished", "logs_until"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
     multiline = frozenset({"error"})
 

@@ -7,7 +7,7 @@ tells a new leader to finish the cleanup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -75,22 +75,54 @@ class JobResultStore:
             raise HandleExists(f"job {job_id} already has a result", path=path) from None
         return result.with_version(0)
 
-    def mark_clean(self, job_id: str, *, fence: Fence | None = None) -> JobResult:
-        """Mark the result clean; marking a clean one again is fine, a missing one raises."""
+    def mark_clean(
+        self, job_id: str, *, fence: Fence | None = None, logs_until: str | None = None
+    ) -> JobResult:
+        """Mark the result clean, with the end of its logs' retention if they are kept;
+        marking a clean one again is fine, a missing one raises."""
+        return self._update(
+            job_id,
+            lambda current: (
+                None
+                if current.state == CLEAN
+                else replace(current, state=CLEAN, logs_until=logs_until)
+            ),
+            fence,
+        )
+
+    def logs_removed(self, job_id: str, *, fence: Fence | None = None) -> JobResult:
+        """Drop ``logs_until`` from a clean result: its logs are gone (idempotent)."""
+        return self._update(
+            job_id,
+            lambda current: (
+                None
+                if current.state != CLEAN or current.logs_until is None
+                else replace(current, logs_until=None)
+            ),
+            fence,
+        )
+
+    def _update(
+        self,
+        job_id: str,
+        change: Callable[[JobResult], JobResult | None],
+        fence: Fence | None,
+    ) -> JobResult:
+        """Apply ``change`` (None: nothing to do) with a version check, re-reading on conflict."""
         path = self.layout.result(job_id)
         while True:
             current = self.get(job_id)
             if current is None:
-                raise HandleNotFound(f"job {job_id} has no result to mark clean", path=path)
-            if current.state == CLEAN:
+                raise HandleNotFound(f"job {job_id} has no result", path=path)
+            changed = change(current)
+            if changed is None:
                 return current
             assert current.version is not None
-            clean = replace(current, state=CLEAN)
             try:
-                self.zk.commit([SetData(path, clean.to_bytes(), current.version)], fence=fence)
+                self.zk.commit([SetData(path, changed.to_bytes(), current.version)], fence=fence)
             except VersionConflict:
                 continue
-            return clean.with_version(current.version + 1)
+            return changed.with_version(current.version + 1)
 
     def get(self, job_id: str) -> JobResult | None:
         path = self.layout.result(job_id)

@@ -1,0 +1,13 @@
+"""Seeing the runtime work: driver logs shipped to storage and kept for a retention period, and
+every daemon's HTTP side (health, leader, a JSON API, Prometheus metrics, a status page).
+
+::
+
+    shipper.py     starts the shipper of each driver (zkstore.jobs.logship), and says why
+    retention.py   the leader's sweep that removes logs once their retention has passed
+    view.py        one read of what the API, the page and the metrics show
+    metrics.py     the Prometheus registry of a daemon, collected from ZooKeeper at scrape time
+    page.py        the status page, server-rendered HTML
+    api.py         the HTTP routes (aiohttp): reads only, plus token-guarded mutations
+    server.py      the HTTP server's own thread and event loop, started and stopped by the daemon
+"""

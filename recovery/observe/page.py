@@ -1,0 +1,245 @@
+"""The status page at ``/``: plain server-rendered HTML and CSS, no script, no build step.
+
+It shows the leader, the daemons, every job that is not finished, the most recently finished
+ones, and quarantine, with links to each job's logs; it reloads itself every few seconds. Every
+value that comes from ZooKeeper is escaped (a job name or an error message is anybody's text),
+and the page is served with a Content-Security-Policy that allows no script at all.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from recovery.observe.view import ClusterView, finished
+from zkstore.cli.jobs import describe
+from zkstore.cli.output import duration
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.strict import parse_time
+
+REFRESH_SECONDS = 5
+#: Finished jobs shown, newest first; results are kept for ever, the page stays short.
+FINISHED_SHOWN = 50
+#: Jobs not finished shown, by id; the API lists them all.
+LIVE_SHOWN = 500
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'"
+
+_STYLE = """
+:root { --fg:#1d2430; --muted:#667085; --line:#e4e7ec; --bg:#f7f8fa; --card:#fff; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
+       color:var(--fg); background:var(--bg); }
+header { display:flex; align-items:baseline; gap:16px; padding:14px 24px; background:#14213d;
+         color:#fff; }
+header h1 { font-size:18px; margin:0; }
+header .meta, header .meta a { color:#c9d1e3; font-size:13px; }
+main { padding:16px 24px 32px; max-width:1400px; }
+section { background:var(--card); border:1px solid var(--line); border-radius:8px;
+          margin:0 0 16px; padding:12px 16px; }
+h2 { font-size:15px; margin:0 0 8px; }
+table { border-collapse:collapse; width:100%; }
+th, td { text-align:left; padding:5px 10px 5px 0; border-bottom:1px solid var(--line);
+         vertical-align:top; }
+th { color:var(--muted); font-weight:600; font-size:12px; text-transform:uppercase; }
+tr:last-child td { border-bottom:none; }
+td.err { color:#b42318; max-width:420px; overflow-wrap:anywhere; }
+.muted { color:var(--muted); }
+.chips { display:flex; flex-wrap:wrap; gap:8px; }
+.badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px;
+         font-weight:600; background:#eef1f6; color:#344054; }
+.RUNNING { background:#d1fadf; color:#05603a; } .SUCCEEDED { background:#d1e9ff; color:#1849a9; }
+.FAILED, .QUARANTINED { background:#fee4e2; color:#b42318; }
+.CANCELLED { background:#f2f4f7; color:#475467; }
+.RESTARTING, .STARTING, .CLEANING { background:#fef0c7; color:#93370d; }
+.leader { background:#14213d; color:#fff; }
+a { color:#1849a9; text-decoration:none; } a:hover { text-decoration:underline; }
+code { font-size:13px; }
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else duration(seconds)
+
+
+def _since(timestamp: object, now: float) -> str:
+    try:
+        return _age(now - parse_time(str(timestamp)).timestamp()) + " ago"
+    except ValueError:
+        return "-"
+
+
+def _badge(state: str, extra: str = "") -> str:
+    return f'<span class="badge {_e(state)} {extra}">{_e(state)}</span>'
+
+
+def _table(headers: Iterable[str], rows: list[str], empty: str) -> str:
+    if not rows:
+        return f'<p class="muted">{_e(empty)}</p>'
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _logs_links(job: JobSnapshot) -> str:
+    base = f"/api/v1/jobs/{quote(job.job_id, safe='')}/logs"
+    attempts = job.attempt or 0
+    if attempts < 1:
+        return '<span class="muted">none yet</span>'
+    links = [f'<a href="{_e(base)}?tail=500">latest</a>']
+    links += [f'<a href="{_e(base)}?attempt={n}">#{n}</a>' for n in range(1, attempts + 1)][-10:]
+    return " ".join(links)
+
+
+def _job_row(job: JobSnapshot, view: ClusterView, now: float) -> str:
+    item = describe(job)
+    driver = item["driver"]
+    result = item["result"]
+    error = item["last_error"] or (result or {}).get("error") or ""
+    attempt = str(item["attempt"] or 0)
+    if item["max_attempts"]:
+        attempt += f" of {item['max_attempts']}"
+    host = "-"
+    if driver:
+        host = f"{_e(driver['host'])} <span class='muted'>pid {_e(driver['pid'])}</span>"
+    outcome = (
+        f"{_e(result['outcome'])} after {_e(result['attempts'])}, "
+        f"{_e(_since(result['finished'], now))}"
+        if result
+        else "-"
+    )
+    cells = [
+        f"<code>{_e(job.job_id)}</code>",
+        _e(item["name"]),
+        _badge(job.state),
+        _e(attempt),
+        host,
+        _e(_age(view.checkpoint_age(job.job_id))),
+        outcome,
+        f'<td class="err">{_e(error.splitlines()[-1][:200] if error else "")}</td>',
+        _logs_links(job),
+    ]
+    return "<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+JOB_HEADERS = ("job", "name", "state", "attempt", "driver", "checkpoint", "result", "error", "logs")
+
+
+def _finished_order(job: JobSnapshot) -> str:
+    return job.result.finished if job.result is not None else ""
+
+
+def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str) -> str:
+    """The whole page for ``view``, as seen by the daemon ``daemon_id``."""
+    now = time.time()
+    live = sorted(view.live_jobs(), key=lambda j: j.job_id)
+    done = sorted((j for j in view.jobs.values() if finished(j)), key=_finished_order, reverse=True)
+    quarantined = [j for j in live if j.quarantine is not None]
+    return _document(
+        cluster_id,
+        daemon_id,
+        leading,
+        now,
+        [
+            _leader_section(view, now),
+            _summary_section(view),
+            _section(
+                _title("Jobs", len(live), LIVE_SHOWN, "the first"),
+                _table(
+                    JOB_HEADERS,
+                    [_job_row(j, view, now) for j in live[:LIVE_SHOWN]],
+                    "no jobs running or waiting",
+                ),
+            ),
+            _section("Quarantine", _quarantine(quarantined, now)),
+            _section(
+                _title("Finished", len(done), FINISHED_SHOWN, "the newest"),
+                _table(
+                    JOB_HEADERS,
+                    [_job_row(j, view, now) for j in done[:FINISHED_SHOWN]],
+                    "no finished jobs",
+                ),
+            ),
+        ],
+    )
+
+
+def _title(what: str, count: int, limit: int, which: str) -> str:
+    shown = f", {which} {limit} shown: /api/v1/jobs has them all" if count > limit else ""
+    return f"{what} ({count}{shown})"
+
+
+def _section(title: str, body: str) -> str:
+    return f"<section><h2>{_e(title)}</h2>{body}</section>"
+
+
+def _leader_section(view: ClusterView, now: float) -> str:
+    leader = view.leader
+    if leader is None:
+        lead = '<p class="muted">no leader right now</p>'
+    else:
+        lead = (
+            f"<p>{_badge('leader', 'leader')} <b>{_e(leader.get('id'))}</b> on "
+            f"{_e(leader.get('host'))} (pid {_e(leader.get('pid'))}), since "
+            f"{_e(_since(leader.get('since'), now))}</p>"
+        )
+    rows = [
+        f"<tr><td><code>{_e(d.daemon_id)}</code></td><td>{_e(d.host)}</td><td>{_e(d.pid)}</td>"
+        f"<td>{'leader' if d.leader else 'member'}{' (drained)' if d.drained else ''}</td>"
+        f"<td>{_e(d.used)}/{_e(d.slots)}</td>"
+        f"<td>{_e(','.join(f'{k}={v}' for k, v in sorted(d.labels.items())) or '-')}</td></tr>"
+        for d in view.daemons
+    ]
+    daemons = _table(
+        ("daemon", "host", "pid", "role", "slots used", "labels"), rows, "no daemon is running"
+    )
+    return _section("Leader and daemons", lead + daemons)
+
+
+def _summary_section(view: ClusterView) -> str:
+    chips = "".join(
+        f"<span>{_badge(state)} {count}</span>" for state, count in sorted(view.states().items())
+    )
+    return _section("Jobs by state", f'<div class="chips">{chips or "no jobs"}</div>')
+
+
+def _quarantine(jobs: list[JobSnapshot], now: float) -> str:
+    rows = []
+    for job in jobs:
+        entry = job.quarantine
+        assert entry is not None
+        rows.append(
+            f"<tr><td><code>{_e(job.job_id)}</code></td><td class='err'>{_e(entry.reason)}</td>"
+            f"<td>{_e(_since(entry.since, now))}</td></tr>"
+        )
+    return _table(("job", "reason", "since"), rows, "nothing in quarantine")
+
+
+def _document(
+    cluster_id: str, daemon_id: str, leading: bool, now: float, sections: list[str]
+) -> str:
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    role = "leader" if leading else "standby"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{REFRESH_SECONDS}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>zkstore · {_e(cluster_id)}</title><style>{_STYLE}</style></head>
+<body><header><h1>zkstore · {_e(cluster_id)}</h1>
+<span class="meta">served by <b>{_e(daemon_id)}</b> ({role}) · read {_e(stamp)} ·
+refreshes every {REFRESH_SECONDS} s · <a href="/api/v1/cluster">API</a> ·
+<a href="/metrics">metrics</a></span></header>
+<main>{"".join(sections)}</main></body></html>
+"""
+
+
+def render_unavailable(cluster_id: str, daemon_id: str, why: str) -> str:
+    """The page when ZooKeeper cannot be read: say so, keep refreshing."""
+    body = _section("ZooKeeper unavailable", f"<p class='err'>{_e(why)}</p>")
+    return _document(cluster_id, daemon_id, False, time.time(), [body])

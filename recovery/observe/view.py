@@ -1,0 +1,174 @@
+"""One read of what the API, the status page and the metrics show, from ZooKeeper.
+
+Every read goes through the daemon's :class:`~zkstore.cluster.Cluster` (a thread-safe session
+whose every call has a deadline), from the HTTP server's own threads: nothing here ever runs on,
+or waits for, the daemon's loop thread, and nothing here writes. A view is read with the same
+pipelined reads as ``zkstore jobs list`` (:func:`zkstore.jobs.snapshot.read_snapshots`), plus
+the fleet's members, the leader's record and the latest checkpoint of each running job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from recovery.fleet import read_fleet
+from recovery.launcher import DriverLauncher
+from recovery.settings import DaemonSettings
+from zkstore.cluster import Cluster
+from zkstore.errors import HandleNotFound
+from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
+from zkstore.jobs.states import CLEAN
+from zkstore.layout import is_checkpoint_node_name
+from zkstore.strict import load_object
+
+#: Contender and leader records are a few hundred bytes; anything bigger was planted.
+_MAX_INFO_BYTES = 4096
+
+
+class Observed(Protocol):
+    """What the HTTP side needs of the daemon it serves (read from other threads)."""
+
+    settings: DaemonSettings
+
+    @property
+    def cluster(self) -> Cluster | None: ...
+
+    @property
+    def launcher(self) -> DriverLauncher: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class DaemonInfo:
+    """One daemon of the fleet, as its member record says (:mod:`recovery.fleet`)."""
+
+    daemon_id: str
+    host: str | None
+    pid: int | None
+    leader: bool
+    slots: int = 0
+    used: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    drained: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.daemon_id,
+            "host": self.host,
+            "pid": self.pid,
+            "leader": self.leader,
+            "slots": self.slots,
+            "used": self.used,
+            "labels": self.labels,
+            "drained": self.drained,
+        }
+
+
+@dataclass
+class ClusterView:
+    """The cluster as read at ``read_at`` (epoch seconds), in ``read_seconds``."""
+
+    leader: dict[str, Any] | None
+    daemons: list[DaemonInfo]
+    jobs: dict[str, JobSnapshot]
+    #: job -> epoch seconds of its latest checkpoint, for the jobs whose driver runs
+    checkpoints: dict[str, float] = field(default_factory=dict)
+    read_at: float = 0.0
+    read_seconds: float = 0.0
+
+    def states(self) -> Counter[str]:
+        return Counter(job.state for job in self.jobs.values())
+
+    def live_jobs(self) -> list[JobSnapshot]:
+        """Jobs not finished and cleaned up (what ``jobs list`` shows without ``--all``)."""
+        return [job for job in self.jobs.values() if not finished(job)]
+
+    def checkpoint_age(self, job_id: str) -> float | None:
+        taken = self.checkpoints.get(job_id)
+        return None if taken is None else max(0.0, self.read_at - taken)
+
+
+def finished(job: JobSnapshot) -> bool:
+    return job.result is not None and job.result.state == CLEAN
+
+
+def read_jobs(cluster: Cluster) -> dict[str, JobSnapshot]:
+    """Every job with any trace: exactly the reads of ``zkstore jobs list``."""
+    listing = read_listing(cluster.zk, cluster.layout)
+    return read_snapshots(cluster.zk, cluster.layout, listing.job_ids(), listing=listing)
+
+
+def read_view(cluster: Cluster) -> ClusterView:
+    """Leader, daemons, every job, and the latest checkpoint of each running job."""
+    started = time.monotonic()
+    read_at = time.time()
+    jobs = read_jobs(cluster)
+    leader = _leader(cluster)
+    view = ClusterView(
+        leader=leader,
+        daemons=_daemons(cluster, leader),
+        jobs=jobs,
+        checkpoints=_latest_checkpoints(cluster, [j for j in jobs.values() if j.driver_present]),
+        read_at=read_at,
+    )
+    view.read_seconds = time.monotonic() - started
+    return view
+
+
+def _info(data: bytes) -> dict[str, Any] | None:
+    try:
+        return load_object(data, max_bytes=_MAX_INFO_BYTES, max_depth=1)
+    except ValueError:
+        return None
+
+
+def _leader(cluster: Cluster) -> dict[str, Any] | None:
+    try:
+        data, _ = cluster.zk.get(cluster.layout.leader_info)
+    except HandleNotFound:
+        return None
+    info = _info(data)
+    if info is None:
+        return {"error": "unreadable leader record"}
+    return {k: info.get(k) for k in ("id", "host", "pid", "since") if k in info}
+
+
+def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:
+    """The members of the fleet: one per live daemon, with its slots and labels."""
+    fleet = read_fleet(cluster.zk, cluster.layout)
+    leader_id = leader.get("id") if leader is not None else None
+    return [
+        DaemonInfo(
+            daemon_id=member.member_id,
+            host=member.info.host,
+            pid=member.info.pid,
+            leader=member.member_id == leader_id,
+            slots=member.info.slots,
+            used=len(member.assigned),
+            labels=member.labels,
+            drained=member.drained,
+        )
+        for member in sorted(fleet.members.values(), key=lambda m: m.member_id)
+    ]
+
+
+def _latest_checkpoints(cluster: Cluster, jobs: list[JobSnapshot]) -> dict[str, float]:
+    """When each job's latest checkpoint was published (its znode's creation time)."""
+    layout = cluster.layout
+    children = cluster.zk.children_many([layout.checkpoints(job.job_id) for job in jobs])
+    latest: list[tuple[str, str]] = []
+    for job, names in zip(jobs, children, strict=True):
+        valid = sorted(n for n in names or () if is_checkpoint_node_name(n))
+        if valid:
+            latest.append((job.job_id, f"{layout.checkpoints(job.job_id)}/{valid[-1]}"))
+    stats = cluster.zk.exists_many([path for _, path in latest])
+    return {
+        job_id: stat.ctime / 1000.0
+        for (job_id, _), stat in zip(latest, stats, strict=True)
+        if stat is not None
+    }

@@ -1,0 +1,137 @@
+"""The status page in a real browser: headless Chromium renders it from a live cluster.
+
+Not part of ``make test`` (it needs Debian's ``chromium``): run ``make browser-test``. With
+``ZKSTORE_SCREENSHOT=docs/status-page.png`` it also keeps the screenshot for the README.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from recovery.client import Client
+from recovery.dev.localcluster import LocalCluster
+from tests import jobs
+from tests.helpers import step_runs, wait_for
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.jobs.states import FAILED, QUARANTINED, RUNNING, SUCCEEDED
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium: make browser-test installs it"),
+]
+
+
+class Rows(HTMLParser):
+    """The text of every table row of a page, cell by cell, under the title of its section."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.sections: list[str] = []
+        self._cell: list[str] | None = None
+        self._title: list[str] | None = None
+
+    def table(self, title: str) -> dict[str, list[str]]:
+        """The rows of the section whose title starts with ``title``, by their first cell."""
+        return {r[1]: r[1:] for r in self.rows if r[0].startswith(title) and len(r) > 1}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "h2":
+            self._title = []
+        elif tag == "tr":
+            self.rows.append([self.sections[-1] if self.sections else ""])
+        elif tag == "td":
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "h2" and self._title is not None:
+            self.sections.append("".join(self._title))
+            self._title = None
+        elif tag == "td" and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        for part in (self._cell, self._title):
+            if part is not None:
+                part.append(data)
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    flags = [
+        "--headless",
+        "--no-sandbox",  # as root in a container
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-extensions",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ]
+    return subprocess.run(
+        [CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=True
+    )
+
+
+def a_busy_cluster(local: LocalCluster, config: StoreConfig, tmp_path: Path) -> None:
+    """Two daemons; jobs that succeeded, failed, run (with checkpoints) and one in quarantine."""
+    with Client(config) as client:
+        odd = client.submit_function(jobs.sleeper, str(tmp_path / "odd"), 1.0, job_id="odd-one")
+        with Cluster.open(config) as cluster:
+            cluster.storage.discard(cluster.jobs.handles.get_handle(odd).uri)  # unloadable
+        local.start_daemon("daemon-a")
+        local.wait_for_leader()
+        local.start_daemon("daemon-b")
+        done = client.submit_function(jobs.steps, str(tmp_path / "d"), 3, 0.0, job_id="nightly-etl")
+        bad = client.submit_function(
+            jobs.flaky, str(tmp_path / "f"), 9, job_id="flaky-report", max_attempts=2
+        )
+        live = tmp_path / "live"
+        client.submit_function(jobs.steps, str(live), 500, 0.5, job_id="sales-rollup")
+        assert client.wait(done, timeout=90).outcome == SUCCEEDED
+        assert client.wait(bad, timeout=90).outcome == FAILED
+        wait_for(lambda: len(step_runs(live)) >= 3, timeout=90, what="checkpoints")
+        wait_for(lambda: client.status(odd).state == QUARANTINED, timeout=90, what="quarantine")
+        for job in (done, bad):
+            wait_for(lambda j=job: client.status(j).result.state == "CLEAN", timeout=60)  # type: ignore[union-attr]
+
+
+def test_status_page_in_a_real_browser(runtime_config: StoreConfig, tmp_path: Path) -> None:
+    local = LocalCluster(runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True)
+    try:
+        a_busy_cluster(local, runtime_config, tmp_path)
+        url = local.daemons["daemon-b"].url
+        assert url is not None
+        dom = chromium(tmp_path, "--dump-dom", url + "/").stdout
+        page = Rows()
+        page.feed(dom)
+        by_job = {**page.table("Jobs"), **page.table("Finished")}
+        assert by_job["sales-rollup"][2] == RUNNING
+        assert by_job["sales-rollup"][4].startswith(os.uname().nodename)
+        assert by_job["sales-rollup"][5] not in ("", "-"), "the age of its last checkpoint"
+        assert by_job["nightly-etl"][2] == SUCCEEDED
+        assert by_job["nightly-etl"][6].startswith("SUCCEEDED after 1")
+        assert by_job["flaky-report"][2] == FAILED
+        assert "attempt 2 fails on purpose" in by_job["flaky-report"][7]
+        assert "latest #1 #2" in by_job["flaky-report"][8]
+        assert by_job["odd-one"][2] == QUARANTINED
+        assert "definition" in page.table("Quarantine")["odd-one"][1]
+        daemons = {job: row[3] for job, row in page.table("Leader").items()}
+        assert daemons == {"daemon-a": "leader", "daemon-b": "standby"}
+        shot = Path(os.environ.get("ZKSTORE_SCREENSHOT") or tmp_path / "page.png").absolute()
+        chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,900", url + "/")
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    finally:
+        local.stop()

@@ -1,0 +1,312 @@
+"""Every daemon's HTTP side, met the way a load balancer, Prometheus, a script and a person meet
+it: real daemons as processes, real requests, answers checked against the CLI and ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from recovery.client import Client
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
+from tests import jobs
+from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for
+from zkstore.config import StoreConfig
+from zkstore.jobs.states import CANCELLED, RUNNING, SUCCEEDED
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+TOKEN = "t0ken-for-the-tests-" + "x" * 12
+
+
+def request(
+    daemon: DaemonProcess,
+    path: str,
+    *,
+    method: str = "GET",
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of one request (error statuses included, never raised)."""
+    assert daemon.url is not None
+    req = urllib.request.Request(daemon.url + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def answers(daemon: DaemonProcess, path: str) -> int | None:
+    """The status of ``GET path``, or None while the daemon does not listen (yet, or any more)."""
+    try:
+        return request(daemon, path)[0]
+    except urllib.error.URLError:
+        return None
+
+
+def get_json(daemon: DaemonProcess, path: str, status: int = 200) -> Any:
+    code, headers, body = request(daemon, path)
+    assert code == status, body
+    assert headers["Content-Type"].startswith("application/json")
+    return json.loads(body)
+
+
+def cli_json(config: StoreConfig, *args: str) -> Any:
+    done = subprocess.run(
+        [str(BIN / "zkstore"), *args, "--format", "json", *connection_args(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def connection_args(config: StoreConfig) -> list[str]:
+    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+
+
+def metrics(daemon: DaemonProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of ``/metrics``, parsed by prometheus_client's own parser."""
+    code, headers, body = request(daemon, "/metrics")
+    assert code == 200 and headers["Content-Type"].startswith("text/plain; version=")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+
+
+@pytest.fixture
+def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
+    """Two daemons serving HTTP on free loopback ports, with an API token; d1 leads."""
+    cluster = LocalCluster(
+        runtime_config,
+        tmp_path / "rt",
+        restart_backoff=0.2,
+        http=True,
+        extra_env={"ZKSTORE_API_TOKEN": TOKEN},
+    )
+    try:
+        cluster.start_daemon("d1")
+        cluster.wait_for_leader()
+        cluster.start_daemon("d2")
+        for daemon in cluster.daemons.values():
+            wait_for(lambda d=daemon: answers(d, "/health") == 200, timeout=60, what="HTTP up")
+        yield cluster
+    finally:
+        cluster.stop()
+    for daemon in cluster.daemons.values():
+        assert TOKEN not in daemon.log(), "the token never reaches a log"
+
+
+def finished_and_running(client: Client, tmp_path: Path) -> tuple[str, str]:
+    """One job that SUCCEEDED (cleaned up), one RUNNING with a checkpoint."""
+    done = client.submit_function(jobs.steps, str(tmp_path / "done"), 2, 0.0, job_id="done")
+    assert client.wait(done, timeout=60).outcome == SUCCEEDED
+    wait_for(lambda: client.status(done).state == SUCCEEDED, timeout=60, what="cleanup")
+    out = tmp_path / "live"
+    live = client.submit_function(jobs.steps, str(out), 400, 0.25, job_id="live")
+    wait_for(lambda: len(step_runs(out)) >= 2, timeout=60, what="a checkpoint of the live job")
+    return done, live
+
+
+def test_every_read_endpoint_on_the_leader_and_on_a_standby(
+    web: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    done, live = finished_and_running(client, tmp_path)
+    cli_list = cli_json(runtime_config, "jobs", "list", "--all")
+    cli_show = cli_json(runtime_config, "jobs", "show", done)
+    for daemon in web.daemons.values():
+        leading = daemon.daemon_id == "d1"
+        health = get_json(daemon, "/health")
+        assert health == {"daemon": daemon.daemon_id, "zookeeper": "connected", "leader": leading}
+        assert get_json(daemon, "/leader", 200 if leading else 503)["leader"] is leading
+        code, _, body = request(daemon, "/health", method="HEAD")
+        assert (code, body) == (200, b"")
+        info = get_json(daemon, "/api/v1/cluster")
+        assert info["leader"]["id"] == "d1" and info["this_daemon"]["leader"] is leading
+        assert [(d["id"], d["leader"]) for d in info["daemons"]] == [("d1", True), ("d2", False)]
+        assert info["jobs"] == {SUCCEEDED: 1, RUNNING: 1}
+        assert get_json(daemon, "/api/v1/jobs") == [j for j in cli_list if j["job_id"] == live]
+        listed = {j["job_id"]: j for j in get_json(daemon, "/api/v1/jobs?all=true")}
+        assert listed[done] == next(j for j in cli_list if j["job_id"] == done)
+        assert listed[live]["state"] == RUNNING and listed[live]["driver"]["pid"] > 0
+        assert get_json(daemon, f"/api/v1/jobs/{done}") == cli_show
+        shown = get_json(daemon, f"/api/v1/jobs/{live}")
+        assert shown["checkpoints"] and shown["state"] == RUNNING
+        page_status, page_headers, page = request(daemon, "/")
+        assert page_status == 200 and page_headers["Content-Type"].startswith("text/html")
+        assert "script-src" not in page_headers["Content-Security-Policy"]
+        assert all(word in page.decode() for word in (done, live, RUNNING, SUCCEEDED, "d2"))
+
+
+def test_logs_endpoint_serves_what_jobs_logs_prints(
+    web: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    job = client.submit_function(jobs.steps, str(tmp_path / "out"), 3, 0.0, job_id="logged")
+    assert client.wait(job, timeout=60).outcome == SUCCEEDED
+    env = {**os.environ, "ZKSTORE_ZK": runtime_config.zk_hosts}
+    env.update({"ZKSTORE_ROOT": runtime_config.root, "ZKSTORE_STORAGE": runtime_config.storage_url})
+
+    def printed() -> str:
+        return subprocess.run(
+            [str(BIN / "zkstore"), "jobs", "logs", job], env=env, capture_output=True, text=True
+        ).stdout
+
+    text = wait_for(lambda: "SUCCEEDED" in (t := printed()) and t, timeout=60, what="logs")
+    for daemon in web.daemons.values():
+        code, headers, body = request(daemon, f"/api/v1/jobs/{job}/logs")
+        assert code == 200 and body.decode() == text
+        assert headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["X-Zkstore-Attempt"] == "1"
+        code, _, tail = request(daemon, f"/api/v1/jobs/{job}/logs?attempt=1&tail=1")
+        assert code == 200 and tail.decode() == text.splitlines(keepends=True)[-1]
+        assert request(daemon, f"/api/v1/jobs/{job}/logs?attempt=7")[0] == 404
+        assert request(daemon, f"/api/v1/jobs/{job}/logs?tail=ten")[0] == 400
+        assert request(daemon, "/api/v1/jobs/nobody/logs")[0] == 404
+
+
+def test_leader_answers_200_on_the_leader_only_across_a_failover(
+    web: LocalCluster, runtime_config: StoreConfig
+) -> None:
+    first, second = web.daemons["d1"], web.daemons["d2"]
+    assert request(first, "/leader")[0] == 200 and request(second, "/leader")[0] == 503
+    first.signal(signal.SIGKILL)
+    wait_for(
+        lambda: request(second, "/leader")[0] == 200,
+        timeout=SESSION_TIMEOUT * 10,
+        what="the standby answering 200 on /leader",
+    )
+    third = web.start_daemon("d3")
+    wait_for(lambda: answers(third, "/health") == 200, timeout=60, what="d3 up")
+    assert request(third, "/leader")[0] == 503
+    assert request(second, "/leader")[0] == 200
+    samples = metrics(second)
+    assert samples[("zkstore_leader", (("daemon", "d2"),))] == 1.0
+    assert samples[("zkstore_leadership_acquired_total", (("daemon", "d2"),))] == 1.0
+    assert samples[("zkstore_last_takeover_duration_seconds", ())] >= 0.0
+    assert metrics(third)[("zkstore_leader", (("daemon", "d3"),))] == 0.0
+
+
+def test_cancel_needs_the_token_and_a_well_formed_body(
+    web: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    job = client.submit_function(jobs.sleeper, str(out), 120.0, job_id="sleepy")
+    wait_for(lambda: client.status(job).state == RUNNING, timeout=60, what="running")
+    standby = web.daemons["d2"]
+    path = f"/api/v1/jobs/{job}/cancel"
+    answers = []
+    for headers, body, expected in (
+        ({}, None, 401),
+        ({"Authorization": "Bearer wrong-token-of-some-length"}, None, 401),
+        ({"Authorization": f"Basic {TOKEN}"}, None, 401),
+        ({"Authorization": f"Bearer {TOKEN}"}, b"{not json", 400),
+        ({"Authorization": f"Bearer {TOKEN}"}, b"[1, 2]", 400),
+        ({"Authorization": f"Bearer {TOKEN}"}, b'{"reason": 5}', 400),
+        ({"Authorization": f"Bearer {TOKEN}"}, b"x" * 70_000, 413),
+    ):
+        code, answer_headers, answer = request(
+            standby, path, method="POST", body=body, headers=headers
+        )
+        assert code == expected, answer
+        assert json.loads(answer)["status"] == expected and "Traceback" not in answer.decode()
+        if expected == 401:
+            assert answer_headers["WWW-Authenticate"].startswith("Bearer")
+        answers.append(answer)
+    assert client.status(job).cancel is None, "nothing refused changed anything"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    unknown = request(standby, "/api/v1/jobs/no-such-job/cancel", method="POST", headers=auth)
+    assert unknown[0] == 404
+    code, _, answer = request(
+        standby, path, method="POST", body=b'{"reason": "from the API"}', headers=auth
+    )
+    assert code == 202 and json.loads(answer)["job_id"] == job
+    assert client.wait(job, timeout=90).outcome == CANCELLED
+    assert client.status(job).result is not None
+    again = request(standby, path, method="POST", headers=auth)
+    assert again[0] == 409
+    assert all(TOKEN.encode() not in a for a in [*answers, answer, again[2], unknown[2]])
+
+
+def test_errors_are_json_with_the_right_status(web: LocalCluster) -> None:
+    daemon = web.daemons["d2"]
+    for method, path, expected in (
+        ("GET", "/api/v1/jobs/no-such-job", 404),
+        ("GET", "/api/v1/jobs/..", 400),
+        ("GET", "/api/v1/jobs/a%2Fb", 400),
+        ("GET", "/api/v1/jobs?all=maybe", 400),
+        ("GET", "/no/such/route", 404),
+        ("DELETE", "/api/v1/jobs", 405),
+        ("POST", "/health", 405),
+    ):
+        code, headers, body = request(daemon, path, method=method)
+        assert code == expected, (path, body)
+        assert headers["Content-Type"].startswith("application/json")
+        assert json.loads(body)["status"] == expected
+
+
+def test_metrics_tell_the_state_of_the_cluster(
+    web: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    done, live = finished_and_running(client, tmp_path)
+    leader, standby = web.daemons["d1"], web.daemons["d2"]
+    request(standby, "/api/v1/jobs")
+    for daemon in (leader, standby):
+        samples = metrics(daemon)
+        me = (("daemon", daemon.daemon_id),)
+        assert samples[("zkstore_leader", me)] == (1.0 if daemon is leader else 0.0)
+        assert samples[("zkstore_zookeeper_up", ())] == 1.0
+        assert samples[("zkstore_storage_up", ())] == 1.0
+        assert samples[("zkstore_daemons", ())] == 2.0
+        assert samples[("zkstore_jobs", (("state", RUNNING),))] == 1.0
+        assert samples[("zkstore_jobs", (("state", SUCCEEDED),))] == 1.0
+        assert samples[("zkstore_jobs", (("state", "FAILED"),))] == 0.0
+        running = client.status(live)
+        assert running.running is not None
+        assert samples[("zkstore_job_attempts", (("job_id", live),))] == running.running.attempt
+        assert samples[("zkstore_job_failures", (("job_id", live),))] == 0.0
+        assert ("zkstore_job_attempts", (("job_id", done),)) not in samples, "finished: not live"
+        assert samples[("zkstore_job_last_checkpoint_age_seconds", (("job_id", live),))] >= 0.0
+        starts = samples[("zkstore_driver_starts_total", me)]
+        assert starts == (2.0 if daemon is leader else 0.0)
+        assert samples[("zkstore_leader_since_timestamp_seconds", ())] > 0
+        assert samples[("process_resident_memory_bytes", ())] > 0
+    served = metrics(standby)
+    key = (
+        "zkstore_http_requests_total",
+        (("method", "GET"), ("route", "/api/v1/jobs"), ("status", "200")),
+    )
+    assert served[key] >= 1.0
+
+
+def test_mutations_are_refused_without_a_configured_token(
+    runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    cluster = LocalCluster(runtime_config, tmp_path / "rt", http=True)
+    try:
+        daemon = cluster.start_daemon("solo")
+        wait_for(lambda: answers(daemon, "/health") == 200, timeout=60, what="HTTP up")
+        code, _, body = request(
+            daemon,
+            "/api/v1/jobs/any/cancel",
+            method="POST",
+            headers={"Authorization": "Bearer anything-at-all-here"},
+        )
+        assert code == 403 and "ZKSTORE_API_TOKEN" in json.loads(body)["error"]
+    finally:
+        cluster.stop()

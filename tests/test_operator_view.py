@@ -1,0 +1,133 @@
+"""What an operator sees: the daemon's own log at its default level, the HTTP side through a
+ZooKeeper outage, and a status page that shows anybody's text as text."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from recovery.client import Client
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
+from recovery.observe.page import render
+from recovery.observe.view import read_view
+from tests import jobs
+from tests.helpers import wait_for
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.states import SUCCEEDED
+
+
+def status(daemon: DaemonProcess, path: str) -> tuple[int | None, bytes]:
+    assert daemon.url is not None
+    try:
+        with urllib.request.urlopen(daemon.url + path, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except urllib.error.URLError:
+        return None, b""
+
+
+@pytest.mark.slow
+def test_default_log_tells_the_story_and_an_outage_is_not_a_flood(tmp_path: Path) -> None:
+    """A daemon without -v logs leadership and each job's life with id, attempt and host; a
+    ZooKeeper outage costs a few lines, not one per second, and the HTTP side keeps answering
+    (503 where it needs ZooKeeper) until it is over."""
+    server = EmbeddedZooKeeper().start()
+    config = StoreConfig(
+        zk_hosts=server.connect_string,
+        root="/outage",
+        storage_url=f"file://{tmp_path}/storage",
+        session_timeout=3.0,
+        timeout=2.0,
+    )
+    local = LocalCluster(config, tmp_path / "rt", restart_backoff=0.2, http=True, verbose=False)
+    try:
+        daemon = local.start_daemon("quiet")
+        local.wait_for_leader()
+        with Client(config) as client:
+            job = client.submit_function(jobs.steps, str(tmp_path / "out"), 2, 0.0, job_id="story")
+            assert client.wait(job, timeout=60).outcome == SUCCEEDED
+        host = socket.gethostname()
+        log = wait_for(lambda: "cleaned up" in (t := daemon.log()) and t, timeout=60, what="log")
+        for line in (
+            "daemon quiet is the leader",
+            "leadership taken: ",
+            "job story: attempt 1 placed on quiet",
+            f"job story: attempt 1 started on {host}, driver pid ",
+            "job story: SUCCEEDED after 1 attempt(s) (last on ",
+        ):
+            assert line in log, line
+        assert " DEBUG " not in log
+        before = len(daemon.log().splitlines())
+        server.stop()
+        wait_for(lambda: status(daemon, "/health")[0] == 503, timeout=60, what="/health 503")
+        time.sleep(8.0)  # the daemon retries every second or two all this while
+        code, body = status(daemon, "/metrics")
+        assert code == 200 and b"zkstore_zookeeper_up 0.0" in body
+        assert status(daemon, "/api/v1/jobs")[0] == 503
+        page_code, page = status(daemon, "/")
+        assert page_code == 503 and b"ZooKeeper" in page
+        outage = daemon.log().splitlines()[before:]
+        warnings = [line for line in outage if " WARNING " in line]
+        assert len(warnings) <= 4, "\n".join(warnings)
+        server.start()
+        wait_for(lambda: status(daemon, "/leader")[0] == 200, timeout=90, what="leading again")
+        assert json.loads(status(daemon, "/health")[1])["zookeeper"] == "connected"
+    finally:
+        local.stop()
+        server.close()
+
+
+def test_page_shows_planted_text_as_text(cluster: Cluster) -> None:
+    """Job names and reasons are anybody's text: the page escapes every one of them."""
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+    def job(ctx: object) -> None:
+        return None
+
+    cluster.jobs.submit(JobDefinition.for_function("named", job, name=evil))
+    cluster.quarantine.move_in("named", f"reason {evil}")
+    view = read_view(cluster)
+    page = render(view, daemon_id=evil, leading=False, cluster_id="default")
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert page.count("named") >= 2, "in the jobs table and in quarantine"
+
+
+def test_daemon_http_settings_fail_as_usage_errors_without_showing_the_token(
+    tmp_path: Path,
+) -> None:
+    """A bad --http, a token too short to be safe, an explicit address in use: exit 2, one
+    line, before anything else happens (ZooKeeper is not even reachable here)."""
+    zkstore = str(Path(sys.executable).parent / "zkstore")
+    base = [zkstore, "daemon", "--zk", "127.0.0.1:1", "--storage", f"file://{tmp_path}/s"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for extra, extra_env, message in (
+            (["--http", "nowhere"], {}, "invalid HTTP address 'nowhere'"),
+            (["--http", "off"], {"ZKSTORE_API_TOKEN": "short-secret"}, "is too short"),
+            (["--http", f"127.0.0.1:{port}"], {}, f"cannot serve HTTP on 127.0.0.1:{port}"),
+        ):
+            done = subprocess.run(
+                base + extra, env={**env, **extra_env}, capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 2, done.stderr
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith("zkstore: usage error: ") and message in last, done.stderr
+            assert "short-secret" not in done.stderr + done.stdout
+            assert "Traceback" not in done.stderr

@@ -1,0 +1,230 @@
+"""The driver logs of a job, kept in object storage: written in chunks, read from any host.
+
+Layout, under the job's storage prefix ``S/<cluster>/jobs/<job>/logs/``::
+
+    attempt-<n>/<seq:08d>.log    the attempt's output (stdout and stderr), chunk by chunk, in order
+    attempt-<n>/end.json         {"chunks", "bytes", "finished"}: the whole output is stored
+
+Every chunk is written once, create-only, at a key that names its place in the order: a chunk
+written again after a lost answer is recognised by its bytes, and a crash leaves at worst an
+attempt without ``end.json`` (its last chunks up to the crash are kept). Logs are job-owned data:
+the job's cleanup keeps them for a retention period after the result, then they are removed
+(``recovery.observe.retention``); nothing here ever unpickles or runs what it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from zkstore.errors import CorruptRecord, JobNotFound, PayloadMissing
+from zkstore.jobs.logship import CHUNK_BYTES
+from zkstore.layout import StorageLayout
+from zkstore.storage import TEMP_MARKER, StateStorage
+from zkstore.strict import load_object, utc_now
+
+SEQ_WIDTH = 8
+END = "end.json"
+#: A shipper never writes bigger chunks; a reader refuses bigger objects (planted ones).
+MAX_CHUNK_BYTES = CHUNK_BYTES
+_ATTEMPT = re.compile(r"attempt-([1-9][0-9]{0,8})")
+_CHUNK = re.compile(rf"([0-9]{{{SEQ_WIDTH}}})\.log")
+
+
+def chunk_name(seq: int) -> str:
+    return f"{seq:0{SEQ_WIDTH}d}.log"
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """One stored chunk of an attempt's output."""
+
+    attempt: int
+    seq: int
+    uri: str
+    size: int
+
+
+@dataclass
+class AttemptLog:
+    """What storage holds of one attempt's output."""
+
+    attempt: int
+    chunks: list[LogChunk] = field(default_factory=list)
+    ended: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(chunk.size for chunk in self.chunks)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "attempt": self.attempt,
+            "chunks": len(self.chunks),
+            "bytes": self.size,
+            "complete": self.ended,
+        }
+
+
+def is_log_key(key: str) -> bool:
+    """True for a storage key ``<cluster>/jobs/<job>/logs/...`` (relative to the root)."""
+    parts = key.split("/")
+    return len(parts) > 4 and parts[1] == "jobs" and parts[3] == "logs"
+
+
+class JobLogs:
+    """The logs of one job: write chunks (the shipper), list and read them (anyone)."""
+
+    def __init__(self, storage: StateStorage, storage_layout: StorageLayout, job_id: str) -> None:
+        self.storage = storage
+        self.layout = storage_layout
+        self.job_id = job_id
+        self.prefix = storage_layout.logs(job_id)
+
+    # -- writing (the shipper of one attempt) --------------------------------------------------
+
+    def write_chunk(self, attempt: int, seq: int, data: bytes) -> None:
+        """Store chunk ``seq`` of ``attempt``; the same bytes again are fine, other bytes raise
+        :class:`~zkstore.errors.HandleExists` (another shipper wrote that place)."""
+        key = f"{self.layout.attempt_logs(self.job_id, attempt)}/{chunk_name(seq)}"
+        self.storage.create(key, data)
+
+    def finish(self, attempt: int, *, chunks: int, size: int) -> None:
+        """Record that the attempt's whole output is stored (idempotent)."""
+        body = {"chunks": chunks, "bytes": size, "finished": utc_now()}
+        key = f"{self.layout.attempt_logs(self.job_id, attempt)}/{END}"
+        if self.storage.exists(self.storage.url(key)):
+            return
+        self.storage.create(key, json.dumps(body, sort_keys=True).encode())
+
+    # -- reading (anyone, any host) ------------------------------------------------------------
+
+    def attempts(self) -> dict[int, AttemptLog]:
+        """Every attempt with logs, by attempt number, chunks in order (one listing)."""
+        found: dict[int, AttemptLog] = {}
+        base = self.storage.url(self.prefix) + "/"
+        for item in self.storage.list(self.prefix):
+            parts = item.uri[len(base) :].split("/") if item.uri.startswith(base) else []
+            match = _ATTEMPT.fullmatch(parts[0]) if len(parts) == 2 else None
+            if match is None or TEMP_MARKER in parts[1]:
+                continue
+            attempt = int(match.group(1))
+            log = found.setdefault(attempt, AttemptLog(attempt))
+            chunk = _CHUNK.fullmatch(parts[1])
+            if chunk is not None:
+                log.chunks.append(LogChunk(attempt, int(chunk.group(1)), item.uri, item.size))
+            elif parts[1] == END:
+                log.ended = True
+        for log in found.values():
+            log.chunks.sort(key=lambda c: c.seq)
+        return dict(sorted(found.items()))
+
+    def attempt(self, attempt: int) -> AttemptLog:
+        """One attempt's log (empty if nothing is stored for it)."""
+        return self.attempts().get(attempt, AttemptLog(attempt))
+
+    def read_chunk(self, chunk: LogChunk) -> bytes:
+        """The bytes of one chunk (b"" if it was removed meanwhile)."""
+        try:
+            return self.storage.fetch(chunk.uri, max_bytes=MAX_CHUNK_BYTES)
+        except PayloadMissing:
+            return b""
+
+    def read(self, log: AttemptLog, *, start: int = 0) -> Iterator[bytes]:
+        """The attempt's output from chunk ``start`` on, one chunk at a time."""
+        for chunk in log.chunks[start:]:
+            yield self.read_chunk(chunk)
+
+    def tail(self, log: AttemptLog, lines: int) -> bytes:
+        """The last ``lines`` lines of the attempt's output, reading chunks from the end."""
+        if lines <= 0:
+            return b""
+        collected = b""
+        for chunk in reversed(log.chunks):
+            collected = self.read_chunk(chunk) + collected
+            if collected.count(b"\n") > lines:
+                break
+        kept = collected.splitlines(keepends=True)[-lines:]
+        return b"".join(kept)
+
+    def end(self, attempt: int) -> dict[str, object] | None:
+        """The attempt's ``end.json``, or None if it was not written (yet)."""
+        uri = self.storage.url(f"{self.layout.attempt_logs(self.job_id, attempt)}/{END}")
+        try:
+            data = self.storage.fetch(uri, max_bytes=4096)
+        except PayloadMissing:
+            return None
+        try:
+            return load_object(data, max_bytes=4096)
+        except ValueError as exc:
+            raise CorruptRecord(f"{uri}: {exc}") from None
+
+    # -- removal (retention) -------------------------------------------------------------------
+
+    def remove(self) -> int:
+        """Discard every object of the job's logs; returns how many there were. Idempotent."""
+        objects = self.storage.list(self.prefix)
+        for item in objects:
+            self.storage.discard(item.uri)
+        return len(objects)
+
+
+class LogFollower:
+    """Follows a job's logs as they are stored: the current attempt, then each next one, until
+    the job has a result and its last attempt's log is complete.
+
+    An attempt's log is complete once its ``end.json`` is stored; if it never comes (its
+    shipper was killed with its host), the follower moves on ``grace`` seconds after the last
+    chunk, once a later attempt has started or the job has ended.
+    """
+
+    def __init__(
+        self,
+        logs: JobLogs,
+        job_attempt: Callable[[], tuple[int, bool] | None],
+        *,
+        poll: float = 1.0,
+        grace: float = 15.0,
+    ) -> None:
+        self.logs = logs
+        #: the job's current attempt and whether it has ended, or None if the job is unknown
+        self.job_attempt = job_attempt
+        self.poll = poll
+        self.grace = grace
+
+    def start(self, attempt: int | None = None) -> int:
+        """The attempt to follow first: the one asked for, else the latest with logs, else the
+        job's current one. Raises :class:`JobNotFound` if there is no such job."""
+        found = self.logs.attempts()
+        job = self.job_attempt()
+        if job is None and not found:
+            raise JobNotFound(f"no job {self.logs.job_id!r} in this cluster")
+        if attempt is not None:
+            return attempt
+        if found:
+            return max(found)
+        return max(1, job[0] if job is not None else 1)
+
+    def follow(self, attempt: int, *, skip: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(attempt, bytes)`` as chunks arrive, from chunk ``skip`` of ``attempt`` on."""
+        done, quiet_since = skip, time.monotonic()
+        while True:
+            found = self.logs.attempts()
+            log = found.get(attempt, AttemptLog(attempt))
+            for chunk in log.chunks[done:]:
+                yield attempt, self.logs.read_chunk(chunk)
+                quiet_since = time.monotonic()
+            done = max(done, len(log.chunks))
+            job = self.job_attempt()
+            latest = max([*found, job[0] if job is not None else 0])
+            ended = job is None or job[1]
+            settled = log.ended or time.monotonic() - quiet_since > self.grace
+            if settled and latest > attempt:
+                attempt, done, quiet_since = attempt + 1, 0, time.monotonic()
+                continue
+            if settled and ended:
+                return
+            time.sleep(self.poll)
