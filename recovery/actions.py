@@ -91,6 +91,12 @@ class JobActions:
         assert job.status is not None and job.status.version is not None
         assert action.member is not None
         layout = self.cluster.layout
+        ended: dict[str, Any] = {}
+        if action.ended is not None:
+            previous = action.ended
+            ended = {"failures": previous.failures, "lost": previous.lost}
+            ended["last_error"] = previous.error
+            logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(previous.error))
         status = self.status(
             job,
             state=STARTING,
@@ -98,6 +104,7 @@ class JobActions:
             member=action.member,
             not_before=None,
             reason=None,
+            **ended,
         )
         assignment = Assignment(
             version=None,
@@ -217,8 +224,7 @@ class JobActions:
         ]
         self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
         self._unassigned(job)
-        last = action.error.splitlines()[-1] if action.error else "no error recorded"
-        logger.warning("job %s: %s (%s)", job.job_id, action.reason, last)
+        logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(action.error))
         self._wait(job, Wait(until=action.not_before))
 
     def _finish(self, job: JobSnapshot, action: Finish) -> None:
@@ -287,3 +293,7 @@ class JobActions:
             if isinstance(errors[0], NotLeader):
                 raise errors[0]
         self._unassigned(job)
+
+
+def _last_line(error: str | None) -> str:
+    return error.splitlines()[-1] if error else "no error recorded"

@@ -279,6 +279,7 @@ class Daemon:
         self._stop_http()
         if self.member is not None:
             self.member.stop()
+        self.launcher.close()
         if self.cluster is not None:
             self.cluster.close()
         live = self.member.running_drivers if self.member is not None else 0

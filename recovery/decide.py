@@ -64,10 +64,15 @@ class Initialize(Action):
 
 @dataclass(frozen=True)
 class Start(Action):
-    """Place ``attempt`` on a member (the leader picks ``member``), which launches its driver."""
+    """Place ``attempt`` on a member (the leader picks ``member``), which launches its driver.
+
+    ``ended`` is set when the previous attempt just ended and the next one starts at once (a
+    first lost attempt): its counts are recorded by the same write that starts the next.
+    """
 
     attempt: int = 1
     member: str | None = None
+    ended: Restart | None = None
 
 
 @dataclass(frozen=True)
@@ -218,10 +223,14 @@ def _ended(
     # A first lost attempt (a host lost, a driver killed) is placed again at once; a job that
     # keeps failing or keeps getting lost backs off.
     delay = 0.0 if lost and lost_count == 1 else settings.backoff(failures + lost_count - lost)
-    return Restart(
+    restart = Restart(
         failures=failures,
         lost=lost_count,
         not_before=now + timedelta(seconds=delay),
         error=error,
         reason=f"attempt {status.attempt} {what} ({used} of {limit}); retrying in {delay:g} s",
     )
+    if delay > 0:
+        return restart
+    reason = f"attempt {status.attempt} {what} ({used} of {limit}); placing the next at once"
+    return Start(attempt=status.attempt + 1, ended=restart, reason=reason)

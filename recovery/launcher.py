@@ -24,8 +24,15 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from recovery.observe.shipper import start_shipper
+from recovery.forkserver import ForkServer
+from recovery.observe.shipper import (
+    SHIPPER_NICENESS,
+    shipper_argv,
+    shipper_config,
+    start_shipper,
+)
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 
@@ -63,6 +70,20 @@ def describe_exit(code: int | None) -> str:
     return EXIT_MEANINGS.get(code, f"exited with code {code}")
 
 
+class DriverProcess(Protocol):
+    """What a launch needs of a driver process: a ``subprocess.Popen``, or a driver forked by
+    the fork server (:class:`recovery.forkserver.ForkedProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 @dataclass
 class Launch:
     """A driver process this daemon started."""
@@ -70,7 +91,7 @@ class Launch:
     job_id: str
     attempt: int
     status_version: int
-    process: subprocess.Popen[bytes]
+    process: DriverProcess
     log_path: Path
     work_dir: Path
     started: float = field(default_factory=time.monotonic)
@@ -97,6 +118,11 @@ class DriverLauncher:
         self.work_root = Path(settings.work_dir or tempfile.mkdtemp(prefix="zkstore-work-"))
         #: drivers started so far (a metric)
         self.launched = 0
+        self.fork_server: ForkServer | None = (
+            ForkServer(settings.python, self.environment(), logger.info)
+            if settings.fork_server
+            else None
+        )
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
@@ -138,13 +164,48 @@ class DriverLauncher:
             f"file://{socket.gethostname()}{log_path.resolve()}",
         ]
 
-    def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
-        """Start the driver of ``attempt``; raises OSError if the process cannot be started."""
-        log_path = self.log_dir / job_id / f"attempt-{attempt}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        work_dir = self.work_root / f"{job_id}-attempt-{attempt}"
-        shutil.rmtree(work_dir, ignore_errors=True)  # left by a daemon that died before us
-        work_dir.mkdir(parents=True)
+    def _fork(
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        work_dir: Path,
+        log_path: Path,
+        offset: int,
+    ) -> DriverProcess | None:
+        """The driver and its log shipper, forked by the fork server; None if there is none or
+        it failed (then both are started as new processes)."""
+        if self.fork_server is None:
+            return None
+        argv = self.command(job_id, attempt, status_version, -1, work_dir, log_path)[3:]
+        argv[argv.index("--config-fd") + 1] = "{config_fd}"  # the server makes the pipe
+        env = self.environment()
+        shipper = {
+            "argv": shipper_argv(job_id, attempt, log_path, offset),
+            "env": env,
+            "cwd": "/",  # not the attempt's directory, which goes away with the driver
+            "log": os.devnull,
+            "config": shipper_config(self.settings.store),
+            "nice": SHIPPER_NICENESS,
+        }
+        try:
+            driver, _ = self.fork_server.fork(
+                argv,
+                env,
+                str(work_dir),
+                str(log_path),
+                self.settings.store.to_json(),
+                shipper=shipper,
+            )
+        except OSError as exc:
+            logger.warning("fork server: %s; starting the driver as a new process", exc)
+            return None
+        return driver
+
+    def _spawn(
+        self, job_id: str, attempt: int, status_version: int, work_dir: Path, log_path: Path
+    ) -> DriverProcess:
+        """The driver as a new Python process (its configuration through a pipe)."""
         read_end, write_end = os.pipe()
         try:
             # A config is a few hundred bytes: it fits in the pipe's buffer before the child runs.
@@ -152,8 +213,7 @@ class DriverLauncher:
             os.close(write_end)
             write_end = -1
             with open(log_path, "ab") as log:
-                offset = log.tell()
-                process = subprocess.Popen(
+                return subprocess.Popen(
                     self.command(job_id, attempt, status_version, read_end, work_dir, log_path),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -167,6 +227,35 @@ class DriverLauncher:
             os.close(read_end)
             if write_end >= 0:
                 os.close(write_end)
+
+    def close(self) -> None:
+        """Stop the fork server (the drivers it forked go on)."""
+        if self.fork_server is not None:
+            self.fork_server.close()
+
+    def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
+        """Start the driver of ``attempt``; raises OSError if the process cannot be started."""
+        log_path = self.log_dir / job_id / f"attempt-{attempt}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        work_dir = self.work_root / f"{job_id}-attempt-{attempt}"
+        shutil.rmtree(work_dir, ignore_errors=True)  # left by a daemon that died before us
+        work_dir.mkdir(parents=True)
+        with open(log_path, "ab") as log:
+            offset = log.tell()
+        process = self._fork(job_id, attempt, status_version, work_dir, log_path, offset)
+        if process is None:
+            process = self._spawn(job_id, attempt, status_version, work_dir, log_path)
+            env, python = self.environment(), self.settings.python
+            start_shipper(
+                self.settings.store,
+                job_id,
+                attempt,
+                process.pid,
+                log_path,
+                offset,
+                env=env,
+                python=python,
+            )
         logger.debug(
             "started driver of %s attempt %d (pid %d, log %s)",
             job_id,
@@ -175,8 +264,4 @@ class DriverLauncher:
             log_path,
         )
         self.launched += 1
-        env, python = self.environment(), self.settings.python
-        start_shipper(
-            self.settings.store, job_id, attempt, process, log_path, offset, env=env, python=python
-        )
         return Launch(job_id, attempt, status_version, process, log_path, work_dir)

@@ -273,7 +273,8 @@ class LeaderProcess:
             return QuarantineJob(reason=str(exc))
         member, why = self.fleet.place(job.job_id, required)
         if member is None:
-            return NoSlot(reason=why)
+            # The attempt that just ended must be counted even if the next cannot start yet.
+            return start.ended if start.ended is not None else NoSlot(reason=why)
         return replace(start, member=member)
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:

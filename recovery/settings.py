@@ -95,6 +95,8 @@ class DaemonSettings:
     cancel_grace: float = 30.0
     log_dir: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: fork drivers from a process that has imported what they need (see recovery.forkserver)
+    fork_server: bool = True
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
     strict_acl: bool = False

@@ -78,7 +78,7 @@ def test_shipper_stores_everything_in_order_and_marks_it_complete(
     )
     driver = child_writing(log, script)
     shipper = start_shipper(
-        config, "job-1", 1, driver, log, offset, env=dict(os.environ), interval=0.1
+        config, "job-1", 1, driver.pid, log, offset, env=dict(os.environ), interval=0.1
     )
     assert shipper is not None
     with Cluster.open(config) as cluster:
@@ -113,7 +113,7 @@ def test_sigkilled_driver_still_has_its_last_lines_in_storage(
     )
     driver = child_writing(log, script)
     shipper = start_shipper(
-        config, "killed", 1, driver, log, 0, env=dict(os.environ), interval=3600
+        config, "killed", 1, driver.pid, log, 0, env=dict(os.environ), interval=3600
     )
     assert shipper is not None
     wait_for(marker.exists, timeout=60, what="the driver printing")
@@ -140,7 +140,9 @@ def test_storage_refusing_for_a_while_loses_nothing(config: StoreConfig, tmp_pat
         "for i in range(200): print(f'after {i}', flush=True)\n"
     )
     driver = child_writing(log, script)
-    shipper = start_shipper(config, "outage", 1, driver, log, 0, env=dict(os.environ), interval=0.1)
+    shipper = start_shipper(
+        config, "outage", 1, driver.pid, log, 0, env=dict(os.environ), interval=0.1
+    )
     assert shipper is not None
     wait_for(lambda: log.read_bytes().count(b"\n") >= 200, timeout=60, what="first lines")
     time.sleep(1.0)  # several looks of the shipper, every one refused

@@ -88,3 +88,17 @@ def test_creating_a_watch_while_zookeeper_is_down_fails_within_the_deadline() ->
     finally:
         zk.stop()
         server.close()
+
+
+def test_a_child_deleted_and_made_again_at_once_is_a_change(zk: ZooKeeper, root: str) -> None:
+    """A member's assignment replaced by the next attempt's in one transaction leaves the same
+    list of names: the watch must still report it (members launch on it)."""
+    from zkstore.ops import Create, Delete
+
+    path = f"{root}/assignments"
+    zk.ensure_path(f"{path}/job")
+    seen = Seen()
+    NodeWatch(zk, path, seen, children=True)
+    zk.commit([Delete(f"{path}/job"), Create(f"{path}/job", b"attempt 2")])
+    wait_for(lambda: len(seen.values) == 2, what="a second report")
+    assert seen.values == [["job"], ["job"]]

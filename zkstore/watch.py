@@ -65,27 +65,30 @@ class NodeWatch:
             self._stopped = True
         self._zk.remove_listener(self._on_state)
 
-    def _read(self) -> WatchedValue:
-        """The current value, with a one-shot watch set on whatever tells the next change."""
+    def _read(self) -> tuple[WatchedValue, Any]:
+        """The current value and what identifies it (for children, also the count of children
+        changes, so that a child deleted and made again is a change), with a one-shot watch set
+        on whatever tells the next change."""
         while True:
             try:
                 if self._children:
-                    return sorted(self._zk.children(self.path, watch=self._fired))
+                    names, stat = self._zk.children_and_stat(self.path, watch=self._fired)
+                    return sorted(names), (stat.czxid, stat.cversion)
                 data, _ = self._zk.get(self.path, watch=self._fired)
-                return data
+                return data, data
             except HandleNotFound:
                 # Absent: watch for its creation (the node may have appeared meanwhile: read again).
                 if self._zk.exists(self.path, watch=self._fired) is None:
-                    return None
+                    return None, None
 
     def _arm(self) -> None:
         with self._lock:
             if self._stopped:
                 return
-            value = self._read()
-            if value == self._last:
+            value, identity = self._read()
+            if identity == self._last:
                 return
-            self._last = value
+            self._last = identity
             self._on_change(value)
 
     def _rearm_quietly(self) -> None:

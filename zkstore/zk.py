@@ -371,6 +371,18 @@ class ZooKeeper:
         )
         return names
 
+    def children_and_stat(
+        self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
+    ) -> tuple[list[str], ZnodeStat]:
+        """The children of ``path`` and its stat (``cversion`` counts every child created or
+        deleted, so that a child deleted and created again is seen as a change)."""
+        names, stat = self._read(
+            f"children {path}",
+            lambda: self._client.get_children_async(path, watch=watch, include_data=True),
+            timeout,
+        )
+        return list(names), stat
+
     def get_acls(self, path: str, *, timeout: float | None = None) -> tuple[list[ACL], ZnodeStat]:
         """The ACL and stat of ``path``; :class:`HandleNotFound` if it does not exist."""
         acls, stat = self._read(

@@ -38,11 +38,38 @@ logger = logging.getLogger(__name__)
 SHIPPER_NICENESS = 10
 
 
+def shipper_config(config: StoreConfig) -> str:
+    """The storage settings only: the shipper has no use for the signing key."""
+    return config.with_changes(signing_key=None).to_json()
+
+
+def shipper_argv(
+    job_id: str, attempt: int, log_path: Path, offset: int, interval: float = INTERVAL
+) -> list[str]:
+    """The shipper's arguments; ``{config_fd}`` and ``{pidfd}`` stand for its two pipes."""
+    return [
+        "--config-fd",
+        "{config_fd}",
+        "--pidfd",
+        "{pidfd}",
+        "--job-id",
+        job_id,
+        "--attempt",
+        str(attempt),
+        "--log",
+        str(log_path),
+        "--offset",
+        str(offset),
+        "--interval",
+        str(interval),
+    ]
+
+
 def start_shipper(
     config: StoreConfig,
     job_id: str,
     attempt: int,
-    driver: subprocess.Popen[bytes],
+    driver_pid: int,
     log_path: Path,
     offset: int,
     *,
@@ -50,26 +77,26 @@ def start_shipper(
     python: str = sys.executable,
     interval: float = INTERVAL,
 ) -> subprocess.Popen[bytes] | None:
-    """Start the shipper of a driver just launched (still an unreaped child of ours).
+    """Start the shipper of a driver just launched (a child of ours, or of our fork server:
+    either way alive and unreaped, so its pid is still its own).
 
     ``env`` is the driver's environment (the daemon's secrets already taken out). Returns None,
     with a warning, if it cannot be started: the driver runs regardless and its output stays in
     ``log_path``.
     """
     try:
-        pidfd = os.pidfd_open(driver.pid)
+        pidfd = os.pidfd_open(driver_pid)
     except (OSError, AttributeError) as exc:
-        logger.warning("cannot follow driver %d for log shipping: %s", driver.pid, exc)
+        logger.warning("cannot follow driver %d for log shipping: %s", driver_pid, exc)
         return None
     read_end, write_end = os.pipe()
     try:
-        # The storage settings only: the shipper has no use for the signing key.
-        os.write(write_end, config.with_changes(signing_key=None).to_json().encode())
+        os.write(write_end, shipper_config(config).encode())
         os.close(write_end)
         write_end = -1
-        command = [python, "-m", "zkstore.jobs.logship", "--config-fd", str(read_end)]
-        command += ["--pidfd", str(pidfd), "--job-id", job_id, "--attempt", str(attempt)]
-        command += ["--log", str(log_path), "--offset", str(offset), "--interval", str(interval)]
+        argv = shipper_argv(job_id, attempt, log_path, offset, interval)
+        fds = {"{config_fd}": str(read_end), "{pidfd}": str(pidfd)}
+        command = [python, "-m", "zkstore.jobs.logship", *(fds.get(a, a) for a in argv)]
         shipper = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,315 @@
+"""A fork server for drivers: one process per daemon that has imported what a driver (and its
+log shipper) needs, and forks one per attempt.
+
+Why: a driver started as a new Python process spends a third of a second or more (much more on
+a busy host) starting the interpreter and importing kazoo, fsspec, cloudpickle and zkstore
+before it can take its ``running`` node. After a host is lost, the leader places tens of jobs
+at once on the survivors; forked from an interpreter that has all of that loaded, each driver
+starts in a few milliseconds.
+
+Fork safety: the server never starts a thread nor opens a connection (it only imports), so every
+child starts as a clean single-threaded process; the child then runs :func:`recovery.driver.main`
+exactly as ``python -m recovery.driver`` would, with the same arguments, in its own session, its
+output in the attempt's log file, its configuration (secrets included) through a pipe it reads
+once and closes.
+
+Protocol, over the server's stdin (requests) and stdout (answers), one JSON object per line::
+
+    -> {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "...", "config": "...",
+        "shipper": {"argv": [...], ...} or null}
+    <- {"id": 1, "pid": 4242, "shipper": 4243}  or {"id": 1, "error": "..."}
+    <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
+
+The server exits when its stdin closes (its daemon is gone); drivers go on: they are in sessions
+of their own, and a new daemon's leader adopts them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+# -- the server (a process of its own) ----------------------------------------------------------
+
+
+def serve() -> int:
+    """Answer requests on stdin until it closes; fork a driver per request; report exits."""
+    for module in _MAINS.values():  # the point of the server: imported once, before forks
+        importlib.import_module(module)
+
+    with contextlib.suppress(ImportError):
+        import pyspark  # noqa: F401
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the daemon is not ours
+    pending = b""
+    while True:
+        _reap()
+        ready, _, _ = select.select([0], [], [], 0.05)
+        if not ready:
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            return 0
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            _answer(json.loads(line))
+
+
+def _send(message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(1, data) :]
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _answer(request: dict[str, Any]) -> None:
+    """Fork the request's driver and, if asked, its log shipper (which follows the driver
+    through a pidfd opened while the driver is our unreaped child: it can never mistake another
+    process for it). Answers with their pids."""
+    try:
+        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, -1)}
+        shipper = request.get("shipper")
+        if shipper is not None:
+            pidfd = os.pidfd_open(answer["pid"])
+            try:
+                answer["shipper"] = _fork({**shipper, "kind": "shipper"}, pidfd)
+            finally:
+                os.close(pidfd)
+        _send(answer)
+    except OSError as exc:
+        _send({"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _fork(request: dict[str, Any], pidfd: int) -> int:
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, request["config"].encode())  # a few hundred bytes: fits the pipe
+        os.close(write_end)
+        write_end = -1
+        pid = os.fork()
+        if pid == 0:
+            _run_child(request, {"{config_fd}": read_end, "{pidfd}": pidfd})  # never returns
+        return pid
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+#: What the server can fork: ``python -m <module>`` of each, already imported.
+_MAINS = {"driver": "recovery.driver", "shipper": "zkstore.jobs.logship"}
+
+
+def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
+    """In the child: become the driver (or log shipper) of the request, then exit with its
+    exit code."""
+    code = 1
+    try:
+        os.setsid()
+        if request.get("nice"):
+            os.nice(int(request["nice"]))
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        module = _MAINS[request.get("kind", "driver")]
+        argv = [str(fds[a]) if a in fds else a for a in request["argv"]]
+        sys.argv = [module, *argv]
+        code = importlib.import_module(module).main(argv)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child must end here whatever happened
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+# -- the daemon's side --------------------------------------------------------------------------
+
+
+class ForkedProcess:
+    """A driver forked by the server: the part of ``subprocess.Popen`` a launch needs."""
+
+    def __init__(self, pid: int, server: ForkServer) -> None:
+        self.pid = pid
+        self._server = server
+        self._ended = threading.Event()
+        self.returncode: int | None = None
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        if not self._ended.is_set() and not self._server.alive and not _exists(self.pid):
+            self._exited(-signal.SIGKILL)  # its exit code was lost with the server
+        return self.returncode
+
+    def wait(self) -> int:
+        while not self._ended.wait(1.0):
+            self.poll()
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if not self._ended.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ForkServer:
+    """The daemon's handle on its fork server, started on first use and again if it died."""
+
+    def __init__(self, python: str, env: dict[str, str], on_log: Callable[[str], None]) -> None:
+        self._python = python
+        self._env = env
+        self._on_log = on_log
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._answers: dict[int, tuple[ForkedProcess, ForkedProcess | None] | str] = {}
+        self._answered = threading.Condition(self._lock)
+        self._children: dict[int, ForkedProcess] = {}
+        self._next_id = 0
+
+    @property
+    def alive(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None
+
+    def fork(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        log: str,
+        config: str,
+        *,
+        shipper: dict[str, Any] | None = None,
+    ) -> tuple[ForkedProcess, ForkedProcess | None]:
+        """Fork a driver with ``argv`` (``{config_fd}`` stands for its configuration pipe) and,
+        with ``shipper`` (``argv``, ``env``, ``cwd``, ``log``, ``config``, ``nice``; ``{pidfd}``
+        stands for the driver's pidfd), its log shipper. Raises OSError if the server cannot do
+        it (the caller falls back to new processes)."""
+        with self._lock:
+            self._start_if_needed()
+            assert self._process is not None and self._process.stdin is not None
+            self._next_id += 1
+            request_id = self._next_id
+            request = {"id": request_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
+            request.update({"config": config, "shipper": shipper})
+            try:
+                self._process.stdin.write((json.dumps(request) + "\n").encode())
+                self._process.stdin.flush()
+            except (BrokenPipeError, ValueError) as exc:
+                raise OSError(f"the fork server is gone: {exc}") from exc
+            while request_id not in self._answers:
+                if not self._answered.wait(30.0) or not self.alive:
+                    raise OSError("the fork server did not answer")
+            answer = self._answers.pop(request_id)
+            if isinstance(answer, str):
+                raise OSError(answer)
+            return answer
+
+    def _start_if_needed(self) -> None:
+        if self.alive:
+            return
+        self._process = subprocess.Popen(
+            [self._python, "-m", "recovery.forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=self._env,
+            start_new_session=True,
+        )
+        threading.Thread(
+            target=self._read_answers, args=(self._process,), name="forkserver", daemon=True
+        ).start()
+        self._on_log(f"fork server started (pid {self._process.pid})")
+
+    def _read_answers(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            message = json.loads(line)
+            with self._lock:
+                if "exit" in message:
+                    # Always after the answer about the same child: the server reaps children
+                    # only between requests, and answers each request at once.
+                    child = self._children.pop(int(message["exit"]), None)
+                    if child is not None:
+                        child._exited(int(message["code"]))
+                elif "error" in message:
+                    self._answers[int(message["id"])] = str(message["error"])
+                    self._answered.notify_all()
+                else:
+                    children = [
+                        ForkedProcess(int(pid), self)
+                        for pid in (message["pid"], message.get("shipper"))
+                        if pid is not None
+                    ]
+                    for child in children:
+                        self._children[child.pid] = child
+                    shipper = children[1] if len(children) > 1 else None
+                    self._answers[int(message["id"])] = (children[0], shipper)
+                    self._answered.notify_all()
+        with self._lock:
+            self._answered.notify_all()
+
+    def close(self) -> None:
+        """Stop the server (its drivers go on)."""
+        process, self._process = self._process, None
+        if process is not None and process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
