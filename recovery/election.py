@@ -148,17 +148,19 @@ class LeaderElection:
             raise NotLeader("not contending")
         return Fence.check(self._node, error=NotLeader, description="no longer the leader")
 
-    def publish_info(self, since: str | None = None) -> None:
-        """Write ``R/leader/info`` (EPHEMERAL, fenced) so that anyone can see who leads."""
-        info = json.dumps(
-            {
-                "id": self.daemon_id,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "since": since or utc_now(),
-                "contender": (self._node or "").rsplit("/", 1)[-1],
-            }
-        ).encode()
+    def publish_info(self, since: str | None = None, recovered: str | None = None) -> None:
+        """Write ``R/leader/info`` (EPHEMERAL, fenced) so that anyone can see who leads, since
+        when, and (once its first pass over every job is done) when it had ``recovered`` them."""
+        record = {
+            "id": self.daemon_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "since": since or utc_now(),
+            "contender": (self._node or "").rsplit("/", 1)[-1],
+        }
+        if recovered is not None:
+            record["recovered"] = recovered
+        info = json.dumps(record).encode()
         path = self.layout.leader_info
         for _ in range(3):
             stat = self.zk.exists(path)

@@ -48,6 +48,7 @@ from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
 from zkstore.ops import Create, Delete, Op
+from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 
 logger = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ class LeaderProcess:
 
     def start(self) -> None:
         """Take over: publish who leads, watch submissions and the fleet, recover every job."""
-        started = time.monotonic()
-        self.election.publish_info()
+        started, since = time.monotonic(), utc_now()
+        self.election.publish_info(since)
         layout = self.cluster.layout
         self._watches = [
             self.cluster.jobs.watch(self.post),
@@ -101,6 +102,7 @@ class LeaderProcess:
         ]
         self._dirty = self.cluster.results.needing_attention()
         count = self.reconcile_all()
+        self.election.publish_info(since, recovered=utc_now())
         logger.info(
             "leadership taken: %d job(s) recovered in %.2f s on %d daemon(s)",
             count,

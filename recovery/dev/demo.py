@@ -177,8 +177,13 @@ def _kill_leader(story: Story, leader: Any) -> None:
         f"{successor.daemon_id} became the leader {time.monotonic() - killed:.1f} s after the kill",
         bold=True,
     )
-    story.follow_until(lambda: "adopted attempt" in successor.log(), 30, "the adoption")
+    # Adopted: the new leader's first pass over every job (its leader record says when it was
+    # done) left the running driver alone: still the first attempt, in the same process.
+    story.follow_until(lambda: "recovered" in (story.local.leader() or {}), 60, "the takeover")
+    snapshot = story.client.status(story.job_id)
     pid = story.local.driver_pid(story.job_id)
+    if pid != story.driver_pid or snapshot.attempt != story.attempt:
+        raise click.ClickException("the new leader did not adopt the running driver")
     say(f"it adopted the running driver (pid {pid}) instead of starting the job again")
 
 
