@@ -271,6 +271,21 @@ class StateStorage:
                     "another job, kind or cluster)"
                 )
 
+    def read_record(self, uri: str, *, max_bytes: int) -> bytes:
+        """The bytes of a small record written by zkstore and referenced by no handle (a job's
+        control history): regular files only, at most ``max_bytes`` (:class:`SerializationError`
+        past that), so that garbage at the key can neither stall nor flood the reader. There is
+        no digest to check: the caller parses it strictly. :class:`PayloadMissing` if absent."""
+        path = self.path_of(uri)
+        with storage_errors(f"read {uri}"):
+            if self._local:
+                data = _read_local_regular(path, max_bytes + 1)
+            else:
+                data = self.fs.cat_file(path, start=0, end=max_bytes + 1)
+        if len(data) > max_bytes:
+            raise SerializationError(f"{uri}: over {max_bytes} bytes")
+        return bytes(data)
+
     def size(self, uri: str) -> int | None:
         """The size of the object at ``uri``, or None if there is none; an outage raises."""
         path = self.path_of(uri)
