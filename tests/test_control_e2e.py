@@ -291,3 +291,41 @@ def test_log_level_changed_while_running_reaches_python_and_spark(
     assert bad.returncode == 2 and "not a log level" in bad.stderr
     assert zkstore(runtime_config, "control set", job_id, "stop=true").returncode == 0
     assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
+
+
+@pytest.mark.slow
+def test_garbage_in_the_acknowledgement_or_declaration_is_reported_and_healed(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    daemon = local.start_daemon("d1")
+    job_id = client.submit_function(jobs.tunable, str(out), job_id="hostile")
+    wait_for((out / "declared").exists, timeout=120, what="the job to declare its keys")
+    assert zkstore(runtime_config, "control set", job_id, "rate=1", "--wait").returncode == 0
+    store = client.cluster.control(job_id)
+    client.cluster.zk.set(store.ack_path, b"[" * 5000)
+    client.cluster.zk.set(store.keys_path, b"\xff")
+
+    listed = zkstore(runtime_config, "jobs list", "--format", "json")
+    job = next(j for j in json.loads(listed.stdout) if j["job_id"] == job_id)
+    assert job["state"] == "RUNNING" and "control-ack" in job["record_errors"]
+    shown = zkstore(runtime_config, "control get", job_id)
+    assert shown.returncode == 0
+    assert (
+        "unreadable control-ack: " in shown.stdout and "unreadable control-keys: " in shown.stdout
+    )
+    assert re.search(r"rate\s+1\s+-\s+pending", shown.stdout)  # nothing readable acknowledged
+
+    # The change is not checked against an unreadable declaration, but the job checks it.
+    unchecked = zkstore(runtime_config, "control set", job_id, "colour=red", "--wait")
+    assert unchecked.returncode == 1, unchecked.stderr
+    assert "declared keys are unreadable, not checked" in unchecked.stderr
+    assert "colour: not a key the job declared" in unchecked.stderr
+    healed = control(runtime_config, job_id)  # the driver wrote its acknowledgement again
+    assert healed["applied"]["version"] == healed["version"] and healed["rejected"].keys() == {
+        "colour"
+    }
+    assert healed["record_errors"] == {"control-keys": healed["record_errors"]["control-keys"]}
+    assert daemon.alive
+    assert zkstore(runtime_config, "control set", job_id, "stop=true").returncode == 0
+    assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
