@@ -36,6 +36,7 @@ from zkstore.jobs.control.values import is_builtin, recorded, same_value
 
 logger = logging.getLogger(__name__)
 
+
 class ConfigChange:
     """A change of the job's configuration, as ``ctx.on_config_change`` handlers receive it.
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from zkstore.config import validate_id
-from zkstore.errors import CorruptRecord, HandleNotFound, SerializationError, ZkStoreError
-from zkstore.handle import ZnodeStatLike
+from zkstore.errors import HandleNotFound, SerializationError, ZkStoreError
 from zkstore.jobs.records import Record
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
@@ -54,13 +53,8 @@ class ResourceReport(Record):
     ) -> ResourceReport:
         return cls(version=None, attempt=attempt, updated=utc_now(), final=final, resources=counts)
 
-    @classmethod
-    def from_znode(cls: type[RR], data: bytes, stat: ZnodeStatLike | None, path: str) -> RR:
-        report = super().from_znode(data, stat, path)
-        problem = _invalid_counts(report.resources)
-        if problem is not None:
-            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({problem})")
-        return report
+    def problem(self) -> str | None:
+        return _invalid_counts(self.resources)
 
 
 def _invalid_counts(resources: dict[str, Any]) -> str | None:

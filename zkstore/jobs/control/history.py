@@ -47,14 +47,7 @@ class HistoryEntry:
     uri: str = ""
 
     def to_bytes(self) -> bytes:
-        record = {
-            "version": self.version,
-            "previous": self.previous,
-            "by": self.by,
-            "when": self.when,
-            "changes": self.changes,
-        }
-        return json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+        return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True).encode()
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -15,10 +15,8 @@ the driver would have written, else :class:`~zkstore.errors.CorruptRecord` namin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from zkstore.errors import CorruptRecord
-from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.control.values import TYPES, DeclaredKey, is_builtin, key_error, scalar_error
 from zkstore.jobs.records import Record
 from zkstore.strict import escape_control
@@ -31,9 +29,6 @@ KEY_STATES = (APPLIED, REJECTED, NEEDS_RESTART)
 MAX_REASON_CHARS = 500
 #: a control object is at most 16 KB, so it never holds more keys than this
 MAX_KEYS = 2000
-
-A = TypeVar("A", bound="ControlAck")
-K = TypeVar("K", bound="ControlKeys")
 
 
 @dataclass(frozen=True)
@@ -99,15 +94,11 @@ class ControlAck(Record):
             paused_since=paused_since,
         )
 
-    @classmethod
-    def from_znode(cls: type[A], data: bytes, stat: ZnodeStatLike | None, path: str) -> A:
-        ack = super().from_znode(data, stat, path)
-        problem = _values_problem(ack.values) or _decisions_problem(ack.keys)
-        if problem is None and ack.paused != (ack.paused_since is not None):
+    def problem(self) -> str | None:
+        problem = _values_problem(self.values) or _decisions_problem(self.keys)
+        if problem is None and self.paused != (self.paused_since is not None):
             problem = "paused and paused_since disagree"
-        if problem is not None:
-            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({problem})")
-        return ack
+        return problem
 
     def decisions(self) -> dict[str, KeyDecision]:
         return {
@@ -167,13 +158,8 @@ class ControlKeys(Record):
             keys={key: spec.as_dict() for key, spec in keys.items()},
         )
 
-    @classmethod
-    def from_znode(cls: type[K], data: bytes, stat: ZnodeStatLike | None, path: str) -> K:
-        record = super().from_znode(data, stat, path)
-        problem = _declared_problem(record.keys)
-        if problem is not None:
-            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({problem})")
-        return record
+    def problem(self) -> str | None:
+        return _declared_problem(self.keys)
 
     def declared_keys(self) -> dict[str, DeclaredKey]:
         return {
