@@ -13,7 +13,7 @@ What the counts mean (and what they cannot know) is the runtime's business: see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from zkstore.config import validate_id
 from zkstore.errors import HandleNotFound, SerializationError, ZkStoreError
@@ -22,8 +22,6 @@ from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
-
-RR = TypeVar("RR", bound="ResourceReport")
 
 #: the counts of one resource, in the order they are shown
 COUNTS = ("opens", "closes", "failed_opens", "uses")
