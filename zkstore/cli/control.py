@@ -95,7 +95,7 @@ def control_get(job_id: str, connection: Connection, fmt: str) -> None:
     JSON: {job_id, version, values (desired), applied {version, attempt, updated, live,
     values} or null, keys [{key, state, desired, effective, reason}], pending [keys],
     rejected {key: reason}, needs_restart [keys], pause_requested, paused, paused_since,
-    log_level, checkpoint_request {token, answered_by} or null, checkpoint {id,
+    log_level, checkpoint_request {token, answered} or null, checkpoint {id,
     control_version} or null, declared {key: {type, restart}} or null, record_errors}.
 
     Exits 4 if there is no such job.
@@ -144,11 +144,7 @@ def _summary_lines(view: ControlView) -> dict[str, Any]:
         "checkpoint request": None
         if request is None
         else f"{request['token']}: "
-        + (
-            f"answered by checkpoint {request['answered_by']}"
-            if request["answered_by"] is not None
-            else "pending"
-        ),
+        + ("answered (a checkpoint was taken since)" if request["answered"] else "pending"),
         "last checkpoint": None
         if checkpoint is None
         else f"{checkpoint['id']}, taken under control version {checkpoint['control_version']}",

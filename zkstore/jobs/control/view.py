@@ -77,9 +77,10 @@ class ControlView:
         token = self.desired.values.get(CHECKPOINT)
         if not isinstance(token, str):
             return None
+        # Every checkpoint records the request in effect: the newest one carrying this token was
+        # taken after the job saw the request (the first such one answered it).
         summary = self.checkpoint.summary if self.checkpoint is not None else {}
-        answered = summary.get(CONTROL_REQUEST_FIELD) == token
-        return {"token": token, "answered_by": summary.get("checkpoint_id") if answered else None}
+        return {"token": token, "answered": summary.get(CONTROL_REQUEST_FIELD) == token}
 
     def as_dict(self) -> dict[str, Any]:
         ack = self.ack
