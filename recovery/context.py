@@ -211,8 +211,9 @@ class JobContext:
         ``change.keys`` the keys to decide: ``change.reject(key, reason)`` keeps the old value
         (``zkstore control get`` shows the reason), ``change.needs_restart(key)`` leaves it to
         the next attempt; a key left alone is applied. Handlers run on the driver's control
-        thread, one change at a time. Register them first thing: a change that arrives before
-        is applied as read. Without a handler, every valid change is applied as read.
+        thread, one change at a time: keep them short (the next change, pause and resume wait
+        for them). Register them first thing: a change that arrives before is applied as read.
+        Without a handler, every valid change is applied as read.
         """
         self._controlled().on_change(handler)
         return handler
