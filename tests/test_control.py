@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +17,7 @@ import pytest
 from tests import jobs
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
     CorruptRecord,
@@ -32,7 +37,9 @@ from zkstore.jobs.control import (
     ControlKeys,
     ControlStore,
     DeclaredKey,
+    Desired,
     KeyDecision,
+    gaps,
     read_view,
 )
 from zkstore.jobs.control.history import HISTORY_LIMIT, ControlHistory, HistoryEntry
@@ -251,8 +258,6 @@ def test_waiting_for_an_acknowledgement_ends_with_it_or_times_out(cluster: Clust
     with pytest.raises(WaitTimeout, match="no attempt acknowledged control version 0"):
         store.wait_applied(0, timeout=0.3)
     cluster.zk.create(store.ack_path, b"garbage")  # waited past, not raised
-    import threading
-
     threading.Timer(0.5, lambda: store.acknowledge(ack(1, 0), fence=fence)).start()
     assert store.wait_applied(change.version or 0, timeout=30).attempt == 1
 
@@ -264,8 +269,6 @@ def test_history_is_bounded_reports_gaps_and_garbage(cluster: Cluster) -> None:
     entries, errors = history.entries()
     assert [e.version for e in entries] == [4, 5, 6, 7, 9] and errors == {}
     assert [e.version for e in history.entries(last=2)[0]] == [7, 9]
-    from zkstore.jobs.control import gaps
-
     assert gaps(entries) == [8]
     planted = cluster.storage.write(history.prefix, b'{"version": "x"}', stem=f"{10:019d}-")
     cluster.storage.write(history.prefix, b"{" * 100, stem=f"{11:019d}-")
@@ -295,3 +298,25 @@ def test_history_lives_with_the_job_and_goes_with_it(cluster: Cluster) -> None:
     assert [(f.target, f.detail) for f in found] == [
         (late.uri, "control-history of a job that is gone")
     ]
+
+
+@pytest.mark.parametrize("step", ["control:stored", "control:recorded"])
+def test_a_writer_that_dies_between_storing_and_recording_leaves_a_gap_and_no_garbage(
+    config: StoreConfig, cluster: Cluster, step: str
+) -> None:
+    store = submitted(cluster)
+    store.set({"rate": 1})
+    spec = {"config": config.to_json(), "op": "control", "job": "j", "step": step}
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=repo, timeout=60
+    )
+    assert done.returncode == 77, f"the child did not die at {step}"
+    assert store.desired() == Desired({"rate": 2}, 1), "the change is stored"
+    entries, errors = store.history.entries()
+    recorded = step == "control:recorded"
+    assert [e.version for e in entries] == ([0, 1] if recorded else [0]) and errors == {}
+    assert store.set({"rate": 3}).version == 2
+    entries, _ = store.history.entries()
+    assert gaps(entries) == ([] if recorded else [1])
+    assert find_lingering(cluster, min_age=0) == []

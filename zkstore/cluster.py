@@ -93,7 +93,14 @@ class Cluster(Closeable):
 
     def control(self, job_id: str) -> ControlStore:
         """The job's control plane: desired, acknowledged, declared, history."""
-        return ControlStore(self.zk, self.layout, self.storage, self.storage_layout, job_id)
+        return ControlStore(
+            self.zk,
+            self.layout,
+            self.storage,
+            self.storage_layout,
+            job_id,
+            on_step=self._on_step,
+        )
 
     def close(self) -> None:
         """Close the session if this object opened it (its ephemeral nodes go with it)."""

@@ -127,7 +127,10 @@ class ControlStore:
         storage: StateStorage,
         storage_layout: StorageLayout,
         job_id: str,
+        *,
+        on_step: Callable[[str], None] | None = None,
     ) -> None:
+        self._on_step = on_step or (lambda step: None)  # crash points, for the tests
         self.zk = zk
         self.layout = layout
         self.job_id = validate_job_id(job_id)
@@ -210,10 +213,12 @@ class ControlStore:
         except ValueError as exc:
             raise ConfigError(f"control object refused: {exc}") from None
         self._commit(current.version, data)
+        self._on_step("control:stored")
         version = 0 if current.version is None else current.version + 1
         entry = HistoryEntry(version, current.version, by, when, changes)
         try:
             self.history.record(entry)
+            self._on_step("control:recorded")
         except (ZkStoreError, SerializationError) as exc:
             warnings += (f"version {version} is stored, but not in the history: {exc}",)
             logger.info("control history of %s: %s", self.job_id, exc)
