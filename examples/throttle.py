@@ -3,8 +3,9 @@ at a rate set with ``zkstore control``, checkpointed so that a new attempt resum
 
 Submit it (a daemon must be running)::
 
-    python examples/throttle.py generate /tmp/throttle/input.txt 20000
-    zkstore submit examples/throttle.py:run --job-id copy -- /tmp/throttle/input.txt /tmp/throttle/out
+    python examples/throttle.py generate /tmp/throttle/input.txt 40000
+    zkstore submit examples/throttle.py:run --job-id copy \
+                   -- /tmp/throttle/input.txt /tmp/throttle/out
     zkstore control set copy rate=2000 --wait        # lines per second, applied at once
     zkstore control set copy rate=-5 --wait          # rejected by the job, with its reason
     zkstore control set copy batch=500 --wait        # needs a restart: the next attempt takes it
