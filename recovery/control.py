@@ -2,7 +2,7 @@
 built-in controls every job gets (pause, log level, checkpoint requests).
 
 A driver runs one :class:`JobControl`. Its control thread wakes when the job's ``control`` node
-changes (a watch, and every few seconds in case a watch was lost), decides on the new desired
+changes (a watch, and every half minute in case a watch was lost), decides on the new desired
 values (:mod:`recovery.configchange`; the job's handlers run on this thread), updates what
 ``ctx.config`` shows, applies the built-ins, and writes the acknowledgement fenced on the attempt.
 A failed write is retried; a lost fence ends the thread (the attempt is over anyway).
@@ -59,7 +59,7 @@ PY_LEVELS = {
     "OFF": logging.CRITICAL + 10,
 }
 #: How often the control thread reads the desired values without being woken (a lost watch).
-POLL = 5.0
+POLL = 30.0
 #: How soon a failed read or acknowledgement is tried again.
 RETRY = 0.5
 
