@@ -7,9 +7,10 @@ It runs in its own OS process and its own ZooKeeper session, so it outlives a da
    assigned);
 2. load and verify the definition (a broken one is reported as BROKEN, for quarantine);
 3. lay out the job's shipped files in the attempt's working directory (its current directory,
-   see :mod:`recovery.workdir`), then run the script as ``__main__``, or load and call
-   ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and UI
-   address in the EPHEMERAL ``spark`` record (fenced on the attempt);
+   see :mod:`recovery.workdir`), take the job's control values and acknowledge them (a paused
+   job waits here, see :mod:`recovery.control`), then run the script as ``__main__``, or load
+   and call ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and
+   UI address in the EPHEMERAL ``spark`` record (fenced on the attempt);
 4. report the outcome and release ``running`` in one transaction, fenced on the attempt, and
    remove the working directory.
 
