@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["store", "runtime", "operator", "backlog", "fleet", "resources", "observe"]
+SUITES = ["store", "runtime", "operator", "backlog", "fleet", "resources", "observe", "control"]
 
 
 def main(argv: list[str]) -> int:

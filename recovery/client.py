@@ -292,6 +292,7 @@ class Client(Closeable):
             layout.status(job_id),
             layout.outcome(job_id),
             layout.spark(job_id),
+            layout.control_ack(job_id),  # PAUSED
             layout.leader_info,
         ]
         end = None if timeout is None else time.monotonic() + timeout

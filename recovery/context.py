@@ -2,7 +2,10 @@
 
 ``ctx.spark`` builds the SparkSession on first use (a job that never touches Spark costs no JVM);
 ``ctx.latest_checkpoint()`` and ``ctx.checkpoint(metadata)`` let a resubmitted job resume instead of
-starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``).
+starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``), as
+this attempt applied it: ``ctx.on_config_change``, ``ctx.declare_config``, ``ctx.pause_point``,
+``ctx.checkpoint_requested`` and ``ctx.checkpoint_config_version`` are its control
+(:mod:`recovery.control`). Every checkpoint records the control version in effect.
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
@@ -15,8 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
 from recovery.executor.tasks import Decorator
@@ -29,7 +32,11 @@ from zkstore.ops import Fence
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from recovery.configchange import Handler
+    from recovery.control import JobControl
     from recovery.lease import SessionLease
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +97,7 @@ class JobContext:
         cancelled: threading.Event,
         lease: SessionLease | None = None,
         resource_reports: ResourceReports | None = None,
+        control: JobControl | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -102,6 +110,7 @@ class JobContext:
         self._fence = fence
         self._cancelled = cancelled
         self._lease = lease
+        self._control = control
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
         self._resources = JobResources(
@@ -126,6 +135,8 @@ class JobContext:
                     builder = builder.config(key, value)
                 self._spark = builder.getOrCreate()
                 logger.info("SparkSession up (master %s)", self._spark.sparkContext.master)
+                if self._control is not None:
+                    self._control.sync_spark()  # the log level set with zkstore control
             return self._spark
 
     @property
@@ -147,31 +158,104 @@ class JobContext:
         return None if checkpoint is None else checkpoint.metadata
 
     def checkpoint(self, metadata: Any) -> int:
-        """Durably record progress (JSON metadata); returns the checkpoint id.
+        """Durably record progress (JSON metadata); returns the checkpoint id. The checkpoint
+        records the control version in effect (and answers a checkpoint request); once it is
+        written, the job blocks here while it is paused (:meth:`pause_point`).
 
         Raises :class:`JobCancelled` if a cancel was requested, :class:`AttemptSuperseded` if
         this attempt may no longer write (then nothing was written), and
         :class:`~zkstore.errors.StoreUnavailable` if ZooKeeper or storage stay unreachable past
         the attempt's session lease (until then it waits and retries).
         """
+        summary = self._control.checkpoint_summary() if self._control is not None else {}
+        # A lost answer may have published it: then the retry publishes the same metadata under
+        # the next id, which is harmless.
+        checkpoint = self._retrying(
+            "checkpoint",
+            lambda: self._checkpoints.add(metadata, fence=self._fence, summary=summary),
+        )
+        if self._control is not None:
+            self._control.checkpoint_taken(summary)
+        self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
+        self.pause_point()
+        return checkpoint.checkpoint_id
+
+    def _retrying(self, what: str, write: Callable[[], T]) -> T:
+        """``write()``, waiting for ZooKeeper and storage while the attempt's lease lasts;
+        :class:`AttemptSuperseded` once the attempt lost its standing."""
         give_up = time.monotonic() + (self._lease.length if self._lease is not None else 0.0)
         while True:
             self.raise_if_cancelled()
             try:
-                checkpoint = self._checkpoints.add(metadata, fence=self._fence)
-                break
+                return write()
             except FenceLost as exc:
                 raise AttemptSuperseded(f"attempt {self.attempt} of {self.job_id}: {exc}") from exc
             except StoreUnavailable as exc:
-                # A lost answer may have published it: then the retry publishes the same
-                # metadata under the next id, which is harmless.
                 lease = self._lease
                 if lease is None or lease.remaining() <= 0 or time.monotonic() > give_up:
                     raise
-                self.log.warning("checkpoint waits for the store: %s", exc)
+                self.log.warning("%s waits for the store: %s", what, exc)
                 time.sleep(0.5)
-        self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
-        return checkpoint.checkpoint_id
+
+    # -- control (recovery/control.py) -----------------------------------------------------------
+
+    def _controlled(self) -> JobControl:
+        if self._control is None:
+            raise RuntimeError("this job context has no control (not run by a driver)")
+        return self._control
+
+    def on_config_change(self, handler: Handler) -> Handler:
+        """Call ``handler(change)`` for each change of ``ctx.config`` (also as a decorator).
+
+        ``change.old`` and ``change.new`` are the configuration in effect and the desired one,
+        ``change.keys`` the keys to decide: ``change.reject(key, reason)`` keeps the old value
+        (``zkstore control get`` shows the reason), ``change.needs_restart(key)`` leaves it to
+        the next attempt; a key left alone is applied. Handlers run on the driver's control
+        thread, one change at a time: keep them short (the next change, pause and resume wait
+        for them). Register them first thing: a change that arrives before is applied as read.
+        Without a handler, every valid change is applied as read.
+        """
+        self._controlled().on_change(handler)
+        return handler
+
+    def declare_config(
+        self, keys: Mapping[str, type | str], *, needs_restart: Iterable[str] = ()
+    ) -> None:
+        """Declare the keys this job understands, with their types (``int``, ``float``,
+        ``str``, ``bool``): from then on ``zkstore control set`` refuses an unknown key or a
+        value of the wrong type before it is stored, and a value in effect that does not fit
+        is rejected (``ctx.config`` drops it). Keys in ``needs_restart`` take effect in the next
+        attempt only. Stored in ZooKeeper (fenced on this attempt), so that the command line
+        checks it without loading the job's code.
+        """
+        control = self._controlled()
+        self._retrying("declaring the config keys", lambda: control.declare(keys, needs_restart))
+
+    def pause_point(self) -> None:
+        """Block here while the job is paused (``zkstore control pause``): its state shows
+        PAUSED until ``zkstore control resume``. ``ctx.checkpoint`` pauses too, once the
+        checkpoint is written. Raises :class:`JobCancelled` if the job is cancelled meanwhile."""
+        if self._control is not None:
+            self._control.pause_point()
+        self.raise_if_cancelled()
+
+    @property
+    def config_version(self) -> int | None:
+        """The control version in effect (``None``: no control values were ever set)."""
+        return self._controlled().version
+
+    @property
+    def checkpoint_config_version(self) -> int | None:
+        """The control version the newest checkpoint was taken under (``None``: no checkpoint,
+        or one taken before any control values were set). A resumed attempt compares it with
+        :attr:`config_version` to tell whether its configuration changed since."""
+        return self._controlled().checkpoint_version
+
+    @property
+    def checkpoint_requested(self) -> bool:
+        """True while a checkpoint was asked for (``zkstore control checkpoint``) and none
+        was written since: poll it, and call :meth:`checkpoint` at the next opportunity."""
+        return self._controlled().checkpoint_requested
 
     # -- executor-side resources (recovery/resources.py, recovery/executor/) -------------------
 

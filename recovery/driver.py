@@ -7,9 +7,10 @@ It runs in its own OS process and its own ZooKeeper session, so it outlives a da
    assigned);
 2. load and verify the definition (a broken one is reported as BROKEN, for quarantine);
 3. lay out the job's shipped files in the attempt's working directory (its current directory,
-   see :mod:`recovery.workdir`), then run the script as ``__main__``, or load and call
-   ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and UI
-   address in the EPHEMERAL ``spark`` record (fenced on the attempt);
+   see :mod:`recovery.workdir`), take the job's control values and acknowledge them (a paused
+   job waits here, see :mod:`recovery.control`), then run the script as ``__main__``, or load
+   and call ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and
+   UI address in the EPHEMERAL ``spark`` record (fenced on the attempt);
 4. report the outcome and release ``running`` in one transaction, fenced on the attempt, and
    remove the working directory.
 
@@ -40,10 +41,10 @@ from typing import Any
 from recovery import sparkapp, workdir
 from recovery.context import (
     AttemptSuperseded,
-    DynamicConfig,
     JobCancelled,
     JobContext,
 )
+from recovery.control import JobControl
 from recovery.launcher import (
     EXIT_BROKEN,
     EXIT_CANCELLED,
@@ -127,6 +128,7 @@ class Driver:
             self.cluster.zk, layout.spark(job_id), attempt, self.fence
         )
         self._job_context: JobContext | None = None
+        self._control: JobControl | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -156,6 +158,8 @@ class Driver:
                     self._finished.set()  # from here on the monitor interrupts nothing
                 if self._job_context is not None:
                     self._job_context.close()  # final resource counts, while still fenced
+                if self._control is not None:
+                    self._control.stop()  # its last acknowledgement, while still fenced
                 sparkapp.stop(kill=False)
                 self._report(outcome, error)
                 return
@@ -210,6 +214,7 @@ class Driver:
             self.work_dir,
         )
         try:
+            context.pause_point()  # a paused job stays paused across a restart of its driver
             if call is None:
                 self._run_script(definition, context, files)
             else:
@@ -268,10 +273,14 @@ class Driver:
 
     def _context(self, definition: JobDefinition, spark_conf: dict[str, str]) -> JobContext:
         checkpoints = self.cluster.checkpoints(self.job_id)
-        config = DynamicConfig(lambda: self.cluster.state.control(self.job_id)[0])
-        NodeWatch(
-            self.cluster.zk, self.cluster.layout.control(self.job_id), lambda _: config.invalidate()
-        )
+        lease = self.lease
+        self._control = JobControl(
+            self.cluster.control(self.job_id),
+            checkpoints,
+            attempt=self.attempt,
+            fence=self.fence,
+            cancelled=self.cancelled,
+        ).start(give_up=lambda: lease is None or lease.remaining() <= 0)
         self._job_context = JobContext(
             job_id=self.job_id,
             name=definition.name,
@@ -280,10 +289,11 @@ class Driver:
             spark_conf=spark_conf,
             checkpoints=checkpoints,
             fence=self.fence,
-            config=config,
+            config=self._control.config,
             cancelled=self.cancelled,
             lease=self.lease,
             resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
+            control=self._control,
         )
         return self._job_context
 
@@ -325,6 +335,8 @@ class Driver:
         cancel_seen: float | None = None
         while not self._finished.wait(0.1):
             self._publish_spark_app()
+            if self._control is not None:
+                self._control.sync_spark()
             if self._suspended_at == float("-inf"):
                 self._stop_now("ZooKeeper session expired")
             if self.lease is not None and self.lease.remaining() < 0:

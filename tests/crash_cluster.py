@@ -41,6 +41,8 @@ def main(spec: dict[str, Any]) -> int:
         store = cluster.checkpoints(job, retain=1)
         for step in range(3):
             store.add({"step": step})
+    elif spec["op"] == "control":
+        cluster.control(job).set({"rate": 2})
     elif spec["op"] == "finish":
         # The leader's finish: the result is recorded first, then cleanup runs; die in between.
         cluster.results.create_dirty(job, SUCCEEDED, attempts=1)

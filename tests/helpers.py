@@ -110,11 +110,19 @@ def assert_nothing_left(config: StoreConfig, job_id: str) -> None:
     """The job's only traces are its CLEAN result and its driver logs, kept for their retention
     (recorded in the result): no handle, no records, no other payload."""
     with Cluster.open(config) as cluster:
+
+        def clean() -> bool:
+            result = cluster.results.get(job_id)
+            return result is not None and result.state == "CLEAN"
+
+        # A waiter learns the outcome once the result is recorded DIRTY; cleanup follows.
+        wait_for(clean, timeout=60, what=f"{job_id} cleaned up")
         assert cluster.zk.exists(cluster.layout.job_handle(job_id)) is None
         assert cluster.zk.exists(cluster.layout.job_dir(job_id)) is None
         logs = cluster.storage_layout.logs(job_id)
         left = cluster.storage.list(cluster.storage_layout.job(job_id))
-        assert [o.uri for o in left if not cluster.storage.is_under(o.uri, logs)] == []
+        others = [o.uri for o in left if not cluster.storage.is_under(o.uri, logs)]
+        assert others == [], others
         result = cluster.results.get(job_id)
         assert result is not None and result.state == "CLEAN"
         assert result.logs_until is not None

@@ -7,6 +7,7 @@ ran, in which attempt, and at what time.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -82,3 +83,74 @@ def printer(ctx: Any, out: str, lines: int, then_sleep: float) -> None:
     time.sleep(then_sleep)
     if ctx.attempt == 1 and then_sleep < 60:
         raise RuntimeError("attempt 1 fails on purpose")
+
+
+# -- control (tests/test_control_e2e.py) ----------------------------------------------------------
+
+
+def tunable(ctx: Any, out: str) -> None:
+    """Declares its keys, refuses unknown modes, records every configuration it runs with and
+    every change its handler saw, answers checkpoint requests; ends when told to stop."""
+    ctx.declare_config(
+        {"rate": float, "mode": str, "parts": int, "stop": bool}, needs_restart=["parts"]
+    )
+
+    def on_change(change: Any) -> None:
+        mode = change.new.get("mode")
+        if "mode" in change.keys and mode not in (None, "fast", "slow"):
+            change.reject("mode", f"unknown mode {mode!r}")
+        mark(out, f"change-{change.version:04d}", keys=list(change.keys), old=dict(change.old))
+
+    ctx.on_config_change(on_change)
+    mark(out, "declared", attempt=ctx.attempt)
+    seen = None
+    deadline = time.time() + 300
+    while not ctx.config.get("stop") and time.time() < deadline:
+        now = (ctx.config_version, dict(ctx.config))
+        if now != seen and now[0] is not None:
+            seen = now
+            mark(out, f"config-{now[0]:04d}", values=now[1])
+        if ctx.checkpoint_requested:
+            checkpoint = ctx.checkpoint({"answered": True})
+            mark(out, "answered", checkpoint=checkpoint)
+        ctx.raise_if_cancelled()
+        time.sleep(0.02)
+
+
+def stepper(ctx: Any, out: str, total: int, delay: float) -> None:
+    """Steps with a checkpoint after each (where a paused job blocks), recording the control
+    version in effect and the one its resumed checkpoint was taken under."""
+    checkpoint = ctx.latest_checkpoint()
+    start = checkpoint["step"] + 1 if checkpoint else 1
+    mark(
+        out,
+        f"start-attempt-{ctx.attempt}",
+        step=start,
+        config_version=ctx.config_version,
+        checkpoint_config_version=ctx.checkpoint_config_version,
+        rate=ctx.config.get("rate"),
+    )
+    for step in range(start, total + 1):
+        mark(
+            out,
+            f"step-{step:03d}-attempt-{ctx.attempt}",
+            rate=ctx.config.get("rate"),
+            config_version=ctx.config_version,
+        )
+        time.sleep(delay)
+        ctx.checkpoint({"step": step})
+
+
+def log_levels(ctx: Any, out: str) -> None:
+    """Starts Spark, then records the driver's Python level and Spark's root log level (as the
+    JVM has it) whenever they change; ends when told to stop."""
+    jvm = ctx.spark.sparkContext._jvm
+    seen = None
+    deadline = time.time() + 300
+    while not ctx.config.get("stop") and time.time() < deadline:
+        spark = str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().toString())
+        now = (logging.getLevelName(logging.getLogger().level), spark)
+        if now != seen:
+            seen = now
+            mark(out, f"levels-{now[0]}-{now[1]}", python=now[0], spark=now[1])
+        time.sleep(0.05)

@@ -78,6 +78,8 @@ def every_cli_command_answers(config: StoreConfig, job_ids: list[str]) -> None:
     for job_id in job_ids:
         cli_lines(config, "jobs", "show", job_id)
         cli_lines(config, "checkpoints", "list", job_id)
+        cli_lines(config, "control", "get", job_id)
+        cli_lines(config, "control", "history", job_id)
 
 
 def test_garbage_in_any_record_never_takes_a_daemon_down(
@@ -426,6 +428,7 @@ def test_any_garbage_in_any_record_never_crashes_stalls_or_misleads(
         }[kind]
         (plant_handle if kind in ("handle", "checkpoint") else plant)(zk, path, data)
         cli_lines(runtime_config, "jobs", "show", job_id)
+        cli_lines(runtime_config, "control", "get", job_id)
         cli_lines(runtime_config, "jobs", "list")
         assert all(d.alive for d in local.daemons.values()), f"a daemon died on {kind}"
 

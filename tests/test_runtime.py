@@ -238,9 +238,12 @@ def test_dynamic_configuration_reaches_the_running_job(
     job_id = client.submit_function(jobs.wait_for_go, str(out), job_id="gated")
     wait_for(lambda: "waiting" in jobs.read_marks(str(out)), timeout=30, what="job waiting")
     connection = ["--zk", runtime_config.zk_hosts, "--root", runtime_config.root]
+    connection += ["--storage", runtime_config.storage_url]
     runner = CliRunner()
     assert runner.invoke(cli, ["control", "set", job_id, "rate=10", *connection]).exit_code == 0
-    done = runner.invoke(cli, ["control", "set", job_id, "go=true", *connection])
+    done = runner.invoke(
+        cli, ["control", "set", job_id, "go=true", "--format", "json", *connection]
+    )
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["values"] == {"go": True, "rate": 10}
     assert client.wait(job_id, timeout=30).outcome == SUCCEEDED

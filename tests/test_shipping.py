@@ -17,7 +17,8 @@ from recovery.modules import MODULES_ZIP, local_imports, modules_zip
 from recovery.shipping import Dependencies, check_arguments, prepare
 from recovery.sparkconf import merge_lists, parse_spark_conf
 from recovery.workdir import lay_out
-from zkstore.cli.jobs import headline, parse_control_values
+from zkstore.cli.control import parse_control_values
+from zkstore.cli.jobs import headline
 from zkstore.config import parse_storage_options
 from zkstore.errors import ConfigError, IncompatiblePayload
 from zkstore.jobs.definition import JobDefinition, ShippedFile

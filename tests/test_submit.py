@@ -267,7 +267,7 @@ def test_control_values_are_flat_json_scalars(config: StoreConfig, tmp_path: Pat
         "word=NaN",
     )
     assert done.returncode == 0, done.stderr
-    read = zkstore(config, "control get", "j")
+    read = zkstore(config, "control get", "j", "--format", "json")
     assert json.loads(read.stdout)["values"] == {
         "spark.sql.shuffle.partitions": 3,
         "rate": 2.5,

@@ -13,6 +13,7 @@ from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
+from zkstore.jobs.control import ControlStore
 from zkstore.jobs.graph import JobGraphStore
 from zkstore.jobs.quarantine import QuarantineStore
 from zkstore.jobs.results import JobResultStore
@@ -94,6 +95,17 @@ class Cluster(Closeable):
         """Mark a step of a multi-step write (crash tests die at a named step)."""
         if self._on_step is not None:
             self._on_step(name)
+
+    def control(self, job_id: str) -> ControlStore:
+        """The job's control plane: desired, acknowledged, declared, history."""
+        return ControlStore(
+            self.zk,
+            self.layout,
+            self.storage,
+            self.storage_layout,
+            job_id,
+            on_step=self._on_step,
+        )
 
     def close(self) -> None:
         """Close the session if this object opened it (its ephemeral nodes go with it)."""

@@ -27,7 +27,8 @@
     │   ├── UntrustedPayload                  HMAC missing or wrong, URI outside the root
     │   └── IncompatiblePayload               another Python minor version, or wrong content
     ├── SerializationError                1   a value cannot be serialized, or is over a limit
-    ├── WaitTimeout                       7   a job did not end within the time given to wait
+    ├── ControlRejected                   1   the job acknowledged a control change, refusing keys
+    ├── WaitTimeout                       7   a job did not end (or acknowledge) in the time given
     └── AccessDenied                      8   ZooKeeper refused our credentials or their rights
 
 The exit code of each class is its ``exit_code``: the command line decides it in one place, from
@@ -174,6 +175,11 @@ class IncompatiblePayload(PayloadError):
 
 class SerializationError(ZkStoreError):
     """A value cannot be serialized, or its serialized form is over the size limit."""
+
+
+class ControlRejected(ZkStoreError):
+    """The job acknowledged a control change and rejected some of its keys (the reasons are in
+    the message): the change is stored, the job runs on without those values."""
 
 
 class WaitTimeout(ZkStoreError):

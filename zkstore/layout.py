@@ -12,7 +12,9 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/outcome                  JSON outcome of the last attempt, written by its driver
     R/jobs/<job>/cancel                   JSON cancel request
     R/jobs/<job>/checkpoints/<%019d>      JSON handle of one checkpoint's metadata
-    R/jobs/<job>/control                  JSON dynamic configuration of the job
+    R/jobs/<job>/control                  JSON dynamic configuration of the job (desired)
+    R/jobs/<job>/control-ack              JSON what the live attempt applied, written by its driver
+    R/jobs/<job>/control-keys             JSON the keys the job declared, written by its driver
     R/jobs/<job>/resources                JSON executor-resource counts, written by the driver
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
     R/quarantine/<job>                    JSON reason a job cannot be run
@@ -21,10 +23,13 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/assignments/<daemon>/<job>          JSON: the leader placed an attempt on the daemon
 
 Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl``,
-``checkpoints/<checkpoint-id>-<uuid>.json`` and the driver logs of each attempt,
-``logs/attempt-<n>/<seq>.log`` (chunks in order) and ``logs/attempt-<n>/end.json`` (written once
-the attempt's whole output is stored). Every key names its owner, so a lingering payload is one
-under a known prefix that no handle references (logs: that no live job or retention keeps).
+``checkpoints/<checkpoint-id>-<uuid>.json``, ``control-history/<version>-<uuid>.json`` and the
+driver logs of each attempt, ``logs/attempt-<n>/<seq>.log`` (chunks in order) and
+``logs/attempt-<n>/end.json`` (written once the attempt's whole output is stored). Every key names
+its owner, so a lingering payload is one under a known prefix that no handle references (logs:
+that no live job or retention keeps). The job's records in storage (its control history) are
+referenced by no handle: they belong to the job while it lives and go with it
+(:func:`job_record_dir`).
 """
 
 from __future__ import annotations
@@ -113,6 +118,12 @@ class Layout:
     def control(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/control"
 
+    def control_ack(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/control-ack"
+
+    def control_keys(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/control-keys"
+
     def checkpoints(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/checkpoints"
 
@@ -189,3 +200,21 @@ class StorageLayout:
         if attempt < 1:
             raise ValueError("attempts are numbered from 1")
         return f"{self.logs(job_id)}/attempt-{attempt}"
+
+    def control_history(self, job_id: str) -> str:
+        return f"{self.job(job_id)}/{CONTROL_HISTORY}"
+
+
+#: Folders of a job's storage prefix that hold its records rather than payloads: no handle
+#: references them; they are the job's for as long as it lives and its cleanup removes them.
+CONTROL_HISTORY = "control-history"
+JOB_RECORD_DIRS = frozenset({CONTROL_HISTORY})
+
+
+def job_record_dir(key: str) -> str | None:
+    """The record folder of a storage key ``<cluster>/jobs/<job>/<folder>/...`` if it is one of
+    :data:`JOB_RECORD_DIRS`, else None (a payload)."""
+    parts = key.split("/")
+    if len(parts) > 4 and parts[1] == "jobs" and parts[3] in JOB_RECORD_DIRS:
+        return parts[3]
+    return None

@@ -290,15 +290,20 @@ class StateStorage:
                 )
 
     def fetch(self, uri: str, *, max_bytes: int) -> bytes:
-        """The bytes of an object that has no handle (a driver's log chunk), unverified.
+        """The bytes of an object that has no handle (a driver's log chunk, a control history
+        entry), unverified: there is no digest to check, so the caller parses it strictly.
 
-        Only for data that is shown, never loaded: nothing fetched here may be unpickled or
-        executed. Same guards as :meth:`read` otherwise: under the root, a regular file, at most
-        ``max_bytes`` (more raises :class:`UntrustedPayload`).
+        Never unpickled or executed. Same guards as :meth:`read` otherwise: under the root, a
+        regular file, at most ``max_bytes`` read (more raises :class:`UntrustedPayload`), so that
+        garbage at the key can neither stall nor flood the reader; :class:`PayloadMissing` if
+        absent.
         """
         path = self.path_of(uri)
         with storage_errors(f"read {uri}"):
-            data = _read_local_regular(path, max_bytes + 1) if self._local else self._read(path)
+            if self._local:
+                data = _read_local_regular(path, max_bytes + 1)
+            else:
+                data = bytes(self.fs.cat_file(path, start=0, end=max_bytes + 1))
         if len(data) > max_bytes:
             raise UntrustedPayload(f"{uri}: over {max_bytes} bytes")
         return data

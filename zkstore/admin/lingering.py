@@ -6,7 +6,9 @@ Kinds (``garbage`` ones are what ``cleanup`` removes; the others are for people 
                     between writing a payload and publishing its handle, or before discarding a
                     replaced one), or a driver log that no job keeps any more (its job is gone
                     and the retention recorded with its result has passed); garbage once older
-                    than the minimum age.
+                    than the minimum age. A job's records in storage (its control history) are
+                    referenced by no handle: they are the job's while it lives, and orphans only
+                    once it is gone.
 ``dangling-handle`` a live handle whose payload is missing or has the wrong size (damage from
                     outside: invariant 1 is never broken by zkstore itself); cleanup moves the job
                     to quarantine, never to the bin.
@@ -45,6 +47,7 @@ from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.logs import is_log_key
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import DIRTY
+from zkstore.layout import job_record_dir
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
 from zkstore.strict import parse_time
@@ -136,9 +139,14 @@ def _orphans(
             continue
         key = cluster.storage.key_of(item.uri)
         job = _job_of(key) or "?"
+        record = job_record_dir(key)
+        if record is not None and _owned(inventory, job):
+            continue  # the living job's own record (its cleanup removes it)
         partial = TEMP_MARKER in item.uri.rsplit("/", 1)[-1]
         if partial:
             detail = "partial write (temporary file)"
+        elif record is not None:
+            detail = f"{record} of a job that is gone"
         elif is_log_key(key):
             live = job in inventory.current_jobs or job in inventory.trees
             result = inventory.results.get(job)
@@ -238,20 +246,25 @@ def _records(cluster: Cluster, inventory: Inventory, now: float, min_age: float)
             Finding(QUARANTINED_JOB, job, layout.quarantine_entry(job), age, detail=entry.reason)
         )
     for job, tree in inventory.trees.items():
-        found_result = inventory.results.get(job)
-        owned = (
-            job in inventory.current_jobs
-            or job in inventory.quarantine
-            or (found_result is not None and found_result.state == DIRTY)  # its cleanup takes them
-        )
         age = now - tree.newest
-        if owned or age < min_age:
+        if _owned(inventory, job) or age < min_age:
             continue
         detail = "records of no current job: " + (", ".join(tree.children) or "empty")
         if "running" in tree.children:
             detail += " (a driver still holds it: left alone)"
         found.append(Finding(EMPTY_JOB_TREE, job, layout.job_dir(job), age, detail=detail))
     return found
+
+
+def _owned(inventory: Inventory, job: str) -> bool:
+    """The job still owns its records: it is current, quarantined, or its cleanup (which
+    takes them) is unfinished."""
+    result = inventory.results.get(job)
+    return (
+        job in inventory.current_jobs
+        or job in inventory.quarantine
+        or (result is not None and result.state == DIRTY)
+    )
 
 
 @dataclass(frozen=True)

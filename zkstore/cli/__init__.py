@@ -1,6 +1,7 @@
 """The store's half of the ``zkstore`` command line; :mod:`recovery.cli` adds the runtime's."""
 
 from zkstore.cli import acl as _acl  # noqa: F401  (registers its commands)
+from zkstore.cli import control as _control  # noqa: F401
 from zkstore.cli import dev as _dev  # noqa: F401
 from zkstore.cli import handles as _handles  # noqa: F401
 from zkstore.cli import jobs as _jobs  # noqa: F401

@@ -1,4 +1,4 @@
-"""Job commands of the store: ``zkstore jobs list|show|cancel``, ``checkpoints list``, ``control``.
+"""Job commands of the store: ``zkstore jobs list|show|cancel`` and ``checkpoints list``.
 
 They read handles, records and summaries only: no payload is ever read or unpickled.
 """
@@ -6,7 +6,6 @@ They read handles, records and summaries only: no payload is ever read or unpick
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,8 +14,7 @@ import click
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import duration, emit, format_option
 from zkstore.cluster import Cluster
-from zkstore.config import split_pair
-from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, WrongState
+from zkstore.errors import CorruptRecord, JobNotFound
 from zkstore.jobs.resources import COUNTS, ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_listing, read_snapshots
 from zkstore.layout import validate_job_id
@@ -184,7 +182,8 @@ def jobs() -> None:
 def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     """List the jobs of the cluster with their state.
 
-    States: SUBMITTED, PENDING, STARTING, RUNNING, RESTARTING (waiting for the next attempt),
+    States: SUBMITTED, PENDING, STARTING, RUNNING, PAUSED (blocked at a pause point by
+    zkstore control pause), RESTARTING (waiting for the next attempt),
     CLEANING (finished, cleanup in progress), QUARANTINED, and the outcomes SUCCEEDED, FAILED,
     CANCELLED (shown with --all).
     """
@@ -348,67 +347,3 @@ def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
         rows=rows,
         empty=f"no checkpoints for {job_id}",
     )
-
-
-@cli.group()
-def control() -> None:
-    """Read and change a job's dynamic configuration (ctx.config in the job)."""
-
-
-def parse_control_values(pairs: Iterable[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs into control values: flat keys (dots are just characters), values
-    that are JSON scalars when they parse as one (numbers, true, false, null, "quoted"), strings
-    otherwise. JSON objects and arrays are refused: control values are flat."""
-    values: dict[str, Any] = {}
-    for pair in pairs:
-        key, raw = split_pair(pair, "control value")
-        try:
-            value = json.loads(raw, parse_constant=_not_json)
-        except ValueError:
-            value = raw
-        if isinstance(value, dict | list):
-            raise ConfigError(
-                f"control value {pair!r}: a JSON {'object' if isinstance(value, dict) else 'array'}"
-                " is not a scalar; quote it as a string or set one key per value"
-            )
-        values[key] = value
-    return values
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-@control.command("get")
-@click.argument("job_id")
-@connection_options
-def control_get(job_id: str, connection: Connection) -> None:
-    """Print the job's control values as JSON. Exits 4 if there is no such job."""
-    with open_cluster(connection) as cluster:
-        find_job(cluster, job_id)
-        values, version = cluster.state.control(job_id)
-    click.echo(json.dumps({"values": values, "version": version}, indent=2, sort_keys=True))
-
-
-@control.command("set")
-@click.argument("job_id")
-@click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
-@click.option("--replace", is_flag=True, help="replace all values instead of merging")
-@connection_options
-def control_set(job_id: str, pairs: tuple[str, ...], replace: bool, connection: Connection) -> None:
-    """Set control values: flat keys, JSON scalar values (rate=10, on=true, off=null, x=a b;
-    anything that is not a number, true, false or null is a string).
-
-    The update is a versioned compare-and-set: a concurrent change makes it fail, not vanish.
-    Exits 4 if there is no such job, 5 if it is not running any more.
-    """
-    validate_job_id(job_id)
-    updates = parse_control_values(pairs)
-    with open_cluster(connection) as cluster:
-        if cluster.jobs.handles.exists(job_id) is None:
-            find_job(cluster, job_id)
-            raise WrongState(f"job {job_id} is not current (finished or quarantined)")
-        values, version = cluster.state.control(job_id)
-        merged = updates if replace else {**values, **updates}
-        new_version = cluster.state.set_control(job_id, merged, expected_version=version)
-    click.echo(json.dumps({"values": merged, "version": new_version}, indent=2, sort_keys=True))

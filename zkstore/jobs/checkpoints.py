@@ -9,12 +9,12 @@ and on the status version of its attempt, so a stale attempt cannot write a chec
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
-from zkstore.handle import Handle
+from zkstore.handle import Handle, SummaryValue
 from zkstore.layout import (
     Layout,
     StorageLayout,
@@ -45,6 +45,10 @@ class Checkpoint:
     @property
     def created(self) -> str:
         return self.handle.created
+
+    @property
+    def summary(self) -> Mapping[str, SummaryValue]:
+        return self.handle.summary
 
 
 class CheckpointStore:
@@ -90,11 +94,19 @@ class CheckpointStore:
         """Ids of the live checkpoints, oldest first."""
         return sorted(int(n) for n in self.handles.names() if is_checkpoint_node_name(n))
 
-    def add(self, metadata: Any, *, fence: Fence | None = None) -> Checkpoint:
+    def add(
+        self,
+        metadata: Any,
+        *,
+        fence: Fence | None = None,
+        summary: Mapping[str, SummaryValue] | None = None,
+    ) -> Checkpoint:
         """Publish a checkpoint with the next id, then subsume all but the newest ``retain``.
 
-        Raises the fence's error if the fence is lost (nothing published, payload discarded);
-        a failure while subsuming older checkpoints is logged and left to cleanup, never raised.
+        ``summary`` adds small scalar fields to the handle (the control version the checkpoint
+        was taken under), readable without the metadata. Raises the fence's error if the fence
+        is lost (nothing published, payload discarded); a failure while subsuming older
+        checkpoints is logged and left to cleanup, never raised.
         """
         self.zk.ensure_path(self.path)
         for _ in range(5):
@@ -105,7 +117,11 @@ class CheckpointStore:
                 handle = self.handles.add(
                     name,
                     metadata,
-                    summary={"checkpoint_id": checkpoint_id, "job_id": self.job_id},
+                    summary={
+                        **(summary or {}),
+                        "checkpoint_id": checkpoint_id,
+                        "job_id": self.job_id,
+                    },
                     fence=fence,
                     stem=f"{checkpoint_id}-",
                 )
@@ -138,6 +154,11 @@ class CheckpointStore:
                 continue  # subsumed meanwhile; a newer one exists
             return Checkpoint(self.job_id, checkpoint_id, entry.state, entry.handle)
         return None
+
+    def newest_handle(self) -> Handle | None:
+        """The handle of the newest live checkpoint (its summary), without reading metadata."""
+        found = self.all()
+        return found[-1][1] if found else None
 
     def all(self) -> list[tuple[int, Handle]]:
         """Ids and handles of the live checkpoints, oldest first, without reading payloads."""

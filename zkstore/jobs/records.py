@@ -79,7 +79,16 @@ class Record:
             values = cls._values(load_object(data, max_bytes=MAX_RECORD_BYTES))
         except ValueError as exc:
             raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({exc})") from None
-        return cls(version=stat.version if stat is not None else None, **values)
+        record = cls(version=stat.version if stat is not None else None, **values)
+        problem = record.problem()
+        if problem is not None:
+            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({problem})")
+        return record
+
+    def problem(self) -> str | None:
+        """What is wrong with the record beyond its fields' types (a record with nested
+        values checks them here), or None."""
+        return None
 
     @classmethod
     def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:

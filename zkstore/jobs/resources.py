@@ -13,18 +13,15 @@ What the counts mean (and what they cannot know) is the runtime's business: see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from zkstore.config import validate_id
-from zkstore.errors import CorruptRecord, HandleNotFound, SerializationError, ZkStoreError
-from zkstore.handle import ZnodeStatLike
+from zkstore.errors import HandleNotFound, SerializationError, ZkStoreError
 from zkstore.jobs.records import Record
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
-
-RR = TypeVar("RR", bound="ResourceReport")
 
 #: the counts of one resource, in the order they are shown
 COUNTS = ("opens", "closes", "failed_opens", "uses")
@@ -54,13 +51,8 @@ class ResourceReport(Record):
     ) -> ResourceReport:
         return cls(version=None, attempt=attempt, updated=utc_now(), final=final, resources=counts)
 
-    @classmethod
-    def from_znode(cls: type[RR], data: bytes, stat: ZnodeStatLike | None, path: str) -> RR:
-        report = super().from_znode(data, stat, path)
-        problem = _invalid_counts(report.resources)
-        if problem is not None:
-            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({problem})")
-        return report
+    def problem(self) -> str | None:
+        return _invalid_counts(self.resources)
 
 
 def _invalid_counts(resources: dict[str, Any]) -> str | None:

@@ -2,8 +2,8 @@
 
 One snapshot reads, for every job, its handle (summary only, never the payload), status,
 ``running`` node, outcome, cancel request, result and quarantine entry: seven small reads per job,
-all sent before any answer is awaited (then the Spark application of the jobs that run). The
-daemon reconciles from snapshots; the CLI lists them.
+all sent before any answer is awaited (then the Spark application and the control
+acknowledgement of the jobs that run). The daemon reconciles from snapshots; the CLI lists them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from zkstore.errors import CorruptRecord, InvalidJobId, JobFinished, JobNotFound, JobQuarantined
 from zkstore.handle import Handle
+from zkstore.jobs.control.records import ControlAck
 from zkstore.jobs.records import (
     CancelRequest,
     JobResult,
@@ -25,7 +26,15 @@ from zkstore.jobs.records import (
     RunningInfo,
     SparkApp,
 )
-from zkstore.jobs.states import CLEAN, CLEANING, QUARANTINED, RUNNING, STARTING, SUBMITTED
+from zkstore.jobs.states import (
+    CLEAN,
+    CLEANING,
+    PAUSED,
+    QUARANTINED,
+    RUNNING,
+    STARTING,
+    SUBMITTED,
+)
 from zkstore.layout import Layout, validate_job_id
 from zkstore.store import is_marked
 from zkstore.strict import is_time
@@ -55,6 +64,7 @@ class JobSnapshot:
     cancel: CancelRequest | None = None
     result: JobResult | None = None
     quarantine: QuarantineEntry | None = None
+    control: ControlAck | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -71,6 +81,17 @@ class JobSnapshot:
     def cancel_requested(self) -> bool:
         """A cancel node exists (an unreadable one still asks the job to stop)."""
         return self.cancel is not None or "cancel" in self.errors
+
+    @property
+    def paused(self) -> bool:
+        """The live driver's job is blocked at a pause point (its acknowledgement says so)."""
+        running, ack = self.running, self.control
+        return (
+            running is not None
+            and ack is not None
+            and ack.paused
+            and (ack.attempt == running.attempt)
+        )
 
     @property
     def quarantined(self) -> bool:
@@ -101,7 +122,7 @@ class JobSnapshot:
         if self.quarantined:
             return QUARANTINED
         if self.driver_present:
-            return RUNNING
+            return PAUSED if self.paused else RUNNING
         if self.attempt_outcome is not None:
             return ENDED
         if self.status is not None:
@@ -242,13 +263,18 @@ def read_snapshots(
         found = [next(answers) if path is not None else None for path in paths]
         if any(item is not None for item in found):
             snapshots[job_id] = _snapshot(job_id, dict(zip(_KINDS, found, strict=True)), layout)
-    # The Spark application exists only while ``running`` does, and most jobs in a big listing
-    # are not running: read it in a second round, for the jobs with a live driver only.
+    # The Spark application and the control acknowledgement matter only while ``running``
+    # exists, and most jobs in a big listing are not running: read them in a second round, for
+    # the jobs with a live driver only.
     running = [job_id for job_id, snap in snapshots.items() if snap.running is not None]
-    for job_id, item in zip(running, zk.get_many([layout.spark(j) for j in running]), strict=True):
+    late = [path for j in running for path in (layout.spark(j), layout.control_ack(j))]
+    read = iter(zk.get_many(late))
+    for job_id in running:
         snap = snapshots[job_id]
-        spark = _parse(SparkApp, item, layout.spark(job_id), snap.errors, "spark")
-        snapshots[job_id] = replace(snap, spark=spark)
+        spark = _parse(SparkApp, next(read), layout.spark(job_id), snap.errors, "spark")
+        ack_path = layout.control_ack(job_id)
+        control = _parse(ControlAck, next(read), ack_path, snap.errors, "control-ack")
+        snapshots[job_id] = replace(snap, spark=spark, control=control)
     return snapshots
 
 

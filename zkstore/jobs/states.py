@@ -7,6 +7,8 @@ A job's state, as ``jobs list`` and the API show it, is derived from all of its 
     PENDING       status written by the leader; waiting for a driver slot or its first start
     STARTING      an attempt is assigned; its driver is starting (no ``running`` node yet)
     RUNNING       a driver holds the job's ``running`` node
+    PAUSED        ... and its job is blocked at a pause point (``zkstore control pause``), as
+                  the driver's control acknowledgement says
     RESTARTING    the last attempt failed; the next one starts after a backoff
     CLEANING      the result is recorded (DIRTY); the job's data is being removed
     SUCCEEDED / FAILED / CANCELLED   the result, once cleanup is done (CLEAN)
@@ -23,6 +25,7 @@ SUBMITTED = "SUBMITTED"
 PENDING = "PENDING"
 STARTING = "STARTING"
 RUNNING = "RUNNING"
+PAUSED = "PAUSED"
 RESTARTING = "RESTARTING"
 CLEANING = "CLEANING"
 QUARANTINED = "QUARANTINED"
