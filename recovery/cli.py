@@ -17,6 +17,7 @@ from recovery.settings import DaemonSettings, default_daemon_id, spark_master_fr
 from recovery.shipping import Dependencies
 from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
+from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import headline, jobs
@@ -103,6 +104,7 @@ wait_timeout_option = click.option(
     help="refuse to start if the cluster root's ZooKeeper ACL lets anyone change it "
     "(default: a loud warning)",
 )
+@artifact_root_option
 def daemon(
     connection: Connection,
     spark_master: str | None,
@@ -115,6 +117,7 @@ def daemon(
     reconcile_interval: float,
     labels: tuple[str, ...],
     strict_acl: bool,
+    artifact_roots: tuple[str, ...],
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -127,7 +130,9 @@ def daemon(
     """
     from recovery.daemon import Daemon
 
-    store = connection.config.with_changes(session_timeout=session_timeout)
+    store = with_roots(connection.config, artifact_roots).with_changes(
+        session_timeout=session_timeout
+    )
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),

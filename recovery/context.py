@@ -2,7 +2,9 @@
 
 ``ctx.spark`` builds the SparkSession on first use (a job that never touches Spark costs no JVM);
 ``ctx.latest_checkpoint()`` and ``ctx.checkpoint(metadata)`` let a resubmitted job resume instead of
-starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``).
+starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``);
+``ctx.artifacts`` tracks what the job writes (:mod:`recovery.artifacts`), Spark's checkpoint
+directory included.
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
@@ -29,6 +31,7 @@ from zkstore.ops import Fence
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from recovery.artifacts import JobArtifacts
     from recovery.lease import SessionLease
 
 logger = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class JobContext:
         cancelled: threading.Event,
         lease: SessionLease | None = None,
         resource_reports: ResourceReports | None = None,
+        artifacts: JobArtifacts | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -104,6 +108,8 @@ class JobContext:
         self._lease = lease
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
+        #: the job's artifacts (recovery/artifacts.py): register before writing, then finish
+        self.artifacts = artifacts
         self._resources = JobResources(
             job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
         )
@@ -126,6 +132,8 @@ class JobContext:
                     builder = builder.config(key, value)
                 self._spark = builder.getOrCreate()
                 logger.info("SparkSession up (master %s)", self._spark.sparkContext.master)
+                if self.artifacts is not None:
+                    self.artifacts.use_for_spark_checkpoints(self._spark)
             return self._spark
 
     @property

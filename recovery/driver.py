@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery import sparkapp, workdir
+from recovery.artifacts import JobArtifacts
 from recovery.context import (
     AttemptSuperseded,
     DynamicConfig,
@@ -284,6 +285,12 @@ class Driver:
             cancelled=self.cancelled,
             lease=self.lease,
             resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
+            artifacts=JobArtifacts(
+                self.cluster.artifacts(self.job_id),
+                attempt=self.attempt,
+                fence=self.fence,
+                cancelled=self.cancelled,
+            ),
         )
         return self._job_context
 

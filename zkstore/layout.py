@@ -14,6 +14,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/checkpoints/<%019d>      JSON handle of one checkpoint's metadata
     R/jobs/<job>/control                  JSON dynamic configuration of the job
     R/jobs/<job>/resources                JSON executor-resource counts, written by the driver
+    R/jobs/<job>/artifacts/<name>         JSON artifact record: URI, scope, attempt, state, keep
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
     R/quarantine/<job>                    JSON reason a job cannot be run
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
@@ -22,7 +23,8 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
 
 Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl`` and
 ``checkpoints/<checkpoint-id>-<uuid>.json``. Every key names its owner, so a lingering payload
-is one under a known prefix that no handle references.
+is one under a known prefix that no handle references. A job's artifacts under the storage root
+live apart, under ``S/<cluster-id>/artifacts/<job>/``: they are data, not payloads.
 """
 
 from __future__ import annotations
@@ -117,6 +119,12 @@ class Layout:
     def resources(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/resources"
 
+    def artifacts(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/artifacts"
+
+    def artifact(self, job_id: str, name: str) -> str:
+        return f"{self.artifacts(job_id)}/{validate_id(name, 'artifact name')}"
+
     def result(self, job_id: str) -> str:
         return f"{self.results}/{validate_job_id(job_id)}"
 
@@ -179,3 +187,7 @@ class StorageLayout:
 
     def checkpoints(self, job_id: str) -> str:
         return f"{self.job(job_id)}/checkpoints"
+
+    def artifacts(self, job_id: str) -> str:
+        """Where a job's artifacts go under the storage root (apart from its payloads)."""
+        return f"{self.cluster_id}/artifacts/{validate_job_id(job_id)}"

@@ -230,6 +230,38 @@ class StateStorage:
         if self._local:
             _remove_empty_parents(os.path.dirname(path), stop=self._root)
 
+    def remove_tree(self, uri: str) -> None:
+        """Delete the object or the whole directory (prefix) at ``uri``; idempotent.
+
+        Used for artifacts, which are data a job wrote, not payloads: a file or a directory of
+        any depth. A symbolic link at ``uri`` itself is removed, never followed. Raises
+        :class:`UntrustedPayload` for a URI outside the root, :class:`StoreUnavailable` when the
+        storage fails.
+        """
+        path = self.path_of(uri)
+        with storage_errors(f"delete {uri}"):
+            try:
+                if self._local and os.path.islink(path):
+                    os.unlink(path)
+                else:
+                    self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                logger.debug("delete %s: already gone", uri)
+        if self._local:
+            _remove_empty_parents(os.path.dirname(path), stop=self._root)
+
+    def tree_size(self, uri: str) -> int | None:
+        """Bytes at ``uri`` (a file, or every file under a directory); None if nothing is there."""
+        path = self.path_of(uri)
+        with storage_errors(f"stat {uri}"):
+            try:
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                return None
+            if info.get("type") != "directory":
+                return int(info.get("size") or 0)
+            return int(self.fs.du(path, total=True))
+
     # -- reads ---------------------------------------------------------------------------------
 
     def read(self, ref: PayloadRef) -> bytes:

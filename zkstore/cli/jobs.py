@@ -12,6 +12,12 @@ from typing import Any
 
 import click
 
+from zkstore.cli.artifacts import (
+    artifact_lines,
+    artifact_root_option,
+    describe_artifacts,
+    with_roots,
+)
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
@@ -204,15 +210,24 @@ list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 @click.argument("job_id")
 @connection_options
 @format_option
-def show_job(job_id: str, connection: Connection, fmt: str) -> None:
+@artifact_root_option
+def show_job(
+    job_id: str, connection: Connection, fmt: str, artifact_roots: tuple[str, ...]
+) -> None:
     """Everything the store says about one job, with its checkpoints.
 
     JSON: the object of ``jobs list`` plus checkpoints, control, and resources {attempt,
     updated, final, counts {NAME: {opens, closes, failed_opens, uses}}} or null: the counts of
-    the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them.
+    the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them;
+    artifacts [{name, scope, attempt, state, keep, uri, registered, finished, size}] (size in
+    bytes, null when unknown: only asked under the storage root and --artifact-root URLs), and
+    outputs {NAME: URI} or null: what a SUCCEEDED job kept.
     """
-    with open_cluster(connection) as cluster:
-        item = describe(find_job(cluster, job_id))
+    with Cluster.open(with_roots(connection.config, artifact_roots)) as cluster:
+        snapshot = find_job(cluster, job_id)
+        item = describe(snapshot)
+        item["artifacts"] = describe_artifacts(cluster, job_id, item)
+        item["outputs"] = snapshot.result.outputs if snapshot.result is not None else None
         item["checkpoints"] = [
             {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
             for cid, h in cluster.checkpoints(job_id).all()
@@ -224,7 +239,7 @@ def show_job(job_id: str, connection: Connection, fmt: str) -> None:
         emit(item, fmt)
         return
     always = {"job_id", "name", "state", "kind", "entry", "submitted", "attempt", "max_attempts"}
-    lines = {**_show_lines(item), **resource_lines(item["resources"])}
+    lines = {**_show_lines(item), **resource_lines(item["resources"]), **artifact_lines(item)}
     emit({k: v for k, v in lines.items() if k in always or v is not None}, fmt)
     if item["error"]:
         click.echo("error:")

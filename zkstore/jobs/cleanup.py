@@ -1,6 +1,7 @@
 """Removing every trace of a finished job, idempotently, so that it can be retried until done.
 
-Order: checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
+Order: the job's artifacts (every one but the outputs a SUCCEEDED job keeps, which its result
+lists), checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
 definition's handle and payload, then every object left under the job's storage prefix (orphans
 of crashed writes included), and only then the result is marked CLEAN. A crash anywhere leaves a
 DIRTY result, which tells the next leader to run this again.
@@ -12,6 +13,7 @@ import logging
 
 from zkstore.cluster import Cluster
 from zkstore.errors import NotEmpty
+from zkstore.jobs.artifacts import release_for_cleanup
 from zkstore.ops import Fence
 
 logger = logging.getLogger(__name__)
@@ -23,6 +25,7 @@ def clean_up(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bo
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
     """
+    release_for_cleanup(cluster.artifacts(job_id), cluster.results, fence=fence)
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
         return False

@@ -205,11 +205,23 @@ class JobResult(Record):
     cancel: dict[str, Any] | None = None
     #: where the log of the last attempt is (a URI)
     log: str | None = None
+    #: the artifacts a SUCCEEDED job marked to keep (name: URI), left in place by its cleanup
+    outputs: dict[str, Any] | None = None
 
-    optional = frozenset({"error", "name", "summary", "cancel", "log"})
+    optional = frozenset({"error", "name", "summary", "cancel", "log", "outputs"})
     times = frozenset({"finished"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
     multiline = frozenset({"error"})
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        values = super()._values(raw)
+        for name, uri in (values.get("outputs") or {}).items():
+            if not isinstance(uri, str):
+                raise ValueError(f"output {name!r:.40} is not a URI")
+            check_text(name, "an output's name")
+            check_text(uri, f"output {name!r:.40}")
+        return values
 
 
 @dataclass(frozen=True)
