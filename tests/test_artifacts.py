@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from click.testing import CliRunner
 from recovery.cli import cli
 from recovery.dev.localcluster import LocalCluster
 from tests.crash_artifacts import CRASHED, LIFECYCLE, NAME, write_data
+from tests.helpers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -474,3 +476,37 @@ def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
     assert cluster.storage.list("default/artifacts/gone") == []
     assert cluster.zk.exists(cluster.layout.job_dir("gone")) is None
     assert cluster.artifacts("live").get("staging") is not None, "the live attempt's is kept"
+
+
+def test_an_extra_root_in_another_bucket_uses_the_storage_options(
+    s3_server: S3Server, config: StoreConfig
+) -> None:
+    import boto3
+
+    storage_bucket = s3_server.new_bucket()  # resets the server: first
+    scratch = f"b{uuid.uuid4().hex[:12]}"
+    options = s3_server.options()
+    boto3.client(
+        "s3",
+        endpoint_url=options["endpoint_url"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=scratch)
+    config = config.with_changes(
+        storage_url=f"s3://{storage_bucket}/zkstore",
+        storage_options=options,
+        artifact_roots=(f"s3://{scratch}/runs",),
+    )
+    with Cluster.open(config) as cluster:
+        attempt = Attempt(cluster, "j")
+        try:
+            staging = register(cluster, attempt, "j", "staging", f"s3://{scratch}/runs/j/staging")
+            fs = cluster.storage.fs
+            fs.pipe_file(f"{scratch}/runs/j/staging/part-0", b"12345")
+            fs.pipe_file(f"{scratch}/runs/j/staging-b/part-0", b"a sibling")
+            assert cluster.artifact_space.size("j", staging.uri) == 5
+            cluster.artifacts("j").release("staging", fence=attempt.fence)
+            assert fs.find(f"{scratch}/runs") == [f"{scratch}/runs/j/staging-b/part-0"]
+        finally:
+            attempt.end()
