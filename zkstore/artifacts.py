@@ -147,7 +147,14 @@ class ArtifactSpace:
         :class:`UntrustedPayload` if ``uri`` is not one job ``job_id`` could have registered
         with this configuration (then nothing is deleted); :class:`StoreUnavailable` on outages.
         """
-        self._trusted(job_id, uri).remove_tree(normalize(uri))
+        store = self._trusted(job_id, uri)
+        store.remove_tree(normalize(uri), keep=self._shared if store is self.storage else None)
+
+    @property
+    def _shared(self) -> str:
+        """Where empty directories stop being removed in the storage root: the parent of every
+        job's prefix, which another job may be making at this very moment."""
+        return self.storage.url(self.storage_layout.all_artifacts)
 
     def size(self, job_id: str, uri: str) -> int | None:
         """Bytes of the artifact's data; None if there is none or it is outside the roots."""
@@ -168,7 +175,7 @@ class ArtifactSpace:
             if not any(overlap(item.uri, uri) for uri in kept)
         ]
         for uri in stray:
-            self.storage.discard(uri)
+            self.storage.remove_tree(uri, keep=self._shared)
         return len(stray)
 
 

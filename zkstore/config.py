@@ -35,6 +35,7 @@ ENV_VARS: Mapping[str, str] = {
     "signing_key": "ZKSTORE_SIGNING_KEY",
     "zk_auth": "ZKSTORE_ZK_AUTH",
     "zk_read_acl": "ZKSTORE_ZK_READ_ACL",
+    "artifact_roots": "ZKSTORE_ARTIFACT_ROOTS",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
@@ -269,8 +270,8 @@ class StoreConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> StoreConfig:
         """Build a config from explicit values (``None`` means "not given"), then ``ZKSTORE_*``.
 
-        ``zk_auth`` may be given as text (``ZKSTORE_ZK_AUTH``'s form) and ``zk_read_acl`` as a
-        comma-separated string.
+        ``zk_auth`` may be given as text (``ZKSTORE_ZK_AUTH``'s form), ``zk_read_acl`` and
+        ``artifact_roots`` as comma-separated strings.
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -282,6 +283,7 @@ class StoreConfig:
             "signing_key",
             "zk_auth",
             "zk_read_acl",
+            "artifact_roots",
         ):
             value = explicit.pop(name, None)
             if value is None and env.get(ENV_VARS[name]):
@@ -294,6 +296,9 @@ class StoreConfig:
             values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
         if "zk_read_acl" in values:
             values["zk_read_acl"] = parse_read_acl(values["zk_read_acl"])
+        if isinstance(values.get("artifact_roots"), str):
+            roots = values["artifact_roots"].split(",")
+            values["artifact_roots"] = tuple(r.strip() for r in roots if r.strip())
         values.update({k: v for k, v in explicit.items() if v is not None})
         return cls(**values)
 

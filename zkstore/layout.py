@@ -188,6 +188,10 @@ class StorageLayout:
     def checkpoints(self, job_id: str) -> str:
         return f"{self.job(job_id)}/checkpoints"
 
+    @property
+    def all_artifacts(self) -> str:
+        return f"{self.cluster_id}/artifacts"
+
     def artifacts(self, job_id: str) -> str:
         """Where a job's artifacts go under the storage root (apart from its payloads)."""
-        return f"{self.cluster_id}/artifacts/{validate_job_id(job_id)}"
+        return f"{self.all_artifacts}/{validate_job_id(job_id)}"

@@ -98,6 +98,8 @@ class LocalCluster:
             env[ENV_VARS["zk_auth"]] = self.config.zk_auth.to_text()
         if self.config.zk_read_acl:
             env[ENV_VARS["zk_read_acl"]] = ",".join(self.config.zk_read_acl)
+        if self.config.artifact_roots:
+            env[ENV_VARS["artifact_roots"]] = ",".join(self.config.artifact_roots)
         return env
 
     def start_daemon(self, daemon_id: str, *args: str) -> DaemonProcess:

@@ -22,7 +22,8 @@ def artifact_root_option(func: Any) -> Any:
         multiple=True,
         metavar="URL",
         help="a place besides the storage root where jobs may register artifacts (fsspec URL, "
-        "repeatable); artifact data is only ever deleted under these and the storage root",
+        "repeatable) [env ZKSTORE_ARTIFACT_ROOTS, comma-separated]; artifact data is only ever "
+        "deleted under these and the storage root",
     )(func)
 
 
