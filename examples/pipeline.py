@@ -1,14 +1,18 @@
 """Daily sales rollup: a PySpark pipeline that does one day per step, checkpointing after each.
 
-Submit it (a daemon must be running)::
+Submit it (a daemon must be running, with the output directory under one of its artifact roots)::
 
     python examples/pipeline.py generate /tmp/sales/input          # make some input
+    zkstore daemon --artifact-root file:///tmp/sales/output ...    # (where the daemons run)
     zkstore submit examples/pipeline.py:run --wait -- /tmp/sales/input /tmp/sales/output
 
-Each step reads one ``day-NN.csv``, aggregates it per category with Spark and writes the result
-to ``output/days/day=NN`` (overwriting, so a step redone after a failure leaves no duplicate),
-then checkpoints ``{"day": NN}``. A resubmitted run starts after the last checkpointed day. The
-last step combines every day into ``output/summary.json``.
+Each step reads one ``day-NN.csv``, aggregates it per category with Spark into the attempt's
+staging directory (``output/_staging/attempt-N``, an attempt-scoped artifact), then moves the
+finished result to ``output/days/day=NN`` and checkpoints ``{"day": NN}``. A resubmitted run
+starts after the last checkpointed day; whatever a killed attempt left half-written in its
+staging directory is deleted before the next attempt starts. The last step combines every day
+into ``output/summary.json``. ``days`` and ``summary.json`` are artifacts kept on success (the
+job's result lists them); the staging directory is released with its attempt.
 
 ``python examples/pipeline.py expected INPUT`` computes the same summary without Spark, which is
 how the demo checks the pipeline's output.
@@ -20,6 +24,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -65,6 +70,14 @@ def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> Non
     done = checkpoint["day"] if checkpoint else 0
     if done:
         ctx.log.info("resuming after day %d of %d (checkpointed)", done, len(days))
+    # Registered before anything is written: a resumed attempt gets the same "days" back, and a
+    # fresh staging directory of its own (the dead attempt's is gone by then).
+    results = local_path(
+        ctx.artifacts.register("days", f"{output_dir}/days", scope="job", keep=True)
+    )
+    staging = local_path(
+        ctx.artifacts.register("staging", f"{output_dir}/_staging/attempt-{ctx.attempt}")
+    )
     spark = ctx.spark
     for number, path in enumerate(days, start=1):
         if number <= done:
@@ -75,11 +88,14 @@ def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> Non
         daily = orders.groupBy("category").agg(
             F.sum("amount").alias("amount"), F.count("*").alias("orders")
         )
-        daily.coalesce(1).write.mode("overwrite").json(f"{output_dir}/days/day={number:02d}")
+        staged = staging / f"day={number:02d}"
+        daily.coalesce(1).write.mode("overwrite").json(str(staged))
+        publish(staged, results / f"day={number:02d}")
         ctx.checkpoint({"day": number, "file": path.name})
         time.sleep(float(step_delay))
+    ctx.artifacts.finish("days")
     combined = (
-        spark.read.json(f"{output_dir}/days")
+        spark.read.json(str(results))
         .groupBy("category")
         .agg(F.sum("amount").alias("amount"), F.sum("orders").alias("orders"))
     )
@@ -87,10 +103,30 @@ def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> Non
         row["category"]: {"amount": int(row["amount"]), "orders": int(row["orders"])}
         for row in combined.orderBy("category").collect()
     }
-    temporary = Path(output_dir) / f".summary.json.{os.getpid()}"
+    target = local_path(
+        ctx.artifacts.register("summary", f"{output_dir}/summary.json", scope="job", keep=True)
+    )
+    temporary = target.with_name(f".summary.json.{os.getpid()}")
     temporary.write_text(json.dumps(summary, indent=2, sort_keys=True))
-    temporary.replace(Path(output_dir) / "summary.json")
+    temporary.replace(target)
+    ctx.artifacts.finish("summary")
+    ctx.artifacts.release("staging")
     ctx.log.info("summary of %d days written", len(days))
+
+
+def local_path(uri: str) -> Path:
+    """The local path of a ``file://`` artifact URI (this example writes local files)."""
+    if not uri.startswith("file://"):
+        raise ValueError(f"this example writes local files, not {uri}")
+    return Path(uri.removeprefix("file://"))
+
+
+def publish(staged: Path, target: Path) -> None:
+    """Move a finished day from staging to its place (replacing a day redone after a crash)."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged.rename(target)
 
 
 def main(argv: list[str]) -> int:

@@ -7,7 +7,8 @@ reconcile loop, which would decide with a stale view of the fleet's slots).
 A Start places the attempt: the status (STARTING, the attempt, the member) and the assignment
 ``R/assignments/<member>/<job>`` are written in one transaction, and the member launches the
 driver. When an attempt ends (restart, finish, quarantine), its assignment is removed, which frees
-the member's slot.
+the member's slot. A failed or lost attempt's artifacts are released when the restart is
+recorded, and again (whatever is left) before the next attempt is placed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from recovery.decide import (
     Wait,
 )
 from zkstore.errors import HandleExists, NotLeader
+from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
@@ -91,6 +93,12 @@ class JobActions:
         assert job.status is not None and job.status.version is not None
         assert action.member is not None
         layout = self.cluster.layout
+        if action.attempt > 1:  # a resumed attempt never sees what a dead one left
+            try:
+                release_dead_attempts(self.cluster.artifacts(job.job_id), fence=self.fence)
+            except BaseException:
+                self.leader.fleet.untake(action.member, job.job_id)
+                raise
         ended: dict[str, Any] = {}
         if action.ended is not None:
             previous = action.ended
@@ -225,7 +233,10 @@ class JobActions:
         self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
         self._unassigned(job)
         logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(action.error))
-        self._wait(job, Wait(until=action.not_before))
+        try:  # at once, not only before the next start: the backoff may be long
+            release_dead_attempts(self.cluster.artifacts(job.job_id), fence=self.fence)
+        finally:
+            self._wait(job, Wait(until=action.not_before))
 
     def _finish(self, job: JobSnapshot, action: Finish) -> None:
         attempts = job.status.attempt if job.status is not None else 0

@@ -27,6 +27,7 @@ from recovery.settings import (
 from recovery.shipping import Dependencies
 from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
+from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import headline, jobs
@@ -131,6 +132,7 @@ wait_timeout_option = click.option(
     f"[env {ENV_VARS['http']}; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} "
     "set.",
 )
+@artifact_root_option
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -147,6 +149,7 @@ def daemon(
     strict_acl: bool,
     keep_logs: float,
     http: str | None,
+    artifact_roots: tuple[str, ...],
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -161,7 +164,9 @@ def daemon(
 
     _log_at_info(ctx)
     explicit_http = http or os.environ.get(ENV_VARS["http"])
-    store = connection.config.with_changes(session_timeout=session_timeout)
+    store = with_roots(connection.config, artifact_roots).with_changes(
+        session_timeout=session_timeout
+    )
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),

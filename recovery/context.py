@@ -6,6 +6,8 @@ starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore cont
 this attempt applied it: ``ctx.on_config_change``, ``ctx.declare_config``, ``ctx.pause_point``,
 ``ctx.checkpoint_requested`` and ``ctx.checkpoint_config_version`` are its control
 (:mod:`recovery.control`). Every checkpoint records the control version in effect.
+``ctx.artifacts`` tracks what the job writes (:mod:`recovery.artifacts`), Spark's checkpoint
+directory included.
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
@@ -32,6 +34,7 @@ from zkstore.ops import Fence
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from recovery.artifacts import JobArtifacts
     from recovery.configchange import Handler
     from recovery.control import JobControl
     from recovery.lease import SessionLease
@@ -98,6 +101,7 @@ class JobContext:
         lease: SessionLease | None = None,
         resource_reports: ResourceReports | None = None,
         control: JobControl | None = None,
+        artifacts: JobArtifacts | None = None,
     ) -> None:
         self.job_id = job_id
         self.name = name
@@ -113,6 +117,8 @@ class JobContext:
         self._control = control
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
+        #: the job's artifacts (recovery/artifacts.py): register before writing, then finish
+        self.artifacts = artifacts
         self._resources = JobResources(
             job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
         )
@@ -137,6 +143,8 @@ class JobContext:
                 logger.info("SparkSession up (master %s)", self._spark.sparkContext.master)
                 if self._control is not None:
                     self._control.sync_spark()  # the log level set with zkstore control
+                if self.artifacts is not None:
+                    self.artifacts.use_for_spark_checkpoints(self._spark)
             return self._spark
 
     @property

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery import sparkapp, workdir
+from recovery.artifacts import JobArtifacts
 from recovery.context import (
     AttemptSuperseded,
     JobCancelled,
@@ -294,6 +295,12 @@ class Driver:
             lease=self.lease,
             resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
             control=self._control,
+            artifacts=JobArtifacts(
+                self.cluster.artifacts(self.job_id),
+                attempt=self.attempt,
+                fence=self.fence,
+                cancelled=self.cancelled,
+            ),
         )
         return self._job_context
 

@@ -30,6 +30,8 @@ def test_demo_tells_the_failover_story_and_checks_its_output() -> None:
         "SIGKILL the driver",
         "driver of attempt 2 is running",
         "SUCCEEDED after 2 attempt(s)",
+        "outputs kept (listed in the job's result): days, summary",
+        "staging directories left: 0",
         "output matches",
         "no handle or payload left behind",
     ]

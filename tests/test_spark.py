@@ -44,6 +44,8 @@ def test_pipeline_on_local_spark_matches_expected_output(
     spark_config: StoreConfig, tmp_path: Path
 ) -> None:
     pipeline.generate(str(tmp_path / "in"), days=3, rows_per_day=300)
+    # The pipeline registers its outputs as artifacts: the daemon must allow them there.
+    spark_config = spark_config.with_changes(artifact_roots=(f"file://{tmp_path}/out",))
     local = run_daemon(spark_config, tmp_path / "runtime")
     try:
         with Client(spark_config) as client:
@@ -63,6 +65,7 @@ def test_pipeline_on_local_spark_matches_expected_output(
         "day=02",
         "day=03",
     ]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["days", "summary.json"]
 
 
 def test_unmodified_script_gets_the_daemons_master(

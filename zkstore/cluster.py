@@ -2,16 +2,18 @@
 
 This is where the pieces meet: built from a :class:`~zkstore.config.StoreConfig`, it opens the
 session, makes sure the cluster's base paths exist, and hands out the job graph, result, state,
-quarantine and checkpoint stores, all sharing one instance id.
+quarantine, checkpoint and artifact stores, all sharing one instance id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from zkstore.artifacts import ArtifactSpace
 from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
+from zkstore.jobs.artifacts import ArtifactStore
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.jobs.control import ControlStore
 from zkstore.jobs.graph import JobGraphStore
@@ -59,6 +61,13 @@ class Cluster(Closeable):
         self.results = JobResultStore(self.zk, self.layout)
         self.state = JobStateStore(self.zk, self.layout)
         self.quarantine = QuarantineStore(self.zk, self.layout, self.jobs.handles)
+        self.artifact_space = ArtifactSpace(
+            self.storage,
+            self.storage_layout,
+            config.artifact_roots,
+            options=config.storage_options,
+            timeout=config.timeout,
+        )
 
     @classmethod
     def open(cls, config: StoreConfig, **kwargs: object) -> Cluster:
@@ -105,6 +114,12 @@ class Cluster(Closeable):
             self.storage_layout,
             job_id,
             on_step=self._on_step,
+        )
+
+    def artifacts(self, job_id: str) -> ArtifactStore:
+        """The artifact records of one job, releasing data under this config's roots only."""
+        return ArtifactStore(
+            self.zk, self.layout, self.artifact_space, job_id, on_step=self._on_step
         )
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ ENV_VARS: Mapping[str, str] = {
     "zk_read_acl": "ZKSTORE_ZK_READ_ACL",
     "http": "ZKSTORE_HTTP",
     "api_token": "ZKSTORE_API_TOKEN",
+    "artifact_roots": "ZKSTORE_ARTIFACT_ROOTS",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
@@ -98,6 +99,23 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
             target = child
         target[leaf] = value
     return options
+
+
+_ROOT_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\x00-\x20\x7f]+")
+
+
+def check_artifact_root(url: str) -> str:
+    """Return ``url`` if it can be an artifact root: ``protocol://`` and a path below the
+    protocol's root (never ``file:///`` or a bare ``s3://``), no ``.``/``..`` segments, no spaces
+    or control characters; else :class:`ConfigError`."""
+    if not isinstance(url, str) or not _ROOT_URL_RE.fullmatch(url):
+        raise ConfigError(f"artifact root {str(url)[:80]!r} is not a URL such as s3://bucket/dir")
+    if len(url.encode()) > MAX_STORAGE_URL_BYTES:
+        raise ConfigError(f"artifact root {url[:80]!r}... is over {MAX_STORAGE_URL_BYTES} bytes")
+    parts = url.split("://", 1)[1].rstrip("/").split("/")
+    if any(part in {".", ".."} for part in parts) or not [p for p in parts if p]:
+        raise ConfigError(f"artifact root {url!r}: name a directory below the top, without . or ..")
+    return url
 
 
 DIGEST = "digest"
@@ -207,6 +225,9 @@ class StoreConfig:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     zk_auth: ZkAuth | None = field(default=None, repr=False)
     zk_read_acl: tuple[str, ...] = ()
+    #: where jobs may register artifacts besides the storage root (``--artifact-root``); also
+    #: the only places the runtime and ``handles cleanup`` ever delete artifact data
+    artifact_roots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         hosts = self.zk_hosts.split("/", 1)[0]
@@ -234,6 +255,8 @@ class StoreConfig:
             raise ConfigError(f"timeout {self.timeout} s is outside (0, 600] s")
         if self.max_payload_bytes <= 0:
             raise ConfigError("max payload size must be positive")
+        for url in self.artifact_roots:
+            check_artifact_root(url)
         if self.zk_read_acl and self.zk_auth is None:
             raise ConfigError(
                 f"{ENV_VARS['zk_read_acl']} needs {ENV_VARS['zk_auth']}: without credentials "
@@ -249,8 +272,8 @@ class StoreConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None, **explicit: Any) -> StoreConfig:
         """Build a config from explicit values (``None`` means "not given"), then ``ZKSTORE_*``.
 
-        ``zk_auth`` may be given as text (``ZKSTORE_ZK_AUTH``'s form) and ``zk_read_acl`` as a
-        comma-separated string.
+        ``zk_auth`` may be given as text (``ZKSTORE_ZK_AUTH``'s form), ``zk_read_acl`` and
+        ``artifact_roots`` as comma-separated strings.
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -262,6 +285,7 @@ class StoreConfig:
             "signing_key",
             "zk_auth",
             "zk_read_acl",
+            "artifact_roots",
         ):
             value = explicit.pop(name, None)
             if value is None and env.get(ENV_VARS[name]):
@@ -274,6 +298,9 @@ class StoreConfig:
             values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
         if "zk_read_acl" in values:
             values["zk_read_acl"] = parse_read_acl(values["zk_read_acl"])
+        if isinstance(values.get("artifact_roots"), str):
+            roots = values["artifact_roots"].split(",")
+            values["artifact_roots"] = tuple(r.strip() for r in roots if r.strip())
         values.update({k: v for k, v in explicit.items() if v is not None})
         return cls(**values)
 
@@ -285,6 +312,7 @@ class StoreConfig:
         values["signing_key"] = self.signing_key.hex() if self.signing_key is not None else None
         values["zk_auth"] = self.zk_auth.to_text() if self.zk_auth is not None else None
         values["zk_read_acl"] = list(self.zk_read_acl)
+        values["artifact_roots"] = list(self.artifact_roots)
         return json.dumps(values)
 
     @classmethod
@@ -296,6 +324,7 @@ class StoreConfig:
             if values.get("zk_auth") is not None:
                 values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
             values["zk_read_acl"] = tuple(values.get("zk_read_acl") or ())
+            values["artifact_roots"] = tuple(values.get("artifact_roots") or ())
             return cls(**values)
         except (ValueError, TypeError, AttributeError) as exc:
             raise ConfigError(f"invalid store configuration: {exc}") from exc

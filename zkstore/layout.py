@@ -16,6 +16,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/control-ack              JSON what the live attempt applied, written by its driver
     R/jobs/<job>/control-keys             JSON the keys the job declared, written by its driver
     R/jobs/<job>/resources                JSON executor-resource counts, written by the driver
+    R/jobs/<job>/artifacts/<name>         JSON artifact record: URI, scope, attempt, state, keep
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
     R/quarantine/<job>                    JSON reason a job cannot be run
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
@@ -29,7 +30,8 @@ driver logs of each attempt, ``logs/attempt-<n>/<seq>.log`` (chunks in order) an
 its owner, so a lingering payload is one under a known prefix that no handle references (logs:
 that no live job or retention keeps). The job's records in storage (its control history) are
 referenced by no handle: they belong to the job while it lives and go with it
-(:func:`job_record_dir`).
+(:func:`job_record_dir`). A job's artifacts under the storage root live apart, under
+``S/<cluster-id>/artifacts/<job>/``: they are data, not payloads.
 """
 
 from __future__ import annotations
@@ -130,6 +132,12 @@ class Layout:
     def resources(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/resources"
 
+    def artifacts(self, job_id: str) -> str:
+        return f"{self.job_dir(job_id)}/artifacts"
+
+    def artifact(self, job_id: str, name: str) -> str:
+        return f"{self.artifacts(job_id)}/{validate_id(name, 'artifact name')}"
+
     def result(self, job_id: str) -> str:
         return f"{self.results}/{validate_job_id(job_id)}"
 
@@ -203,6 +211,14 @@ class StorageLayout:
 
     def control_history(self, job_id: str) -> str:
         return f"{self.job(job_id)}/{CONTROL_HISTORY}"
+
+    @property
+    def all_artifacts(self) -> str:
+        return f"{self.cluster_id}/artifacts"
+
+    def artifacts(self, job_id: str) -> str:
+        """Where a job's artifacts go under the storage root (apart from its payloads)."""
+        return f"{self.all_artifacts}/{validate_job_id(job_id)}"
 
 
 #: Folders of a job's storage prefix that hold its records rather than payloads: no handle

@@ -248,6 +248,40 @@ class StateStorage:
         if self._local:
             _remove_empty_parents(os.path.dirname(path), stop=self._root)
 
+    def remove_tree(self, uri: str, *, keep: str | None = None) -> None:
+        """Delete the object or the whole directory (prefix) at ``uri``; idempotent.
+
+        Used for artifacts, which are data a job wrote, not payloads: a file or a directory of
+        any depth. A symbolic link at ``uri`` itself is removed, never followed. On local disk
+        the directories left empty are removed up to ``keep`` (a URI above ``uri``; default:
+        the root), never ``keep`` itself. Raises :class:`UntrustedPayload` for a URI outside the
+        root, :class:`StoreUnavailable` when the storage fails.
+        """
+        path = self.path_of(uri)
+        with storage_errors(f"delete {uri}"):
+            try:
+                if self._local and os.path.islink(path):
+                    os.unlink(path)
+                else:
+                    self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                logger.debug("delete %s: already gone", uri)
+        if self._local:
+            stop = self.path_of(keep) if keep is not None else self._root
+            _remove_empty_parents(os.path.dirname(path), stop=stop)
+
+    def tree_size(self, uri: str) -> int | None:
+        """Bytes at ``uri`` (a file, or every file under a directory); None if nothing is there."""
+        path = self.path_of(uri)
+        with storage_errors(f"stat {uri}"):
+            try:
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                return None
+            if info.get("type") != "directory":
+                return int(info.get("size") or 0)
+            return int(self.fs.du(path, total=True))
+
     # -- reads ---------------------------------------------------------------------------------
 
     def read(self, ref: PayloadRef) -> bytes:
@@ -397,12 +431,13 @@ def _write_local_exclusive(path: str, data: bytes) -> None:
     """Atomically publish ``data`` at ``path``; raise FileExistsError rather than overwrite."""
     directory, name = os.path.split(path)
     for attempt in range(3):
-        os.makedirs(directory, exist_ok=True)
         temp = os.path.join(directory, f".{name}{TEMP_MARKER}{uuid.uuid4().hex[:8]}")
         try:
+            os.makedirs(directory, exist_ok=True)
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
-            # A concurrent discard removed the (then empty) directory: make it again.
+            # A concurrent discard removed a (then empty) directory of the path, even while
+            # makedirs was making the next one: make them again.
             if attempt == 2:
                 raise
             continue

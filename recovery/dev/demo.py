@@ -114,9 +114,11 @@ def _story(
     pipeline = _load_pipeline()
     pipeline.generate(str(work / "input"), days=days, rows_per_day=4000)
     say(f"generated {days} days of sales in {work / 'input'}")
-    local.start_daemon("daemon-1")
+    # The pipeline's outputs are artifacts: the daemons must let jobs register them there.
+    roots = ("--artifact-root", f"file://{work / 'output'}")
+    local.start_daemon("daemon-1", *roots)
     first = local.wait_for_leader()
-    local.start_daemon("daemon-2")
+    local.start_daemon("daemon-2", *roots)
     say(
         f"two recovery daemons are up; {first.daemon_id} (pid {first.pid}) is the leader", bold=True
     )
@@ -143,8 +145,11 @@ def _story(
         assert result is not None
         say(f"job {job_id}: {result.outcome} after {result.attempts} attempt(s)", bold=True)
         story.follow_until(lambda: client.status(job_id).state == result.outcome, 60, "cleanup")
+    say(f"outputs kept (listed in the job's result): {', '.join(sorted(result.outputs or {}))}")
+    staging = work / "output" / "_staging"
+    say(f"staging directories left: {len(list(staging.glob('*'))) if staging.exists() else 0}")
     matches = _compare(say, work, pipeline.expected(str(work / "input")))
-    clean = _nothing_left(say, config, job_id)
+    clean = _nothing_left(say, config, job_id) and not staging.exists()
     return matches and clean and result.outcome == "SUCCEEDED"
 
 

@@ -109,6 +109,8 @@ class LocalCluster:
             env[ENV_VARS["zk_auth"]] = self.config.zk_auth.to_text()
         if self.config.zk_read_acl:
             env[ENV_VARS["zk_read_acl"]] = ",".join(self.config.zk_read_acl)
+        if self.config.artifact_roots:
+            env[ENV_VARS["artifact_roots"]] = ",".join(self.config.artifact_roots)
         env.update(self.extra_env)
         return env
 

@@ -17,6 +17,9 @@ Kinds (``garbage`` ones are what ``cleanup`` removes; the others are for people 
 ``empty-job-tree``  ``R/jobs/<job>`` records of a job that is not current, not quarantined and
                     not being cleaned up (no result, or a CLEAN one); cleanup deletes them.
 ``quarantined-job`` a job in quarantine (reported, never removed by cleanup).
+``artifact-of-dead-attempt``, ``artifact-of-ended-job``
+                    artifacts nobody owns any more (see :mod:`zkstore.admin.artifacts`);
+                    cleanup releases them: their data, then their record.
 
 Every deletion is re-checked against ZooKeeper just before it is made, so that a payload
 published meanwhile is never removed; nothing younger than the minimum age is ever touched.
@@ -33,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from zkstore.admin import artifacts
 from zkstore.admin.inventory import (
     CHECKPOINT,
     JOB,
@@ -65,6 +69,7 @@ KINDS = (
     DANGLING_HANDLE,
     MARKED_NODE,
     DIRTY_RESULT,
+    *artifacts.KINDS,  # before the job trees they are in: released first, then the tree goes
     EMPTY_JOB_TREE,
     QUARANTINED_JOB,
 )
@@ -115,6 +120,10 @@ def find_lingering(
     findings += _marked(inventory, now, min_age)
     findings += _dangling(cluster, inventory, {o.uri: o for o in objects}, now)
     findings += _records(cluster, inventory, now, min_age)
+    findings += [
+        Finding(left.kind, left.job_id, left.target, left.age, detail=left.detail)
+        for left in artifacts.find_leftovers(cluster, inventory, now=now, min_age=min_age)
+    ]
     return sorted(findings, key=lambda f: (KINDS.index(f.kind), f.job_id, f.target))
 
 
@@ -304,6 +313,7 @@ class Cleaner:
             MARKED_NODE: self._marked,
             DIRTY_RESULT: self._dirty,
             EMPTY_JOB_TREE: self._tree,
+            **dict.fromkeys(artifacts.KINDS, self._artifact),
         }
         for finding in findings:
             if finding.garbage:
@@ -397,6 +407,15 @@ class Cleaner:
             finding, "finish job cleanup", done, note="" if done else "still locked"
         )
 
+    def _artifact(self, finding: Finding) -> CleanupResult:
+        leftover = artifacts.Leftover(
+            finding.kind, finding.job_id, finding.target, finding.age, finding.detail
+        )
+        action, done, note = artifacts.release_leftover(
+            self.cluster, leftover, dry_run=self.dry_run
+        )
+        return CleanupResult(finding, action, done, note=note)
+
     def _tree(self, finding: Finding) -> CleanupResult:
         job, layout, zk = finding.job_id, self.cluster.layout, self.cluster.zk
         owners = zk.exists_many(
@@ -406,6 +425,8 @@ class Cleaner:
         cleaning = result is not None and result.state == DIRTY
         if cleaning or any(stat is not None for stat in owners):
             return CleanupResult(finding, "kept", False, note="owned again (or a driver holds it)")
+        if self.cluster.artifacts(job).all()[0]:  # deleting their records would leak their data
+            return CleanupResult(finding, "kept", False, note="its artifacts are not released yet")
         if self.dry_run:
             return CleanupResult(finding, "delete records", False)
         try:

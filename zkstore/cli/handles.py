@@ -17,6 +17,7 @@ import click
 
 from zkstore.admin.inventory import HandleRecord, read_inventory, verify
 from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
+from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import (
     Connection,
     OperationFailed,
@@ -178,6 +179,9 @@ def lingering(connection: Connection, fmt: str, min_age: float) -> None:
                      (run `handles verify` for a full sha256 check)
     marked-node      a handle marked for deletion whose removal never finished
     dirty-result     a finished job whose cleanup never finished
+    artifact-of-dead-attempt  an attempt-scoped artifact whose attempt ended, or an
+                     artifact whose release was interrupted, while no driver runs
+    artifact-of-ended-job     an artifact of a job that is neither current nor quarantined
     empty-job-tree   records of a job that is neither current, finished nor quarantined
     quarantined-job  a job that cannot run; its handle and payload are kept for you
 
@@ -219,12 +223,22 @@ def lingering(connection: Connection, fmt: str, min_age: float) -> None:
 @min_age_option
 @click.option("--dry-run", is_flag=True, help="show what would be done; change nothing")
 @click.option("--yes", is_flag=True, help="really do it")
-def cleanup(connection: Connection, fmt: str, min_age: float, dry_run: bool, yes: bool) -> None:
+@artifact_root_option
+def cleanup(
+    connection: Connection,
+    fmt: str,
+    min_age: float,
+    dry_run: bool,
+    yes: bool,
+    artifact_roots: tuple[str, ...],
+) -> None:
     """Remove exactly what `handles lingering` reports as garbage.
 
     Orphan payloads are discarded, marked nodes and dirty results finished, empty job trees
-    deleted; dangling handles move their job to quarantine (never to the bin). Each deletion is
-    re-checked against ZooKeeper just before it is made. Needs --dry-run or --yes.
+    deleted, lingering artifacts released (their data, then their record: data outside the
+    storage root only under an --artifact-root given here); dangling handles move their job to
+    quarantine (never to the bin). Each deletion is re-checked against ZooKeeper just before it
+    is made. Needs --dry-run or --yes.
 
     \b
     JSON: {"dry_run": bool, "results": [{kind, job_id, target, action, done, freed,
@@ -238,7 +252,7 @@ def cleanup(connection: Connection, fmt: str, min_age: float, dry_run: bool, yes
             "writer stalled that long could be removed before its handle is published",
             err=True,
         )
-    with Cluster.open(connection.config) as cluster:
+    with Cluster.open(with_roots(connection.config, artifact_roots)) as cluster:
         findings = [f for f in find_lingering(cluster, min_age=min_age) if f.garbage]
         with progress(len(findings), "cleaning up") as advance:
             results = Cleaner(cluster, dry_run=dry_run).clean(findings, progress=advance)

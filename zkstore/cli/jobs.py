@@ -11,6 +11,12 @@ from typing import Any
 
 import click
 
+from zkstore.cli.artifacts import (
+    artifact_lines,
+    artifact_root_option,
+    describe_artifacts,
+    with_roots,
+)
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import duration, emit, format_option
 from zkstore.cluster import Cluster
@@ -130,9 +136,13 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
 
 def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
     """Everything ``jobs show --format json`` prints (the HTTP API serves the same):
-    :func:`describe` plus the job's checkpoints, control values and resource counts. Raises
+    :func:`describe` plus the job's artifacts, kept outputs, checkpoints, control values and
+    resource counts (artifact sizes: under the cluster's artifact roots only). Raises
     :class:`JobNotFound` for a job without any trace."""
-    item = describe(find_job(cluster, job_id))
+    snapshot = find_job(cluster, job_id)
+    item = describe(snapshot)
+    item["artifacts"] = describe_artifacts(cluster, job_id, item)
+    item["outputs"] = snapshot.result.outputs if snapshot.result is not None else None
     item["checkpoints"] = [
         {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
         for cid, h in cluster.checkpoints(job_id).all()
@@ -211,20 +221,26 @@ list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 @click.argument("job_id")
 @connection_options
 @format_option
-def show_job(job_id: str, connection: Connection, fmt: str) -> None:
+@artifact_root_option
+def show_job(
+    job_id: str, connection: Connection, fmt: str, artifact_roots: tuple[str, ...]
+) -> None:
     """Everything the store says about one job, with its checkpoints.
 
     JSON: the object of ``jobs list`` plus checkpoints, control, and resources {attempt,
     updated, final, counts {NAME: {opens, closes, failed_opens, uses}}} or null: the counts of
-    the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them.
+    the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them;
+    artifacts [{name, scope, attempt, state, keep, uri, registered, finished, size}] (size in
+    bytes, null when unknown: only asked under the storage root and --artifact-root URLs), and
+    outputs {NAME: URI} or null: what a SUCCEEDED job kept.
     """
-    with open_cluster(connection) as cluster:
+    with Cluster.open(with_roots(connection.config, artifact_roots)) as cluster:
         item = job_details(cluster, job_id)
     if fmt == "json":
         emit(item, fmt)
         return
     always = {"job_id", "name", "state", "kind", "entry", "submitted", "attempt", "max_attempts"}
-    lines = {**_show_lines(item), **resource_lines(item["resources"])}
+    lines = {**_show_lines(item), **resource_lines(item["resources"]), **artifact_lines(item)}
     emit({k: v for k, v in lines.items() if k in always or v is not None}, fmt)
     if item["error"]:
         click.echo("error:")

@@ -1,6 +1,7 @@
 """Removing every trace of a finished job, idempotently, so that it can be retried until done.
 
-Order: checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
+Order: the job's artifacts (every one but the outputs a SUCCEEDED job keeps, which its result
+lists), checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
 definition's handle and payload, then every object left under the job's storage prefix (orphans
 of crashed writes included) except the driver logs, and only then the result is marked CLEAN,
 with the end of the logs' retention (``logs_until``). A crash anywhere leaves a DIRTY result,
@@ -18,6 +19,7 @@ import logging
 
 from zkstore.cluster import Cluster
 from zkstore.errors import NotEmpty
+from zkstore.jobs.artifacts import release_for_cleanup
 from zkstore.ops import Fence
 from zkstore.strict import utc_in
 
@@ -40,6 +42,7 @@ def clean_up(
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
     """
+    release_for_cleanup(cluster.artifacts(job_id), cluster.results, fence=fence)
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
         return False

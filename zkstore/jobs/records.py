@@ -220,11 +220,23 @@ class JobResult(Record):
     log: str | None = None
     #: set while the job's driver logs are kept in storage after its cleanup: until when
     logs_until: str | None = None
+    #: the artifacts a SUCCEEDED job marked to keep (name: URI), left in place by its cleanup
+    outputs: dict[str, Any] | None = None
 
-    optional = frozenset({"error", "name", "summary", "cancel", "log", "logs_until"})
+    optional = frozenset({"error", "name", "summary", "cancel", "log", "logs_until", "outputs"})
     times = frozenset({"finished", "logs_until"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
     multiline = frozenset({"error"})
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        values = super()._values(raw)
+        for name, uri in (values.get("outputs") or {}).items():
+            if not isinstance(uri, str):
+                raise ValueError(f"output {name!r:.40} is not a URI")
+            check_text(name, "an output's name")
+            check_text(uri, f"output {name!r:.40}")
+        return values
 
 
 @dataclass(frozen=True)

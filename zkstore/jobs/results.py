@@ -124,6 +124,29 @@ class JobResultStore:
                 continue
             return changed.with_version(current.version + 1)
 
+    def record_outputs(
+        self, job_id: str, outputs: Mapping[str, str], *, fence: Fence | None = None
+    ) -> JobResult:
+        """Add ``outputs`` (name: URI, the artifacts the job keeps) to its result; idempotent.
+
+        Raises :class:`HandleNotFound` if the job has no result.
+        """
+        path = self.layout.result(job_id)
+        while True:
+            current = self.get(job_id)
+            if current is None:
+                raise HandleNotFound(f"job {job_id} has no result to list outputs in", path=path)
+            merged = {**(current.outputs or {}), **outputs}
+            if merged == current.outputs:
+                return current
+            assert current.version is not None
+            updated = replace(current, outputs=merged)
+            try:
+                self.zk.commit([SetData(path, updated.to_bytes(), current.version)], fence=fence)
+            except VersionConflict:
+                continue
+            return updated.with_version(current.version + 1)
+
     def get(self, job_id: str) -> JobResult | None:
         path = self.layout.result(job_id)
         try:

@@ -1,0 +1,68 @@
+"""How the commands show and reach artifacts: ``--artifact-root``, and the lines of
+``jobs show``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.errors import StoreUnavailable
+
+#: ``jobs show`` asks the storage for the size of this many artifacts at most.
+MAX_SIZED = 20
+
+
+def artifact_root_option(func: Any) -> Any:
+    return click.option(
+        "--artifact-root",
+        "artifact_roots",
+        multiple=True,
+        metavar="URL",
+        help="a place besides the storage root where jobs may register artifacts (fsspec URL, "
+        "repeatable) [env ZKSTORE_ARTIFACT_ROOTS, comma-separated]; artifact data is only ever "
+        "deleted under these and the storage root",
+    )(func)
+
+
+def with_roots(config: StoreConfig, roots: tuple[str, ...]) -> StoreConfig:
+    """``config`` with the ``--artifact-root`` URLs given (validated)."""
+    return config.with_changes(artifact_roots=tuple(roots)) if roots else config
+
+
+def describe_artifacts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's artifacts for ``jobs show`` ({name, scope, attempt, state, keep, uri,
+    registered, finished, size}); unreadable records go to ``item["record_errors"]``. Sizes are
+    asked of the storage for the first :data:`MAX_SIZED` under known roots, else null."""
+    records, unreadable = cluster.artifacts(job_id).all()
+    if unreadable:
+        errors = {f"artifact {name}": why for name, why in unreadable.items()}
+        item["record_errors"] = {**(item.get("record_errors") or {}), **errors}
+    found = []
+    for index, record in enumerate(records):
+        size = None
+        if index < MAX_SIZED:
+            try:
+                size = cluster.artifact_space.size(job_id, record.uri)
+            except StoreUnavailable:
+                size = None
+        entry = {k: v for k, v in record.as_dict().items() if k != "version"}
+        found.append({**entry, "size": size})
+    return found
+
+
+def artifact_lines(item: dict[str, Any]) -> dict[str, str]:
+    """One table line per artifact, and one per output a finished job kept."""
+    lines = {}
+    for artifact in item.get("artifacts") or ():
+        owner = f"attempt {artifact['attempt']}" if artifact["scope"] == "attempt" else "job"
+        size = "" if artifact["size"] is None else f", {artifact['size']} bytes"
+        keep = ", keep" if artifact["keep"] else ""
+        lines[f"artifact {artifact['name']}"] = (
+            f"{artifact['state']} ({owner}{keep}{size}) {artifact['uri']}"
+        )
+    for name, uri in sorted((item.get("outputs") or {}).items()):
+        lines[f"output {name}"] = str(uri)
+    return lines

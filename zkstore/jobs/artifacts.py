@@ -1,0 +1,396 @@
+"""A job's artifacts: ``R/jobs/<job>/artifacts/<name>``, one small JSON record per artifact.
+
+The record is written before the data exists and deleted only after the data is gone, so that
+ZooKeeper always knows of every artifact that may have data somewhere (the reverse of
+invariant 1: a record may point at nothing, data is never without its record)::
+
+    register   create the record (IN_PROGRESS)            -> the job writes the data
+    finish     IN_PROGRESS -> FINISHED                     (not if the job was cancelled meanwhile:
+                                                            then the artifact is released at once)
+    release    mark RELEASING -> delete the data -> delete the record
+
+Each step is one conditional ZooKeeper write (fenced on the writer's standing: the driver's
+attempt, the leader's election node, or an operator's re-check) or one idempotent delete of data;
+a crash between any two steps leaves a record that says what is left, and running the release
+again finishes it. RELEASING says the data may be half deleted: nobody reuses such an artifact,
+whoever meets it first finishes the release.
+
+Scopes: an ``attempt`` artifact belongs to the attempt that registered it (a staging directory):
+the leader releases it before the next attempt starts. A ``job`` artifact outlives attempts
+(intermediate results a resumed attempt reuses). The job's cleanup releases every artifact,
+except those marked ``keep`` and FINISHED when the job SUCCEEDED: those are listed in the job's
+result (``outputs``) and left in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from zkstore.artifacts import ArtifactSpace, overlap
+from zkstore.config import validate_id
+from zkstore.errors import (
+    ConfigError,
+    CorruptRecord,
+    HandleExists,
+    HandleNotFound,
+    InvalidName,
+    SerializationError,
+    UntrustedPayload,
+    VersionConflict,
+    WrongState,
+)
+from zkstore.handle import ZnodeStatLike
+from zkstore.jobs.records import Record
+from zkstore.jobs.results import JobResultStore
+from zkstore.jobs.states import SUCCEEDED
+from zkstore.layout import Layout
+from zkstore.ops import Create, Delete, Fence, Guard, Op, SetData, absent
+from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+ATTEMPT = "attempt"
+JOB = "job"
+SCOPES = (ATTEMPT, JOB)
+
+IN_PROGRESS = "in-progress"
+FINISHED = "finished"
+RELEASING = "releasing"
+STATES = (IN_PROGRESS, FINISHED, RELEASING)
+
+#: Artifacts one job may have at once, and outputs it may keep (they are listed in its result,
+#: a ZooKeeper record: 64 kept URIs of at most 512 bytes stay well under its 64 KB).
+MAX_ARTIFACTS = 256
+MAX_KEPT = 64
+
+_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Artifact(Record):
+    """``R/jobs/<job>/artifacts/<name>``: what the job registered, and how far it got."""
+
+    name: str = ""
+    uri: str = ""
+    scope: str = ATTEMPT
+    attempt: int = 0
+    state: str = IN_PROGRESS
+    keep: bool = False
+    registered: str = ""
+    finished: str | None = None
+
+    optional = frozenset({"finished"})
+    times = frozenset({"registered", "finished"})
+    choices = {"scope": SCOPES, "state": STATES}
+
+    def describe(self) -> str:
+        owner = f"attempt {self.attempt}" if self.scope == ATTEMPT else "the job"
+        return f"{self.state}, of {owner}{', kept on success' if self.keep else ''}: {self.uri}"
+
+
+def validate_name(name: str) -> str:
+    try:
+        return validate_id(name, "artifact name")
+    except ConfigError as exc:
+        raise InvalidName(str(exc)) from None
+
+
+class ArtifactStore:
+    """The artifact records of one job, and the release of their data.
+
+    ``on_step`` is called with the name of each step as it is done (crash tests stop there).
+    Every write takes the writer's ``fence``; a lost fence raises its error and writes nothing.
+    """
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        layout: Layout,
+        space: ArtifactSpace,
+        job_id: str,
+        *,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.layout = layout
+        self.space = space
+        self.job_id = job_id
+        self._on_step = on_step
+
+    def _step(self, step: str) -> None:
+        if self._on_step is not None:
+            self._on_step(step)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _names(self) -> list[str] | None:
+        """The names of the job's artifacts, None if it never had any (no parent node)."""
+        try:
+            return sorted(self.zk.children(self.layout.artifacts(self.job_id)))
+        except HandleNotFound:
+            return None
+
+    def all(self, names: list[str] | None = None) -> tuple[list[Artifact], dict[str, str]]:
+        """Every readable record (by name) and, by name, why the others cannot be read."""
+        parent = self.layout.artifacts(self.job_id)
+        names = self._names() if names is None else names
+        if not names:
+            return [], {}
+        found = self.zk.get_many([f"{parent}/{name}" for name in names])
+        records: list[Artifact] = []
+        unreadable: dict[str, str] = {}
+        for name, item in zip(names, found, strict=True):
+            if item is None:
+                continue
+            try:
+                records.append(self._parse(name, item[0], item[1]))
+            except (CorruptRecord, InvalidName) as exc:
+                unreadable[name] = str(exc)
+        return records, unreadable
+
+    def get(self, name: str) -> Artifact | None:
+        path = self.layout.artifact(self.job_id, validate_name(name))
+        try:
+            data, stat = self.zk.get(path)
+        except HandleNotFound:
+            return None
+        return self._parse(name, data, stat)
+
+    def _parse(self, name: str, data: bytes, stat: ZnodeStatLike) -> Artifact:
+        path = self.layout.artifact(self.job_id, validate_name(name))
+        record = Artifact.from_znode(data, stat, path)
+        if record.name != name:
+            raise CorruptRecord(f"{path}: names artifact {record.name!r:.140}, not its own")
+        return record
+
+    # -- register ------------------------------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        uri: str | None,
+        *,
+        scope: str,
+        keep: bool,
+        attempt: int,
+        fence: Fence | None,
+    ) -> Artifact:
+        """Record the artifact before its data exists; returns the record (its URI to write to).
+
+        Registering again what is registered returns the existing record: a job-scoped artifact
+        of an earlier attempt (``state`` says whether it was finished), or this attempt's own.
+        An attempt-scoped record of an earlier attempt, or one whose release was interrupted, is
+        released first. Raises :class:`ArtifactUriRefused` (a ConfigError) for a URI outside the
+        roots, :class:`HandleExists` for the name taken with another URI, scope or keep, or a
+        URI that overlaps another artifact of the job.
+        """
+        validate_name(name)
+        if scope not in SCOPES:
+            raise ConfigError(f"artifact scope {scope!r}: use {' or '.join(map(repr, SCOPES))}")
+        if uri is None:
+            target = self.space.default_uri(
+                self.job_id, name, attempt if scope == ATTEMPT else None
+            )
+        else:
+            target = self.space.resolve(self.job_id, uri)
+        wanted = Artifact(
+            version=None,
+            name=name,
+            uri=target,
+            scope=scope,
+            attempt=attempt,
+            keep=keep,
+            registered=utc_now(),
+        )
+        for _ in range(_RETRIES):
+            names = self._names()
+            records, unreadable = self.all(names or [])
+            existing = next((r for r in records if r.name == name), None)
+            if existing is not None:
+                if existing.state == RELEASING or (
+                    existing.scope == ATTEMPT and existing.attempt != attempt
+                ):
+                    self.release(name, fence=fence)
+                    continue
+                return self._same(existing, wanted)
+            self._check_room(wanted, records, len(unreadable))
+            try:
+                self._create(wanted, names is not None, fence)
+            except HandleExists:
+                continue  # raced with ourselves after a lost answer, or the parent appeared
+            return wanted.with_version(0)
+        raise VersionConflict(f"artifact {name!r} of job {self.job_id} kept changing")
+
+    def _same(self, existing: Artifact, wanted: Artifact) -> Artifact:
+        if (existing.uri, existing.scope, existing.keep) != (wanted.uri, wanted.scope, wanted.keep):
+            raise HandleExists(
+                f"artifact {existing.name!r} of job {self.job_id} is registered already "
+                f"({existing.scope} scope, keep={existing.keep}, {existing.uri})",
+                path=self.layout.artifact(self.job_id, existing.name),
+            )
+        return existing
+
+    def _check_room(self, wanted: Artifact, records: list[Artifact], unreadable: int) -> None:
+        for other in records:
+            if overlap(other.uri, wanted.uri):
+                raise HandleExists(
+                    f"artifact {wanted.name!r} at {wanted.uri} overlaps artifact "
+                    f"{other.name!r} at {other.uri}: releasing one would delete the other",
+                    path=self.layout.artifact(self.job_id, other.name),
+                )
+        if len(records) + unreadable >= MAX_ARTIFACTS:
+            raise SerializationError(f"job {self.job_id} has {MAX_ARTIFACTS} artifacts already")
+        if wanted.keep and sum(r.keep for r in records) >= MAX_KEPT:
+            raise SerializationError(f"job {self.job_id} keeps {MAX_KEPT} outputs already")
+
+    def _create(self, record: Artifact, parent_exists: bool, fence: Fence | None) -> None:
+        ops: list[Op] = [Create(self.layout.artifact(self.job_id, record.name), record.to_bytes())]
+        if not parent_exists:
+            # Created in the same transaction, under the same fence: a stale writer never leaves
+            # an empty parent behind a cleanup.
+            ops.insert(0, Create(self.layout.artifacts(self.job_id)))
+        self.zk.commit(ops, fence=fence)
+        self._step("register:recorded")
+
+    # -- finish --------------------------------------------------------------------------------
+
+    def finish(self, name: str, *, attempt: int, fence: Fence | None) -> Artifact | None:
+        """Mark the artifact FINISHED; returns the record, or None if the job had been cancelled:
+        then the artifact was released instead (a cancelled job keeps nothing it finishes late).
+
+        Finishing a finished artifact returns it. Raises :class:`HandleNotFound` (not
+        registered) and :class:`WrongState` (being released, or another attempt's).
+        """
+        path = self.layout.artifact(self.job_id, validate_name(name))
+        not_cancelled = Fence(
+            (Guard(absent(self.layout.cancel(self.job_id)), WrongState, "job cancelled"),)
+        )
+        for _ in range(_RETRIES):
+            current = self._finishable(name, attempt)
+            if current.state == FINISHED:
+                return current
+            assert current.version is not None
+            done = replace(current, state=FINISHED, finished=utc_now())
+            try:
+                self.zk.commit(
+                    [SetData(path, done.to_bytes(), current.version)],
+                    fence=not_cancelled if fence is None else fence + not_cancelled,
+                )
+            except VersionConflict:
+                continue
+            except WrongState:
+                logger.warning(
+                    "artifact %s of %s finished after a cancel: released", name, self.job_id
+                )
+                self.release(name, fence=fence)
+                return None
+            self._step("finish:marked")
+            return done.with_version(current.version + 1)
+        raise VersionConflict(f"artifact {name!r} of job {self.job_id} kept changing")
+
+    def _finishable(self, name: str, attempt: int) -> Artifact:
+        current = self.get(name)
+        if current is None:
+            raise HandleNotFound(
+                f"job {self.job_id} has no artifact {name!r}: register it first",
+                path=self.layout.artifact(self.job_id, name),
+            )
+        if current.state == RELEASING:
+            raise WrongState(f"artifact {name!r} of job {self.job_id} is being released")
+        if current.scope == ATTEMPT and current.attempt != attempt:
+            raise WrongState(f"artifact {name!r} belongs to attempt {current.attempt}")
+        return current
+
+    # -- release -------------------------------------------------------------------------------
+
+    def release(self, name: str, *, fence: Fence | None) -> bool:
+        """Delete the artifact's data, then its record; True if there was one to release.
+
+        Idempotent, and safe to run again after a crash at any step, by anybody holding a
+        fence. Raises :class:`UntrustedPayload` (nothing deleted, record kept) for a record
+        whose URI is outside this configuration's artifact roots.
+        """
+        path = self.layout.artifact(self.job_id, validate_name(name))
+        for _ in range(_RETRIES):
+            current = self.get(name)
+            if current is None:
+                return False
+            assert current.version is not None
+            version = current.version
+            try:
+                if current.state != RELEASING:
+                    self.space.check(self.job_id, current.uri)  # an untrusted URI: nothing done
+                    marked = replace(current, state=RELEASING)
+                    self.zk.commit([SetData(path, marked.to_bytes(), version)], fence=fence)
+                    version += 1
+                    self._step("release:marked")
+                self.space.delete(self.job_id, current.uri)
+                self._step("release:data-deleted")
+                self.zk.commit([Delete(path, version)], fence=fence)
+            except VersionConflict:
+                continue
+            except HandleNotFound as exc:
+                if exc.path != path:
+                    raise
+                return False  # released meanwhile by somebody else
+            self._step("release:deleted")
+            logger.info("artifact %s of %s released (%s)", name, self.job_id, current.uri)
+            return True
+        raise VersionConflict(f"artifact {name!r} of job {self.job_id} kept changing")
+
+    def release_many(self, records: Iterable[Artifact], *, fence: Fence | None) -> list[str]:
+        """Release each record; returns the names left alone because their URI is outside this
+        configuration's roots (logged: their data is not ours to delete)."""
+        refused = []
+        for record in records:
+            try:
+                self.release(record.name, fence=fence)
+            except UntrustedPayload as exc:
+                logger.error("artifact %s of %s not released: %s", record.name, self.job_id, exc)
+                refused.append(record.name)
+        return refused
+
+
+# -- the runtime's releases -------------------------------------------------------------------
+
+
+def release_dead_attempts(store: ArtifactStore, *, fence: Fence | None) -> list[str]:
+    """No attempt of the job is alive: release every attempt-scoped artifact, and finish every
+    interrupted release, so that the next attempt never sees half-written or half-deleted data.
+    Returns the names left alone (outside the roots)."""
+    records, _ = store.all()
+    dead = [r for r in records if r.scope == ATTEMPT or r.state == RELEASING]
+    return store.release_many(dead, fence=fence)
+
+
+def release_for_cleanup(
+    store: ArtifactStore, results: JobResultStore, *, fence: Fence | None
+) -> dict[str, str]:
+    """The job ended (its result is recorded): release every artifact but the outputs to keep,
+    then everything left under the job's own prefix in the storage root; returns the kept
+    outputs (name: URI).
+
+    Outputs to keep (``keep`` and FINISHED, of a SUCCEEDED job) are written into the result
+    before anything is deleted, so that a cleanup interrupted after the records are gone still
+    knows what not to sweep. Records that cannot be read are logged: nothing says where their
+    data is.
+    """
+    result = results.get(store.job_id)
+    records, unreadable = store.all()
+    for name, why in unreadable.items():
+        logger.error("artifact %s of %s cannot be released: %s", name, store.job_id, why)
+    kept = dict(result.outputs or {}) if result is not None else {}
+    if result is not None and result.outcome == SUCCEEDED:
+        new = {r.name: r.uri for r in records if r.keep and r.state == FINISHED}
+        if any(kept.get(name) != uri for name, uri in new.items()):
+            kept = results.record_outputs(store.job_id, new, fence=fence).outputs or {}
+    store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
+    swept = store.space.sweep(store.job_id, keep=kept.values())
+    if swept:
+        logger.info(
+            "cleanup of %s: %d unregistered object(s) under its prefix", store.job_id, swept
+        )
+    return kept
