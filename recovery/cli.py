@@ -18,7 +18,7 @@ from recovery.shipping import Dependencies
 from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
 from zkstore.cli.base import Connection, connection_options
-from zkstore.cli.handles import Duration
+from zkstore.cli.handles import Duration, Retention
 from zkstore.cli.jobs import headline, jobs
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
@@ -103,6 +103,15 @@ wait_timeout_option = click.option(
     help="refuse to start if the cluster root's ZooKeeper ACL lets anyone change it "
     "(default: a loud warning)",
 )
+@click.option(
+    "--keep-results",
+    type=Retention(),
+    default="7d",
+    show_default=True,
+    metavar="DURATION|forever",
+    help="how long the leader keeps a finished job's result (30m, 12h, 7d): until then its id "
+    "is refused at submission, after that the result is deleted and the id may run again",
+)
 def daemon(
     connection: Connection,
     spark_master: str | None,
@@ -115,6 +124,7 @@ def daemon(
     reconcile_interval: float,
     labels: tuple[str, ...],
     strict_acl: bool,
+    keep_results: float | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -140,6 +150,7 @@ def daemon(
         reconcile_interval=reconcile_interval,
         labels=parse_labels(labels),
         strict_acl=strict_acl,
+        keep_results=keep_results,
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

@@ -28,6 +28,7 @@ from recovery.launcher import DriverLauncher
 from recovery.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
 from recovery.member import FleetMember
+from recovery.retention import RETENTION
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
@@ -188,6 +189,8 @@ class Daemon:
             self.member.driver_exited(event.data)
         elif event.kind == FLEET_CHANGED and self.is_leader and self.leader is not None:
             self.leader.fleet_changed()
+        elif event.kind == RETENTION and self.is_leader and event.data is self.leader:
+            self.leader.retention.run_pass()  # a pass scheduled by an earlier grant is dropped
 
     # -- session and election ------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
 
 DEFAULT_SPARK_MASTER = "local[2]"
+#: How long the result of a finished job is kept (and its id refused) by default: 7 days.
+DEFAULT_KEEP_RESULTS = 7 * 86400.0
 
 
 def default_daemon_id() -> str:
@@ -36,7 +38,8 @@ class DaemonSettings:
     is how often the leader re-reads every job even without events (watches make the common
     path immediate). ``start_timeout`` bounds how long a placed attempt's driver may take to take
     its ``running`` node. ``strict_acl`` refuses to start when anyone may change the cluster
-    root (else the daemon warns).
+    root (else the daemon warns). ``keep_results`` is how long, in seconds, the leader keeps
+    a finished job's result (and so refuses its id) before deleting it; None keeps them forever.
     """
 
     store: StoreConfig
@@ -53,6 +56,7 @@ class DaemonSettings:
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
     strict_acl: bool = False
+    keep_results: float | None = DEFAULT_KEEP_RESULTS
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):
@@ -63,6 +67,8 @@ class DaemonSettings:
             raise ConfigError("restart backoff must be positive and at most the max backoff")
         if self.reconcile_interval <= 0 or self.start_timeout <= 0 or self.cancel_grace <= 0:
             raise ConfigError("intervals and timeouts must be positive")
+        if self.keep_results is not None and self.keep_results <= 0:
+            raise ConfigError("the retention of results must be positive (or forever)")
         if not self.spark_master:
             raise ConfigError("Spark master is empty")
 

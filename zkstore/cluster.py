@@ -78,6 +78,11 @@ class Cluster(Closeable):
                 self.zk.ensure_path(path)
         return self
 
+    def step(self, name: str) -> None:
+        """Between two steps of a multi-step write: tests inject crashes here."""
+        if self._on_step is not None:
+            self._on_step(name)
+
     def checkpoints(self, job_id: str, *, retain: int = DEFAULT_RETAIN) -> CheckpointStore:
         return CheckpointStore(
             self.zk,

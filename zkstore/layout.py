@@ -15,6 +15,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/control                  JSON dynamic configuration of the job
     R/jobs/<job>/resources                JSON executor-resource counts, written by the driver
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
+    R/cleanup/<job>                       present while the job's result is DIRTY (an index)
     R/quarantine/<job>                    JSON reason a job cannot be run
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
     R/drained/<daemon>                    present while a daemon takes no new attempts
@@ -80,6 +81,10 @@ class Layout:
         return f"{self.base}/quarantine"
 
     @property
+    def cleanup(self) -> str:
+        return f"{self.base}/cleanup"
+
+    @property
     def election(self) -> str:
         return f"{self.base}/leader/election"
 
@@ -123,6 +128,9 @@ class Layout:
     def quarantine_entry(self, job_id: str) -> str:
         return f"{self.quarantine}/{validate_job_id(job_id)}"
 
+    def cleanup_entry(self, job_id: str) -> str:
+        return f"{self.cleanup}/{validate_job_id(job_id)}"
+
     @property
     def members(self) -> str:
         return f"{self.base}/members"
@@ -153,6 +161,7 @@ class Layout:
             self.current_jobs,
             self.jobs,
             self.results,
+            self.cleanup,
             self.quarantine,
             self.election,
             self.members,

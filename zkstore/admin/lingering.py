@@ -38,9 +38,10 @@ from zkstore.admin.inventory import (
     read_inventory,
 )
 from zkstore.cluster import Cluster
-from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
+from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.states import DIRTY
+from zkstore.jobs.triage import remove_records
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
 from zkstore.strict import parse_time
@@ -354,9 +355,6 @@ class Cleaner:
             return CleanupResult(finding, "kept", False, note="owned again (or a driver holds it)")
         if self.dry_run:
             return CleanupResult(finding, "delete records", False)
-        try:
-            self.cluster.checkpoints(job).remove_all()
-            zk.delete_tree(layout.job_dir(job))
-        except NotEmpty:
+        if not remove_records(self.cluster, job):
             return CleanupResult(finding, "kept", False, note="changed meanwhile")
         return CleanupResult(finding, "delete records", True)

@@ -4,6 +4,7 @@ from zkstore.cli import acl as _acl  # noqa: F401  (registers its commands)
 from zkstore.cli import dev as _dev  # noqa: F401
 from zkstore.cli import handles as _handles  # noqa: F401
 from zkstore.cli import jobs as _jobs  # noqa: F401
+from zkstore.cli import quarantine as _quarantine  # noqa: F401
 from zkstore.cli.base import cli
 
 __all__ = ["cli"]
