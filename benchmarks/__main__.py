@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["store", "runtime", "operator", "backlog", "resources"]
+SUITES = ["store", "runtime", "operator", "backlog", "resources", "retention"]
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.jobs import triage
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 
@@ -43,6 +44,10 @@ def main(spec: dict[str, Any]) -> int:
         # The leader's finish: the result is recorded first, then cleanup runs; die in between.
         cluster.results.create_dirty(job, SUCCEEDED, attempts=1)
         crash_at("finish:result-recorded")
+    elif spec["op"] == "release":
+        triage.release(cluster, job)
+    elif spec["op"] == "purge":
+        triage.purge(cluster, job)
     cluster.close()
     return 0
 
