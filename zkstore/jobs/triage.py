@@ -126,7 +126,7 @@ def release(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
             logger.info("release of %s raced (%s); looking again", job_id, exc)
             continue
         cluster.step("release:committed")
-        logger.warning("job %s released from quarantine by %s", job_id, who())
+        logger.info("job %s released from quarantine by %s", job_id, who())
         attempt = job.status.attempt if job.status is not None else 0
         return Done(
             job_id, "release", True, f"job {job_id} released: attempt {attempt + 1} is next"
@@ -206,7 +206,7 @@ def purge(
             logger.info("purge of %s raced (%s); looking again", job_id, exc)
             continue
         cluster.step("purge:result-recorded")
-        logger.warning("job %s purged from quarantine by %s (%s)", job_id, who(), reason)
+        logger.info("job %s purged from quarantine by %s (%s)", job_id, who(), reason)
         return _finish(cluster, job_id, f"job {job_id} purged")
     raise VersionConflict(f"job {job_id} kept changing while being purged")
 
@@ -319,7 +319,7 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
         except _RACES as exc:
             logger.info("forget of %s raced (%s); looking again", job_id, exc)
             continue
-        logger.warning("job %s forgotten by %s: its id may run again", job_id, who())
+        logger.info("job %s forgotten by %s: its id may run again", job_id, who())
         return Done(
             job_id, "forget", True, f"job {job_id} forgotten: its id may be submitted again"
         )
