@@ -5,7 +5,17 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["store", "runtime", "operator", "backlog", "fleet", "resources", "observe", "control"]
+SUITES = [
+    "store",
+    "runtime",
+    "operator",
+    "backlog",
+    "fleet",
+    "resources",
+    "observe",
+    "control",
+    "retention",
+]
 
 
 def main(argv: list[str]) -> int:

@@ -29,7 +29,7 @@ from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, connection_options
-from zkstore.cli.handles import Duration
+from zkstore.cli.handles import Duration, Retention
 from zkstore.cli.jobs import headline, jobs
 from zkstore.config import ENV_VARS
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
@@ -117,12 +117,21 @@ wait_timeout_option = click.option(
     "(default: a loud warning)",
 )
 @click.option(
+    "--keep-results",
+    type=Retention(),
+    default="7d",
+    show_default=True,
+    metavar="DURATION|forever",
+    help="how long the leader keeps a finished job's result (30m, 12h, 7d): until then its id "
+    "is refused at submission, after that the result is deleted and the id may run again",
+)
+@click.option(
     "--keep-logs",
     type=Duration(),
     default="7d",
     show_default=True,
     help="how long a finished job's driver logs stay in storage (zkstore jobs logs) before "
-    "the leader removes them",
+    "the leader removes them; never longer than the job's result (--keep-results)",
 )
 @click.option(
     "--http",
@@ -150,6 +159,7 @@ def daemon(
     keep_logs: float,
     http: str | None,
     artifact_roots: tuple[str, ...],
+    keep_results: float | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -183,6 +193,7 @@ def daemon(
         http=parse_http_address(explicit_http or DEFAULT_HTTP),
         http_required=explicit_http is not None,
         api_token=api_token_from_env(),
+        keep_results=keep_results,
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

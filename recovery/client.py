@@ -35,9 +35,10 @@ from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleNotFound, JobNotFound, JobQuarantined, WaitTimeout
+from zkstore.jobs import triage
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult
-from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 
 logger = logging.getLogger(__name__)
 
@@ -328,11 +329,9 @@ class Client(Closeable):
             changed.wait(5.0 if remaining is None else min(5.0, remaining))
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> CancelRequest:
-        """Ask the job to stop. Raises :class:`JobNotFound`, or :class:`JobFinished` if it has
-        a result already."""
-        snapshot = self.status(job_id)
-        check_cancellable(snapshot)
-        return self.cluster.state.request_cancel(job_id, reason=reason)
+        """Ask the job to stop; a quarantined job ends at once as CANCELLED (its data removed).
+        Raises :class:`JobNotFound`, or :class:`JobFinished` if it has a result already."""
+        return triage.cancel(self.cluster, job_id, reason=reason)
 
 
 _BY_VALUE_LOCK = threading.Lock()

@@ -29,8 +29,8 @@ from recovery.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
 from recovery.loop import Event, Leadership, Loop
 from recovery.member import FleetMember
 from recovery.observe.metrics import LeadershipStats
-from recovery.observe.retention import LogRetention
 from recovery.observe.server import HttpSide, start_http
+from recovery.retention import RETENTION
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
@@ -64,7 +64,6 @@ class Daemon:
         self._last_reconcile = 0.0
         self.started = threading.Event()
         self.stats = LeadershipStats()
-        self.retention: LogRetention | None = None
         self.http: HttpSide | None = None
         self._outage = Throttle(logger)
 
@@ -179,8 +178,6 @@ class Daemon:
                 if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:
                     self._last_reconcile = time.monotonic()
                     self.leader.reconcile_all()
-                if self.retention is not None:
-                    self.retention.run_if_due(self.leader.fence)
             if events:
                 self._outage.clear("store", "ZooKeeper and storage answer again")
         except NotLeader as exc:
@@ -203,6 +200,8 @@ class Daemon:
             self.member.driver_exited(event.data)
         elif event.kind == FLEET_CHANGED and self.is_leader and self.leader is not None:
             self.leader.fleet_changed()
+        elif event.kind == RETENTION and self.is_leader and event.data is self.leader:
+            self.leader.retention.run_pass()  # a pass scheduled by an earlier grant is dropped
 
     # -- session and election ------------------------------------------------------------------
 
@@ -258,7 +257,6 @@ class Daemon:
         took = time.monotonic()
         self.leader.start()
         self.stats.granted(time.monotonic() - took)
-        self.retention = LogRetention(self.cluster, self.settings.keep_logs)
 
     def _revoke(self, why: str) -> None:
         leader, self.leader = self.leader, None
@@ -266,7 +264,6 @@ class Daemon:
             return
         leader.stop()
         self.stats.revoked()
-        self.retention = None
         logger.warning("daemon %s is no longer the leader: %s", self.settings.daemon_id, why)
 
     def _shutdown(self) -> None:

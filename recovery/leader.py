@@ -33,6 +33,7 @@ from recovery.decide import Action, CleanUp, Initialize, Local, NoSlot, Quaranti
 from recovery.election import LeaderElection
 from recovery.fleet import Fleet, parse_labels, read_fleet
 from recovery.loop import Event, Leadership, Loop
+from recovery.retention import Retention
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (
@@ -79,6 +80,7 @@ class LeaderProcess:
         self.loop = loop
         self.election = election
         self.actions = JobActions(self)
+        self.retention = Retention(self)
         self.fleet = Fleet()
         self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
@@ -91,7 +93,8 @@ class LeaderProcess:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Take over: publish who leads, watch submissions and the fleet, recover every job."""
+        """Take over: publish who leads, watch submissions and the fleet, recover every job;
+        then (never before) the first retention pass is scheduled."""
         started, since = time.monotonic(), utc_now()
         self.election.publish_info(since)
         layout = self.cluster.layout
@@ -100,7 +103,6 @@ class LeaderProcess:
             NodeWatch(self.cluster.zk, layout.members, self._fleet_changed, children=True),
             NodeWatch(self.cluster.zk, layout.drained, self._fleet_changed, children=True),
         ]
-        self._dirty = self.cluster.results.needing_attention()
         count = self.reconcile_all()
         self.election.publish_info(since, recovered=utc_now())
         logger.info(
@@ -109,6 +111,7 @@ class LeaderProcess:
             time.monotonic() - started,
             len(self.fleet.members),
         )
+        self.retention.schedule()
 
     def stop(self) -> None:
         self.leadership.revoke()
@@ -162,10 +165,16 @@ class LeaderProcess:
     # -- reconciling ---------------------------------------------------------------------------
 
     def reconcile_all(self) -> int:
-        """Look at every job that may need something; returns how many were looked at."""
-        listing = read_listing(self.cluster.zk, self.cluster.layout)
+        """Look at every job that may need something; returns how many were looked at.
+
+        What may need something: current jobs, jobs with records, jobs whose result is DIRTY
+        (the cleanup index) and jobs placed on a member. Finished jobs' results (kept for their
+        retention period, possibly very many) are neither listed nor read.
+        """
+        listing = read_listing(self.cluster.zk, self.cluster.layout, results=False)
         self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
         assigned = {job for jobs in self.fleet.assignments.values() for job in jobs}
+        self._dirty = set(listing.cleanup)
         ids = set(listing.current_jobs) | set(listing.job_dirs) | self._dirty | assigned
         self.reconcile(ids, listing=listing)
         self._forget_empty_member_dirs()

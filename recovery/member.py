@@ -70,6 +70,9 @@ class FleetMember:
         self._notify = notify
         self._exited = exited
         self.launches: dict[str, Launch] = {}
+        #: when the assignment each launch was made for was placed (its identity: an id run
+        #: again counts its attempts from 1 again)
+        self._placed: dict[str, str] = {}
         self._watch: NodeWatch | None = None
 
     # -- membership ----------------------------------------------------------------------------
@@ -160,8 +163,15 @@ class FleetMember:
 
     def _launch(self, job_id: str, assignment: Assignment) -> None:
         launch = self.launches.get(job_id)
-        if launch is not None and launch.attempt >= assignment.attempt:
-            return  # launched already (or a newer one is)
+        if launch is not None and (
+            launch.attempt > assignment.attempt
+            or (
+                launch.attempt == assignment.attempt
+                and self._placed.get(job_id) == assignment.assigned
+            )
+        ):
+            return  # launched already (or a newer one is); the same attempt placed anew is a
+            # new run of the id (its result expired or was forgotten): attempts count from 1
         if assignment.exited is not None:
             return  # its driver ran here and is gone: the leader will look at it
         try:
@@ -171,6 +181,7 @@ class FleetMember:
             self._record_exit_quietly(job_id, assignment.attempt, f"could not start: {exc}", None)
             return
         self.launches[job_id] = launch
+        self._placed[job_id] = assignment.assigned
         threading.Thread(
             target=self._await_exit, args=(launch,), name=f"driver-{job_id}", daemon=True
         ).start()

@@ -22,6 +22,8 @@ DEFAULT_HTTP = "127.0.0.1:8780"
 API_TOKEN_ENV = ENV_VARS["api_token"]
 MIN_TOKEN_CHARS = 16
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
+#: How long the result of a finished job is kept (and its id refused) by default: 7 days.
+DEFAULT_KEEP_RESULTS = 7 * 86400.0
 
 
 def default_daemon_id() -> str:
@@ -79,7 +81,9 @@ class DaemonSettings:
     path immediate). ``start_timeout`` bounds how long a placed attempt's driver may take to take
     its ``running`` node. ``strict_acl`` refuses to start when anyone may change the cluster
     root (else the daemon warns). ``keep_logs`` is how long a finished job's driver logs stay in
-    storage. ``http`` is where the daemon serves its HTTP API (None: not at all); if it is not
+    storage (never longer than its result); ``keep_results`` is how long, in seconds, the leader
+    keeps a finished job's result (and so refuses its id) before deleting it; None keeps them
+    forever. ``http`` is where the daemon serves its HTTP API (None: not at all); if it is not
     ``http_required``, an address in use only costs a warning. ``api_token`` enables the API's
     changes.
     """
@@ -104,6 +108,7 @@ class DaemonSettings:
     http: HttpAddress | None = None
     http_required: bool = False
     api_token: str | None = field(default=None, repr=False)
+    keep_results: float | None = DEFAULT_KEEP_RESULTS
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):
@@ -114,6 +119,8 @@ class DaemonSettings:
             raise ConfigError("restart backoff must be positive and at most the max backoff")
         if self.reconcile_interval <= 0 or self.start_timeout <= 0 or self.cancel_grace <= 0:
             raise ConfigError("intervals and timeouts must be positive")
+        if self.keep_results is not None and self.keep_results <= 0:
+            raise ConfigError("the retention of results must be positive (or forever)")
         if not self.spark_master:
             raise ConfigError("Spark master is empty")
         if self.keep_logs < 0:

@@ -11,9 +11,10 @@ import os
 import sys
 from typing import Any
 
-from recovery.observe.retention import LogRetention
+from recovery.retention import expire
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.jobs import triage
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
@@ -50,7 +51,11 @@ def main(spec: dict[str, Any]) -> int:
     elif spec["op"] == "cleanup":
         clean_up(cluster, job, keep_logs=spec.get("keep_logs", 3600.0))
     elif spec["op"] == "sweep":
-        LogRetention(cluster, keep_logs=0.0).sweep(None)
+        expire(cluster, cluster.results.all()[0], keep_results=None, fence=None)
+    elif spec["op"] == "release":
+        triage.release(cluster, job)
+    elif spec["op"] == "purge":
+        triage.purge(cluster, job)
     cluster.close()
     return 0
 

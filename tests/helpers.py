@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -17,6 +20,9 @@ from zkstore.zk import ZooKeeper
 
 #: The session timeout of the end-to-end tests' daemons and drivers.
 SESSION_TIMEOUT = 3.0
+REPO = Path(__file__).resolve().parent.parent
+#: where the installed ``zkstore`` script of this environment is
+BIN = Path(sys.executable).parent
 
 T = TypeVar("T")
 
@@ -136,3 +142,17 @@ def step_runs(out: Path) -> dict[int, list[int]]:
             _, step, _, attempt = name.split("-")
             runs.setdefault(int(step), []).append(int(attempt))
     return runs
+
+
+def cli_args(config: StoreConfig) -> list[str]:
+    """The connection options of a ``zkstore`` command on ``config``'s cluster."""
+    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+
+
+def crash(config: StoreConfig, op: str, job: str, step: str) -> None:
+    """Run ``op`` of :mod:`tests.crash_cluster` in a child process that dies at ``step``."""
+    spec = {"config": config.to_json(), "op": op, "job": job, "step": step}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
+    )
+    assert done.returncode == 77, f"the child did not die at {step}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from recovery.cli import cli
-from tests.helpers import wait_for
+from tests.helpers import BIN, cli_args, crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
@@ -24,25 +23,11 @@ from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 
-REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 MIN_AGE = 2.0
 
 
 def noop(ctx: Any) -> None:
     return None
-
-
-def crash(config: StoreConfig, op: str, job: str, step: str) -> None:
-    spec = {"config": config.to_json(), "op": op, "job": job, "step": step}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
-    )
-    assert done.returncode == 77, f"the child did not die at {step}"
-
-
-def cli_args(config: StoreConfig) -> list[str]:
-    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
 
 
 def run_cli(config: StoreConfig, *args: str) -> Any:

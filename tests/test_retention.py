@@ -1,188 +1,111 @@
-"""Logs are job-owned data with a retention: kept by the job's cleanup, removed by the leader's
-sweep once it has passed, reported by ``lingering`` only after; every step survives a crash."""
+"""Result retention (``zkstore daemon --keep-results``) and the cleanup index a takeover lists."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-import uuid
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from recovery.observe.retention import LogRetention
-from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering
+import pytest
+from click.testing import CliRunner
+
+from recovery.cli import cli
+from recovery.client import Client
+from recovery.dev.localcluster import LocalCluster
+from tests import jobs
+from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import NotLeader
-from zkstore.jobs.cleanup import clean_up
-from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.logs import JobLogs
+from zkstore.errors import JobFinished
+from zkstore.jobs.records import JobResult, RunningInfo
+from zkstore.jobs.snapshot import read_listing
 from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
-from zkstore.ops import Fence
-from zkstore.strict import parse_time
+from zkstore.strict import utc_now
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def noop(ctx: Any) -> None:
-    return None
+LONG_AGO = "2020-01-01T00:00:00.000Z"
+KEEP = 6.0
 
 
-def finished_job_with_logs(cluster: Cluster, job_id: str, attempts: int = 2) -> JobLogs:
-    """A job that ran ``attempts`` attempts (their logs stored) and whose result is recorded.
-    Submitted and checkpointed by a session of its own, gone since (its locks with it)."""
-    with Cluster.open(cluster.config) as writer:
-        writer.jobs.submit(JobDefinition.for_function(job_id, noop))
-        writer.checkpoints(job_id).add({"step": 1})
-    logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
-    for attempt in range(1, attempts + 1):
-        logs.write_chunk(attempt, 0, f"attempt {attempt} says hello\n".encode())
-        logs.write_chunk(attempt, 1, f"attempt {attempt} says goodbye\n".encode())
-        logs.finish(attempt, chunks=2, size=60)
-    cluster.results.create_dirty(job_id, SUCCEEDED, attempts=attempts)
-    return logs
-
-
-def leader_fence(cluster: Cluster) -> tuple[Fence, str]:
-    """A fence like a leader's: its own ephemeral node must exist."""
-    node = cluster.zk.create(
-        f"{cluster.layout.election}/lead-{uuid.uuid4().hex}-n_",
-        b"{}",
-        ephemeral=True,
-        sequence=True,
+def plant_result(cluster: Cluster, job_id: str, state: str, finished: str) -> None:
+    """A result as the leader leaves it (a DIRTY one with its index entry), finished then."""
+    result = cluster.results.create_dirty(job_id, SUCCEEDED, attempts=1)
+    if state == CLEAN:
+        result = cluster.results.mark_clean(job_id)
+    assert result.version is not None
+    cluster.zk.set(
+        cluster.layout.result(job_id),
+        replace(result, finished=finished).to_bytes(),
+        version=result.version,
     )
-    return Fence.check(node, error=NotLeader), node
 
 
-def crash(config: StoreConfig, op: str, job: str, step: str, **extra: Any) -> None:
-    spec = {"config": config.to_json(), "op": op, "job": job, "step": step, **extra}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
+def test_the_index_follows_the_results_state(cluster: Cluster) -> None:
+    layout = cluster.layout
+    cluster.results.create_dirty("a", SUCCEEDED, attempts=1)
+    assert cluster.results.cleanup_pending() == ["a"]
+    assert read_listing(cluster.zk, layout, results=False).cleanup == {"a"}
+    cluster.results.mark_clean("a")
+    assert cluster.results.cleanup_pending() == []
+    assert cluster.zk.exists(layout.cleanup_entry("a")) is None
+    cluster.zk.create(layout.cleanup_entry("b"))  # stale: planted, or left by an older writer
+    cluster.results.create_dirty("b", SUCCEEDED, attempts=1)  # never blocked by it
+    cluster.results.mark_clean("b")
+    assert cluster.results.cleanup_pending() == []
+    legacy = JobResult(version=None, job_id="c", finished=utc_now())
+    cluster.zk.create(layout.result("c"), legacy.to_bytes())
+    assert cluster.results.mark_clean("c").state == CLEAN, "a DIRTY result without an entry"
+    listing = read_listing(cluster.zk, layout, results=False)
+    assert listing.results is None and listing.job_ids() == set()
+
+
+def test_keep_results_is_validated(config: StoreConfig) -> None:
+    for bad in ("0", "-1h", "soon"):
+        result = CliRunner().invoke(cli, ["daemon", "--keep-results", bad, "--zk", "127.0.0.1:9"])
+        assert result.exit_code == 2, (bad, result.output)
+    help_text = CliRunner().invoke(cli, ["daemon", "--help"]).output
+    assert "--keep-results" in help_text and "7d]" in " ".join(help_text.split())
+
+
+@pytest.mark.slow
+def test_retention_deletes_only_clean_results_past_their_age(
+    runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """Old CLEAN: deleted at the first pass. Young CLEAN: kept until it is KEEP old. DIRTY
+    (its cleanup waits for a driver): never deleted, however old, until it is clean. An id
+    whose result expired runs again."""
+    local = LocalCluster(
+        runtime_config, tmp_path / "rt", restart_backoff=0.2, extra_args=("--keep-results", "6s")
     )
-    assert done.returncode == 77, f"the child did not die at {step}"
+    with Cluster.open(runtime_config) as cluster, Client(runtime_config) as client:
+        try:
+            plant_result(cluster, "old", CLEAN, LONG_AGO)
+            plant_result(cluster, "stuck", DIRTY, LONG_AGO)
+            running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
+            cluster.zk.create(
+                cluster.layout.running("stuck"), running.to_bytes(), ephemeral=True, makepath=True
+            )
+            with pytest.raises(JobFinished):
+                client.submit_function(jobs.flaky, str(tmp_path / "x"), 1, job_id="old")
 
+            local.start_daemon("d1")
+            wait_for(lambda: cluster.results.get("old") is None, timeout=60, what="old deleted")
+            plant_result(cluster, "young", CLEAN, utc_now())
+            planted = time.monotonic()
+            # passes run every second: by then several have seen it younger than KEEP
+            wait_for(lambda: time.monotonic() - planted > KEEP - 2, timeout=60)
+            assert cluster.results.get("young") is not None, "deleted before its age"
+            wait_for(lambda: cluster.results.get("young") is None, timeout=60, what="young")
+            assert time.monotonic() - planted >= KEEP - 0.5
+            stuck = cluster.results.get("stuck")
+            assert stuck is not None and stuck.state == DIRTY, "never a DIRTY one"
 
-def orphans(cluster: Cluster) -> list[tuple[str, str]]:
-    return [
-        (f.job_id, f.detail) for f in find_lingering(cluster, min_age=0) if f.kind == ORPHAN_PAYLOAD
-    ]
+            cluster.zk.delete(cluster.layout.running("stuck"))  # the driver goes away
+            wait_for(lambda: cluster.results.get("stuck") is None, timeout=60, what="stuck")
+            assert cluster.zk.exists(cluster.layout.cleanup_entry("stuck")) is None
 
-
-def test_cleanup_keeps_the_logs_and_records_until_when(cluster: Cluster) -> None:
-    logs = finished_job_with_logs(cluster, "kept")
-    before = time.time()
-    assert clean_up(cluster, "kept", keep_logs=3600)
-    left = cluster.storage.list(cluster.storage_layout.job("kept"))
-    assert left and all(cluster.storage.is_under(o.uri, logs.prefix) for o in left)
-    assert len(left) == 6, "two chunks and end.json for each of two attempts"
-    result = cluster.results.get("kept")
-    assert result is not None and result.state == CLEAN and result.logs_until is not None
-    assert before + 3600 <= parse_time(result.logs_until).timestamp() <= time.time() + 3600
-    assert orphans(cluster) == [], "logs within their retention are no orphans"
-    assert b"".join(logs.read(logs.attempt(2))) == b"attempt 2 says hello\nattempt 2 says goodbye\n"
-
-
-def test_a_crash_before_the_result_is_clean_is_finished_by_the_next_cleanup(
-    config: StoreConfig,
-) -> None:
-    with Cluster.open(config) as cluster:
-        logs = finished_job_with_logs(cluster, "crashy")
-        crash(config, "cleanup", "crashy", "cleanup:leftovers-discarded")
-        result = cluster.results.get("crashy")
-        assert result is not None and result.state == DIRTY, "the next leader will clean again"
-        assert len(logs.attempts()) == 2
-        assert orphans(cluster) == [], "a job being cleaned up keeps its logs"
-        assert clean_up(cluster, "crashy", keep_logs=3600)
-        assert cluster.results.get("crashy").logs_until is not None  # type: ignore[union-attr]
-        assert len(logs.attempts()) == 2
-
-
-def test_sweep_removes_logs_past_their_retention_and_nothing_else(cluster: Cluster) -> None:
-    finished_job_with_logs(cluster, "old")
-    finished_job_with_logs(cluster, "young")
-    assert clean_up(cluster, "old", keep_logs=0)
-    assert clean_up(cluster, "young", keep_logs=3600)
-    fence, _ = leader_fence(cluster)
-    assert LogRetention(cluster, keep_logs=0).sweep(fence) == 1
-    assert cluster.storage.list(cluster.storage_layout.job("old")) == []
-    old = cluster.results.get("old")
-    assert old is not None and old.state == CLEAN and old.logs_until is None
-    assert len(cluster.storage.list(cluster.storage_layout.logs("young"))) == 6
-    assert LogRetention(cluster, keep_logs=0).sweep(fence) == 0, "nothing more to do"
-
-
-def test_a_crash_between_removal_and_the_result_is_finished_by_the_next_sweep(
-    config: StoreConfig,
-) -> None:
-    """The crash leaves ``logs_until`` in place; a chunk that arrived late meanwhile is removed
-    by the next sweep too, which then drops ``logs_until``."""
-    with Cluster.open(config) as cluster:
-        logs = finished_job_with_logs(cluster, "late")
-        assert clean_up(cluster, "late", keep_logs=0)
-        crash(config, "sweep", "late", "retention:logs-removed")
-        assert logs.attempts() == {}
-        assert cluster.results.get("late").logs_until is not None  # type: ignore[union-attr]
-        logs.write_chunk(3, 0, b"a chunk that arrived late\n")
-        fence, _ = leader_fence(cluster)
-        assert LogRetention(cluster, keep_logs=0).sweep(fence) == 1
-        assert cluster.storage.list(cluster.storage_layout.job("late")) == []
-        assert cluster.results.get("late").logs_until is None  # type: ignore[union-attr]
-
-
-def test_a_deposed_leaders_sweep_changes_no_result(cluster: Cluster) -> None:
-    finished_job_with_logs(cluster, "fenced")
-    assert clean_up(cluster, "fenced", keep_logs=0)
-    fence, node = leader_fence(cluster)
-    cluster.zk.delete(node)  # its session expired: another daemon leads now
-    try:
-        LogRetention(cluster, keep_logs=0).sweep(fence)
-    except NotLeader:
-        pass
-    else:
-        raise AssertionError("a deposed leader's write must fail")
-    assert cluster.results.get("fenced").logs_until is not None  # type: ignore[union-attr]
-    successor, _ = leader_fence(cluster)
-    assert LogRetention(cluster, keep_logs=0).sweep(successor) == 1
-    assert cluster.results.get("fenced").logs_until is None  # type: ignore[union-attr]
-
-
-def test_lingering_reports_logs_only_once_no_job_keeps_them(cluster: Cluster) -> None:
-    live = JobLogs(cluster.storage, cluster.storage_layout, "live")
-    cluster.jobs.submit(JobDefinition.for_function("live", noop))
-    live.write_chunk(1, 0, b"a live job's log\n")
-    finished_job_with_logs(cluster, "kept")
-    assert clean_up(cluster, "kept", keep_logs=3600)
-    finished_job_with_logs(cluster, "expired")
-    assert clean_up(cluster, "expired", keep_logs=0)
-    stray = JobLogs(cluster.storage, cluster.storage_layout, "never-existed")
-    stray.write_chunk(1, 0, b"no job ever had this id\n")
-    time.sleep(0.01)
-    found = orphans(cluster)
-    expired = cluster.results.get("expired")
-    assert expired is not None and expired.logs_until is not None
-    assert sorted(set(found)) == [
-        ("expired", f"driver log past its retention (kept until {expired.logs_until})"),
-        ("never-existed", "driver log of no job"),
-    ]
-    assert len(found) == 7, "six objects of 'expired', one stray"
-    outcome = Cleaner(cluster, dry_run=False).clean(find_lingering(cluster, min_age=0))
-    assert all(r.done for r in outcome if r.finding.kind == ORPHAN_PAYLOAD)
-    assert cluster.storage.list(cluster.storage_layout.job("expired")) == []
-    assert live.attempts() and JobLogs(cluster.storage, cluster.storage_layout, "kept").attempts()
-    assert orphans(cluster) == []
-
-
-def test_cleanup_of_lingering_logs_rechecks_the_retention_first(cluster: Cluster) -> None:
-    """Found as expired, then kept again (the job came back to life: its result was deleted by
-    hand and it was resubmitted): the cleaner's second look keeps them."""
-    finished_job_with_logs(cluster, "revived")
-    assert clean_up(cluster, "revived", keep_logs=0)
-    findings = [f for f in find_lingering(cluster, min_age=0) if f.kind == ORPHAN_PAYLOAD]
-    assert findings
-    cluster.zk.delete(cluster.layout.result("revived"))
-    cluster.jobs.submit(JobDefinition.for_function("revived", noop))
-    outcome = Cleaner(cluster, dry_run=False).clean(findings)
-    assert {(r.action, r.note) for r in outcome} == {("kept", "its job keeps it now")}
-    assert JobLogs(cluster.storage, cluster.storage_layout, "revived").attempts()
+            out = tmp_path / "again"
+            client.submit_function(jobs.flaky, str(out), 1, job_id="old")
+            assert client.wait("old", timeout=60).outcome == SUCCEEDED
+            assert list(jobs.read_marks(str(out))) == ["attempt-1"]
+        finally:
+            local.stop()

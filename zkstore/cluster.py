@@ -88,6 +88,11 @@ class Cluster(Closeable):
                 self.zk.ensure_path(path)
         return self
 
+    def step(self, name: str) -> None:
+        """Between two steps of a multi-step write: tests inject crashes here."""
+        if self._on_step is not None:
+            self._on_step(name)
+
     def checkpoints(self, job_id: str, *, retain: int = DEFAULT_RETAIN) -> CheckpointStore:
         return CheckpointStore(
             self.zk,
@@ -99,11 +104,6 @@ class Cluster(Closeable):
             instance_id=self.instance_id,
             on_step=self._on_step,
         )
-
-    def step(self, name: str) -> None:
-        """Mark a step of a multi-step write (crash tests die at a named step)."""
-        if self._on_step is not None:
-            self._on_step(name)
 
     def control(self, job_id: str) -> ControlStore:
         """The job's control plane: desired, acknowledged, declared, history."""

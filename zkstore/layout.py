@@ -18,6 +18,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/resources                JSON executor-resource counts, written by the driver
     R/jobs/<job>/artifacts/<name>         JSON artifact record: URI, scope, attempt, state, keep
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
+    R/cleanup/<job>                       present while the job's result is DIRTY (an index)
     R/quarantine/<job>                    JSON reason a job cannot be run
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
     R/drained/<daemon>                    present while a daemon takes no new attempts
@@ -89,6 +90,10 @@ class Layout:
         return f"{self.base}/quarantine"
 
     @property
+    def cleanup(self) -> str:
+        return f"{self.base}/cleanup"
+
+    @property
     def election(self) -> str:
         return f"{self.base}/leader/election"
 
@@ -144,6 +149,9 @@ class Layout:
     def quarantine_entry(self, job_id: str) -> str:
         return f"{self.quarantine}/{validate_job_id(job_id)}"
 
+    def cleanup_entry(self, job_id: str) -> str:
+        return f"{self.cleanup}/{validate_job_id(job_id)}"
+
     @property
     def members(self) -> str:
         return f"{self.base}/members"
@@ -174,6 +182,7 @@ class Layout:
             self.current_jobs,
             self.jobs,
             self.results,
+            self.cleanup,
             self.quarantine,
             self.election,
             self.members,

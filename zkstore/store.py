@@ -438,14 +438,23 @@ class ZooKeeperStateHandleStore(Generic[T]):
                 raise HandleNotFound(f"{node} is marked for deletion", path=node)
             handle = Handle.from_znode(data, stat, node)
             try:
-                payload = self.storage.read(self.payload_ref(name, handle))
+                return Entry(name, self.load(name, handle), handle)
             except PayloadMissing:
                 # A concurrent replace may have discarded the payload we were about to read.
                 if self.exists(name) not in (None, handle.version):
                     continue
                 raise
-            return Entry(name, self.serializer.loads(payload), handle)
         raise VersionConflict(f"{node} kept changing while being read", path=node)
+
+    def load(self, name: str, handle: Handle) -> T:
+        """The state ``handle`` points at, as the entry ``name`` would hold it: only from under
+        the entry's own payload prefix, verified (size, sha256, signature) before it is
+        deserialized. Works for a handle kept anywhere (a quarantine entry's copy, say).
+
+        Raises :class:`UntrustedPayload`, another :class:`PayloadError` or
+        :class:`StoreUnavailable`.
+        """
+        return self.serializer.loads(self.storage.read(self.payload_ref(name, handle)))
 
     def verify(self, name: str) -> Handle:
         """Check that the entry's payload exists, verifies and could be loaded; never loads it.

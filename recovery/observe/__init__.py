@@ -4,7 +4,7 @@ every daemon's HTTP side (health, leader, a JSON API, Prometheus metrics, a stat
 ::
 
     shipper.py     starts the shipper of each driver (zkstore.jobs.logship), and says why
-    retention.py   the leader's sweep that removes logs once their retention has passed
+    retention.py   removing a finished job's logs once their retention has passed
     view.py        one read of what the API, the page and the metrics show
     metrics.py     the Prometheus registry of a daemon, collected from ZooKeeper at scrape time
     page.py        the status page, server-rendered HTML

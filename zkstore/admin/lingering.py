@@ -46,11 +46,12 @@ from zkstore.admin.inventory import (
     read_inventory,
 )
 from zkstore.cluster import Cluster
-from zkstore.errors import HandleNotFound, NotEmpty, StoreUnavailable, ZkStoreError
+from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.logs import is_log_key
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import DIRTY
+from zkstore.jobs.triage import remove_records
 from zkstore.layout import job_record_dir
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
@@ -429,9 +430,6 @@ class Cleaner:
             return CleanupResult(finding, "kept", False, note="its artifacts are not released yet")
         if self.dry_run:
             return CleanupResult(finding, "delete records", False)
-        try:
-            self.cluster.checkpoints(job).remove_all()
-            zk.delete_tree(layout.job_dir(job))
-        except NotEmpty:
+        if not remove_records(self.cluster, job):
             return CleanupResult(finding, "kept", False, note="changed meanwhile")
         return CleanupResult(finding, "delete records", True)

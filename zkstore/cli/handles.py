@@ -51,6 +51,22 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
+class Retention(Duration):
+    """A :class:`Duration` (greater than zero), or ``forever`` (None)."""
+
+    name = "retention"
+
+    def convert(  # type: ignore[override]
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float | None:
+        if value is None or str(value).strip().lower() == "forever":
+            return None
+        seconds = super().convert(value, param, ctx)
+        if seconds <= 0:
+            self.fail("a retention must be longer than zero (or: forever)", param, ctx)
+        return seconds
+
+
 def human_age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

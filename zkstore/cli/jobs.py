@@ -17,12 +17,13 @@ from zkstore.cli.artifacts import (
     describe_artifacts,
     with_roots,
 )
-from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import duration, emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord, JobNotFound
+from zkstore.jobs import triage
 from zkstore.jobs.resources import COUNTS, ResourceReports
-from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_listing, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.layout import validate_job_id
 from zkstore.strict import parse_time
 
@@ -198,7 +199,7 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     CANCELLED (shown with --all).
     """
     with open_cluster(connection) as cluster:
-        listing = read_listing(cluster.zk, cluster.layout)
+        listing = read_listing(cluster.zk, cluster.layout, results=show_all)
         snapshots = read_snapshots(
             cluster.zk, cluster.layout, listing.job_ids(), listing=listing
         ).values()
@@ -326,12 +327,37 @@ def resource_lines(resources: dict[str, Any] | None) -> dict[str, str]:
 def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
     """Ask a job to stop: its driver stops, its result is recorded as CANCELLED.
 
-    Exits 4 if there is no such job, 5 if it already finished or is quarantined.
+    A quarantined job (it does not run) ends at once as CANCELLED: its result is recorded and
+    its data removed, as `quarantine purge` does. Exits 4 if there is no such job, 5 if it
+    already finished.
     """
     with open_cluster(connection) as cluster:
-        check_cancellable(find_job(cluster, job_id))
-        request = cluster.state.request_cancel(job_id, reason=reason)
-    click.echo(f"cancel of {job_id} requested at {request.requested}")
+        quarantined = find_job(cluster, job_id).quarantined
+        request = triage.cancel(cluster, job_id, reason=reason)
+    if quarantined:
+        click.echo(f"{job_id} was quarantined: ended as CANCELLED, its data removed")
+    else:
+        click.echo(f"cancel of {job_id} requested at {request.requested}")
+
+
+@jobs.command("forget")
+@click.argument("job_id")
+@click.option("--dry-run", is_flag=True, help="show what would be done; change nothing")
+@click.option("--yes", is_flag=True, help="really do it")
+@connection_options
+def forget_job(job_id: str, dry_run: bool, yes: bool, connection: Connection) -> None:
+    """Delete a finished job's result, so that its id may be submitted again (the rerun of a
+    failed daily job, say). Needs --yes or --dry-run.
+
+    A finished id is refused at submission while its result is kept (the daemon's
+    --keep-results); this ends that early. Exits 4 if there is no such job, 5 while the job is
+    current, quarantined (release or purge it) or still being cleaned up.
+    """
+    if dry_run == yes:
+        raise UsageFailure("say --dry-run to look, or --yes to forget the job")
+    with open_cluster(connection) as cluster:
+        done = triage.forget(cluster, job_id, dry_run=dry_run)
+    click.echo(done.detail)
 
 
 @cli.group()

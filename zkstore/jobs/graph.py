@@ -66,11 +66,6 @@ class JobGraphStore:
         that a long-lived client never blocks the job's cleanup.
         """
         job_id = definition.job_id
-        not_finished = Fence.absent(
-            self.layout.result(job_id),
-            error=JobFinished,
-            description=f"job {job_id} already has a result and cannot run again",
-        )
         not_quarantined = Fence.absent(
             self.layout.quarantine_entry(job_id),
             error=JobQuarantined,
@@ -80,11 +75,20 @@ class JobGraphStore:
             job_id,
             definition,
             summary=definition.summary(),
-            fence=not_finished + not_quarantined + fence,
+            fence=self.not_finished(job_id) + not_quarantined + fence,
         )
         if not keep_lock:
             self.handles.release(job_id)
         return handle
+
+    def not_finished(self, job_id: str) -> Fence:
+        """A fence that fails with :class:`JobFinished` while the job has a result (kept for
+        the retention period: until it is deleted, the id never runs again)."""
+        return Fence.absent(
+            self.layout.result(job_id),
+            error=JobFinished,
+            description=f"job {job_id} already has a result and cannot run again",
+        )
 
     def recover(self, job_id: str, *, lock: bool = True) -> Entry[JobDefinition]:
         """Load and verify one job's definition (signature, size, sha256, Python version).
@@ -93,17 +97,27 @@ class JobGraphStore:
         or a :class:`~zkstore.errors.PayloadError`; the caller quarantines such a job.
         """
         entry = self.handles.get(validate_job_id(job_id), lock=lock)
-        definition = entry.state
-        if not isinstance(definition, JobDefinition) or definition.job_id != job_id:
+        try:
+            _check_own(job_id, entry.state)
+        except IncompatiblePayload:
             if lock:
                 self.handles.release(job_id)
-            what = (
-                f"the definition of job {definition.job_id!r:.140}"
-                if isinstance(definition, JobDefinition)
-                else f"a {type(definition).__name__}"
-            )
-            raise IncompatiblePayload(f"the payload of job {job_id} holds {what}, not its own")
+            raise
         return entry
+
+    def verify_definition(self, job_id: str, handle: Handle) -> JobDefinition:
+        """Load the definition ``handle`` points at as :meth:`recover` would, wherever the handle
+        is kept (a quarantine entry's copy): from under the job's own storage prefix only,
+        verified (size, sha256, signature, Python version), and unpickled to this job's
+        :class:`JobDefinition`. Nothing of the job runs: its code stays pickled inside.
+
+        Raises a :class:`~zkstore.errors.PayloadError` or
+        :class:`~zkstore.errors.StoreUnavailable`.
+        """
+        definition = self.handles.load(validate_job_id(job_id), handle)
+        _check_own(job_id, definition)
+        assert isinstance(definition, JobDefinition)
+        return definition
 
     def recover_all(self, *, lock: bool = False) -> GetAllResult[JobDefinition]:
         """Every job's verified definition; broken ones are reported, never raised."""
@@ -131,6 +145,18 @@ class JobGraphStore:
         With ``initial``, the jobs present now are reported as added first.
         """
         return JobGraphWatch(self.zk, self.layout.current_jobs, emit, initial=initial)
+
+
+def _check_own(job_id: str, definition: object) -> None:
+    """Raise :class:`IncompatiblePayload` unless ``definition`` is ``job_id``'s definition."""
+    if isinstance(definition, JobDefinition) and definition.job_id == job_id:
+        return
+    what = (
+        f"the definition of job {definition.job_id!r:.140}"
+        if isinstance(definition, JobDefinition)
+        else f"a {type(definition).__name__}"
+    )
+    raise IncompatiblePayload(f"the payload of job {job_id} holds {what}, not its own")
 
 
 class JobGraphWatch:

@@ -3,7 +3,8 @@
 Moving a job to ``R/quarantine/<job>`` is one transaction: create the quarantine entry (reason,
 time, and a copy of the handle, which keeps the payload referenced for forensics) and delete the
 job's node from ``R/currentJobs`` with its locks. No other job is touched; recovery of every other
-job goes on (invariant 6).
+job goes on (invariant 6). An operator releases or purges a quarantined job
+(:mod:`zkstore.jobs.triage`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ import json
 import logging
 from typing import Any
 
-from zkstore.errors import CorruptHandle, HandleExists, HandleNotFound, NotEmpty, VersionConflict
+from zkstore.errors import (
+    CorruptHandle,
+    CorruptRecord,
+    HandleExists,
+    HandleNotFound,
+    NotEmpty,
+    VersionConflict,
+)
 from zkstore.handle import Handle
 from zkstore.jobs.records import QuarantineEntry, short_error
 from zkstore.layout import Layout
@@ -25,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 
 class QuarantineStore:
-    """Move jobs into quarantine, list them, and release them back."""
+    """Move jobs into quarantine, read and list the entries."""
 
     def __init__(
         self, zk: ZooKeeper, layout: Layout, current_jobs: ZooKeeperStateHandleStore[Any]
@@ -88,15 +96,20 @@ class QuarantineStore:
             return None
         return QuarantineEntry.from_znode(data, stat, path)
 
-    def all(self) -> list[QuarantineEntry]:
+    def all(self) -> tuple[list[QuarantineEntry], dict[str, str]]:
+        """Every readable entry (pipelined reads) and, by job id, why the others could not be
+        read: one garbage entry never hides the rest."""
         names = sorted(self.zk.children(self.layout.quarantine))
         found = self.zk.get_many([f"{self.layout.quarantine}/{n}" for n in names])
-        return [
-            QuarantineEntry.from_znode(item[0], item[1], f"{self.layout.quarantine}/{name}")
-            for name, item in zip(names, found, strict=True)
-            if item is not None
-        ]
-
-    def remove(self, job_id: str, *, expected_version: int) -> None:
-        """Forget a quarantine entry (the operator dealt with the job)."""
-        self.zk.delete(self.layout.quarantine_entry(job_id), version=expected_version)
+        entries: list[QuarantineEntry] = []
+        unreadable: dict[str, str] = {}
+        for name, item in zip(names, found, strict=True):
+            if item is None:
+                continue
+            try:
+                entries.append(
+                    QuarantineEntry.from_znode(item[0], item[1], f"{self.layout.quarantine}/{name}")
+                )
+            except CorruptRecord as exc:
+                unreadable[name] = str(exc)
+        return entries, unreadable

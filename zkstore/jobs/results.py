@@ -3,11 +3,16 @@
 A result is written DIRTY before any cleanup of the job starts and marked CLEAN once every other
 trace of the job is gone. A job with a result, dirty or clean, is never run again; a dirty result
 tells a new leader to finish the cleanup.
+
+``R/cleanup/<job>`` indexes the dirty results: it is created in the transaction that records a
+result DIRTY and deleted in the one that marks it CLEAN, so that a new leader lists that small
+index instead of reading every result. CLEAN results are kept for the retention period of the
+daemon (``--keep-results``), then deleted by the leader: only then may the id run again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,10 +25,13 @@ from zkstore.errors import (
 )
 from zkstore.jobs.records import CancelRequest, JobResult, short_error
 from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
-from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, SetData
+from zkstore.layout import Layout, validate_job_id
+from zkstore.ops import Create, Delete, Fence, Op, SetData, absent
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
+
+#: tries of a read-then-write that lost a race (somebody changed the nodes in between)
+RACE_TRIES = 5
 
 
 class JobResultStore:
@@ -51,9 +59,49 @@ class JobResultStore:
         ``summary`` (the handle's), ``cancel`` and ``log`` (of the last attempt) are kept so
         that the job can still be described once everything else of it is cleaned up.
         """
+        result = self.new_result(
+            job_id,
+            outcome,
+            attempts=attempts,
+            error=error,
+            name=name,
+            summary=summary,
+            cancel=cancel,
+            log=log,
+        )
+        path = self.layout.result(job_id)
+        for _ in range(RACE_TRIES):
+            try:
+                self.zk.commit(self.dirty_ops(result), fence=fence)
+            except HandleExists as exc:
+                if exc.path == path:
+                    raise HandleExists(f"job {job_id} already has a result", path=path) from None
+                if exc.path == self.layout.cleanup_entry(job_id):
+                    continue  # a stale index entry appeared meanwhile: set it instead
+                raise
+            except HandleNotFound as exc:
+                if exc.path == self.layout.cleanup_entry(job_id):
+                    continue  # the stale index entry went away meanwhile: create it
+                raise
+            return result.with_version(0)
+        raise VersionConflict(f"the cleanup index of job {job_id} kept changing", path=path)
+
+    def new_result(
+        self,
+        job_id: str,
+        outcome: str,
+        *,
+        attempts: int,
+        error: str | None = None,
+        name: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        cancel: CancelRequest | None = None,
+        log: str | None = None,
+    ) -> JobResult:
+        """A DIRTY result of ``outcome``, finished now (not written yet)."""
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}")
-        result = JobResult(
+        return JobResult(
             version=None,
             job_id=job_id,
             state=DIRTY,
@@ -68,18 +116,26 @@ class JobResultStore:
             else {k: v for k, v in cancel.as_dict().items() if k != "version"},
             log=log,
         )
-        path = self.layout.result(job_id)
-        try:
-            self.zk.commit([Create(path, result.to_bytes())], fence=fence)
-        except HandleExists:
-            raise HandleExists(f"job {job_id} already has a result", path=path) from None
-        return result.with_version(0)
+
+    def dirty_ops(self, result: JobResult) -> list[Op]:
+        """The ops that record ``result`` (DIRTY) with its cleanup index entry; they fail with
+        :class:`HandleExists` on the result's path if the job has a result already.
+
+        The index entry is only ever present with a DIRTY result; one left by hand (or by a
+        writer older than the index) is set rather than created, so that it never blocks a job
+        from finishing.
+        """
+        index = self.layout.cleanup_entry(result.job_id)
+        stale = self.zk.exists(index)
+        index_op: Op = Create(index) if stale is None else SetData(index, b"", stale.version)
+        return [Create(self.layout.result(result.job_id), result.to_bytes()), index_op]
 
     def mark_clean(
         self, job_id: str, *, fence: Fence | None = None, logs_until: str | None = None
     ) -> JobResult:
-        """Mark the result clean, with the end of its logs' retention if they are kept;
-        marking a clean one again is fine, a missing one raises."""
+        """Mark the result clean, with the end of its logs' retention if they are kept, and drop
+        its cleanup index entry in the same transaction; marking a clean one again is fine, a
+        missing one raises."""
         return self._update(
             job_id,
             lambda current: (
@@ -88,6 +144,7 @@ class JobResultStore:
                 else replace(current, state=CLEAN, logs_until=logs_until)
             ),
             fence,
+            drop_index=True,
         )
 
     def logs_removed(self, job_id: str, *, fence: Fence | None = None) -> JobResult:
@@ -102,14 +159,32 @@ class JobResultStore:
             fence,
         )
 
+    def record_outputs(
+        self, job_id: str, outputs: Mapping[str, str], *, fence: Fence | None = None
+    ) -> JobResult:
+        """Add ``outputs`` (name: URI, the artifacts the job keeps) to its result; idempotent.
+
+        Raises :class:`HandleNotFound` if the job has no result.
+        """
+
+        def add(current: JobResult) -> JobResult | None:
+            merged = {**(current.outputs or {}), **outputs}
+            return None if merged == current.outputs else replace(current, outputs=merged)
+
+        return self._update(job_id, add, fence)
+
     def _update(
         self,
         job_id: str,
         change: Callable[[JobResult], JobResult | None],
         fence: Fence | None,
+        *,
+        drop_index: bool = False,
     ) -> JobResult:
-        """Apply ``change`` (None: nothing to do) with a version check, re-reading on conflict."""
+        """Apply ``change`` (None: nothing to do) with a version check, re-reading on conflict;
+        with ``drop_index``, delete the job's cleanup index entry in the same transaction."""
         path = self.layout.result(job_id)
+        index = self.layout.cleanup_entry(job_id)
         while True:
             current = self.get(job_id)
             if current is None:
@@ -118,34 +193,18 @@ class JobResultStore:
             if changed is None:
                 return current
             assert current.version is not None
+            ops: list[Op] = [SetData(path, changed.to_bytes(), current.version)]
+            if drop_index and self.zk.exists(index) is not None:
+                ops.append(Delete(index))
             try:
-                self.zk.commit([SetData(path, changed.to_bytes(), current.version)], fence=fence)
+                self.zk.commit(ops, fence=fence)
             except VersionConflict:
+                continue
+            except HandleNotFound as exc:
+                if exc.path != index:
+                    raise
                 continue
             return changed.with_version(current.version + 1)
-
-    def record_outputs(
-        self, job_id: str, outputs: Mapping[str, str], *, fence: Fence | None = None
-    ) -> JobResult:
-        """Add ``outputs`` (name: URI, the artifacts the job keeps) to its result; idempotent.
-
-        Raises :class:`HandleNotFound` if the job has no result.
-        """
-        path = self.layout.result(job_id)
-        while True:
-            current = self.get(job_id)
-            if current is None:
-                raise HandleNotFound(f"job {job_id} has no result to list outputs in", path=path)
-            merged = {**(current.outputs or {}), **outputs}
-            if merged == current.outputs:
-                return current
-            assert current.version is not None
-            updated = replace(current, outputs=merged)
-            try:
-                self.zk.commit([SetData(path, updated.to_bytes(), current.version)], fence=fence)
-            except VersionConflict:
-                continue
-            return updated.with_version(current.version + 1)
 
     def get(self, job_id: str) -> JobResult | None:
         path = self.layout.result(job_id)
@@ -155,14 +214,13 @@ class JobResultStore:
             return None
         return JobResult.from_znode(data, stat, path)
 
-    def all(self) -> tuple[list[JobResult], dict[str, str]]:
-        """Every readable result (pipelined reads, by job id) and, by job id, why the others
-        could not be read: one garbage record never hides the rest."""
-        names = sorted(self.zk.children(self.layout.results))
-        found = self.zk.get_many([f"{self.layout.results}/{n}" for n in names])
+    def read_many(self, job_ids: Sequence[str]) -> tuple[list[JobResult], dict[str, str]]:
+        """The readable results of ``job_ids`` (pipelined reads; absent ones are left out) and,
+        by job id, why the others could not be read: one garbage record never hides the rest."""
+        found = self.zk.get_many([f"{self.layout.results}/{job_id}" for job_id in job_ids])
         results: list[JobResult] = []
         unreadable: dict[str, str] = {}
-        for name, item in zip(names, found, strict=True):
+        for name, item in zip(job_ids, found, strict=True):
             if item is None:
                 continue
             try:
@@ -176,10 +234,34 @@ class JobResultStore:
             results.append(result)
         return results, unreadable
 
+    def all(self) -> tuple[list[JobResult], dict[str, str]]:
+        """Every readable result, by job id, and why the others could not be read."""
+        return self.read_many(sorted(self.zk.children(self.layout.results)))
+
     def dirty(self) -> list[JobResult]:
         return [r for r in self.all()[0] if r.state == DIRTY]
 
-    def needing_attention(self) -> set[str]:
-        """Ids of the jobs whose result is DIRTY (cleanup unfinished) or unreadable."""
-        results, unreadable = self.all()
-        return {r.job_id for r in results if r.state == DIRTY} | set(unreadable)
+    def cleanup_pending(self) -> list[str]:
+        """Ids of the jobs whose result is DIRTY, from the index (one small listing)."""
+        return sorted(n for n in self.zk.children(self.layout.cleanup) if is_job_id(n))
+
+    def removal_ops(self, result: JobResult) -> list[Op]:
+        """The ops that delete a CLEAN result read at its version, so that its id may run
+        again. They fail if the result changed meanwhile, or if the job has records under
+        ``R/jobs/<job>`` (a late cancel request, say), which a new job of that id would
+        inherit: delete those first."""
+        if result.state != CLEAN or result.version is None:
+            raise ValueError(f"only a CLEAN result read from ZooKeeper is removed: {result}")
+        return [
+            *absent(self.layout.job_dir(result.job_id)),
+            Delete(self.layout.result(result.job_id), result.version),
+        ]
+
+
+def is_job_id(name: str) -> bool:
+    """True for a node name that is a valid job id (a name planted by hand is not)."""
+    try:
+        validate_job_id(name)
+    except InvalidJobId:
+        return False
+    return True

@@ -205,28 +205,42 @@ def _valid(job_id: str) -> bool:
 
 @dataclass(frozen=True)
 class Listing:
-    """The children of the cluster's four job parents, read once: which nodes exist at all.
+    """The children of the cluster's job parents, read once: which nodes exist at all.
 
     A listing lets a snapshot of many jobs skip the reads of nodes that cannot exist (a new
     job has no records yet). It is only ever a hint: a node created after the listing is seen
     by the next look, and every write is conditional, so acting on a stale "absent" fails
-    instead of doing harm.
+    instead of doing harm. ``results`` is None when the results were not listed (there may be
+    very many, kept for their retention period): then every job's result is read instead.
+    ``cleanup`` names the jobs whose result is DIRTY (the cleanup index).
     """
 
     current_jobs: frozenset[str]
     job_dirs: frozenset[str]
-    results: frozenset[str]
+    results: frozenset[str] | None
     quarantine: frozenset[str]
+    cleanup: frozenset[str] = frozenset()
 
     def job_ids(self) -> set[str]:
-        """Every job id with any trace."""
-        return set(self.current_jobs | self.job_dirs | self.results | self.quarantine)
+        """Every job id with any trace (of the finished ones, only those listed)."""
+        found = self.current_jobs | self.job_dirs | self.quarantine | self.cleanup
+        return set(found | (self.results or frozenset()))
 
 
-def read_listing(zk: ZooKeeper, layout: Layout) -> Listing:
-    parents = (layout.current_jobs, layout.jobs, layout.results, layout.quarantine)
-    current, dirs, results, quarantine = (frozenset(c or ()) for c in zk.children_many(parents))
-    return Listing(current, dirs, results, quarantine)
+def read_listing(zk: ZooKeeper, layout: Layout, *, results: bool = True) -> Listing:
+    """One pipelined round of children calls; without ``results``, the results (the one parent
+    that grows with every finished job) are not listed."""
+    parents = [layout.current_jobs, layout.jobs, layout.quarantine, layout.cleanup]
+    if results:
+        parents.append(layout.results)
+    found = [frozenset(c or ()) for c in zk.children_many(parents)]
+    return Listing(
+        current_jobs=found[0],
+        job_dirs=found[1],
+        results=found[4] if results else None,
+        quarantine=found[2],
+        cleanup=found[3],
+    )
 
 
 _KINDS = ("handle", "status", "running", "outcome", "cancel", "result", "quarantine")
@@ -239,7 +253,9 @@ def _paths(layout: Layout, job_id: str, listing: Listing | None) -> list[str | N
     return [
         layout.job_handle(job_id) if listing is None or job_id in listing.current_jobs else None,
         *(record(job_id) if has_dir else None for record in records),
-        layout.result(job_id) if listing is None or job_id in listing.results else None,
+        layout.result(job_id)
+        if listing is None or listing.results is None or job_id in listing.results
+        else None,
         layout.quarantine_entry(job_id)
         if listing is None or job_id in listing.quarantine
         else None,
