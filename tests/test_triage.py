@@ -24,6 +24,7 @@ from zkstore.errors import JobFinished, JobQuarantined, WrongState
 from zkstore.jobs import triage
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import (
     CANCELLED,
@@ -352,8 +353,11 @@ def test_forget_then_resubmit_reruns_a_failed_job(
     with pytest.raises(JobFinished):
         client.submit_function(jobs.flaky, str(rerun), 1, job_id="daily")
     wait_for(lambda: client.status("daily").state == FAILED, timeout=60, what="clean result")
+    logs = JobLogs(client.cluster.storage, client.cluster.storage_layout, "daily")
+    wait_for(lambda: logs.attempt(1).ended, timeout=60, what="the first run's log stored")
     done = script(runtime_config, "jobs", "forget", "daily", "--yes")
     assert done.returncode == 0, done.stderr
+    assert logs.attempts() == {}, "the rerun's attempt 1 must not meet the first run's log"
     client.submit_function(jobs.flaky, str(rerun), 1, job_id="daily")
     assert client.wait("daily", timeout=60).outcome == SUCCEEDED
     assert list(jobs.read_marks(str(rerun))) == ["attempt-1"], "the rerun ran, as attempt 1"

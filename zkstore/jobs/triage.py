@@ -40,6 +40,7 @@ from zkstore.errors import (
 )
 from zkstore.handle import Handle
 from zkstore.jobs.cleanup import clean_up
+from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import CancelRequest, JobStatus, QuarantineEntry
 from zkstore.jobs.results import RACE_TRIES
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
@@ -294,8 +295,8 @@ def cancel(cluster: Cluster, job_id: str, *, reason: str | None = None) -> Cance
 
 
 def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
-    """Delete a finished job's CLEAN result (and any records a late request left), so that its
-    id may be submitted again.
+    """Delete a finished job's CLEAN result (and any records a late request left, and its driver
+    logs), so that its id may be submitted again.
 
     Raises :class:`WrongState` while the job is current or its cleanup is unfinished,
     :class:`JobQuarantined` for a quarantined one (release or purge it), :class:`JobNotFound`.
@@ -310,6 +311,10 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
         layout = cluster.layout
         if cluster.zk.exists(layout.job_dir(job_id)) and not remove_records(cluster, job_id):
             raise WrongState(f"job {job_id}: its records are in use (a driver still holds them)")
+        # Its driver logs go first: a new job of this id counts its attempts from 1 again, and
+        # a log's chunks are written once each.
+        JobLogs(cluster.storage, cluster.storage_layout, job_id).remove()
+        cluster.step("forget:logs-removed")
         ops: list[Op] = [*absent(layout.job_dir(job_id)), Delete(layout.result(job_id), version)]
         not_current = Fence.absent(layout.job_handle(job_id))
         try:
