@@ -310,3 +310,59 @@ def test_mutations_are_refused_without_a_configured_token(
         assert code == 403 and "ZKSTORE_API_TOKEN" in json.loads(body)["error"]
     finally:
         cluster.stop()
+
+
+def test_control_through_the_api_of_a_standby(
+    web: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """The control endpoints store what ``zkstore control`` would, the job acknowledges it, and
+    ``control get`` / ``control history`` read back the same as the API's GETs."""
+    out = tmp_path / "out"
+    job = client.submit_function(jobs.tunable, str(out), job_id="tuned")
+    wait_for((out / "declared").exists, timeout=120, what="the job to declare its keys")
+    standby = web.daemons["d2"]
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    path = f"/api/v1/jobs/{job}/control"
+
+    def change(route: str, body: dict[str, Any] | None, method: str = "POST") -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        code, _, answer = request(standby, route, method=method, body=data, headers=auth)
+        return code, json.loads(answer)
+
+    assert request(standby, path, method="PUT", body=b'{"values": {"rate": 1}}')[0] == 401
+    code, stored = change(path, {"values": {"rate": 2.5}}, "PUT")
+    assert code == 200 and stored["version"] == 0 and stored["changes"] == {"rate": {"new": 2.5}}
+    wait_for(
+        lambda: (get_json(standby, path)["applied"] or {}).get("version") == 0,
+        timeout=60,
+        what="the job's acknowledgement",
+    )
+    assert get_json(standby, path) == cli_json(runtime_config, "control", "get", job)
+    for body, expected in (
+        ({"values": {"colour": "red"}}, 400),  # not declared by the job
+        ({"values": {"rate": "fast"}}, 400),  # declared as a float
+        ({"values": {"rate": {"nested": 1}}}, 400),
+        ({"values": {"rate": 3}, "expect_version": 7}, 409),
+        ({"values": {"rate": 3}, "colour": 1}, 400),
+        ({}, 400),
+    ):
+        code, answer = change(path, body, "PUT")
+        assert code == expected and answer["status"] == expected, (body, answer)
+    code, stored = change(path, {"values": {"rate": 3}, "expect_version": 0}, "PUT")
+    assert code == 200 and stored["version"] == 1
+    assert change(f"{path}/pause", None)[1]["values"]["zkstore.pause"] is True
+    assert change(f"{path}/resume", {"expect_version": 2})[1]["version"] == 3
+    assert change(f"{path}/log-level", {"level": "debug"})[1]["values"]["zkstore.log-level"] == (
+        "DEBUG"
+    )
+    assert change(f"{path}/log-level", {"level": "loud"})[0] == 400
+    assert change(f"{path}/checkpoint", None)[0] == 200
+    assert change(f"{path}/explode", None)[0] == 404
+    assert request(standby, "/api/v1/jobs/no-such-job/control")[0] == 404
+    history = get_json(standby, f"{path}/history")
+    assert history == cli_json(runtime_config, "control", "history", job)
+    assert [e["version"] for e in history["entries"]] == [0, 1, 2, 3, 4, 5]
+    assert all(e["by"].endswith("(HTTP API)") for e in history["entries"])
+    assert get_json(standby, f"{path}/history?last=2")["entries"][0]["version"] == 4
+    assert change(path, {"values": {"stop": True}}, "PUT")[0] == 200
+    assert client.wait(job, timeout=120).outcome == SUCCEEDED

@@ -10,8 +10,22 @@
     GET  /api/v1/jobs[?all=true]   like ``zkstore jobs list [--all] --format json``
     GET  /api/v1/jobs/<id>         like ``zkstore jobs show <id> --format json``
     GET  /api/v1/jobs/<id>/logs    text: ``?attempt=N`` (default the latest), ``?tail=N`` lines
-    POST /api/v1/jobs/<id>/cancel  with ``Authorization: Bearer <ZKSTORE_API_TOKEN>``;
-                                   body: nothing, or ``{"reason": "..."}``
+    GET  /api/v1/jobs/<id>/control like ``zkstore control get <id> --format json``
+    GET  /api/v1/jobs/<id>/control/history   like ``zkstore control history`` (``?last=N``)
+
+With ``Authorization: Bearer <ZKSTORE_API_TOKEN>`` (changes; each answers what it stored):
+
+    POST /api/v1/jobs/<id>/cancel  body: nothing, or ``{"reason": "..."}``
+    PUT  /api/v1/jobs/<id>/control ``{"values": {KEY: scalar}, "unset": [KEY], "replace": false,
+                                   "expect_version": N}`` (all optional but one change); 409
+                                   if ``expect_version`` is not the stored version, 400 for a
+                                   key the job did not declare or a value of the wrong type
+    POST /api/v1/jobs/<id>/control/pause | resume | checkpoint   body: nothing, or
+                                   ``{"expect_version": N}``
+    POST /api/v1/jobs/<id>/control/log-level  ``{"level": "DEBUG", "expect_version": N}``
+
+A change is acknowledged by the job's driver afterwards: poll ``GET .../control`` (its
+``applied.version`` reaches the change's ``version``), as ``zkstore control set --wait`` does.
 
 HEAD works wherever GET does. Every daemon answers, leader or not, from ZooKeeper and storage,
 read on a small pool of threads of the HTTP server's own: no handler ever waits for the daemon's
@@ -41,7 +55,7 @@ from recovery.client import Client
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
 from recovery.observe.view import Observed, finished, read_jobs, read_view
-from zkstore.cli.jobs import describe, job_details
+from zkstore.cli.jobs import describe, find_job, job_details
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConfigError,
@@ -50,9 +64,13 @@ from zkstore.errors import (
     StoreUnavailable,
     ZkStoreError,
 )
+from zkstore.jobs.control import CHECKPOINT, LOG_LEVEL, PAUSE, log_level
+from zkstore.jobs.control import read_view as read_control
 from zkstore.jobs.logs import AttemptLog, JobLogs
 from zkstore.jobs.snapshot import read_snapshots
+from zkstore.jobs.state import who
 from zkstore.layout import validate_job_id
+from zkstore.strict import utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +146,11 @@ class Api:
         get("/api/v1/jobs", self.jobs)
         get("/api/v1/jobs/{job_id}", self.job)
         get("/api/v1/jobs/{job_id}/logs", self.logs)
+        get("/api/v1/jobs/{job_id}/control", self.control)
+        get("/api/v1/jobs/{job_id}/control/history", self.control_history)
         app.router.add_post("/api/v1/jobs/{job_id}/cancel", self.cancel)
-        # The control endpoints of the dynamic-control issue go here, each guarded by
-        # self._authorize(request) like cancel.
+        app.router.add_put("/api/v1/jobs/{job_id}/control", self.control_set)
+        app.router.add_post("/api/v1/jobs/{job_id}/control/{command}", self.control_command)
         return app
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -295,6 +315,27 @@ class Api:
         await response.write_eof()
         return response
 
+    async def control(self, request: web.Request) -> web.Response:
+        job_id = validate_job_id(request.match_info["job_id"])
+        cluster = self._cluster()
+
+        def view() -> dict[str, Any]:
+            find_job(cluster, job_id)
+            return read_control(cluster.control(job_id), cluster.checkpoints(job_id)).as_dict()
+
+        return _json(await self._run(view))
+
+    async def control_history(self, request: web.Request) -> web.Response:
+        job_id = validate_job_id(request.match_info["job_id"])
+        last = _number(request, "last", 1, 10**6)
+        cluster = self._cluster()
+
+        def history() -> dict[str, Any]:
+            find_job(cluster, job_id)
+            return cluster.control(job_id).history.report(last=last)
+
+        return _json(await self._run(history))
+
     # -- changes (token only) ------------------------------------------------------------------
 
     async def cancel(self, request: web.Request) -> web.Response:
@@ -307,6 +348,80 @@ class Api:
         client = Client(cluster=self._cluster())
         cancel = await self._run(partial(client.cancel, job_id, reason=reason))
         return _json({"job_id": job_id, "cancel_requested": cancel.requested}, 202)
+
+    async def control_set(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        body = await _json_body(request)
+        unknown = set(body) - {"values", "unset", "replace", "expect_version"}
+        if unknown:
+            raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        values = body.get("values", {})
+        unset = body.get("unset", [])
+        replace = body.get("replace", False)
+        if not isinstance(values, dict):
+            raise ApiError(400, '"values" must be an object of keys and JSON scalars')
+        if not isinstance(unset, list) or not all(isinstance(k, str) for k in unset):
+            raise ApiError(400, '"unset" must be a list of keys')
+        if not isinstance(replace, bool):
+            raise ApiError(400, '"replace" must be true or false')
+        if not values and not unset:
+            raise ApiError(400, 'give "values" or "unset"')
+        return await self._change(
+            request, values, _expect_version(body), replace=replace, remove=tuple(unset)
+        )
+
+    async def control_command(self, request: web.Request) -> web.Response:
+        self._authorize(request)
+        command = request.match_info["command"]
+        body = await _json_body(request)
+        allowed = {"expect_version", "level"} if command == "log-level" else {"expect_version"}
+        unknown = set(body) - allowed
+        if unknown:
+            raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
+        if command == "pause":
+            updates: dict[str, Any] = {PAUSE: True}
+        elif command == "resume":
+            updates = {PAUSE: False}
+        elif command == "checkpoint":
+            updates = {CHECKPOINT: utc_now()}
+        elif command == "log-level":
+            level = body.get("level")
+            if not isinstance(level, str):
+                raise ApiError(400, '"level" must be a log level (DEBUG, INFO, WARN, ...)')
+            try:
+                updates = {LOG_LEVEL: log_level(level)}
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
+        else:
+            raise ApiError(
+                404, f"no control command {command!r}: pause, resume, checkpoint, log-level"
+            )
+        return await self._change(request, updates, _expect_version(body))
+
+    async def _change(
+        self,
+        request: web.Request,
+        updates: dict[str, Any],
+        expect_version: int | None,
+        *,
+        replace: bool = False,
+        remove: tuple[str, ...] = (),
+    ) -> web.Response:
+        """Store a control change as ``zkstore control set`` does (without waiting), recorded
+        in the job's history as made through this daemon's API."""
+        job_id = validate_job_id(request.match_info["job_id"])
+        store = self._cluster().control(job_id)
+        change = await self._run(
+            partial(
+                store.set,
+                updates,
+                expect_version=expect_version,
+                replace=replace,
+                remove=remove,
+                by=f"{who()} (HTTP API)",
+            )
+        )
+        return _json(change.as_dict())
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -321,6 +436,15 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ApiError(400, "the body must be a JSON object")
     return value
+
+
+def _expect_version(body: dict[str, Any]) -> int | None:
+    version = body.get("expect_version")
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ApiError(400, '"expect_version" must be a whole number from 0')
+    return version
 
 
 def _flag(request: web.Request, name: str) -> bool:

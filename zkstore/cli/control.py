@@ -390,18 +390,12 @@ def control_history(job_id: str, last: int | None, connection: Connection, fmt: 
     """
     with open_cluster(connection) as cluster:
         find_job(cluster, job_id)
-        entries, errors = cluster.control(job_id).history.entries(last=last)
+        history = cluster.control(job_id).history
+        if fmt == "json":
+            emit(history.report(last=last), fmt)
+            return
+        entries, errors = history.entries(last=last)
     missing = gaps(entries)
-    if fmt == "json":
-        emit(
-            {
-                "entries": [e.as_dict() for e in entries],
-                "missing_versions": missing,
-                "unreadable": errors,
-            },
-            fmt,
-        )
-        return
     rows: list[dict[str, Any]] = [
         {
             "version": e.version,

@@ -144,6 +144,16 @@ class ControlHistory:
             self.storage.discard(item.uri)
         return len(old)
 
+    def report(self, *, last: int | None = None) -> dict[str, Any]:
+        """What ``control history --format json`` prints (and the HTTP API serves): the
+        entries, the versions with no entry, and the objects that are not valid entries."""
+        entries, errors = self.entries(last=last)
+        return {
+            "entries": [e.as_dict() for e in entries],
+            "missing_versions": gaps(entries),
+            "unreadable": errors,
+        }
+
     def entries(self, *, last: int | None = None) -> tuple[list[HistoryEntry], dict[str, str]]:
         """The entries, oldest first (the ``last`` ones only, if given), and the objects that
         are not valid entries, with why: garbage is reported, never raised."""
