@@ -62,6 +62,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
     CorruptHandle,
+    CorruptRecord,
     HandleExists,
     HandleNotFound,
     OutcomeUnknown,
@@ -221,24 +222,31 @@ class Driver:
             else:
                 function, args = call
                 function(context, *args)
-        except SystemExit as exc:
+        except BaseException as exc:  # noqa: BLE001 - the job's own failure, reported as its outcome
+            return self._outcome_of(exc)
+        return SUCCEEDED, None
+
+    def _outcome_of(self, exc: BaseException) -> tuple[str, str | None]:
+        """How the attempt ended, from what its job raised (called in the ``except`` block)."""
+        cancelled = self.cancelled.is_set()
+        if isinstance(exc, SystemExit):
             if exc.code in (0, None):
                 return SUCCEEDED, None
-            if self.cancelled.is_set():
-                return CANCELLED, "cancelled"
-            return FAILED, f"exited with code {exc.code}"
-        except (JobCancelled, KeyboardInterrupt):
-            if self.cancelled.is_set():
-                return CANCELLED, "cancelled"
-            return FAILED, "interrupted"
-        except AttemptSuperseded as exc:
+            return (
+                (CANCELLED, "cancelled") if cancelled else (FAILED, f"exited with code {exc.code}")
+            )
+        if isinstance(exc, JobCancelled | KeyboardInterrupt):
+            return (CANCELLED, "cancelled") if cancelled else (FAILED, "interrupted")
+        if isinstance(exc, AttemptSuperseded):
             return FAILED, str(exc)
-        except BaseException as exc:  # noqa: BLE001 - the job's own failure, reported as its outcome
-            if self.cancelled.is_set():
-                return CANCELLED, f"cancelled ({type(exc).__name__})"
-            logger.error("job %s failed:\n%s", self.job_id, traceback.format_exc())
-            return FAILED, _summarize(exc)
-        return SUCCEEDED, None
+        if cancelled:
+            return CANCELLED, f"cancelled ({type(exc).__name__})"
+        logger.error("job %s failed:\n%s", self.job_id, traceback.format_exc())
+        if isinstance(exc, CorruptHandle | CorruptRecord | PayloadError):
+            # The job's own stored state (a checkpoint, say) is broken and the job let it
+            # escape: every next attempt would meet it again. Quarantine material.
+            return BROKEN, f"its stored state is broken: {type(exc).__name__}: {exc}"
+        return FAILED, _summarize(exc)
 
     def _prepare(
         self,

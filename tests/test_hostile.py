@@ -231,6 +231,24 @@ def test_a_payload_of_the_wrong_type_is_quarantined_not_retried(
     assert status is not None and status.attempt == 1 and status.failures == 0
 
 
+def test_a_job_meeting_its_own_corrupt_checkpoint_is_quarantined_not_retried(
+    local: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The job reads its latest checkpoint and the handle is garbage: every next attempt would
+    meet it again, so the attempt ends BROKEN and the job is quarantined with the reason."""
+    job_id = client.submit_function(jobs.steps, str(tmp_path / "out"), 3, 0.01, max_attempts=3)
+    plant_handle(
+        client.cluster.zk, f"{client.cluster.layout.checkpoints(job_id)}/{'1'.zfill(19)}", b"\xff"
+    )
+    local.start_daemon("d1")
+    wait_for(lambda: client.status(job_id).state == QUARANTINED, timeout=60, what="quarantine")
+    entry = client.status(job_id).quarantine
+    assert entry is not None and "its stored state is broken: CorruptHandle" in entry.reason
+    assert "Traceback" not in entry.reason
+    status = client.status(job_id).status
+    assert status is not None and status.attempt == 1 and status.failures == 0
+
+
 def test_planted_summaries_checkpoints_and_names_never_crash_the_cli(
     cluster: Cluster, config: StoreConfig
 ) -> None:

@@ -145,7 +145,8 @@ def _story(
         assert result is not None
         say(f"job {job_id}: {result.outcome} after {result.attempts} attempt(s)", bold=True)
         story.follow_until(lambda: client.status(job_id).state == result.outcome, 60, "cleanup")
-    say(f"outputs kept (listed in the job's result): {', '.join(sorted(result.outputs or {}))}")
+        cleaned = client.status(job_id).result or result  # its cleanup listed the kept outputs
+    say(f"outputs kept (listed in the job's result): {', '.join(sorted(cleaned.outputs or {}))}")
     staging = work / "output" / "_staging"
     say(f"staging directories left: {len(list(staging.glob('*'))) if staging.exists() else 0}")
     matches = _compare(say, work, pipeline.expected(str(work / "input")))
