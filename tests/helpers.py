@@ -149,10 +149,19 @@ def cli_args(config: StoreConfig) -> list[str]:
     return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
 
 
-def crash(config: StoreConfig, op: str, job: str, step: str) -> None:
-    """Run ``op`` of :mod:`tests.crash_cluster` in a child process that dies at ``step``."""
-    spec = {"config": config.to_json(), "op": op, "job": job, "step": step}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
-    )
-    assert done.returncode == 77, f"the child did not die at {step}"
+def crash(
+    config: StoreConfig,
+    op: str,
+    job: str,
+    step: str,
+    *,
+    module: str = "tests.crash_cluster",
+    **extra: Any,
+) -> None:
+    """Run ``op`` of ``module`` (:mod:`tests.crash_cluster`, :mod:`tests.crash_artifacts`) in
+    a child process that must die at ``step``; ``extra`` goes into its spec as it is."""
+    from tests.crash_cluster import CRASHED
+
+    spec = {"config": config.to_json(), "op": op, "job": job, "step": step, **extra}
+    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], cwd=REPO, timeout=60)
+    assert done.returncode == CRASHED, f"the child did not die at {step}"
