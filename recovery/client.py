@@ -34,7 +34,7 @@ from recovery.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, HandleNotFound, JobNotFound, JobQuarantined, WaitTimeout
+from zkstore.errors import ConfigError, JobNotFound, JobQuarantined, WaitTimeout
 from zkstore.jobs import triage
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult
@@ -248,12 +248,11 @@ class Client(Closeable):
     def leader(self) -> dict[str, Any] | None:
         """The published info of the leading daemon (``id``, ``host``, ``pid``, ``since``), or
         None when no daemon leads (then submitted jobs wait)."""
-        try:
-            data, _ = self.cluster.zk.get(self.cluster.layout.leader_info)
-        except HandleNotFound:
+        found = self.cluster.zk.get_if_exists(self.cluster.layout.leader_info)
+        if found is None:
             return None
         try:
-            info = json.loads(data.decode("utf-8"))
+            info = json.loads(found[0].decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             info = None
         return info if isinstance(info, dict) else {"id": "?"}

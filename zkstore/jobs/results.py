@@ -198,11 +198,8 @@ class JobResultStore:
 
     def get(self, job_id: str) -> JobResult | None:
         path = self.layout.result(job_id)
-        try:
-            data, stat = self.zk.get(path)
-        except HandleNotFound:
-            return None
-        return JobResult.from_znode(data, stat, path)
+        found = self.zk.get_if_exists(path)
+        return None if found is None else JobResult.from_znode(*found, path)
 
     def read_many(self, job_ids: Sequence[str]) -> tuple[list[JobResult], dict[str, str]]:
         """The readable results of ``job_ids`` (pipelined reads; absent ones are left out) and,
