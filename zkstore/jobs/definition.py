@@ -149,14 +149,14 @@ class JobDefinition:
         **options: Unpack[JobOptions],
     ) -> JobDefinition:
         """An unmodified PySpark script, run as ``__main__`` with ``sys.argv[1:] = args``."""
-        return cls._of_kind(
-            SCRIPT,
-            job_id,
-            name if name is not None else job_id,
-            options,
+        return cls(
+            job_id=job_id,
+            name=name if name is not None else job_id,
+            kind=SCRIPT,
             args=tuple(args),
             source=source,
             filename=filename,
+            **_run_fields(options),
         )
 
     @classmethod
@@ -176,44 +176,14 @@ class JobDefinition:
             code = cloudpickle.dumps((function, tuple(args)), protocol=pickle.DEFAULT_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
             raise SerializationError(f"cannot serialize function {function_name}: {exc}") from exc
-        return cls._of_kind(
-            FUNCTION,
-            job_id,
-            name if name is not None else function_name,
-            options,
+        return cls(
+            job_id=job_id,
+            name=name if name is not None else function_name,
+            kind=FUNCTION,
             code=code,
             function_name=function_name,
             filename=getattr(getattr(function, "__code__", None), "co_filename", None),
-        )
-
-    @classmethod
-    def _of_kind(
-        cls,
-        kind: JobKind,
-        job_id: str,
-        name: str,
-        options: JobOptions,
-        *,
-        args: tuple[Any, ...] = (),
-        source: str | None = None,
-        filename: str | None = None,
-        code: bytes | None = None,
-        function_name: str | None = None,
-    ) -> JobDefinition:
-        return cls(
-            job_id=job_id,
-            name=name,
-            kind=kind,
-            args=args,
-            source=source,
-            filename=filename,
-            code=code,
-            function_name=function_name,
-            files=tuple(options.get("files", ())),
-            spark_conf=dict(options.get("spark_conf") or {}),
-            max_attempts=options.get("max_attempts", 3),
-            max_lost_attempts=options.get("max_lost_attempts", DEFAULT_MAX_LOST_ATTEMPTS),
-            require=dict(options.get("require") or {}),
+            **_run_fields(options),
         )
 
     def load_function(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -264,6 +234,25 @@ class JobDefinition:
                 names = names[: MAX_SUMMARY_FILES_CHARS - 3] + "..."
             summary["files"] = names
         return summary
+
+
+class _RunFields(TypedDict):
+    files: tuple[ShippedFile, ...]
+    spark_conf: dict[str, str]
+    max_attempts: int
+    max_lost_attempts: int
+    require: dict[str, str]
+
+
+def _run_fields(options: JobOptions) -> _RunFields:
+    """The definition's fields of ``options``, with the definition's defaults."""
+    return _RunFields(
+        files=tuple(options.get("files", ())),
+        spark_conf=dict(options.get("spark_conf") or {}),
+        max_attempts=options.get("max_attempts", 3),
+        max_lost_attempts=options.get("max_lost_attempts", DEFAULT_MAX_LOST_ATTEMPTS),
+        require=dict(options.get("require") or {}),
+    )
 
 
 def _check_unique(names: Sequence[str]) -> None:
