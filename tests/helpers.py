@@ -10,13 +10,18 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.jobs.states import QUARANTINED
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from recovery.client import Client
+    from zkstore.jobs.records import QuarantineEntry
 
 #: The session timeout of the end-to-end tests' daemons and drivers.
 SESSION_TIMEOUT = 3.0
@@ -94,6 +99,15 @@ def wait_for(
         if time.monotonic() > end:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
         time.sleep(interval)
+
+
+def wait_quarantined(client: Client, job_id: str, timeout: float = 60.0) -> QuarantineEntry:
+    """Wait until the leader has put ``job_id`` in quarantine; its quarantine entry."""
+    what = f"{job_id} in quarantine"
+    wait_for(lambda: client.status(job_id).state == QUARANTINED, timeout=timeout, what=what)
+    entry = client.status(job_id).quarantine
+    assert entry is not None, f"{job_id} is QUARANTINED without an entry"
+    return entry
 
 
 def expire_session(zk: ZooKeeper) -> None:
