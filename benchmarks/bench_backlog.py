@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.common import Result, fresh_root, zookeeper
+from benchmarks.common import Result, file_config, show_all, wait_all_exist, zookeeper
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import StoreConfig
@@ -30,26 +30,14 @@ def noop(ctx: object) -> None:
     """A job that does nothing: what is measured is the runtime's own cost per job."""
 
 
-def _config(hosts: str, tmp: str) -> StoreConfig:
-    return StoreConfig(
-        zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/storage", timeout=30.0
-    )
-
-
 def _wait_results(client: Client, job_ids: list[str], timeout: float) -> None:
-    layout, zk = client.cluster.layout, client.cluster.zk
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = zk.exists_many([layout.result(job_id) for job_id in job_ids])
-        if all(stat is not None for stat in found):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"not every one of {len(job_ids)} jobs finished within {timeout:g} s")
+    layout = client.cluster.layout
+    wait_all_exist(client.cluster.zk, [layout.result(job_id) for job_id in job_ids], timeout)
 
 
 def bench_drain(hosts: str, count: int) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
-        config = _config(hosts, tmp)
+        config = file_config(hosts, tmp, timeout=30.0)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--max-drivers", str(SLOTS)))
         try:
             local.start_daemon("drain")
@@ -89,7 +77,7 @@ def _submit_many(config: StoreConfig, count: int) -> None:
 
 def bench_takeover(hosts: str, count: int) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
-        config = _config(hosts, tmp)
+        config = file_config(hosts, tmp, timeout=30.0)
         _submit_many(config, count)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--max-drivers", str(SLOTS)))
         try:
@@ -129,12 +117,8 @@ def main(argv: list[str] | None = None) -> list[Result]:
     parser.add_argument("--jobs", type=int, default=40, help="queued jobs of the drain")
     parser.add_argument("--pending", type=int, default=2000, help="pending jobs at takeover")
     args = parser.parse_args(argv)
-    results = []
     with zookeeper() as hosts:
-        for result in (bench_drain(hosts, args.jobs), bench_takeover(hosts, args.pending)):
-            result.show()
-            results.append(result)
-    return results
+        return show_all((bench_drain(hosts, args.jobs), bench_takeover(hosts, args.pending)))
 
 
 if __name__ == "__main__":

@@ -16,18 +16,12 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_backlog import _submit_many
-from benchmarks.common import Result, fresh_root, zookeeper
+from benchmarks.common import Result, file_config, fresh_root, hold, show_all, zookeeper
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
-from zkstore.config import StoreConfig
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
-
-
-def hold(ctx: object, seconds: float) -> None:
-    """A job that stays alive (no Spark, so that 20 of them fit on a small machine)."""
-    time.sleep(seconds)
 
 
 def _running_attempts(client: Client, job_ids: list[str]) -> dict[str, int]:
@@ -42,13 +36,7 @@ def _running_attempts(client: Client, job_ids: list[str]) -> dict[str, int]:
 
 def bench_host_loss(hosts: str, jobs: int, session_timeout: float) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
-        config = StoreConfig(
-            zk_hosts=hosts,
-            root=fresh_root(),
-            storage_url=f"file://{tmp}/storage",
-            session_timeout=session_timeout,
-            timeout=10.0,
-        )
+        config = file_config(hosts, tmp, timeout=10.0, session_timeout=session_timeout)
         slots = ("--max-drivers", str(jobs))
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=slots, restart_backoff=1.0)
         try:
@@ -94,9 +82,7 @@ def bench_host_loss(hosts: str, jobs: int, session_timeout: float) -> Result:
 
 def bench_placement(hosts: str, jobs: int, members: int, slots: int) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
-        config = StoreConfig(
-            zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/storage", timeout=30.0
-        )
+        config = file_config(hosts, tmp, timeout=30.0)
         _submit_many(config, jobs)
         # Members that take assignments without launching anything: the leader's placement is
         # what is measured, not the drivers (1,000 of them would not fit on this machine).
@@ -191,15 +177,13 @@ def main(argv: list[str] | None = None) -> list[Result]:
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--placements", type=int, default=1000)
     args = parser.parse_args(argv)
-    results = []
     with zookeeper() as hosts:
-        for result in (
-            bench_host_loss(hosts, args.jobs, args.session_timeout),
-            bench_placement(hosts, args.placements, 5, 200),
-        ):
-            result.show()
-            results.append(result)
-    return results
+        return show_all(
+            (
+                bench_host_loss(hosts, args.jobs, args.session_timeout),
+                bench_placement(hosts, args.placements, 5, 200),
+            )
+        )
 
 
 if __name__ == "__main__":

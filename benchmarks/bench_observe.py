@@ -25,7 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.common import Result, fresh_root, seed_entries, timed, zookeeper
+from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.server import HttpServer
@@ -96,9 +96,7 @@ def fetch(url: str) -> bytes:
 
 def bench_api(hosts: str, count: int, rounds: int) -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
-        config = StoreConfig(
-            zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/storage", timeout=60.0
-        )
+        config = file_config(hosts, tmp, timeout=60.0)
         with Cluster.open(config) as cluster:
             seed_jobs(cluster, count)
             server, api, url = serve(cluster, config)

@@ -25,11 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common import Result, connect, fresh_root, zookeeper
+from benchmarks.common import Result, connect, file_config, zookeeper
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from recovery.retention import PAGE, PAGE_DELAY
-from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, STARTING, SUCCEEDED
 from zkstore.layout import Layout
@@ -121,9 +120,7 @@ def _first_start(zk: ZooKeeper, layout: Layout, ids: list[str], timeout: float) 
 def measure_takeover(hosts: str, results: int, code: str | None) -> tuple[float, float]:
     """(leadership to first start, the takeover's own duration), seconds."""
     with tempfile.TemporaryDirectory() as tmp:
-        config = StoreConfig(
-            zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/storage", timeout=60.0
-        )
+        config = file_config(hosts, tmp, timeout=60.0)
         layout = Layout(config.base_path)
         zk = connect(hosts, timeout=120)
         try:
@@ -203,9 +200,7 @@ def bench_retention(hosts: str, results: int) -> Result:
     """Every result past a retention of 30 s: the leader deletes them in bounded passes; a job
     submitted meanwhile starts about as soon as one submitted on an idle leader."""
     with tempfile.TemporaryDirectory() as tmp:
-        config = StoreConfig(
-            zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/storage", timeout=60.0
-        )
+        config = file_config(hosts, tmp, timeout=60.0)
         layout = Layout(config.base_path)
         zk = connect(hosts, timeout=120)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--keep-results", "30s"))

@@ -19,10 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import Result, fresh_root, zookeeper
+from benchmarks.common import Result, file_config, hold, show_all, wait_all_exist, zookeeper
 from recovery.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from zkstore.config import StoreConfig
 
 TRIVIAL_SCRIPT = """\
 from pyspark.sql import SparkSession
@@ -31,11 +30,6 @@ spark = SparkSession.builder.master("local[2]").appName("trivial").getOrCreate()
 print(spark.range(1000).selectExpr("sum(id)").collect()[0][0])
 spark.stop()
 """
-
-
-def hold(ctx: object, seconds: float) -> None:
-    """A job that just stays alive (no Spark, so 100 of them fit on a small machine)."""
-    time.sleep(seconds)
 
 
 def _adopted(daemon: DaemonProcess) -> int:
@@ -60,13 +54,7 @@ def _time_takeover(local: LocalCluster, victim: DaemonProcess, signum: int, jobs
 
 def bench_failover(hosts: str, jobs: int, session_timeout: float) -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
-        config = StoreConfig(
-            zk_hosts=hosts,
-            root=fresh_root(),
-            storage_url=f"file://{tmp}/storage",
-            session_timeout=session_timeout,
-            timeout=10.0,
-        )
+        config = file_config(hosts, tmp, timeout=10.0, session_timeout=session_timeout)
         local = LocalCluster(
             config, Path(tmp) / "runtime", extra_args=("--max-drivers", str(jobs + 10))
         )
@@ -77,7 +65,9 @@ def bench_failover(hosts: str, jobs: int, session_timeout: float) -> list[Result
             with Client(config) as client:
                 for i in range(jobs):
                     client.submit_function(hold, 600.0, job_id=f"hold-{i:03d}")
-                _wait_all_running(local, client, jobs)
+                layout = client.cluster.layout
+                running = [layout.running(f"hold-{i:03d}") for i in range(jobs)]
+                wait_all_exist(client.cluster.zk, running, 300, poll=0.5)
                 killed = _time_takeover(local, first, signal.SIGKILL, jobs)
                 local.start_daemon("bench-3")  # a standby again, for the graceful handover
                 second = local.wait_for_leader(exclude="bench-1")
@@ -102,24 +92,11 @@ def bench_failover(hosts: str, jobs: int, session_timeout: float) -> list[Result
     ]
 
 
-def _wait_all_running(local: LocalCluster, client: Client, jobs: int) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        layout = client.cluster.layout
-        running = client.cluster.zk.exists_many(
-            [layout.running(f"hold-{i:03d}") for i in range(jobs)]
-        )
-        if all(stat is not None for stat in running):
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"not all {jobs} jobs were running after 300 s")
-
-
 def bench_submit_overhead(hosts: str, rounds: int) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "trivial.py"
         script.write_text(TRIVIAL_SCRIPT)
-        config = StoreConfig(zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/storage")
+        config = file_config(hosts, tmp)
         local = LocalCluster(config, Path(tmp) / "runtime", spark_master="local[2]")
         try:
             local.start_daemon("submit-bench")
@@ -163,15 +140,13 @@ def main(argv: list[str] | None = None) -> list[Result]:
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    results = []
     with zookeeper() as hosts:
-        for result in [
-            *bench_failover(hosts, args.jobs, args.session_timeout),
-            bench_submit_overhead(hosts, args.rounds),
-        ]:
-            result.show()
-            results.append(result)
-    return results
+        return show_all(
+            [
+                *bench_failover(hosts, args.jobs, args.session_timeout),
+                bench_submit_overhead(hosts, args.rounds),
+            ]
+        )
 
 
 if __name__ == "__main__":

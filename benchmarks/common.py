@@ -9,12 +9,13 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from zkstore.config import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.handle import Handle
 from zkstore.ops import Op
@@ -71,6 +72,38 @@ def fresh_root() -> str:
     return f"/bench-{uuid.uuid4().hex[:8]}"
 
 
+def file_config(
+    hosts: str,
+    tmp: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+) -> StoreConfig:
+    """A store under a fresh root with its payloads in ``tmp/storage``."""
+    return StoreConfig(
+        zk_hosts=hosts,
+        root=fresh_root(),
+        storage_url=f"file://{tmp}/storage",
+        session_timeout=session_timeout,
+        timeout=timeout,
+    )
+
+
+def hold(ctx: object, seconds: float) -> None:
+    """A job that just stays alive (no Spark, so that many of them fit on a small machine)."""
+    time.sleep(seconds)
+
+
+def wait_all_exist(zk: ZooKeeper, paths: list[str], timeout: float, poll: float = 0.05) -> None:
+    """Return once every one of ``paths`` exists; ``TimeoutError`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(stat is not None for stat in zk.exists_many(paths)):
+            return
+        time.sleep(poll)
+    raise TimeoutError(f"not every one of {len(paths)} nodes existed within {timeout:g} s")
+
+
 def connect(hosts: str, timeout: float = 30.0) -> ZooKeeper:
     return ZooKeeper(hosts, session_timeout=30, timeout=timeout).start()
 
@@ -116,6 +149,15 @@ class Result:
                 record = {**self.__dict__, "ratio": self.ratio, "met": self.met()}
                 out.write(json.dumps(record) + "\n")
         sys.stdout.flush()
+
+
+def show_all(results: Iterable[Result]) -> list[Result]:
+    """Print each result line; the results, as a list."""
+    shown = []
+    for result in results:
+        result.show()
+        shown.append(result)
+    return shown
 
 
 def seed_entries(

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
 import cloudpickle
 
@@ -34,13 +34,21 @@ from recovery.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, HandleNotFound, JobNotFound, JobQuarantined, WaitTimeout
+from zkstore.errors import ConfigError, JobNotFound, JobQuarantined, WaitTimeout
 from zkstore.jobs import triage
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 
 logger = logging.getLogger(__name__)
+
+
+class RunOptions(TypedDict):
+    """What the submitter chose about the attempts of a job and where it may run."""
+
+    max_attempts: int
+    max_lost_attempts: int
+    require: Mapping[str, str] | None
 
 
 class Client(Closeable):
@@ -86,10 +94,10 @@ class Client(Closeable):
             by_value=by_value,
             job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
             name=name,
-            max_attempts=max_attempts,
             shipment=shipment,
-            max_lost_attempts=max_lost_attempts,
-            require=require,
+            run=RunOptions(
+                max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+            ),
         )
 
     def _submit_function(
@@ -100,10 +108,8 @@ class Client(Closeable):
         by_value: ModuleType | None,
         job_id: str,
         name: str | None,
-        max_attempts: int,
         shipment: Shipment,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
+        run: RunOptions,
     ) -> str:
         self._check_size(shipment)
         with _pickled_by_value(by_value):
@@ -113,10 +119,8 @@ class Client(Closeable):
                 args=args,
                 name=name,
                 spark_conf=shipment.spark_conf,
-                max_attempts=max_attempts,
-                max_lost_attempts=max_lost_attempts,
-                require=require,
                 files=shipment.files,
+                **run,
             )
         return self.submit(definition)
 
@@ -137,15 +141,11 @@ class Client(Closeable):
         the modules it imports from its directory and the files in ``needs``."""
         script = Path(path)
         shipment = prepare(script, needs or Dependencies(), conf)
+        run = RunOptions(
+            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+        )
         return self._submit_script(
-            script,
-            args,
-            job_id=job_id,
-            name=name,
-            max_attempts=max_attempts,
-            shipment=shipment,
-            max_lost_attempts=max_lost_attempts,
-            require=require,
+            script, args, job_id=job_id, name=name, shipment=shipment, run=run
         )
 
     def _submit_script(
@@ -155,10 +155,8 @@ class Client(Closeable):
         *,
         job_id: str | None,
         name: str | None,
-        max_attempts: int,
         shipment: Shipment,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
+        run: RunOptions,
     ) -> str:
         try:
             source = script.read_text()
@@ -177,10 +175,8 @@ class Client(Closeable):
                 args=list(args),
                 name=name if name is not None else script.name,
                 spark_conf=shipment.spark_conf,
-                max_attempts=max_attempts,
-                max_lost_attempts=max_lost_attempts,
-                require=require,
                 files=shipment.files,
+                **run,
             )
         )
 
@@ -209,16 +205,12 @@ class Client(Closeable):
         shipment = prepare(path, needs or Dependencies(), conf)
         if check_paths:
             check_arguments(args, shipment.names(), warn or logger.warning)
+        run = RunOptions(
+            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+        )
         if function_name is None:
             return self._submit_script(
-                path,
-                args,
-                job_id=job_id,
-                name=name,
-                max_attempts=max_attempts,
-                shipment=shipment,
-                max_lost_attempts=max_lost_attempts,
-                require=require,
+                path, args, job_id=job_id, name=name, shipment=shipment, run=run
             )
         with importable(path.parent, shipment.import_paths):
             function, module = load_function(path, function_name)
@@ -229,10 +221,8 @@ class Client(Closeable):
                     by_value=module,
                     job_id=job_id_or_default(job_id, f"{path.stem}-{function_name}"),
                     name=name if name is not None else f"{path.name}:{function_name}",
-                    max_attempts=max_attempts,
                     shipment=shipment,
-                    max_lost_attempts=max_lost_attempts,
-                    require=require,
+                    run=run,
                 )
             finally:
                 sys.modules.pop(module.__name__, None)
@@ -258,12 +248,11 @@ class Client(Closeable):
     def leader(self) -> dict[str, Any] | None:
         """The published info of the leading daemon (``id``, ``host``, ``pid``, ``since``), or
         None when no daemon leads (then submitted jobs wait)."""
-        try:
-            data, _ = self.cluster.zk.get(self.cluster.layout.leader_info)
-        except HandleNotFound:
+        found = self.cluster.zk.get_if_exists(self.cluster.layout.leader_info)
+        if found is None:
             return None
         try:
-            info = json.loads(data.decode("utf-8"))
+            info = json.loads(found[0].decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             info = None
         return info if isinstance(info, dict) else {"id": "?"}

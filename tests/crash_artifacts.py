@@ -10,16 +10,14 @@ the leader runs it). Exit code 77 means the process died at the step; 0 that it 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
+from tests.crash_cluster import crashing_cluster
 from zkstore.cluster import Cluster
-from zkstore.config import StoreConfig
 from zkstore.jobs.cleanup import clean_up
 from zkstore.ops import Fence
 
-CRASHED = 77
 NAME = "staging"
 #: Every step of an artifact's life, in order (register's two halves of data are the job's).
 LIFECYCLE = (
@@ -41,12 +39,7 @@ def write_data(cluster: Cluster, uri: str, name: str, data: bytes) -> None:
 
 
 def main(spec: dict[str, Any]) -> int:
-    def crash_at(step: str) -> None:
-        if step == spec["step"]:
-            os._exit(CRASHED)
-
-    config = StoreConfig.from_json(spec["config"])
-    cluster = Cluster.open(config, on_step=crash_at)
+    cluster, crash_at = crashing_cluster(spec)
     job = spec["job"]
     if spec["op"] == "cleanup":
         clean_up(cluster, job)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from recovery.retention import expire
@@ -26,13 +27,19 @@ def noop(ctx: Any) -> None:
     return None
 
 
-def main(spec: dict[str, Any]) -> int:
+def crashing_cluster(spec: dict[str, Any]) -> tuple[Cluster, Callable[[str], None]]:
+    """The cluster of ``spec["config"]`` whose write paths end this process (exit code
+    ``CRASHED``) at step ``spec["step"]``, and that step check for the caller's own steps."""
+
     def crash_at(step: str) -> None:
         if step == spec["step"]:
             os._exit(CRASHED)
 
-    config = StoreConfig.from_json(spec["config"])
-    cluster = Cluster.open(config, on_step=crash_at)
+    return Cluster.open(StoreConfig.from_json(spec["config"]), on_step=crash_at), crash_at
+
+
+def main(spec: dict[str, Any]) -> int:
+    cluster, crash_at = crashing_cluster(spec)
     job = spec["job"]
     if spec["op"] == "put":
         cluster.jobs.submit(JobDefinition.for_function(job, noop))

@@ -10,13 +10,18 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.jobs.states import QUARANTINED
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from recovery.client import Client
+    from zkstore.jobs.records import QuarantineEntry
 
 #: The session timeout of the end-to-end tests' daemons and drivers.
 SESSION_TIMEOUT = 3.0
@@ -96,6 +101,15 @@ def wait_for(
         time.sleep(interval)
 
 
+def wait_quarantined(client: Client, job_id: str, timeout: float = 60.0) -> QuarantineEntry:
+    """Wait until the leader has put ``job_id`` in quarantine; its quarantine entry."""
+    what = f"{job_id} in quarantine"
+    wait_for(lambda: client.status(job_id).state == QUARANTINED, timeout=timeout, what=what)
+    entry = client.status(job_id).quarantine
+    assert entry is not None, f"{job_id} is QUARANTINED without an entry"
+    return entry
+
+
 def expire_session(zk: ZooKeeper) -> None:
     """Expire ``zk``'s session on the server, as a partition longer than the timeout would.
 
@@ -149,10 +163,19 @@ def cli_args(config: StoreConfig) -> list[str]:
     return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
 
 
-def crash(config: StoreConfig, op: str, job: str, step: str) -> None:
-    """Run ``op`` of :mod:`tests.crash_cluster` in a child process that dies at ``step``."""
-    spec = {"config": config.to_json(), "op": op, "job": job, "step": step}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
-    )
-    assert done.returncode == 77, f"the child did not die at {step}"
+def crash(
+    config: StoreConfig,
+    op: str,
+    job: str,
+    step: str,
+    *,
+    module: str = "tests.crash_cluster",
+    **extra: Any,
+) -> None:
+    """Run ``op`` of ``module`` (:mod:`tests.crash_cluster`, :mod:`tests.crash_artifacts`) in
+    a child process that must die at ``step``; ``extra`` goes into its spec as it is."""
+    from tests.crash_cluster import CRASHED
+
+    spec = {"config": config.to_json(), "op": op, "job": job, "step": step, **extra}
+    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], cwd=REPO, timeout=60)
+    assert done.returncode == CRASHED, f"the child did not die at {step}"

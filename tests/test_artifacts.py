@@ -9,8 +9,6 @@ operator commands find exactly what it left and release it.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,8 @@ from click.testing import CliRunner
 
 from recovery.cli import cli
 from recovery.dev.localcluster import LocalCluster
-from tests.crash_artifacts import CRASHED, LIFECYCLE, NAME, write_data
+from tests import helpers
+from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.helpers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
 from zkstore.cluster import Cluster
@@ -43,8 +42,6 @@ from zkstore.jobs.states import CANCELLED, FAILED, STARTING, SUCCEEDED
 from zkstore.ops import Fence
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def noop(ctx: Any) -> None:
@@ -360,18 +357,15 @@ def lingering(config: StoreConfig) -> set[tuple[str, str]]:
 
 
 def crash(config: StoreConfig, op: str, step: str, scope: str, status_version: int = 0) -> None:
-    spec = {
-        "config": config.to_json(),
-        "op": op,
-        "job": "j",
-        "step": step,
-        "scope": scope,
-        "status_version": status_version,
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_artifacts", json.dumps(spec)], cwd=REPO, timeout=60
+    helpers.crash(
+        config,
+        op,
+        "j",
+        step,
+        module="tests.crash_artifacts",
+        scope=scope,
+        status_version=status_version,
     )
-    assert done.returncode == CRASHED, f"the child did not die at {step}"
 
 
 def expected_leftover(step: str, scope: str) -> set[tuple[str, str]]:

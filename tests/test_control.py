@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import jobs
+from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -306,12 +304,7 @@ def test_a_writer_that_dies_between_storing_and_recording_leaves_a_gap_and_no_ga
 ) -> None:
     store = submitted(cluster)
     store.set({"rate": 1})
-    spec = {"config": config.to_json(), "op": "control", "job": "j", "step": step}
-    repo = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=repo, timeout=60
-    )
-    assert done.returncode == 77, f"the child did not die at {step}"
+    crash(config, "control", "j", step)
     assert store.desired() == Desired({"rate": 2}, 1), "the change is stored"
     entries, errors = store.history.entries()
     recorded = step == "control:recorded"

@@ -57,14 +57,27 @@ def steps_of(out: Path, attempt: int) -> dict[str, dict[str, Any]]:
     }
 
 
+def start_tunable(local: LocalCluster, client: Client, out: Path, job_id: str) -> DaemonProcess:
+    """A daemon running ``jobs.tunable`` as ``job_id``, once the job has declared its keys."""
+    daemon = local.start_daemon("d1")
+    client.submit_function(jobs.tunable, str(out), job_id=job_id)
+    wait_for((out / "declared").exists, timeout=120, what="the job to declare its keys")
+    return daemon
+
+
+def stop_and_succeed(config: StoreConfig, client: Client, job_id: str) -> None:
+    """Stop a job that watches the ``stop`` key, as a user would; it must succeed."""
+    assert zkstore(config, "control set", job_id, "stop=true").returncode == 0
+    assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
+
+
 @pytest.mark.slow
 def test_changes_are_acknowledged_checked_and_recorded(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    local.start_daemon("d1")
-    job_id = client.submit_function(jobs.tunable, str(out), job_id="tune")
-    wait_for((out / "declared").exists, timeout=120, what="the job to declare its keys")
+    job_id = "tune"
+    start_tunable(local, client, out, job_id)
 
     started = time.monotonic()
     applied = zkstore(runtime_config, "control set", job_id, "rate=2.5", "--wait")
@@ -132,8 +145,7 @@ def test_changes_are_acknowledged_checked_and_recorded(
     assert "rate: 2.5 -> 3" in listed and "zkstore.checkpoint: - ->" in listed
     assert "parts" not in listed and "turbo" not in listed
 
-    assert zkstore(runtime_config, "control set", job_id, "stop=true").returncode == 0
-    assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
+    stop_and_succeed(runtime_config, client, job_id)
     assert_nothing_left(runtime_config, job_id)  # the history went with the job
 
 
@@ -142,9 +154,8 @@ def test_ten_rapid_changes_end_on_the_last_with_monotonic_acknowledgements(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    local.start_daemon("d1")
-    job_id = client.submit_function(jobs.tunable, str(out), job_id="rapid")
-    wait_for((out / "declared").exists, timeout=120, what="the job to declare its keys")
+    job_id = "rapid"
+    start_tunable(local, client, out, job_id)
     store = client.cluster.control(job_id)
     seen: list[int] = []
     lock = threading.Lock()
@@ -289,8 +300,7 @@ def test_log_level_changed_while_running_reaches_python_and_spark(
         )
     bad = zkstore(runtime_config, "control log-level", job_id, "LOUD")
     assert bad.returncode == 2 and "not a log level" in bad.stderr
-    assert zkstore(runtime_config, "control set", job_id, "stop=true").returncode == 0
-    assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
+    stop_and_succeed(runtime_config, client, job_id)
 
 
 @pytest.mark.slow
@@ -298,9 +308,8 @@ def test_garbage_in_the_acknowledgement_or_declaration_is_reported_and_healed(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    daemon = local.start_daemon("d1")
-    job_id = client.submit_function(jobs.tunable, str(out), job_id="hostile")
-    wait_for((out / "declared").exists, timeout=120, what="the job to declare its keys")
+    job_id = "hostile"
+    daemon = start_tunable(local, client, out, job_id)
     assert zkstore(runtime_config, "control set", job_id, "rate=1", "--wait").returncode == 0
     store = client.cluster.control(job_id)
     client.cluster.zk.set(store.ack_path, b"[" * 5000)
@@ -327,5 +336,4 @@ def test_garbage_in_the_acknowledgement_or_declaration_is_reported_and_healed(
     }
     assert healed["record_errors"] == {"control-keys": healed["record_errors"]["control-keys"]}
     assert daemon.alive
-    assert zkstore(runtime_config, "control set", job_id, "stop=true").returncode == 0
-    assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
+    stop_and_succeed(runtime_config, client, job_id)

@@ -20,13 +20,18 @@ from zkstore.errors import ConfigError
 BIN = Path(sys.executable).parent
 
 
-def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Any) -> None:
-    process = subprocess.Popen(
+def zookeeper_command() -> subprocess.Popen[str]:
+    """``zkstore zookeeper`` running, its output readable as text."""
+    return subprocess.Popen(
         [str(BIN / "zkstore"), "zookeeper"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Any) -> None:
+    process = zookeeper_command()
     try:
         assert process.stdout is not None
         connect_string = process.stdout.readline().strip()
@@ -103,12 +108,7 @@ def _assert_dies_with(parent: subprocess.Popen[str], jvm_pid: int) -> None:
 
 
 def test_sigkilled_zookeeper_command_leaves_no_jvm() -> None:
-    process = subprocess.Popen(
-        [str(BIN / "zkstore"), "zookeeper"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = zookeeper_command()
     try:
         assert process.stdout is not None and process.stderr is not None
         port = int(process.stdout.readline().strip().rsplit(":", 1)[1])

@@ -21,7 +21,7 @@ from recovery.cli import cli
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import wait_for, wait_quarantined
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound
@@ -224,9 +224,7 @@ def test_a_payload_of_the_wrong_type_is_quarantined_not_retried(
     client.cluster.jobs.handles.add("number", 5, summary={"name": "number", "max_attempts": 3})
     client.cluster.jobs.handles.release("number")
     local.start_daemon("d1")
-    wait_for(lambda: client.status("number").state == QUARANTINED, timeout=60, what="quarantine")
-    entry = client.status("number").quarantine
-    assert entry is not None and "holds a int" in entry.reason
+    assert "holds a int" in wait_quarantined(client, "number").reason
     status = client.status("number").status
     assert status is not None and status.attempt == 1 and status.failures == 0
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import wait_quarantined
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobStatus
-from zkstore.jobs.states import PENDING, QUARANTINED, SUCCEEDED
+from zkstore.jobs.states import PENDING, SUCCEEDED
 from zkstore.strict import utc_now
 
 
@@ -63,9 +63,7 @@ def test_a_corrupt_result_record_quarantines_its_job_and_the_others_run(
     local.start_daemon("d1")
     for job_id in ("a", "c"):
         assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
-    wait_for(lambda: client.status("b").state == QUARANTINED, timeout=30, what="quarantine")
-    entry = client.status("b").quarantine
-    assert entry is not None and "results/b" in entry.reason
+    assert "results/b" in wait_quarantined(client, "b").reason
     assert local.daemons["d1"].alive
 
 

@@ -4,15 +4,12 @@ a crash."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from recovery.retention import expire
+from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -23,8 +20,6 @@ from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
 from zkstore.ops import Fence
 from zkstore.strict import parse_time
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def noop(ctx: Any) -> None:
@@ -62,14 +57,6 @@ def leader_fence(cluster: Cluster) -> tuple[Fence, str]:
         sequence=True,
     )
     return Fence.check(node, error=NotLeader), node
-
-
-def crash(config: StoreConfig, op: str, job: str, step: str, **extra: Any) -> None:
-    spec = {"config": config.to_json(), "op": op, "job": job, "step": step, **extra}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.crash_cluster", json.dumps(spec)], cwd=REPO, timeout=60
-    )
-    assert done.returncode == 77, f"the child did not die at {step}"
 
 
 def orphans(cluster: Cluster) -> list[tuple[str, str]]:

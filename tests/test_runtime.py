@@ -10,10 +10,16 @@ from pathlib import Path
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import SESSION_TIMEOUT, assert_nothing_left, step_runs, wait_for
+from tests.helpers import (
+    SESSION_TIMEOUT,
+    assert_nothing_left,
+    step_runs,
+    wait_for,
+    wait_quarantined,
+)
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, FAILED, QUARANTINED, SUCCEEDED
+from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
 
 
 def driver_pids(out: Path) -> set[int]:
@@ -210,9 +216,7 @@ def test_broken_definition_is_quarantined_while_others_run(
     local.start_daemon("d1")
     for job_id in ("job-0", "job-2"):
         assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
-    wait_for(lambda: client.status("job-1").state == QUARANTINED, timeout=30, what="quarantine")
-    entry = client.status("job-1").quarantine
-    assert entry is not None and "CorruptPayload" in entry.reason
+    assert "CorruptPayload" in wait_quarantined(client, "job-1").reason
     assert ids == ["job-0", "job-1", "job-2"]
 
 

@@ -242,6 +242,13 @@ def test_get_of_missing_entry(store: Any) -> None:
     assert store.exists("nope") is None
 
 
+def test_get_if_exists_answers_none_only_for_a_missing_node(zk: ZooKeeper, path: str) -> None:
+    assert zk.get_if_exists(f"{path}/nothing") is None
+    zk.create(f"{path}/here", b"data", makepath=True)
+    found = zk.get_if_exists(f"{path}/here")
+    assert found is not None and found[0] == b"data" and found[1].version == 0
+
+
 def test_invalid_names_are_refused(store: Any) -> None:
     for name in ["../x", "a/b", "", "a b", "x" * 200]:
         with pytest.raises(InvalidName, match="invalid entry name"):

@@ -272,15 +272,13 @@ class StateStorage:
 
     def tree_size(self, uri: str) -> int | None:
         """Bytes at ``uri`` (a file, or every file under a directory); None if nothing is there."""
-        path = self.path_of(uri)
+        info = self._info(uri)
+        if info is None:
+            return None
+        if info.get("type") != "directory":
+            return int(info.get("size") or 0)
         with storage_errors(f"stat {uri}"):
-            try:
-                info = self.fs.info(path)
-            except FileNotFoundError:
-                return None
-            if info.get("type") != "directory":
-                return int(info.get("size") or 0)
-            return int(self.fs.du(path, total=True))
+            return int(self.fs.du(self.path_of(uri), total=True))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -355,13 +353,19 @@ class StateStorage:
 
     def size(self, uri: str) -> int | None:
         """The size of the object at ``uri``, or None if there is none; an outage raises."""
+        info = self._info(uri)
+        if info is None or info.get("type") == "directory":
+            return None
+        return int(info.get("size") or 0)
+
+    def _info(self, uri: str) -> dict[str, Any] | None:
+        """fsspec's description of what is at ``uri``, None if nothing; an outage raises."""
         path = self.path_of(uri)
         with storage_errors(f"stat {uri}"):
             try:
-                info = self.fs.info(path)
+                return dict(self.fs.info(path))
             except FileNotFoundError:
                 return None
-        return int(info.get("size") or 0) if info.get("type") != "directory" else None
 
     def exists(self, uri: str) -> bool:
         """True if an object is at ``uri``; an outage raises instead of answering False."""

@@ -353,6 +353,15 @@ class ZooKeeper:
         )
         return data, stat
 
+    def get_if_exists(
+        self, path: str, *, timeout: float | None = None
+    ) -> tuple[bytes, ZnodeStat] | None:
+        """Data and stat of ``path``, ``None`` if it does not exist (an outage still raises)."""
+        try:
+            return self.get(path, timeout=timeout)
+        except HandleNotFound:
+            return None
+
     def exists(
         self, path: str, *, watch: Callable[..., Any] | None = None, timeout: float | None = None
     ) -> ZnodeStat | None:

@@ -165,11 +165,10 @@ class LocalCluster:
 
     def leader(self) -> dict[str, Any] | None:
         """The published leader info (``id``, ``pid``, ``host``, ``since``), or None."""
-        try:
-            data, _ = self.zk.get(f"{self.config.base_path}/leader/info")
-        except HandleNotFound:
+        found = self.zk.get_if_exists(f"{self.config.base_path}/leader/info")
+        if found is None:
             return None
-        info: dict[str, Any] = json.loads(data)
+        info: dict[str, Any] = json.loads(found[0])
         return info
 
     def wait_for_leader(

@@ -152,12 +152,8 @@ class ArtifactStore:
         return records, unreadable
 
     def get(self, name: str) -> Artifact | None:
-        path = self.layout.artifact(self.job_id, validate_name(name))
-        try:
-            data, stat = self.zk.get(path)
-        except HandleNotFound:
-            return None
-        return self._parse(name, data, stat)
+        found = self.zk.get_if_exists(self.layout.artifact(self.job_id, validate_name(name)))
+        return None if found is None else self._parse(name, *found)
 
     def _parse(self, name: str, data: bytes, stat: ZnodeStatLike) -> Artifact:
         path = self.layout.artifact(self.job_id, validate_name(name))

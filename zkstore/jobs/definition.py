@@ -18,7 +18,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import cloudpickle
 
@@ -71,6 +71,17 @@ class ShippedFile:
     def on_python_path(self) -> bool:
         """True for what Python imports from: the job's modules and ``--py-files``."""
         return self.role in ("modules", "py-file")
+
+
+class JobOptions(TypedDict, total=False):
+    """How a job runs, whatever it runs: the keywords :meth:`JobDefinition.for_script` and
+    :meth:`JobDefinition.for_function` share (defaults: the definition's own)."""
+
+    spark_conf: Mapping[str, str] | None
+    max_attempts: int
+    max_lost_attempts: int
+    require: Mapping[str, str] | None
+    files: Sequence[ShippedFile]
 
 
 @dataclass(frozen=True)
@@ -135,11 +146,7 @@ class JobDefinition:
         filename: str,
         args: Sequence[str] = (),
         name: str | None = None,
-        spark_conf: Mapping[str, str] | None = None,
-        max_attempts: int = 3,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
-        files: Sequence[ShippedFile] = (),
+        **options: Unpack[JobOptions],
     ) -> JobDefinition:
         """An unmodified PySpark script, run as ``__main__`` with ``sys.argv[1:] = args``."""
         return cls(
@@ -149,11 +156,7 @@ class JobDefinition:
             args=tuple(args),
             source=source,
             filename=filename,
-            files=tuple(files),
-            spark_conf=dict(spark_conf or {}),
-            max_attempts=max_attempts,
-            max_lost_attempts=max_lost_attempts,
-            require=dict(require or {}),
+            **_run_fields(options),
         )
 
     @classmethod
@@ -164,11 +167,7 @@ class JobDefinition:
         *,
         args: Sequence[Any] = (),
         name: str | None = None,
-        spark_conf: Mapping[str, str] | None = None,
-        max_attempts: int = 3,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
-        files: Sequence[ShippedFile] = (),
+        **options: Unpack[JobOptions],
     ) -> JobDefinition:
         """``function(ctx, *args)``; both are cloudpickled now (:class:`SerializationError` if
         they cannot be), by value for code that cloudpickle was told to ship by value."""
@@ -184,11 +183,7 @@ class JobDefinition:
             code=code,
             function_name=function_name,
             filename=getattr(getattr(function, "__code__", None), "co_filename", None),
-            files=tuple(files),
-            spark_conf=dict(spark_conf or {}),
-            max_attempts=max_attempts,
-            max_lost_attempts=max_lost_attempts,
-            require=dict(require or {}),
+            **_run_fields(options),
         )
 
     def load_function(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -239,6 +234,25 @@ class JobDefinition:
                 names = names[: MAX_SUMMARY_FILES_CHARS - 3] + "..."
             summary["files"] = names
         return summary
+
+
+class _RunFields(TypedDict):
+    files: tuple[ShippedFile, ...]
+    spark_conf: dict[str, str]
+    max_attempts: int
+    max_lost_attempts: int
+    require: dict[str, str]
+
+
+def _run_fields(options: JobOptions) -> _RunFields:
+    """The definition's fields of ``options``, with the definition's defaults."""
+    return _RunFields(
+        files=tuple(options.get("files", ())),
+        spark_conf=dict(options.get("spark_conf") or {}),
+        max_attempts=options.get("max_attempts", 3),
+        max_lost_attempts=options.get("max_lost_attempts", DEFAULT_MAX_LOST_ATTEMPTS),
+        require=dict(options.get("require") or {}),
+    )
 
 
 def _check_unique(names: Sequence[str]) -> None:

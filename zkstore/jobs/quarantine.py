@@ -90,11 +90,8 @@ class QuarantineStore:
 
     def get(self, job_id: str) -> QuarantineEntry | None:
         path = self.layout.quarantine_entry(job_id)
-        try:
-            data, stat = self.zk.get(path)
-        except HandleNotFound:
-            return None
-        return QuarantineEntry.from_znode(data, stat, path)
+        found = self.zk.get_if_exists(path)
+        return None if found is None else QuarantineEntry.from_znode(*found, path)
 
     def all(self) -> tuple[list[QuarantineEntry], dict[str, str]]:
         """Every readable entry (pipelined reads) and, by job id, why the others could not be

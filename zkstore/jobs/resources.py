@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zkstore.config import validate_id
-from zkstore.errors import HandleNotFound, SerializationError, ZkStoreError
+from zkstore.errors import SerializationError, ZkStoreError
 from zkstore.jobs.records import Record
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
@@ -80,11 +80,8 @@ class ResourceReports:
 
     def read(self) -> ResourceReport | None:
         """The last report, or None; raises :class:`CorruptRecord` if it does not parse."""
-        try:
-            data, stat = self.zk.get(self.path)
-        except HandleNotFound:
-            return None
-        return ResourceReport.from_znode(data, stat, self.path)
+        found = self.zk.get_if_exists(self.path)
+        return None if found is None else ResourceReport.from_znode(*found, self.path)
 
     def write(self, report: ResourceReport, *, fence: Fence) -> None:
         """Replace the report (whatever it held: the driver owns it), fenced on the attempt.

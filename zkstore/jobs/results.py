@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from zkstore.errors import (
     CorruptRecord,
@@ -34,6 +34,17 @@ from zkstore.zk import ZooKeeper
 RACE_TRIES = 5
 
 
+class ResultDetails(TypedDict, total=False):
+    """What a result keeps of its job besides the outcome: the last error, the name and the
+    handle's summary, the cancel request and the log of the last attempt."""
+
+    error: str | None
+    name: str | None
+    summary: Mapping[str, Any] | None
+    cancel: CancelRequest | None
+    log: str | None
+
+
 class JobResultStore:
     """Create a dirty result (once), mark it clean (idempotent), read and list results."""
 
@@ -47,28 +58,15 @@ class JobResultStore:
         outcome: str,
         *,
         attempts: int,
-        error: str | None = None,
-        name: str | None = None,
-        summary: Mapping[str, Any] | None = None,
-        cancel: CancelRequest | None = None,
-        log: str | None = None,
         fence: Fence | None = None,
+        **details: Unpack[ResultDetails],
     ) -> JobResult:
         """Record the job's outcome. Raises :class:`HandleExists` if any result exists.
 
-        ``summary`` (the handle's), ``cancel`` and ``log`` (of the last attempt) are kept so
-        that the job can still be described once everything else of it is cleaned up.
+        ``details`` (see :class:`ResultDetails`) are kept so that the job can still be described
+        once everything else of it is cleaned up.
         """
-        result = self.new_result(
-            job_id,
-            outcome,
-            attempts=attempts,
-            error=error,
-            name=name,
-            summary=summary,
-            cancel=cancel,
-            log=log,
-        )
+        result = self.new_result(job_id, outcome, attempts=attempts, **details)
         path = self.layout.result(job_id)
         for _ in range(RACE_TRIES):
             try:
@@ -87,20 +85,12 @@ class JobResultStore:
         raise VersionConflict(f"the cleanup index of job {job_id} kept changing", path=path)
 
     def new_result(
-        self,
-        job_id: str,
-        outcome: str,
-        *,
-        attempts: int,
-        error: str | None = None,
-        name: str | None = None,
-        summary: Mapping[str, Any] | None = None,
-        cancel: CancelRequest | None = None,
-        log: str | None = None,
+        self, job_id: str, outcome: str, *, attempts: int, **details: Unpack[ResultDetails]
     ) -> JobResult:
         """A DIRTY result of ``outcome``, finished now (not written yet)."""
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}")
+        summary, cancel = details.get("summary"), details.get("cancel")
         return JobResult(
             version=None,
             job_id=job_id,
@@ -108,13 +98,13 @@ class JobResultStore:
             outcome=outcome,
             attempts=attempts,
             finished=utc_now(),
-            error=short_error(error),
-            name=name,
+            error=short_error(details.get("error")),
+            name=details.get("name"),
             summary=dict(summary) if summary else None,
             cancel=None
             if cancel is None
             else {k: v for k, v in cancel.as_dict().items() if k != "version"},
-            log=log,
+            log=details.get("log"),
         )
 
     def dirty_ops(self, result: JobResult) -> list[Op]:
@@ -208,11 +198,8 @@ class JobResultStore:
 
     def get(self, job_id: str) -> JobResult | None:
         path = self.layout.result(job_id)
-        try:
-            data, stat = self.zk.get(path)
-        except HandleNotFound:
-            return None
-        return JobResult.from_znode(data, stat, path)
+        found = self.zk.get_if_exists(path)
+        return None if found is None else JobResult.from_znode(*found, path)
 
     def read_many(self, job_ids: Sequence[str]) -> tuple[list[JobResult], dict[str, str]]:
         """The readable results of ``job_ids`` (pipelined reads; absent ones are left out) and,
