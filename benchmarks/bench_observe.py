@@ -180,7 +180,7 @@ def _run_printer(
         process = subprocess.Popen(
             [sys.executable, "-c", PRINTER.format(lines=lines)], stdout=out, stderr=out, env=env
         )
-    shipper = start_shipper(config, job, 1, process, log, 0, env=env) if config else None
+    shipper = start_shipper(config, job, 1, process.pid, log, 0, env=env) if config else None
     process.wait()
     job_time = time.perf_counter() - start
     if shipper is not None:

@@ -218,7 +218,7 @@ def spark_context() -> Any:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
     session = (
         SparkSession.builder.master("local[2]")
         .appName("bench-resources")

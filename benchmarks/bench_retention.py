@@ -193,7 +193,7 @@ def _start_latency(client: Client, job_id: str) -> float:
     zk, layout = client.cluster.zk, client.cluster.layout
     client.submit_function(noop, job_id=job_id)
     created = zk.get(layout.job_handle(job_id))[1].ctime
-    return (_first_start(zk, layout, [job_id], 120) - created) / 1000.0
+    return float(_first_start(zk, layout, [job_id], 120) - created) / 1000.0
 
 
 def bench_retention(hosts: str, results: int) -> Result:

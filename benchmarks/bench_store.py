@@ -11,6 +11,7 @@ import argparse
 import statistics
 import tempfile
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fsspec.core import url_to_fs
@@ -137,11 +138,12 @@ def main(argv: list[str] | None = None) -> list[Result]:
     args = parser.parse_args(argv)
     results = []
     with zookeeper() as hosts, tempfile.TemporaryDirectory() as tmp, s3_server() as s3:
-        for run in (
+        runs: tuple[Callable[[], Result], ...] = (
             lambda: bench_add(hosts, f"file://{tmp}", {}, args.adds, args.rounds),
             lambda: bench_add(hosts, f"s3://{s3.bucket}", s3.options, args.adds, args.rounds),
             lambda: bench_get_all(hosts, args.entries, args.rounds),
-        ):
+        )
+        for run in runs:
             result = run()
             result.show()
             results.append(result)
