@@ -74,6 +74,9 @@ class FleetMember:
         #: again counts its attempts from 1 again)
         self._placed: dict[str, str] = {}
         self._watch: NodeWatch | None = None
+        #: exits that could not be recorded yet (ZooKeeper was unreachable): job id to
+        #: (attempt, how it ended, its status version)
+        self._unrecorded: dict[str, tuple[int, str, int | None]] = {}
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class FleetMember:
     def sync(self) -> None:
         """Launch the attempts newly placed here; kill launches whose placement was withdrawn
         before their driver took ``running``."""
+        self._record_exits_left()
         layout, zk = self.cluster.layout, self.cluster.zk
         directory = layout.member_assignments(self.member_id)
         try:
@@ -236,12 +240,23 @@ class FleetMember:
     def _record_exit_quietly(
         self, job_id: str, attempt: int, how: str, status_version: int | None
     ) -> None:
+        """Record the exit; one that cannot be recorded now (an outage) is kept and recorded at
+        the next :meth:`sync` (the daemon syncs when its session is back), so that the leader
+        need not wait for its launch deadline to learn that the attempt is gone."""
+        self._unrecorded.pop(job_id, None)
         try:
             self._record_exit(job_id, attempt, how, status_version)
         except (ConflictError, HandleNotFound) as exc:
             logger.debug("job %s: exit of attempt %d not recorded (%s)", job_id, attempt, exc)
         except ZkStoreError as exc:
-            logger.warning("job %s: exit of attempt %d not recorded: %s", job_id, attempt, exc)
+            self._unrecorded[job_id] = (attempt, how, status_version)
+            logger.warning(
+                "job %s: exit of attempt %d not recorded yet (will retry): %s", job_id, attempt, exc
+            )
+
+    def _record_exits_left(self) -> None:
+        for job_id, (attempt, how, status_version) in list(self._unrecorded.items()):
+            self._record_exit_quietly(job_id, attempt, how, status_version)
 
     def _record_exit(self, job_id: str, attempt: int, how: str, status_version: int | None) -> None:
         layout, zk = self.cluster.layout, self.cluster.zk

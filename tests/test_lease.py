@@ -134,6 +134,14 @@ def test_driver_cut_off_past_its_lease_is_gone_before_the_next_attempt_starts(
                 blackout.cut()
                 time.sleep(2 * cut_config.session_timeout)
                 blackout.restore()
+                # The member recorded the driver's exit once ZooKeeper was back: the leader
+                # learnt of it from that record, not from a launch deadline a minute later.
+                second_placed = wait_for(
+                    lambda: (s := client.status("cut").status) is not None and s.attempt == 2 and s,
+                    timeout=60,
+                    what="attempt 2 placed",
+                )
+                assert "stopped itself" in (second_placed.last_error or ""), second_placed
                 result = client.wait("cut", timeout=120)
         finally:
             local.stop()
