@@ -7,6 +7,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# Two test processes (pytest-xdist), a file each at a time: most tests wait on sessions and
+# processes, not on the CPU. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
@@ -28,7 +31,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

@@ -107,11 +107,16 @@ def use(ref: Any, out: str, stage: int) -> Any:
     return run
 
 
-def three_stages(ctx: Any, out: str, hold: str = "no", partitions: int | str = 8) -> None:
+def three_stages(
+    ctx: Any, out: str, hold: str = "no", partitions: int | str = 8, linger: float | str = 0.0
+) -> None:
     """Three Python stages over ``partitions`` partitions, each task using the ``db`` resource.
 
     With ``hold=yes`` the job waits at the end until ``zkstore control set JOB go=true``, so
-    that a test can look at the running attempt.
+    that a test can look at the running attempt. ``linger`` seconds after the last stage, the
+    application stays up (as a job that writes its summary would): a worker whose task ended
+    less than a watcher tick before the stop's SIGHUP dies without closing (recovery/executor/
+    hooks.py), a window a loaded machine can stretch.
     """
     ref = ctx.resource("db", functools.partial(open_tracked, out), close_tracked)
     ctx.decorate(functools.partial(log_to_file, out))
@@ -127,6 +132,7 @@ def three_stages(ctx: Any, out: str, hold: str = "no", partitions: int | str = 8
         .count()
     )
     record(out, "result", count=count, counts=ref.counts(), app=ctx.spark.sparkContext.appName)
+    time.sleep(float(linger))
     deadline = time.time() + 120
     while hold == "yes" and not ctx.config.get("go"):
         if time.time() > deadline:

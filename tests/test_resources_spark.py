@@ -215,6 +215,9 @@ def test_standalone_worker_shares_and_closes(
             client.submit_function(
                 resource_jobs.three_stages,
                 str(out),
+                "no",
+                8,
+                3.0,
                 job_id="standalone",
                 conf={"spark.executor.memory": "512m", "spark.cores.max": "1"},
             )
