@@ -172,9 +172,11 @@ class Standalone:
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    cluster = Standalone(tmp_path / "spark").start()
-    yield cluster
-    cluster.stop()
+    cluster = Standalone(tmp_path / "spark")
+    try:  # a master whose worker never came up is stopped too
+        yield cluster.start()
+    finally:
+        cluster.stop()
     shutil.rmtree(tmp_path / "spark" / "worker", ignore_errors=True)
 
 
