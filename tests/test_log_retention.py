@@ -8,6 +8,8 @@ import time
 import uuid
 from typing import Any
 
+import pytest
+
 from recovery.retention import expire
 from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering
@@ -131,12 +133,8 @@ def test_a_deposed_leaders_sweep_changes_no_result(cluster: Cluster) -> None:
     assert clean_up(cluster, "fenced", keep_logs=0)
     fence, node = leader_fence(cluster)
     cluster.zk.delete(node)  # its session expired: another daemon leads now
-    try:
+    with pytest.raises(NotLeader):  # a deposed leader's write must fail
         sweep(cluster, fence)
-    except NotLeader:
-        pass
-    else:
-        raise AssertionError("a deposed leader's write must fail")
     assert cluster.results.get("fenced").logs_until is not None  # type: ignore[union-attr]
     successor, _ = leader_fence(cluster)
     assert sweep(cluster, successor) == 1
