@@ -385,7 +385,10 @@ def test_failed_job_shows_its_error_and_what_it_was_after_it_finished(
         "ko: FAILED after 2 attempt(s): ValueError: bad input data"
     )
     assert ("RESTARTING", 1) in progress_states(failed.stderr.splitlines(), "ko")
-    shown = show(config, "ko")
+    # --wait returns once the outcome is recorded; the job shows CLEANING until its cleanup ends.
+    shown = wait_for(
+        lambda: (s := show(config, "ko"))["state"] != "CLEANING" and s, timeout=60, what="cleanup"
+    )
     assert (shown["state"], shown["kind"], shown["entry"]) == ("FAILED", "function", "flaky.py:run")
     assert shown["max_attempts"] == 2 and shown["submitted"]
     assert shown["error"].startswith("Traceback (most recent call last):")
