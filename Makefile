@@ -13,7 +13,8 @@ PYTEST_WORKERS ?= 2
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
-.PHONY: test demo lint typecheck pytest bench chaos venv clean browser-test
+.PHONY: test test-fast test-soak demo lint typecheck pytest bench bench-smoke chaos venv clean \
+	browser-test
 
 venv: $(STAMP)
 
@@ -35,17 +36,31 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The pure tests alone (no server, no process): seconds, for the edit-test loop.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m unit $(PYTEST_ARGS)
+
+# The suite again and again while two busy loops load the CPU: SOAK_RUNS full runs must all pass.
+SOAK_RUNS ?= 5
+test-soak: $(STAMP)
+	.ci/soak $(SOAK_RUNS)
+
 # The status page in a real browser (Debian's chromium, installed here if missing; needs root or
 # an existing chromium). Not part of `make test`. SCREENSHOT=docs/status-page.png keeps the shot.
 browser-test: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
-	ZKSTORE_SCREENSHOT=$(SCREENSHOT) $(BIN)/python -m pytest -q -m browser tests/test_browser.py
+	ZKSTORE_SCREENSHOT=$(SCREENSHOT) $(BIN)/python -m pytest -q -p no:xdist -m browser \
+		-o addopts="" tests/test_browser.py
 
 demo: $(STAMP)
 	$(BIN)/zkstore demo
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# Every benchmark at a tiny size (seconds each): a broken benchmark is caught by CI at once.
+bench-smoke: $(STAMP)
+	$(BIN)/python -m benchmarks --smoke
 
 chaos: $(STAMP)
 	$(BIN)/python -m recovery.dev.chaos --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))

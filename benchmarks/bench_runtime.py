@@ -34,7 +34,7 @@ spark.stop()
 
 def _adopted(daemon: DaemonProcess) -> int:
     log = daemon.log()
-    return len(set(re.findall(r"job (\S+): (?:adopted attempt|attempt \d+ started)", log)))
+    return len(set(re.findall(r"job (\S+): attempt \d+ (?:runs|started)", log)))
 
 
 def _time_takeover(local: LocalCluster, victim: DaemonProcess, signum: int, jobs: int) -> float:

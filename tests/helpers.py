@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
+import functools
+import importlib
+import multiprocessing
+import multiprocessing.context
 import sys
 import time
 import urllib.request
@@ -101,6 +103,17 @@ def wait_for(
         time.sleep(interval)
 
 
+def holds_for(
+    condition: Callable[[], object], seconds: float, interval: float = 0.05, what: str = ""
+) -> None:
+    """Assert that ``condition`` stays truthy for ``seconds`` (an invariant over a period, such
+    as "the lease never runs out while ZooKeeper answers"), checked every ``interval``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        assert condition(), f"{what or condition} stopped holding"
+        time.sleep(interval)
+
+
 def wait_quarantined(client: Client, job_id: str, timeout: float = 60.0) -> QuarantineEntry:
     """Wait until the leader has put ``job_id`` in quarantine; its quarantine entry."""
     what = f"{job_id} in quarantine"
@@ -163,6 +176,39 @@ def cli_args(config: StoreConfig) -> list[str]:
     return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
 
 
+#: The modules of the crash children (and what they import), imported once by the fork server.
+CRASH_MODULES = ("tests.crash_child", "tests.crash_cluster", "tests.crash_artifacts")
+
+
+@functools.cache
+def _fork_server() -> multiprocessing.context.ForkServerContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(CRASH_MODULES))
+    return context
+
+
+def run_child(module: str, spec: dict[str, Any], timeout: float = 60.0) -> int:
+    """Run ``module.main(spec)`` in a child process; its exit code.
+
+    The child is forked from a fork server (one per test process) that has already imported
+    the crash modules and everything they import, so a crash costs a fork, not a new
+    interpreter; and it is forked from that single-threaded server, never from the test process
+    with its ZooKeeper and S3 threads.
+    """
+    child = _fork_server().Process(target=_child_main, args=(module, spec), daemon=True)
+    child.start()
+    child.join(timeout)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        raise AssertionError(f"{module} did not end within {timeout} s")
+    return child.exitcode
+
+
+def _child_main(module: str, spec: dict[str, Any]) -> None:
+    sys.exit(importlib.import_module(module).main(spec))
+
+
 def crash(
     config: StoreConfig,
     op: str,
@@ -177,5 +223,4 @@ def crash(
     from tests.crash_cluster import CRASHED
 
     spec = {"config": config.to_json(), "op": op, "job": job, "step": step, **extra}
-    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], cwd=REPO, timeout=60)
-    assert done.returncode == CRASHED, f"the child did not die at {step}"
+    assert run_child(module, spec) == CRASHED, f"the child did not die at {step}"

@@ -14,7 +14,7 @@ from recovery.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from recovery.lease import SessionLease, default_margin
-from tests.helpers import expire_session, wait_for
+from tests.helpers import SESSION_TIMEOUT, expire_session, holds_for, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
 from zkstore.dev.blackout import Blackout
 from zkstore.dev.embedded import EmbeddedZooKeeper
@@ -49,19 +49,18 @@ def test_the_lease_lasts_what_the_server_granted_not_what_was_asked() -> None:
 def test_heartbeats_renew_the_lease_and_stop_renewing_it_in_an_outage(
     private_server: EmbeddedZooKeeper,
 ) -> None:
-    zk = ZooKeeper(private_server.connect_string, session_timeout=6.0, timeout=3.0).start()
+    zk = ZooKeeper(private_server.connect_string, session_timeout=2.0, timeout=1.0).start()
     try:
         zk.create("/running", b"{}", ephemeral=True)
-        lease = SessionLease(zk, "/running", interval=0.2).start()
-        assert lease.length == 4.5
-        time.sleep(1.0)
-        assert lease.remaining() > 3.0, "renewed while ZooKeeper answers"
+        lease = SessionLease(zk, "/running", interval=0.1).start()
+        assert lease.length == 1.5
+        # Renewed while ZooKeeper answers: it never runs out over twice its length.
+        holds_for(lambda: lease.remaining() > 0, 2 * lease.length, what="lease renewed")
         last_answer_before = time.monotonic()  # the last heartbeat answered was sent after
         private_server.stop()  # about this moment minus one interval
         wait_for(lambda: lease.remaining() < 0, timeout=60, what="the lease to run out")
         elapsed = time.monotonic() - last_answer_before
         assert elapsed >= lease.length - lease.interval - 0.1, "never before its length"
-        private_server.start()
         lease.stop()
     finally:
         zk.stop()
@@ -100,9 +99,7 @@ def test_running_job_rides_out_a_full_outage_shorter_than_its_lease(
             with Client(config) as client:  # around the blackout: it sees the cluster throughout
                 client.submit_function(job.sum_of_squares, str(out), None, 0.2, job_id="cut")
                 wait_for(lambda: len(job.progress_times(out)) >= 3, timeout=60, what="progress")
-                blackout.cut()
-                time.sleep(4.0)
-                blackout.restore()
+                blackout.cut_for(0.4 * cut_config.session_timeout)  # 4 s of a 10 s session
                 healed = time.time()
                 wait_for(
                     lambda: max(job.progress_times(out)) > healed + 2, timeout=60, what="progress"
@@ -119,20 +116,30 @@ def test_running_job_rides_out_a_full_outage_shorter_than_its_lease(
 def test_driver_cut_off_past_its_lease_is_gone_before_the_next_attempt_starts(
     zk_server: EmbeddedZooKeeper, config: StoreConfig, tmp_path: Path
 ) -> None:
-    """Cut for twice the session timeout: the driver stops itself when its lease runs out, its
-    session expires, and the next attempt resumes from the checkpoint; never both alive."""
+    """Cut until the driver's session has expired: the driver stops itself when its lease runs
+    out, before its session expires, and the next attempt resumes from the checkpoint; never
+    both alive."""
     with Blackout(zk_server.connect_string) as blackout:
-        cut_config = config.with_changes(zk_hosts=blackout.connect_string, session_timeout=4.0)
+        cut_config = config.with_changes(
+            zk_hosts=blackout.connect_string, session_timeout=SESSION_TIMEOUT
+        )
         local = LocalCluster(cut_config, tmp_path / "rt", restart_backoff=0.2)
         out = tmp_path / "out"
         try:
             local.start_daemon("d1")
             local.wait_for_leader(timeout=60)
             with Client(config) as client:
-                client.submit_function(job.sum_of_squares, str(out), 40, 0.2, job_id="cut")
+                client.submit_function(job.sum_of_squares, str(out), 20, 0.1, job_id="cut")
                 wait_for(lambda: len(job.progress_times(out)) >= 3, timeout=60, what="progress")
                 blackout.cut()
-                time.sleep(2 * cut_config.session_timeout)
+                # Cut until the server has expired the driver's session (the client sees the
+                # server directly): its running node is gone.
+                running = client.cluster.layout.running("cut")
+                wait_for(
+                    lambda: client.cluster.zk.exists(running) is None,
+                    timeout=4 * cut_config.session_timeout,
+                    what="the cut-off driver's session to expire",
+                )
                 blackout.restore()
                 # The member recorded the driver's exit once ZooKeeper was back: the leader
                 # learnt of it from that record, not from a launch deadline a minute later.
@@ -148,7 +155,7 @@ def test_driver_cut_off_past_its_lease_is_gone_before_the_next_attempt_starts(
     assert (result.outcome, result.attempts) == (SUCCEEDED, 2)
     first, second = job.attempts(out)
     assert first.last < second.start, "attempt 1 was gone before attempt 2 started"
-    assert second.step == 40 and job.output(out)["total"] == job.expected_total(40)  # type: ignore[index]
+    assert second.step == 20 and job.output(out)["total"] == job.expected_total(20)  # type: ignore[index]
     log = (tmp_path / "rt" / "drivers" / "cut" / "attempt-1.log").read_text()
     (stop_line,) = [line for line in log.splitlines() if "stops itself" in line]
     assert "no answer from ZooKeeper for too long" in stop_line

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from recovery.client import Client
+from recovery.daemon import CONNECT_RETRY
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from recovery.observe.page import render
 from recovery.observe.view import read_view
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import holds_for, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
@@ -73,7 +73,14 @@ def test_default_log_tells_the_story_and_an_outage_is_not_a_flood(tmp_path: Path
         before = len(daemon.log().splitlines())
         server.stop()
         wait_for(lambda: status(daemon, "/health")[0] == 503, timeout=60, what="/health 503")
-        time.sleep(8.0)  # the daemon retries every second or two all this while
+        # The daemon retries every second or two all this while (CONNECT_RETRY, the loop's
+        # retry); over several of its retries the HTTP side keeps answering.
+        holds_for(
+            lambda: status(daemon, "/health")[0] == 503,
+            3 * CONNECT_RETRY,
+            interval=0.5,
+            what="/health answering 503 through the outage",
+        )
         code, body = status(daemon, "/metrics")
         assert code == 200 and b"zkstore_zookeeper_up 0.0" in body
         assert status(daemon, "/api/v1/jobs")[0] == 503

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import expire_session, wait_for
+from tests.helpers import expire_session, run_child, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import (
@@ -522,9 +519,7 @@ def run_crashing(config: StoreConfig, path: str, storage: StateStorage, op: str,
         "name": "job",
         "step": step,
     }
-    return subprocess.run(
-        [sys.executable, "-m", "tests.crash_child", json.dumps(spec)], cwd=REPO, timeout=60
-    ).returncode
+    return run_child("tests.crash_child", spec)
 
 
 @pytest.mark.parametrize(

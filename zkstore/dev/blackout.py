@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Sequence
 
 from zkstore.closing import Closeable
@@ -93,6 +94,14 @@ class Blackout(Closeable):
     def restore(self) -> None:
         for proxy in self._proxies:
             proxy.open()
+
+    def cut_for(self, seconds: float) -> float:
+        """An outage of ``seconds``: cut, hold, restore; returns how long it lasted."""
+        start = time.monotonic()
+        self.cut()
+        time.sleep(seconds)
+        self.restore()
+        return time.monotonic() - start
 
     def close(self) -> None:
         self.cut()
