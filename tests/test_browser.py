@@ -129,7 +129,7 @@ def test_status_page_in_a_real_browser(runtime_config: StoreConfig, tmp_path: Pa
         assert by_job["odd-one"][2] == QUARANTINED
         assert "definition" in page.table("Quarantine")["odd-one"][1]
         daemons = {job: row[3] for job, row in page.table("Leader").items()}
-        assert daemons == {"daemon-a": "leader", "daemon-b": "standby"}
+        assert daemons == {"daemon-a": "leader", "daemon-b": "member"}
         shot = Path(os.environ.get("ZKSTORE_SCREENSHOT") or tmp_path / "page.png").absolute()
         chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,900", url + "/")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
