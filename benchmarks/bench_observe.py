@@ -118,7 +118,8 @@ def _measure_api(cluster: Cluster, url: str, count: int, rounds: int) -> list[Re
         assert len(json.loads(fetch(f"{url}/api/v1/jobs?all=true"))) == count
 
     def metrics() -> None:
-        assert b'zkstore_jobs{state="RUNNING"} 100.0' in fetch(f"{url}/metrics")
+        running = f'zkstore_jobs{{state="RUNNING"}} {count // 10:.1f}'.encode()
+        assert running in fetch(f"{url}/metrics")
 
     for warm in (cli_reads, jobs, metrics):
         warm()

@@ -1,7 +1,17 @@
-"""Real servers for the tests: one embedded ZooKeeper and one moto S3 server per session.
+"""Real servers for the tests: one embedded ZooKeeper and one moto S3 server per test process.
 
 Every test gets its own ZooKeeper root (``/t<uuid>``) and its own storage root, so tests never see
 each other's state. Server logs are printed when a test fails.
+
+The tests live in three folders, and each test is marked after its folder:
+
+- ``unit/``: pure code (decisions, parsers, configuration, page rendering): no server, no child
+  process; milliseconds each (``make test-fast``). Enforced: a unit test that asks for a server
+  fixture is a collection error, and one that starts a process fails.
+- ``integration/``: the store and the runtime's pieces in this process against real servers
+  (ZooKeeper, S3, Spark in this process) and the children they start themselves.
+- ``e2e/``: the system as a user runs it: daemons and drivers as processes, the installed
+  ``zkstore`` script, Spark applications, a ZooKeeper ensemble.
 """
 
 from __future__ import annotations
@@ -16,9 +26,10 @@ import pytest
 
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import SESSION_TIMEOUT, S3Server, make_storage
+from tests.helpers import MONITOR_ID, SECRET, SESSION_TIMEOUT, make_storage
+from tests.servers import S3Server, Standalone
 from zkstore.cluster import Cluster
-from zkstore.config import StoreConfig
+from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
@@ -29,6 +40,13 @@ def zk_server() -> Iterator[EmbeddedZooKeeper]:
     server = EmbeddedZooKeeper().start()
     yield server
     server.close()
+
+
+@pytest.fixture
+def private_zk_server() -> Iterator[EmbeddedZooKeeper]:
+    """A ZooKeeper server of the test's own, for tests that stop, pause or restart it."""
+    with EmbeddedZooKeeper() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -118,6 +136,31 @@ def local(
 
 
 @pytest.fixture
+def secure(config: StoreConfig) -> StoreConfig:
+    """The test's cluster with ZooKeeper credentials (``alice``) and a read ACL (``monitor``)."""
+    return config.with_changes(
+        zk_auth=ZkAuth.parse(f"alice:{SECRET}"), zk_read_acl=parse_read_acl(MONITOR_ID)
+    )
+
+
+@pytest.fixture
+def spark_config(config: StoreConfig) -> StoreConfig:
+    """The test's cluster for daemons whose drivers start Spark: Spark makes the machine busy,
+    and a longer session keeps ZooKeeper sessions stable meanwhile."""
+    return config.with_changes(session_timeout=10.0)
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """A Spark standalone master and one worker, one per test process (started on first use)."""
+    cluster = Standalone(tmp_path_factory.mktemp("spark"))
+    try:  # a master whose worker never came up is stopped too
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
 def client(runtime_config: StoreConfig) -> Iterator[Client]:
     with Client(runtime_config) as opened:
         yield opened
@@ -131,6 +174,42 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     if report.when == "call" and report.failed and "zk_server" in getattr(item, "funcargs", {}):
         server = item.funcargs["zk_server"]
         report.sections.append(("ZooKeeper log (tail)", server.log_tail(40)))
+
+
+#: The kinds of test, by folder (each one's marker).
+KINDS = ("unit", "integration", "e2e")
+#: Fixtures that start or reach servers or processes: never in a unit test.
+SERVER_FIXTURES = frozenset(
+    {
+        "zk_server",
+        "private_zk_server",
+        "s3_server",
+        "standalone",
+        "zk",
+        "config",
+        "cluster",
+        "any_cluster",
+        "any_storage",
+        "local",
+        "client",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its kind, and refuse a unit test that needs a server."""
+    misplaced = []
+    for item in items:
+        kind = item.path.parent.name
+        if kind in KINDS:
+            item.add_marker(kind)
+        if kind == "unit" and SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            "unit tests must not use servers (move them to integration/ or e2e/): "
+            + ", ".join(misplaced)
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

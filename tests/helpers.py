@@ -8,21 +8,24 @@ import multiprocessing
 import multiprocessing.context
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kazoo.security import make_digest_acl_credential
+
+from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from zkstore.cluster import Cluster
-from zkstore.config import StoreConfig
+from zkstore.config import StoreConfig, ZkAuth
 from zkstore.jobs.states import QUARANTINED
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
 if TYPE_CHECKING:
     from recovery.client import Client
+    from tests.servers import S3Server
     from zkstore.jobs.records import QuarantineEntry
 
 #: The session timeout of the end-to-end tests' daemons and drivers.
@@ -34,50 +37,24 @@ BIN = Path(sys.executable).parent
 T = TypeVar("T")
 
 
-class S3Server:
-    """A moto S3 server on 127.0.0.1 (a real HTTP server, as s3fs's own tests use)."""
+#: The password of the tests' ZooKeeper identity ``alice``, and a monitoring identity with read
+#: rights (``ZKSTORE_ZK_READ_ACL``), for the ACL tests.
+SECRET = "s3cret-Pa55word"
+MONITOR_SECRET = "m0nitor-Pa55"
+MONITOR_ID = f"digest:{make_digest_acl_credential('monitor', MONITOR_SECRET)}"
 
-    def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
 
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self.endpoint = ""
+def session(config: StoreConfig, auth: str | None) -> ZooKeeper:
+    """A ZooKeeper session on ``config``'s servers with credentials ``auth`` (``user:password``)."""
+    parsed = ZkAuth.parse(auth) if auth else None
+    return ZooKeeper(config.zk_hosts, timeout=5, auth=parsed).start()
 
-    def start(self) -> S3Server:
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
-        return self
 
-    def stop(self) -> None:
-        self._server.stop()
-
-    def reset(self) -> None:
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        urllib.request.urlopen(request, timeout=10).read()
-
-    def options(self) -> dict[str, Any]:
-        return {
-            "endpoint_url": self.endpoint,
-            "key": "testing",
-            "secret": "testing",
-            "client_kwargs": {"region_name": "us-east-1"},
-        }
-
-    def new_bucket(self) -> str:
-        """Reset the server (every test starts from an empty S3) and create one bucket."""
-        import boto3
-
-        self.reset()
-        name = f"b{uuid.uuid4().hex[:12]}"
-        boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name="us-east-1",
-        ).create_bucket(Bucket=name)
-        return name
+def run_daemon(config: StoreConfig, work: Path, master: str = "local[2]") -> LocalCluster:
+    """One daemon ("d1") on ``config``'s cluster with Spark master ``master``, started."""
+    local = LocalCluster(config, work, spark_master=master, restart_backoff=0.5)
+    local.start_daemon("d1")
+    return local
 
 
 def make_storage(kind: str, tmp_path: Any, s3: S3Server | None, **kwargs: Any) -> StateStorage:

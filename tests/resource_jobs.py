@@ -138,3 +138,51 @@ def three_stages(
         if time.time() > deadline:
             raise TimeoutError("never told to go")
         time.sleep(0.1)
+
+
+# -- reading the records back (the tests) -------------------------------------------------------
+
+
+def marks(out: Path) -> dict[str, dict[str, Any]]:
+    """Every record in ``out`` by name (not the temporary ones, not the logs)."""
+    return {
+        p.name: json.loads(p.read_text())
+        for p in out.iterdir()
+        if p.name[0] != "." and p.suffix != ".log"
+    }
+
+
+def lifecycle(out: Path) -> dict[str, Any]:
+    """What the files say: opens and closes by instance, tasks by (stage, partition)."""
+    found = marks(out)
+    return {
+        "opens": {n.split("-", 1)[1]: m for n, m in found.items() if n.startswith("open-")},
+        "closes": {n.split("-", 1)[1]: m for n, m in found.items() if n.startswith("close-")},
+        "double": [n for n in found if n.startswith("double-close-")],
+        "tasks": {n: m for n, m in found.items() if n.startswith("task-")},
+    }
+
+
+def events(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """open-/close- marks of the Tracked resource, by kind."""
+    found: dict[str, list[dict[str, Any]]] = {"open": [], "close": [], "double": []}
+    for path in out.iterdir():
+        kind = path.name.split("-", 1)[0]
+        if kind in found:
+            found[kind].append(
+                {"ident": path.name.rsplit("-", 1)[-1], **json.loads(path.read_text())}
+            )
+    return found
+
+
+class Counting:
+    """Stands in for a SparkContext's accumulator factory (pyspark's own Accumulator class)."""
+
+    def __init__(self) -> None:
+        self.next_id = 100
+
+    def accumulator(self, value: dict[str, int], param: Any) -> Any:
+        from pyspark.accumulators import Accumulator
+
+        self.next_id += 1
+        return Accumulator(self.next_id, value, param)

@@ -21,7 +21,7 @@ from recovery.cli import cli
 from recovery.dev.localcluster import LocalCluster
 from tests import helpers
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
-from tests.helpers import S3Server
+from tests.servers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig

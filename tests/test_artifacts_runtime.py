@@ -18,8 +18,8 @@ import pytest
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import artifact_jobs
+from tests.cli import BIN, connection, show, zkstore
 from tests.helpers import wait_for
-from tests.test_submit import BIN, connection, show, zkstore
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED

@@ -20,6 +20,7 @@ import pytest
 import recovery
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
+from tests.cli import BIN, local_log, read_until, show, start, zkstore
 from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -28,7 +29,6 @@ from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import FAILED, SUCCEEDED
 
-BIN = Path(sys.executable).parent
 T0 = "2026-11-21T00:00:00Z"
 #: What the job functions below record: a JSON file per call, in an absolute directory.
 RECORD = """\
@@ -60,57 +60,8 @@ def run(ctx, out):
 )
 
 
-def connection(config: StoreConfig) -> list[str]:
-    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
-
-
-def zkstore(
-    config: StoreConfig, command: str, *words: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``zkstore <command> <connection options> <words>``, as a user runs it."""
-    return subprocess.run(
-        [str(BIN / "zkstore"), *command.split(), *connection(config), *words],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=cwd,
-    )
-
-
-def start(config: StoreConfig, command: str, *words: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(BIN / "zkstore"), *command.split(), *connection(config), *words],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-    )
-
-
-def read_until(stream: Any, marker: str, seen: list[str]) -> None:
-    """Read ``stream`` line by line into ``seen`` until a line contains ``marker``."""
-    for line in stream:
-        seen.append(line.rstrip("\n"))
-        if marker in line:
-            return
-    raise AssertionError(f"{marker!r} never printed; printed: {seen}")
-
-
 def records(out: Path) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-
-
-def show(config: StoreConfig, job_id: str) -> dict[str, Any]:
-    done = zkstore(config, "jobs show", job_id, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    shown: dict[str, Any] = json.loads(done.stdout)
-    return shown
-
-
-def local_log(uri: str) -> str:
-    """The text of a driver log whose location ``jobs show`` gave (``file://host/path``)."""
-    assert uri.startswith("file://"), uri
-    return Path("/" + uri.removeprefix("file://").split("/", 1)[1]).read_text()
 
 
 @pytest.fixture

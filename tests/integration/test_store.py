@@ -422,13 +422,6 @@ def test_fenced_write_rejected_once_fence_node_is_gone_even_after_new_session(
 # -- outages -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def private_zk_server() -> Iterator[EmbeddedZooKeeper]:
-    server = EmbeddedZooKeeper().start()
-    yield server
-    server.close()
-
-
 def test_zookeeper_stopped_mid_test_gives_store_unavailable_within_timeout(
     private_zk_server: EmbeddedZooKeeper, storage: StateStorage
 ) -> None:

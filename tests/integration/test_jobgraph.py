@@ -14,7 +14,6 @@ from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
-    ConfigError,
     CorruptPayload,
     HandleExists,
     IncompatiblePayload,
@@ -103,21 +102,6 @@ def test_hostile_job_ids_never_become_paths(cluster: Cluster, job_id: str) -> No
         cluster.jobs.recover(job_id)
     with pytest.raises(InvalidJobId):
         cluster.jobs.remove(job_id)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"max_attempts": 0},
-        {"max_attempts": 10_000},
-        {"name": "x" * 101},
-        {"name": "two\nlines"},
-        {"spark_conf": {"k": 1}},
-    ],
-)
-def test_invalid_definitions_are_refused(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError):
-        function_job(**kwargs)
 
 
 def test_function_cloudpickle_cannot_serialize_is_a_clear_error(cluster: Cluster) -> None:

@@ -26,7 +26,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium: make browser-test installs it"),
 ]
 

@@ -17,8 +17,8 @@ import pytest
 from recovery.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
+from tests.cli import zkstore
 from tests.helpers import assert_nothing_left, wait_for
-from tests.test_submit import zkstore
 from zkstore.config import StoreConfig
 from zkstore.jobs.control import ControlAck
 from zkstore.jobs.states import CANCELLED, PAUSED, SUCCEEDED
@@ -40,6 +40,12 @@ def state(config: StoreConfig, job_id: str) -> tuple[str, int]:
     assert done.returncode == 0, done.stderr
     job = next(j for j in json.loads(done.stdout) if j["job_id"] == job_id)
     return job["state"], job["attempt"]
+
+
+def last_values(out: Path) -> dict[str, Any] | None:
+    """The values of the last configuration the tunable job recorded (None before the first)."""
+    found = configs(out)
+    return found[-1]["values"] if found else None
 
 
 def configs(out: Path) -> list[dict[str, Any]]:
@@ -71,7 +77,6 @@ def stop_and_succeed(config: StoreConfig, client: Client, job_id: str) -> None:
     assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
 
 
-@pytest.mark.slow
 def test_changes_are_acknowledged_checked_and_recorded(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -85,7 +90,7 @@ def test_changes_are_acknowledged_checked_and_recorded(
     assert time.monotonic() - started < ACK_BOUND
     assert "tune: control version 0: rate: - -> 2.5" in applied.stdout
     assert "acknowledged by attempt 1 (version 0): rate applied" in applied.stdout
-    wait_for(lambda: configs(out)[-1]["values"] == {"rate": 2.5}, timeout=30, what="rate 2.5")
+    wait_for(lambda: last_values(out) == {"rate": 2.5}, timeout=30, what="rate 2.5")
 
     rejected = zkstore(runtime_config, "control set", job_id, "mode=turbo", "--wait")
     assert rejected.returncode == 1
@@ -149,7 +154,6 @@ def test_changes_are_acknowledged_checked_and_recorded(
     assert_nothing_left(runtime_config, job_id)  # the history went with the job
 
 
-@pytest.mark.slow
 def test_ten_rapid_changes_end_on_the_last_with_monotonic_acknowledgements(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -174,14 +178,13 @@ def test_ten_rapid_changes_end_on_the_last_with_monotonic_acknowledgements(
     finally:
         watch.stop()
     assert seen == sorted(seen), f"acknowledgements go back: {seen}"
-    wait_for(lambda: configs(out)[-1]["values"] == {"rate": 10.0}, timeout=30, what="the last")
+    wait_for(lambda: last_values(out) == {"rate": 10.0}, timeout=30, what="the last")
     ran = [m["values"]["rate"] for m in configs(out)]
     assert ran == sorted(ran), f"the job ran an older value after a newer one: {ran}"
     assert store.set({"stop": True}).version == 10
     assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
 
 
-@pytest.mark.slow
 def test_a_change_made_while_the_driver_is_dead_is_applied_by_the_next_attempt(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -237,7 +240,6 @@ def _adopted(daemon: DaemonProcess, job_id: str) -> bool:
     return "leadership taken" in log and f"job {job_id}: attempt 1 runs" in log
 
 
-@pytest.mark.slow
 def test_a_paused_job_stays_paused_across_failovers_and_can_be_cancelled(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -280,7 +282,6 @@ def test_a_paused_job_stays_paused_across_failovers_and_can_be_cancelled(
     assert steps_of(out, 2) == {}
 
 
-@pytest.mark.slow
 @pytest.mark.spark
 def test_log_level_changed_while_running_reaches_python_and_spark(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
@@ -303,7 +304,6 @@ def test_log_level_changed_while_running_reaches_python_and_spark(
     stop_and_succeed(runtime_config, client, job_id)
 
 
-@pytest.mark.slow
 def test_garbage_in_the_acknowledgement_or_declaration_is_reported_and_healed(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

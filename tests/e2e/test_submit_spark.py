@@ -16,13 +16,12 @@ import pyspark
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import wait_for
-from tests.test_submit import local_log, read_until, show, start, zkstore
+from tests.cli import local_log, read_until, show, start, zkstore
+from tests.helpers import REPO, wait_for
 from zkstore.config import StoreConfig
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
-REPO = Path(__file__).resolve().parent.parent
 SPARK_EXAMPLES = Path(pyspark.__file__).parent / "examples" / "src" / "main" / "python"
 
 

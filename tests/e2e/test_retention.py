@@ -1,4 +1,4 @@
-"""Result retention (``zkstore daemon --keep-results``) and the cleanup index a takeover lists."""
+"""The leader's retention of results, as daemons run it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from recovery.cli import cli
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
@@ -17,12 +15,13 @@ from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished
-from zkstore.jobs.records import JobResult, RunningInfo
-from zkstore.jobs.snapshot import read_listing
+from zkstore.jobs.records import RunningInfo
 from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
 from zkstore.strict import utc_now
 
 LONG_AGO = "2020-01-01T00:00:00.000Z"
+
+
 KEEP = 6.0
 
 
@@ -39,34 +38,6 @@ def plant_result(cluster: Cluster, job_id: str, state: str, finished: str) -> No
     )
 
 
-def test_the_index_follows_the_results_state(cluster: Cluster) -> None:
-    layout = cluster.layout
-    cluster.results.create_dirty("a", SUCCEEDED, attempts=1)
-    assert cluster.results.cleanup_pending() == ["a"]
-    assert read_listing(cluster.zk, layout, results=False).cleanup == {"a"}
-    cluster.results.mark_clean("a")
-    assert cluster.results.cleanup_pending() == []
-    assert cluster.zk.exists(layout.cleanup_entry("a")) is None
-    cluster.zk.create(layout.cleanup_entry("b"))  # stale: planted, or left by an older writer
-    cluster.results.create_dirty("b", SUCCEEDED, attempts=1)  # never blocked by it
-    cluster.results.mark_clean("b")
-    assert cluster.results.cleanup_pending() == []
-    legacy = JobResult(version=None, job_id="c", finished=utc_now())
-    cluster.zk.create(layout.result("c"), legacy.to_bytes())
-    assert cluster.results.mark_clean("c").state == CLEAN, "a DIRTY result without an entry"
-    listing = read_listing(cluster.zk, layout, results=False)
-    assert listing.results is None and listing.job_ids() == set()
-
-
-def test_keep_results_is_validated(config: StoreConfig) -> None:
-    for bad in ("0", "-1h", "soon"):
-        result = CliRunner().invoke(cli, ["daemon", "--keep-results", bad, "--zk", "127.0.0.1:9"])
-        assert result.exit_code == 2, (bad, result.output)
-    help_text = CliRunner().invoke(cli, ["daemon", "--help"]).output
-    assert "--keep-results" in help_text and "7d]" in " ".join(help_text.split())
-
-
-@pytest.mark.slow
 def test_retention_deletes_only_clean_results_past_their_age(
     runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

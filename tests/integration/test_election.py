@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from recovery.election import LeaderElection
-from recovery.loop import Event, Loop
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
@@ -114,19 +113,6 @@ def test_leader_info_is_published_fenced(sessions: list[ZooKeeper], config: Stor
     assert stat.ephemeralOwner == sessions[0].session_id
     b.contend()
     assert b.check() is False
-
-
-def test_loop_timers_fire_in_order_and_not_early() -> None:
-    loop = Loop()
-    start = time.monotonic()
-    loop.post_at(start + 0.3, Event("b"))
-    loop.post_at(start + 0.1, Event("a"))
-    seen: list[str] = []
-    wait_for(
-        lambda: seen.extend(e.kind for e in loop.next_events(0.05)) or len(seen) == 2, timeout=5
-    )
-    assert seen == ["a", "b"]
-    assert time.monotonic() - start >= 0.3
 
 
 def test_leader_stops_acting_on_suspended_before_its_session_can_expire(

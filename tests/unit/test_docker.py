@@ -22,9 +22,10 @@ import pytest
 import yaml
 
 from recovery.settings import spark_master_from_env
+from tests.helpers import REPO
 from zkstore.config import ENV_VARS, StoreConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yml"
 DOCKERFILE = DOCKER / "Dockerfile"

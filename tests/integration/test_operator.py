@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from recovery.cli import cli
-from tests.helpers import BIN, cli_args, crash, wait_for
+from tests.helpers import cli_args, crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
@@ -241,55 +239,6 @@ def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
     assert [c["id"] for c in checkpoints] == [1, 2]
     missing = CliRunner().invoke(cli, ["jobs", "show", "nope", *cli_args(config)])
     assert missing.exit_code == 4 and "no job 'nope'" in missing.output
-
-
-def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
-    with Cluster.open(config) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("sub", noop))
-    done = subprocess.run(
-        [str(BIN / "zkstore"), "handles", "lingering", "--format", "json", *cli_args(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["findings"] == []
-    bad = subprocess.run(
-        [str(BIN / "zkstore"), "jobs", "show", "../etc", *cli_args(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert bad.returncode == 2
-    assert (
-        bad.stderr.startswith("zkstore: usage error: invalid job id")
-        and "Traceback" not in bad.stderr
-    )
-
-
-def test_unreachable_zookeeper_is_one_clear_line_not_a_hang(tmp_path: Path) -> None:
-    start = time.monotonic()
-    done = subprocess.run(
-        [
-            str(BIN / "zkstore"),
-            "handles",
-            "list",
-            "--zk",
-            "127.0.0.1:9",
-            "--timeout",
-            "1",
-            "--storage",
-            f"file://{tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 6  # unavailable
-    assert done.stderr.strip().splitlines() == [
-        "zkstore: error: StoreUnavailable: cannot reach ZooKeeper at 127.0.0.1:9 within 1 s"
-    ]
-    assert time.monotonic() - start < 60, "not a hang"
 
 
 def test_a_handle_replaced_after_the_listing_is_not_reported_dangling(config: StoreConfig) -> None:

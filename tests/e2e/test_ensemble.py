@@ -19,8 +19,6 @@ from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
 from zkstore.dev.ensemble import ZooKeeperEnsemble
 from zkstore.jobs.states import SUCCEEDED
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:

@@ -1,0 +1,113 @@
+"""``zkstore`` commands as the tests run them.
+
+:func:`zkstore` runs a command in this process through click's runner: what the command does
+with its options and the cluster, at a fraction of a new interpreter's cost. :func:`script` and
+:func:`start` run the installed console script as a user does (a new process, its own
+environment and working directory): keep those for what only the entry point can show (its exit
+codes, what a subprocess inherits, a command that keeps running).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from click.testing import CliRunner
+
+from zkstore.config import StoreConfig
+
+#: where the installed ``zkstore`` script of this environment is
+BIN = Path(sys.executable).parent
+
+
+class Ran(NamedTuple):
+    """What a command printed and how it ended (the fields of ``subprocess.CompletedProcess``)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def connection(config: StoreConfig) -> list[str]:
+    """The connection options of a command on ``config``'s cluster."""
+    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+
+
+def zkstore(
+    config: StoreConfig,
+    command: str,
+    *words: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Ran:
+    """``zkstore <command> <connection options> <words>``, in this process (from ``cwd``)."""
+    from recovery.cli import cli
+
+    runner = CliRunner()
+    with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+        result = runner.invoke(
+            cli,
+            [*command.split(), *connection(config), *words],
+            env=env,
+            prog_name="zkstore",
+        )
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a bug, not an answer: the console script would have said so
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+def script(
+    config: StoreConfig | None,
+    command: str,
+    *words: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """The installed ``zkstore`` script in a new process, as a user runs it."""
+    return subprocess.run(
+        [str(BIN / "zkstore"), *command.split(), *(connection(config) if config else []), *words],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def start(config: StoreConfig, command: str, *words: str, cwd: Path) -> subprocess.Popen[str]:
+    """The installed script started in the background (``submit --wait``, ``logs --follow``)."""
+    return subprocess.Popen(
+        [str(BIN / "zkstore"), *command.split(), *connection(config), *words],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def read_until(stream: Any, marker: str, seen: list[str]) -> None:
+    """Read ``stream`` line by line into ``seen`` until a line contains ``marker``."""
+    for line in stream:
+        seen.append(line.rstrip("\n"))
+        if marker in line:
+            return
+    raise AssertionError(f"{marker!r} never printed; printed: {seen}")
+
+
+def show(config: StoreConfig, job_id: str) -> dict[str, Any]:
+    """``zkstore jobs show JOB --format json``."""
+    done = zkstore(config, "jobs show", job_id, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
+def local_log(uri: str) -> str:
+    """The text of a driver log whose location ``jobs show`` gave (``file://host/path``)."""
+    assert uri.startswith("file://"), uri
+    return Path("/" + uri.removeprefix("file://").split("/", 1)[1]).read_text()

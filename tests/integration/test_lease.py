@@ -1,0 +1,60 @@
+"""The driver's session lease: renewed by answered heartbeats, over when they stop or when its
+``running`` node belongs to another session."""
+
+from __future__ import annotations
+
+import time
+
+from recovery.lease import SessionLease
+from tests.helpers import expire_session, holds_for, wait_for
+from zkstore.config import StoreConfig
+from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.zk import ZooKeeper
+
+
+def test_the_lease_lasts_what_the_server_granted_not_what_was_asked() -> None:
+    """A server whose maxSessionTimeout is 4 s grants 4 s to a driver that asked for 10 s: a
+    lease computed from 10 s would outlive the session."""
+    with EmbeddedZooKeeper(max_session_timeout_ms=4000) as server:
+        zk = ZooKeeper(server.connect_string, session_timeout=10.0, timeout=3.0).start()
+        try:
+            assert zk.granted_session_timeout == 4.0
+            zk.create("/running", b"{}", ephemeral=True)
+            assert SessionLease(zk, "/running").length == 3.0
+        finally:
+            zk.stop()
+
+
+def test_heartbeats_renew_the_lease_and_stop_renewing_it_in_an_outage(
+    private_zk_server: EmbeddedZooKeeper,
+) -> None:
+    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=2.0, timeout=1.0).start()
+    try:
+        zk.create("/running", b"{}", ephemeral=True)
+        lease = SessionLease(zk, "/running", interval=0.1).start()
+        assert lease.length == 1.5
+        # Renewed while ZooKeeper answers: it never runs out over twice its length.
+        holds_for(lambda: lease.remaining() > 0, 2 * lease.length, what="lease renewed")
+        last_answer_before = time.monotonic()  # the last heartbeat answered was sent after
+        private_zk_server.stop()  # about this moment minus one interval
+        wait_for(lambda: lease.remaining() < 0, timeout=60, what="the lease to run out")
+        elapsed = time.monotonic() - last_answer_before
+        assert elapsed >= lease.length - lease.interval - 0.1, "never before its length"
+        lease.stop()
+    finally:
+        zk.stop()
+
+
+def test_lease_is_lost_at_once_when_the_session_expired(config: StoreConfig) -> None:
+    zk = ZooKeeper(config.zk_hosts, session_timeout=4.0, timeout=3.0).start()
+    try:
+        path = f"{config.root}-running"
+        zk.create(path, b"{}", ephemeral=True)
+        lease = SessionLease(zk, path, interval=0.1).start()
+        assert lease.remaining() > 0 and not lease.lost
+        expire_session(zk)  # kazoo reconnects at once with a new session; the node is gone
+        wait_for(lambda: lease.lost, timeout=30, what="the lease to be lost")
+        assert lease.remaining() == float("-inf")
+        lease.stop()
+    finally:
+        zk.stop()

@@ -1,0 +1,137 @@
+"""The servers the tests start besides ZooKeeper: a moto S3 server and a Spark standalone
+master with one worker (both real: S3 over HTTP as s3fs's own tests use it, Spark from the
+pyspark wheel's own launch scripts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import wait_for
+from zkstore.dev.embedded import find_java, free_port
+
+
+class S3Server:
+    """A moto S3 server on 127.0.0.1 (a real HTTP server, as s3fs's own tests use)."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.endpoint = ""
+
+    def start(self) -> S3Server:
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def reset(self) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        urllib.request.urlopen(request, timeout=10).read()
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "endpoint_url": self.endpoint,
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"region_name": "us-east-1"},
+        }
+
+    def new_bucket(self) -> str:
+        """Reset the server (every test starts from an empty S3) and create one bucket."""
+        import boto3
+
+        self.reset()
+        name = f"b{uuid.uuid4().hex[:12]}"
+        boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=name)
+        return name
+
+
+class Standalone:
+    """A Spark standalone master and one worker, started from the pyspark wheel."""
+
+    def __init__(self, work: Path) -> None:
+        import pyspark
+
+        self.home = Path(pyspark.__file__).parent
+        self.work = work
+        self.port, self.ui = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def _start(self, name: str, *args: str) -> None:
+        env = {
+            "SPARK_HOME": str(self.home),
+            "JAVA_HOME": str(Path(find_java()).resolve().parent.parent),
+            "SPARK_LOG_DIR": str(self.work),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PATH": "/usr/bin:/bin",
+        }
+        log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.processes.append(
+            subprocess.Popen(
+                [str(self.home / "bin" / "spark-class"), *args], stdout=log, stderr=log, env=env
+            )
+        )
+
+    def start(self) -> Standalone:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui),
+        )
+        wait_for(lambda: self.status() is not None, timeout=90, what="Spark master")
+        self._start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            str(self.work / "worker"),
+        )
+        wait_for(lambda: (self.status() or {}).get("aliveworkers") == 1, timeout=90, what="worker")
+        return self
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
+                found: dict[str, Any] = json.load(r)
+                return found
+        except OSError:
+            return None
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
