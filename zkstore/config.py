@@ -37,11 +37,20 @@ ENV_VARS: Mapping[str, str] = {
     "zk_read_acl": "ZKSTORE_ZK_READ_ACL",
     "http": "ZKSTORE_HTTP",
     "api_token": "ZKSTORE_API_TOKEN",
+    "api_read_token": "ZKSTORE_API_READ_TOKEN",
+    "http_allowed_hosts": "ZKSTORE_HTTP_ALLOWED_HOSTS",
     "artifact_roots": "ZKSTORE_ARTIFACT_ROOTS",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
-SECRET_ENV_VARS = frozenset({ENV_VARS["signing_key"], "ZKSTORE_ZK_AUTH", ENV_VARS["api_token"]})
+SECRET_ENV_VARS = frozenset(
+    {
+        ENV_VARS["signing_key"],
+        ENV_VARS["zk_auth"],
+        ENV_VARS["api_token"],
+        ENV_VARS["api_read_token"],
+    }
+)
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
