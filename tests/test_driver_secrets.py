@@ -70,6 +70,11 @@ def test_job_code_finds_neither_the_cluster_key_nor_a_token_and_its_key_forges_n
                 timeout=60,
                 what="the driver's log served over HTTP",
             )
+            found = json.loads((out / "found.json").read_text())
+            own_key = derive_job_key(CLUSTER_KEY, config.cluster_id, "nosy")
+            assert found["signing_keys"] == [], "no StoreConfig in the driver holds the cluster key"
+            assert found["job_keys"] == [["nosy", own_key.hex()]], "the job's own key, derived"
+            assert found["write_other"].startswith("UntrustedPayload: cannot sign"), found
             forged = forge_definition(config, stolen_from=out, victim="victim")
             wait_for(lambda: client.status("victim").state == QUARANTINED, timeout=120)
             entry = client.status("victim").quarantine
@@ -78,11 +83,6 @@ def test_job_code_finds_neither_the_cluster_key_nor_a_token_and_its_key_forges_n
     finally:
         local.stop()
 
-    found = json.loads((out / "found.json").read_text())
-    own_key = derive_job_key(CLUSTER_KEY, config.cluster_id, "nosy")
-    assert found["signing_keys"] == [], "no StoreConfig in the driver holds the cluster key"
-    assert found["job_keys"] == [["nosy", own_key.hex()]], "the job's own key, derived"
-    assert found["write_other"].startswith("UntrustedPayload: cannot sign"), found
     dumps = {path.name: path.read_bytes() for path in out.glob("*.bin")}
     dumps["served log"] = served
     assert own_key in dumps["strings.bin"], "the scan finds keys: its own"
