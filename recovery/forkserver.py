@@ -271,8 +271,9 @@ class ForkServer:
                 shipper = dict(shipper)
                 configs.append(shipper.pop("config"))
             request["shipper"] = shipper
-            pipes = [_config_pipe(text) for text in configs]
+            pipes: list[int] = []
             try:
+                pipes.extend(_config_pipe(text) for text in configs)
                 line = (json.dumps(request) + "\n").encode()
                 socket.send_fds(self._requests, [line[:1]], pipes)  # the pipes ride the first byte
                 self._requests.sendall(line[1:])
