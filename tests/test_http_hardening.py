@@ -16,9 +16,10 @@ from recovery.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster, free_port
 from recovery.observe.access import AllowedHosts, parse_allowed_hosts
 from recovery.observe.server import is_loopback
+from recovery.settings import READ_TOKEN_ENV, api_token_from_env
 from tests import jobs
 from tests.helpers import wait_for
-from zkstore.config import StoreConfig
+from zkstore.config import SECRET_ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.states import RUNNING
 
@@ -353,3 +354,13 @@ def test_allowed_hosts_parse_and_match() -> None:
             parse_allowed_hosts(bad)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("zk1")
+
+
+def test_a_short_read_token_is_refused_without_showing_it() -> None:
+    short = "sh0rt-secret"
+    with pytest.raises(ConfigError, match="ZKSTORE_API_READ_TOKEN is too short") as refused:
+        api_token_from_env({READ_TOKEN_ENV: short}, variable=READ_TOKEN_ENV)
+    assert short not in str(refused.value)
+    assert api_token_from_env({READ_TOKEN_ENV: READ_TOKEN}, variable=READ_TOKEN_ENV) == READ_TOKEN
+    assert api_token_from_env({}, variable=READ_TOKEN_ENV) is None
+    assert READ_TOKEN_ENV in SECRET_ENV_VARS, "never passed on to drivers"
