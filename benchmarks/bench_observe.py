@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
+from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.server import HttpServer
@@ -82,7 +83,12 @@ def serve(cluster: Cluster, config: StoreConfig) -> tuple[HttpServer, Api, str]:
         is_leader=False,
         launcher=SimpleNamespace(launched=0),
     )
-    api = Api(daemon, DaemonMetrics(daemon, LeadershipStats()), token=None)
+    api = Api(
+        daemon,
+        DaemonMetrics(daemon, LeadershipStats()),
+        tokens=Tokens(None),
+        hosts=AllowedHosts.of(None, "127.0.0.1"),
+    )
     server = HttpServer(api.application(), HttpAddress("127.0.0.1", 0))
     bound = server.start()
     return server, api, f"http://{bound}"

@@ -1,5 +1,5 @@
-"""A throttled copy you can change while it runs: lines from an input file to numbered batch files,
-at a rate set with ``zkstore control``, checkpointed so that a new attempt resumes.
+"""A throttled copy you can change while it runs: lines from an input file to output files, at a
+rate set with ``zkstore control``, checkpointed so that a new attempt resumes.
 
 Submit it (a daemon must be running)::
 
@@ -14,14 +14,22 @@ Submit it (a daemon must be running)::
     zkstore control get copy
 
 It declares its keys (``rate`` float, ``batch`` int, ``upper`` bool), so ``control set`` refuses
-anything else before it is stored. Each batch is written to its own file, overwritten if redone,
-so a batch repeated after a failover leaves no duplicate; ``out/summary.json`` says how many lines
-were copied and under which control versions.
+anything else before it is stored. ``out/summary.json`` says how many lines were copied and under
+which control versions; ``cat out/part-*.txt`` is the input, each line once.
+
+Why each line once, whatever fails: the output is keyed by checkpointed offsets, not by batches.
+Lines go to ``part-<offset>.txt``, one file per checkpoint interval, named by the offset of the
+checkpoint it starts from; the file is synced and closed before the next checkpoint is taken. A
+new attempt resumes at the latest checkpoint's offset and rewrites that interval's file from the
+start, so whatever an attempt wrote after its last checkpoint is overwritten, never added to,
+even when the batch size changed in between (``batch`` needs a restart: the old attempt's batches
+and the new one's do not line up).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -59,23 +67,48 @@ def run(ctx: Any, source: str, target: str) -> None:
         )
     batch = ctx.config.get("batch") or DEFAULT_BATCH  # read once: a change needs a restart
     Path(target).mkdir(parents=True, exist_ok=True)
+    part = Part(Path(target), done)
     batches = 0
     while done < len(lines):
         chunk = "".join(lines[done : done + batch])
         if ctx.config.get("upper"):
             chunk = chunk.upper()
-        (Path(target) / f"batch-{done:09d}.txt").write_text(chunk)
+        part.write(chunk)
         time.sleep(min(batch, len(lines) - done) / (ctx.config.get("rate") or DEFAULT_RATE))
         done = min(done + batch, len(lines))
         batches += 1
         if ctx.config_version not in versions:
             versions.append(ctx.config_version)
         if batches % CHECKPOINT_EVERY == 0 or ctx.checkpoint_requested:
+            part.close()  # on disk before the checkpoint says it is done
             ctx.checkpoint({"lines": done, "versions": versions})  # pauses here when paused
+            part = Part(Path(target), done)
         else:
             ctx.pause_point()
+    part.close()
     summary = {"lines": done, "control_versions": versions}
     (Path(target) / "summary.json").write_text(json.dumps(summary))
+
+
+class Part:
+    """The output of one checkpoint interval, ``part-<offset>.txt``: opened (truncated) at its
+    first write, so that an attempt resuming at ``offset`` replaces what an earlier one wrote."""
+
+    def __init__(self, target: Path, offset: int) -> None:
+        self.path = target / f"part-{offset:09d}.txt"
+        self.file: Any = None
+
+    def write(self, text: str) -> None:
+        if self.file is None:
+            self.file = open(self.path, "w")  # noqa: SIM115 - closed at the checkpoint
+        self.file.write(text)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            self.file = None
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ from recovery import fleet_cli  # noqa: F401  (registers `zkstore daemons`)
 from recovery.client import Client
 from recovery.dev.demo import demo
 from recovery.fleet import parse_labels
+from recovery.observe.access import parse_allowed_hosts
 from recovery.settings import (
     API_TOKEN_ENV,
     DEFAULT_HTTP,
+    READ_TOKEN_ENV,
     DaemonSettings,
     api_token_from_env,
     default_daemon_id,
@@ -139,7 +141,16 @@ wait_timeout_option = click.option(
     metavar="HOST:PORT|off",
     help="where to serve the HTTP API, /metrics and the status page; off to serve none "
     f"[env {ENV_VARS['http']}; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} "
-    "set.",
+    f"set; with {READ_TOKEN_ENV} set, so do job details, logs and control.",
+)
+@click.option(
+    "--http-allowed-hosts",
+    "http_allowed_hosts",
+    multiple=True,
+    metavar="NAME,...",
+    help="host names the HTTP side answers to (any other Host header: 421, against DNS "
+    "rebinding); .example.com for a domain, * for any; localhost and IP addresses are always "
+    f"answered [env {ENV_VARS['http_allowed_hosts']}; default: the name in --http]",
 )
 @artifact_root_option
 @click.pass_context
@@ -158,6 +169,7 @@ def daemon(
     strict_acl: bool,
     keep_logs: float,
     http: str | None,
+    http_allowed_hosts: tuple[str, ...],
     artifact_roots: tuple[str, ...],
     keep_results: float | None,
 ) -> None:
@@ -174,6 +186,7 @@ def daemon(
 
     _log_at_info(ctx)
     explicit_http = http or os.environ.get(ENV_VARS["http"])
+    allowed_hosts = http_allowed_hosts or os.environ.get(ENV_VARS["http_allowed_hosts"])
     store = with_roots(connection.config, artifact_roots).with_changes(
         session_timeout=session_timeout
     )
@@ -193,6 +206,8 @@ def daemon(
         http=parse_http_address(explicit_http or DEFAULT_HTTP),
         http_required=explicit_http is not None,
         api_token=api_token_from_env(),
+        api_read_token=api_token_from_env(variable=READ_TOKEN_ENV),
+        http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
     )
     click.echo(

@@ -10,13 +10,21 @@ starts in a few milliseconds.
 Fork safety: the server never starts a thread nor opens a connection (it only imports), so every
 child starts as a clean single-threaded process; the child then runs :func:`recovery.driver.main`
 exactly as ``python -m recovery.driver`` would, with the same arguments, in its own session, its
-output in the attempt's log file, its configuration (secrets included) through a pipe it reads
-once and closes.
+output in the attempt's log file, its configuration (its job's signing key included) through a
+pipe it reads once and closes.
 
-Protocol, over the server's stdin (requests) and stdout (answers), one JSON object per line::
+The server never reads a configuration: the daemon writes each into a pipe of its own and hands
+the server the pipe's read end over a Unix socket (``SCM_RIGHTS``), which the child inherits and
+the server closes. So no configuration ever sits in the server's memory, where every later
+child, and the job code in it, would find it (freed memory included): a driver holds its own
+job's key and no other job's.
 
-    -> {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "...", "config": "...",
-        "shipper": {"argv": [...], ...} or null}
+Protocol, over the server's stdin (a Unix socket: requests, each line sent with its
+descriptors) and stdout (answers), one JSON object per line::
+
+    -> {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "...",
+        "shipper": {"argv": [...], ...} or null}       + the read ends of the configuration
+                                                         pipes: the driver's, the shipper's
     <- {"id": 1, "pid": 4242, "shipper": 4243}  or {"id": 1, "error": "..."}
     <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
 
@@ -33,6 +41,7 @@ import logging
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +49,9 @@ from collections.abc import Callable
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+#: Descriptors one request may carry: the driver's configuration pipe and its shipper's.
+MAX_FDS = 2
 
 
 # -- the server (a process of its own) ----------------------------------------------------------
@@ -54,19 +66,24 @@ def serve() -> int:
         import pyspark  # noqa: F401
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the daemon is not ours
-    pending = b""
+    requests = socket.socket(fileno=0)
+    pending, descriptors = b"", []
     while True:
         _reap()
         ready, _, _ = select.select([0], [], [], 0.05)
         if not ready:
             continue
-        chunk = os.read(0, 1 << 16)
+        chunk, fds, _, _ = socket.recv_fds(requests, 1 << 16, MAX_FDS)
         if not chunk:
             return 0
         pending += chunk
+        descriptors += fds
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
-            _answer(json.loads(line))
+            request = json.loads(line)
+            count = 1 + (request.get("shipper") is not None)
+            configs, descriptors = descriptors[:count], descriptors[count:]
+            _answer(request, configs)
 
 
 def _send(message: dict[str, Any]) -> None:
@@ -86,38 +103,41 @@ def _reap() -> None:
         _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _answer(request: dict[str, Any]) -> None:
+def _answer(request: dict[str, Any], configs: list[int]) -> None:
     """Fork the request's driver and, if asked, its log shipper (which follows the driver
     through a pidfd opened while the driver is our unreaped child: it can never mistake another
-    process for it). Answers with their pids."""
+    process for it), each with its configuration pipe from ``configs``, which are closed here.
+    Answers with their pids."""
     try:
-        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, -1)}
+        if len(configs) != 1 + (request.get("shipper") is not None):
+            raise OSError("a request came without its configuration pipes")
+        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, configs, 0, -1)}
         shipper = request.get("shipper")
         if shipper is not None:
             pidfd = os.pidfd_open(answer["pid"])
             try:
-                answer["shipper"] = _fork({**shipper, "kind": "shipper"}, pidfd)
+                answer["shipper"] = _fork({**shipper, "kind": "shipper"}, configs, 1, pidfd)
             finally:
                 os.close(pidfd)
         _send(answer)
     except OSError as exc:
         _send({"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
-
-
-def _fork(request: dict[str, Any], pidfd: int) -> int:
-    read_end, write_end = os.pipe()
-    try:
-        os.write(write_end, request["config"].encode())  # a few hundred bytes: fits the pipe
-        os.close(write_end)
-        write_end = -1
-        pid = os.fork()
-        if pid == 0:
-            _run_child(request, {"{config_fd}": read_end, "{pidfd}": pidfd})  # never returns
-        return pid
     finally:
-        os.close(read_end)
-        if write_end >= 0:
-            os.close(write_end)
+        for fd in configs:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -> int:
+    """Fork the child of ``request`` with ``configs[index]`` as its configuration pipe (the
+    other pipes of the request are closed in the child)."""
+    pid = os.fork()
+    if pid == 0:
+        for other, fd in enumerate(configs):
+            if other != index:
+                os.close(fd)
+        _run_child(request, {"{config_fd}": configs[index], "{pidfd}": pidfd})  # never returns
+    return pid
 
 
 #: What the server can fork: ``python -m <module>`` of each, already imported.
@@ -214,6 +234,8 @@ class ForkServer:
         self._on_log = on_log
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
+        #: the server's stdin: requests, with their configuration pipes
+        self._requests: socket.socket | None = None
         self._answers: dict[int, tuple[ForkedProcess, ForkedProcess | None] | str] = {}
         self._answered = threading.Condition(self._lock)
         self._children: dict[int, ForkedProcess] = {}
@@ -240,16 +262,26 @@ class ForkServer:
         it (the caller falls back to new processes)."""
         with self._lock:
             self._start_if_needed()
-            assert self._process is not None and self._process.stdin is not None
+            assert self._process is not None and self._requests is not None
             self._next_id += 1
             request_id = self._next_id
             request = {"id": request_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
-            request.update({"config": config, "shipper": shipper})
+            configs = [config]
+            if shipper is not None:
+                shipper = dict(shipper)
+                configs.append(shipper.pop("config"))
+            request["shipper"] = shipper
+            pipes: list[int] = []
             try:
-                self._process.stdin.write((json.dumps(request) + "\n").encode())
-                self._process.stdin.flush()
-            except (BrokenPipeError, ValueError) as exc:
+                pipes.extend(_config_pipe(text) for text in configs)
+                line = (json.dumps(request) + "\n").encode()
+                socket.send_fds(self._requests, [line[:1]], pipes)  # the pipes ride the first byte
+                self._requests.sendall(line[1:])
+            except OSError as exc:
                 raise OSError(f"the fork server is gone: {exc}") from exc
+            finally:
+                for fd in pipes:
+                    os.close(fd)
             while request_id not in self._answers:
                 if not self._answered.wait(30.0) or not self.alive:
                     raise OSError("the fork server did not answer")
@@ -261,13 +293,23 @@ class ForkServer:
     def _start_if_needed(self) -> None:
         if self.alive:
             return
-        self._process = subprocess.Popen(
-            [self._python, "-m", "recovery.forkserver"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=self._env,
-            start_new_session=True,
-        )
+        if self._requests is not None:
+            self._requests.close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._process = subprocess.Popen(
+                [self._python, "-m", "recovery.forkserver"],
+                stdin=theirs.fileno(),
+                stdout=subprocess.PIPE,
+                env=self._env,
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._requests = ours
         threading.Thread(
             target=self._read_answers, args=(self._process,), name="forkserver", daemon=True
         ).start()
@@ -304,11 +346,25 @@ class ForkServer:
     def close(self) -> None:
         """Stop the server (its drivers go on)."""
         process, self._process = self._process, None
-        if process is not None and process.stdin is not None:
-            with contextlib.suppress(OSError):
-                process.stdin.close()
+        requests, self._requests = self._requests, None
+        if requests is not None:
+            requests.close()
+        if process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
+
+
+def _config_pipe(config: str) -> int:
+    """A pipe holding ``config``, written and closed: its read end (the caller closes it)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, config.encode())  # a few hundred bytes: fits the pipe's buffer
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 if __name__ == "__main__":

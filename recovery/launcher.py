@@ -7,10 +7,12 @@ stores in object storage as it grows (:mod:`recovery.observe.shipper`); it runs 
 working directory per attempt (``<work dir>/<job>-attempt-<n>``, see :mod:`recovery.workdir`),
 which its daemon removes when it sees the driver exit.
 
-Its store configuration, secrets included, comes through a pipe (``--config-fd``) that the
-driver reads once and closes: never through its environment or command line, which the Spark JVM
-and the Python workers that run job code inherit or can read. The daemon's own secret variables
-are removed from the driver's environment too.
+Its store configuration comes through a pipe (``--config-fd``) that the driver reads once and
+closes: never through its environment or command line, which the Spark JVM and the Python
+workers that run job code inherit or can read. It holds its own job's signing key, never the
+cluster's (:meth:`zkstore.config.StoreConfig.for_job`), so that job code reading the driver's
+memory can sign nothing of another job. The daemon's own secret variables (the cluster's signing
+key, the API tokens) are removed from the driver's environment.
 """
 
 from __future__ import annotations
@@ -194,7 +196,7 @@ class DriverLauncher:
                 env,
                 str(work_dir),
                 str(log_path),
-                self.settings.store.to_json(),
+                self.settings.store.for_job(job_id).to_json(),
                 shipper=shipper,
             )
         except OSError as exc:
@@ -209,7 +211,7 @@ class DriverLauncher:
         read_end, write_end = os.pipe()
         try:
             # A config is a few hundred bytes: it fits in the pipe's buffer before the child runs.
-            os.write(write_end, self.settings.store.to_json().encode())
+            os.write(write_end, self.settings.store.for_job(job_id).to_json().encode())
             os.close(write_end)
             write_end = -1
             with open(log_path, "ab") as log:

@@ -39,7 +39,8 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.jobs.records import Assignment, MemberInfo, RunningInfo
-from zkstore.ops import Check, Delete, SetData
+from zkstore.jobs.resign import resign_job
+from zkstore.ops import Check, Delete, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 from zkstore.zk import is_own_ephemeral
@@ -178,6 +179,7 @@ class FleetMember:
             # new run of the id (its result expired or was forgotten): attempts count from 1
         if assignment.exited is not None:
             return  # its driver ran here and is gone: the leader will look at it
+        self._resign(job_id, assignment)
         try:
             launch = self.launcher.launch(job_id, assignment.attempt, assignment.status_version)
         except OSError as exc:
@@ -197,6 +199,27 @@ class FleetMember:
             launch.process.pid,
             launch.log_path,
         )
+
+    def _resign(self, job_id: str, assignment: Assignment) -> None:
+        """Before launching: the job's handles signed with the cluster key (written before job
+        keys) re-signed with its own key, which is all its driver holds. A failure is logged;
+        the driver meets the handle as it is (a signature it cannot check quarantines the job,
+        and the next launch, after a release, tries again)."""
+        cluster = self.cluster
+        fence = Fence.check(
+            cluster.layout.status(job_id), assignment.status_version, description="superseded"
+        )
+        try:
+            resign_job(
+                cluster.zk,
+                cluster.layout,
+                cluster.storage,
+                cluster.config.cluster_id,
+                job_id,
+                fence=fence,
+            )
+        except ZkStoreError as exc:
+            logger.warning("job %s: handles not re-signed before the launch: %s", job_id, exc)
 
     def _await_exit(self, launch: Launch) -> None:
         launch.process.wait()

@@ -20,6 +20,9 @@ DEFAULT_HTTP = "127.0.0.1:8780"
 #: The bearer token of the HTTP API's changes (cancel, control): a secret, from the environment
 #: only (a flag would show in ``ps``).
 API_TOKEN_ENV = ENV_VARS["api_token"]
+#: The bearer token of the HTTP API's reads that may carry secrets (job details, logs,
+#: control): optional, from the environment only; the change token grants them too.
+READ_TOKEN_ENV = ENV_VARS["api_read_token"]
 MIN_TOKEN_CHARS = 16
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
 #: How long the result of a finished job is kept (and its id refused) by default: 7 days.
@@ -59,14 +62,15 @@ def parse_http_address(value: str) -> HttpAddress | None:
     return HttpAddress(match.group("host").strip("[]"), int(match.group("port")))
 
 
-def api_token_from_env(environ: Mapping[str, str] | None = None) -> str | None:
-    """The API token, or None if unset; a token too short to be safe is refused (and never
+def api_token_from_env(
+    environ: Mapping[str, str] | None = None, *, variable: str = API_TOKEN_ENV
+) -> str | None:
+    """The API token in ``variable`` (the change token by default; :data:`READ_TOKEN_ENV` for
+    the read token), or None if unset; a token too short to be safe is refused (and never
     shown: the message names the variable, not its value)."""
-    token = (os.environ if environ is None else environ).get(API_TOKEN_ENV) or None
+    token = (os.environ if environ is None else environ).get(variable) or None
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
-        raise ConfigError(
-            f"{API_TOKEN_ENV} is too short: use at least {MIN_TOKEN_CHARS} characters"
-        )
+        raise ConfigError(f"{variable} is too short: use at least {MIN_TOKEN_CHARS} characters")
     return token.strip() if token is not None else None
 
 
@@ -85,7 +89,9 @@ class DaemonSettings:
     keeps a finished job's result (and so refuses its id) before deleting it; None keeps them
     forever. ``http`` is where the daemon serves its HTTP API (None: not at all); if it is not
     ``http_required``, an address in use only costs a warning. ``api_token`` enables the API's
-    changes.
+    changes; ``api_read_token``, when set, guards the reads that may carry secrets.
+    ``http_allowed_hosts`` are the host names the HTTP side answers to besides ``localhost`` and
+    addresses (None: the name in ``http``; see :mod:`recovery.observe.access`).
     """
 
     store: StoreConfig
@@ -108,6 +114,8 @@ class DaemonSettings:
     http: HttpAddress | None = None
     http_required: bool = False
     api_token: str | None = field(default=None, repr=False)
+    api_read_token: str | None = field(default=None, repr=False)
+    http_allowed_hosts: tuple[str, ...] | None = None
     keep_results: float | None = DEFAULT_KEEP_RESULTS
 
     def __post_init__(self) -> None:

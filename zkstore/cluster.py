@@ -44,7 +44,7 @@ class Cluster(Closeable):
         self.storage = StateStorage(
             config.storage_url,
             config.storage_options,
-            signing_key=config.signing_key,
+            signer=config.signer,
             max_payload_bytes=config.max_payload_bytes,
             timeout=config.timeout,
         )

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from zkstore.errors import ConfigError
+from zkstore.signing import JobKey, Signer, derive_job_key
 
 DEFAULT_ZK = "127.0.0.1:2181"
 DEFAULT_ROOT = "/zkstore"
@@ -37,11 +38,20 @@ ENV_VARS: Mapping[str, str] = {
     "zk_read_acl": "ZKSTORE_ZK_READ_ACL",
     "http": "ZKSTORE_HTTP",
     "api_token": "ZKSTORE_API_TOKEN",
+    "api_read_token": "ZKSTORE_API_READ_TOKEN",
+    "http_allowed_hosts": "ZKSTORE_HTTP_ALLOWED_HOSTS",
     "artifact_roots": "ZKSTORE_ARTIFACT_ROOTS",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.
-SECRET_ENV_VARS = frozenset({ENV_VARS["signing_key"], "ZKSTORE_ZK_AUTH", ENV_VARS["api_token"]})
+SECRET_ENV_VARS = frozenset(
+    {
+        ENV_VARS["signing_key"],
+        ENV_VARS["zk_auth"],
+        ENV_VARS["api_token"],
+        ENV_VARS["api_read_token"],
+    }
+)
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
@@ -211,7 +221,9 @@ class StoreConfig:
     """Where the store lives and how long any one operation may take.
 
     ``timeout`` is the deadline of one ZooKeeper or storage operation: past it, the operation
-    raises :class:`~zkstore.errors.StoreUnavailable` instead of hanging.
+    raises :class:`~zkstore.errors.StoreUnavailable` instead of hanging. ``signing_key`` is the
+    cluster's; a driver's configuration holds ``job_key`` instead, its own job's key only
+    (:meth:`for_job`, :mod:`zkstore.signing`).
     """
 
     zk_hosts: str = DEFAULT_ZK
@@ -228,6 +240,7 @@ class StoreConfig:
     #: where jobs may register artifacts besides the storage root (``--artifact-root``); also
     #: the only places the runtime and ``handles cleanup`` ever delete artifact data
     artifact_roots: tuple[str, ...] = ()
+    job_key: JobKey | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         hosts = self.zk_hosts.split("/", 1)[0]
@@ -257,11 +270,28 @@ class StoreConfig:
             raise ConfigError("max payload size must be positive")
         for url in self.artifact_roots:
             check_artifact_root(url)
+        if self.job_key is not None and (
+            self.signing_key is not None or self.job_key.cluster_id != self.cluster_id
+        ):
+            raise ConfigError("a job's signing key replaces the cluster's, for its own cluster")
         if self.zk_read_acl and self.zk_auth is None:
             raise ConfigError(
                 f"{ENV_VARS['zk_read_acl']} needs {ENV_VARS['zk_auth']}: without credentials "
                 "every node is open anyway"
             )
+
+    @property
+    def signer(self) -> Signer:
+        """What signs and checks this configuration's payloads."""
+        return Signer(self.signing_key, self.job_key)
+
+    def for_job(self, job_id: str) -> StoreConfig:
+        """The configuration a driver of ``job_id`` gets: the cluster's signing key replaced by
+        the key derived for that job (nothing else changes; without a signing key, none)."""
+        if self.signing_key is None:
+            return self
+        key = derive_job_key(self.signing_key, self.cluster_id, validate_id(job_id, "job id"))
+        return replace(self, signing_key=None, job_key=JobKey(self.cluster_id, job_id, key))
 
     @property
     def base_path(self) -> str:
@@ -305,14 +335,19 @@ class StoreConfig:
         return cls(**values)
 
     def to_json(self) -> str:
-        """The config as JSON, to hand to a child process through its environment (the signing
-        key hex-encoded; it holds the secrets, so never log it or put it on a command line)."""
+        """The config as JSON, to hand to a child process through a pipe (keys hex-encoded; it
+        holds the secrets, so never log it, put it in an environment or on a command line)."""
         values = asdict(self)
         values["storage_options"] = dict(self.storage_options)
         values["signing_key"] = self.signing_key.hex() if self.signing_key is not None else None
         values["zk_auth"] = self.zk_auth.to_text() if self.zk_auth is not None else None
         values["zk_read_acl"] = list(self.zk_read_acl)
         values["artifact_roots"] = list(self.artifact_roots)
+        values["job_key"] = (
+            {"job_id": self.job_key.job_id, "key": self.job_key.key.hex()}
+            if self.job_key is not None
+            else None
+        )
         return json.dumps(values)
 
     @classmethod
@@ -325,8 +360,13 @@ class StoreConfig:
                 values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
             values["zk_read_acl"] = tuple(values.get("zk_read_acl") or ())
             values["artifact_roots"] = tuple(values.get("artifact_roots") or ())
+            if values.get("job_key") is not None:
+                job = values["job_key"]
+                values["job_key"] = JobKey(
+                    str(values.get("cluster_id")), job["job_id"], bytes.fromhex(job["key"])
+                )
             return cls(**values)
-        except (ValueError, TypeError, AttributeError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
             raise ConfigError(f"invalid store configuration: {exc}") from exc
 
     def with_changes(self, **changes: Any) -> StoreConfig:

@@ -15,14 +15,14 @@ directory, a FIFO or a device at a payload's URI is refused at once, never waite
 The HMAC signs the payload's key (relative to the root: ``<cluster>/jobs/<job>/<kind>/...``) with
 its sha256 and size, so a signed payload cannot be replayed as another job's, another kind's or
 another cluster's: a handle copied elsewhere points at a key that does not belong there, and a
-payload copied to another key no longer verifies.
+payload copied to another key no longer verifies. The key that signs a job's payloads is that
+job's own, derived from the cluster's (:mod:`zkstore.signing`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import logging
 import os
 import re
@@ -47,6 +47,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.handle import PayloadRef
+from zkstore.signing import Signer
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,9 @@ class StateStorage:
     """Payloads under one root URL: create-only writes, verified reads, idempotent discards.
 
     Keys passed in are relative to the root (``<cluster>/jobs/<job>/definition``); URIs handed out
-    and accepted are absolute (``s3://bucket/root/<cluster>/...``).
+    and accepted are absolute (``s3://bucket/root/<cluster>/...``). ``signer`` signs and checks
+    payloads (:class:`~zkstore.signing.Signer`); ``signing_key`` is short for a signer with that
+    cluster key.
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class StateStorage:
         options: Mapping[str, Any] | None = None,
         *,
         signing_key: bytes | None = None,
+        signer: Signer | None = None,
         max_payload_bytes: int = 256 * 1024 * 1024,
         timeout: float = 5.0,
     ) -> None:
@@ -148,7 +152,7 @@ class StateStorage:
             raise ConfigError(f"storage {url!r}: name a directory or bucket, not the root")
         self.root_url = fs.unstrip_protocol(self._root).rstrip("/")
         self._local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
-        self._signing_key = signing_key
+        self.signer = signer if signer is not None else Signer(signing_key)
         self.max_payload_bytes = max_payload_bytes
 
     def __repr__(self) -> str:
@@ -199,6 +203,7 @@ class StateStorage:
                 f"{self.max_payload_bytes} bytes"
             )
         digest = hashlib.sha256(data).hexdigest()
+        self._check_scope(f"{prefix.strip('/')}/{stem}{suffix}")
         for _ in range(3):
             uri = self.url(f"{prefix.strip('/')}/{stem}{uuid.uuid4().hex}{suffix}")
             if self._create(uri, data, digest):
@@ -215,9 +220,17 @@ class StateStorage:
         """
         digest = hashlib.sha256(data).hexdigest()
         uri = self.url(key)
+        self._check_scope(self.key_of(uri))
         if not self._create(uri, data, digest):
             raise HandleExists(f"{uri} exists already, with other content")
         return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
+
+    def _check_scope(self, key: str) -> None:
+        """Refuse, before writing, a payload this process could not sign."""
+        try:
+            self.signer.check_scope(key)
+        except UntrustedPayload as exc:
+            raise UntrustedPayload(f"cannot sign {key}: {exc}") from None
 
     def _create(self, uri: str, data: bytes, digest: str) -> bool:
         """Create the object at ``uri``; False if one with other content is there already."""
@@ -311,15 +324,10 @@ class StateStorage:
             raise CorruptPayload(f"{ref.uri}: {kind} ({len(data)} bytes, handle says {ref.size})")
         if hashlib.sha256(data).hexdigest() != ref.sha256:
             raise CorruptPayload(f"{ref.uri}: sha256 does not match its handle")
-        if self._signing_key is not None:
-            if ref.hmac is None:
-                raise UntrustedPayload(f"{ref.uri}: not signed, and a signing key is configured")
-            expected = self._sign(ref.uri, ref.sha256, ref.size) or ""
-            if not hmac.compare_digest(expected, ref.hmac):
-                raise UntrustedPayload(
-                    f"{ref.uri}: signature does not match (wrong key, tampered, or moved from "
-                    "another job, kind or cluster)"
-                )
+        try:
+            self.signer.check(self.key_of(ref.uri), ref.sha256, ref.size, ref.hmac)
+        except UntrustedPayload as exc:
+            raise UntrustedPayload(f"{ref.uri}: {exc}") from None
 
     def fetch(self, uri: str, *, max_bytes: int) -> bytes:
         """The bytes of an object that has no handle (a driver's log chunk, a control history
@@ -393,11 +401,9 @@ class StateStorage:
         return objects
 
     def _sign(self, uri: str, sha256: str, size: int) -> str | None:
-        """HMAC-SHA256 of the payload's key (relative to the root), sha256 and size."""
-        if self._signing_key is None:
-            return None
-        message = f"zkstore-payload-v1\n{self.key_of(uri)}\n{sha256}\n{size}".encode()
-        return hmac.new(self._signing_key, message, hashlib.sha256).hexdigest()
+        """HMAC-SHA256 of the payload's key (relative to the root), sha256 and size, with the
+        key of the job it belongs to (see :mod:`zkstore.signing`); None without a key."""
+        return self.signer.sign(self.key_of(uri), sha256, size)
 
 
 def _modified(info: Mapping[str, Any]) -> datetime:

@@ -13,6 +13,11 @@
     GET  /api/v1/jobs/<id>/control like ``zkstore control get <id> --format json``
     GET  /api/v1/jobs/<id>/control/history   like ``zkstore control history`` (``?last=N``)
 
+With ``ZKSTORE_API_READ_TOKEN`` set, the job list and details, logs and control GETs need
+``Authorization: Bearer`` with it (or the change token). Every route answers only requests whose
+``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
+:mod:`recovery.observe.access`).
+
 With ``Authorization: Bearer <ZKSTORE_API_TOKEN>`` (changes; each answers what it stored):
 
     POST /api/v1/jobs/<id>/cancel  body: nothing, or ``{"reason": "..."}``
@@ -30,15 +35,15 @@ A change is acknowledged by the job's driver afterwards: poll ``GET .../control`
 HEAD works wherever GET does. Every daemon answers, leader or not, from ZooKeeper and storage,
 read on a small pool of threads of the HTTP server's own: no handler ever waits for the daemon's
 loop thread, and only the token-guarded routes write (what any client could write with the CLI).
-Errors are JSON ``{"error": "..."}`` with the status of their kind (400 bad request, 401/403
-auth, 404 unknown job, 409 conflict, 503 ZooKeeper or storage unavailable); no traceback ever
-reaches a client. The token is compared in constant time and never logged or echoed.
+Errors are JSON ``{"error": "..."}`` with the status of their kind (400 bad request or a body
+the strict JSON parser refuses, 401/403 auth, 404 unknown job, 409 conflict, 421 not our host
+name, 503 ZooKeeper or storage unavailable); no traceback ever reaches a client. The tokens are
+compared in constant time and never logged or echoed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import re
@@ -52,6 +57,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from recovery.client import Client
+from recovery.observe.access import AllowedHosts, ApiError, Tokens
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
 from recovery.observe.view import Observed, finished, read_jobs, read_view
@@ -70,7 +76,7 @@ from zkstore.jobs.logs import AttemptLog, JobLogs
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.state import who
 from zkstore.layout import validate_job_id
-from zkstore.strict import utc_now
+from zkstore.strict import load_object, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -78,19 +84,12 @@ T = TypeVar("T")
 
 #: Request bodies are a reason or a small JSON object; anything bigger is refused (413).
 MAX_BODY_BYTES = 64 * 1024
+#: The deepest body any route takes: ``{"values": {KEY: scalar}}``.
+MAX_BODY_DEPTH = 2
 MAX_REASON_CHARS = 1000
 MAX_TAIL_LINES = 100_000
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class ApiError(Exception):
-    """A client error with its HTTP status; the message is safe to show."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.headers = headers or {}
 
 
 def _status_of(exc: ZkStoreError) -> int:
@@ -117,19 +116,23 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 class Api:
-    """The routes of one daemon. ``token`` enables the mutations (None: they answer 403)."""
+    """The routes of one daemon. ``tokens`` guard the changes (no change token: they answer
+    403) and, with a read token, the reads that may carry secrets; only requests whose ``Host``
+    is one of ``hosts`` are answered (421 otherwise)."""
 
     def __init__(
         self,
         daemon: Observed,
         metrics: DaemonMetrics,
         *,
-        token: str | None,
+        tokens: Tokens,
+        hosts: AllowedHosts,
         workers: int = 2,
     ) -> None:
         self.daemon = daemon
         self.metrics = metrics
-        self._token = token.encode() if token else None
+        self.tokens = tokens
+        self.hosts = hosts
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="http-read")
 
     def close(self) -> None:
@@ -159,6 +162,7 @@ class Api:
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.monotonic()
         try:
+            self.hosts.check(request.headers.get("Host"))
             response = await handler(request)
         except ApiError as exc:
             response = error_response(exc.status, str(exc), exc.headers)
@@ -187,18 +191,12 @@ class Api:
         return cluster
 
     def _authorize(self, request: web.Request) -> None:
-        """Only with the token configured, and only with that token (constant-time compare)."""
-        if self._token is None:
-            raise ApiError(403, "changes through the API are disabled: no ZKSTORE_API_TOKEN is set")
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), self._token
-        ):
-            raise ApiError(
-                401,
-                "a valid bearer token is required",
-                {"WWW-Authenticate": 'Bearer realm="zkstore"'},
-            )
+        """A change: only with the change token configured, and only with that token."""
+        self.tokens.authorize_change(request.headers.get("Authorization", ""))
+
+    def _authorize_read(self, request: web.Request) -> None:
+        """A read that may carry secrets: with a read token configured, it or the change token."""
+        self.tokens.authorize_read(request.headers.get("Authorization", ""))
 
     # -- health and leadership -----------------------------------------------------------------
 
@@ -259,16 +257,19 @@ class Api:
         )
 
     async def jobs(self, request: web.Request) -> web.Response:
+        self._authorize_read(request)
         show_all = _flag(request, "all")
         snapshots = await self._run(partial(read_jobs, self._cluster()))
         items = [describe(s) for s in snapshots.values() if show_all or not finished(s)]
         return _json(items)
 
     async def job(self, request: web.Request) -> web.Response:
+        self._authorize_read(request)
         job_id = request.match_info["job_id"]
         return _json(await self._run(partial(job_details, self._cluster(), job_id)))
 
     async def logs(self, request: web.Request) -> web.StreamResponse:
+        self._authorize_read(request)
         job_id = validate_job_id(request.match_info["job_id"])
         attempt = _number(request, "attempt", 1, 10**9)
         tail = _number(request, "tail", 0, MAX_TAIL_LINES)
@@ -316,6 +317,7 @@ class Api:
         return response
 
     async def control(self, request: web.Request) -> web.Response:
+        self._authorize_read(request)
         job_id = validate_job_id(request.match_info["job_id"])
         cluster = self._cluster()
 
@@ -326,6 +328,7 @@ class Api:
         return _json(await self._run(view))
 
     async def control_history(self, request: web.Request) -> web.Response:
+        self._authorize_read(request)
         job_id = validate_job_id(request.match_info["job_id"])
         last = _number(request, "last", 1, 10**6)
         cluster = self._cluster()
@@ -341,6 +344,8 @@ class Api:
     async def cancel(self, request: web.Request) -> web.Response:
         self._authorize(request)
         body = await _json_body(request)
+        if set(body) - {"reason"}:
+            raise ApiError(400, f"unknown field(s): {', '.join(sorted(set(body) - {'reason'}))}")
         reason = body.get("reason")
         if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
             raise ApiError(400, f'"reason" must be a string of at most {MAX_REASON_CHARS} chars')
@@ -430,12 +435,11 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        raise ApiError(400, "the body is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise ApiError(400, "the body must be a JSON object")
-    return value
+        # zkstore's strict parser: bounded size and depth, whatever the nesting (a body nested
+        # thousands deep is a 400 like any other, never a RecursionError).
+        return load_object(raw, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
+    except ValueError as exc:
+        raise ApiError(400, f"the body must be a JSON object: {exc}") from None
 
 
 def _expect_version(body: dict[str, Any]) -> int | None:

@@ -14,15 +14,17 @@ but its own, and nothing here ever touches the daemon's loop thread.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import threading
 
 from aiohttp import web
 
+from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.view import Observed
-from recovery.settings import HttpAddress
+from recovery.settings import READ_TOKEN_ENV, HttpAddress
 from zkstore.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -112,7 +114,12 @@ def start_http(daemon: Observed, stats: LeadershipStats) -> HttpSide | None:
     settings = daemon.settings
     if settings.http is None:
         return None
-    api = Api(daemon, DaemonMetrics(daemon, stats), token=settings.api_token)
+    api = Api(
+        daemon,
+        DaemonMetrics(daemon, stats),
+        tokens=Tokens(settings.api_token, settings.api_read_token),
+        hosts=AllowedHosts.of(settings.http_allowed_hosts, settings.http.host),
+    )
     server = HttpServer(api.application(), settings.http)
     try:
         bound = server.start()
@@ -123,4 +130,21 @@ def start_http(daemon: Observed, stats: LeadershipStats) -> HttpSide | None:
         logger.warning("%s; running without the HTTP API (--http HOST:PORT or off)", exc)
         return None
     logger.info("HTTP API, metrics and status page on http://%s/", bound)
+    if settings.api_read_token is None and not is_loopback(settings.http.host):
+        logger.warning(
+            "serving HTTP on %s, beyond this host, without %s: anyone who can reach it reads "
+            "job details, driver logs and control values, which may carry secrets",
+            bound,
+            READ_TOKEN_ENV,
+        )
     return HttpSide(api, server)
+
+
+def is_loopback(host: str) -> bool:
+    """True if ``host`` (an address or a name) is reachable from this host only."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name may resolve to any address: assume the worst

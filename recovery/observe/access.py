@@ -1,0 +1,159 @@
+"""Who may ask a daemon's HTTP side what: the names it answers to, and its two tokens.
+
+**Host names (DNS rebinding).** A web page on ``evil.example`` can make the browser resolve
+that name to ``127.0.0.1`` (or to the daemon's address inside a network) and then read the
+answers as if they came from its own origin. The browser still sends ``Host: evil.example``,
+so a daemon answers only requests whose ``Host`` names it:
+
+- ``localhost``, and any IP address literal (``127.0.0.1``, ``[::1]``, ``10.0.0.5``): a
+  rebinding attack needs a DNS name the attacker controls, and an address is not one, so load
+  balancers, Prometheus and probes that address a daemon by IP need no configuration;
+- the names given with ``--http-allowed-hosts`` (``ZKSTORE_HTTP_ALLOWED_HOSTS``), exactly (any
+  case, any port, a trailing dot ignored), ``.example.com`` for that domain and every name under
+  it, or ``*`` for any name (behind a proxy that checks it); without the option, the name the
+  daemon listens on (``--http zk1.internal:8780``).
+
+A request without a ``Host`` header (HTTP/1.0) is answered: browsers always send one. Any other
+request is refused with **421 Misdirected Request**, the status HTTP has for "this server does
+not answer for that authority" (RFC 9110, 15.5.20): it says the name is wrong, not the
+credentials (401, 403), so no client mistakes it for an auth failure and retries with a token.
+
+**Tokens.** ``ZKSTORE_API_TOKEN`` grants changes (and reads); ``ZKSTORE_API_READ_TOKEN``, when
+set, is required to read what may carry secrets: job details and lists (errors), driver logs,
+control values and history. Both come from the daemon's environment only, are compared in
+constant time, and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from zkstore.errors import ConfigError
+
+#: Names every daemon answers to (with any port): the loopback name. Addresses are always
+#: answered (see the module's docstring).
+LOCAL_NAMES = frozenset({"localhost"})
+ANY_HOST = "*"
+_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*")
+_HOST_HEADER = re.compile(r"(?P<name>\[[0-9a-f:.]+\]|[^:\[\]]*)(:(?P<port>[0-9]{1,5}))?")
+
+
+class ApiError(Exception):
+    """A client error with its HTTP status; the message is safe to show."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().rstrip(".")
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def parse_allowed_hosts(value: str | Iterable[str]) -> tuple[str, ...]:
+    """Names from ``--http-allowed-hosts`` (comma-separated, repeatable): DNS names, a
+    ``.domain`` suffix, ``*``, or addresses (always allowed anyway); without ports."""
+    items = value.split(",") if isinstance(value, str) else [i for v in value for i in v.split(",")]
+    names = []
+    for item in (_normal(i) for i in items):
+        if not item:
+            continue
+        if item != ANY_HOST and not _is_address(item) and not _NAME.fullmatch(item):
+            raise ConfigError(
+                f"allowed host {item[:60]!r} is not a name (zk1.example.com), a domain "
+                "(.example.com), an address, or *; give no port"
+            )
+        names.append(item.strip("[]"))
+    if not names:
+        raise ConfigError("--http-allowed-hosts names no host")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class AllowedHosts:
+    """The names a daemon answers to (see the module's docstring)."""
+
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, given: Iterable[str] | None, listen_host: str) -> AllowedHosts:
+        """``given`` names (None: the name the daemon listens on), and the local ones."""
+        names = set(given) if given is not None else {_normal(listen_host)}
+        return cls(frozenset(names | LOCAL_NAMES))
+
+    def allows(self, header: str | None) -> bool:
+        """True if a request with ``Host: header`` is answered."""
+        if header is None or ANY_HOST in self.names:
+            return True
+        match = _HOST_HEADER.fullmatch(header.strip().lower())
+        if match is None or (match.group("port") and int(match.group("port")) > 65535):
+            return False
+        name = _normal(match.group("name"))
+        if _is_address(name):
+            return True
+        return name in self.names or any(
+            n.startswith(".") and (name == n[1:] or name.endswith(n)) for n in self.names
+        )
+
+    def check(self, header: str | None) -> None:
+        if not self.allows(header):
+            raise ApiError(
+                421,
+                "this daemon does not answer for that host name (zkstore daemon "
+                "--http-allowed-hosts NAME)",
+            )
+
+
+class Tokens:
+    """The change token and the optional read token of a daemon's API."""
+
+    def __init__(self, change: str | None, read: str | None = None) -> None:
+        self._change = change.encode() if change else None
+        self._read = read.encode() if read else None
+
+    @property
+    def reads_guarded(self) -> bool:
+        return self._read is not None
+
+    def _given(self, authorization: str) -> bytes | None:
+        scheme, _, given = authorization.partition(" ")
+        return given.strip().encode() if scheme.lower() == "bearer" else None
+
+    def _matches(self, given: bytes | None, token: bytes | None) -> bool:
+        # Both compared whatever the first gave: the time taken says nothing of which matched.
+        return given is not None and token is not None and hmac.compare_digest(given, token)
+
+    def authorize_change(self, authorization: str) -> None:
+        """Only with the change token configured, and only with that token."""
+        if self._change is None:
+            raise ApiError(403, "changes through the API are disabled: no ZKSTORE_API_TOKEN is set")
+        if not self._matches(self._given(authorization), self._change):
+            raise _unauthorized()
+
+    def authorize_read(self, authorization: str) -> None:
+        """Free unless a read token is configured; then the read or the change token."""
+        if self._read is None:
+            return
+        given = self._given(authorization)
+        read, change = self._matches(given, self._read), self._matches(given, self._change)
+        if not (read or change):
+            raise _unauthorized()
+
+
+def _unauthorized() -> ApiError:
+    return ApiError(
+        401, "a valid bearer token is required", {"WWW-Authenticate": 'Bearer realm="zkstore"'}
+    )

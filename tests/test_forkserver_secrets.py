@@ -1,0 +1,64 @@
+"""The fork server never holds a driver's configuration: every driver it forks later starts from
+its memory, so a configuration it had read (one job's signing key) would be there for the next
+job's code to find, freed or not."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from recovery.forkserver import ForkServer
+
+
+def writable_memory(pid: int) -> bytes:
+    """The private writable memory of process ``pid`` (heap, anonymous mappings, stacks)."""
+    chunks = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            path = fields[5] if len(fields) > 5 else ""
+            if not fields[1].startswith("rw") or (path and not path.startswith("[")):
+                continue
+            start, end = (int(a, 16) for a in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                chunks.append(mem.read(end - start))
+            except (OSError, ValueError):
+                continue
+    return b"".join(chunks)
+
+
+def test_no_configuration_sits_in_the_fork_servers_memory(tmp_path: Path) -> None:
+    server = ForkServer(sys.executable, dict(os.environ), lambda _: None)
+    secrets = [uuid.uuid4().hex + uuid.uuid4().hex for _ in range(3)]
+    try:
+        for n, secret in enumerate(secrets):
+            config = json.dumps({"job_key": {"job_id": f"j{n}", "key": secret}, "pad": "p" * n})
+            shipper = {
+                "argv": ["--config-fd", "{config_fd}"],
+                "env": dict(os.environ),
+                "cwd": "/",
+                "log": os.devnull,
+                "config": config.replace("job_key", "shipper_key"),
+            }
+            driver, shipped = server.fork(
+                ["--config-fd", "{config_fd}", "--job-id", f"j{n}"],  # argparse: exits 2
+                dict(os.environ),
+                str(tmp_path),
+                str(tmp_path / f"driver-{n}.log"),
+                config,
+                shipper=shipper,
+            )
+            assert driver.wait() == 2 and shipped is not None and shipped.wait() != 0
+        process = server._process
+        assert process is not None
+        memory = writable_memory(process.pid)
+        assert len(memory) > 1_000_000, "the server's heap was read"
+        assert b"recovery.driver" in memory, "and holds what it has imported"
+        for secret in secrets:
+            assert secret.encode() not in memory, "a driver's configuration is in the server"
+    finally:
+        server.close()
