@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import importlib
 import multiprocessing
 import multiprocessing.context
@@ -10,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,6 +22,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
+from zkstore.handle import Handle
 from zkstore.jobs.states import QUARANTINED
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
@@ -48,6 +52,26 @@ def session(config: StoreConfig, auth: str | None) -> ZooKeeper:
     """A ZooKeeper session on ``config``'s servers with credentials ``auth`` (``user:password``)."""
     parsed = ZkAuth.parse(auth) if auth else None
     return ZooKeeper(config.zk_hosts, timeout=5, auth=parsed).start()
+
+
+#: The cluster signing key of the job-key tests.
+KEY = b"a-cluster-signing-key-of-some-length"
+
+
+def legacy_signature(key: str, sha256: str, size: int) -> str:
+    """A signature as zkstore made them before job keys: with the cluster key itself."""
+    message = f"zkstore-payload-v1\n{key}\n{sha256}\n{size}".encode()
+    return hmac.new(KEY, message, hashlib.sha256).hexdigest()
+
+
+def make_legacy(cluster: Cluster, node: str) -> Handle:
+    """Rewrite the handle at ``node`` as zkstore wrote it before job keys."""
+    data, stat = cluster.zk.get(node)
+    handle = Handle.from_znode(data, stat, node)
+    key = cluster.storage.key_of(handle.uri)
+    legacy = replace(handle, hmac=legacy_signature(key, handle.sha256, handle.size))
+    cluster.zk.set(node, legacy.to_bytes(), version=stat.version)
+    return legacy
 
 
 def run_daemon(config: StoreConfig, work: Path, master: str = "local[2]") -> LocalCluster:
