@@ -47,6 +47,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.handle import PayloadRef
+from zkstore.retry import RACES, TryAgain
 
 logger = logging.getLogger(__name__)
 
@@ -199,11 +200,14 @@ class StateStorage:
                 f"{self.max_payload_bytes} bytes"
             )
         digest = hashlib.sha256(data).hexdigest()
-        for _ in range(3):
+
+        def write_once() -> PayloadRef:
             uri = self.url(f"{prefix.strip('/')}/{stem}{uuid.uuid4().hex}{suffix}")
-            if self._create(uri, data, digest):
-                return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
-        raise StoreUnavailable(f"could not find a free key under {prefix!r}")
+            if not self._create(uri, data, digest):
+                raise TryAgain(f"{uri} is taken")  # a uuid4 collision: never seen, still handled
+            return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
+
+        return RACES.call(write_once, what=f"a free key under {prefix!r}", error=StoreUnavailable)
 
     def create(self, key: str, data: bytes) -> PayloadRef:
         """Write ``data`` at exactly ``key`` (relative to the root), never overwriting.
