@@ -120,7 +120,8 @@ def test_no_hand_rolled_retry_loop_is_left_and_the_limit_is_named_once() -> None
             continue
         text = path.read_text()
         name = path.relative_to(REPO)
-        loops += [f"{name}: {m.group()}" for m in re.finditer(r"for _ in range\(\w+\)", text)]
+        retry_loop = r"for \w+ in range\((\d+|[A-Z_]+)\)"
+        loops += [f"{name}: {m.group()}" for m in re.finditer(retry_loop, text)]
         limits += [
             f"{name}: {m.group()}"
             for m in re.finditer(r"^_?[A-Z_]*(TRIES|RETRIES)\s*=", text, re.MULTILINE)

@@ -438,31 +438,31 @@ def _read_local_regular(path: str, limit: int) -> bytes:
 def _write_local_exclusive(path: str, data: bytes) -> None:
     """Atomically publish ``data`` at ``path``; raise FileExistsError rather than overwrite."""
     directory, name = os.path.split(path)
-    for attempt in range(3):
+
+    def open_temp() -> tuple[str, int]:
         temp = os.path.join(directory, f".{name}{TEMP_MARKER}{uuid.uuid4().hex[:8]}")
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileNotFoundError:
+            return temp, os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError as exc:
             # A concurrent discard removed a (then empty) directory of the path, even while
             # makedirs was making the next one: make them again.
-            if attempt == 2:
-                raise
-            continue
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                # The final name appears only once the data is complete, and never replaces an
-                # existing file. link() changes the inode (its link count), so the fsync after it
-                # commits data, inode and the new name in one journal commit (ext4, xfs, btrfs):
-                # one fsync where temp-fsync-rename-dirfsync needs two.
-                os.link(temp, path)
-                os.fsync(f.fileno())
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-        return
+            raise TryAgain(str(exc)) from exc
+
+    temp, fd = RACES.call(open_temp, what=f"creating {path}", error=StoreUnavailable)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            # The final name appears only once the data is complete, and never replaces an
+            # existing file. link() changes the inode (its link count), so the fsync after it
+            # commits data, inode and the new name in one journal commit (ext4, xfs, btrfs):
+            # one fsync where temp-fsync-rename-dirfsync needs two.
+            os.link(temp, path)
+            os.fsync(f.fileno())
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
 
 
 def _remove_empty_parents(directory: str, stop: str) -> None:
