@@ -13,7 +13,7 @@ import inspect
 import json
 import math
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,6 +69,27 @@ def test_tokens_no_writer_makes_are_refused(kind: str, field: str, token: bytes)
     record[field] = "__raw__"
     with pytest.raises(CorruptRecord):
         parse(json.dumps(record).encode().replace(b'"__raw__"', token), PATH)
+
+
+@dataclass(frozen=True)
+class _Stamped(Record):
+    """A record with a field wider than 32 bits (a time in milliseconds)."""
+
+    pid: int = 0
+    started_ms: int = 0
+
+    wide = frozenset({"started_ms"})
+
+
+def test_record_integers_fit_32_bits_unless_declared_wide() -> None:
+    """A znode version past 32 bits breaks kazoo's connection when it is sent back, a pid past
+    it makes ``os.kill`` raise: a record's integers are 32-bit unless its class says ``wide``."""
+    parsed = _Stamped.from_znode(b'{"pid": 7, "started_ms": 1700000000000}', None, PATH)
+    assert parsed.started_ms == 1700000000000
+    with pytest.raises(CorruptRecord, match="'pid' is out of range"):
+        _Stamped.from_znode(b'{"pid": 2147483648, "started_ms": 1}', None, PATH)
+    with pytest.raises(CorruptRecord, match="over 64 bits"):
+        _Stamped.from_znode(b'{"pid": 1, "started_ms": 9223372036854775808}', None, PATH)
 
 
 # -- the property -------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from zkstore.jobs.states import (
     PENDING,
     STATUS_STATES,
 )
-from zkstore.strict import check_text, escape_control, load_object, parse_time
+from zkstore.strict import MAX_INT, check_text, escape_control, load_object, parse_time
 from zkstore.zk import ZooKeeper
 
 R = TypeVar("R", bound="Record")
@@ -32,7 +32,9 @@ R = TypeVar("R", bound="Record")
 MAX_RECORD_BYTES = 64 * 1024
 
 #: Every integer field of a record (an attempt, a count, a pid, a znode version) fits in 32
-#: bits, as ZooKeeper's own versions do: a larger one is garbage.
+#: bits, as ZooKeeper's own versions do: a larger one is garbage (a version past it breaks
+#: kazoo's connection when it is sent back, a pid past it makes ``os.kill`` raise). A field that
+#: may legitimately be wider (a time in milliseconds) is named in its record's ``wide``.
 MAX_FIELD_INT = 2**31 - 1
 
 MAX_ERROR_CHARS = 2000
@@ -67,6 +69,8 @@ class Record:
     multiline: ClassVar[frozenset[str]] = frozenset()
     #: the most bytes a node of this kind may hold
     max_bytes: ClassVar[int] = MAX_RECORD_BYTES
+    #: integer fields bounded by the parser's 64 bits only, not :data:`MAX_FIELD_INT`
+    wide: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         # Text that came from elsewhere (an exception's message, a --reason) may hold control
@@ -121,12 +125,16 @@ class Record:
                 raise ValueError(f"{f.name!r} is {value!r:.40}")
             elif f.name in cls.times:
                 parse_time(value)
-            elif isinstance(value, int) and not 0 <= value <= MAX_FIELD_INT:
+            elif isinstance(value, int) and not 0 <= value <= cls._int_bound(f.name):
                 raise ValueError(f"{f.name!r} is out of range")
             elif isinstance(value, str):
                 check_text(value, repr(f.name), multiline=f.name in cls.multiline)
             values[f.name] = value
         return values
+
+    @classmethod
+    def _int_bound(cls, name: str) -> int:
+        return MAX_INT if name in cls.wide else MAX_FIELD_INT
 
     def with_version(self: R, version: int | None) -> R:
         return replace(self, version=version)
