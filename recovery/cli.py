@@ -36,6 +36,7 @@ from zkstore.cli.jobs import headline, jobs
 from zkstore.config import ENV_VARS
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
+from zkstore.jobs.records import LeaderInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, RESTARTING, SUCCEEDED
 from zkstore.layout import validate_job_id
@@ -399,13 +400,13 @@ class Progress:
             detail += f": {headline(error)}" if error else ""
         self.say(f"{snapshot.state}{detail}")
 
-    def leader(self, info: dict[str, Any] | None) -> None:
+    def leader(self, info: LeaderInfo | None) -> None:
         if info is None:
             self.leader_missing = True
             self.say("no leader is up: the job waits until a daemon leads (zkstore daemon)")
         elif self.leader_missing:
             self.leader_missing = False
-            self.say(f"daemon {info.get('id')} on {info.get('host')} leads now")
+            self.say(f"daemon {info.id} on {info.host} leads now")
 
 
 cli.add_command(demo)

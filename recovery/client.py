@@ -16,7 +16,6 @@ ever had a result can never run again.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -34,10 +33,10 @@ from recovery.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, JobNotFound, JobQuarantined, WaitTimeout
+from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, JobQuarantined, WaitTimeout
 from zkstore.jobs import triage
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
-from zkstore.jobs.records import CancelRequest, JobResult
+from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
 
 logger = logging.getLogger(__name__)
@@ -245,17 +244,11 @@ class Client(Closeable):
             raise JobNotFound(f"no job {job_id!r} in this cluster")
         return snapshot
 
-    def leader(self) -> dict[str, Any] | None:
-        """The published info of the leading daemon (``id``, ``host``, ``pid``, ``since``), or
-        None when no daemon leads (then submitted jobs wait)."""
-        found = self.cluster.zk.get_if_exists(self.cluster.layout.leader_info)
-        if found is None:
-            return None
-        try:
-            info = json.loads(found[0].decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            info = None
-        return info if isinstance(info, dict) else {"id": "?"}
+    def leader(self) -> LeaderInfo | None:
+        """The published record of the leading daemon (``id``, ``host``, ``pid``, ``since``), or
+        None when no daemon leads (then submitted jobs wait). Raises :class:`CorruptRecord` if
+        the record is garbage."""
+        return read_record(self.cluster.zk, LeaderInfo, self.cluster.layout.leader_info)
 
     def wait(
         self,
@@ -263,7 +256,7 @@ class Client(Closeable):
         *,
         timeout: float | None = None,
         on_change: Callable[[JobSnapshot], None] | None = None,
-        on_leader: Callable[[dict[str, Any] | None], None] | None = None,
+        on_leader: Callable[[LeaderInfo | None], None] | None = None,
     ) -> JobResult:
         """Block until the job has a result and return it.
 
@@ -310,12 +303,22 @@ class Client(Closeable):
             leader_key = None if leader_stat is None else leader_stat.czxid
             if on_leader is not None and leader_key != last_leader:
                 last_leader = leader_key
-                on_leader(None if leader_stat is None else self.leader())
+                self._tell_leader(on_leader, leader_stat is not None)
             remaining = None if end is None else end - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
             # Watches make this immediate; the bound covers a watch lost to a reconnect.
             changed.wait(5.0 if remaining is None else min(5.0, remaining))
+
+    def _tell_leader(self, on_leader: Callable[[LeaderInfo | None], None], present: bool) -> None:
+        """Call ``on_leader`` with the leader's record; an unreadable one is logged instead (a
+        daemon leads, its record says nothing we can show)."""
+        try:
+            leader = self.leader() if present else None
+        except CorruptRecord as exc:
+            logger.warning("the leader's record is unreadable: %s", exc)
+            return
+        on_leader(leader)
 
     def cancel(self, job_id: str, *, reason: str | None = None) -> CancelRequest:
         """Ask the job to stop; a quarantined job ends at once as CANCELLED (its data removed).

@@ -30,6 +30,7 @@ from zkstore.errors import FenceLost, StoreUnavailable
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.jobs.resources import ResourceReports
 from zkstore.ops import Fence
+from zkstore.retry import WHILE_STANDING, TryAgain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -191,19 +192,25 @@ class JobContext:
     def _retrying(self, what: str, write: Callable[[], T]) -> T:
         """``write()``, waiting for ZooKeeper and storage while the attempt's lease lasts;
         :class:`AttemptSuperseded` once the attempt lost its standing."""
-        give_up = time.monotonic() + (self._lease.length if self._lease is not None else 0.0)
-        while True:
+        lease = self._lease
+        longest = time.monotonic() + (lease.length if lease is not None else 0.0)
+
+        def write_once() -> T:
             self.raise_if_cancelled()
             try:
                 return write()
             except FenceLost as exc:
                 raise AttemptSuperseded(f"attempt {self.attempt} of {self.job_id}: {exc}") from exc
             except StoreUnavailable as exc:
-                lease = self._lease
-                if lease is None or lease.remaining() <= 0 or time.monotonic() > give_up:
-                    raise
                 self.log.warning("%s waits for the store: %s", what, exc)
-                time.sleep(0.5)
+                raise TryAgain(str(exc)) from exc
+
+        return WHILE_STANDING.call(
+            write_once,
+            what=what,
+            give_up=lambda: lease is None or lease.remaining() <= 0 or time.monotonic() > longest,
+            error=StoreUnavailable,
+        )
 
     # -- control (recovery/control.py) -----------------------------------------------------------
 

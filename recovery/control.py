@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -42,6 +41,7 @@ from zkstore.jobs.control import (
 )
 from zkstore.jobs.control.values import is_builtin, key_error, type_name
 from zkstore.ops import Fence
+from zkstore.retry import WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 
@@ -117,18 +117,23 @@ class JobControl:
         configuration (it might be paused). Raises :class:`StoreUnavailable` once ``give_up()``
         says the attempt's lease is over.
         """
-        while True:
+
+        def start_once() -> None:
             try:
                 self._start_from(
                     self.store.desired(), self._previous_ack(), self.checkpoints.newest_handle()
                 )
                 self._watch = NodeWatch(self.store.zk, self.store.path, lambda _: self._wake.set())
-                break
             except StoreUnavailable as exc:
-                if give_up():
-                    raise
                 logger.warning("control waits for the store: %s", exc)
-                time.sleep(RETRY)
+                raise TryAgain(str(exc)) from exc
+
+        WHILE_STANDING.call(
+            start_once,
+            what=f"taking the control of {self.store.job_id}",
+            give_up=give_up,
+            error=StoreUnavailable,
+        )
         self._thread = threading.Thread(target=self._run, name="control", daemon=True)
         self._thread.start()
         return self

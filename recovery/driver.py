@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,18 +64,21 @@ from zkstore.errors import (
     ConfigError,
     CorruptHandle,
     CorruptRecord,
+    FenceLost,
     HandleExists,
     HandleNotFound,
     OutcomeUnknown,
     PayloadError,
+    StoreUnavailable,
     VersionConflict,
     ZkStoreError,
 )
 from zkstore.jobs.definition import SCRIPT, JobDefinition
-from zkstore.jobs.records import Outcome, RunningInfo, short_error
+from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED
-from zkstore.ops import Check, Create, Delete, Fence, SetData
+from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
+from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch, WatchedValue
 
@@ -102,6 +106,7 @@ class Driver:
         cancel_grace: float = 30.0,
         work_dir: Path | None = None,
         log: str | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.job_id = job_id
@@ -109,7 +114,7 @@ class Driver:
         self.status_version = status_version
         self.spark_master = spark_master
         self.cancel_grace = cancel_grace
-        self.cluster = Cluster(config)
+        self.cluster = Cluster(config, on_step=on_step)  # on_step: crash points, for tests
         self.lease: SessionLease | None = None
         layout = self.cluster.layout
         self.status_path = layout.status(job_id)
@@ -153,20 +158,25 @@ class Driver:
 
     def _conclude(self, outcome: str, error: str | None) -> None:
         """Stop Spark and report the outcome. A cancel interrupt sent just as the job ended can
-        still arrive here (even inside a lock acquire): it must not lose the outcome."""
-        for _ in range(3):
-            try:
-                with self._interrupt_lock:
-                    self._finished.set()  # from here on the monitor interrupts nothing
-                if self._job_context is not None:
-                    self._job_context.close()  # final resource counts, while still fenced
-                if self._control is not None:
-                    self._control.stop()  # its last acknowledgement, while still fenced
-                sparkapp.stop(kill=False)
-                self._report(outcome, error)
-                return
-            except KeyboardInterrupt:
-                logger.info("late interrupt while concluding; going on")
+        still arrive here (even inside a lock acquire): it must not lose the outcome. (The
+        monitor interrupts at most once, never after ``_finished``: a second try always ends.)"""
+
+        def conclude_once() -> None:
+            with self._interrupt_lock:
+                self._finished.set()  # from here on the monitor interrupts nothing
+            if self._job_context is not None:
+                self._job_context.close()  # final resource counts, while still fenced
+            if self._control is not None:
+                self._control.stop()  # its last acknowledgement, while still fenced
+            sparkapp.stop(kill=False)
+            self._report(outcome, error)
+
+        RACES.call(
+            conclude_once,
+            what=f"concluding attempt {self.attempt}",
+            retry_on=(KeyboardInterrupt,),
+            error=ZkStoreError,
+        )
 
     def _take_running(self) -> bool:
         info = RunningInfo(
@@ -388,7 +398,10 @@ class Driver:
     def _report(self, outcome: str, error: str | None) -> None:
         """Record the outcome and release ``running`` in one transaction fenced on the attempt.
 
-        Idempotent; a lost answer is resolved by reading the outcome back.
+        Idempotent. Tried until it is recorded (:data:`~zkstore.retry.WHILE_STANDING`: an answer
+        lost is settled by reading the outcome back, a write that did not land is sent again),
+        for as long as the attempt's session lease lasts; it stops at once when the fence says
+        another attempt owns the job. Either end that is not "recorded" is logged at ERROR.
         """
         with self._report_lock:
             if self._reported:
@@ -403,35 +416,76 @@ class Driver:
                 host=socket.gethostname(),
                 log=self.log,
             )
-            for _ in range(3):
-                try:
-                    self._write_outcome(record)
-                except (OutcomeUnknown, HandleExists, HandleNotFound):
-                    if not self._recorded(record):
-                        continue  # the outcome node changed meanwhile, or the answer was lost
-                except ZkStoreError as exc:  # the fence included: another attempt owns the job
-                    logger.error(
-                        "outcome %s of attempt %d not recorded: %s", outcome, self.attempt, exc
-                    )
-                    break
+            try:
+                WHILE_STANDING.call(
+                    lambda: self._record_once(record),
+                    what=f"outcome {outcome} of attempt {self.attempt} not recorded within the "
+                    "attempt's session lease",
+                    give_up=lambda: self._standing() <= 0,
+                    error=OutcomeUnknown,
+                )
+            except FenceLost as exc:
+                logger.error(
+                    "outcome %s of attempt %d not recorded: the attempt no longer owns the job "
+                    "(%s)",
+                    outcome,
+                    self.attempt,
+                    exc,
+                )
+            except OutcomeUnknown as exc:  # the lease is over: the session may expire now
+                logger.error("%s", exc)
+            except ZkStoreError as exc:
+                logger.error(
+                    "outcome %s of attempt %d not recorded: %s", outcome, self.attempt, exc
+                )
+            else:
                 logger.info("attempt %d of %s: %s", self.attempt, self.job_id, outcome)
-                break
             self._reported = True
 
-    def _write_outcome(self, record: Outcome) -> None:
+    def _standing(self) -> float:
+        """Seconds left of the attempt's session lease by time (0 without one). Not
+        :meth:`SessionLease.remaining`: an earlier try that landed deleted ``running``, which
+        loses the lease, and reading the outcome back is what tells. Writes are fenced: a
+        session that expired meanwhile writes nothing."""
+        return self.lease.time_left() if self.lease is not None else 0.0
+
+    def _record_once(self, record: Outcome) -> None:
+        """One try of :meth:`_report`, within what is left of the lease (the monitor, which
+        would stop the driver when the lease ends, stopped watching when the job ended): write,
+        and settle a lost answer or a refusal by reading the outcome back. Raises
+        :class:`TryAgain` while it is not recorded, :class:`FenceLost` once another attempt
+        owns the job."""
+        deadline = Deadline(min(self.cluster.zk.timeout, max(self._standing(), 0.0)))
+        try:
+            self._write_outcome(record, deadline)
+            return
+        except (FenceLost, StoreUnavailable, HandleExists, HandleNotFound) as exc:
+            refused: ZkStoreError = exc
+        # An earlier try may have landed with its answer lost: then this one found ``running``
+        # gone (the fence) or the outcome there already. Only the outcome itself tells.
+        try:
+            self.cluster.step("outcome:reading-back")
+            path = self.cluster.layout.outcome(self.job_id)
+            found = read_record(self.cluster.zk, Outcome, path, timeout=deadline.remaining())
+        except StoreUnavailable as exc:
+            raise TryAgain(f"{refused}; reading back: {exc}") from refused
+        except CorruptRecord:
+            found = None
+        if found is not None and found.with_version(None) == record:
+            return
+        if isinstance(refused, FenceLost):
+            raise refused
+        raise TryAgain(str(refused)) from refused
+
+    def _write_outcome(self, record: Outcome, deadline: Deadline) -> None:
         path = self.cluster.layout.outcome(self.job_id)
         data = record.to_bytes()
-        write = (
-            SetData(path, data) if self.cluster.zk.exists(path) is not None else Create(path, data)
-        )
-        self.cluster.zk.commit([write, Delete(self.running_path)], fence=self.fence)
-
-    def _recorded(self, record: Outcome) -> bool:
-        try:
-            found = self.cluster.state.outcome(self.job_id)
-        except ZkStoreError:
-            return False
-        return found is not None and found.with_version(None) == record
+        exists = self.cluster.zk.exists(path, timeout=deadline.remaining()) is not None
+        write = SetData(path, data) if exists else Create(path, data)
+        self.cluster.step("outcome:writing")
+        ops = [write, Delete(self.running_path)]
+        self.cluster.zk.commit(ops, fence=self.fence, timeout=deadline.remaining())
+        self.cluster.step("outcome:written")
 
 
 class _CannotRun(Exception):

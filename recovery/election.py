@@ -24,9 +24,18 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zkstore.errors import HandleExists, HandleNotFound, NotLeader, OutcomeUnknown
+from zkstore.errors import (
+    ConflictError,
+    HandleExists,
+    HandleNotFound,
+    NotLeader,
+    OutcomeUnknown,
+    VersionConflict,
+)
+from zkstore.jobs.records import LeaderInfo
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence
+from zkstore.retry import RACES
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper, is_own_ephemeral
 
@@ -150,28 +159,42 @@ class LeaderElection:
 
     def publish_info(self, since: str | None = None, recovered: str | None = None) -> None:
         """Write ``R/leader/info`` (EPHEMERAL, fenced) so that anyone can see who leads, since
-        when, and (once its first pass over every job is done) when it had ``recovered`` them."""
-        record = {
-            "id": self.daemon_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "since": since or utc_now(),
-            "contender": (self._node or "").rsplit("/", 1)[-1],
-        }
-        if recovered is not None:
-            record["recovered"] = recovered
-        info = json.dumps(record).encode()
+        when, and (once its first pass over every job is done) when it had ``recovered`` them.
+
+        A record replaced meanwhile (a predecessor's, or garbage) is replaced again
+        (:data:`~zkstore.retry.RACES`); when that keeps failing, or ZooKeeper refuses (a node
+        planted there with children), the leader leads without it and says so at ERROR.
+        Raises :class:`NotLeader` (the fence) and :class:`~zkstore.errors.StoreUnavailable`.
+        """
+        info = LeaderInfo(
+            version=None,
+            id=self.daemon_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            since=since or utc_now(),
+            contender=(self._node or "").rsplit("/", 1)[-1],
+            recovered=recovered,
+        ).to_bytes()
         path = self.layout.leader_info
-        for _ in range(3):
+
+        def publish_once() -> None:
             stat = self.zk.exists(path)
             ops: list[Create | Delete] = [Create(path, info, ephemeral=True)]
             if stat is not None:
                 ops.insert(0, Delete(path, stat.version))
-            try:
-                self.zk.commit(ops, fence=self.fence())
-                return
-            except (HandleExists, HandleNotFound):
-                continue
+            self.zk.commit(ops, fence=self.fence())
+
+        try:
+            RACES.call(
+                publish_once,
+                what=f"publishing {path}",
+                retry_on=(HandleExists, HandleNotFound, VersionConflict),
+                path=path,
+            )
+        except NotLeader:
+            raise
+        except ConflictError as exc:  # spent, or refused (a node planted with children)
+            logger.error("leading without a leader record (who leads is not shown): %s", exc)
 
     def resign(self) -> None:
         """Give up the candidacy (and leadership) by deleting our contender node."""

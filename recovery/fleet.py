@@ -11,18 +11,18 @@ its assignments.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zkstore.errors import ConfigError, CorruptRecord
-from zkstore.jobs.records import Assignment, MemberInfo
+from zkstore.jobs.records import LABEL, Assignment, MemberInfo
 from zkstore.layout import Layout
+from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
-
-_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}")
+#: The fleet is read many times a second: a garbled member record is said once a minute.
+_unreadable = Throttle(logger)
 
 
 def parse_labels(pairs: Iterable[str], what: str = "label") -> dict[str, str]:
@@ -30,7 +30,7 @@ def parse_labels(pairs: Iterable[str], what: str = "label") -> dict[str, str]:
     labels: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not _LABEL.fullmatch(key) or not _LABEL.fullmatch(value):
+        if not sep or not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
             raise ConfigError(
                 f"{what} {pair!r} is not key=value (1-63 characters of [A-Za-z0-9._/-] each)"
             )
@@ -147,10 +147,12 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> Fleet:
         try:
             info = MemberInfo.from_znode(item[0], item[1], f"{layout.members}/{name}")
         except CorruptRecord as exc:
-            logger.warning("ignoring member %s: %s", name, exc)
+            _unreadable.warning(name, "ignoring member %s: %s", name, exc)
             continue
         if info.member_id != name or info.slots < 1:
-            logger.warning("ignoring member %s: its record does not match its name", name)
+            _unreadable.warning(
+                name, "ignoring member %s: its record does not match its name", name
+            )
             continue
         fleet.members[name] = Member(
             info, name in drained, frozenset(fleet.assignments.get(name, ()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,18 +14,22 @@ from zkstore.cli.jobs import age
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
-from zkstore.errors import HandleExists, HandleNotFound
+from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound
+from zkstore.jobs.records import DrainMark, LeaderInfo, read_record
 from zkstore.strict import utc_now
+
+logger = logging.getLogger(__name__)
 
 
 def _leader_id(cluster: Cluster) -> str | None:
+    """The leading daemon's id, None if none leads or its record is unreadable (then no
+    daemon is listed as the leader, and the log says why)."""
     try:
-        data, _ = cluster.zk.get(cluster.layout.leader_info)
-        info = json.loads(data)
-    except (HandleNotFound, ValueError):
+        info = read_record(cluster.zk, LeaderInfo, cluster.layout.leader_info)
+    except CorruptRecord as exc:
+        logger.warning("the leader's record is unreadable: %s", exc)
         return None
-    leader = info.get("id") if isinstance(info, dict) else None
-    return leader if isinstance(leader, str) else None
+    return None if info is None else info.id
 
 
 def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
@@ -100,7 +104,7 @@ def drain(daemon_id: str, connection: Connection) -> None:
     """
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
-        mark = json.dumps({"since": utc_now()}).encode()
+        mark = DrainMark(version=None, since=utc_now()).to_bytes()
         try:
             cluster.zk.create(cluster.layout.drain_mark(daemon_id), mark)
         except HandleExists:

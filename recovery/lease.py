@@ -106,6 +106,12 @@ class SessionLease:
         """Seconds until the lease ends (negative once it has, or once it was lost)."""
         if self._lost:
             return float("-inf")
+        return self.time_left()
+
+    def time_left(self) -> float:
+        """Seconds until the lease ends by time alone, lost or not: how long the session is
+        known to live after the last answered heartbeat. (A driver's own outcome write deletes
+        its node, which loses the lease; reading the outcome back still has this long.)"""
         return self._acknowledged + self.length - time.monotonic()
 
     def _run(self) -> None:

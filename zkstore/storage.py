@@ -47,6 +47,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.handle import PayloadRef
+from zkstore.retry import RACES, TryAgain
 from zkstore.signing import Signer
 
 logger = logging.getLogger(__name__)
@@ -204,11 +205,14 @@ class StateStorage:
             )
         digest = hashlib.sha256(data).hexdigest()
         self._check_scope(f"{prefix.strip('/')}/{stem}{suffix}")
-        for _ in range(3):
+
+        def write_once() -> PayloadRef:
             uri = self.url(f"{prefix.strip('/')}/{stem}{uuid.uuid4().hex}{suffix}")
-            if self._create(uri, data, digest):
-                return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
-        raise StoreUnavailable(f"could not find a free key under {prefix!r}")
+            if not self._create(uri, data, digest):
+                raise TryAgain(f"{uri} is taken")  # a uuid4 collision: never seen, still handled
+            return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
+
+        return RACES.call(write_once, what=f"a free key under {prefix!r}", error=StoreUnavailable)
 
     def create(self, key: str, data: bytes) -> PayloadRef:
         """Write ``data`` at exactly ``key`` (relative to the root), never overwriting.
@@ -440,31 +444,31 @@ def _read_local_regular(path: str, limit: int) -> bytes:
 def _write_local_exclusive(path: str, data: bytes) -> None:
     """Atomically publish ``data`` at ``path``; raise FileExistsError rather than overwrite."""
     directory, name = os.path.split(path)
-    for attempt in range(3):
+
+    def open_temp() -> tuple[str, int]:
         temp = os.path.join(directory, f".{name}{TEMP_MARKER}{uuid.uuid4().hex[:8]}")
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileNotFoundError:
+            return temp, os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError as exc:
             # A concurrent discard removed a (then empty) directory of the path, even while
             # makedirs was making the next one: make them again.
-            if attempt == 2:
-                raise
-            continue
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                # The final name appears only once the data is complete, and never replaces an
-                # existing file. link() changes the inode (its link count), so the fsync after it
-                # commits data, inode and the new name in one journal commit (ext4, xfs, btrfs):
-                # one fsync where temp-fsync-rename-dirfsync needs two.
-                os.link(temp, path)
-                os.fsync(f.fileno())
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-        return
+            raise TryAgain(str(exc)) from exc
+
+    temp, fd = RACES.call(open_temp, what=f"creating {path}", error=StoreUnavailable)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            # The final name appears only once the data is complete, and never replaces an
+            # existing file. link() changes the inode (its link count), so the fsync after it
+            # commits data, inode and the new name in one journal commit (ext4, xfs, btrfs):
+            # one fsync where temp-fsync-rename-dirfsync needs two.
+            os.link(temp, path)
+            os.fsync(f.fileno())
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
 
 
 def _remove_empty_parents(directory: str, stop: str) -> None:

@@ -44,6 +44,7 @@ from zkstore.errors import (
 )
 from zkstore.handle import Handle, PayloadRef, SummaryValue
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
+from zkstore.retry import RACES, TryAgain, within
 from zkstore.serializers import Serializer
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
@@ -331,7 +332,9 @@ class ZooKeeperStateHandleStore(Generic[T]):
         """
         deadline = Deadline(self.zk.timeout)
         uncertain = False
-        while True:
+
+        def commit_once() -> None:
+            nonlocal uncertain
             window = None if written is None else written + MAX_PUBLISH_DELAY - time.monotonic()
             if window is not None and window <= 0:
                 raise OutcomeUnknown(
@@ -343,19 +346,20 @@ class ZooKeeperStateHandleStore(Generic[T]):
                 self.zk.commit(
                     ops, fence=fence, timeout=timeout if window is None else min(timeout, window)
                 )
-                return
-            except OutcomeUnknown:
+            except OutcomeUnknown as exc:
                 uncertain = True
+                if not self._applied_quietly(applied):
+                    raise TryAgain(f"answer lost ({exc}), the write not found") from exc
             except (HandleExists, HandleNotFound, VersionConflict, NotEmpty, FenceLost):
-                if uncertain and self._applied_quietly(applied):
-                    return
-                raise
-            if self._applied_quietly(applied):
-                return
-            if deadline.expired:
-                raise OutcomeUnknown(
-                    f"write under {self.path} may or may not have been applied; its payload is kept"
-                )
+                if not (uncertain and self._applied_quietly(applied)):
+                    raise
+
+        within(deadline.seconds).call(
+            commit_once,
+            what=f"write under {self.path} (it may or may not have been applied; its payload "
+            "is kept)",
+            error=OutcomeUnknown,
+        )
 
     def _applied_quietly(self, applied: Callable[[], bool]) -> bool:
         try:
@@ -432,19 +436,20 @@ class ZooKeeperStateHandleStore(Generic[T]):
         return True
 
     def _read_entry(self, name: str, node: str) -> Entry[T]:
-        for _ in range(3):
+        def read_once() -> Entry[T]:
             data, stat = self.zk.get(node)
             if is_marked(stat):
                 raise HandleNotFound(f"{node} is marked for deletion", path=node)
             handle = Handle.from_znode(data, stat, node)
             try:
                 return Entry(name, self.load(name, handle), handle)
-            except PayloadMissing:
+            except PayloadMissing as exc:
                 # A concurrent replace may have discarded the payload we were about to read.
                 if self.exists(name) not in (None, handle.version):
-                    continue
+                    raise TryAgain(f"replaced while being read: {exc}") from exc
                 raise
-        raise VersionConflict(f"{node} kept changing while being read", path=node)
+
+        return RACES.call(read_once, what=f"reading {node}", path=node)
 
     def load(self, name: str, handle: Handle) -> T:
         """The state ``handle`` points at, as the entry ``name`` would hold it: only from under

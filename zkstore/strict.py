@@ -12,6 +12,7 @@ exhaust the stack.
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,8 +21,18 @@ from typing import Any
 #: refused before the JSON parser sees it.
 MAX_DEPTH = 3
 
+#: Integers beyond 64 bits are refused by the parser: no writer makes them, and past it they
+#: overflow whatever meets them (a float for a metric, a kazoo version, a pid for ``os.kill``).
+MAX_INT = 2**63 - 1
+_MAX_INT_DIGITS = len(str(MAX_INT))
+
+#: The years a timestamp may name: arithmetic on them (a deadline, a backoff, a conversion to
+#: UTC) can never leave ``datetime``'s range.
+MIN_YEAR, MAX_YEAR = 1970, 9000
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_NEWLINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def load_object(data: bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
@@ -29,11 +40,19 @@ def load_object(data: bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> d
     if len(data) > max_bytes:
         raise ValueError(f"{len(data)} bytes, over {max_bytes}")
     try:
-        value = json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 JSON") from None
+    try:
+        value = json.loads(
+            text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int
+        )
     except RecursionError:
         raise ValueError(f"nested deeper than {max_depth} levels") from None
-    except (UnicodeDecodeError, ValueError):
+    except json.JSONDecodeError:
         raise ValueError("not UTF-8 JSON") from None
+    except ValueError as exc:  # refused by one of the parse_* functions: it says why
+        raise ValueError(str(exc)) from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     if _depth(value) > max_depth:
@@ -41,14 +60,39 @@ def load_object(data: bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> d
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS or abs(value := int(text)) > MAX_INT:
+        raise ValueError(f"an integer of {len(text)} digits is over 64 bits")
+    return value
+
+
 def _depth(value: Any) -> int:
-    """How deeply ``value`` nests lists and objects (1 for a flat object), without recursion."""
+    """How deeply ``value`` nests lists and objects (1 for a flat object), without recursion.
+
+    Raises :class:`ValueError` for a text holding a lone surrogate (JSON's ``"\\ud800"``): no
+    writer makes one, and it cannot be encoded again (printed, logged, served).
+    """
     deepest, todo = 0, [(value, 1)]
     while todo:
         item, depth = todo.pop()
         deepest = max(deepest, depth)
-        children = item.values() if isinstance(item, dict) else item
-        todo += [(child, depth + 1) for child in children if isinstance(child, dict | list)]
+        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, dict | list):
+                todo.append((child, depth + 1))
+            elif isinstance(child, str) and _SURROGATE.search(child):
+                raise ValueError("a text holds a lone surrogate (not UTF-8)")
     return deepest
 
 
@@ -72,14 +116,18 @@ def escape_control(value: str, *, multiline: bool = False) -> str:
 def parse_time(value: str) -> datetime:
     """Parse a zkstore timestamp (ISO 8601 with a time zone, as :func:`utc_now` writes them).
 
-    Raises :class:`ValueError` for anything else, naive times included: comparing a naive time
-    with an aware one raises ``TypeError`` far from here.
+    Raises :class:`ValueError` for anything else, naive times included (comparing a naive time
+    with an aware one raises ``TypeError`` far from here), and years outside
+    :data:`MIN_YEAR`..:data:`MAX_YEAR` (a conversion to UTC or a deadline added to them would
+    raise ``OverflowError`` far from here).
     """
     if not isinstance(value, str) or len(value) > 40:
         raise ValueError(f"not a timestamp: {value!r:.60}")
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         raise ValueError(f"timestamp without a time zone: {value!r}")
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise ValueError(f"timestamp out of range: {value!r}")
     return parsed
 
 

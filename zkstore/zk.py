@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -61,6 +60,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.ops import Check, Create, Deadline, Fence, Op, SetData
+from zkstore.retry import TryAgain, within
 
 logger = logging.getLogger(__name__)
 
@@ -320,16 +320,19 @@ class ZooKeeper:
     def _read(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
         """Run a read, retrying on connection loss until the deadline."""
         deadline = self._deadline(timeout)
-        while True:
+
+        def read_once() -> Any:
             self._await(deadline, what)
             try:
                 return call().get(timeout=deadline.remaining())
             except _OUTAGES as exc:
-                if deadline.expired:
-                    raise StoreUnavailable(f"ZooKeeper read failed ({what}): {_name(exc)}") from exc
-                time.sleep(0.05)
+                raise TryAgain(_name(exc)) from exc
             except KazooException as exc:
                 raise self._translate(exc, what) from exc
+
+        return within(deadline.seconds).call(
+            read_once, what=f"ZooKeeper read ({what})", error=StoreUnavailable
+        )
 
     def _write(self, what: str, call: Callable[[], Any], timeout: float | None) -> Any:
         """Run a write once; a lost answer raises :class:`OutcomeUnknown`."""
@@ -523,18 +526,14 @@ class ZooKeeper:
     def ensure_path(self, path: str, *, timeout: float | None = None) -> None:
         """Create ``path`` and its parents if missing; idempotent, so retried on connection loss."""
         deadline = self._deadline(timeout)
-        while True:
-            try:
-                self._write(
-                    f"ensure {path}",
-                    lambda: self._client.ensure_path_async(path),
-                    deadline.remaining(),
-                )
-                return
-            except OutcomeUnknown:
-                if deadline.expired:
-                    raise
-                time.sleep(0.05)
+        within(deadline.seconds).call(
+            lambda: self._write(
+                f"ensure {path}", lambda: self._client.ensure_path_async(path), deadline.remaining()
+            ),
+            what=f"ensure {path}",
+            retry_on=(OutcomeUnknown,),
+            error=OutcomeUnknown,
+        )
 
     def set(
         self, path: str, data: bytes, *, version: int = -1, timeout: float | None = None

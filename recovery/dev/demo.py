@@ -175,7 +175,7 @@ def _kill_leader(story: Story, leader: Any) -> None:
 
     def new_leader() -> bool:
         info = story.local.leader()
-        return info is not None and info["id"] != leader.daemon_id
+        return info is not None and info.id != leader.daemon_id
 
     story.follow_until(new_leader, 120, "a new leader")
     successor = story.local.wait_for_leader(exclude=leader.daemon_id)
@@ -183,9 +183,14 @@ def _kill_leader(story: Story, leader: Any) -> None:
         f"{successor.daemon_id} became the leader {time.monotonic() - killed:.1f} s after the kill",
         bold=True,
     )
+
     # Adopted: the new leader's first pass over every job (its leader record says when it was
     # done) left the running driver alone: still the first attempt, in the same process.
-    story.follow_until(lambda: "recovered" in (story.local.leader() or {}), 60, "the takeover")
+    def recovered() -> bool:
+        info = story.local.leader()
+        return info is not None and info.recovered is not None
+
+    story.follow_until(recovered, 60, "the takeover")
     snapshot = story.client.status(story.job_id)
     pid = story.local.driver_pid(story.job_id)
     if pid != story.driver_pid or snapshot.attempt != story.attempt:

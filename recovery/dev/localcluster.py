@@ -25,7 +25,9 @@ from typing import Any
 from recovery.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.dev import lifeline
-from zkstore.errors import HandleNotFound
+from zkstore.errors import CorruptRecord, HandleNotFound
+from zkstore.jobs.records import LeaderInfo, RunningInfo, read_record
+from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
@@ -163,13 +165,13 @@ class LocalCluster:
             ]
         return args
 
-    def leader(self) -> dict[str, Any] | None:
-        """The published leader info (``id``, ``pid``, ``host``, ``since``), or None."""
-        found = self.zk.get_if_exists(f"{self.config.base_path}/leader/info")
-        if found is None:
+    def leader(self) -> LeaderInfo | None:
+        """The published leader record (``id``, ``pid``, ``host``, ``since``), or None (none
+        leads, or its record is unreadable)."""
+        try:
+            return read_record(self.zk, LeaderInfo, Layout(self.config.base_path).leader_info)
+        except CorruptRecord:
             return None
-        info: dict[str, Any] = json.loads(found[0])
-        return info
 
     def wait_for_leader(
         self, *, exclude: str | None = None, timeout: float = 60.0
@@ -178,19 +180,20 @@ class LocalCluster:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             info = self.leader()
-            if info is not None and info["id"] != exclude and info["id"] in self.daemons:
-                return self.daemons[info["id"]]
+            if info is not None and info.id != exclude and info.id in self.daemons:
+                return self.daemons[info.id]
             time.sleep(0.05)
         raise TimeoutError(f"no leader (other than {exclude}) within {timeout:g} s")
 
     def driver_pid(self, job_id: str) -> int | None:
         """The pid in the job's ``running`` node, if a driver holds it."""
         try:
-            data, _ = self.zk.get(f"{self.config.base_path}/jobs/{job_id}/running")
-        except HandleNotFound:
+            running = read_record(
+                self.zk, RunningInfo, Layout(self.config.base_path).running(job_id)
+            )
+        except CorruptRecord:
             return None
-        pid: int = json.loads(data)["pid"]
-        return pid
+        return None if running is None else running.pid
 
     def kill_host(self, daemon_id: str) -> list[int]:
         """SIGKILL a daemon and everything it started (drivers, log shippers), as the loss of

@@ -18,14 +18,11 @@ from recovery.fleet import read_fleet
 from recovery.launcher import DriverLauncher
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
-from zkstore.errors import HandleNotFound
+from zkstore.errors import CorruptRecord
+from zkstore.jobs.records import LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.jobs.states import CLEAN
 from zkstore.layout import is_checkpoint_node_name
-from zkstore.strict import load_object
-
-#: Contender and leader records are a few hundred bytes; anything bigger was planted.
-_MAX_INFO_BYTES = 4096
 
 
 class Observed(Protocol):
@@ -120,22 +117,14 @@ def read_view(cluster: Cluster) -> ClusterView:
     return view
 
 
-def _info(data: bytes) -> dict[str, Any] | None:
-    try:
-        return load_object(data, max_bytes=_MAX_INFO_BYTES, max_depth=1)
-    except ValueError:
-        return None
-
-
 def _leader(cluster: Cluster) -> dict[str, Any] | None:
     try:
-        data, _ = cluster.zk.get(cluster.layout.leader_info)
-    except HandleNotFound:
-        return None
-    info = _info(data)
-    if info is None:
+        info = read_record(cluster.zk, LeaderInfo, cluster.layout.leader_info)
+    except CorruptRecord:
         return {"error": "unreadable leader record"}
-    return {k: info.get(k) for k in ("id", "host", "pid", "since") if k in info}
+    if info is None:
+        return None
+    return {"id": info.id, "host": info.host, "pid": info.pid, "since": info.since}
 
 
 def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:

@@ -148,8 +148,11 @@ def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
         {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
         for cid, h in cluster.checkpoints(job_id).all()
     ]
-    control, _ = cluster.state.control(job_id)
-    item["control"] = control
+    try:
+        item["control"], _ = cluster.state.control(job_id)
+    except CorruptRecord as exc:
+        item["control"] = None
+        item["record_errors"] = {**(item["record_errors"] or {}), "control": str(exc)}
     item["resources"] = resource_counts(cluster, job_id, item)
     return item
 

@@ -47,6 +47,7 @@ from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence, Guard, Op, SetData, absent
+from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
@@ -65,8 +66,6 @@ STATES = (IN_PROGRESS, FINISHED, RELEASING)
 #: a ZooKeeper record: 64 kept URIs of at most 512 bytes stay well under its 64 KB).
 MAX_ARTIFACTS = 256
 MAX_KEPT = 64
-
-_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,8 @@ class ArtifactStore:
             keep=keep,
             registered=utc_now(),
         )
-        for _ in range(_RETRIES):
+
+        def register_once() -> Artifact:
             names = self._names()
             records, unreadable = self.all(names or [])
             existing = next((r for r in records if r.name == name), None)
@@ -210,15 +210,17 @@ class ArtifactStore:
                     existing.scope == ATTEMPT and existing.attempt != attempt
                 ):
                     self.release(name, fence=fence)
-                    continue
+                    raise TryAgain(f"released {existing.describe()} first")
                 return self._same(existing, wanted)
             self._check_room(wanted, records, len(unreadable))
             try:
                 self._create(wanted, names is not None, fence)
-            except HandleExists:
-                continue  # raced with ourselves after a lost answer, or the parent appeared
+            except HandleExists as exc:
+                # raced with ourselves after a lost answer, or the parent appeared
+                raise TryAgain(str(exc)) from exc
             return wanted.with_version(0)
-        raise VersionConflict(f"artifact {name!r} of job {self.job_id} kept changing")
+
+        return RACES.call(register_once, what=f"register of artifact {name!r} of {self.job_id}")
 
     def _same(self, existing: Artifact, wanted: Artifact) -> Artifact:
         if (existing.uri, existing.scope, existing.keep) != (wanted.uri, wanted.scope, wanted.keep):
@@ -264,7 +266,8 @@ class ArtifactStore:
         not_cancelled = Fence(
             (Guard(absent(self.layout.cancel(self.job_id)), WrongState, "job cancelled"),)
         )
-        for _ in range(_RETRIES):
+
+        def finish_once() -> Artifact | None:
             current = self._finishable(name, attempt)
             if current.state == FINISHED:
                 return current
@@ -275,8 +278,6 @@ class ArtifactStore:
                     [SetData(path, done.to_bytes(), current.version)],
                     fence=not_cancelled if fence is None else fence + not_cancelled,
                 )
-            except VersionConflict:
-                continue
             except WrongState:
                 logger.warning(
                     "artifact %s of %s finished after a cancel: released", name, self.job_id
@@ -285,7 +286,13 @@ class ArtifactStore:
                 return None
             self._step("finish:marked")
             return done.with_version(current.version + 1)
-        raise VersionConflict(f"artifact {name!r} of job {self.job_id} kept changing")
+
+        return RACES.call(
+            finish_once,
+            what=f"finish of artifact {name!r} of {self.job_id}",
+            retry_on=(VersionConflict,),
+            path=path,
+        )
 
     def _finishable(self, name: str, attempt: int) -> Artifact:
         current = self.get(name)
@@ -310,7 +317,8 @@ class ArtifactStore:
         whose URI is outside this configuration's artifact roots.
         """
         path = self.layout.artifact(self.job_id, validate_name(name))
-        for _ in range(_RETRIES):
+
+        def release_once() -> bool:
             current = self.get(name)
             if current is None:
                 return False
@@ -326,8 +334,6 @@ class ArtifactStore:
                 self.space.delete(self.job_id, current.uri)
                 self._step("release:data-deleted")
                 self.zk.commit([Delete(path, version)], fence=fence)
-            except VersionConflict:
-                continue
             except HandleNotFound as exc:
                 if exc.path != path:
                     raise
@@ -335,7 +341,13 @@ class ArtifactStore:
             self._step("release:deleted")
             logger.info("artifact %s of %s released (%s)", name, self.job_id, current.uri)
             return True
-        raise VersionConflict(f"artifact {name!r} of job {self.job_id} kept changing")
+
+        return RACES.call(
+            release_once,
+            what=f"release of artifact {name!r} of {self.job_id}",
+            retry_on=(VersionConflict,),
+            path=path,
+        )
 
     def release_many(self, records: Iterable[Artifact], *, fence: Fence | None) -> list[str]:
         """Release each record; returns the names left alone because their URI is outside this

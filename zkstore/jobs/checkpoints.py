@@ -23,6 +23,7 @@ from zkstore.layout import (
     validate_job_id,
 )
 from zkstore.ops import Fence
+from zkstore.retry import RACES, TryAgain
 from zkstore.serializers import JsonSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
@@ -109,7 +110,8 @@ class CheckpointStore:
         checkpoints is logged and left to cleanup, never raised.
         """
         self.zk.ensure_path(self.path)
-        for _ in range(5):
+
+        def add_once() -> Checkpoint:
             ids = self._all_ids()
             checkpoint_id = (ids[-1] + 1) if ids else 1
             name = checkpoint_node_name(checkpoint_id)
@@ -128,10 +130,14 @@ class CheckpointStore:
             except HandleExists as exc:
                 if exc.path != self.handles.node(name):
                     raise
-                continue  # another writer took this id (only without a fence): take the next
+                # another writer took this id (only without a fence): take the next
+                raise TryAgain(str(exc)) from exc
             self._subsume(fence)
             return Checkpoint(self.job_id, checkpoint_id, metadata, handle)
-        raise HandleExists(f"could not find a free checkpoint id under {self.path}")
+
+        return RACES.call(
+            add_once, what=f"a free checkpoint id under {self.path}", error=HandleExists
+        )
 
     def _subsume(self, fence: Fence | None) -> None:
         live = self.ids()

@@ -25,6 +25,7 @@ from zkstore.handle import Handle
 from zkstore.jobs.records import QuarantineEntry, short_error
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, Op
+from zkstore.retry import RACES, TryAgain
 from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
@@ -48,7 +49,8 @@ class QuarantineStore:
         If the job is already quarantined, returns that entry. Raises the fence's error if the
         fence is lost.
         """
-        for _ in range(5):
+
+        def move_once() -> QuarantineEntry:
             existing = self.get(job_id)
             if existing is not None and self.zk.exists(self.layout.job_handle(job_id)) is None:
                 return existing
@@ -56,11 +58,11 @@ class QuarantineStore:
             try:
                 self.zk.commit(ops, fence=fence)
             except (HandleExists, HandleNotFound, NotEmpty, VersionConflict) as exc:
-                logger.debug("quarantine of %s raced (%s); trying again", job_id, exc)
-                continue
+                raise TryAgain(str(exc)) from exc
             logger.warning("job %s quarantined: %s", job_id, reason)
             return entry.with_version(0)
-        raise VersionConflict(f"job {job_id} kept changing while being quarantined")
+
+        return RACES.call(move_once, what=f"quarantine of job {job_id}")
 
     def _move_ops(
         self, job_id: str, reason: str, entry_exists: bool

@@ -8,11 +8,12 @@ record was read at (``None`` for a record not read from ZooKeeper); updates pass
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
-from zkstore.errors import CorruptRecord
-from zkstore.handle import ZnodeStatLike
+from zkstore.errors import CorruptHandle, CorruptRecord
+from zkstore.handle import Handle, ZnodeStatLike
 from zkstore.jobs.states import (
     ATTEMPT_OUTCOMES,
     CLEAN,
@@ -22,14 +23,27 @@ from zkstore.jobs.states import (
     PENDING,
     STATUS_STATES,
 )
-from zkstore.strict import check_text, escape_control, load_object, parse_time
+from zkstore.strict import MAX_INT, check_text, escape_control, load_object, parse_time
+from zkstore.zk import ZooKeeper
 
 R = TypeVar("R", bound="Record")
 
 #: A record is a few hundred bytes; ZooKeeper's own bound on what we write is 64 KB.
 MAX_RECORD_BYTES = 64 * 1024
 
+#: Every integer field of a record (an attempt, a count, a pid, a znode version) fits in 32
+#: bits, as ZooKeeper's own versions do: a larger one is garbage (a version past it breaks
+#: kazoo's connection when it is sent back, a pid past it makes ``os.kill`` raise). A field that
+#: may legitimately be wider (a time in milliseconds) is named in its record's ``wide``.
+MAX_FIELD_INT = 2**31 - 1
+
 MAX_ERROR_CHARS = 2000
+
+#: A control object (``R/jobs/<job>/control``) is at most this big.
+MAX_CONTROL_BYTES = 16 * 1024
+
+#: A daemon's label key or value (``--label key=value``).
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}")
 
 
 def short_error(message: str | None) -> str | None:
@@ -53,6 +67,10 @@ class Record:
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: text fields that may hold newlines (error messages and tracebacks)
     multiline: ClassVar[frozenset[str]] = frozenset()
+    #: the most bytes a node of this kind may hold
+    max_bytes: ClassVar[int] = MAX_RECORD_BYTES
+    #: integer fields bounded by the parser's 64 bits only, not :data:`MAX_FIELD_INT`
+    wide: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         # Text that came from elsewhere (an exception's message, a --reason) may hold control
@@ -76,7 +94,7 @@ class Record:
         """Parse strictly (see :mod:`zkstore.strict`); anything else raises
         :class:`~zkstore.errors.CorruptRecord` naming ``path``."""
         try:
-            values = cls._values(load_object(data, max_bytes=MAX_RECORD_BYTES))
+            values = cls._values(load_object(data, max_bytes=cls.max_bytes))
         except ValueError as exc:
             raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({exc})") from None
         record = cls(version=stat.version if stat is not None else None, **values)
@@ -107,12 +125,16 @@ class Record:
                 raise ValueError(f"{f.name!r} is {value!r:.40}")
             elif f.name in cls.times:
                 parse_time(value)
-            elif isinstance(value, int) and value < 0:
-                raise ValueError(f"{f.name!r} is negative")
+            elif isinstance(value, int) and not 0 <= value <= cls._int_bound(f.name):
+                raise ValueError(f"{f.name!r} is out of range")
             elif isinstance(value, str):
                 check_text(value, repr(f.name), multiline=f.name in cls.multiline)
             values[f.name] = value
         return values
+
+    @classmethod
+    def _int_bound(cls, name: str) -> int:
+        return MAX_INT if name in cls.wide else MAX_FIELD_INT
 
     def with_version(self: R, version: int | None) -> R:
         return replace(self, version=version)
@@ -236,6 +258,9 @@ class JobResult(Record):
                 raise ValueError(f"output {name!r:.40} is not a URI")
             check_text(name, "an output's name")
             check_text(uri, f"output {name!r:.40}")
+        check_scalars(values.get("summary") or {}, "summary")
+        if values.get("cancel") is not None:
+            CancelRequest._values(values["cancel"])
         return values
 
 
@@ -253,6 +278,16 @@ class QuarantineEntry(Record):
     times = frozenset({"since"})
     multiline = frozenset({"reason", "raw"})
 
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        values = super()._values(raw)
+        if values.get("handle") is not None:
+            try:
+                Handle.parse(json.dumps(values["handle"]).encode(), "the kept handle")
+            except CorruptHandle as exc:
+                raise ValueError(str(exc)) from None
+        return values
+
 
 @dataclass(frozen=True)
 class MemberInfo(Record):
@@ -267,6 +302,14 @@ class MemberInfo(Record):
 
     optional = frozenset({"labels"})
     times = frozenset({"started"})
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        values = super()._values(raw)
+        for key, value in (values.get("labels") or {}).items():
+            if not isinstance(value, str) or not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
+                raise ValueError(f"label {key!r:.40} is not key=value of [A-Za-z0-9._/-]")
+        return values
 
 
 @dataclass(frozen=True)
@@ -303,3 +346,70 @@ class SparkApp(Record):
 
     optional = frozenset({"ui"})
     times = frozenset({"started"})
+
+
+@dataclass(frozen=True)
+class ControlObject(Record):
+    """``R/jobs/<job>/control``: the desired configuration, a flat JSON object of the job's
+    keys (anybody writes it, compare-and-set). Here it is only a JSON object of bounded size
+    and depth; each key and value is judged where it is applied (a value the job cannot take is
+    rejected with a reason, never a reason to refuse the others)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    max_bytes = MAX_CONTROL_BYTES
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        return {"values": raw}
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.values, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class LeaderInfo(Record):
+    """``R/leader/info``: EPHEMERAL, who leads (daemon ``id``, ``host``, ``pid``), ``since``
+    when, its ``contender`` node, and (once its first pass over every job is done) when it had
+    ``recovered`` them. Written by the leader, fenced on its contender node."""
+
+    id: str = ""
+    host: str = ""
+    pid: int = 0
+    since: str = ""
+    contender: str = ""
+    recovered: str | None = None
+
+    optional = frozenset({"recovered"})
+    times = frozenset({"since", "recovered"})
+
+
+@dataclass(frozen=True)
+class DrainMark(Record):
+    """``R/drained/<daemon>``: persistent, present while the daemon takes no new attempts
+    (``zkstore daemons drain``); only its presence counts, ``since`` is for people."""
+
+    since: str = ""
+
+    times = frozenset({"since"})
+
+
+def check_scalars(values: dict[str, Any], what: str) -> None:
+    """Raise :class:`ValueError` unless ``values`` holds JSON scalars only, its texts (keys
+    included) without control characters: what a handle's summary holds."""
+    for key, value in values.items():
+        check_text(key, f"a key of {what}")
+        if isinstance(value, dict | list):
+            raise ValueError(f"{what} field {key!r:.40} is not a scalar")
+        if isinstance(value, str):
+            check_text(value, f"{what} field {key!r:.40}")
+
+
+def read_record(
+    zk: ZooKeeper, kind: type[R], path: str, *, timeout: float | None = None
+) -> R | None:
+    """The one way to read a record: the ``kind`` at ``path`` parsed strictly, or None if the
+    node does not exist. Raises :class:`CorruptRecord` (garbage) or
+    :class:`~zkstore.errors.StoreUnavailable` (an outage: never taken for absent)."""
+    found = zk.get_if_exists(path, timeout=timeout)
+    return None if found is None else kind.from_znode(found[0], found[1], path)

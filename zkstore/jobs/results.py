@@ -27,11 +27,9 @@ from zkstore.jobs.records import CancelRequest, JobResult, short_error
 from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
 from zkstore.layout import Layout, validate_job_id
 from zkstore.ops import Create, Delete, Fence, Op, SetData, absent
+from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
-
-#: tries of a read-then-write that lost a race (somebody changed the nodes in between)
-RACE_TRIES = 5
 
 
 class ResultDetails(TypedDict, total=False):
@@ -68,21 +66,24 @@ class JobResultStore:
         """
         result = self.new_result(job_id, outcome, attempts=attempts, **details)
         path = self.layout.result(job_id)
-        for _ in range(RACE_TRIES):
+        index = self.layout.cleanup_entry(job_id)
+
+        def record() -> JobResult:
             try:
                 self.zk.commit(self.dirty_ops(result), fence=fence)
             except HandleExists as exc:
                 if exc.path == path:
                     raise HandleExists(f"job {job_id} already has a result", path=path) from None
-                if exc.path == self.layout.cleanup_entry(job_id):
-                    continue  # a stale index entry appeared meanwhile: set it instead
+                if exc.path == index:  # a stale index entry appeared meanwhile: set it instead
+                    raise TryAgain(str(exc)) from exc
                 raise
             except HandleNotFound as exc:
-                if exc.path == self.layout.cleanup_entry(job_id):
-                    continue  # the stale index entry went away meanwhile: create it
+                if exc.path == index:  # the stale index entry went away meanwhile: create it
+                    raise TryAgain(str(exc)) from exc
                 raise
             return result.with_version(0)
-        raise VersionConflict(f"the cleanup index of job {job_id} kept changing", path=path)
+
+        return RACES.call(record, what=f"the result of job {job_id}", path=path)
 
     def new_result(
         self, job_id: str, outcome: str, *, attempts: int, **details: Unpack[ResultDetails]
@@ -175,7 +176,8 @@ class JobResultStore:
         with ``drop_index``, delete the job's cleanup index entry in the same transaction."""
         path = self.layout.result(job_id)
         index = self.layout.cleanup_entry(job_id)
-        while True:
+
+        def update() -> JobResult:
             current = self.get(job_id)
             if current is None:
                 raise HandleNotFound(f"job {job_id} has no result", path=path)
@@ -188,13 +190,15 @@ class JobResultStore:
                 ops.append(Delete(index))
             try:
                 self.zk.commit(ops, fence=fence)
-            except VersionConflict:
-                continue
             except HandleNotFound as exc:
                 if exc.path != index:
                     raise
-                continue
+                raise TryAgain(str(exc)) from exc  # the index entry went away meanwhile
             return changed.with_version(current.version + 1)
+
+        return RACES.call(
+            update, what=f"the result of job {job_id}", retry_on=(VersionConflict,), path=path
+        )
 
     def get(self, job_id: str) -> JobResult | None:
         path = self.layout.result(job_id)

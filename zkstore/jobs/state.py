@@ -8,18 +8,22 @@ request a cancel or change ``control``, each with a version check.
 from __future__ import annotations
 
 import getpass
-import json
 import socket
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound
-from zkstore.jobs.records import CancelRequest, JobStatus, Outcome, RunningInfo
+from zkstore.jobs.records import (
+    CancelRequest,
+    ControlObject,
+    JobStatus,
+    Outcome,
+    RunningInfo,
+    read_record,
+)
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
-from zkstore.strict import load_object, utc_now
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
-
-MAX_CONTROL_BYTES = 16 * 1024
 
 
 def who() -> str:
@@ -115,16 +119,10 @@ class JobStateStore:
     # -- control (anybody, versioned) ------------------------------------------------------------
 
     def control(self, job_id: str) -> tuple[dict[str, Any], int | None]:
-        """The job's dynamic configuration and its version (``None`` if never set)."""
-        path = self.layout.control(job_id)
-        found = self._read(path)
-        if found is None:
-            return {}, None
-        try:
-            values = load_object(found[0], max_bytes=MAX_CONTROL_BYTES)
-        except ValueError as exc:
-            raise CorruptRecord(f"{path}: not a valid control object ({exc})") from None
-        return values, found[1].version
+        """The job's dynamic configuration and its version (``None`` if never set);
+        :class:`CorruptRecord` if the node holds no JSON object."""
+        found = read_record(self.zk, ControlObject, self.layout.control(job_id))
+        return ({}, None) if found is None else (found.values, found.version)
 
     def set_control(
         self, job_id: str, values: dict[str, Any], *, expected_version: int | None
@@ -134,12 +132,12 @@ class JobStateStore:
         ``expected_version=None`` creates it and fails if it exists, so two concurrent edits
         never silently overwrite each other (:class:`VersionConflict` / :class:`HandleExists`).
         """
-        data = json.dumps(values, sort_keys=True, separators=(",", ":")).encode()
-        try:
-            load_object(data, max_bytes=MAX_CONTROL_BYTES)  # what readers will accept
-        except ValueError as exc:
-            raise ConfigError(f"control object refused: {exc}") from None
         path = self.layout.control(job_id)
+        data = ControlObject(version=None, values=values).to_bytes()
+        try:
+            ControlObject.from_znode(data, None, path)  # what readers will accept
+        except CorruptRecord as exc:
+            raise ConfigError(f"control object refused: {exc}") from None
         if expected_version is None:
             self.zk.ensure_path(self.layout.job_dir(job_id))
             self.zk.create(path, data)

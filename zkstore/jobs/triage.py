@@ -42,12 +42,12 @@ from zkstore.handle import Handle
 from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import CancelRequest, JobStatus, QuarantineEntry
-from zkstore.jobs.results import RACE_TRIES
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
 from zkstore.jobs.state import who
 from zkstore.jobs.states import CANCELLED, CLEAN, DIRTY, FAILED, PENDING
 from zkstore.layout import validate_job_id
 from zkstore.ops import Delete, Fence, Op, SetData, absent
+from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,8 @@ def release(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
     no valid handle), :class:`WrongState` (a driver of it still runs), :class:`JobFinished`
     (it has a result), :class:`JobNotFound`. A job that is current already is "released".
     """
-    for _ in range(RACE_TRIES):
+
+    def release_once() -> Done:
         job = snapshot(cluster, job_id)
         if not job.quarantined:
             if job.result is not None:
@@ -124,15 +125,15 @@ def release(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
         try:
             cluster.zk.commit(ops, fence=cluster.jobs.not_finished(job_id))
         except _RACES as exc:
-            logger.info("release of %s raced (%s); looking again", job_id, exc)
-            continue
+            raise TryAgain(f"release raced: {exc}") from exc
         cluster.step("release:committed")
         logger.info("job %s released from quarantine by %s", job_id, who())
         attempt = job.status.attempt if job.status is not None else 0
         return Done(
             job_id, "release", True, f"job {job_id} released: attempt {attempt + 1} is next"
         )
-    raise VersionConflict(f"job {job_id} kept changing while being released")
+
+    return RACES.call(release_once, what=f"release of job {job_id}")
 
 
 def _releasable(cluster: Cluster, job: JobSnapshot) -> Handle:
@@ -194,7 +195,8 @@ def purge(
 
     Raises :class:`WrongState` for a job that is current (not quarantined), :class:`JobNotFound`.
     """
-    for _ in range(RACE_TRIES):
+
+    def purge_once() -> Done:
         job = snapshot(cluster, job_id)
         if not job.quarantined:
             return _purged_already(cluster, job, dry_run)
@@ -204,12 +206,12 @@ def purge(
         try:
             cluster.zk.commit(_purge_ops(cluster, job, reason, cancel))
         except _RACES as exc:
-            logger.info("purge of %s raced (%s); looking again", job_id, exc)
-            continue
+            raise TryAgain(f"purge raced: {exc}") from exc
         cluster.step("purge:result-recorded")
         logger.info("job %s purged from quarantine by %s (%s)", job_id, who(), reason)
         return _finish(cluster, job_id, f"job {job_id} purged")
-    raise VersionConflict(f"job {job_id} kept changing while being purged")
+
+    return RACES.call(purge_once, what=f"purge of job {job_id}")
 
 
 def _purge_ops(
@@ -301,7 +303,8 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
     Raises :class:`WrongState` while the job is current or its cleanup is unfinished,
     :class:`JobQuarantined` for a quarantined one (release or purge it), :class:`JobNotFound`.
     """
-    for _ in range(RACE_TRIES):
+
+    def forget_once() -> Done:
         job = snapshot(cluster, job_id)
         version = _forgettable(cluster, job)
         if dry_run:
@@ -322,13 +325,13 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
                 ops, fence=not_current + Fence.absent(layout.quarantine_entry(job_id))
             )
         except _RACES as exc:
-            logger.info("forget of %s raced (%s); looking again", job_id, exc)
-            continue
+            raise TryAgain(f"forget raced: {exc}") from exc
         logger.info("job %s forgotten by %s: its id may run again", job_id, who())
         return Done(
             job_id, "forget", True, f"job {job_id} forgotten: its id may be submitted again"
         )
-    raise VersionConflict(f"job {job_id} kept changing while being forgotten")
+
+    return RACES.call(forget_once, what=f"forget of job {job_id}")
 
 
 def _forgettable(cluster: Cluster, job: JobSnapshot) -> int:

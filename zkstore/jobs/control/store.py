@@ -38,22 +38,19 @@ from zkstore.errors import (
 from zkstore.jobs.control.history import ControlHistory, HistoryEntry, diff
 from zkstore.jobs.control.records import ControlAck, ControlKeys
 from zkstore.jobs.control.values import DeclaredKey, is_builtin, value_error
-from zkstore.jobs.records import Record
-from zkstore.jobs.state import MAX_CONTROL_BYTES, who
+from zkstore.jobs.records import ControlObject, Record, read_record
+from zkstore.jobs.state import who
 from zkstore.layout import Layout, StorageLayout, validate_job_id
 from zkstore.ops import Check, Create, Fence, Op, SetData
+from zkstore.retry import RACES, TryAgain
 from zkstore.storage import StateStorage
-from zkstore.strict import load_object, utc_now
+from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Record)
-
-#: A change without ``expect_version`` merges into whatever is stored; a concurrent change of
-#: other keys is merged again this many times before the conflict is reported.
-MERGE_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -143,15 +140,8 @@ class ControlStore:
 
     def desired(self) -> Desired:
         """The desired object; :class:`CorruptRecord` if the node holds no JSON object."""
-        try:
-            data, stat = self.zk.get(self.path)
-        except HandleNotFound:
-            return Desired({}, None)
-        try:
-            values = load_object(data, max_bytes=MAX_CONTROL_BYTES)
-        except ValueError as exc:
-            raise CorruptRecord(f"{self.path}: not a valid control object ({exc})") from None
-        return Desired(values, stat.version)
+        found = read_record(self.zk, ControlObject, self.path)
+        return Desired({}, None) if found is None else Desired(found.values, found.version)
 
     def set(
         self,
@@ -169,8 +159,8 @@ class ControlStore:
         declared its keys) an unknown key or a value of the wrong type (:class:`ConfigError`);
         ``expect_version`` that is not the stored version (:class:`VersionConflict`); a job that
         is not current (:class:`WrongState`, :class:`JobNotFound`). Without ``expect_version``,
-        a concurrent change is merged again (up to :data:`MERGE_TRIES` times). The change is
-        then recorded in the history; a failure there is a warning of the result, not an error.
+        a concurrent change is merged again (:data:`~zkstore.retry.RACES`). The change is then
+        recorded in the history; a failure there is a warning of the result, not an error.
         """
         declared = self.declared()
         warnings: tuple[str, ...] = ()
@@ -181,7 +171,8 @@ class ControlStore:
             if problem is not None:
                 raise ConfigError(f"job {self.job_id}: {key}={json.dumps(value)}: {problem}")
         merge = _Merge(dict(updates), replace, tuple(remove))
-        for _ in range(MERGE_TRIES):
+
+        def set_once() -> ControlChange:
             current = self.desired()
             if expect_version is not None and current.version != expect_version:
                 raise VersionConflict(
@@ -196,7 +187,9 @@ class ControlStore:
             except (VersionConflict, HandleExists) as exc:
                 if expect_version is not None or exc.path not in (self.path, None):
                     raise
-        raise VersionConflict(f"job {self.job_id}: control kept changing; try again")
+                raise TryAgain(f"changed meanwhile: {exc}") from exc
+
+        return RACES.call(set_once, what=f"control of job {self.job_id}", path=self.path)
 
     def _store(
         self, current: Desired, merged: dict[str, Any], by: str, warnings: tuple[str, ...]
@@ -207,10 +200,10 @@ class ControlStore:
             return ControlChange(
                 self.job_id, current.version, current.version, merged, {}, by, when, warnings
             )
-        data = json.dumps(merged, sort_keys=True, separators=(",", ":")).encode()
+        data = ControlObject(version=None, values=merged).to_bytes()
         try:
-            load_object(data, max_bytes=MAX_CONTROL_BYTES)  # what readers will accept
-        except ValueError as exc:
+            ControlObject.from_znode(data, None, self.path)  # what readers will accept
+        except CorruptRecord as exc:
             raise ConfigError(f"control object refused: {exc}") from None
         self._commit(current.version, data)
         self._on_step("control:stored")
@@ -290,8 +283,11 @@ class ControlStore:
             return None
 
     def _replace(self, path: str, record: R, fence: Fence) -> R:
-        version = record.version
-        for _ in range(3):
+        expected = record.version  # the version to replace; None: whatever is there now
+
+        def replace_once() -> R:
+            nonlocal expected
+            version = expected
             if version is None:
                 stat = self.zk.exists(path)
                 version = None if stat is None else stat.version
@@ -302,17 +298,15 @@ class ControlStore:
             )
             try:
                 self.zk.commit([op], fence=fence)
-            except (VersionConflict, HandleExists) as exc:
-                logger.info("%s changed under its writer (%s): writing again", path, exc)
-                version = None
-                continue
-            except HandleNotFound as exc:
-                if exc.path != path:
+            except (VersionConflict, HandleExists, HandleNotFound) as exc:
+                if isinstance(exc, HandleNotFound) and exc.path != path:
                     raise
-                version = None
-                continue
+                logger.info("%s changed under its writer (%s): writing again", path, exc)
+                expected = None
+                raise TryAgain(str(exc)) from exc
             return record.with_version(0 if version is None else version + 1)
-        raise VersionConflict(f"{path} keeps changing under its writer", path=path)
+
+        return RACES.call(replace_once, what=f"replacing {path}", path=path)
 
     # -- waiting -------------------------------------------------------------------------------
 

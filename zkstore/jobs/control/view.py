@@ -150,10 +150,13 @@ def key_views(desired: Desired, ack: ControlAck | None) -> list[KeyView]:
 
 def read_view(store: ControlStore, checkpoints: CheckpointStore) -> ControlView:
     """Read desired, acknowledgement, declaration, the live attempt and the newest checkpoint's
-    summary; unreadable records are reported in ``errors``, never raised (the desired object
-    excepted: without it there is nothing to show)."""
+    summary; unreadable records are reported in ``errors``, never raised (an unreadable desired
+    object shows as empty, with its error: the rest is still worth seeing)."""
     errors: dict[str, str] = {}
-    desired = store.desired()
+    try:
+        desired = store.desired()
+    except CorruptRecord as exc:
+        desired, errors["control"] = Desired({}, None), str(exc)
     try:
         ack = store.acknowledgement()
     except CorruptRecord as exc:

@@ -1,0 +1,243 @@
+"""The node kinds of the ZooKeeper layout (docs/design.md), as the tests plant and parse them:
+for each kind whose data is read, its path in the :class:`~zkstore.layout.Layout`, its one
+parser, and the bytes its own writer writes; the kinds whose data nobody reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from zkstore.handle import Handle
+from zkstore.jobs.artifacts import Artifact
+from zkstore.jobs.control.records import ControlAck, ControlKeys, KeyDecision
+from zkstore.jobs.control.values import DeclaredKey
+from zkstore.jobs.records import (
+    Assignment,
+    CancelRequest,
+    ControlObject,
+    DrainMark,
+    JobResult,
+    JobStatus,
+    LeaderInfo,
+    MemberInfo,
+    Outcome,
+    QuarantineEntry,
+    Record,
+    RunningInfo,
+    SparkApp,
+)
+from zkstore.jobs.resources import ResourceReport
+from zkstore.strict import utc_now
+
+NOW = utc_now()
+HANDLE = Handle(
+    uri="file:///s/c/jobs/j/definition/0123.pkl",
+    size=120,
+    sha256="ab" * 32,
+    created=NOW,
+    writer="w-1",
+    hmac="cd" * 32,
+    summary={"name": "j", "kind": "function", "max_attempts": 3, "submitted": NOW},
+)
+CHECKPOINT = Handle(
+    uri="file:///s/c/jobs/j/checkpoints/1-0123.json",
+    size=12,
+    sha256="ef" * 32,
+    created=NOW,
+    writer="w-1",
+    summary={"checkpoint_id": 1, "job_id": "j", "control_version": 2},
+)
+
+
+def _record(kind: type[Record], **values: Any) -> Record:
+    return kind(version=None, **values)
+
+
+#: Each node kind of the layout whose data is read: (path in the layout, its parser, the bytes
+#: its writer writes).
+PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
+    "leader/info": (
+        "leader_info",
+        lambda data, path: LeaderInfo.from_znode(data, None, path),
+        _record(
+            LeaderInfo,
+            id="d1",
+            host="h",
+            pid=4242,
+            since=NOW,
+            contender="d1-" + "0" * 32 + "-n_0000000001",
+            recovered=NOW,
+        ).to_bytes(),
+    ),
+    "members": (
+        "member",
+        lambda data, path: MemberInfo.from_znode(data, None, path),
+        _record(
+            MemberInfo, member_id="d1", host="h", pid=1, slots=4, started=NOW, labels={"gpu": "a"}
+        ).to_bytes(),
+    ),
+    "drained": (
+        "drain_mark",
+        lambda data, path: DrainMark.from_znode(data, None, path),
+        _record(DrainMark, since=NOW).to_bytes(),
+    ),
+    "assignments": (
+        "assignment",
+        lambda data, path: Assignment.from_znode(data, None, path),
+        _record(
+            Assignment, job_id="j", member_id="d1", attempt=2, status_version=7, assigned=NOW
+        ).to_bytes(),
+    ),
+    "currentJobs handle": (
+        "job_handle",
+        lambda data, path: Handle.from_znode(data, None, path),
+        HANDLE.to_bytes(),
+    ),
+    "status": (
+        "status",
+        lambda data, path: JobStatus.from_znode(data, None, path),
+        _record(
+            JobStatus,
+            state="RESTARTING",
+            attempt=2,
+            failures=1,
+            lost=1,
+            updated=NOW,
+            not_before=NOW,
+            last_error="Traceback:\n  boom",
+            member="d1",
+        ).to_bytes(),
+    ),
+    "running": (
+        "running",
+        lambda data, path: RunningInfo.from_znode(data, None, path),
+        _record(RunningInfo, attempt=2, host="h", pid=99, started=NOW, log="file:///l").to_bytes(),
+    ),
+    "spark": (
+        "spark",
+        lambda data, path: SparkApp.from_znode(data, None, path),
+        _record(
+            SparkApp,
+            attempt=2,
+            app_id="local-1",
+            master="local[2]",
+            ui="http://h:4040",
+            started=NOW,
+        ).to_bytes(),
+    ),
+    "resources": (
+        "resources",
+        lambda data, path: ResourceReport.from_znode(data, None, path),
+        ResourceReport.build(
+            2, {"db": {"opens": 2, "closes": 1, "failed_opens": 0, "uses": 10}}, final=False
+        ).to_bytes(),
+    ),
+    "outcome": (
+        "outcome",
+        lambda data, path: Outcome.from_znode(data, None, path),
+        _record(Outcome, attempt=2, outcome="FAILED", finished=NOW, error="x\ny").to_bytes(),
+    ),
+    "cancel": (
+        "cancel",
+        lambda data, path: CancelRequest.from_znode(data, None, path),
+        _record(CancelRequest, requested=NOW, by="me@h", reason="enough").to_bytes(),
+    ),
+    "control": (
+        "control",
+        lambda data, path: ControlObject.from_znode(data, None, path),
+        _record(
+            ControlObject, values={"rate": 2, "mode": "fast", "zkstore.pause": True}
+        ).to_bytes(),
+    ),
+    "control-ack": (
+        "control_ack",
+        lambda data, path: ControlAck.from_znode(data, None, path),
+        ControlAck.build(
+            attempt=2,
+            applied_version=3,
+            updated=NOW,
+            values={"rate": 2},
+            decisions={"mode": KeyDecision("rejected", "slow", "no")},
+            paused_since=None,
+        ).to_bytes(),
+    ),
+    "control-keys": (
+        "control_keys",
+        lambda data, path: ControlKeys.from_znode(data, None, path),
+        ControlKeys.build(
+            attempt=2, declared=NOW, keys={"rate": DeclaredKey("int", False)}
+        ).to_bytes(),
+    ),
+    "checkpoints": (
+        "checkpoints",
+        lambda data, path: Handle.from_znode(data, None, path),
+        CHECKPOINT.to_bytes(),
+    ),
+    "artifacts": (
+        "artifact",
+        lambda data, path: Artifact.from_znode(data, None, path),
+        _record(
+            Artifact,
+            name="staging",
+            uri="file:///s/c/artifacts/j/staging",
+            scope="job",
+            attempt=2,
+            state="finished",
+            keep=True,
+            registered=NOW,
+            finished=NOW,
+        ).to_bytes(),
+    ),
+    "results": (
+        "result",
+        lambda data, path: JobResult.from_znode(data, None, path),
+        _record(
+            JobResult,
+            job_id="j",
+            state="CLEAN",
+            outcome="CANCELLED",
+            attempts=2,
+            finished=NOW,
+            summary=dict(HANDLE.summary),
+            cancel={"requested": NOW, "by": "me@h", "reason": None},
+            logs_until=NOW,
+            outputs={"out": "file:///o"},
+        ).to_bytes(),
+    ),
+    "quarantine": (
+        "quarantine_entry",
+        lambda data, path: QuarantineEntry.from_znode(data, None, path),
+        _record(
+            QuarantineEntry,
+            job_id="j",
+            reason="broken:\n  why",
+            since=NOW,
+            handle=json.loads(HANDLE.to_bytes()),
+        ).to_bytes(),
+    ),
+}
+
+#: Nodes whose data nobody reads: only their presence (or their name) counts.
+PRESENCE_ONLY = {
+    "election": "a contender: its name orders it, its data is for people",
+    "cleanup_entry": "the cleanup index: present iff the job's result is DIRTY",
+    "locks": "R/currentJobs/<job>/locks and its EPHEMERAL children: present while used",
+}
+
+#: Layout methods that name parents of many nodes, not a node kind of their own.
+PARENTS = {
+    "current_jobs",
+    "jobs",
+    "results",
+    "quarantine",
+    "cleanup",
+    "job_dir",
+    "artifacts",
+    "members",
+    "drained",
+    "assignments",
+    "member_assignments",
+    "base_paths",
+}
