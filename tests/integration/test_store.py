@@ -35,8 +35,6 @@ from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.zk import ZooKeeper
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 def make_store(zk: ZooKeeper, path: str, storage: StateStorage, **kwargs: Any) -> Any:
     zk.ensure_path(path)
