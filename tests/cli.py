@@ -13,6 +13,7 @@ import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,6 +59,33 @@ def zkstore(
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception  # a bug, not an answer: the console script would have said so
     return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(9)) -> Ran:
+    """A command run in this process that must answer: an exit code among ``codes`` (the
+    documented ones by default) and never a traceback or an internal error."""
+    ran = zkstore(config, " ".join(words))  # the connection options after every word
+    printed = ran.stdout + ran.stderr
+    assert ran.returncode in set(codes), (words, ran.returncode, printed[-2000:])
+    assert "Traceback" not in printed and "internal error" not in printed, (words, printed[-2000:])
+    return ran
+
+
+def every_command_answers(config: StoreConfig, job_ids: Iterable[str]) -> None:
+    """Every listing and inspection command, and every per-job one for ``job_ids``, exits 0 or
+    1 without a traceback (what hostile records must never break)."""
+    for words in (
+        ("jobs", "list"),
+        ("jobs", "list", "--all", "--format", "json"),
+        ("handles", "list"),
+        ("handles", "verify"),
+        ("handles", "lingering", "--min-age", "0s"),
+        ("handles", "cleanup", "--dry-run", "--min-age", "0s"),
+    ):
+        answers(config, *words, codes=(0, 1))
+    for job_id in job_ids:
+        for command in ("jobs show", "checkpoints list", "control get", "control history"):
+            answers(config, *command.split(), job_id, codes=(0, 1))
 
 
 def script(

@@ -124,6 +124,25 @@ def wait_quarantined(client: Client, job_id: str, timeout: float = 60.0) -> Quar
     return entry
 
 
+def plant(zk: ZooKeeper, path: str, data: bytes) -> None:
+    """What a hostile writer does: ``data`` at ``path``, whatever was there, with the raw kazoo
+    client (zkstore's own refuses what it would never write). The leader may create or delete
+    the node meanwhile: then it plants again."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+
+    client = zk.kazoo
+    for _ in range(5):
+        try:
+            if client.exists(path) is None:
+                client.create(path, data, makepath=True)
+            else:
+                client.set(path, data)
+            return
+        except (NodeExistsError, NoNodeError):
+            continue
+    raise AssertionError(f"could not plant {path}")
+
+
 def expire_session(zk: ZooKeeper) -> None:
     """Expire ``zk``'s session on the server, as a partition longer than the timeout would.
 

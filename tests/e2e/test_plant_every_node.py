@@ -19,19 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from recovery.cli import cli
 from recovery.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
-from tests.helpers import cli_args, wait_for
+from tests.cli import answers
+from tests.helpers import plant, wait_for
 from tests.node_kinds import PARSED
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.layout import Layout
 from zkstore.strict import is_time
-from zkstore.zk import ZooKeeper
 
 #: Deeper than any stack, and under ZooKeeper's own limit of 1 MB per node.
 DEEP = b"[" * 60000
@@ -121,26 +119,6 @@ def variants(valid: bytes) -> list[bytes]:
     return [DEEP, tokens(valid), wrong(valid)]
 
 
-def plant(zk: ZooKeeper, path: str, data: bytes) -> None:
-    """What a hostile writer does: ``data`` at ``path``, whatever was there (the raw client:
-    zkstore's own refuses what it would never write)."""
-    client = zk.kazoo
-    if client.exists(path) is None:
-        client.create(path, data, makepath=True)
-    else:
-        client.set(path, data)
-
-
-def run_cli(config: StoreConfig, words: tuple[str, ...], job: str) -> tuple[int, str]:
-    """A command in process; it must exit with a documented code and never print a traceback."""
-    words = tuple(word.format(job=job) for word in words)
-    result = CliRunner().invoke(cli, [*words, *cli_args(config)], catch_exceptions=False)
-    output = result.output
-    assert 0 <= result.exit_code <= 8, (words, result.exit_code, output[-2000:])
-    assert "Traceback" not in output and "internal error" not in output, (words, output[-2000:])
-    return result.exit_code, output
-
-
 def get(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
@@ -215,7 +193,7 @@ def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
 
             def readers(commands: list[tuple[str, ...]], job: str, what: str) -> None:
                 for words in [*commands, *ALWAYS]:
-                    run_cli(runtime_config, words, job)
+                    answers(runtime_config, *(word.format(job=job) for word in words))
                 every_route_answers(daemon, job)
                 assert daemon.alive, f"the daemon died after {what}"
                 planted.append(what)
@@ -232,7 +210,7 @@ def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
 
             # Still a working daemon: the live job is cancelled, and a new job, queued behind
             # every victim, gets the slot and runs to its end.
-            run_cli(runtime_config, ("jobs", "cancel", "live"), "live")
+            answers(runtime_config, "jobs", "cancel", "live")
             client.submit_function(jobs.steps, str(tmp_path / "healthy"), 1, 0.01, job_id="ok")
             assert client.wait("ok", timeout=180).outcome == SUCCEEDED
             status, _ = get(f"{daemon.url}/health")

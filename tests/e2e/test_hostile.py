@@ -15,37 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from recovery.cli import cli
 from recovery.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for, wait_quarantined
-from zkstore.cluster import Cluster
+from tests.cli import answers, every_command_answers
+from tests.helpers import plant, wait_for, wait_quarantined
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, HandleExists, HandleNotFound
-from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
-from zkstore.jobs.definition import JobDefinition
+from zkstore.handle import Handle, PayloadRef
 from zkstore.jobs.states import CANCELLED, QUARANTINED, SUCCEEDED
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 DEEP = b"[" * 5000
-
-
-def plant(zk: ZooKeeper, path: str, data: bytes) -> None:
-    """Write ``data`` at ``path`` whatever is there: what a hostile writer does."""
-    for _ in range(5):  # the leader may create or delete the node meanwhile
-        try:
-            if zk.exists(path) is None:
-                zk.create(path, data, makepath=True)
-            else:
-                zk.set(path, data)
-            return
-        except (HandleExists, HandleNotFound):
-            continue
-    raise AssertionError(f"could not plant {path}")
 
 
 def plant_handle(zk: ZooKeeper, path: str, data: bytes) -> None:
@@ -54,32 +36,6 @@ def plant_handle(zk: ZooKeeper, path: str, data: bytes) -> None:
     plant(zk, path, data)
     if zk.exists(f"{path}/locks") is None:
         zk.create(f"{path}/locks")
-
-
-def cli_lines(config: StoreConfig, *words: str) -> tuple[int, str]:
-    """Run a command in process; it must exit 0 or 1 and never print a traceback."""
-    connection = ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
-    result = CliRunner().invoke(cli, [*words, *connection], catch_exceptions=False)
-    assert result.exit_code in (0, 1), (words, result.exit_code, result.output)
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    return result.exit_code, result.output
-
-
-def every_cli_command_answers(config: StoreConfig, job_ids: list[str]) -> None:
-    for words in (
-        ("jobs", "list"),
-        ("jobs", "list", "--all", "--format", "json"),
-        ("handles", "list"),
-        ("handles", "verify"),
-        ("handles", "lingering", "--min-age", "0s"),
-        ("handles", "cleanup", "--dry-run", "--min-age", "0s"),
-    ):
-        cli_lines(config, *words)
-    for job_id in job_ids:
-        cli_lines(config, "jobs", "show", job_id)
-        cli_lines(config, "checkpoints", "list", job_id)
-        cli_lines(config, "control", "get", job_id)
-        cli_lines(config, "control", "history", job_id)
 
 
 def test_garbage_in_any_record_never_takes_a_daemon_down(
@@ -116,7 +72,7 @@ def test_garbage_in_any_record_never_takes_a_daemon_down(
     plant(zk, layout.cancel("deep-cancel"), DEEP)
     plant(zk, layout.result("deep-result"), DEEP)
     plant(zk, layout.running("fake-running"), b"junk")  # persistent: no driver's
-    every_cli_command_answers(runtime_config, list(planted))
+    every_command_answers(runtime_config, list(planted))
 
     local.start_daemon("d1")
     local.wait_for_leader()
@@ -130,7 +86,7 @@ def test_garbage_in_any_record_never_takes_a_daemon_down(
         wait_for(lambda j=job_id: client.status(j).state == QUARANTINED, timeout=30, what=job_id)
     wait_for(lambda: client.status("deep-result").quarantine is not None, timeout=30)
     assert all(d.alive for d in local.daemons.values()), "no daemon exits"
-    every_cli_command_answers(runtime_config, [*planted, "good"])
+    every_command_answers(runtime_config, [*planted, "good"])
 
 
 def test_a_handle_aimed_at_a_directory_or_a_fifo_never_stalls_recovery(
@@ -177,7 +133,7 @@ def test_a_handle_aimed_at_a_directory_or_a_fifo_never_stalls_recovery(
     assert client.wait(good, timeout=60).outcome == SUCCEEDED
     for job_id in ("at-dir", "at-fifo"):
         wait_for(lambda j=job_id: client.status(j).state == QUARANTINED, timeout=30, what=job_id)
-    every_cli_command_answers(runtime_config, ["at-dir", "at-fifo"])
+    every_command_answers(runtime_config, ["at-dir", "at-fifo"])
 
 
 def test_a_replayed_handle_never_runs_another_jobs_code(
@@ -247,29 +203,6 @@ def test_a_job_meeting_its_own_corrupt_checkpoint_is_quarantined_not_retried(
     assert status is not None and status.attempt == 1 and status.failures == 0
 
 
-def test_planted_summaries_checkpoints_and_names_never_crash_the_cli(
-    cluster: Cluster, config: StoreConfig
-) -> None:
-    for job_id, submitted in (("s1", "yesterday"), ("s2", 5), ("s3", "2026-01-01T00:00:00")):
-        cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.sleeper))
-        node = cluster.layout.job_handle(job_id)
-        record = json.loads(cluster.zk.get(node)[0])
-        plant(cluster.zk, node, json.dumps({**record, "submitted": submitted}).encode())
-    cluster.jobs.submit(JobDefinition.for_function("ckpt", jobs.sleeper))
-    plant(cluster.zk, f"{cluster.layout.checkpoints('ckpt')}/not-a-number", b"garbage")
-    cluster.jobs.submit(JobDefinition.for_function("forged", jobs.sleeper))
-    node = cluster.layout.job_handle("forged")
-    record = json.loads(cluster.zk.get(node)[0])
-    forged_name = "x\nforged  RUNNING  1"
-    record["name"] = forged_name
-    cluster.zk.set(node, json.dumps(record).encode())
-    every_cli_command_answers(config, ["s1", "s2", "s3", "ckpt", "forged"])
-    _, listing = cli_lines(config, "jobs", "list")
-    lines = listing.strip().splitlines()
-    assert len(lines) == 1 + 5, "one line per job, and a header"
-    assert not any(line.startswith("forged  RUNNING") for line in lines)
-
-
 def test_the_signing_key_never_reaches_the_jobs_environment(
     runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -288,28 +221,6 @@ def test_the_signing_key_never_reaches_the_jobs_environment(
     for secret in (key.decode(), key.hex()):
         assert secret not in values
     assert "ZKSTORE_SIGNING_KEY" not in seen
-
-
-def test_limits_in_characters_fit_every_accepted_id_and_name(tmp_path: Path) -> None:
-    """The longest ids, a name of 100 emoji, a filename of emoji, the longest storage root and
-    a signature: the handle still fits. One character more is refused, in characters."""
-    root = f"file://{tmp_path}/" + "r" * (300 - len(f"file://{tmp_path}/"))
-    config = StoreConfig(storage_url=root, cluster_id="c" * 128)
-    assert len(config.storage_url.encode()) == 300
-    name = "\U0001f600" * 100
-    job_id = "j" * 128
-    definition = JobDefinition.for_script(
-        job_id, "pass", filename="/" + "\U0001f600" * 200 + ".py", name=name, max_attempts=1000
-    )
-    summary = definition.summary()
-    uri = f"{root}/{'c' * 128}/jobs/{job_id}/definition/{'f' * 32}.pkl"
-    ref = PayloadRef(uri, 2**40, "a" * 64, "b" * 64)
-    handle = Handle.for_payload(ref, "w" * 128, summary)
-    assert len(handle.to_bytes()) <= MAX_HANDLE_BYTES
-    with pytest.raises(ConfigError, match="1-100 characters"):
-        JobDefinition.for_function("x", jobs.sleeper, name="\U0001f600" * 101)
-    with pytest.raises(ConfigError, match="over 300"):
-        StoreConfig(storage_url=root + "r")
 
 
 # -- the property: any garbage, in any record, never crashes, stalls or misleads ----------------
@@ -415,7 +326,7 @@ def test_any_garbage_in_any_record_never_crashes_stalls_or_misleads(
     layout, zk = client.cluster.layout, client.cluster.zk
 
     @settings(
-        max_examples=20,
+        max_examples=6,
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -443,9 +354,9 @@ def test_any_garbage_in_any_record_never_crashes_stalls_or_misleads(
             "checkpoint": f"{layout.checkpoints(job_id)}/{'1'.zfill(19)}",
         }[kind]
         (plant_handle if kind in ("handle", "checkpoint") else plant)(zk, path, data)
-        cli_lines(runtime_config, "jobs", "show", job_id)
-        cli_lines(runtime_config, "control", "get", job_id)
-        cli_lines(runtime_config, "jobs", "list")
+        answers(runtime_config, "jobs", "show", job_id)
+        answers(runtime_config, "control", "get", job_id)
+        answers(runtime_config, "jobs", "list")
         assert all(d.alive for d in local.daemons.values()), f"a daemon died on {kind}"
 
     plant_one()
@@ -457,4 +368,4 @@ def test_any_garbage_in_any_record_never_crashes_stalls_or_misleads(
             what=f"{job_id} to settle",
         )
     assert all(d.alive for d in local.daemons.values())
-    every_cli_command_answers(runtime_config, planted)
+    every_command_answers(runtime_config, planted)
