@@ -22,8 +22,8 @@ from recovery.dev.chaos.world import RunCluster
 @dataclass(frozen=True)
 class Fault:
     """What was done, from when to when (``time.time()``). ``restarts_nothing``: the fault
-    only restarted daemons, so that no job may have run a second attempt (invariant 11 of the
-    design: a daemon's restart is invisible to its jobs)."""
+    only restarted daemons, so that no job may have run a second attempt (the design's
+    invariant: a daemon's restart is invisible to its jobs)."""
 
     description: str
     start: float
