@@ -230,10 +230,15 @@ def judge(found: Found, probe: Probe) -> Verdict:
     """
     attempt, record = found.attempt, found.record
     held = found.running if found.running and found.running.attempt == attempt else None
-    candidates = [record.identity] if record is not None and record.identity else []
+    named = [record.identity] if record is not None and record.identity else []
     if held is not None:
-        candidates.append(running_identity(held))
-    candidates += found.in_directory
+        named.append(running_identity(held))
+    # The processes in the attempt's directory are the driver's children too (its Spark JVM):
+    # asked only when nothing names the driver with its start time, and then only for the pid
+    # that holds the attempt, if one does (a running node of an earlier version).
+    candidates = [n for n in named if n.start_ticks is not None] or [
+        p for p in found.in_directory if held is None or p.pid == held.pid
+    ]
     for candidate in candidates:
         if probe(candidate) is Liveness.ALIVE:
             return Adopt(f"its driver ({candidate.describe()}) is alive", candidate)

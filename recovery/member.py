@@ -353,13 +353,24 @@ class FleetMember:
                 record_ = Outcome.from_znode(outcome[0], outcome[1], layout.outcome(job_id))
                 ended = record_.attempt
         work_dir = self.launcher.work_dir(job_id, assignment.attempt)
+        in_directory = processes.in_directory(work_dir) if work_dir.exists() else []
+        if (
+            held is not None
+            and held.start_ticks is None
+            and held.host == socket.gethostname()
+            and processes.cwd_name(held.pid) == work_dir.name
+        ):
+            # An earlier version's driver (its node names no start time), started by a daemon
+            # with another work directory (the old default was a fresh temporary one): the pid
+            # it names runs in a directory of this attempt's name.
+            in_directory.append(processes.identify(held.pid))
         return Found(
             attempt=assignment.attempt,
             record=record,
             running=held,
             running_unreadable=unreadable,
             outcome_attempt=ended,
-            in_directory=processes.in_directory(work_dir) if work_dir.exists() else [],
+            in_directory=in_directory,
             boot_id=processes.boot_id(),
         )
 
@@ -488,10 +499,7 @@ class FleetMember:
                     assigned=record.assigned if record else "",
                 )
                 launch = self._follow(job_id, stray, identity, record, track=False)
-                held = self._running(job_id)
-                if launch is not None and (
-                    held is None or not adoption.same_process(running_identity(held), identity)
-                ):
+                if launch is not None and not self._may_hold(job_id, identity):
                     logger.warning(
                         "job %s: attempt %d was withdrawn while this daemon was down, before "
                         "its driver took its running node: stopping it",
@@ -510,8 +518,7 @@ class FleetMember:
         self._exited(launch)  # posts to the loop: the loop's thread records it
 
     def _withdraw(self, launch: Launch) -> None:
-        running = self._running(launch.job_id)
-        if running is not None and running.attempt == launch.attempt:
+        if self._may_hold(launch.job_id, launch.identity, launch.attempt):
             return  # it holds running: its own fence decides, and it stops itself if superseded
         logger.warning(
             "job %s: attempt %d was placed elsewhere before its driver started: stopping it",
@@ -519,6 +526,20 @@ class FleetMember:
             launch.attempt,
         )
         launch.process.kill()
+
+    def _may_hold(self, job_id: str, identity: ProcessIdentity, attempt: int | None = None) -> bool:
+        """True unless the job's ``running`` node is known not to be held by that process (an
+        unreadable node may be its)."""
+        try:
+            found = self.cluster.state.running(job_id)
+        except CorruptRecord:
+            return True
+        if found is None:
+            return False
+        held = found[0]
+        if attempt is not None and held.attempt == attempt:
+            return True
+        return adoption.same_process(running_identity(held), identity)
 
     def _running(self, job_id: str) -> RunningInfo | None:
         try:

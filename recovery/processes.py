@@ -118,6 +118,14 @@ def in_directory(directory: Path) -> list[ProcessIdentity]:
     return sorted(found, key=lambda p: p.start_ticks or 0)
 
 
+def cwd_name(pid: int) -> str | None:
+    """The name of the current directory of process ``pid`` (None if it cannot be read)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).name
+    except OSError:
+        return None
+
+
 #: What :class:`Adopted` reports as its "exit code": the process ended, but it was not our
 #: child, so how is not known (never a real exit code, which is 0-255, or minus a signal).
 EXIT_NOT_SEEN = 256

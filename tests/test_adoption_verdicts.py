@@ -88,6 +88,17 @@ def test_a_live_driver_is_adopted_from_its_record_or_its_running_node() -> None:
     assert isinstance(starting, Adopt) and starting.identity.pid == 12
 
 
+def test_a_process_left_in_the_directory_is_not_taken_for_a_dead_driver() -> None:
+    """A dead driver's Spark JVM still in its directory is not the driver."""
+    found = Found(
+        attempt=1, record=record(), running=running(), in_directory=[ident(20)], boot_id=BOOT
+    )
+    assert isinstance(verdict(found, alive=frozenset({20}), dead=frozenset({10})), Dead)
+    old = Found(attempt=1, running=running(ticks=None), in_directory=[ident(20), ident(10)])
+    adopted = verdict(old, alive=frozenset({10, 20}))
+    assert isinstance(adopted, Adopt) and adopted.identity.pid == 10, "the holder's pid only"
+
+
 def test_a_dead_holder_is_buried_and_its_running_node_released() -> None:
     found = Found(attempt=1, record=record(), running=running(), boot_id=BOOT)
     result = verdict(found, dead=frozenset({10}))
