@@ -66,6 +66,7 @@ def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
 
     cancelled = zkstore(runtime_config, "jobs", "cancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr
+    assert "its driver, still running, is asked to stop" in cancelled.stdout, cancelled.stdout
     wait_for(lambda: not alive(pid), timeout=SESSION_TIMEOUT * 5, what="the driver ended")
     result = client.wait(job_id, timeout=60)
     assert result.outcome == CANCELLED
