@@ -33,21 +33,18 @@ import logging
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from recovery import adoption, processes
+from recovery import adoption, processes, registration
 from recovery.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
 from recovery.launcher import DriverLauncher, Launch, describe_exit
 from recovery.processes import Liveness, ProcessIdentity
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (
-    ConfigError,
     ConflictError,
     CorruptRecord,
-    HandleExists,
     HandleNotFound,
     ZkStoreError,
 )
@@ -59,14 +56,6 @@ from zkstore.watch import NodeWatch
 from zkstore.zk import is_own_ephemeral
 
 logger = logging.getLogger(__name__)
-
-#: Seconds between two progress lines while waiting for the session of an earlier holder of
-#: this daemon's id to end.
-PROGRESS_EVERY = 5.0
-
-
-class DuplicateMember(ConfigError):
-    """Another live daemon holds this daemon id."""
 
 
 class FleetMember:
@@ -104,22 +93,10 @@ class FleetMember:
     # -- membership ----------------------------------------------------------------------------
 
     def register(self, stop: threading.Event | None = None) -> bool:
-        """Create our member record in this session. Returns False if ``stop`` was set while
-        waiting for an earlier holder of our id to go.
-
-        Another session may hold the record: a live daemon with our id (refused: raises
-        :class:`DuplicateMember`), or an earlier incarnation of this daemon whose session has
-        not expired yet. If that one was a process of this host and boot that is verifiably
-        gone (no process with its pid and start time), its record is deleted and ours made at
-        once: an ephemeral node only outlives its process until the session expires, and a dead
-        process can no longer act on anything, so removing it earlier changes nothing but the
-        wait (its drivers have sessions of their own and go on). The delete is conditional on
-        the version read; what is left is a second live daemon with this id creating its record
-        in the milliseconds between the old session's expiry and that delete, which is the
-        misconfiguration this check exists to refuse. Anything it cannot verify (another host,
-        another boot, a record without a start time) it waits for, with a progress line, until
-        the session expires (with ``stop`` None, it raises :class:`DuplicateMember` instead).
-        """
+        """Create our member record in this session (:func:`recovery.registration.take_id`:
+        an earlier holder of our id that is this host's dead process is replaced at once, one
+        that cannot be checked waited for, a live one refused); then follow our assignments.
+        Returns False if ``stop`` was set while waiting."""
         layout, zk = self.cluster.layout, self.cluster.zk
         me = processes.this_process()
         info = MemberInfo(
@@ -133,29 +110,8 @@ class FleetMember:
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
         )
-        path = layout.member(self.member_id)
-        waited_since: float | None = None
-        while True:
-            try:
-                zk.create(path, info.to_bytes(), ephemeral=True)
-                break
-            except HandleExists:
-                found = zk.get_if_exists(path)
-            if found is None:
-                continue  # gone meanwhile
-            if is_own_ephemeral(found[1], zk):
-                break
-            holder = self._holder(found[0], found[1], path)
-            liveness = processes.probe(_member_identity(holder)) if holder else Liveness.UNKNOWN
-            if liveness is Liveness.ALIVE or (liveness is Liveness.UNKNOWN and stop is None):
-                raise DuplicateMember(self._in_use(holder, liveness))
-            if liveness is Liveness.DEAD:
-                self._remove_dead_holder(path, found[1].version, holder)
-                continue
-            assert stop is not None
-            waited_since = self._wait_for_holder(path, holder, waited_since, stop)
-            if stop.is_set():
-                return False
+        if not registration.take_id(zk, layout.member(self.member_id), info, stop):
+            return False
         zk.ensure_path(layout.member_assignments(self.member_id))
         if self._watch is None:
             self._watch = NodeWatch(
@@ -171,71 +127,6 @@ class FleetMember:
             dict(self.settings.labels) or "none",
         )
         return True
-
-    def _holder(self, data: bytes, stat: ZnodeStatLike, path: str) -> MemberInfo | None:
-        try:
-            return MemberInfo.from_znode(data, stat, path)
-        except CorruptRecord:
-            return None
-
-    def _in_use(self, holder: MemberInfo | None, liveness: Liveness) -> str:
-        who = f" (host {holder.host}, pid {holder.pid}, since {holder.started})" if holder else ""
-        where = "on this host" if liveness is Liveness.ALIVE else "elsewhere"
-        return (
-            f"daemon id {self.member_id!r} is in use by another live daemon {where}{who}: give "
-            "this one another --id"
-        )
-
-    def _remove_dead_holder(self, path: str, version: int, holder: MemberInfo | None) -> None:
-        assert holder is not None
-        logger.warning(
-            "daemon id %s: its earlier daemon (pid %d on this host, since %s) is gone; removing "
-            "its member record now instead of waiting for its session to expire",
-            self.member_id,
-            holder.pid,
-            holder.started,
-        )
-        with contextlib.suppress(HandleNotFound, ConflictError):
-            self.cluster.zk.delete(path, version=version)
-
-    def _wait_for_holder(
-        self,
-        path: str,
-        holder: MemberInfo | None,
-        since: float | None,
-        stop: threading.Event,
-    ) -> float:
-        """Wait (up to a progress interval) for the record at ``path`` to go; returns when the
-        wait began."""
-        now = time.monotonic()
-        who = (
-            f"pid {holder.pid} on host {holder.host} (since {holder.started})"
-            if holder is not None
-            else "an unreadable member record"
-        )
-        if since is None:
-            since = now
-            logger.warning(
-                "daemon id %s is held by the session of %s, which this host cannot check: "
-                "waiting for that session to end (at most the session timeout after its daemon "
-                "stopped)",
-                self.member_id,
-                who,
-            )
-        else:
-            logger.warning(
-                "daemon id %s: still waiting for the session of %s to end (%.0f s)",
-                self.member_id,
-                who,
-                now - since,
-            )
-        gone = threading.Event()
-        if self.cluster.zk.exists(path, watch=lambda _: gone.set()) is None:
-            return since
-        end = now + PROGRESS_EVERY
-        while not gone.is_set() and not stop.is_set() and time.monotonic() < end:
-            gone.wait(0.2)
-        return since
 
     def ensure_registered(self) -> None:
         """After a new session, our ephemeral record is gone: make it again."""
@@ -676,7 +567,3 @@ class FleetMember:
                 Delete(layout.running(job_id), -1 if running.version is None else running.version),
             ]
         zk.commit(ops)
-
-
-def _member_identity(info: MemberInfo) -> ProcessIdentity:
-    return ProcessIdentity(info.host, info.pid, info.start_ticks, info.boot_id)
