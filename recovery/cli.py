@@ -96,7 +96,8 @@ wait_timeout_option = click.option(
     "--work-dir",
     type=click.Path(file_okay=False),
     help="where drivers run, one fresh directory per attempt holding the job's shipped files "
-    "(removed when the attempt ends) [default: a temporary directory]",
+    "(removed when the attempt ends), and the launch records a restarted daemon adopts its "
+    "drivers by; keep it across restarts [default: <tmp>/zkstore-<uid>/<cluster>-<id>/work]",
 )
 @click.option(
     "--restart-backoff",
@@ -181,7 +182,8 @@ def daemon(
     slot (least loaded first), restarts failed ones with backoff from their latest checkpoint,
     re-places the jobs of a daemon that is lost, and cleans up finished ones. When the leader
     dies, another daemon takes over within the session timeout (at once on SIGTERM) and adopts
-    the running drivers: nothing restarts.
+    the running drivers: nothing restarts. A daemon started again with its --id adopts the
+    drivers it left running (SIGTERM, SIGKILL or a crash): no job notices the restart.
     """
     from recovery.daemon import Daemon
 

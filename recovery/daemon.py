@@ -8,11 +8,14 @@ reconcile, whenever the session is connected and our contender node is first.
 
 Every daemon is a member of the fleet (:mod:`recovery.member`): it registers itself with its
 driver slots and labels, and launches the attempts the leader places on it. A second daemon
-with the id of a live one refuses to start.
+with the id of a live one refuses to start; a daemon restarted with its id takes its record over
+at once from its own dead predecessor on this host (waits for the session of any other), and
+adopts the drivers that predecessor left running.
 
 SIGTERM/SIGINT: stop acting, delete our contender node and close the session, so that another
 daemon takes over within moments. Drivers keep running: they are separate processes with their
-own sessions, and the next leader adopts them.
+own sessions; the next leader adopts their jobs, and this daemon, started again with its id,
+adopts the drivers themselves.
 """
 
 from __future__ import annotations
@@ -103,11 +106,15 @@ class Daemon:
         )
         try:
             self._check_acl()
-            self.member.register()
+            registered = self.member.register(stop=self._stopping)
         except BaseException:
             self.cluster.close()
             self._stop_http()
             raise
+        if not registered:  # stopped while an earlier holder of our id was still there
+            self.cluster.close()
+            self._stop_http()
+            return 0
         self.cluster.zk.add_listener(self._on_state)
         self.election = LeaderElection(
             self.cluster.zk,

@@ -123,7 +123,7 @@ class QuarantineJob(Action):
 
 def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
     """The next action for ``job``. Never raises for any combination of records."""
-    settled = _settled(job)
+    settled = _settled(job, local, settings, now)
     if settled is not None:
         return settled
     status = job.status
@@ -149,13 +149,27 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
     return Start(attempt=status.attempt + 1, reason=f"{status.state.lower()} job")
 
 
-def _settled(job: JobSnapshot) -> Action | None:
+def _settled(
+    job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime
+) -> Action | None:
     """The action for a job that is finished, quarantined, gone or unreadable; else None."""
     if job.result is not None:
         if job.result.state != DIRTY:
             return Nothing(reason="finished")
         if job.driver_present:
             return Wait(reason="result recorded; waiting for the last driver to go away")
+        outcome, status = job.outcome, job.status
+        if (
+            outcome is not None
+            and status is not None
+            and outcome.attempt == status.attempt
+            and parse_time(outcome.finished) >= parse_time(job.result.finished)
+        ):
+            # Its last driver ended after the result was recorded (a quarantined job cancelled
+            # or purged while it ran): its cleanup waits until that driver is known gone.
+            exiting = _exiting(job, local, settings, now, placed=False)
+            if exiting is not None:
+                return exiting
         return CleanUp(reason=f"result {job.result.outcome} recorded, cleanup unfinished")
     if job.quarantined:
         return Nothing(reason="quarantined")
@@ -175,7 +189,8 @@ def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dat
     attempt, member = job.status.attempt, job.status.member or "?"
     outcome = job.outcome
     if outcome is not None and outcome.attempt == attempt:
-        return _ended(job, outcome.outcome, outcome.error, settings, now)
+        exiting = _exiting(job, local, settings, now)
+        return exiting or _ended(job, outcome.outcome, outcome.error, settings, now)
     if local.exited is not None:
         error = f"driver of attempt {attempt} on {member} {local.exited}"
     elif not local.member_alive:
@@ -186,6 +201,42 @@ def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dat
         error = f"driver of attempt {attempt} did not start on {member} within "
         error += f"{settings.start_timeout:g} s"
     return _ended(job, FAILED, error + " and left no outcome", settings, now, lost=True)
+
+
+def _exiting(
+    job: JobSnapshot,
+    local: Local,
+    settings: DaemonSettings,
+    now: datetime,
+    *,
+    placed: bool = True,
+) -> Wait | None:
+    """A Wait while the driver that recorded the attempt's outcome may still be alive; None once
+    it is known gone.
+
+    The driver releases ``running`` with its outcome, then closes its session and exits: until
+    then, acting on the attempt's end (releasing its artifacts, placing the next attempt) would
+    act on a live driver's work. It is known gone once its member recorded the process's exit
+    (reaped, or seen through a pidfd). Bounds, for a member that cannot say: with its member
+    down (or the job placed nowhere any more), one session timeout after the outcome (a process
+    that released its node that long ago has closed its session, or lost it); with its member
+    up, the launch deadline (a driver still there a minute after its outcome is stuck).
+    ``placed`` False: the attempt's assignment is gone (its job was quarantined), so no member
+    will say.
+    """
+    assert job.outcome is not None and job.status is not None
+    if local.exited is not None:
+        return None
+    witness = placed and local.member_alive
+    bound = settings.start_timeout if witness else settings.store.session_timeout
+    until = parse_time(job.outcome.finished) + timedelta(seconds=bound)
+    if now >= until:
+        return None
+    return Wait(
+        until=until,
+        reason=f"attempt {job.status.attempt} recorded {job.outcome.outcome}; waiting for its "
+        "driver to exit",
+    )
 
 
 def _ended(

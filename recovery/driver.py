@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery import sparkapp, workdir
+from recovery import processes, sparkapp, workdir
 from recovery.artifacts import JobArtifacts
 from recovery.context import (
     AttemptSuperseded,
@@ -141,9 +141,11 @@ class Driver:
 
     def run(self) -> int:
         self.cluster.start()
+        took_running = False
         try:
             if not self._take_running():
                 return EXIT_REFUSED
+            took_running = True
             self.lease = SessionLease(self.cluster.zk, self.running_path).start()
             self.cluster.zk.add_listener(self._on_state)
             threading.Thread(target=self._monitor, name="driver-monitor", daemon=True).start()
@@ -154,7 +156,8 @@ class Driver:
         finally:
             self._finished.set()
             self.cluster.close()
-            workdir.remove(self.work_dir)
+            if took_running:  # else the directory may be the live driver's of this attempt
+                workdir.remove(self.work_dir)
 
     def _conclude(self, outcome: str, error: str | None) -> None:
         """Stop Spark and report the outcome. A cancel interrupt sent just as the job ended can
@@ -179,13 +182,16 @@ class Driver:
         )
 
     def _take_running(self) -> bool:
+        me = processes.this_process()
         info = RunningInfo(
             version=None,
             attempt=self.attempt,
-            host=socket.gethostname(),
-            pid=os.getpid(),
+            host=me.host,
+            pid=me.pid,
             started=utc_now(),
             log=self.log,
+            start_ticks=me.start_ticks,
+            boot_id=me.boot_id,
         )
         try:
             self.cluster.zk.commit(

@@ -14,7 +14,7 @@ from zkstore.cli.jobs import age
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
-from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound
+from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
 from zkstore.jobs.records import DrainMark, LeaderInfo, read_record
 from zkstore.strict import utc_now
 
@@ -94,16 +94,51 @@ def list_daemons(connection: Connection, fmt: str) -> None:
     emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
 
 
+def _known(cluster: Cluster, daemon_id: str) -> bool:
+    """True if the daemon is up, or the fleet knows it: attempts placed on it (its assignment
+    directory, made when it registers), or a drain mark."""
+    layout = cluster.layout
+    found = cluster.zk.exists_many(
+        [
+            layout.member(daemon_id),
+            layout.member_assignments(daemon_id),
+            layout.drain_mark(daemon_id),
+        ]
+    )
+    return any(stat is not None for stat in found)
+
+
+def _unknown(cluster: Cluster, daemon_id: str) -> DaemonNotFound:
+    try:
+        up = sorted(cluster.zk.children(cluster.layout.members))
+    except HandleNotFound:
+        up = []
+    return DaemonNotFound(
+        f"no daemon {daemon_id!r} in this cluster (up: {', '.join(up) or 'none'}); to drain "
+        "one that has not started yet, or whose records are gone, use --before-start",
+        path=cluster.layout.member(daemon_id),
+    )
+
+
 @daemons.command("drain")
 @click.argument("daemon_id")
+@click.option(
+    "--before-start",
+    is_flag=True,
+    help="drain a daemon that has not started yet (else an id the fleet does not know is "
+    "refused: exit 4)",
+)
 @connection_options
-def drain(daemon_id: str, connection: Connection) -> None:
+def drain(daemon_id: str, before_start: bool, connection: Connection) -> None:
     """Place no new attempts on DAEMON_ID; the jobs running there finish where they are.
 
     The mark is kept in ZooKeeper, so it outlives restarts of the daemon: undrain to lift it.
+    Exits 4 for an id no daemon of the fleet has (a typo), unless --before-start.
     """
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
+        if not before_start and not _known(cluster, daemon_id):
+            raise _unknown(cluster, daemon_id)
         mark = DrainMark(version=None, since=utc_now()).to_bytes()
         try:
             cluster.zk.create(cluster.layout.drain_mark(daemon_id), mark)
@@ -119,12 +154,15 @@ def drain(daemon_id: str, connection: Connection) -> None:
 @click.argument("daemon_id")
 @connection_options
 def undrain(daemon_id: str, connection: Connection) -> None:
-    """Let the leader place attempts on DAEMON_ID again."""
+    """Let the leader place attempts on DAEMON_ID again. Exits 4 for an id no daemon of the
+    fleet has."""
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
         try:
             cluster.zk.delete(cluster.layout.drain_mark(daemon_id))
         except HandleNotFound:
+            if not _known(cluster, daemon_id):
+                raise _unknown(cluster, daemon_id) from None
             click.echo(f"{daemon_id} was not drained")
             return
     click.echo(f"{daemon_id} undrained at {datetime.now(UTC).isoformat(timespec='seconds')}")

@@ -25,7 +25,7 @@ descriptors) and stdout (answers), one JSON object per line::
     -> {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "...",
         "shipper": {"argv": [...], ...} or null}       + the read ends of the configuration
                                                          pipes: the driver's, the shipper's
-    <- {"id": 1, "pid": 4242, "shipper": 4243}  or {"id": 1, "error": "..."}
+    <- {"id": 1, "pid": 4242, "start": 98765, "shipper": 4243}  or {"id": 1, "error": "..."}
     <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
 
 The server exits when its stdin closes (its daemon is gone); drivers go on: they are in sessions
@@ -47,6 +47,8 @@ import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from recovery.processes import start_ticks
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ def _answer(request: dict[str, Any], configs: list[int]) -> None:
         if len(configs) != 1 + (request.get("shipper") is not None):
             raise OSError("a request came without its configuration pipes")
         answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, configs, 0, -1)}
+        # Read while the driver is our unreaped child: its pid cannot name another process yet.
+        answer["start"] = start_ticks(answer["pid"])
         shipper = request.get("shipper")
         if shipper is not None:
             pidfd = os.pidfd_open(answer["pid"])
@@ -188,8 +192,10 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
 class ForkedProcess:
     """A driver forked by the server: the part of ``subprocess.Popen`` a launch needs."""
 
-    def __init__(self, pid: int, server: ForkServer) -> None:
+    def __init__(self, pid: int, server: ForkServer, start_ticks: int | None = None) -> None:
         self.pid = pid
+        #: when it started (see :mod:`recovery.processes`), as the server saw it
+        self.start_ticks = start_ticks
         self._server = server
         self._ended = threading.Event()
         self.returncode: int | None = None
@@ -330,8 +336,9 @@ class ForkServer:
                     self._answers[int(message["id"])] = str(message["error"])
                     self._answered.notify_all()
                 else:
+                    start = message.get("start")
                     children = [
-                        ForkedProcess(int(pid), self)
+                        ForkedProcess(int(pid), self, start if pid == message["pid"] else None)
                         for pid in (message["pid"], message.get("shipper"))
                         if pid is not None
                     ]

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -28,15 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from recovery.forkserver import ForkServer
+from recovery.forkserver import ForkedProcess, ForkServer
 from recovery.observe.shipper import (
     SHIPPER_NICENESS,
     shipper_argv,
     shipper_config,
     start_shipper,
 )
+from recovery.processes import EXIT_NOT_SEEN, ProcessIdentity, boot_id, start_ticks
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
+from zkstore.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +71,8 @@ EXIT_MEANINGS = {
 def describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
+    if code == EXIT_NOT_SEEN:
+        return "ended (adopted after its daemon restarted: how is not known)"
     if code < 0:
         return f"killed by signal {-code}"
     return EXIT_MEANINGS.get(code, f"exited with code {code}")
@@ -88,7 +94,8 @@ class DriverProcess(Protocol):
 
 @dataclass
 class Launch:
-    """A driver process this daemon started."""
+    """A driver process this daemon started, or adopted (started by an earlier incarnation of
+    this daemon, which a restart left running: then not our child, followed through a pidfd)."""
 
     job_id: str
     attempt: int
@@ -96,6 +103,9 @@ class Launch:
     process: DriverProcess
     log_path: Path
     work_dir: Path
+    #: who the driver process is, for ever (see :mod:`recovery.processes`)
+    identity: ProcessIdentity
+    adopted: bool = False
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -117,7 +127,9 @@ class DriverLauncher:
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
-        self.work_root = Path(settings.work_dir or tempfile.mkdtemp(prefix="zkstore-work-"))
+        self.work_root = (
+            Path(settings.work_dir) if settings.work_dir else default_work_root(settings)
+        )
         #: drivers started so far (a metric)
         self.launched = 0
         self.fork_server: ForkServer | None = (
@@ -174,7 +186,7 @@ class DriverLauncher:
         work_dir: Path,
         log_path: Path,
         offset: int,
-    ) -> DriverProcess | None:
+    ) -> ForkedProcess | None:
         """The driver and its log shipper, forked by the fork server; None if there is none or
         it failed (then both are started as new processes)."""
         if self.fork_server is None:
@@ -235,18 +247,32 @@ class DriverLauncher:
         if self.fork_server is not None:
             self.fork_server.close()
 
+    def log_path(self, job_id: str, attempt: int) -> Path:
+        return self.log_dir / job_id / f"attempt-{attempt}.log"
+
+    def work_dir(self, job_id: str, attempt: int) -> Path:
+        return self.work_root / f"{job_id}-attempt-{attempt}"
+
     def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
-        """Start the driver of ``attempt``; raises OSError if the process cannot be started."""
-        log_path = self.log_dir / job_id / f"attempt-{attempt}.log"
+        """Start the driver of ``attempt``; raises OSError if the process cannot be started.
+
+        The caller has made sure that no driver of the attempt lives on this host (see
+        :mod:`recovery.adoption`): a working directory left over is a dead driver's.
+        """
+        log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        work_dir = self.work_root / f"{job_id}-attempt-{attempt}"
-        shutil.rmtree(work_dir, ignore_errors=True)  # left by a daemon that died before us
+        work_dir = self.work_dir(job_id, attempt)
+        shutil.rmtree(work_dir, ignore_errors=True)  # left by a dead driver of this attempt
         work_dir.mkdir(parents=True)
         with open(log_path, "ab") as log:
             offset = log.tell()
-        process = self._fork(job_id, attempt, status_version, work_dir, log_path, offset)
-        if process is None:
+        forked = self._fork(job_id, attempt, status_version, work_dir, log_path, offset)
+        process: DriverProcess
+        if forked is not None:
+            process, ticks = forked, forked.start_ticks
+        else:
             process = self._spawn(job_id, attempt, status_version, work_dir, log_path)
+            ticks = start_ticks(process.pid)  # our unreaped child: its pid is still its own
             env, python = self.environment(), self.settings.python
             start_shipper(
                 self.settings.store,
@@ -266,4 +292,22 @@ class DriverLauncher:
             log_path,
         )
         self.launched += 1
-        return Launch(job_id, attempt, status_version, process, log_path, work_dir)
+        identity = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
+        return Launch(job_id, attempt, status_version, process, log_path, work_dir, identity)
+
+
+def default_work_root(settings: DaemonSettings) -> Path:
+    """``<tmp>/zkstore-<uid>/<cluster>-<daemon id>/work``: the same for every start of a daemon
+    of one id and cluster, so that a restarted daemon finds its launch records (and its live
+    drivers' directories) again. The per-user directory must be private: anyone could otherwise
+    plant a record (or a symlink) there."""
+    base = Path(tempfile.gettempdir()) / f"zkstore-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(base)
+    except OSError as exc:
+        raise ConfigError(f"cannot make {base}: {exc}; pass --work-dir") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ConfigError(f"{base} is not a private directory of this user: pass --work-dir")
+    cluster = re.sub(r"[^A-Za-z0-9._-]", "_", settings.store.base_path.strip("/"))
+    return base / f"{cluster}-{settings.daemon_id}" / "work"

@@ -176,7 +176,8 @@ def test_jobs_wait_with_a_reason_for_a_slot_or_a_label_and_drain_is_honoured(
         assert client.wait("b", timeout=60).outcome == SUCCEEDED, "started once a slot freed"
         runner = CliRunner()
         connection = ["--zk", runtime_config.zk_hosts, "--root", runtime_config.root]
-        assert runner.invoke(cli, ["daemons", "drain", "big", *connection]).exit_code == 0
+        drain = ["daemons", "drain", "big", "--before-start", *connection]
+        assert runner.invoke(cli, drain).exit_code == 0
         local.start_daemon("big", "--label", "gpu=yes")
         wait_for(
             lambda: any(

@@ -18,7 +18,8 @@
     │       ├── JobFinished                   it has a result (a finished id never runs again)
     │       └── JobQuarantined                it is in quarantine (it cannot run as it is)
     ├── HandleNotFound                    4   no such node, or it is marked for deletion
-    │   └── JobNotFound                       no job with that id has any trace in the store
+    │   ├── JobNotFound                       no job with that id has any trace in the store
+    │   └── DaemonNotFound                    no daemon with that id is up or known to the fleet
     ├── CorruptRecord                     1   a znode holds something that is not a valid record
     │   └── CorruptHandle                     ... a handle, in particular
     ├── PayloadError                      1   a payload cannot be trusted or read
@@ -142,6 +143,10 @@ class HandleNotFound(ZkStoreError):
 
 class JobNotFound(HandleNotFound):
     """No job with that id is known to the store."""
+
+
+class DaemonNotFound(HandleNotFound):
+    """No daemon with that id is up, has attempts placed on it, or is drained."""
 
 
 class CorruptRecord(ZkStoreError):

@@ -337,7 +337,13 @@ def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
     with open_cluster(connection) as cluster:
         quarantined = find_job(cluster, job_id).quarantined
         request = triage.cancel(cluster, job_id, reason=reason)
-    if quarantined:
+        driver = quarantined and cluster.zk.exists(cluster.layout.running(job_id)) is not None
+    if driver:
+        click.echo(
+            f"{job_id} was quarantined: ended as CANCELLED; its driver, still running, is asked "
+            "to stop, and its data is removed once it has"
+        )
+    elif quarantined:
         click.echo(f"{job_id} was quarantined: ended as CANCELLED, its data removed")
     else:
         click.echo(f"cancel of {job_id} requested at {request.requested}")

@@ -176,15 +176,22 @@ class JobStatus(Record):
 
 @dataclass(frozen=True)
 class RunningInfo(Record):
-    """``R/jobs/<job>/running``: EPHEMERAL, held by the live driver of ``attempt``."""
+    """``R/jobs/<job>/running``: EPHEMERAL, held by the live driver of ``attempt``.
+
+    ``start_ticks`` (when the process started, field 22 of ``/proc/<pid>/stat``) and ``boot_id``
+    make host and pid name one process for ever (a pid is reused, never with the same start
+    time in the same boot): how a daemon restarted on that host recognises its live drivers.
+    """
 
     attempt: int = 0
     host: str = ""
     pid: int = 0
     started: str = ""
     log: str | None = None
+    start_ticks: int | None = None
+    boot_id: str | None = None
 
-    optional = frozenset({"log"})
+    optional = frozenset({"log", "start_ticks", "boot_id"})
     times = frozenset({"started"})
 
 
@@ -299,8 +306,11 @@ class MemberInfo(Record):
     slots: int = 1
     started: str = ""
     labels: dict[str, Any] | None = None
+    #: the daemon process's start time and boot (see :class:`RunningInfo`)
+    start_ticks: int | None = None
+    boot_id: str | None = None
 
-    optional = frozenset({"labels"})
+    optional = frozenset({"labels", "start_ticks", "boot_id"})
     times = frozenset({"started"})
 
     @classmethod

@@ -142,7 +142,15 @@ def _releasable(cluster: Cluster, job: JobSnapshot) -> Handle:
     if job.quarantine is None:
         raise JobQuarantined(f"job {job_id} stays in quarantine: its entry is unreadable; purge it")
     if job.driver_present:
-        raise WrongState(f"job {job_id}: a driver of it still runs; release it once it has gone")
+        who = (
+            f" (attempt {job.running.attempt}, pid {job.running.pid} on {job.running.host})"
+            if job.running is not None
+            else ""
+        )
+        raise WrongState(
+            f"job {job_id}: a driver of it still runs{who}; release it once that driver has "
+            f"ended, or end the job and its driver with `zkstore jobs cancel {job_id}`"
+        )
     handle = kept_handle(job.quarantine)
     if handle is None:
         raise JobQuarantined(

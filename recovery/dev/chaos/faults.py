@@ -8,6 +8,7 @@ themselves varies.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -20,11 +21,22 @@ from recovery.dev.chaos.world import RunCluster
 
 @dataclass(frozen=True)
 class Fault:
-    """What was done, from when to when (``time.time()``)."""
+    """What was done, from when to when (``time.time()``). ``restarts_nothing``: the fault
+    only restarted daemons, so that no job may have run a second attempt (the design's
+    invariant: a daemon's restart is invisible to its jobs)."""
 
     description: str
     start: float
     end: float
+    restarts_nothing: bool = False
+
+
+@dataclass(frozen=True)
+class Load:
+    """How many jobs a scenario's runs submit (at least), and their length in steps."""
+
+    jobs: int = 4
+    steps: int = 60
 
 
 Scenario = Callable[[RunCluster, random.Random], Fault]
@@ -97,7 +109,7 @@ def s3_pause(run: RunCluster, rng: random.Random) -> Fault:
     return Fault(f"SIGSTOP S3 server for {held:.1f} s", start, time.time())
 
 
-def daemon_restart(run: RunCluster, rng: random.Random) -> Fault:
+def leader_restart(run: RunCluster, rng: random.Random) -> Fault:
     """Stop the leading daemon (SIGKILL or SIGTERM) and start it again a little later."""
     leader = run.local.wait_for_leader(timeout=60)
     how = rng.choice([signal.SIGKILL, signal.SIGTERM])
@@ -106,12 +118,49 @@ def daemon_restart(run: RunCluster, rng: random.Random) -> Fault:
     leader.process.wait(timeout=60)
     held = _hold(rng, 0.0, 3.0)
     run.local.start_daemon(leader.daemon_id)
+    _wait_back(run, leader.daemon_id)
     return Fault(
         f"{signal.Signals(how).name} leading daemon {leader.daemon_id}, "
         f"restarted after {held:.1f} s",
         start,
         time.time(),
+        restarts_nothing=True,
     )
+
+
+def daemon_restart(run: RunCluster, rng: random.Random) -> Fault:
+    """A rolling restart: every daemon in turn (SIGTERM as an upgrade does, or SIGKILL), each
+    started again with its id at once and the next one stopped as soon as it is back."""
+    start = time.time()
+    done = []
+    for daemon_id in sorted(run.local.daemons):
+        daemon = run.local.daemons[daemon_id]
+        how = rng.choice([signal.SIGTERM, signal.SIGTERM, signal.SIGKILL])
+        daemon.signal(how)
+        daemon.process.wait(timeout=60)
+        run.local.start_daemon(daemon_id)
+        _wait_back(run, daemon_id)
+        done.append(f"{signal.Signals(how).name} {daemon_id}")
+    return Fault(
+        f"rolling restart: {', '.join(done)}, each started again at once",
+        start,
+        time.time(),
+        restarts_nothing=True,
+    )
+
+
+def _wait_back(run: RunCluster, daemon_id: str, timeout: float = 60.0) -> None:
+    """Until the daemon started last with that id holds its member record again."""
+    pid = run.local.daemons[daemon_id].pid
+    path = f"{run.config.base_path}/members/{daemon_id}"
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with contextlib.suppress(Exception):
+            found = run.local.zk.get_if_exists(path)
+            if found is not None and json.loads(found[0]).get("pid") == pid:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"daemon {daemon_id} was not back within {timeout:g} s")
 
 
 SINGLE: dict[str, Scenario] = {
@@ -120,15 +169,25 @@ SINGLE: dict[str, Scenario] = {
     "daemon-sigstop": daemon_sigstop,
     "driver-kill": driver_kill,
     "s3-pause": s3_pause,
+    "leader-restart": leader_restart,
     "daemon-restart": daemon_restart,
 }
+
+#: Scenarios that run more (or longer) jobs than the default: a rolling restart of the three
+#: daemons while twelve jobs run.
+LOADS: dict[str, Load] = {"daemon-restart": Load(jobs=12, steps=120)}
 
 
 def mixed(run: RunCluster, rng: random.Random) -> Fault:
     """Three of the single faults in a row, chosen at random."""
     names = [rng.choice(sorted(SINGLE)) for _ in range(3)]
     faults = [SINGLE[name](run, rng) for name in names]
-    return Fault("; ".join(f.description for f in faults), faults[0].start, faults[-1].end)
+    return Fault(
+        "; ".join(f.description for f in faults),
+        faults[0].start,
+        faults[-1].end,
+        restarts_nothing=all(f.restarts_nothing for f in faults),
+    )
 
 
 SCENARIOS: dict[str, Scenario] = {**SINGLE, "mixed": mixed}

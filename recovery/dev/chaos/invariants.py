@@ -5,6 +5,8 @@
 3. Every finished job's output is exact.
 4. No dangling handle: ``zkstore handles verify`` is clean.
 5. Nothing lingers after ``zkstore handles cleanup``: ``handles lingering`` finds nothing.
+6. A daemon restart restarts no attempt: after a fault that only restarted daemons, every job
+   ran one attempt (drivers outlive their daemon, which adopts them when it comes back).
 
 The store commands run as the installed ``zkstore`` script, in a subprocess.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery.dev.chaos import job
+from recovery.dev.chaos.faults import Fault
 from recovery.dev.chaos.world import RunCluster
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.states import SUCCEEDED
@@ -27,11 +30,16 @@ from zkstore.jobs.states import SUCCEEDED
 ZKSTORE = str(Path(sys.executable).with_name("zkstore"))
 
 
-def check(run: RunCluster, timeout: float) -> list[str]:
+def check(run: RunCluster, timeout: float, fault: Fault | None = None) -> list[str]:
     """Every violation found, one line each (empty: the run kept every invariant)."""
     violations = _outcomes(run, timeout)
     for job_id, (out, steps) in run.jobs.items():
         attempts = job.attempts(out)
+        if fault is not None and fault.restarts_nothing and [a.attempt for a in attempts] != [1]:
+            violations.append(
+                f"{job_id}: a daemon restart restarted it (attempts "
+                f"{', '.join(str(a.attempt) for a in attempts) or 'none'})"
+            )
         for first, second in job.overlaps(attempts):
             violations.append(
                 f"{job_id}: attempts {first.attempt} (pid {first.pid}) and {second.attempt} "

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recovery.dev.chaos import invariants, job
-from recovery.dev.chaos.faults import SCENARIOS, Fault
+from recovery.dev.chaos.faults import LOADS, SCENARIOS, Fault, Load
 from recovery.dev.chaos.world import RunCluster, World
 
 logger = logging.getLogger(__name__)
@@ -73,13 +73,15 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
     recovery = float("nan")
     try:
         run.start()
-        for _ in range(options.jobs):
-            run.submit(rng.randint(options.steps // 2, options.steps), STEP_DELAY)
+        load = LOADS.get(scenario, Load(options.jobs, options.steps))
+        for _ in range(max(options.jobs, load.jobs)):
+            steps = max(options.steps, load.steps)
+            run.submit(rng.randint(steps // 2, steps), STEP_DELAY)
         _wait_progress(run, steps=3, timeout=120)
         time.sleep(rng.uniform(0.0, 2.0))
         fault = SCENARIOS[scenario](run, rng)
         world.heal()
-        violations = invariants.check(run, options.job_timeout)
+        violations = invariants.check(run, options.job_timeout, fault)
         recovery = max(
             job.longest_stall(job.progress_times(out), fault.start, fault.end)
             for out, _ in run.jobs.values()

@@ -243,8 +243,14 @@ class ControlStore:
         traces = self.zk.exists_many(
             [self.layout.result(self.job_id), self.layout.quarantine_entry(self.job_id)]
         )
-        if any(stat is not None for stat in traces):
-            return WrongState(f"job {self.job_id} is not current (finished or quarantined)")
+        if traces[1] is not None:
+            return WrongState(
+                f"job {self.job_id} is quarantined, not current: `zkstore quarantine release "
+                f"{self.job_id}` runs it again, `zkstore jobs cancel {self.job_id}` ends it "
+                "(and any driver of it still running)"
+            )
+        if traces[0] is not None:
+            return WrongState(f"job {self.job_id} is not current (finished)")
         return JobNotFound(f"no job {self.job_id!r} in this cluster")
 
     # -- acknowledgement and declaration (the driver of the live attempt, fenced) ---------------

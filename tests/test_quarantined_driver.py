@@ -1,0 +1,74 @@
+"""A quarantined job whose driver still runs (issue 21, finding 4).
+
+A job is quarantined while its driver runs when a record of it turns unreadable (here its
+handle in ``currentJobs``): the leader stops acting on it, the driver goes on, paused here, and
+holds its slot. Through the installed ``zkstore`` script: ``quarantine release`` refuses and
+says how to end it; ``jobs cancel`` ends the driver, and the job ends CANCELLED and is cleaned.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from recovery.client import Client
+from recovery.dev.chaos import job
+from recovery.dev.localcluster import LocalCluster
+from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for
+from zkstore.config import StoreConfig
+from zkstore.jobs.states import CANCELLED, QUARANTINED
+
+START = SESSION_TIMEOUT * 10
+
+
+def zkstore(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "zkstore"), *words, *cli_args(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    local.extra_args = ("--reconcile-interval", "0.5")
+    local.start_daemon("d1")
+    local.wait_for_leader(timeout=START)
+    out = tmp_path / "out"
+    job_id = client.submit_function(job.sum_of_squares, str(out), None, 0.2, job_id="held")
+    wait_for(lambda: len(job.progress_times(out)) >= 2, timeout=90, what="progress")
+    assert zkstore(runtime_config, "control", "pause", job_id).returncode == 0
+    wait_for(lambda: client.status(job_id).state == "PAUSED", timeout=60, what="paused")
+    pid = local.driver_pid(job_id)
+    assert pid is not None
+    handle = client.cluster.layout.job_handle(job_id)
+    client.cluster.zk.set(handle, b"{garbage")
+    wait_for(lambda: client.status(job_id).state == QUARANTINED, timeout=60, what="quarantined")
+    assert alive(pid), "the driver of a quarantined job goes on"
+
+    refused = zkstore(runtime_config, "quarantine", "release", job_id)
+    assert refused.returncode == 5, refused
+    assert f"pid {pid}" in refused.stderr, refused.stderr
+    assert f"zkstore jobs cancel {job_id}" in refused.stderr, refused.stderr
+    resume = zkstore(runtime_config, "control", "resume", job_id)
+    assert resume.returncode == 5, resume
+    assert f"zkstore jobs cancel {job_id}" in resume.stderr, resume.stderr
+
+    cancelled = zkstore(runtime_config, "jobs", "cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "its driver, still running, is asked to stop" in cancelled.stdout, cancelled.stdout
+    wait_for(lambda: not alive(pid), timeout=SESSION_TIMEOUT * 5, what="the driver ended")
+    result = client.wait(job_id, timeout=60)
+    assert result.outcome == CANCELLED
+    wait_for(lambda: client.status(job_id).state == CANCELLED, timeout=60, what="cleaned up")
+    assert local.driver_pid(job_id) is None
