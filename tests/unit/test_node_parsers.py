@@ -24,9 +24,7 @@ from hypothesis import strategies as st
 from tests.node_kinds import NOW, PARENTS, PARSED, PRESENCE_ONLY
 from zkstore.errors import CorruptRecord
 from zkstore.handle import Handle
-from zkstore.jobs.records import (
-    Record,
-)
+from zkstore.jobs.records import MemberInfo, Record, RunningInfo
 from zkstore.layout import Layout
 from zkstore.strict import parse_time
 
@@ -90,6 +88,34 @@ def test_record_integers_fit_32_bits_unless_declared_wide() -> None:
         _Stamped.from_znode(b'{"pid": 2147483648, "started_ms": 1}', None, PATH)
     with pytest.raises(CorruptRecord, match="over 64 bits"):
         _Stamped.from_znode(b'{"pid": 1, "started_ms": 9223372036854775808}', None, PATH)
+
+
+def test_a_process_start_time_of_a_long_running_host_is_not_garbage() -> None:
+    """A process's start time is counted in clock ticks since boot (100 a second): past 2**31
+    after 248 days of uptime. A driver's running node and a daemon's member record that carry
+    one must still read, or a host up that long would see every live driver as unreadable."""
+    ticks = 300 * 86400 * 100  # started 300 days after boot
+    running = RunningInfo(
+        version=None,
+        attempt=1,
+        host="h",
+        pid=42,
+        started="2026-11-23T00:00:00+00:00",
+        start_ticks=ticks,
+        boot_id="b",
+    )
+    assert RunningInfo.from_znode(running.to_bytes(), None, PATH).start_ticks == ticks
+    member = MemberInfo(
+        version=None,
+        member_id="d1",
+        host="h",
+        pid=42,
+        slots=2,
+        started="2026-11-23T00:00:00+00:00",
+        start_ticks=ticks,
+        boot_id="b",
+    )
+    assert MemberInfo.from_znode(member.to_bytes(), None, PATH).start_ticks == ticks
 
 
 # -- the property -------------------------------------------------------------------------------

@@ -192,6 +192,8 @@ class RunningInfo(Record):
     boot_id: str | None = None
 
     optional = frozenset({"log", "start_ticks", "boot_id"})
+    #: clock ticks since boot: past 2**31 after 248 days of uptime at 100 Hz
+    wide = frozenset({"start_ticks"})
     times = frozenset({"started"})
 
 
@@ -311,6 +313,7 @@ class MemberInfo(Record):
     boot_id: str | None = None
 
     optional = frozenset({"labels", "start_ticks", "boot_id"})
+    wide = frozenset({"start_ticks"})  # see RunningInfo
     times = frozenset({"started"})
 
     @classmethod
