@@ -18,7 +18,10 @@ How PySpark (4.x, ``pyspark/daemon.py``) ends a forked Python worker, and what i
   uses or unpickles a resource reference and, while the worker waits for a task, by the watcher
   thread: it sends the main thread SIGURG (whose default action is to be ignored), whose handler
   re-installs them. A SIGHUP within :data:`WATCH_EVERY` of the end of a task may still find the
-  default action: that worker dies without closing.
+  default action: that worker dies without closing. A handler that finds a close under way on
+  another thread (the watcher's idle close, the ``os._exit`` wrapper's helper) waits for it,
+  within the same bound, before the process dies (seen: the stop's SIGHUP met the idle close of
+  the last instance and the process died before that close wrote anything).
 - **Idle.** The watcher thread closes each resource that no task has used for its idle timeout
   (20 s by default, always under the minute after which Spark drops idle workers).
 - **SIGKILL, a crash, the machine going away**: nothing runs. A resource must not hold anything

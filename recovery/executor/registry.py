@@ -10,6 +10,11 @@ shares each resource between them. Its rules:
 - **Close exactly once per open.** An instance leaves the registry (under the lock) before it is
   closed, so whoever takes it out is the only one to close it; what was never opened is never
   closed. A close that raises is logged and still counts as the close of that open.
+- **A process on its way out waits for the closes under way.** An instance taken out by one
+  thread (the watcher closing an idle one, a worker's ``os._exit`` closing on a helper thread)
+  is not in the registry any more while it closes; a bounded :meth:`Registry.close_where` (what
+  a stop signal and an exit run) waits for those too before it returns, so that the process does
+  not die in the middle of another thread's close.
 - **Attempts never share.** The key holds the attempt, and opening attempt N of a job closes the
   instances that attempt N-1 (or older) left in this process: they will never be used again.
 - **Forks do not inherit.** A child forked from this process starts with an empty registry and
@@ -81,6 +86,9 @@ class Registry:
         self._gates: dict[ResourceKey, threading.Lock] = {}
         self._pending: dict[ResourceKey, Counter[str]] = {}
         self._sinks: dict[ResourceKey, tuple[int | None, Sink]] = {}
+        #: instances taken out to be closed whose close has not ended yet (any thread's)
+        self._in_flight = 0
+        self._closes_ended = threading.Condition(self._lock)
 
     # -- using -----------------------------------------------------------------------------------
 
@@ -155,18 +163,33 @@ class Registry:
     ) -> int:
         """Close the instances whose key is ``selected``; returns how many were closed.
 
-        With ``bound``, the closes run on a helper thread and this returns after at most that
-        many seconds (a process on its way out must not hang on a stuck close).
+        With ``bound``, the closes run on a helper thread, and the closes other threads have under
+        way are waited for too (a process on its way out must not die in the middle of one); this
+        returns after at most ``bound`` seconds all told (nor may it hang on a stuck close).
         """
         with self._lock:
             taken = self._take(selected)
-        if not taken:
-            return 0
         if bound is None:
             self._close_all(taken, reason)
-        else:
+            return len(taken)
+        deadline = time.monotonic() + bound
+        if taken:
             _run_bounded(lambda: self._close_all(taken, reason), bound, f"closing ({reason})")
+        self._wait_for_closes(deadline, reason)
         return len(taken)
+
+    def _wait_for_closes(self, deadline: float, reason: str) -> None:
+        with self._closes_ended:
+            while self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    logger.warning(
+                        "closing (%s): %d close(s) still under way, going on without them",
+                        reason,
+                        self._in_flight,
+                    )
+                    return
+                self._closes_ended.wait(left)
 
     def close_idle(self, running_task: int | None) -> int:
         """Close what has not been used for its idle timeout; returns how many were closed.
@@ -186,8 +209,10 @@ class Registry:
         return len(idle)
 
     def _take(self, selected: Callable[[ResourceKey], bool]) -> list[Instance]:
-        """Remove the selected instances (under the lock): the caller is now their only closer."""
+        """Remove the selected instances (under the lock): the caller is now their only closer,
+        and must close each (:meth:`_close` ends its flight)."""
         keys = [key for key in self._instances if selected(key)]
+        self._in_flight += len(keys)
         return [self._instances.pop(key) for key in keys]
 
     def _close_all(self, instances: Iterable[Instance], reason: str) -> None:
@@ -195,17 +220,22 @@ class Registry:
             self._close(instance, reason)
 
     def _close(self, instance: Instance, reason: str) -> None:
-        if instance.pid != os.getpid():
-            return  # a forked child's copy: the parent closes the real one
         try:
-            instance.closer()
-        except Exception as exc:  # noqa: BLE001 - a close that fails still ends that open
-            logger.warning(
-                "closing %s (%s) failed: %s: %s", instance.key, reason, type(exc).__name__, exc
-            )
-        else:
-            logger.info("closed %s (%s, pid %d)", instance.key, reason, os.getpid())
-        self._count(instance.key, "closes")
+            if instance.pid != os.getpid():
+                return  # a forked child's copy: the parent closes the real one
+            try:
+                instance.closer()
+            except Exception as exc:  # noqa: BLE001 - a close that fails still ends that open
+                logger.warning(
+                    "closing %s (%s) failed: %s: %s", instance.key, reason, type(exc).__name__, exc
+                )
+            else:
+                logger.info("closed %s (%s, pid %d)", instance.key, reason, os.getpid())
+            self._count(instance.key, "closes")
+        finally:
+            with self._closes_ended:
+                self._in_flight -= 1
+                self._closes_ended.notify_all()
 
     # -- counts ----------------------------------------------------------------------------------
 

@@ -133,6 +133,45 @@ def test_idle_instances_close_unless_the_running_task_used_them() -> None:
     assert log[-1] == "close a"
 
 
+def test_a_close_on_the_way_out_waits_for_a_close_another_thread_has_under_way() -> None:
+    """The watcher takes an idle instance out and closes it on its own thread; a stop signal
+    arriving meanwhile closes everything (nothing is left to take) and the process dies of it:
+    it must not die before that other close has ended (it would leave the open unclosed)."""
+    registry = Registry()
+    closing, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+
+    def slow_close() -> None:
+        closing.set()
+        release.wait(10)
+        ended.append("closed")
+
+    key = ResourceKey("job", 1, "db")
+    registry.acquire(key, lambda: ("v", slow_close), idle_timeout=0.0, task=None)
+    idle = threading.Thread(target=registry.close_idle, args=(None,))
+    idle.start()
+    assert closing.wait(10), "the idle close began"
+    threading.Timer(0.3, release.set).start()
+    assert registry.close_where(lambda _: True, "signal SIGHUP", bound=10) == 0, "nothing left"
+    assert ended == ["closed"], "returned only once the close under way had ended"
+    idle.join()
+
+
+def test_a_stuck_close_under_way_is_waited_for_no_longer_than_the_bound() -> None:
+    registry = Registry()
+    release = threading.Event()
+    key = ResourceKey("job", 1, "db")
+    registry.acquire(key, lambda: ("v", lambda: release.wait(10)), idle_timeout=0.0, task=None)
+    idle = threading.Thread(target=registry.close_idle, args=(None,), daemon=True)
+    idle.start()
+    wait_for(lambda: not registry.open_keys(), timeout=10, what="the close taken")
+    began = time.monotonic()
+    registry.close_where(lambda _: True, "exit", bound=0.3)
+    assert 0.25 <= time.monotonic() - began < 5, "waited for the bound, then went on"
+    release.set()
+    idle.join()
+
+
 def test_a_newer_attempt_never_shares_and_supersedes_the_older() -> None:
     registry = Registry()
     log: list[str] = []
