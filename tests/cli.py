@@ -44,15 +44,22 @@ def zkstore(
     *words: str,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    connection_first: bool = True,
 ) -> Ran:
     """``zkstore <command> <connection options> <words>``, in this process (from ``cwd``)."""
     from recovery.cli import cli
 
+    options = connection(config)
+    args = (
+        [*command.split(), *options, *words]
+        if connection_first
+        else [*command.split(), *words, *options]
+    )
     runner = CliRunner()
     with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
         result = runner.invoke(
             cli,
-            [*command.split(), *connection(config), *words],
+            args,
             env=env,
             prog_name="zkstore",
         )
@@ -61,10 +68,16 @@ def zkstore(
     return Ran(result.exit_code, result.stdout, result.stderr)
 
 
+def run(config: StoreConfig, *words: str, env: dict[str, str] | None = None) -> Ran:
+    """``zkstore <words> <connection options>`` in this process: the words as they are (an
+    argument may hold spaces), the connection options after them."""
+    return zkstore(config, "", *words, env=env, connection_first=False)
+
+
 def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(9)) -> Ran:
     """A command run in this process that must answer: an exit code among ``codes`` (the
     documented ones by default) and never a traceback or an internal error."""
-    ran = zkstore(config, " ".join(words))  # the connection options after every word
+    ran = run(config, *words)
     printed = ran.stdout + ran.stderr
     assert ran.returncode in set(codes), (words, ran.returncode, printed[-2000:])
     assert "Traceback" not in printed and "internal error" not in printed, (words, printed[-2000:])

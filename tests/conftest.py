@@ -136,6 +136,14 @@ def local(
 
 
 @pytest.fixture
+def laptop(tmp_path: Path) -> Path:
+    """The user's directory: where they type commands (never the daemon's directory)."""
+    path = tmp_path / "laptop"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
 def secure(config: StoreConfig) -> StoreConfig:
     """The test's cluster with ZooKeeper credentials (``alice``) and a read ACL (``monitor``)."""
     return config.with_changes(
@@ -198,13 +206,20 @@ SERVER_FIXTURES = frozenset(
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with its kind, and refuse a unit test that needs a server."""
-    misplaced = []
+    misplaced, unsorted = [], set()
     for item in items:
         kind = item.path.parent.name
         if kind in KINDS:
             item.add_marker(kind)
+        else:
+            unsorted.add(str(item.path))
         if kind == "unit" and SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             misplaced.append(item.nodeid)
+    if unsorted:
+        raise pytest.UsageError(
+            "every test lives in tests/unit, tests/integration or tests/e2e: "
+            + ", ".join(sorted(unsorted))
+        )
     if misplaced:
         raise pytest.UsageError(
             "unit tests must not use servers (move them to integration/ or e2e/): "

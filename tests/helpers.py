@@ -20,11 +20,15 @@ from kazoo.security import make_digest_acl_credential
 
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
+from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
 from zkstore.handle import Handle
-from zkstore.jobs.states import QUARANTINED
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import JobStatus
+from zkstore.jobs.states import CLEAN, QUARANTINED, STARTING
 from zkstore.storage import StateStorage
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 if TYPE_CHECKING:
@@ -141,6 +145,34 @@ def plant(zk: ZooKeeper, path: str, data: bytes) -> None:
         except (NodeExistsError, NoNodeError):
             continue
     raise AssertionError(f"could not plant {path}")
+
+
+def quarantined(cluster: Cluster, job_id: str, *, checkpoint: bool = True) -> None:
+    """A submitted job (with a status, a checkpoint) that the leader moved to quarantine."""
+    cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
+    status = JobStatus(version=None, state=STARTING, attempt=2, failures=1, updated=utc_now())
+    cluster.state.put_status(job_id, status, expected_version=None)
+    if checkpoint:
+        store = cluster.checkpoints(job_id)
+        store.add({"step": 1})
+        store.handles.release_all()  # as the driver's session would on its way out
+    cluster.quarantine.move_in(job_id, "CorruptPayload: sha256 does not match its handle")
+
+
+def nothing_of(cluster: Cluster, job_id: str) -> None:
+    """The job's only trace is its CLEAN result: no entry, records, payload, index, lingering."""
+    layout = cluster.layout
+    for path in (
+        layout.job_handle(job_id),
+        layout.job_dir(job_id),
+        layout.quarantine_entry(job_id),
+        layout.cleanup_entry(job_id),
+    ):
+        assert cluster.zk.exists(path) is None, path
+    assert cluster.storage.list(cluster.storage_layout.job(job_id)) == []
+    assert [f for f in find_lingering(cluster, min_age=0) if f.job_id == job_id] == []
+    result = cluster.results.get(job_id)
+    assert result is not None and result.state == CLEAN
 
 
 def expire_session(zk: ZooKeeper) -> None:

@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 
+def noop(ctx: Any) -> None:
+    """A job that does nothing."""
+    return None
+
+
 def mark(out: str, name: str, **data: Any) -> None:
     """Record ``name`` atomically (temp file + rename): the test may read it at any moment."""
     Path(out).mkdir(parents=True, exist_ok=True)

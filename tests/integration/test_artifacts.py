@@ -25,7 +25,7 @@ from tests.servers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, FenceLost, HandleExists, UntrustedPayload, WrongState
+from zkstore.errors import FenceLost, HandleExists, UntrustedPayload, WrongState
 from zkstore.jobs.artifacts import (
     ATTEMPT,
     FINISHED,
@@ -504,16 +504,3 @@ def test_an_extra_root_in_another_bucket_uses_the_storage_options(
             assert fs.find(f"{scratch}/runs") == [f"{scratch}/runs/j/staging-b/part-0"]
         finally:
             attempt.end()
-
-
-def test_artifact_roots_come_from_flags_or_the_environment_and_travel_to_drivers() -> None:
-    env = {"ZKSTORE_ARTIFACT_ROOTS": "file:///scratch, s3://bucket/runs"}
-    config = StoreConfig.from_env(env)
-    assert config.artifact_roots == ("file:///scratch", "s3://bucket/runs")
-    assert StoreConfig.from_env(env, artifact_roots=("file:///x",)).artifact_roots == (
-        "file:///x",
-    ), "a flag wins"
-    assert StoreConfig.from_json(config.to_json()) == config, "the driver's pipe carries them"
-    for bad in ("file:///", "s3://", "/no/protocol", "file:///a/../b", "file:///a b"):
-        with pytest.raises(ConfigError, match="artifact root"):
-            StoreConfig.from_env({}, artifact_roots=(bad,))

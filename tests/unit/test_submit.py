@@ -1,0 +1,18 @@
+"""What submit --wait prints of the attempts it sees."""
+
+from __future__ import annotations
+
+from zkstore.jobs.states import FAILED, SUCCEEDED
+
+
+def test_a_finished_attempt_is_never_shown_as_starting_again() -> None:
+    """The moment between the driver's outcome and the leader's reaction is ENDED."""
+    from zkstore.jobs.records import JobStatus, Outcome
+    from zkstore.jobs.snapshot import ENDED, JobSnapshot
+    from zkstore.jobs.states import STARTING
+
+    status = JobStatus(version=3, state=STARTING, attempt=2, updated="2026-11-21T00:00:00Z")
+    ended = Outcome(version=0, attempt=2, outcome=SUCCEEDED, finished="2026-11-21T00:00:01Z")
+    older = Outcome(version=0, attempt=1, outcome=FAILED, finished="2026-11-21T00:00:01Z")
+    assert JobSnapshot("j", status=status, outcome=ended).state == ENDED
+    assert JobSnapshot("j", status=status, outcome=older).state == STARTING
