@@ -8,7 +8,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,10 +25,6 @@ from zkstore.jobs.states import SUCCEEDED
 from zkstore.zk import ZooKeeper, default_acl
 
 BIN = Path(sys.executable).parent
-
-
-def noop(ctx: Any) -> None:
-    return None
 
 
 def cli_env(config: StoreConfig, auth: str | None) -> dict[str, str]:
@@ -78,7 +73,7 @@ def test_digest_command_prints_the_id_of_a_password() -> None:
 
 def test_wrong_password_gets_one_clear_line_from_the_cli(secure: StoreConfig) -> None:
     with Cluster.open(secure) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+        cluster.jobs.submit(JobDefinition.for_function("job1", jobs.noop))
     ok = zkstore(secure, f"alice:{SECRET}", "jobs", "list")
     assert ok.returncode == 0 and "job1" in ok.stdout, ok.stderr
     for auth in (f"alice:not-{SECRET}", None):
@@ -183,7 +178,7 @@ def test_daemon_warns_about_an_open_root_and_strict_acl_refuses(
 
 def test_acl_apply_closes_an_open_cluster(config: StoreConfig, secure: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("old", noop))
+        cluster.jobs.submit(JobDefinition.for_function("old", jobs.noop))
     auth = f"alice:{SECRET}"
     assert zkstore(secure, auth, "acl", "check").returncode == 1
     dry = zkstore(secure, auth, "acl", "apply", "--dry-run")
@@ -227,7 +222,7 @@ def test_sasl_credentials_pass_through_to_kazoo(
         zk_auth=ZkAuth.parse(f"sasl:DIGEST-MD5:zkstore:{SECRET}"),
     )
     with Cluster.open(sasl) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+        cluster.jobs.submit(JobDefinition.for_function("job1", jobs.noop))
         handle = cluster.layout.job_handle("job1")
         acl, _ = cluster.zk.get_acls(handle)
     assert [(a.id.scheme, a.id.id, a.perms) for a in acl] == [("sasl", "zkstore", 31)]

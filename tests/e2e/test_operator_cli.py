@@ -7,21 +7,17 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
+from tests import jobs
 from tests.helpers import BIN, cli_args
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 
 
-def noop(ctx: Any) -> None:
-    return None
-
-
 def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("sub", noop))
+        cluster.jobs.submit(JobDefinition.for_function("sub", jobs.noop))
     done = subprocess.run(
         [str(BIN / "zkstore"), "handles", "lingering", "--format", "json", *cli_args(config)],
         capture_output=True,

@@ -26,12 +26,6 @@ SPARK_EXAMPLES = Path(pyspark.__file__).parent / "examples" / "src" / "main" / "
 
 
 @pytest.fixture
-def spark_config(config: StoreConfig) -> StoreConfig:
-    # Spark makes the machine busy: a longer session keeps ZooKeeper sessions stable meanwhile.
-    return config.with_changes(session_timeout=10.0)
-
-
-@pytest.fixture
 def daemon(
     spark_config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[LocalCluster]:
@@ -43,13 +37,6 @@ def daemon(
     if report is not None and report.failed:
         for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
             print(f"----- {log} -----\n{log.read_text()[-4000:]}")
-
-
-@pytest.fixture
-def laptop(tmp_path: Path) -> Path:
-    path = tmp_path / "laptop"
-    path.mkdir()
-    return path
 
 
 def test_spark_pi_example(spark_config: StoreConfig, laptop: Path, daemon: LocalCluster) -> None:

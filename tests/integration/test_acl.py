@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from tests import jobs
 from tests.helpers import MONITOR_SECRET, SECRET, session
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
@@ -14,13 +13,9 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.zk import default_acl
 
 
-def noop(ctx: Any) -> None:
-    return None
-
-
 def test_strangers_can_neither_read_handles_nor_change_anything(secure: StoreConfig) -> None:
     with Cluster.open(secure) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("job1", noop))
+        cluster.jobs.submit(JobDefinition.for_function("job1", jobs.noop))
         handle = cluster.layout.job_handle("job1")
         results = cluster.layout.results
     for auth in (None, f"alice:wrong-{SECRET}", f"bob:{SECRET}"):

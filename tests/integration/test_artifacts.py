@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from recovery.cli import cli
 from recovery.dev.localcluster import LocalCluster
-from tests import helpers
+from tests import helpers, jobs
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.servers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
@@ -44,10 +44,6 @@ from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 
-def noop(ctx: Any) -> None:
-    return None
-
-
 class Attempt:
     """A driver's standing without a driver: the job's status at STARTING ``attempt`` and its
     ``running`` node, held in a session of its own (:meth:`end` is the driver dying)."""
@@ -55,7 +51,7 @@ class Attempt:
     def __init__(self, cluster: Cluster, job_id: str, attempt: int = 1) -> None:
         layout = cluster.layout
         if cluster.jobs.handles.exists(job_id) is None:
-            cluster.jobs.submit(JobDefinition.for_function(job_id, noop))
+            cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
         current = cluster.state.status(job_id)
         status = cluster.state.put_status(
             job_id,

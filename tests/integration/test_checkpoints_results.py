@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConfigError,
@@ -189,13 +190,9 @@ def test_cancel_request_is_idempotent(cluster: Cluster) -> None:
 # -- quarantine ----------------------------------------------------------------------------------
 
 
-def noop(ctx: Any) -> None:
-    return None
-
-
 def test_quarantine_moves_one_job_and_leaves_the_others_recoverable(cluster: Cluster) -> None:
     for i in range(3):
-        cluster.jobs.submit(JobDefinition.for_function(f"job-{i}", noop))
+        cluster.jobs.submit(JobDefinition.for_function(f"job-{i}", jobs.noop))
     broken = cluster.jobs.handles.get_handle("job-1")
     cluster.storage.fs.pipe_file(cluster.storage.path_of(broken.uri), b"garbage")
     result = cluster.jobs.recover_all()
@@ -216,7 +213,7 @@ def test_quarantine_moves_one_job_and_leaves_the_others_recoverable(cluster: Clu
 
 
 def test_quarantine_of_garbage_handle_keeps_the_raw_data(cluster: Cluster) -> None:
-    cluster.jobs.submit(JobDefinition.for_function("job-1", noop))
+    cluster.jobs.submit(JobDefinition.for_function("job-1", jobs.noop))
     cluster.zk.set(cluster.layout.job_handle("job-1"), b"not json at all")
     entry = cluster.quarantine.move_in("job-1", "garbage handle")
     assert entry.handle is None and entry.raw == "not json at all"
@@ -224,7 +221,7 @@ def test_quarantine_of_garbage_handle_keeps_the_raw_data(cluster: Cluster) -> No
 
 
 def test_quarantine_removes_locks_held_by_others(cluster: Cluster, config: Any) -> None:
-    cluster.jobs.submit(JobDefinition.for_function("job-1", noop))
+    cluster.jobs.submit(JobDefinition.for_function("job-1", jobs.noop))
     with Cluster.open(config) as other:
         other.jobs.recover("job-1")  # holds a lock
         cluster.quarantine.move_in("job-1", "bad")

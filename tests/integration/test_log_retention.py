@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
 import pytest
 
 from recovery.retention import expire
+from tests import jobs
 from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering
 from zkstore.cluster import Cluster
@@ -24,15 +24,11 @@ from zkstore.ops import Fence
 from zkstore.strict import parse_time
 
 
-def noop(ctx: Any) -> None:
-    return None
-
-
 def finished_job_with_logs(cluster: Cluster, job_id: str, attempts: int = 2) -> JobLogs:
     """A job that ran ``attempts`` attempts (their logs stored) and whose result is recorded.
     Submitted and checkpointed by a session of its own, gone since (its locks with it)."""
     with Cluster.open(cluster.config) as writer:
-        writer.jobs.submit(JobDefinition.for_function(job_id, noop))
+        writer.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
         writer.checkpoints(job_id).add({"step": 1})
     logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
     for attempt in range(1, attempts + 1):
@@ -143,7 +139,7 @@ def test_a_deposed_leaders_sweep_changes_no_result(cluster: Cluster) -> None:
 
 def test_lingering_reports_logs_only_once_no_job_keeps_them(cluster: Cluster) -> None:
     live = JobLogs(cluster.storage, cluster.storage_layout, "live")
-    cluster.jobs.submit(JobDefinition.for_function("live", noop))
+    cluster.jobs.submit(JobDefinition.for_function("live", jobs.noop))
     live.write_chunk(1, 0, b"a live job's log\n")
     finished_job_with_logs(cluster, "kept")
     assert clean_up(cluster, "kept", keep_logs=3600)
@@ -175,7 +171,7 @@ def test_cleanup_of_lingering_logs_rechecks_the_retention_first(cluster: Cluster
     findings = [f for f in find_lingering(cluster, min_age=0) if f.kind == ORPHAN_PAYLOAD]
     assert findings
     cluster.zk.delete(cluster.layout.result("revived"))
-    cluster.jobs.submit(JobDefinition.for_function("revived", noop))
+    cluster.jobs.submit(JobDefinition.for_function("revived", jobs.noop))
     outcome = Cleaner(cluster, dry_run=False).clean(findings)
     assert {(r.action, r.note) for r in outcome} == {("kept", "its job keeps it now")}
     assert JobLogs(cluster.storage, cluster.storage_layout, "revived").attempts()

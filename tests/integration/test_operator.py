@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from recovery.cli import cli
+from tests import jobs
 from tests.helpers import cli_args, crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
@@ -22,10 +23,6 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 
 MIN_AGE = 2.0
-
-
-def noop(ctx: Any) -> None:
-    return None
 
 
 def run_cli(config: StoreConfig, *args: str) -> Any:
@@ -42,10 +39,10 @@ def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]
     """A store with one of every kind of lingering state, made by real write paths."""
     with Cluster.open(config) as cluster:
         for job in ("live", "damaged", "bad", "done", "late"):
-            cluster.jobs.submit(JobDefinition.for_function(job, noop))
+            cluster.jobs.submit(JobDefinition.for_function(job, jobs.noop))
         cluster.checkpoints("live").add({"step": 1})
         crash(config, "put", "orphaned", "add:payload-written")  # orphan payload, no handle
-        cluster.jobs.submit(JobDefinition.for_function("half-removed", noop))
+        cluster.jobs.submit(JobDefinition.for_function("half-removed", jobs.noop))
         crash(config, "remove", "half-removed", "remove:marked")  # marked node + its payload
         crash(config, "checkpoints", "live", "remove:payload-discarded")  # marked checkpoint
         crash(config, "finish", "done", "finish:result-recorded")  # dirty result
@@ -134,12 +131,12 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
             i = 0
             while not stop.is_set():
                 try:
-                    own.jobs.submit(JobDefinition.for_function(f"work-{i}", noop))
+                    own.jobs.submit(JobDefinition.for_function(f"work-{i}", jobs.noop))
                     own.checkpoints("live", retain=2).add({"work": i})
                     version = own.jobs.handles.exists(f"work-{i}")
                     assert version is not None
                     own.jobs.handles.replace(
-                        f"work-{i}", version, JobDefinition.for_function(f"work-{i}", noop)
+                        f"work-{i}", version, JobDefinition.for_function(f"work-{i}", jobs.noop)
                     )
                     written.append(f"work-{i}")
                 except BaseException as exc:
@@ -181,7 +178,7 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
 def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
         for job in ("fine", "flipped", "deleted"):
-            cluster.jobs.submit(JobDefinition.for_function(job, noop))
+            cluster.jobs.submit(JobDefinition.for_function(job, jobs.noop))
         cluster.checkpoints("fine").add({"step": 1})
         clean = run_cli(config, "handles", "verify", "--format", "json")
         assert clean.exit_code == 0 and json.loads(clean.stdout) == {"checked": 4, "problems": []}
@@ -201,7 +198,7 @@ def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig
 
 def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("a", noop), keep_lock=True)
+        cluster.jobs.submit(JobDefinition.for_function("a", jobs.noop), keep_lock=True)
         cluster.checkpoints("a").add({"step": 1})
         result = run_cli(config, "handles", "list", "--format", "json")
         items = json.loads(result.stdout)
@@ -224,11 +221,11 @@ def test_cleanup_needs_dry_run_or_yes(config: StoreConfig) -> None:
 
 def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("listed", noop, max_attempts=4))
+        cluster.jobs.submit(JobDefinition.for_function("listed", jobs.noop, max_attempts=4))
         cluster.checkpoints("listed").add({"step": 1})
         cluster.checkpoints("listed").add({"step": 2})
-    jobs = json.loads(run_cli(config, "jobs", "list", "--format", "json").stdout)
-    assert [(j["job_id"], j["state"], j["max_attempts"], j["kind"]) for j in jobs] == [
+    listed = json.loads(run_cli(config, "jobs", "list", "--format", "json").stdout)
+    assert [(j["job_id"], j["state"], j["max_attempts"], j["kind"]) for j in listed] == [
         ("listed", "SUBMITTED", 4, "function")
     ]
     shown = json.loads(run_cli(config, "jobs", "show", "listed", "--format", "json").stdout)
@@ -244,11 +241,13 @@ def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
 def test_a_handle_replaced_after_the_listing_is_not_reported_dangling(config: StoreConfig) -> None:
     """The second look: lingering re-reads a suspect znode before calling it dangling."""
     with Cluster.open(config) as cluster:
-        cluster.jobs.submit(JobDefinition.for_function("moving", noop))
+        cluster.jobs.submit(JobDefinition.for_function("moving", jobs.noop))
         stale = read_inventory(cluster.zk, cluster.layout)  # read before the replace
         version = cluster.jobs.handles.exists("moving")
         assert version is not None
-        cluster.jobs.handles.replace("moving", version, JobDefinition.for_function("moving", noop))
+        cluster.jobs.handles.replace(
+            "moving", version, JobDefinition.for_function("moving", jobs.noop)
+        )
         found = find_lingering(cluster, min_age=3600, inventory=stale)
         assert [f.kind for f in found] == [], "the old payload is gone, but so is its handle"
         cluster.storage.discard(cluster.jobs.handles.get_handle("moving").uri)
