@@ -26,11 +26,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
+from recovery.member.shipper import start_shipper
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.server import HttpServer
-from recovery.observe.shipper import start_shipper
 from recovery.settings import DaemonSettings, HttpAddress
 from zkstore.cli.jobs import describe
 from zkstore.cluster import Cluster

@@ -105,7 +105,7 @@ class DaemonSettings:
     cancel_grace: float = 30.0
     log_dir: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
-    #: fork drivers from a process that has imported what they need (see recovery.forkserver)
+    #: fork drivers from a process that has imported what they need (see recovery.member.forkserver)
     fork_server: bool = True
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)

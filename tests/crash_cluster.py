@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from recovery.retention import expire
+from recovery.leader.retention import expire
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs import triage

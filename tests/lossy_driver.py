@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recovery.driver import Driver
+from recovery.driver.driver import Driver
 from zkstore.config import StoreConfig
 from zkstore.dev.blackout import Blackout
 from zkstore.errors import OutcomeUnknown

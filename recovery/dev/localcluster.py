@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recovery.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
+from recovery.member.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.dev import lifeline
 from zkstore.errors import CorruptRecord, HandleNotFound
@@ -124,7 +124,7 @@ class LocalCluster:
         command = [
             sys.executable,
             "-m",
-            "recovery.cli",
+            "recovery.cli.main",
             *(["-v"] if self.verbose else []),
             "daemon",
             "--id",

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.observe.access import AllowedHosts, ApiError, Tokens
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable

@@ -2,7 +2,7 @@
 
 A job's cleanup (:func:`zkstore.jobs.cleanup.clean_up`) leaves its logs in storage and records
 in its CLEAN result until when they are kept (``logs_until``). The leader's retention passes
-(:mod:`recovery.retention`, which walk the results a page at a time) call :func:`remove_logs`
+(:mod:`recovery.leader.retention`, which walk the results a page at a time) call :func:`remove_logs`
 for each result whose time has come: the logs are removed, then ``logs_until`` is dropped from
 the result with a write fenced on the leadership. A crash between the two leaves ``logs_until``
 in place, and the next pass (of this leader or the next) removes what is left (nothing, or

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from recovery.fleet import read_fleet
-from recovery.launcher import DriverLauncher
+from recovery.leader.placement import read_fleet
+from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord
@@ -42,7 +42,7 @@ class Observed(Protocol):
 
 @dataclass(frozen=True)
 class DaemonInfo:
-    """One daemon of the fleet, as its member record says (:mod:`recovery.fleet`)."""
+    """One daemon of the fleet, as its member record says (:mod:`recovery.leader.placement`)."""
 
     daemon_id: str
     host: str | None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import BIN, REPO, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig

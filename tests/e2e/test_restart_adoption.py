@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from recovery.observe.shipper import SHIPPER_NICENESS
+from recovery.member.shipper import SHIPPER_NICENESS
 from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
@@ -246,7 +246,7 @@ def test_a_live_daemon_of_this_host_still_refuses_a_second_with_its_id(
     )
     try:
         second = subprocess.run(
-            [sys.executable, "-m", "recovery.cli", "daemon", "--id", "twin"],
+            [sys.executable, "-m", "recovery.cli.main", "daemon", "--id", "twin"],
             env=local.environment(),
             capture_output=True,
             text=True,

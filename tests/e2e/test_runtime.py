@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import (
@@ -236,7 +236,7 @@ def test_dynamic_configuration_reaches_the_running_job(
 ) -> None:
     from click.testing import CliRunner
 
-    from recovery.cli import cli
+    from recovery.cli.main import cli
 
     local.start_daemon("d1")
     out = tmp_path / "out"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from recovery.cli import cli
+from recovery.cli.main import cli
 from recovery.dev.localcluster import LocalCluster
 from tests import helpers, jobs
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data

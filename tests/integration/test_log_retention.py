@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from recovery.retention import expire
+from recovery.leader.retention import expire
 from tests import jobs
 from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from recovery.cli import cli
+from recovery.cli.main import cli
 from tests import jobs
 from tests.helpers import cli_args, crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify

@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner, Result
 
-from recovery.cli import cli
+from recovery.cli.main import cli
 from tests import jobs
 from tests.cli import run
 from tests.helpers import cli_args, crash, nothing_of, quarantined

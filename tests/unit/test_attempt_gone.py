@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from recovery.decide import CleanUp, Local, Restart, Wait, decide
+from recovery.leader.decide import CleanUp, Local, Restart, Wait, decide
 from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from recovery.decide import (
+from recovery.leader.decide import (
     Adopt,
     CleanUp,
     Finish,

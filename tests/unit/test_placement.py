@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recovery.fleet import Fleet, Member
+from recovery.leader.placement import Fleet, Member
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import utc_now
 

@@ -1,4 +1,4 @@
-"""The store's half of the ``zkstore`` command line; :mod:`recovery.cli` adds the runtime's."""
+"""The store's half of the ``zkstore`` command line; :mod:`recovery.cli.main` adds the runtime's."""
 
 from zkstore.cli import acl as _acl  # noqa: F401  (registers its commands)
 from zkstore.cli import control as _control  # noqa: F401

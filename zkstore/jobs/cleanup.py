@@ -8,7 +8,7 @@ with the end of the logs' retention (``logs_until``). A crash anywhere leaves a 
 which tells the next leader to run this again.
 
 The logs stay for people to read after the job (``zkstore jobs logs``); the leader's retention
-passes (:mod:`recovery.retention`) remove them once ``logs_until`` has passed. They are never
+passes (:mod:`recovery.leader.retention`) remove them once ``logs_until`` has passed. They are never
 removed here, even with no retention at all: a driver's last lines may still be on their way to
 storage when its outcome is recorded, and a later pass catches them.
 """

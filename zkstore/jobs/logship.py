@@ -5,7 +5,7 @@ from an offset and stores what is new every few seconds as the next chunk of the
 (:class:`~zkstore.jobs.logs.JobLogs`); once the driver has exited (its pidfd, inherited from the
 launcher, becomes readable) it stores the rest and ``end.json``. The file is the buffer: the
 driver never waits for storage, and nothing is dropped while storage is down. The runtime starts
-it (:mod:`recovery.observe.shipper` says why a process of its own); it lives here, with the
+it (:mod:`recovery.member.shipper` says why a process of its own); it lives here, with the
 store, so that it starts without the runtime's imports, and it loads storage (fsspec: most of
 its CPU) only at its first look, one interval after the driver started.
 """

@@ -10,7 +10,7 @@ the job declared, and the history of changes.
     S/<cluster>/jobs/<job>/control-history/<version>-<uuid>.json   one change each (bounded)
 
 :class:`ControlStore` is the Python API (``zkstore control`` and the HTTP API use it);
-:func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.control``.
+:func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.driver.control``.
 """
 
 from zkstore.jobs.control.history import ControlHistory, HistoryEntry, gaps

@@ -15,11 +15,11 @@ killed. A driver that exits while another process holds its attempt's ``running`
 duplicate that ZooKeeper refused) changes nothing: neither that node, nor the working directory,
 nor the assignment.
 
-A daemon restarted with its id (after SIGTERM or SIGKILL) adopts the live drivers of the
-attempts placed on it, identified by pid and start time (:mod:`recovery.adoption`): it follows
-each through a pidfd and records its exit as it would for a driver it forked, never launches an
-attempt twice, and releases a ``running`` node or a working directory only once its owner is
-verified dead. Their log shippers are processes of their own and go on.
+A daemon restarted with its id (after SIGTERM or SIGKILL) adopts the live drivers of the attempts
+placed on it, identified by pid and start time (:mod:`recovery.member.adoption`): it follows each
+through a pidfd and records its exit as it would for a driver it forked, never launches an attempt
+twice, and releases a ``running`` node or a working directory only once its owner is verified dead.
+Their log shippers are processes of their own and go on.
 
 Running drivers are not stopped when this member's own session is suspended or lost: each
 driver holds its own session and stops itself before that session can expire (invariant 4); a
@@ -36,10 +36,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from recovery import adoption, processes, registration
-from recovery.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
-from recovery.launcher import DriverLauncher, Launch, describe_exit
-from recovery.processes import Liveness, ProcessIdentity
+from recovery.member import adoption, processes, registration
+from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
+from recovery.member.launcher import DriverLauncher, Launch, describe_exit
+from recovery.member.processes import Liveness, ProcessIdentity
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (
@@ -94,7 +94,7 @@ class FleetMember:
     # -- membership ----------------------------------------------------------------------------
 
     def register(self, stop: threading.Event | None = None) -> bool:
-        """Create our member record in this session (:func:`recovery.registration.take_id`:
+        """Create our member record in this session (:func:`recovery.member.registration.take_id`:
         an earlier holder of our id that is this host's dead process is replaced at once, one
         that cannot be checked waited for, a live one refused); then follow our assignments.
         Returns False if ``stop`` was set while waiting."""
@@ -193,7 +193,7 @@ class FleetMember:
         return self._left.get(job_id) != (assignment.attempt, assignment.assigned)
 
     def _judged(self, new: dict[str, Assignment]) -> list[tuple[str, Assignment]]:
-        """Judge each new assignment (:func:`recovery.adoption.judge`): adopt, bury or leave
+        """Judge each new assignment (:func:`recovery.member.adoption.judge`): adopt, bury or leave
         what a driver may hold already; returns those to launch. Their running and outcome
         nodes are read in one pipelined round."""
         if not new:

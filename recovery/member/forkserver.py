@@ -8,10 +8,10 @@ at once on the survivors; forked from an interpreter that has all of that loaded
 starts in a few milliseconds.
 
 Fork safety: the server never starts a thread nor opens a connection (it only imports), so every
-child starts as a clean single-threaded process; the child then runs :func:`recovery.driver.main`
-exactly as ``python -m recovery.driver`` would, with the same arguments, in its own session, its
-output in the attempt's log file, its configuration (its job's signing key included) through a
-pipe it reads once and closes.
+child starts as a clean single-threaded process; the child then runs
+:func:`recovery.driver.driver.main` exactly as ``python -m recovery.driver.driver`` would, with the
+same arguments, in its own session, its output in the attempt's log file, its configuration (its
+job's signing key included) through a pipe it reads once and closes.
 
 The server never reads a configuration: the daemon writes each into a pipe of its own and hands
 the server the pipe's read end over a Unix socket (``SCM_RIGHTS``), which the child inherits and
@@ -48,7 +48,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from recovery.processes import start_ticks
+from recovery.member.processes import start_ticks
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -
 
 
 #: What the server can fork: ``python -m <module>`` of each, already imported.
-_MAINS = {"driver": "recovery.driver", "shipper": "zkstore.jobs.logship"}
+_MAINS = {"driver": "recovery.driver.driver", "shipper": "zkstore.jobs.logship"}
 
 
 def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
@@ -194,7 +194,7 @@ class ForkedProcess:
 
     def __init__(self, pid: int, server: ForkServer, start_ticks: int | None = None) -> None:
         self.pid = pid
-        #: when it started (see :mod:`recovery.processes`), as the server saw it
+        #: when it started (see :mod:`recovery.member.processes`), as the server saw it
         self.start_ticks = start_ticks
         self._server = server
         self._ended = threading.Event()
@@ -304,7 +304,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._process = subprocess.Popen(
-                [self._python, "-m", "recovery.forkserver"],
+                [self._python, "-m", "recovery.member.forkserver"],
                 stdin=theirs.fileno(),
                 stdout=subprocess.PIPE,
                 env=self._env,

@@ -3,9 +3,9 @@
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
 crash. Its output goes to a log file per attempt, which a shipper process started beside it
-stores in object storage as it grows (:mod:`recovery.observe.shipper`); it runs in a fresh
-working directory per attempt (``<work dir>/<job>-attempt-<n>``, see :mod:`recovery.workdir`),
-which its daemon removes when it sees the driver exit.
+stores in object storage as it grows (:mod:`recovery.member.shipper`); it runs in a fresh
+working directory per attempt (``<work dir>/<job>-attempt-<n>``, see
+:mod:`recovery.driver.workdir`), which its daemon removes when it sees the driver exit.
 
 Its store configuration comes through a pipe (``--config-fd``) that the driver reads once and
 closes: never through its environment or command line, which the Spark JVM and the Python
@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from recovery.forkserver import ForkedProcess, ForkServer
-from recovery.observe.shipper import (
+from recovery.member.forkserver import ForkedProcess, ForkServer
+from recovery.member.processes import EXIT_NOT_SEEN, ProcessIdentity, boot_id, start_ticks
+from recovery.member.shipper import (
     SHIPPER_NICENESS,
     shipper_argv,
     shipper_config,
     start_shipper,
 )
-from recovery.processes import EXIT_NOT_SEEN, ProcessIdentity, boot_id, start_ticks
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
@@ -50,7 +50,7 @@ DRIVER_OF_ENV = "ZKSTORE_DRIVER_OF"
 #: Names the daemon (fleet member) that launched a driver.
 DRIVER_MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 
-# Exit codes of ``python -m recovery.driver``.
+# Exit codes of ``python -m recovery.driver.driver``.
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 3  # another attempt holds ``running``, or this attempt was superseded
@@ -80,7 +80,7 @@ def describe_exit(code: int | None) -> str:
 
 class DriverProcess(Protocol):
     """What a launch needs of a driver process: a ``subprocess.Popen``, or a driver forked by
-    the fork server (:class:`recovery.forkserver.ForkedProcess`)."""
+    the fork server (:class:`recovery.member.forkserver.ForkedProcess`)."""
 
     @property
     def pid(self) -> int: ...
@@ -103,7 +103,7 @@ class Launch:
     process: DriverProcess
     log_path: Path
     work_dir: Path
-    #: who the driver process is, for ever (see :mod:`recovery.processes`)
+    #: who the driver process is, for ever (see :mod:`recovery.member.processes`)
     identity: ProcessIdentity
     adopted: bool = False
     started: float = field(default_factory=time.monotonic)
@@ -161,7 +161,7 @@ class DriverLauncher:
         return [
             self.settings.python,
             "-m",
-            "recovery.driver",
+            "recovery.driver.driver",
             "--config-fd",
             str(config_fd),
             "--job-id",
@@ -257,7 +257,7 @@ class DriverLauncher:
         """Start the driver of ``attempt``; raises OSError if the process cannot be started.
 
         The caller has made sure that no driver of the attempt lives on this host (see
-        :mod:`recovery.adoption`): a working directory left over is a dead driver's.
+        :mod:`recovery.member.adoption`): a working directory left over is a dead driver's.
         """
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)

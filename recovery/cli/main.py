@@ -11,10 +11,12 @@ from typing import Any, TypeVar
 
 import click
 
-from recovery import fleet_cli  # noqa: F401  (registers `zkstore daemons`)
-from recovery.client import Client
+from recovery.cli import daemons  # noqa: F401  (registers `zkstore daemons`)
+from recovery.client.client import Client
+from recovery.client.shipping import Dependencies
+from recovery.client.sparkconf import parse_spark_conf
 from recovery.dev.demo import demo
-from recovery.fleet import parse_labels
+from recovery.leader.placement import parse_labels
 from recovery.observe.access import parse_allowed_hosts
 from recovery.settings import (
     API_TOKEN_ENV,
@@ -26,8 +28,6 @@ from recovery.settings import (
     parse_http_address,
     spark_master_from_env,
 )
-from recovery.shipping import Dependencies
-from recovery.sparkconf import parse_spark_conf
 from zkstore.cli import cli
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, connection_options

@@ -1,4 +1,4 @@
-"""The driver of one attempt of one job: ``python -m recovery.driver --job-id J --attempt N ...``.
+"""The driver of one attempt of one job (``python -m recovery.driver.driver --job-id J ...``).
 
 It runs in its own OS process and its own ZooKeeper session, so it outlives a daemon crash:
 
@@ -7,15 +7,15 @@ It runs in its own OS process and its own ZooKeeper session, so it outlives a da
    assigned);
 2. load and verify the definition (a broken one is reported as BROKEN, for quarantine);
 3. lay out the job's shipped files in the attempt's working directory (its current directory,
-   see :mod:`recovery.workdir`), take the job's control values and acknowledge them (a paused
-   job waits here, see :mod:`recovery.control`), then run the script as ``__main__``, or load
+   see :mod:`recovery.driver.workdir`), take the job's control values and acknowledge them (a paused
+   job waits here, see :mod:`recovery.driver.control`), then run the script as ``__main__``, or load
    and call ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and
    UI address in the EPHEMERAL ``spark`` record (fenced on the attempt);
 4. report the outcome and release ``running`` in one transaction, fenced on the attempt, and
    remove the working directory.
 
 A cancel request interrupts the job (and its Spark jobs); after a grace period the driver reports
-CANCELLED and exits regardless. When its session lease runs out (:mod:`recovery.lease`: no
+CANCELLED and exits regardless. When its session lease runs out (:mod:`recovery.driver.lease`: no
 answer from ZooKeeper for the session timeout less a margin, counted from the last answered
 heartbeat), or its session expired, the driver kills its Spark JVM and exits without an outcome:
 by the time the session could expire and another attempt start, this one has stopped.
@@ -39,15 +39,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery import processes, sparkapp, workdir
-from recovery.artifacts import JobArtifacts
-from recovery.context import (
+from recovery.client.sparkconf import spark_submit_args
+from recovery.driver import sparkapp, workdir
+from recovery.driver.artifacts import JobArtifacts
+from recovery.driver.context import (
     AttemptSuperseded,
     JobCancelled,
     JobContext,
 )
-from recovery.control import JobControl
-from recovery.launcher import (
+from recovery.driver.control import JobControl
+from recovery.driver.lease import SessionLease
+from recovery.member import processes
+from recovery.member.launcher import (
     EXIT_BROKEN,
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -55,9 +58,7 @@ from recovery.launcher import (
     EXIT_SUCCEEDED,
     EXIT_SUSPENDED,
 )
-from recovery.lease import SessionLease
 from recovery.settings import spark_master_from_env
-from recovery.sparkconf import spark_submit_args
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -82,7 +83,7 @@ from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch, WatchedValue
 
-logger = logging.getLogger("recovery.driver")
+logger = logging.getLogger("recovery.driver.driver")
 
 EXIT_CODES = {
     SUCCEEDED: EXIT_SUCCEEDED,
@@ -513,7 +514,7 @@ def _summarize(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recovery.driver", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m recovery.driver.driver", description=__doc__)
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--attempt", type=int, required=True)
     parser.add_argument("--status-version", type=int, required=True)

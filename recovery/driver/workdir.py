@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from recovery.sparkconf import FILES, JARS, PY_FILES, merge_lists
+from recovery.client.sparkconf import FILES, JARS, PY_FILES, merge_lists
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 
 logger = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ away, a member recording a driver's exit, a cancel request, a timer, a freed slo
 joining or leaving) reconciles that job again. Every write carries the leadership's fence, so a
 deposed leader's writes fail inside ZooKeeper.
 
-The leader places, members launch (:mod:`recovery.member`): a Start is written as the attempt's
-status (STARTING, the member) and its assignment in one transaction. The leader never reads a
-payload. A definition is verified once, by the driver, before it is unpickled; a driver that
+The leader places, members launch (:mod:`recovery.member.member`): a Start is written as the
+attempt's status (STARTING, the member) and its assignment in one transaction. The leader never
+reads a payload. A definition is verified once, by the driver, before it is unpickled; a driver that
 cannot load it reports BROKEN, and that is what quarantines the job (a handle that does not even
 parse is quarantined from the snapshot, without a driver).
 
@@ -28,12 +28,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from recovery.actions import JobActions
-from recovery.decide import Action, CleanUp, Initialize, Local, NoSlot, QuarantineJob, Start, decide
-from recovery.election import LeaderElection
-from recovery.fleet import Fleet, parse_labels, read_fleet
-from recovery.loop import Event, Leadership, Loop
-from recovery.retention import Retention
+from recovery.leader.actions import JobActions
+from recovery.leader.decide import (
+    Action,
+    CleanUp,
+    Initialize,
+    Local,
+    NoSlot,
+    QuarantineJob,
+    Start,
+    decide,
+)
+from recovery.leader.election import LeaderElection
+from recovery.leader.loop import Event, Leadership, Loop
+from recovery.leader.placement import Fleet, parse_labels, read_fleet
+from recovery.leader.retention import Retention
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (

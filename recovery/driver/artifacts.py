@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from recovery.context import AttemptSuperseded, JobCancelled
+from recovery.driver.context import AttemptSuperseded, JobCancelled
 from zkstore.errors import FenceLost
 from zkstore.jobs.artifacts import ATTEMPT, FINISHED, Artifact, ArtifactStore
 from zkstore.ops import Fence
@@ -77,7 +77,7 @@ class JobArtifacts:
         """Mark the artifact complete (a resumed attempt may trust it; a kept output is kept).
 
         If the job was cancelled, the artifact is released instead and
-        :class:`~recovery.context.JobCancelled` is raised: a cancelled job keeps nothing.
+        :class:`~recovery.driver.context.JobCancelled` is raised: a cancelled job keeps nothing.
         """
         done = self._fenced(
             lambda: self._store.finish(name, attempt=self._attempt, fence=self._fence)

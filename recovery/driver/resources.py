@@ -34,7 +34,7 @@ from typing import Any
 
 import cloudpickle
 
-from recovery.client import _is_user_module, _pickled_by_value
+from recovery.client.client import _is_user_module, _pickled_by_value
 from recovery.executor.ref import (
     DEFAULT_IDLE_TIMEOUT,
     SPARK_IDLE_KILL,

@@ -28,8 +28,8 @@ from typing import Any, TypedDict
 
 import cloudpickle
 
-from recovery.jobfile import importable, job_id_or_default, load_function, parse_target
-from recovery.shipping import Dependencies, Shipment, check_arguments, prepare
+from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
+from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig

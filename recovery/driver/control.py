@@ -3,14 +3,15 @@ built-in controls every job gets (pause, log level, checkpoint requests).
 
 A driver runs one :class:`JobControl`. Its control thread wakes when the job's ``control`` node
 changes (a watch, and every half minute in case a watch was lost), decides on the new desired
-values (:mod:`recovery.configchange`; the job's handlers run on this thread), updates what
+values (:mod:`recovery.driver.configchange`; the job's handlers run on this thread), updates what
 ``ctx.config`` shows, applies the built-ins, and writes the acknowledgement fenced on the attempt.
 A failed write is retried; a lost fence ends the thread (the attempt is over anyway).
 
 A crash at any point loses nothing: the acknowledgement is one write, and an attempt that dies
 before making it leaves the desired values as they are, which the next attempt applies as it
-starts and acknowledges (:func:`recovery.configchange.initial`). What an attempt applied is never
-handed to a handler again: a new attempt starts from it, its handlers see later changes only.
+starts and acknowledges (:func:`recovery.driver.configchange.initial`). What an attempt applied
+is never handed to a handler again: a new attempt starts from it,
+its handlers see later changes only.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from recovery import sparkapp
-from recovery.configchange import Applied, Handler, apply_desired, initial, revalidate
-from recovery.context import DynamicConfig
+from recovery.driver import sparkapp
+from recovery.driver.configchange import Applied, Handler, apply_desired, initial, revalidate
+from recovery.driver.context import DynamicConfig
 from zkstore.errors import ConflictError, CorruptRecord, FenceLost, StoreUnavailable
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.checkpoints import CheckpointStore

@@ -5,14 +5,14 @@
 starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``), as
 this attempt applied it: ``ctx.on_config_change``, ``ctx.declare_config``, ``ctx.pause_point``,
 ``ctx.checkpoint_requested`` and ``ctx.checkpoint_config_version`` are its control
-(:mod:`recovery.control`). Every checkpoint records the control version in effect.
-``ctx.artifacts`` tracks what the job writes (:mod:`recovery.artifacts`), Spark's checkpoint
+(:mod:`recovery.driver.control`). Every checkpoint records the control version in effect.
+``ctx.artifacts`` tracks what the job writes (:mod:`recovery.driver.artifacts`), Spark's checkpoint
 directory included.
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
 ``ctx.resource``, ``ctx.decorate`` and ``ctx.task`` give tasks executor-side resources shared per
-worker process (:mod:`recovery.resources`, :mod:`recovery.executor`).
+worker process (:mod:`recovery.driver.resources`, :mod:`recovery.executor`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from recovery.driver.resources import JobResources
 from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
 from recovery.executor.tasks import Decorator
-from recovery.resources import JobResources
 from zkstore.errors import FenceLost, StoreUnavailable
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.jobs.resources import ResourceReports
@@ -35,10 +35,10 @@ from zkstore.retry import WHILE_STANDING, TryAgain
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from recovery.artifacts import JobArtifacts
-    from recovery.configchange import Handler
-    from recovery.control import JobControl
-    from recovery.lease import SessionLease
+    from recovery.driver.artifacts import JobArtifacts
+    from recovery.driver.configchange import Handler
+    from recovery.driver.control import JobControl
+    from recovery.driver.lease import SessionLease
 
 T = TypeVar("T")
 
@@ -118,7 +118,7 @@ class JobContext:
         self._control = control
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
-        #: the job's artifacts (recovery/artifacts.py): register before writing, then finish
+        #: the job's artifacts (recovery/driver/artifacts.py): register before writing, then finish
         self.artifacts = artifacts
         self._resources = JobResources(
             job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
@@ -212,7 +212,7 @@ class JobContext:
             error=StoreUnavailable,
         )
 
-    # -- control (recovery/control.py) -----------------------------------------------------------
+    # -- control (recovery/driver/control.py) ------------------------------------------------------
 
     def _controlled(self) -> JobControl:
         if self._control is None:
@@ -272,7 +272,7 @@ class JobContext:
         was written since: poll it, and call :meth:`checkpoint` at the next opportunity."""
         return self._controlled().checkpoint_requested
 
-    # -- executor-side resources (recovery/resources.py, recovery/executor/) -------------------
+    # -- executor-side resources (recovery/driver/resources.py, recovery/executor/) ----------------
 
     def resource(
         self,

@@ -5,7 +5,7 @@ definition, so that any host can run the job) or URIs that Spark fetches itself 
 ``s3a://``, ``https://``, ``local:/``: passed through to Spark untouched). ``--packages`` are
 Maven coordinates, passed through as ``spark.jars.packages``. Each option may be repeated or
 given a comma-separated list, as with spark-submit. The job's own modules (what its file imports
-from its directory, see :mod:`recovery.modules`) are added as a zip.
+from its directory, see :mod:`recovery.client.modules`) are added as a zip.
 
 Every shipped file lands in the attempt's working directory under its own name, so two files of
 the same name are refused, and so are relative paths in the job's arguments that exist here but
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recovery.modules import modules_zip
-from recovery.sparkconf import FILES, JARS, PACKAGES, PY_FILES, merge_lists
+from recovery.client.modules import modules_zip
+from recovery.client.sparkconf import FILES, JARS, PACKAGES, PY_FILES, merge_lists
 from zkstore.errors import ConfigError
 from zkstore.jobs.definition import FileRole, ShippedFile
 

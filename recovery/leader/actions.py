@@ -1,4 +1,4 @@
-"""How the leader carries out each action of :mod:`recovery.decide` for one job.
+"""How the leader carries out each action of :mod:`recovery.leader.decide` for one job.
 
 Every write is fenced on the leadership. Nothing here decides: an action is applied as it was
 decided, and the job is looked at again through an event (never by calling back into the
@@ -22,7 +22,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from recovery.decide import (
+from recovery.leader.decide import (
     Action,
     Adopt,
     CleanUp,
@@ -43,7 +43,7 @@ from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.strict import utc_now
 
 if TYPE_CHECKING:
-    from recovery.leader import LeaderProcess
+    from recovery.leader.leader import LeaderProcess
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from recovery.loop import Event
+from recovery.leader.loop import Event
 from recovery.observe.retention import logs_due, remove_logs
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleExists, NotLeader
@@ -41,7 +41,7 @@ from zkstore.ops import Fence
 from zkstore.strict import parse_time
 
 if TYPE_CHECKING:
-    from recovery.leader import LeaderProcess
+    from recovery.leader.leader import LeaderProcess
 
 logger = logging.getLogger(__name__)
 
