@@ -9,9 +9,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
-from zkstore.jobs.cleanup import DEFAULT_KEEP_LOGS
 
 DEFAULT_SPARK_MASTER = "local[2]"
 #: Where a daemon serves HTTP unless told otherwise: loopback only, so nothing is exposed by

@@ -232,6 +232,9 @@ class StorageLayout:
 
 #: Folders of a job's storage prefix that hold its records rather than payloads: no handle
 #: references them; they are the job's for as long as it lives and its cleanup removes them.
+#: The biggest driver-log chunk a shipper writes (one PUT on S3); readers refuse bigger objects.
+LOG_CHUNK_BYTES = 4 * 1024 * 1024
+
 CONTROL_HISTORY = "control-history"
 JOB_RECORD_DIRS = frozenset({CONTROL_HISTORY})
 

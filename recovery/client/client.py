@@ -31,10 +31,9 @@ import cloudpickle
 from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
 from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, triage
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, JobQuarantined, WaitTimeout
-from zkstore.jobs import triage
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshots

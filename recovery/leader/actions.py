@@ -33,9 +33,9 @@ from recovery.leader.decide import (
     Start,
     Wait,
 )
+from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.artifacts import release_dead_attempts
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, SUCCEEDED

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING
 from recovery.leader.loop import Event
 from recovery.observe.retention import logs_due, remove_logs
 from zkstore.cluster import Cluster
+from zkstore.cluster.triage import remove_records
 from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, DIRTY
-from zkstore.jobs.triage import remove_records
 from zkstore.ops import Fence
 from zkstore.strict import parse_time
 

@@ -1,6 +1,6 @@
 """The retention of driver logs: a finished job's logs go once the time recorded with it passed.
 
-A job's cleanup (:func:`zkstore.jobs.cleanup.clean_up`) leaves its logs in storage and records
+A job's cleanup (:func:`zkstore.cluster.cleanup.clean_up`) leaves its logs in storage and records
 in its CLEAN result until when they are kept (``logs_until``). The leader's retention passes
 (:mod:`recovery.leader.retention`, which walk the results a page at a time) call :func:`remove_logs`
 for each result whose time has come: the logs are removed, then ``logs_until`` is dropped from

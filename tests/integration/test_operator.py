@@ -17,8 +17,8 @@ from tests.helpers import cli_args, crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 

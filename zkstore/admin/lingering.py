@@ -46,12 +46,12 @@ from zkstore.admin.inventory import (
     read_inventory,
 )
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
+from zkstore.cluster.triage import remove_records
 from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.logs import is_log_key
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import DIRTY
-from zkstore.jobs.triage import remove_records
 from zkstore.layout import job_record_dir
 from zkstore.storage import TEMP_MARKER, StoredObject
 from zkstore.store import ZooKeeperStateHandleStore, is_marked

@@ -19,9 +19,8 @@ from zkstore.cli.artifacts import (
 )
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import duration, emit, format_option
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, triage
 from zkstore.errors import CorruptRecord, JobNotFound
-from zkstore.jobs import triage
 from zkstore.jobs.resources import COUNTS, ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.layout import validate_job_id

@@ -2,7 +2,7 @@
 
 A quarantined job does not run: its definition (or a record of it) could not be read or
 verified. Its handle is kept in the entry, so its payload stays referenced for you to look at;
-``release`` puts it back once it verifies, ``purge`` ends it (see :mod:`zkstore.jobs.triage`).
+``release`` puts it back once it verifies, ``purge`` ends it (see :mod:`zkstore.cluster.triage`).
 ``list`` and ``show`` never unpickle anything; ``release`` unpickles the definition to check it
 (as a driver would), without running any of the job's code.
 """
@@ -16,11 +16,10 @@ import click
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.jobs import age, headline, open_cluster
 from zkstore.cli.output import emit, format_option
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, triage
+from zkstore.cluster.triage import Done, kept_handle
 from zkstore.errors import JobNotFound, PayloadError
-from zkstore.jobs import triage
 from zkstore.jobs.records import QuarantineEntry
-from zkstore.jobs.triage import Done, kept_handle
 
 ENTRY_JSON_HELP = """\b
 JSON: job_id, name, reason, since, kind, entry, submitted,

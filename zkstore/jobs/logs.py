@@ -21,15 +21,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from zkstore.errors import CorruptRecord, JobNotFound, PayloadMissing
-from zkstore.jobs.logship import CHUNK_BYTES
-from zkstore.layout import StorageLayout
+from zkstore.layout import LOG_CHUNK_BYTES, StorageLayout
 from zkstore.storage import TEMP_MARKER, StateStorage
 from zkstore.strict import load_object, utc_now
 
 SEQ_WIDTH = 8
 END = "end.json"
 #: A shipper never writes bigger chunks; a reader refuses bigger objects (planted ones).
-MAX_CHUNK_BYTES = CHUNK_BYTES
+MAX_CHUNK_BYTES = LOG_CHUNK_BYTES
 _ATTEMPT = re.compile(r"attempt-([1-9][0-9]{0,8})")
 _CHUNK = re.compile(rf"([0-9]{{{SEQ_WIDTH}}})\.log")
 

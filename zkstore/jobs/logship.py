@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleExists, StoreUnavailable, ZkStoreError
+from zkstore.layout import LOG_CHUNK_BYTES as CHUNK_BYTES
 from zkstore.throttle import Throttle
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ logger = logging.getLogger("zkstore.jobs.logship")
 
 #: Seconds between two looks at the file while the driver runs.
 INTERVAL = 2.0
-#: The biggest chunk a shipper writes (one PUT on S3); readers refuse bigger objects.
-CHUNK_BYTES = 4 * 1024 * 1024
 #: Seconds a dead driver's output may wait for storage to come back before the shipper gives up.
 GIVE_UP = 600.0
 MAX_BACKOFF = 60.0

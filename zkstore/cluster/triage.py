@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import (
     CorruptHandle,
     HandleExists,
@@ -39,7 +40,6 @@ from zkstore.errors import (
     WrongState,
 )
 from zkstore.handle import Handle
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import CancelRequest, JobStatus, QuarantineEntry
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
