@@ -24,7 +24,7 @@ _HOMES = {
     "Client": "recovery.client.client",
     "submit": "recovery.client.client",
     "Dependencies": "recovery.client.shipping",
-    "JobCancelled": "recovery.driver.context",
+    "JobCancelled": "recovery.driver.signals",
     "JobContext": "recovery.driver.context",
     "JobNotFound": "zkstore.errors",
     "WaitTimeout": "zkstore.errors",

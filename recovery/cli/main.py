@@ -15,7 +15,6 @@ from recovery.cli import daemons  # noqa: F401  (registers `zkstore daemons`)
 from recovery.client.client import Client
 from recovery.client.shipping import Dependencies
 from recovery.client.sparkconf import parse_spark_conf
-from recovery.dev.demo import demo
 from recovery.leader.placement import parse_labels
 from recovery.observe.access import parse_allowed_hosts
 from recovery.settings import (
@@ -30,7 +29,7 @@ from recovery.settings import (
 )
 from zkstore.cli import cli
 from zkstore.cli.artifacts import artifact_root_option, with_roots
-from zkstore.cli.base import Connection, connection_options
+from zkstore.cli.base import Connection, DevCommand, connection_options
 from zkstore.cli.handles import Duration, Retention
 from zkstore.cli.jobs import headline, jobs
 from zkstore.config import ENV_VARS
@@ -411,7 +410,13 @@ class Progress:
             self.say(f"daemon {info.id} on {info.host} leads now")
 
 
-cli.add_command(demo)
+cli.add_command(
+    DevCommand(
+        "demo",
+        "recovery.dev.demo:demo",
+        "Tell the failover story end to end (embedded ZooKeeper, two daemons, local Spark).",
+    )
+)
 
 
 def main() -> None:

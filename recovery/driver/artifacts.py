@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from recovery.driver.context import AttemptSuperseded, JobCancelled
+from recovery.driver.signals import AttemptSuperseded, JobCancelled
 from zkstore.errors import FenceLost
 from zkstore.jobs.artifacts import ATTEMPT, FINISHED, Artifact, ArtifactStore
 from zkstore.ops import Fence

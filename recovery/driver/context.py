@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from recovery.driver.config import DynamicConfig
 from recovery.driver.resources import JobResources
+from recovery.driver.signals import AttemptSuperseded, JobCancelled
 from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
 from recovery.executor.tasks import Decorator
 from zkstore.errors import FenceLost, StoreUnavailable
@@ -40,48 +42,11 @@ if TYPE_CHECKING:
     from recovery.driver.control import JobControl
     from recovery.driver.lease import SessionLease
 
+__all__ = ["AttemptSuperseded", "DynamicConfig", "JobCancelled", "JobContext"]
+
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
-
-
-class JobCancelled(Exception):
-    """Raised inside the job once a cancel was requested (by ``ctx.checkpoint`` and friends)."""
-
-
-class AttemptSuperseded(FenceLost):
-    """This attempt lost its standing (session expired, or a newer attempt was assigned)."""
-
-
-class DynamicConfig(Mapping[str, Any]):
-    """A read-only mapping over the job's ``control`` node, refreshed when it changes."""
-
-    def __init__(self, load: Callable[[], dict[str, Any]]) -> None:
-        self._load = load
-        self._values: dict[str, Any] | None = None
-        self._lock = threading.Lock()
-
-    def invalidate(self) -> None:
-        with self._lock:
-            self._values = None
-
-    def _current(self) -> dict[str, Any]:
-        with self._lock:
-            if self._values is None:
-                self._values = self._load()
-            return self._values
-
-    def __getitem__(self, key: str) -> Any:
-        return self._current()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict(self._current()))
-
-    def __len__(self) -> int:
-        return len(self._current())
-
-    def __repr__(self) -> str:
-        return f"DynamicConfig({self._current()!r})"
 
 
 class JobContext:

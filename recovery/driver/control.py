@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from recovery.driver import sparkapp
+from recovery.driver.config import DynamicConfig
 from recovery.driver.configchange import Applied, Handler, apply_desired, initial, revalidate
-from recovery.driver.context import DynamicConfig
 from zkstore.errors import ConflictError, CorruptRecord, FenceLost, StoreUnavailable
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.checkpoints import CheckpointStore

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from recovery.leader.decide import (
     Action,
@@ -33,6 +33,7 @@ from recovery.leader.decide import (
     Start,
     Wait,
 )
+from recovery.leader.role import LeaderRole
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.artifacts import release_dead_attempts
@@ -41,9 +42,6 @@ from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, SUCCEEDED
 from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.strict import utc_now
-
-if TYPE_CHECKING:
-    from recovery.leader.leader import LeaderProcess
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +53,7 @@ CLEANUP_RETRY = 2.0
 class JobActions:
     """The leader's hands: one method per action, each for one job."""
 
-    def __init__(self, leader: LeaderProcess) -> None:
+    def __init__(self, leader: LeaderRole) -> None:
         self.leader = leader
         self.cluster = leader.cluster
         self.fence = leader.fence

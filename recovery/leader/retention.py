@@ -6,8 +6,11 @@ leader deletes it, and the id may be submitted anew (the guarantee "a finished i
 again" holds for the retention period). A DIRTY result is never deleted: only a result read
 CLEAN is, by a delete conditional on the version it was read at, fenced on the leadership. A
 job's driver logs are kept until the time recorded in its result (``logs_until``), and never
-longer than the result itself: a result that expires takes its logs with it first
-(:mod:`recovery.observe.retention`).
+longer than the result itself: a result that expires takes its logs with it first. Logs are
+removed, then ``logs_until`` is dropped from the result with a write fenced on the leadership: a
+crash between the two leaves ``logs_until`` in place, and the next pass removes what is left
+(nothing, or chunks that arrived late) and drops it. When logs are due is one rule,
+:func:`zkstore.jobs.logs.logs_due` (``handles lingering`` applies the same one).
 
 The work is spread over passes on the leader's loop thread, each bounded: one page of
 :data:`PAGE` results read in a pipelined round, the expired logs removed, the expired results
@@ -28,20 +31,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from recovery.leader.loop import Event
-from recovery.observe.retention import logs_due, remove_logs
+from recovery.leader.role import LeaderRole
 from zkstore.cluster import Cluster
-from zkstore.cluster.triage import remove_records
+from zkstore.cluster.cleanup import remove_records
 from zkstore.errors import HandleExists, NotLeader
+from zkstore.jobs.logs import JobLogs, logs_due
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, DIRTY
 from zkstore.ops import Fence
 from zkstore.strict import parse_time
-
-if TYPE_CHECKING:
-    from recovery.leader.leader import LeaderProcess
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Retention:
     """The retention passes of one leadership (a new grant starts a new cycle): results and
     driver logs."""
 
-    def __init__(self, leader: LeaderProcess) -> None:
+    def __init__(self, leader: LeaderRole) -> None:
         self.leader = leader
         self.cluster = leader.cluster
         self.keep = leader.settings.keep_results
@@ -169,3 +169,17 @@ def expire(
             remove_logs(cluster, result, fence, forget=False)
             found.logs_removed += 1
     return found
+
+
+def remove_logs(cluster: Cluster, result: JobResult, fence: Fence | None, *, forget: bool) -> int:
+    """Remove the job's driver logs; then, unless the result is about to be deleted anyway
+    (``forget``), drop ``logs_until`` from it. Returns how many objects were removed."""
+    job_id = result.job_id
+    removed = JobLogs(cluster.storage, cluster.storage_layout, job_id).remove()
+    cluster.step("retention:logs-removed")
+    if not forget:
+        cluster.results.logs_removed(job_id, fence=fence)
+    logger.info(
+        "job %s: %d log object(s) removed, kept until %s", job_id, removed, result.logs_until
+    )
+    return removed

@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from zkstore.admin import artifacts
@@ -46,11 +47,9 @@ from zkstore.admin.inventory import (
     read_inventory,
 )
 from zkstore.cluster import Cluster
-from zkstore.cluster.cleanup import clean_up
-from zkstore.cluster.triage import remove_records
+from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
-from zkstore.jobs.logs import is_log_key
-from zkstore.jobs.records import JobResult
+from zkstore.jobs.logs import is_log_key, logs_kept
 from zkstore.jobs.states import DIRTY
 from zkstore.layout import job_record_dir
 from zkstore.storage import TEMP_MARKER, StoredObject
@@ -128,16 +127,6 @@ def find_lingering(
     return sorted(findings, key=lambda f: (KINDS.index(f.kind), f.job_id, f.target))
 
 
-def logs_kept(live: bool, result: JobResult | None, now: float) -> bool:
-    """Driver logs are kept while their job lives (current, with records, or quarantined) or
-    is being cleaned up, and after that until the retention recorded with its result ends."""
-    if live or (result is not None and result.state == DIRTY):
-        return True
-    if result is None or result.logs_until is None:
-        return False
-    return parse_time(result.logs_until).timestamp() > now
-
-
 def _orphans(
     cluster: Cluster, inventory: Inventory, objects: list[StoredObject], now: float, min_age: float
 ) -> list[Finding]:
@@ -160,7 +149,7 @@ def _orphans(
         elif is_log_key(key):
             live = job in inventory.current_jobs or job in inventory.trees
             result = inventory.results.get(job)
-            if logs_kept(live or job in inventory.quarantine, result, now):
+            if logs_kept(live or job in inventory.quarantine, result, _at(now)):
                 continue
             detail = (
                 f"driver log past its retention (kept until {result.logs_until})"
@@ -363,7 +352,7 @@ class Cleaner:
             [layout.job_handle(job_id), layout.job_dir(job_id), layout.quarantine_entry(job_id)]
         )
         live = any(stat is not None for stat in owners)
-        return logs_kept(live, self.cluster.results.get(job_id), time.time())
+        return logs_kept(live, self.cluster.results.get(job_id), _at(time.time()))
 
     def _store(self, finding: Finding) -> tuple[ZooKeeperStateHandleStore[Any], str]:
         name = finding.target.rsplit("/", 1)[1]
@@ -433,3 +422,7 @@ class Cleaner:
         if not remove_records(self.cluster, job):
             return CleanupResult(finding, "kept", False, note="changed meanwhile")
         return CleanupResult(finding, "delete records", True)
+
+
+def _at(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, UTC)

@@ -10,6 +10,7 @@ or ACL). Failures print one line on stderr, never a traceback (``-vv`` logs it).
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -51,6 +52,31 @@ class ZkStoreGroup(click.Group):
             raise OperationFailed(
                 f"internal error: {type(exc).__name__}: {exc} (run with -vv for the traceback)"
             ) from exc
+
+
+class DevCommand(click.Command):
+    """A development command, imported by name only when it runs (or shows its own help): the
+    production command line never imports :mod:`zkstore.dev` or :mod:`recovery.dev` (checked by
+    the import contract in setup.cfg)."""
+
+    def __init__(self, name: str, target: str, short_help: str) -> None:
+        super().__init__(name, short_help=short_help, add_help_option=False)
+        self.target = target
+
+    def load(self) -> click.Command:
+        module, _, attr = self.target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command), self.target
+        return command
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        return self.load().make_context(info_name, args, parent, **extra)
 
 
 class OperationFailed(click.ClickException):

@@ -61,3 +61,18 @@ def clean_up(
     cluster.step("cleanup:leftovers-discarded")
     cluster.results.mark_clean(job_id, fence=fence, logs_until=utc_in(max(0.0, keep_logs)))
     return True
+
+
+def remove_records(cluster: Cluster, job_id: str) -> bool:
+    """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
+    payloads first); False, changing nothing more, while a driver holds ``running`` or if the
+    records change meanwhile. Only for a job that is neither current nor quarantined."""
+    if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
+        return False
+    if not cluster.checkpoints(job_id).remove_all():
+        return False
+    try:
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+    except NotEmpty:
+        return False
+    return True

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from zkstore.cluster import Cluster
-from zkstore.cluster.cleanup import clean_up
+from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.errors import (
     CorruptHandle,
     HandleExists,
@@ -358,18 +358,3 @@ def _forgettable(cluster: Cluster, job: JobSnapshot) -> int:
     if job.result.state == DIRTY:
         raise WrongState(f"job {job_id} is still being cleaned up; forget it once it is done")
     return job.result.version
-
-
-def remove_records(cluster: Cluster, job_id: str) -> bool:
-    """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
-    payloads first); False, changing nothing more, while a driver holds ``running`` or if the
-    records change meanwhile. Only for a job that is neither current nor quarantined."""
-    if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
-        return False
-    if not cluster.checkpoints(job_id).remove_all():
-        return False
-    try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
-    except NotEmpty:
-        return False
-    return True

@@ -1,4 +1,8 @@
-"""Development commands of the store: ``zkstore zookeeper``."""
+"""Development commands of the store: ``zkstore zookeeper``.
+
+Loaded by name only when run (:class:`zkstore.cli.base.DevCommand`): no production module
+imports :mod:`zkstore.dev`.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,10 @@ from typing import Any
 
 import click
 
-from zkstore.cli.base import cli
 from zkstore.dev.embedded import EmbeddedZooKeeper
 
 
-@cli.command()
+@click.command()
 @click.option("--port", type=click.IntRange(0, 65535), default=0, help="port (default: a free one)")
 @click.option(
     "--data-dir",
