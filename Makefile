@@ -27,6 +27,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 lint: $(STAMP)
 	$(BIN)/ruff check zkstore recovery tests benchmarks examples
 	$(BIN)/ruff format --check zkstore recovery tests benchmarks examples
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
