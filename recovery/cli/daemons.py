@@ -10,12 +10,12 @@ import click
 
 from recovery.leader.placement import format_labels, read_fleet
 from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.jobs import age
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
 from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
 from zkstore.jobs.records import DrainMark, LeaderInfo, read_record
+from zkstore.service.jobs import age
 from zkstore.strict import utc_now
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,6 @@ from recovery.client.client import Client
 from recovery.client.shipping import Dependencies
 from recovery.client.sparkconf import parse_spark_conf
 from recovery.leader.placement import parse_labels
-from recovery.observe.access import parse_allowed_hosts
 from recovery.settings import (
     API_TOKEN_ENV,
     DEFAULT_HTTP,
@@ -24,6 +23,7 @@ from recovery.settings import (
     DaemonSettings,
     api_token_from_env,
     default_daemon_id,
+    parse_allowed_hosts,
     parse_http_address,
     spark_master_from_env,
 )
@@ -31,7 +31,7 @@ from zkstore.cli import cli
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, DevCommand, connection_options
 from zkstore.cli.handles import Duration, Retention
-from zkstore.cli.jobs import headline, jobs
+from zkstore.cli.jobs import jobs
 from zkstore.config import ENV_VARS
 from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
@@ -39,6 +39,7 @@ from zkstore.jobs.records import LeaderInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, RESTARTING, SUCCEEDED
 from zkstore.layout import validate_job_id
+from zkstore.service.jobs import headline
 
 F = TypeVar("F", bound=Callable[..., Any])
 

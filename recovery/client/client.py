@@ -33,10 +33,10 @@ from recovery.client.shipping import Dependencies, Shipment, check_arguments, pr
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster, triage
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, JobQuarantined, WaitTimeout
+from zkstore.errors import ConfigError, CorruptRecord, JobQuarantined, WaitTimeout
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
-from zkstore.jobs.snapshot import JobSnapshot, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -238,10 +238,7 @@ class Client(Closeable):
 
     def status(self, job_id: str) -> JobSnapshot:
         """What the store says about the job now; :class:`JobNotFound` if nothing."""
-        snapshot = read_snapshots(self.cluster.zk, self.cluster.layout, [job_id]).get(job_id)
-        if snapshot is None:
-            raise JobNotFound(f"no job {job_id!r} in this cluster")
-        return snapshot
+        return read_snapshot(self.cluster.zk, self.cluster.layout, job_id)
 
     def leader(self) -> LeaderInfo | None:
         """The published record of the leading daemon (``id``, ``host``, ``pid``, ``since``), or

@@ -14,12 +14,14 @@ from typing import Any
 import click
 
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
-from zkstore.cli.jobs import age, headline, open_cluster
+from zkstore.cli.jobs import open_cluster
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster, triage
 from zkstore.cluster.triage import Done, kept_handle
 from zkstore.errors import JobNotFound, PayloadError
 from zkstore.jobs.records import QuarantineEntry
+from zkstore.jobs.snapshot import read_snapshot
+from zkstore.service.jobs import age, headline
 
 ENTRY_JSON_HELP = """\b
 JSON: job_id, name, reason, since, kind, entry, submitted,
@@ -106,7 +108,7 @@ def show_quarantine(job_id: str, connection: Connection, fmt: str) -> None:
     check {verifies, problem}. Exits 4 if the job is not in quarantine.
     """
     with open_cluster(connection) as cluster:
-        job = triage.snapshot(cluster, job_id)
+        job = read_snapshot(cluster.zk, cluster.layout, job_id)
         if not job.quarantined:
             raise JobNotFound(f"job {job_id} is not in quarantine ({job.state})")
         item = (

@@ -42,10 +42,9 @@ from zkstore.errors import (
 from zkstore.handle import Handle
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import CancelRequest, JobStatus, QuarantineEntry
-from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshots
+from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshot
 from zkstore.jobs.state import who
 from zkstore.jobs.states import CANCELLED, CLEAN, DIRTY, FAILED, PENDING
-from zkstore.layout import validate_job_id
 from zkstore.ops import Delete, Fence, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
@@ -70,14 +69,6 @@ class Done:
         return asdict(self)
 
 
-def snapshot(cluster: Cluster, job_id: str) -> JobSnapshot:
-    """The job's snapshot; :class:`JobNotFound` if the store has no trace of it."""
-    found = read_snapshots(cluster.zk, cluster.layout, [validate_job_id(job_id)]).get(job_id)
-    if found is None:
-        raise JobNotFound(f"no job {job_id!r} in this cluster")
-    return found
-
-
 def kept_handle(entry: QuarantineEntry | None) -> Handle | None:
     """The handle a quarantine entry keeps, or None (no entry, or it kept raw garbage)."""
     if entry is None or entry.handle is None:
@@ -100,7 +91,7 @@ def release(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
     """
 
     def release_once() -> Done:
-        job = snapshot(cluster, job_id)
+        job = read_snapshot(cluster.zk, cluster.layout, job_id)
         if not job.quarantined:
             if job.result is not None:
                 raise JobFinished(f"job {job_id} has a result ({job.result.outcome}): not released")
@@ -205,7 +196,7 @@ def purge(
     """
 
     def purge_once() -> Done:
-        job = snapshot(cluster, job_id)
+        job = read_snapshot(cluster.zk, cluster.layout, job_id)
         if not job.quarantined:
             return _purged_already(cluster, job, dry_run)
         reason = job.quarantine.reason if job.quarantine is not None else "unreadable entry"
@@ -295,7 +286,7 @@ def cancel(cluster: Cluster, job_id: str, *, reason: str | None = None) -> Cance
     """Ask a job to stop. A quarantined job does not run: it ends at once as CANCELLED (its
     result recorded, its data removed, as :func:`purge` does). Raises :class:`JobFinished`
     (it has a result) or :class:`JobNotFound`."""
-    job = snapshot(cluster, job_id)
+    job = read_snapshot(cluster.zk, cluster.layout, job_id)
     if job.quarantined:
         request = CancelRequest(version=None, requested=utc_now(), by=who(), reason=reason)
         purge(cluster, job_id, cancel=request)
@@ -313,7 +304,7 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
     """
 
     def forget_once() -> Done:
-        job = snapshot(cluster, job_id)
+        job = read_snapshot(cluster.zk, cluster.layout, job_id)
         version = _forgettable(cluster, job)
         if dry_run:
             return Done(

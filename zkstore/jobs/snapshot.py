@@ -262,6 +262,17 @@ def _paths(layout: Layout, job_id: str, listing: Listing | None) -> list[str | N
     ]
 
 
+def read_snapshot(zk: ZooKeeper, layout: Layout, job_id: str) -> JobSnapshot:
+    """The snapshot of one job: the one reader of "this job, or :class:`JobNotFound`" (the
+    command line, the HTTP API, triage and :class:`recovery.Client` use it). Raises
+    :class:`InvalidJobId` for a name that cannot be a job's, :class:`JobNotFound` (exit 4, HTTP
+    404) if the store has no trace of the job."""
+    found = read_snapshots(zk, layout, [validate_job_id(job_id)]).get(job_id)
+    if found is None:
+        raise JobNotFound(f"no job {job_id!r} in this cluster")
+    return found
+
+
 def read_snapshots(
     zk: ZooKeeper, layout: Layout, job_ids: Iterable[str], *, listing: Listing | None = None
 ) -> dict[str, JobSnapshot]:
