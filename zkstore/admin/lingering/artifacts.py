@@ -17,9 +17,9 @@ instead of deleting what the attempt now owns.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from zkstore.admin.inventory import Inventory
+from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.cluster import Cluster
 from zkstore.errors import ConflictError, CorruptRecord, InvalidName, UntrustedPayload
 from zkstore.jobs.artifacts import ATTEMPT, RELEASING, Artifact
@@ -31,28 +31,52 @@ logger = logging.getLogger(__name__)
 
 DEAD_ATTEMPT = "artifact-of-dead-attempt"
 ENDED_JOB = "artifact-of-ended-job"
-KINDS = (DEAD_ATTEMPT, ENDED_JOB)
 
 #: The driver of a job as a re-check sees it: absent (None), alive at an attempt, or alive with
 #: an unreadable record (taken to be alive, attempt unknown).
 UNREADABLE = -1
 
 
-@dataclass(frozen=True)
-class Leftover:
-    """One lingering artifact record: ``target`` is its znode path."""
+class _ArtifactKind(Kind):
+    """Both artifact kinds come out of one pipelined read of every artifact record (shared
+    through the look's memo); each keeps its own findings and cleans them alike."""
 
-    kind: str
-    job_id: str
-    target: str
-    age: float
-    detail: str
+    def find(self, look: Look) -> list[Finding]:
+        if "artifacts" not in look.memo:
+            look.memo["artifacts"] = find_leftovers(
+                look.cluster, look.inventory, now=look.now, min_age=look.min_age
+            )
+        leftovers: list[tuple[str, str, str, float, str]] = look.memo["artifacts"]
+        return [
+            self.finding(job, path, age, detail=detail)
+            for kind, job, path, age, detail in leftovers
+            if kind == self.name
+        ]
+
+    def clean(self, cluster: Cluster, finding: Finding, *, dry_run: bool) -> CleanupResult:
+        action, done, note = release_leftover(cluster, finding, dry_run=dry_run)
+        return CleanupResult(finding, action, done, note=note)
+
+
+class DeadAttemptArtifact(_ArtifactKind):
+    """An attempt-scoped artifact whose attempt's driver is gone, or any artifact whose release
+    was interrupted (RELEASING) while no driver runs."""
+
+    name = DEAD_ATTEMPT
+
+
+class EndedJobArtifact(_ArtifactKind):
+    """An artifact of a job that is neither current nor quarantined, and whose cleanup is not
+    pending (a dirty result's cleanup takes its artifacts itself)."""
+
+    name = ENDED_JOB
 
 
 def find_leftovers(
     cluster: Cluster, inventory: Inventory, *, now: float, min_age: float
-) -> list[Leftover]:
-    """Every lingering artifact record older than ``min_age`` (pipelined reads)."""
+) -> list[tuple[str, str, str, float, str]]:
+    """Every lingering artifact record older than ``min_age`` (pipelined reads): (kind, job,
+    path, age, detail) each."""
     layout = cluster.layout
     jobs = sorted(job for job, tree in inventory.trees.items() if "artifacts" in tree.children)
     names = [found or [] for found in cluster.zk.children_many([layout.artifacts(j) for j in jobs])]
@@ -75,7 +99,7 @@ def find_leftovers(
         why = classify(job, record, inventory, drivers.get(job))
         if why is not None:
             age = now - item[1].mtime / 1000.0
-            found.append(Leftover(why[0], job, path, age, f"{why[1]}: {record.uri}"))
+            found.append((why[0], job, path, age, f"{why[1]}: {record.uri}"))
     return found
 
 
@@ -119,7 +143,7 @@ def _dead(record: Artifact, driver: int | None) -> tuple[str, str] | None:
 
 
 def release_leftover(
-    cluster: Cluster, leftover: Leftover, *, dry_run: bool
+    cluster: Cluster, leftover: Finding, *, dry_run: bool
 ) -> tuple[str, bool, str]:
     """Release one leftover after re-checking it: (action, done, note)."""
     store = cluster.artifacts(leftover.job_id)
@@ -144,7 +168,7 @@ def release_leftover(
     return "release artifact", True, ""
 
 
-def _recheck(cluster: Cluster, leftover: Leftover, record: Artifact) -> tuple[Fence | None, str]:
+def _recheck(cluster: Cluster, leftover: Finding, record: Artifact) -> tuple[Fence | None, str]:
     """The guard of the release if the record is still a leftover, else (None, why not)."""
     job, layout, zk = leftover.job_id, cluster.layout, cluster.zk
     handle, quarantined, running, status = zk.exists_many(
