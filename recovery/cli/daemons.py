@@ -39,14 +39,14 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
     leader = _leader_id(cluster)
     drained_only = set(cluster.zk.children(cluster.layout.drained)) - set(fleet.members)
     items = []
-    for member in sorted(fleet.members.values(), key=lambda m: m.member_id):
+    for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id):
         info = member.info
         items.append(
             {
-                "id": member.member_id,
+                "id": member.daemon_id,
                 "host": info.host,
                 "pid": info.pid,
-                "leader": member.member_id == leader,
+                "leader": member.daemon_id == leader,
                 "slots": info.slots,
                 "used": len(member.assigned),
                 "labels": member.labels,
@@ -56,8 +56,8 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "up": True,
             }
         )
-    for member_id in sorted(drained_only):
-        items.append({"id": member_id, "drained": True, "up": False, "leader": False})
+    for daemon_id in sorted(drained_only):
+        items.append({"id": daemon_id, "drained": True, "up": False, "leader": False})
     return items
 
 

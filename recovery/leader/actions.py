@@ -82,20 +82,20 @@ class JobActions:
     def status(self, job: JobSnapshot, **changes: object) -> JobStatus:
         """The job's status with ``changes``, stamped by this leader (not yet written)."""
         base = job.status or JobStatus(version=None)
-        stamp: dict[str, Any] = {"updated": utc_now(), "leader": self.leader.settings.daemon_id}
+        stamp: dict[str, Any] = {"updated": utc_now(), "leader_id": self.leader.settings.daemon_id}
         return replace(base, **{**stamp, **changes, "version": None})
 
     # -- one method per action -----------------------------------------------------------------
 
     def _start(self, job: JobSnapshot, action: Start) -> None:
         assert job.status is not None and job.status.version is not None
-        assert action.member is not None
+        assert action.daemon_id is not None
         layout = self.cluster.layout
         if action.attempt > 1:  # a resumed attempt never sees what a dead one left
             try:
                 release_dead_attempts(self.cluster.artifacts(job.job_id), fence=self.fence)
             except BaseException:
-                self.leader.fleet.untake(action.member, job.job_id)
+                self.leader.fleet.untake(action.daemon_id, job.job_id)
                 raise
         ended: dict[str, Any] = {}
         if action.ended is not None:
@@ -107,7 +107,7 @@ class JobActions:
             job,
             state=STARTING,
             attempt=action.attempt,
-            member=action.member,
+            daemon_id=action.daemon_id,
             not_before=None,
             reason=None,
             **ended,
@@ -115,23 +115,23 @@ class JobActions:
         assignment = Assignment(
             version=None,
             job_id=job.job_id,
-            member_id=action.member,
+            daemon_id=action.daemon_id,
             attempt=action.attempt,
             status_version=job.status.version + 1,
             assigned=status.updated,
         )
-        path = layout.assignment(action.member, job.job_id)
+        path = layout.assignment(action.daemon_id, job.job_id)
         ops: list[Op] = [
             SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
             Create(path, assignment.to_bytes()),
         ]
         fleet = self.leader.fleet
-        if action.member not in fleet.assignments:
+        if action.daemon_id not in fleet.assignments:
             # The member's directory is made by the member as it registers; a placement may come
             # first (or after the directory of an earlier incarnation was collected).
-            ops.insert(1, Create(layout.member_assignments(action.member)))
-            fleet.assignments[action.member] = set()
-        elif job.job_id in fleet.assignments[action.member]:
+            ops.insert(1, Create(layout.member_assignments(action.daemon_id)))
+            fleet.assignments[action.daemon_id] = set()
+        elif job.job_id in fleet.assignments[action.daemon_id]:
             ops.insert(1, Delete(path))  # an earlier attempt's, on the same member
         self._starts.append((job, action, ops))
 
@@ -144,22 +144,22 @@ class JobActions:
         errors = self.cluster.zk.commit_many([ops for _, _, ops in starts], fence=self.fence)
         layout = self.cluster.layout
         for (job, action, _), error in zip(starts, errors, strict=True):
-            assert action.member is not None
+            assert action.daemon_id is not None
             if error is not None:
-                self.leader.fleet.untake(action.member, job.job_id)
+                self.leader.fleet.untake(action.daemon_id, job.job_id)
                 if isinstance(error, NotLeader):
                     raise error
                 logger.info("job %s: not placed (%s); looking again", job.job_id, error)
                 self.leader.post(job.job_id)
                 continue
-            self.leader.fleet.assigned(action.member, job.job_id)
-            path = layout.assignment(action.member, job.job_id)
+            self.leader.fleet.assigned(action.daemon_id, job.job_id)
+            path = layout.assignment(action.daemon_id, job.job_id)
             self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
             logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
                 action.attempt,
-                action.member,
+                action.daemon_id,
                 action.reason,
             )
 
@@ -183,7 +183,7 @@ class JobActions:
         paths = []
         if job.driver_present or (job.status is not None and job.status.state == STARTING):
             paths.append(layout.running(job.job_id))
-        member = job.status.member if job.status is not None else None
+        member = job.status.daemon_id if job.status is not None else None
         if member is not None and job.status is not None and job.status.state == STARTING:
             paths.append(layout.assignment(member, job.job_id))
         self.leader.watch_job(job.job_id, *paths)
@@ -223,7 +223,7 @@ class JobActions:
             lost=action.lost,
             last_error=action.error,
             not_before=not_before,
-            member=None,
+            daemon_id=None,
         )
         ops: list[Op] = [
             SetData(self.cluster.layout.status(job.job_id), status.to_bytes(), job.status.version)
@@ -284,13 +284,13 @@ class JobActions:
 
     def _unassign_ops(self, job: JobSnapshot) -> list[Op]:
         """The op that removes the job's assignment, if it has one."""
-        member = job.status.member if job.status is not None else None
+        member = job.status.daemon_id if job.status is not None else None
         if member is None or job.job_id not in self.leader.fleet.assignments.get(member, ()):
             return []
         return [Delete(self.cluster.layout.assignment(member, job.job_id))]
 
     def _unassigned(self, job: JobSnapshot) -> None:
-        member = job.status.member if job.status is not None else None
+        member = job.status.daemon_id if job.status is not None else None
         if member is not None:
             self.leader.fleet.release(member, job.job_id)
             self.leader.slot_freed()

@@ -64,14 +64,14 @@ class Initialize(Action):
 
 @dataclass(frozen=True)
 class Start(Action):
-    """Place ``attempt`` on a member (the leader picks ``member``), which launches its driver.
+    """Place ``attempt`` on a member (the leader picks ``daemon_id``), which launches its driver.
 
     ``ended`` is set when the previous attempt just ended and the next one starts at once (a
     first lost attempt): its counts are recorded by the same write that starts the next.
     """
 
     attempt: int = 1
-    member: str | None = None
+    daemon_id: str | None = None
     ended: Restart | None = None
 
 
@@ -186,7 +186,7 @@ def _settled(
 def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
     """An attempt was placed and no driver holds ``running``: starting, or over?"""
     assert job.status is not None
-    attempt, member = job.status.attempt, job.status.member or "?"
+    attempt, member = job.status.attempt, job.status.daemon_id or "?"
     outcome = job.outcome
     if outcome is not None and outcome.attempt == attempt:
         exiting = _exiting(job, local, settings, now)

@@ -148,12 +148,12 @@ class LeaderProcess:
         that left and the jobs waiting for a place are looked at again."""
         before = self.fleet
         self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
-        for member_id in set(before.members) - set(self.fleet.members):
-            logger.warning("daemon %s left the fleet", member_id)
-            for job_id in self.fleet.assignments.get(member_id, ()):
+        for daemon_id in set(before.members) - set(self.fleet.members):
+            logger.warning("daemon %s left the fleet", daemon_id)
+            for job_id in self.fleet.assignments.get(daemon_id, ()):
                 self.post(job_id)
-        for member_id in set(self.fleet.members) - set(before.members):
-            logger.warning("daemon %s joined the fleet", member_id)
+        for daemon_id in set(self.fleet.members) - set(before.members):
+            logger.warning("daemon %s joined the fleet", daemon_id)
         for job_id in self._waiting:
             self.post(job_id)
 
@@ -242,9 +242,9 @@ class LeaderProcess:
     def _read_assignments(self, snapshots: Iterable[JobSnapshot]) -> dict[str, Assignment]:
         """The assignments of the jobs whose attempt is placed (a second pipelined round)."""
         placed = [
-            (s.job_id, s.status.member)
+            (s.job_id, s.status.daemon_id)
             for s in snapshots
-            if s.status is not None and s.status.state == STARTING and s.status.member
+            if s.status is not None and s.status.state == STARTING and s.status.daemon_id
         ]
         layout = self.cluster.layout
         paths = [layout.assignment(member, job) for job, member in placed]
@@ -261,7 +261,7 @@ class LeaderProcess:
         return found
 
     def _local(self, job: JobSnapshot, assignment: Assignment | None) -> Local:
-        member = job.status.member if job.status is not None else None
+        member = job.status.daemon_id if job.status is not None else None
         attempt = job.status.attempt if job.status is not None else None
         exited = assignment.exited if assignment and assignment.attempt == attempt else None
         return Local(member_alive=member in self.fleet.members, exited=exited)
@@ -295,7 +295,7 @@ class LeaderProcess:
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.
             return start.ended if start.ended is not None else NoSlot(reason=why)
-        return replace(start, member=member)
+        return replace(start, daemon_id=member)
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:
         """Act for one job. Leadership lost: stop; outage: raise (it is nobody's job's fault);
@@ -358,12 +358,12 @@ class LeaderProcess:
         finished, or its status names another member or is not STARTING (an attempt whose end
         was recorded before its assignment could be removed: a crash, a deposed leader)."""
         stale: list[Op] = []
-        for member_id, jobs in self.fleet.assignments.items():
+        for daemon_id, jobs in self.fleet.assignments.items():
             for job_id in set(ids) & jobs:
                 status = snapshots[job_id].status if job_id in snapshots else None
-                if status is None or status.state != STARTING or status.member != member_id:
-                    stale.append(Delete(self.cluster.layout.assignment(member_id, job_id)))
-                    self.fleet.release(member_id, job_id)
+                if status is None or status.state != STARTING or status.daemon_id != daemon_id:
+                    stale.append(Delete(self.cluster.layout.assignment(daemon_id, job_id)))
+                    self.fleet.release(daemon_id, job_id)
         errors = self.cluster.zk.commit_many([[op] for op in stale], fence=self.fence)
         if any(isinstance(error, NotLeader) for error in errors):
             raise NotLeader("leadership lost while removing stale assignments")
@@ -372,9 +372,9 @@ class LeaderProcess:
         """Remove the empty assignment directories of daemons that left the fleet."""
         layout = self.cluster.layout
         gone = [
-            Delete(layout.member_assignments(member_id))
-            for member_id, jobs in self.fleet.assignments.items()
-            if not jobs and member_id not in self.fleet.members
+            Delete(layout.member_assignments(daemon_id))
+            for daemon_id, jobs in self.fleet.assignments.items()
+            if not jobs and daemon_id not in self.fleet.members
         ]
         self.cluster.zk.commit_many([[op] for op in gone], fence=self.fence)
 

@@ -51,8 +51,8 @@ class Member:
     assigned: frozenset[str] = frozenset()
 
     @property
-    def member_id(self) -> str:
-        return self.info.member_id
+    def daemon_id(self) -> str:
+        return self.info.daemon_id
 
     @property
     def labels(self) -> dict[str, str]:
@@ -91,37 +91,37 @@ class Fleet:
         if not free:
             slots = sum(m.info.slots for m in able)
             return None, f"all {slots} driver slot(s) of the daemons that can run it are in use"
-        chosen = min(free, key=lambda m: (len(m.assigned) / m.info.slots, -m.free, m.member_id))
-        self.take(chosen.member_id, job_id)
-        return chosen.member_id, f"placed on {chosen.member_id}"
+        chosen = min(free, key=lambda m: (len(m.assigned) / m.info.slots, -m.free, m.daemon_id))
+        self.take(chosen.daemon_id, job_id)
+        return chosen.daemon_id, f"placed on {chosen.daemon_id}"
 
-    def take(self, member_id: str, job_id: str) -> None:
+    def take(self, daemon_id: str, job_id: str) -> None:
         """Count the job against the member's slots (a placement decided, not yet written)."""
-        member = self.members.get(member_id)
+        member = self.members.get(daemon_id)
         if member is not None:
-            self.members[member_id] = Member(
+            self.members[daemon_id] = Member(
                 member.info, member.drained, member.assigned | {job_id}
             )
 
-    def untake(self, member_id: str, job_id: str) -> None:
+    def untake(self, daemon_id: str, job_id: str) -> None:
         """The placement was not written after all: give the slot back."""
-        member = self.members.get(member_id)
-        if member is not None and job_id not in self.assignments.get(member_id, ()):
-            self.members[member_id] = Member(
+        member = self.members.get(daemon_id)
+        if member is not None and job_id not in self.assignments.get(daemon_id, ()):
+            self.members[daemon_id] = Member(
                 member.info, member.drained, member.assigned - {job_id}
             )
 
-    def assigned(self, member_id: str, job_id: str) -> None:
+    def assigned(self, daemon_id: str, job_id: str) -> None:
         """The assignment was written."""
-        self.assignments.setdefault(member_id, set()).add(job_id)
-        self.take(member_id, job_id)
+        self.assignments.setdefault(daemon_id, set()).add(job_id)
+        self.take(daemon_id, job_id)
 
-    def release(self, member_id: str, job_id: str) -> None:
+    def release(self, daemon_id: str, job_id: str) -> None:
         """The assignment was removed: its slot is free."""
-        self.assignments.get(member_id, set()).discard(job_id)
-        member = self.members.get(member_id)
+        self.assignments.get(daemon_id, set()).discard(job_id)
+        member = self.members.get(daemon_id)
         if member is not None:
-            self.members[member_id] = Member(
+            self.members[daemon_id] = Member(
                 member.info, member.drained, member.assigned - {job_id}
             )
 
@@ -149,7 +149,7 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> Fleet:
         except CorruptRecord as exc:
             _unreadable.warning(name, "ignoring member %s: %s", name, exc)
             continue
-        if info.member_id != name or info.slots < 1:
+        if info.daemon_id != name or info.slots < 1:
             _unreadable.warning(
                 name, "ignoring member %s: its record does not match its name", name
             )
@@ -161,10 +161,10 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> Fleet:
 
 
 def read_assignment(
-    zk: ZooKeeper, layout: Layout, member_id: str, job_id: str
+    zk: ZooKeeper, layout: Layout, daemon_id: str, job_id: str
 ) -> Assignment | None:
     """One assignment, or None if it does not exist or cannot be read."""
-    path = layout.assignment(member_id, job_id)
+    path = layout.assignment(daemon_id, job_id)
     found = zk.get_many([path])[0]
     if found is None:
         return None

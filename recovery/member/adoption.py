@@ -103,8 +103,8 @@ class LaunchRecords:
     """The launch records of one member, in its work directory (private to its user), in a
     folder of its own (daemons of one host may share a work directory)."""
 
-    def __init__(self, work_root: Path, member_id: str) -> None:
-        self.directory = work_root / LAUNCHES / member_id
+    def __init__(self, work_root: Path, daemon_id: str) -> None:
+        self.directory = work_root / LAUNCHES / daemon_id
 
     def path(self, job_id: str, attempt: int) -> Path:
         return self.directory / f"{job_id}-attempt-{attempt}.json"

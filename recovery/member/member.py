@@ -74,8 +74,8 @@ class FleetMember:
         self.cluster = cluster
         self.settings = settings
         self.launcher = launcher
-        self.member_id = settings.daemon_id
-        self.records = adoption.LaunchRecords(launcher.work_root, self.member_id)
+        self.daemon_id = settings.daemon_id
+        self.records = adoption.LaunchRecords(launcher.work_root, self.daemon_id)
         self._notify = notify
         self._exited = exited
         self.launches: dict[str, Launch] = {}
@@ -102,7 +102,7 @@ class FleetMember:
         me = processes.this_process()
         info = MemberInfo(
             version=None,
-            member_id=self.member_id,
+            daemon_id=self.daemon_id,
             host=me.host,
             pid=me.pid,
             slots=self.settings.max_drivers,
@@ -111,19 +111,19 @@ class FleetMember:
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
         )
-        if not registration.take_id(zk, layout.member(self.member_id), info, stop):
+        if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
-        zk.ensure_path(layout.member_assignments(self.member_id))
+        zk.ensure_path(layout.member_assignments(self.daemon_id))
         if self._watch is None:
             self._watch = NodeWatch(
                 zk,
-                layout.member_assignments(self.member_id),
+                layout.member_assignments(self.daemon_id),
                 lambda _: self._notify(),
                 children=True,
             )
         logger.info(
             "member %s registered: %d driver slot(s), labels %s",
-            self.member_id,
+            self.daemon_id,
             self.settings.max_drivers,
             dict(self.settings.labels) or "none",
         )
@@ -132,7 +132,7 @@ class FleetMember:
     def ensure_registered(self) -> None:
         """After a new session, our ephemeral record is gone: make it again."""
         if not is_own_ephemeral(
-            self.cluster.zk.exists(self.cluster.layout.member(self.member_id)), self.cluster.zk
+            self.cluster.zk.exists(self.cluster.layout.member(self.daemon_id)), self.cluster.zk
         ):
             self.register()
 
@@ -151,7 +151,7 @@ class FleetMember:
         placement was withdrawn before their driver took ``running``."""
         self._record_exits_left()
         layout, zk = self.cluster.layout, self.cluster.zk
-        directory = layout.member_assignments(self.member_id)
+        directory = layout.member_assignments(self.daemon_id)
         try:
             names = zk.children(directory)
         except HandleNotFound:
@@ -407,7 +407,7 @@ class FleetMember:
                 stray = Assignment(
                     version=None,
                     job_id=job_id,
-                    member_id=self.member_id,
+                    daemon_id=self.daemon_id,
                     attempt=attempt,
                     status_version=record.status_version if record else -1,
                     assigned=record.assigned if record else "",
@@ -491,7 +491,7 @@ class FleetMember:
                 assignment = Assignment(
                     version=None,
                     job_id=launch.job_id,
-                    member_id=self.member_id,
+                    daemon_id=self.daemon_id,
                     attempt=launch.attempt,
                     status_version=launch.status_version,
                     assigned=placed,
@@ -566,7 +566,7 @@ class FleetMember:
         ended) still holds the attempt's ``running`` node, delete it in the same transaction,
         conditional on the attempt's status version."""
         layout, zk = self.cluster.layout, self.cluster.zk
-        path = layout.assignment(self.member_id, job_id)
+        path = layout.assignment(self.daemon_id, job_id)
         data, stat = zk.get(path)
         assignment = Assignment.from_znode(data, stat, path)
         if assignment.attempt != attempt:

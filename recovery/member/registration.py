@@ -70,13 +70,13 @@ def take_id(
         holder = _holder(found[0], found[1], path)
         liveness = processes.probe(_identity(holder)) if holder else Liveness.UNKNOWN
         if liveness is Liveness.ALIVE or (liveness is Liveness.UNKNOWN and stop is None):
-            raise DuplicateMember(_in_use(info.member_id, holder, liveness))
+            raise DuplicateMember(_in_use(info.daemon_id, holder, liveness))
         if liveness is Liveness.DEAD:
             assert holder is not None
             logger.warning(
                 "daemon id %s: its earlier daemon (pid %d on this host, since %s) is gone; "
                 "removing its member record now instead of waiting for its session to expire",
-                info.member_id,
+                info.daemon_id,
                 holder.pid,
                 holder.started,
             )
@@ -84,7 +84,7 @@ def take_id(
                 zk.delete(path, version=found[1].version)
             continue
         assert stop is not None
-        waited_since = _wait(zk, path, info.member_id, holder, waited_since, stop)
+        waited_since = _wait(zk, path, info.daemon_id, holder, waited_since, stop)
         if stop.is_set():
             return False
 
@@ -100,11 +100,11 @@ def _identity(info: MemberInfo) -> ProcessIdentity:
     return ProcessIdentity(info.host, info.pid, info.start_ticks, info.boot_id)
 
 
-def _in_use(member_id: str, holder: MemberInfo | None, liveness: Liveness) -> str:
+def _in_use(daemon_id: str, holder: MemberInfo | None, liveness: Liveness) -> str:
     who = f" (host {holder.host}, pid {holder.pid}, since {holder.started})" if holder else ""
     where = "on this host" if liveness is Liveness.ALIVE else "elsewhere"
     return (
-        f"daemon id {member_id!r} is in use by another live daemon {where}{who}: give this "
+        f"daemon id {daemon_id!r} is in use by another live daemon {where}{who}: give this "
         "one another --id"
     )
 
@@ -112,7 +112,7 @@ def _in_use(member_id: str, holder: MemberInfo | None, liveness: Liveness) -> st
 def _wait(
     zk: ZooKeeper,
     path: str,
-    member_id: str,
+    daemon_id: str,
     holder: MemberInfo | None,
     since: float | None,
     stop: threading.Event,
@@ -130,13 +130,13 @@ def _wait(
         logger.warning(
             "daemon id %s is held by the session of %s, which this host cannot check: waiting "
             "for that session to end (at most the session timeout after its daemon stopped)",
-            member_id,
+            daemon_id,
             who,
         )
     else:
         logger.warning(
             "daemon id %s: still waiting for the session of %s to end (%.0f s)",
-            member_id,
+            daemon_id,
             who,
             now - since,
         )

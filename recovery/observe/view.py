@@ -133,16 +133,16 @@ def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo
     leader_id = leader.get("id") if leader is not None else None
     return [
         DaemonInfo(
-            daemon_id=member.member_id,
+            daemon_id=member.daemon_id,
             host=member.info.host,
             pid=member.info.pid,
-            leader=member.member_id == leader_id,
+            leader=member.daemon_id == leader_id,
             slots=member.info.slots,
             used=len(member.assigned),
             labels=member.labels,
             drained=member.drained,
         )
-        for member in sorted(fleet.members.values(), key=lambda m: m.member_id)
+        for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id)
     ]
 
 

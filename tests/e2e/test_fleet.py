@@ -46,7 +46,7 @@ def waiting(client: Client, job_id: str) -> str:
 
 def where(client: Client, job_id: str) -> str | None:
     status = client.status(job_id).status
-    return status.member if status is not None else None
+    return status.daemon_id if status is not None else None
 
 
 def test_a_lost_hosts_jobs_resume_elsewhere_and_the_others_are_untouched(

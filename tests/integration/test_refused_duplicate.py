@@ -44,7 +44,7 @@ def hold_attempt(config: StoreConfig, job_id: str) -> ZooKeeper:
     test process, in a session of its own (the live driver)."""
     zk = ZooKeeper.from_config(config).start()
     base = config.base_path
-    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), member="m")
+    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), daemon_id="m")
     zk.ensure_path(f"{base}/jobs/{job_id}")
     zk.create(f"{base}/jobs/{job_id}/status", status.to_bytes())
     me = os.getpid()
@@ -136,7 +136,7 @@ def test_the_exit_of_a_refused_duplicate_leaves_the_live_drivers_node_and_assign
             assignment = Assignment(
                 version=None,
                 job_id="j",
-                member_id="m",
+                daemon_id="m",
                 attempt=1,
                 status_version=0,
                 assigned=utc_now(),

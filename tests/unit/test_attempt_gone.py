@@ -41,7 +41,7 @@ def failed_attempt(finished: float, **records: Any) -> JobSnapshot:
         summary={"max_attempts": 3},
         version=0,
     )
-    status = JobStatus(version=4, state=STARTING, attempt=1, updated=ago(120), member="m")
+    status = JobStatus(version=4, state=STARTING, attempt=1, updated=ago(120), daemon_id="m")
     outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=ago(finished), error="x")
     return JobSnapshot(job_id="j", handle=handle, status=status, outcome=outcome, **records)
 

@@ -168,10 +168,10 @@ def _pending_status_ops(cluster: Cluster, job: JobSnapshot) -> list[Op]:
             job.status,
             version=None,
             state=PENDING,
-            member=None,
+            daemon_id=None,
             not_before=None,
             updated=utc_now(),
-            leader=None,
+            leader_id=None,
             reason=why,
         )
         return [SetData(path, status.to_bytes(), job.status.version)]

@@ -100,7 +100,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         },
         "log": job.log,
         "error": job_error(job),
-        "daemon": status.member if status is not None else None,
+        "daemon": status.daemon_id if status is not None else None,
         "waiting": status.reason if status is not None else None,
         "failures": status.failures if status is not None else None,
         "lost": status.lost if status is not None else None,
