@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from zkstore.errors import CorruptHandle, SerializationError
+from zkstore.errors import CorruptHandle, SerializationError, TooLarge
 from zkstore.strict import check_text, load_object, parse_time, utc_now
 
 FORMAT = 1
@@ -103,7 +103,7 @@ class Handle:
             record, separators=(",", ":"), sort_keys=True, ensure_ascii=False
         ).encode()
         if len(data) > MAX_HANDLE_BYTES:
-            raise SerializationError(
+            raise TooLarge(
                 f"handle of {len(data)} bytes is over the {MAX_HANDLE_BYTES}-byte limit; "
                 "keep summary fields short"
             )

@@ -33,7 +33,7 @@ from zkstore.cli.base import Connection, DevCommand, connection_options
 from zkstore.cli.handles import Duration, Retention
 from zkstore.cli.jobs import jobs
 from zkstore.config import ENV_VARS
-from zkstore.errors import EXIT_CANCELLED, EXIT_FAILED
+from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.records import LeaderInfo
 from zkstore.jobs.snapshot import JobSnapshot
@@ -371,9 +371,11 @@ def follow(client: Client, job_id: str, timeout: float | None) -> None:
     message = f"{job_id}: {result.outcome} after {result.attempts} attempt(s)"
     if result.error and result.outcome != CANCELLED:
         message += f": {headline(result.error)}"
-    click.echo(message, err=True)
+    if result.outcome == CANCELLED:
+        raise JobEndedCancelled(message)
     if result.outcome != SUCCEEDED:
-        sys.exit(EXIT_CANCELLED if result.outcome == CANCELLED else EXIT_FAILED)
+        raise JobDidNotSucceed(message)
+    click.echo(message, err=True)
 
 
 class Progress:

@@ -50,14 +50,6 @@ from recovery.driver.context import (
 from recovery.driver.control import JobControl
 from recovery.driver.lease import SessionLease
 from recovery.member import processes
-from recovery.member.launcher import (
-    EXIT_BROKEN,
-    EXIT_CANCELLED,
-    EXIT_FAILED,
-    EXIT_REFUSED,
-    EXIT_SUCCEEDED,
-    EXIT_SUSPENDED,
-)
 from recovery.settings import spark_master_from_env
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -77,7 +69,7 @@ from zkstore.errors import (
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
-from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED
+from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
 from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
@@ -85,11 +77,11 @@ from zkstore.watch import NodeWatch, WatchedValue
 
 logger = logging.getLogger("recovery.driver.driver")
 
-EXIT_CODES = {
-    SUCCEEDED: EXIT_SUCCEEDED,
-    FAILED: EXIT_FAILED,
-    CANCELLED: EXIT_CANCELLED,
-    BROKEN: EXIT_BROKEN,
+EXIT_CODES: dict[str, DriverExit] = {
+    SUCCEEDED: DriverExit.SUCCEEDED,
+    FAILED: DriverExit.FAILED,
+    CANCELLED: DriverExit.CANCELLED,
+    BROKEN: DriverExit.BROKEN,
 }
 
 
@@ -145,7 +137,7 @@ class Driver:
         took_running = False
         try:
             if not self._take_running():
-                return EXIT_REFUSED
+                return DriverExit.REFUSED
             took_running = True
             self.lease = SessionLease(self.cluster.zk, self.running_path).start()
             self.cluster.zk.add_listener(self._on_state)
@@ -387,7 +379,7 @@ class Driver:
                 )
                 sparkapp.stop(kill=True)
                 self._report(CANCELLED, f"cancelled (forced after {self.cancel_grace:g} s)")
-                os._exit(EXIT_CANCELLED)
+                os._exit(DriverExit.CANCELLED)
 
     def _publish_spark_app(self) -> None:
         with self._report_lock:
@@ -398,7 +390,7 @@ class Driver:
         logger.error("attempt %d of %s stops itself: %s", self.attempt, self.job_id, why)
         sparkapp.stop(kill=True)
         logging.shutdown()
-        os._exit(EXIT_SUSPENDED)
+        os._exit(DriverExit.SUSPENDED)
 
     # -- outcome -------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from recovery.member.shipper import (
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
+from zkstore.jobs.states import DriverExit
 
 logger = logging.getLogger(__name__)
 
@@ -50,21 +51,14 @@ DRIVER_OF_ENV = "ZKSTORE_DRIVER_OF"
 #: Names the daemon (fleet member) that launched a driver.
 DRIVER_MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 
-# Exit codes of ``python -m recovery.driver.driver``.
-EXIT_SUCCEEDED = 0
-EXIT_FAILED = 1
-EXIT_REFUSED = 3  # another attempt holds ``running``, or this attempt was superseded
-EXIT_CANCELLED = 4
-EXIT_BROKEN = 5  # the definition cannot be loaded: quarantine material
-EXIT_SUSPENDED = 6  # the session was suspended past the safe bound: stopped without an outcome
-
-EXIT_MEANINGS = {
-    EXIT_SUCCEEDED: "succeeded",
-    EXIT_FAILED: "failed",
-    EXIT_REFUSED: "refused to start",
-    EXIT_CANCELLED: "cancelled",
-    EXIT_BROKEN: "could not load its definition",
-    EXIT_SUSPENDED: "stopped itself: ZooKeeper session suspended",
+#: What each exit of a driver process means (:class:`zkstore.jobs.states.DriverExit`).
+EXIT_MEANINGS: dict[int, str] = {
+    DriverExit.SUCCEEDED: "succeeded",
+    DriverExit.FAILED: "failed",
+    DriverExit.REFUSED: "refused to start",
+    DriverExit.CANCELLED: "cancelled",
+    DriverExit.BROKEN: "could not load its definition",
+    DriverExit.SUSPENDED: "stopped itself: ZooKeeper session suspended",
 }
 
 

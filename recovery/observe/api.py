@@ -35,9 +35,11 @@ A change is acknowledged by the job's driver afterwards: poll ``GET .../control`
 HEAD works wherever GET does. Every daemon answers, leader or not, from ZooKeeper and storage,
 read on a small pool of threads of the HTTP server's own: no handler ever waits for the daemon's
 loop thread, and only the token-guarded routes write (what any client could write with the CLI).
-Errors are JSON ``{"error": "..."}`` with the status of their kind (400 bad request or a body
-the strict JSON parser refuses, 401/403 auth, 404 unknown job, 409 conflict, 421 not our host
-name, 503 ZooKeeper or storage unavailable); no traceback ever reaches a client. The tokens are
+Errors are JSON ``{"error": "..."}`` with the status of their kind: the ``http_status`` of a
+zkstore error's class (:mod:`zkstore.errors`: 400 bad input, 404 unknown job, 409 conflict, 413
+over a limit, 502 garbage or refused credentials upstream, 503 ZooKeeper or storage
+unavailable, 504 a wait ran out), else 400 for a body the strict JSON parser refuses, 401/403
+auth, 421 not our host name; no traceback ever reaches a client. The tokens are
 compared in constant time and never logged or echoed.
 """
 
@@ -62,9 +64,6 @@ from recovery.observe.page import CSP, render, render_unavailable
 from recovery.observe.view import Observed, finished, read_jobs, read_view
 from zkstore.cluster import Cluster, triage
 from zkstore.errors import (
-    ConfigError,
-    ConflictError,
-    HandleNotFound,
     StoreUnavailable,
     ZkStoreError,
 )
@@ -88,18 +87,6 @@ MAX_REASON_CHARS = 1000
 MAX_TAIL_LINES = 100_000
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _status_of(exc: ZkStoreError) -> int:
-    if isinstance(exc, HandleNotFound):
-        return 404
-    if isinstance(exc, ConfigError):
-        return 400
-    if isinstance(exc, ConflictError):
-        return 409
-    if isinstance(exc, StoreUnavailable):
-        return 503
-    return 500
 
 
 def error_response(
@@ -167,7 +154,7 @@ class Api:
         except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method, too big
             response = error_response(exc.status, exc.reason, _allow(exc))
         except ZkStoreError as exc:
-            response = error_response(_status_of(exc), f"{type(exc).__name__}: {exc}")
+            response = error_response(exc.http_status, f"{type(exc).__name__}: {exc}")
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
-from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, ZkStoreError
+from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,6 +38,9 @@ class ZkStoreGroup(click.Group):
             return super().invoke(ctx)
         except ConfigError as exc:
             raise UsageFailure(str(exc)) from exc
+        except JobDidNotSucceed as exc:  # its message is the job's last line, said as it is
+            click.echo(str(exc), err=True)
+            raise click.exceptions.Exit(exc.exit_code) from exc
         except ZkStoreError as exc:
             OperationFailed(f"{type(exc).__name__}: {exc}").show()
             raise click.exceptions.Exit(exc.exit_code) from exc

@@ -29,6 +29,7 @@ from zkstore.jobs.records import (
 from zkstore.jobs.states import (
     CLEAN,
     CLEANING,
+    ENDED,
     PAUSED,
     QUARANTINED,
     RUNNING,
@@ -43,10 +44,6 @@ from zkstore.zk import ZooKeeper
 R = TypeVar("R", bound=Record)
 
 logger = logging.getLogger(__name__)
-
-#: the attempt in ``status`` ended (its driver recorded an outcome and let go of ``running``),
-#: and the leader has not acted on it yet: it will restart the job or record its result
-ENDED = "ENDED"
 
 
 @dataclass(frozen=True)

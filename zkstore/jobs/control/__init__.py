@@ -35,7 +35,7 @@ from zkstore.jobs.control.values import (
 from zkstore.jobs.control.view import (
     CONTROL_REQUEST_FIELD,
     CONTROL_VERSION_FIELD,
-    PENDING,
+    KEY_PENDING,
     ControlView,
     read_view,
 )
@@ -45,10 +45,10 @@ __all__ = [
     "CHECKPOINT",
     "CONTROL_REQUEST_FIELD",
     "CONTROL_VERSION_FIELD",
+    "KEY_PENDING",
     "LOG_LEVEL",
     "NEEDS_RESTART",
     "PAUSE",
-    "PENDING",
     "REJECTED",
     "ControlAck",
     "ControlChange",
