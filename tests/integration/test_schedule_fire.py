@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -347,6 +347,20 @@ def test_a_tampered_definition_is_refused(leader: Leader) -> None:
     plant(leader.cluster.zk, path, json.dumps(record).encode())
     with pytest.raises(UntrustedPayload):
         leader.schedules.definition(leader.schedules.spec(NAME))
+
+
+def test_a_damaged_definition_skips_the_window_saying_why(leader: Leader) -> None:
+    spec = create(leader)
+    forged = {**json.loads(json.dumps(spec.definition)), "hmac": "00" * 32}
+    path = leader.schedules.paths.schedule(NAME)
+    plant(leader.cluster.zk, path, replace(spec, definition=forged).to_bytes())
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    assert report.fired == [] and current_jobs(leader.cluster) == []
+    ((window, reason),) = report.skipped
+    assert window == START + timedelta(hours=1) and "cannot be read" in reason
+    assert leader.schedules.get(NAME).state.history[-1].reason == reason
+    job = run_id(NAME, window)
+    assert leader.cluster.storage.list(leader.cluster.storage_layout.job(job)) == []
 
 
 def test_delete_removes_the_schedule_and_its_definition_but_not_its_runs(leader: Leader) -> None:

@@ -29,9 +29,11 @@ from zkstore.cluster import Cluster
 from zkstore.errors import (
     HandleExists,
     HandleNotFound,
+    IncompatiblePayload,
     JobFinished,
     JobQuarantined,
     OutcomeUnknown,
+    PayloadError,
     VersionConflict,
     ZkStoreError,
 )
@@ -55,6 +57,7 @@ from zkstore.schedules.due import (
     steps,
 )
 from zkstore.schedules.records import (
+    ALLOW,
     FIRED,
     HistoryEntry,
     ScheduleSpec,
@@ -87,6 +90,16 @@ class FireReport:
     skipped: list[tuple[datetime, str]] = field(default_factory=list)
     recorded: int = 0
     next: datetime | None = None
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What every step of one plan shares."""
+
+    spec: ScheduleSpec
+    leader: Fence
+    now: datetime
+    report: FireReport
 
 
 class Firer:
@@ -165,38 +178,39 @@ class Firer:
         self, name: str, leader: Fence, now: datetime, limit: int, report: FireReport
     ) -> Plan:
         schedule = self.schedules.get(name)
-        spec, state = schedule.spec, schedule.state
-        decided = plan(spec, state, now, limit=limit)
+        decided = plan(schedule.spec, schedule.state, now, limit=limit)
         report.next = decided.next
+        context = _Round(schedule.spec, leader, now, report)
+        state = schedule.state
         for step in steps(decided):
-            state = self._commit_step(spec, state, step, leader, now, report)
+            state = self._commit_step(context, state, step)
         return decided
 
-    def _commit_step(
-        self,
-        spec: ScheduleSpec,
-        state: ScheduleState,
-        step: Step,
-        leader: Fence,
-        now: datetime,
-        report: FireReport,
-    ) -> ScheduleState:
+    def _commit_step(self, context: _Round, state: ScheduleState, step: Step) -> ScheduleState:
+        """Commit one step of the plan; the state as it is after it."""
+        spec, report = context.spec, context.report
         before = entries(step.before)
         if step.fire is None:
-            return self._record(spec, state, before, leader, now, report)
+            return self._record(context, state, before)
         window = step.fire
         job = run_id(spec.name, window)
-        admission = admit(spec.concurrency, self._previous(state.last_run))
+        previous = None if spec.concurrency == ALLOW else self._previous(state.last_run)
+        admission = admit(spec.concurrency, previous)
         if not admission.fire:
             assert admission.reason is not None
-            report.skipped.append((window, admission.reason))
-            decided = (*before, skipped(window, admission.reason))
-            return self._record(spec, state, decided, leader, now, report)
-        handle = self._write_run(spec, window, job, admission.replace)
+            return self._skip(context, state, before, window, admission.reason)
+        try:
+            handle = self._write_run(spec, window, job, admission.replace)
+        except IncompatiblePayload:
+            raise  # written by another Python: a leader that can read it will fire the window
+        except PayloadError as exc:  # damaged for good: every window would fail the same way
+            reason = f"the schedule's definition cannot be read: {exc}"
+            logger.error("schedule %s: window %s not fired: %s", spec.name, window, reason)
+            return self._skip(context, state, before, window, reason)
         self._step("fire:payload-written")
-        new = state.recording((*before, fired(window, job)), now)
+        new = state.recording((*before, fired(window, job)), context.now)
         run = NewRun(job, handle, self._cancel_ops(admission.replace, spec.name, job, window))
-        transaction = self._transaction(spec, state, new, leader, run)
+        transaction = self._transaction(context, state, new, run)
         try:
             commit_settled(
                 self.zk,
@@ -210,7 +224,7 @@ class Firer:
             self.storage.discard(handle.uri)
             if isinstance(exc, HandleExists) and exc.path != self.layout.job_handle(job):
                 raise TryAgain(f"the previous run's cancel changed meanwhile: {exc}") from exc
-            return self._taken(spec, state, before, window, job, leader, now, report)
+            return self._taken(context, state, before, window)
         except ZkStoreError as exc:
             self.storage.discard(handle.uri)
             _conflict(exc)
@@ -224,12 +238,12 @@ class Firer:
 
     def _transaction(
         self,
-        spec: ScheduleSpec,
+        context: _Round,
         state: ScheduleState,
         new: ScheduleState,
-        leader: Fence,
         run: NewRun | None = None,
     ) -> Transaction:
+        spec = context.spec
         assert spec.version is not None and state.version is not None
         return build_fire(
             self.layout,
@@ -238,64 +252,62 @@ class Firer:
             spec_version=spec.version,
             state=new,
             state_version=state.version,
-            leader=leader,
+            leader=context.leader,
             run=run,
         )
 
     def _record(
-        self,
-        spec: ScheduleSpec,
-        state: ScheduleState,
-        decided: tuple[HistoryEntry, ...],
-        leader: Fence,
-        now: datetime,
-        report: FireReport,
+        self, context: _Round, state: ScheduleState, decided: tuple[HistoryEntry, ...]
     ) -> ScheduleState:
         """Record decisions that create no run (one transaction, fenced)."""
-        new = state.recording(decided, now)
-        transaction = self._transaction(spec, state, new, leader)
+        new = state.recording(decided, context.now)
+        transaction = self._transaction(context, state, new)
         assert state.version is not None
-        version = state.version
+        version, name = state.version, context.spec.name
         try:
             commit_settled(
                 self.zk,
                 list(transaction.ops),
                 fence=transaction.fence,
-                applied=lambda: self._state_version(spec.name) not in (None, version),
+                applied=lambda: self._state_version(name) not in (None, version),
             )
         except ZkStoreError as exc:
             _conflict(exc)
             raise
         self._step("fire:recorded")
-        report.recorded += sum(entry.count for entry in decided if entry.outcome != FIRED)
+        context.report.recorded += sum(e.count for e in decided if e.outcome != FIRED)
         return new.with_version(version + 1)
 
-    def _taken(
+    def _skip(
         self,
-        spec: ScheduleSpec,
+        context: _Round,
         state: ScheduleState,
         before: tuple[HistoryEntry, ...],
         window: datetime,
-        job: str,
-        leader: Fence,
-        now: datetime,
-        report: FireReport,
+        reason: str,
+    ) -> ScheduleState:
+        """Record ``window`` as skipped with ``reason`` (after ``before``)."""
+        context.report.skipped.append((window, reason))
+        return self._record(context, state, (*before, skipped(window, reason)))
+
+    def _taken(
+        self,
+        context: _Round,
+        state: ScheduleState,
+        before: tuple[HistoryEntry, ...],
+        window: datetime,
     ) -> ScheduleState:
         """The run's job id exists (current, finished or quarantined): the window was fired
         already (the state was lost or reset), or another job took the id."""
+        name = context.spec.name
+        job = run_id(name, window)
         summary = self._summary_of(job)
-        if summary is not None and is_run_of(summary, spec.name, window):
-            logger.warning(
-                "schedule %s: its run %s of %s exists already; recorded as fired",
-                spec.name,
-                job,
-                window,
-            )
-            report.fired.append((window, job))
-            return self._record(spec, state, (*before, fired(window, job)), leader, now, report)
-        reason = f"the job id {job} is taken by a job that is not this schedule's run"
-        report.skipped.append((window, reason))
-        return self._record(spec, state, (*before, skipped(window, reason)), leader, now, report)
+        if summary is None or not is_run_of(summary, name, window):
+            reason = f"the job id {job} is taken by a job that is not this schedule's run"
+            return self._skip(context, state, before, window, reason)
+        logger.warning("schedule %s: its run %s of %s exists already", name, job, window)
+        context.report.fired.append((window, job))
+        return self._record(context, state, (*before, fired(window, job)))
 
     # -- reads -----------------------------------------------------------------------------------
 

@@ -29,13 +29,14 @@ from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
 from zkstore.errors import (
     ConfigError,
+    CorruptPayload,
     CorruptRecord,
     HandleExists,
     HandleNotFound,
-    IncompatiblePayload,
     NotEmpty,
     OutcomeUnknown,
     StoreUnavailable,
+    UntrustedPayload,
     VersionConflict,
     ZkStoreError,
 )
@@ -285,12 +286,12 @@ class ScheduleStore:
         :class:`~zkstore.errors.PayloadError` or :class:`StoreUnavailable`."""
         handle = spec.handle
         if not self.storage.is_under(handle.uri, self.paths.definitions(spec.name)):
-            raise IncompatiblePayload(
+            raise UntrustedPayload(
                 f"the definition of schedule {spec.name} is not under its own prefix"
             )
         definition = self._serializer.loads(self.storage.read(handle.ref))
         if not isinstance(definition, JobDefinition) or definition.job_id != spec.name:
-            raise IncompatiblePayload(f"the payload of schedule {spec.name} is not its definition")
+            raise CorruptPayload(f"the payload of schedule {spec.name} is not its definition")
         return definition
 
 
