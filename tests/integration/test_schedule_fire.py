@@ -20,11 +20,11 @@ from tests.helpers import crash, expire_session, plant, wait_for
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import NotLeader, UntrustedPayload, VersionConflict
+from zkstore.errors import NotLeader, OutcomeUnknown, UntrustedPayload, VersionConflict
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import CancelRequest, read_record
 from zkstore.jobs.states import SUCCEEDED
-from zkstore.ops import Fence
+from zkstore.ops import Fence, Op
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import FIRED, MISSED, SKIPPED, ScheduleSpec
 from zkstore.schedules.runs import run_id
@@ -264,6 +264,40 @@ def test_a_crash_between_building_and_committing_leaves_one_run_at_most(
             assert report.fired == [] and orphans == []
 
 
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_fire_whose_answer_is_lost_is_settled_by_reading_back(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    """The fire's transaction is applied (or not) and its answer lost, as a connection that
+    drops at that moment does: the fire reads back, and sends it again only if it is not
+    there. One run either way, the window recorded once, the run's payload the one referenced."""
+    create(leader)
+    real = leader.cluster.zk.commit
+    lost: list[int] = []
+
+    def lossy(ops: list[Op], **kwargs: object) -> list[object]:
+        creates_run = any(
+            getattr(op, "path", "").startswith(f"{leader.cluster.layout.current_jobs}/")
+            for op in ops
+        )
+        if creates_run and not lost:
+            lost.append(1)
+            if applied:
+                real(ops, **kwargs)  # type: ignore[arg-type]
+            raise OutcomeUnknown("transaction: ConnectionLoss (injected after the send)")
+        return real(ops, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(leader.cluster.zk, "commit", lossy)
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    job = run_id(NAME, START + timedelta(hours=1))
+    assert lost and report.fired == [(START + timedelta(hours=1), job)]
+    assert current_jobs(leader.cluster) == [job]
+    state = leader.schedules.get(NAME).state
+    assert [e.job for e in state.history if e.outcome == FIRED] == [job]
+    (payload,) = leader.cluster.storage.list(leader.cluster.storage_layout.definitions(job))
+    assert leader.cluster.jobs.summaries()[job].uri == payload.uri
+
+
 # -- policies against the store -------------------------------------------------------------------
 
 
@@ -335,6 +369,26 @@ def test_create_publishes_a_signed_definition_once_and_refuses_a_second(leader: 
         create(leader)
     prefix = leader.schedules.paths.definitions(NAME)
     assert len(leader.schedules.storage.list(prefix)) == 1  # the refused one's payload: discarded
+
+
+@pytest.mark.parametrize("step", ["create:payload-written", "create:committed"])
+def test_a_crash_while_creating_leaves_a_whole_schedule_or_none(
+    signed: StoreConfig, step: str
+) -> None:
+    with Cluster.open(signed) as cluster:
+        crash(signed, "create", NAME, step, module="tests.crash_schedules")
+        schedules = ScheduleStore.for_config(signed, cluster.zk)
+        payloads = schedules.storage.list(schedules.paths.definitions(NAME))
+        assert len(payloads) == 1
+        if step == "create:committed":
+            spec = schedules.get(NAME).spec
+            assert spec.handle.uri == payloads[0].uri
+            assert schedules.definition(spec).job_id == NAME
+        else:  # an orphan payload, and no schedule: creating it again works
+            assert schedules.names() == []
+            leader = lead(cluster)
+            create(leader)
+            assert len(schedules.storage.list(schedules.paths.definitions(NAME))) == 2
 
 
 def test_a_tampered_definition_is_refused(leader: Leader) -> None:
