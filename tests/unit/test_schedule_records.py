@@ -123,3 +123,18 @@ def test_a_spec_no_writer_writes_is_refused(changes: dict[str, object]) -> None:
     bad = replace(VALID, **changes)  # type: ignore[arg-type]
     with pytest.raises(CorruptRecord):
         ScheduleSpec.from_znode(bad.to_bytes(), None, "/s")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"updated": "2026-11-23T19:24:32Z", "last_run": ""}',
+        b'{"updated": "2026-11-23T19:24:32Z", "history": [{"window": "2026-11-24T01:30:00Z",'
+        b' "outcome": "fired", "job": "../etc"}]}',
+    ],
+)
+def test_a_bad_job_id_in_the_state_is_a_corrupt_record(data: bytes) -> None:
+    """Found by the node-parser property: an empty run id raised the usage error of an invalid
+    id (exit 2 for whoever read the node) instead of CorruptRecord."""
+    with pytest.raises(CorruptRecord):
+        ScheduleState.from_znode(data, None, "/zkstore/default/schedules/nightly/state")

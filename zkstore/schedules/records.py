@@ -240,11 +240,20 @@ class HistoryEntry:
             if isinstance(value, str):
                 check_text(value, f"a history entry's {key}")
         if raw.get("job") is not None:
-            validate_id(raw["job"], "job id")
+            _check_job_id(raw["job"])
         reason = raw.get("reason")
         if reason is not None and len(reason) > MAX_REASON_CHARS:
             raise ValueError("a history entry's reason is too long")
         return cls(**raw)
+
+
+def _check_job_id(value: str) -> None:
+    """A job id read back: a bad one makes the record garbage (ValueError, which the parser turns
+    into CorruptRecord), not a usage error of whoever reads it."""
+    try:
+        validate_id(value, "job id")
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -278,7 +287,7 @@ class ScheduleState(Record):
                 raise ValueError(f"history is not a list of at most {HISTORY_LIMIT} entries")
             values["history"] = tuple(HistoryEntry.parse(entry) for entry in history)
         if values.get("last_run") is not None:
-            validate_id(values["last_run"], "job id")
+            _check_job_id(values["last_run"])
         return values
 
     def to_bytes(self) -> bytes:
