@@ -22,6 +22,7 @@ SUITES = [
     "control",
     "retention",
     "outage",
+    "cost",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -36,6 +37,7 @@ SMOKE = {
     "control": ["--changes", "5"],
     "retention": ["--results", "200"],
     "outage": ["--smoke"],
+    "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage"}
