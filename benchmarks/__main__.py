@@ -23,6 +23,7 @@ SUITES = [
     "retention",
     "outage",
     "cost",
+    "session",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -38,9 +39,10 @@ SMOKE = {
     "retention": ["--results", "200"],
     "outage": ["--smoke"],
     "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
+    "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
-BY_NAME_ONLY = {"outage"}
+BY_NAME_ONLY = {"outage", "session"}
 
 
 def main(argv: list[str]) -> int:
