@@ -24,6 +24,7 @@ SUITES = [
     "outage",
     "cost",
     "session",
+    "cli",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -40,6 +41,7 @@ SMOKE = {
     "outage": ["--smoke"],
     "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
     "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
+    "cli": ["--rounds", "1", "--jobs", "5"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session"}

@@ -196,7 +196,9 @@ def _zk_pauses(zk: EmbeddedZooKeeper, gc_log: Path) -> str:
     return (
         f"ZooKeeper JVM: pause monitor max {values.get('zk_max_jvm_pause_time_ms', '?')} ms "
         f"({values.get('zk_cnt_jvm_pause_time_ms', '?')} samples), "
-        f"{len(gc)} GC pauses, longest {max(gc, default=0.0):.1f} ms"
+        f"{len(gc)} GC pauses, longest {max(gc, default=0.0):.1f} ms; its longest fsync "
+        f"{values.get('zk_max_fsynctime', '?')} ms (a session's reads wait behind its own "
+        "writes, which wait for the fsync)"
     )
 
 
