@@ -22,6 +22,9 @@ SUITES = [
     "control",
     "retention",
     "outage",
+    "cost",
+    "session",
+    "cli",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -36,9 +39,12 @@ SMOKE = {
     "control": ["--changes", "5"],
     "retention": ["--results", "200"],
     "outage": ["--smoke"],
+    "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
+    "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
+    "cli": ["--rounds", "1", "--jobs", "5"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
-BY_NAME_ONLY = {"outage"}
+BY_NAME_ONLY = {"outage", "session"}
 
 
 def main(argv: list[str]) -> int:

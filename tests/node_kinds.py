@@ -29,6 +29,7 @@ from zkstore.jobs.records import (
     SparkApp,
 )
 from zkstore.jobs.resources import ResourceReport
+from zkstore.schedules.records import HistoryEntry, ScheduleSpec, ScheduleState
 from zkstore.strict import utc_now
 
 NOW = utc_now()
@@ -215,6 +216,40 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             reason="broken:\n  why",
             since=NOW,
             handle=json.loads(HANDLE.to_bytes()),
+        ).to_bytes(),
+    ),
+    "schedules": (
+        "schedule",  # zkstore.schedules.records.SchedulePaths (phase B: into the Layout)
+        lambda data, path: ScheduleSpec.from_znode(data, None, path),
+        _record(
+            ScheduleSpec,
+            name="nightly",
+            created=NOW,
+            definition=json.loads(HANDLE.to_bytes()),
+            cron="30 2 * * *",
+            timezone="Europe/Berlin",
+            concurrency="forbid",
+            catchup="3",
+            start_at="2026-11-24T00:00:00Z",
+            paused=True,
+            paused_at=NOW,
+            after_schedule="extract",
+        ).to_bytes(),
+    ),
+    "schedule state": (
+        "schedule_state",
+        lambda data, path: ScheduleState.from_znode(data, None, path),
+        _record(
+            ScheduleState,
+            updated=NOW,
+            last="2026-11-24T02:30:00Z",
+            last_run="nightly-20261124T013000Z",
+            fired=1,
+            missed=2,
+            history=(
+                HistoryEntry("2026-11-22T01:30:00Z", "missed", through=NOW, count=2, reason="r"),
+                HistoryEntry("2026-11-24T01:30:00Z", "fired", job="nightly-20261124T013000Z"),
+            ),
         ).to_bytes(),
     ),
 }

@@ -1,0 +1,452 @@
+"""What one run costs (issue 28): CPU seconds per no-op job, per process it touches.
+
+One daemon (``--max-drivers 4`` by default) runs batches of N no-op jobs; for each batch this
+prints the CPU each process spent, divided by N:
+
+- the daemon's main process (leader and member: all its threads), from ``/proc/<pid>/stat``;
+- its fork server, the same way (its own CPU, not its children's);
+- the drivers and the log shippers: every child the fork server reaps is recorded with its
+  whole life's CPU by a probe (``benchmarks/probe/sitecustomize.py``, on the daemon's
+  ``PYTHONPATH``: ``os.waitpid`` made ``os.wait4``), exact however briefly the child lived; a
+  shipper is told from a driver by its ``os.nice`` call;
+- the ZooKeeper JVM (the embedded server's ``/proc/<pid>/stat``; not measured with
+  ``ZKSTORE_ZK``);
+- this process (the client: submissions and polling for the results), shown apart and not in
+  the total.
+
+Each batch is measured from its first submission until every result exists and every driver and
+shipper of the batch has been reaped, so the daemon's and ZooKeeper's idle work over that window
+(periodic reconciles, heartbeats, ticks) is in it; an idle window before the batches says how
+much that is per second.
+
+Baseline: the least a job's run can cost in this design (a driver holds its own ZooKeeper
+session, invariant 4): a process forked from one that has kazoo imported opens a kazoo session,
+creates and deletes an ephemeral node and closes, N times one after the other, its CPU (wait4)
+plus ZooKeeper's per run. ``python -c pass`` would measure an interpreter's start, which the
+fork server already avoids, and a bare kazoo session in this process would hide a process's
+cost: this floor is what phase B can approach, not pass. The goal (0.05 s per job, all processes
+included) is printed as a ratio to that floor.
+
+``--profile DIR`` samples the daemon and the fork server with its children (py-spy, which must
+be installed: ``pip install py-spy``) during one more batch and prints the top functions of each
+kind of process; ``--cprofile DIR`` runs each driver's and shipper's ``main`` under cProfile
+(main thread only) and prints the top functions by cumulative and own time. Both perturb the
+figures of the batches they run in, which are printed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.common import Result, file_config, wait_all_exist
+from benchmarks.profiles import (
+    start_spy,
+    stop_spy,
+    summarize_cprofile,
+    summarize_spy,
+    summarize_zkcalls,
+)
+from recovery.client.client import Client
+from recovery.dev.localcluster import LocalCluster
+from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
+
+PROBE_DIR = Path(__file__).resolve().parent / "probe"
+PROBE_ENV = "ZKSTORE_BENCH_PROBE"
+CPROFILE_ENV = "ZKSTORE_BENCH_CPROFILE"
+ZKCALLS_ENV = "ZKSTORE_BENCH_ZKCALLS"
+GOAL = 0.05
+TICK = os.sysconf("SC_CLK_TCK")
+KINDS = ("daemon", "fork server", "drivers", "shippers", "ZooKeeper")
+
+
+def noop(ctx: object) -> None:
+    """A job that does nothing: what is measured is the runtime's own cost per job."""
+
+
+# -- reading the processes ----------------------------------------------------------------------
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` itself (all its threads), from ``/proc``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def child_with(parent: int, marker: str) -> int | None:
+    """The pid of a child of ``parent`` whose command line contains ``marker``."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and marker in cmdline:
+            return int(entry.name)
+    return None
+
+
+#: ZooKeeper's own counters (``mntr``) shown per job: what the runtime asks of it.
+ZK_COUNTERS = {
+    "requests": "zk_packets_received",
+    "reads": "zk_cnt_readlatency",
+    "writes": "zk_cnt_updatelatency",
+    "fsyncs": "zk_cnt_fsynctime",
+    "sessions closed": "zk_cnt_close_session_prep_time",
+    "watches fired": (
+        "zk_sum_node_created_watch_count",
+        "zk_sum_node_deleted_watch_count",
+        "zk_sum_node_changed_watch_count",
+        "zk_sum_node_children_watch_count",
+    ),
+}
+
+
+def zk_counters(hosts: str) -> dict[str, float]:
+    """ZooKeeper's counters of :data:`ZK_COUNTERS` (empty if ``mntr`` does not answer)."""
+    host, _, port = hosts.split(",", maxsplit=1)[0].rpartition(":")
+    try:
+        text = four_letter_word(host, int(port), "mntr")
+    except (OSError, ValueError):
+        return {}
+    values = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("\t")
+        with contextlib.suppress(ValueError):
+            values[key] = float(value)
+    counters = {}
+    for name, spec in ZK_COUNTERS.items():
+        keys = (spec,) if isinstance(spec, str) else spec
+        if all(k in values for k in keys):
+            counters[name] = sum(values[k] for k in keys)
+    return counters
+
+
+@dataclass
+class Probe:
+    """The probe's record file, read from an offset on."""
+
+    path: Path
+    offset: int = 0
+
+    def mark(self) -> None:
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def events(self) -> list[dict[str, object]]:
+        if not self.path.exists():
+            return []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            return [json.loads(line) for line in f.read().splitlines() if line.strip()]
+
+    def children(self, parent: int) -> tuple[list[float], list[float]]:
+        """CPU of each child ``parent`` reaped since the mark: (drivers, shippers)."""
+        events = self.events()
+        niced = {e["pid"] for e in events if e["event"] == "nice"}
+        drivers: list[float] = []
+        shippers: list[float] = []
+        for e in events:
+            if e["event"] == "reaped" and e["by"] == parent:
+                cpu = float(e["cpu"])  # type: ignore[arg-type]
+                (shippers if e["pid"] in niced else drivers).append(cpu)
+        return drivers, shippers
+
+
+@dataclass
+class Batch:
+    jobs: int
+    seconds: float
+    cpu: dict[str, float]
+    client: float
+    max_driver: float = 0.0
+    zk: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.cpu.values())
+
+    def per_job(self, kind: str) -> float:
+        return (self.total if kind == "total" else self.cpu[kind]) / self.jobs
+
+    def show(self, label: str) -> None:
+        parts = ", ".join(f"{k} {self.per_job(k) * 1000:.1f}" for k in (*KINDS, "total"))
+        print(
+            f"  {label}: {self.jobs} jobs in {self.seconds:.1f} s; CPU ms per job: {parts}; "
+            f"client {self.client / self.jobs * 1000:.1f} (not in the total)",
+            flush=True,
+        )
+        if self.zk:
+            print(
+                "    ZooKeeper per job: "
+                + ", ".join(f"{k} {v / self.jobs:.1f}" for k, v in self.zk.items()),
+                flush=True,
+            )
+
+
+@dataclass
+class Cost:
+    """The processes of one daemon, and how to measure a batch of jobs on it."""
+
+    local: LocalCluster
+    client: Client
+    hosts: str
+    probe: Probe
+    zk_pid: int | None
+    daemon_pid: int
+    fork_server: int = 0
+    batches: int = 0
+    spies: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def snapshot(self) -> dict[str, float]:
+        cpu = {
+            "daemon": proc_cpu(self.daemon_pid),
+            "fork server": proc_cpu(self.fork_server),
+            "client": own_cpu(),
+        }
+        cpu["ZooKeeper"] = proc_cpu(self.zk_pid) if self.zk_pid else 0.0
+        return cpu
+
+    def idle(self, seconds: float) -> dict[str, float]:
+        """CPU per second of the daemon, its fork server and ZooKeeper with nothing to do."""
+        before, start = self.snapshot(), time.monotonic()
+        time.sleep(seconds)
+        after, took = self.snapshot(), time.monotonic() - start
+        return {k: (after[k] - before[k]) / took for k in ("daemon", "fork server", "ZooKeeper")}
+
+    def batch(self, count: int, timeout: float = 600.0) -> Batch:
+        self.batches += 1
+        prefix = f"b{self.batches}"
+        self.probe.mark()
+        zk_before = zk_counters(self.hosts)
+        before, start = self.snapshot(), time.monotonic()
+        ids = [self.client.submit_function(noop, job_id=f"{prefix}-{i:04d}") for i in range(count)]
+        layout = self.client.cluster.layout
+        wait_all_exist(self.client.cluster.zk, [layout.result(j) for j in ids], timeout, 0.2)
+        deadline = time.monotonic() + 120
+        while True:  # every shipper too (it stores the end of its driver's log after the exit)
+            drivers, shippers = self.probe.children(self.fork_server)
+            if len(drivers) >= count and len(shippers) >= count:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{len(drivers)} drivers and {len(shippers)} shippers of {count} reaped"
+                )
+            time.sleep(0.1)
+        after, took = self.snapshot(), time.monotonic() - start
+        zk_after = zk_counters(self.hosts)
+        cpu = {k: after[k] - before[k] for k in ("daemon", "fork server", "ZooKeeper")}
+        cpu["drivers"], cpu["shippers"] = sum(drivers), sum(shippers)
+        zk = {k: zk_after[k] - zk_before[k] for k in zk_after if k in zk_before}
+        return Batch(
+            count, took, cpu, after["client"] - before["client"], max(drivers, default=0.0), zk
+        )
+
+
+@contextlib.contextmanager
+def one_daemon(
+    hosts: str, zk_pid: int | None, tmp: str, slots: int, cprofile: Path | None, zkcalls: bool
+) -> Iterator[Cost]:
+    config = file_config(hosts, tmp, timeout=30.0)
+    probe = Probe(Path(tmp) / "probe.jsonl")
+    env = {
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(PROBE_DIR), os.environ.get("PYTHONPATH", "")) if p
+        ),
+        PROBE_ENV: str(probe.path),
+    }
+    if cprofile is not None:
+        cprofile.mkdir(parents=True, exist_ok=True)
+        env[CPROFILE_ENV] = str(cprofile)
+    if zkcalls:
+        env[ZKCALLS_ENV] = "1"
+    local = LocalCluster(
+        config,
+        Path(tmp) / "rt",
+        extra_args=("--max-drivers", str(slots)),
+        extra_env=env,
+        verbose=False,
+    )
+    try:
+        daemon = local.start_daemon("cost")
+        local.wait_for_leader()
+        with Client(config) as client:
+            cost = Cost(local, client, hosts, probe, zk_pid, daemon.pid)
+            # A first job starts the fork server, and leaves nothing to warm up in the batches.
+            client.submit_function(noop, job_id="warm-up")
+            wait_all_exist(client.cluster.zk, [client.cluster.layout.result("warm-up")], 120)
+            fork_server = child_with(daemon.pid, "recovery.member.forkserver")
+            if fork_server is None:
+                raise RuntimeError("the daemon has no fork server: nothing to measure")
+            cost.fork_server = fork_server
+            yield cost
+    finally:
+        local.stop()
+
+
+# -- the raw floor -------------------------------------------------------------------------------
+
+
+def floor_child(hosts: str, count: int) -> None:
+    """``--floor``: fork ``count`` kazoo sessions one after the other; print their CPU (JSON).
+
+    A process of its own, single-threaded when it forks (no kazoo client of its own is
+    started), as the fork server is."""
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    root = f"/bench-floor-{uuid.uuid4().hex[:8]}"
+    setup = KazooClient(hosts=hosts, timeout=30)
+    setup.start(timeout=30)
+    setup.ensure_path(root)
+    setup.stop()
+    setup.close()
+    cpu = []
+    for i in range(count):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                client = KazooClient(hosts=hosts, timeout=10)
+                client.start(timeout=30)
+                path = client.create(f"{root}/run-{i}", b"{}", ephemeral=True)
+                client.delete(path)
+                client.stop()
+                client.close()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status, usage = os.wait4(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError("a floor session failed")
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    print(json.dumps(cpu))
+
+
+def measure_floor(hosts: str, zk_pid: int | None, count: int) -> tuple[float, float]:
+    """CPU per run of the floor: (the forked sessions, ZooKeeper)."""
+    zk_before = proc_cpu(zk_pid) if zk_pid else 0.0
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_cost", "--floor", hosts, str(count)],
+        check=True,
+        capture_output=True,
+    ).stdout
+    zk = (proc_cpu(zk_pid) - zk_before) if zk_pid else 0.0
+    cpu = json.loads(out.splitlines()[-1])
+    return sum(cpu) / count, zk / count
+
+
+# -- the benchmark -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def zookeeper_with_pid() -> Iterator[tuple[str, int | None]]:
+    if os.environ.get("ZKSTORE_ZK"):
+        yield os.environ["ZKSTORE_ZK"], None
+        return
+    with EmbeddedZooKeeper() as server:
+        yield server.connect_string, server.pid
+
+
+def bench_cost(args: argparse.Namespace) -> Result:
+    with zookeeper_with_pid() as (hosts, zk_pid), tempfile.TemporaryDirectory() as tmp:
+        measure_floor(hosts, zk_pid, args.jobs)  # warms ZooKeeper's JIT up: not counted
+        floor, floor_zk = measure_floor(hosts, zk_pid, args.jobs)
+        print(
+            f"  floor: a forked kazoo session (connect, create + delete an ephemeral node, "
+            f"close): {floor * 1000:.1f} ms CPU, ZooKeeper {floor_zk * 1000:.1f} ms per run",
+            flush=True,
+        )
+        cprofile = Path(args.cprofile) if args.cprofile else None
+        with one_daemon(hosts, zk_pid, tmp, args.slots, cprofile, args.zk_calls) as cost:
+            idle = cost.idle(args.idle)
+            print(
+                "  idle, CPU ms per second: "
+                + ", ".join(f"{k} {v * 1000:.1f}" for k, v in idle.items()),
+                flush=True,
+            )
+            batches = []
+            for run in range(args.runs):
+                batch = cost.batch(args.jobs)
+                batch.show(f"run {run + 1}{' (cProfile on)' if cprofile else ''}")
+                batches.append(batch)
+            if args.profile:
+                out = Path(args.profile)
+                out.mkdir(parents=True, exist_ok=True)
+                spies = [
+                    start_spy(cost.daemon_pid, out / "daemon.txt", False),
+                    start_spy(cost.fork_server, out / "forkserver.txt", True),
+                ]
+                try:
+                    cost.batch(args.jobs).show("profiled run (py-spy on; not in the median)")
+                finally:
+                    for spy in spies:
+                        stop_spy(spy)
+                spied = {"daemon.txt": cost.daemon_pid, "forkserver.txt": cost.fork_server}
+                for name, pid in spied.items():
+                    summarize_spy(out / name, pid, cost.daemon_pid, cost.fork_server, args.top)
+            if cprofile is not None:
+                summarize_cprofile(cprofile, args.top)
+            ran = 1 + args.jobs * cost.batches  # the warm-up job too
+        if args.zk_calls:  # the daemon wrote its counts as it stopped
+            summarize_zkcalls(Path(tmp) / "probe.jsonl", ran, args.top)
+    medians = {
+        kind: statistics.median(b.per_job(kind) for b in batches) for kind in (*KINDS, "total")
+    }
+    print(
+        f"  median of {len(batches)} runs, CPU ms per no-op job: "
+        + ", ".join(f"{k} {v * 1000:.1f}" for k, v in medians.items()),
+        flush=True,
+    )
+    floor_total = floor + floor_zk
+    return Result(
+        f"CPU per no-op job, all processes ({args.jobs} jobs on {args.slots} slots, "
+        f"median of {len(batches)})",
+        medians["total"],
+        floor_total,
+        f"<= {GOAL / floor_total:.2f}",
+        detail=f"goal {GOAL:g} s per job; baseline: a forked kazoo session's run, ZooKeeper "
+        f"included; load {os.getloadavg()[0]:.2f}",
+    )
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=40, help="no-op jobs per run")
+    parser.add_argument("--runs", type=int, default=3, help="runs (the median is reported)")
+    parser.add_argument("--slots", type=int, default=4, help="the daemon's --max-drivers")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of the idle window")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy one more run into DIR")
+    parser.add_argument("--cprofile", metavar="DIR", help="cProfile drivers and shippers")
+    parser.add_argument(
+        "--zk-calls", action="store_true", help="count the ZooKeeper requests of each process"
+    )
+    parser.add_argument("--top", type=int, default=15, help="functions shown per profile")
+    parser.add_argument("--floor", nargs=2, metavar=("HOSTS", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.floor:
+        floor_child(args.floor[0], int(args.floor[1]))
+        return []
+    result = bench_cost(args)
+    result.show()
+    return [result]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,427 @@
+"""Firing a schedule's windows against the real ZooKeeper: one fenced transaction per window,
+so that no window ever makes a second run (a repeated fire, a lost state, a deposed leader, a
+crash between writing the run's definition and committing it), each run records its window, and
+the concurrency and catchup policies hold.
+
+Every fire is given its clock ("now"), so no test waits for a window to come.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from recovery.leader.election import LeaderElection
+from tests.helpers import crash, expire_session, plant, wait_for
+from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.errors import NotLeader, OutcomeUnknown, UntrustedPayload, VersionConflict
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import CancelRequest, read_record
+from zkstore.jobs.states import SUCCEEDED
+from zkstore.ops import Fence, Op
+from zkstore.schedules.fire import Firer
+from zkstore.schedules.records import FIRED, MISSED, SKIPPED, ScheduleSpec
+from zkstore.schedules.runs import run_id
+from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.timing import format_time
+from zkstore.schedules.transaction import NewRun, build_fire
+from zkstore.storage import StateStorage
+
+START = datetime(2026, 11, 24, 2, tzinfo=UTC)
+NAME = "nightly"
+
+
+def noop(ctx: object) -> None:
+    return None
+
+
+def at(hours: float, seconds: float = 1) -> datetime:
+    return START + timedelta(hours=hours, seconds=seconds)
+
+
+@dataclass
+class Leader:
+    """A leadership as the daemon has one: a contender node, its fence, and a firer."""
+
+    cluster: Cluster
+    election: LeaderElection
+    schedules: ScheduleStore
+    firer: Firer
+
+    @property
+    def fence(self) -> Fence:
+        return self.election.fence()
+
+
+def lead(cluster: Cluster, daemon: str = "d1") -> Leader:
+    election = LeaderElection(cluster.zk, cluster.layout, daemon, lambda: None)
+    election.contend()
+    schedules = ScheduleStore.for_config(cluster.config, cluster.zk)
+    return Leader(cluster, election, schedules, Firer.for_cluster(cluster, schedules))
+
+
+@pytest.fixture
+def signed(config: StoreConfig) -> StoreConfig:
+    return config.with_changes(signing_key=b"the cluster's key")
+
+
+@pytest.fixture
+def leader(signed: StoreConfig) -> Iterator[Leader]:
+    with Cluster.open(signed) as cluster:
+        yield lead(cluster)
+
+
+def create(leader: Leader, **changes: object) -> ScheduleSpec:
+    values: dict[str, object] = {
+        "version": None,
+        "name": NAME,
+        "created": format_time(START - timedelta(days=1)),
+        "cron": "0 * * * *",
+        "start_at": format_time(START),
+        "timezone": "Europe/Berlin",
+    }
+    values.update(changes)
+    spec = ScheduleSpec(**values)  # type: ignore[arg-type]
+    definition = JobDefinition.for_function(str(values["name"]), noop, max_attempts=2)
+    return leader.schedules.create(spec, definition).spec
+
+
+def current_jobs(cluster: Cluster) -> list[str]:
+    return sorted(cluster.zk.children(cluster.layout.current_jobs))
+
+
+# -- a window fires once --------------------------------------------------------------------------
+
+
+def test_a_fired_window_is_a_job_that_records_its_window_and_runs_with_its_own_key(
+    leader: Leader,
+) -> None:
+    create(leader)
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    job = run_id(NAME, START + timedelta(hours=1))
+    assert report.fired == [(START + timedelta(hours=1), job)]
+    assert report.recorded == 1  # the window at START: late, catchup latest keeps only the newest
+    assert report.next == START + timedelta(hours=2)
+    assert current_jobs(leader.cluster) == [job]
+
+    handle = leader.cluster.jobs.summaries()[job]
+    assert handle.summary["schedule"] == NAME
+    assert handle.summary["scheduled"] == "2026-11-24T03:00:00Z"
+    assert handle.summary["max_attempts"] == 2
+    # the run's payload is its own: under its prefix, signed with its job key, its own id inside
+    assert leader.cluster.storage.is_under(
+        handle.uri, leader.cluster.storage_layout.definitions(job)
+    )
+    driver = StateStorage(
+        leader.cluster.config.storage_url, signer=leader.cluster.config.for_job(job).signer
+    )
+    driver.read(handle.ref)
+    assert leader.cluster.jobs.recover(job, lock=False).state.job_id == job
+    # ...and a driver of the run cannot read the schedule's definition
+    with pytest.raises(UntrustedPayload):
+        driver.read(leader.schedules.spec(NAME).handle.ref)
+
+    state = leader.schedules.get(NAME).state
+    assert (state.last, state.last_run) == ("2026-11-24T03:00:00Z", job)
+    assert [(e.outcome, e.job) for e in state.history] == [(MISSED, None), (FIRED, job)]
+
+
+def test_the_same_window_fired_again_is_a_no_op(leader: Leader) -> None:
+    create(leader)
+    leader.firer.fire(NAME, leader.fence, at(1))
+    version = leader.schedules.get(NAME).state.version
+    again = leader.firer.fire(NAME, leader.fence, at(1, seconds=30))
+    assert again.fired == [] and again.recorded == 0
+    assert leader.schedules.get(NAME).state.version == version
+    assert current_jobs(leader.cluster) == [run_id(NAME, START + timedelta(hours=1))]
+
+
+def test_a_fire_built_from_a_stale_read_fails_atomically(leader: Leader) -> None:
+    """Two leaders (or a retry) that read the same state: the second transaction fails on the
+    state's version and creates nothing, though its run's job id would be new."""
+    create(leader)
+    stale = leader.schedules.get(NAME)
+    leader.firer.fire(NAME, leader.fence, at(1))
+    other = leader.firer._write_run(stale.spec, START + timedelta(hours=1, minutes=30), "x-1", None)
+    assert stale.spec.version is not None and stale.state.version is not None
+    transaction = build_fire(
+        leader.cluster.layout,
+        leader.schedules.paths,
+        NAME,
+        spec_version=stale.spec.version,
+        state=stale.state,
+        state_version=stale.state.version,
+        leader=leader.fence,
+        run=NewRun("x-1", other),
+    )
+    with pytest.raises(VersionConflict):
+        leader.cluster.zk.commit(list(transaction.ops), fence=transaction.fence)
+    assert current_jobs(leader.cluster) == [run_id(NAME, START + timedelta(hours=1))]
+
+
+def test_a_lost_state_never_makes_a_second_run_of_a_window(leader: Leader) -> None:
+    """The state reset to before the fire (restored from an old copy, say): the window is
+    fired again, and ZooKeeper refuses the second run; the window is recorded as fired once
+    more, pointing at the run that exists. Its payload copy is discarded."""
+    create(leader)
+    state_path = leader.schedules.paths.state(NAME)
+    before = leader.cluster.zk.get(state_path)[0]
+    leader.firer.fire(NAME, leader.fence, at(1))
+    plant(leader.cluster.zk, state_path, before)
+    report = leader.firer.fire(NAME, leader.fence, at(1, seconds=20))
+    job = run_id(NAME, START + timedelta(hours=1))
+    assert report.fired == [(START + timedelta(hours=1), job)]
+    assert current_jobs(leader.cluster) == [job]
+    definitions = leader.cluster.storage.list(leader.cluster.storage_layout.definitions(job))
+    assert len(definitions) == 1
+
+
+def test_a_run_that_already_ended_is_never_made_again(leader: Leader) -> None:
+    create(leader)
+    state_path = leader.schedules.paths.state(NAME)
+    before = leader.cluster.zk.get(state_path)[0]
+    leader.firer.fire(NAME, leader.fence, at(1))
+    job = run_id(NAME, START + timedelta(hours=1))
+    summary = dict(leader.cluster.jobs.summaries()[job].summary)
+    leader.cluster.results.create_dirty(job, SUCCEEDED, attempts=1, summary=summary)
+    assert leader.cluster.jobs.remove(job)
+    plant(leader.cluster.zk, state_path, before)
+    report = leader.firer.fire(NAME, leader.fence, at(1, seconds=20))
+    assert report.fired == [(START + timedelta(hours=1), job)]
+    assert current_jobs(leader.cluster) == []
+
+
+def test_a_job_that_took_a_runs_id_is_not_taken_for_the_run(leader: Leader) -> None:
+    create(leader)
+    job = run_id(NAME, START + timedelta(hours=1))
+    leader.cluster.jobs.submit(JobDefinition.for_function(job, noop))
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    assert report.fired == []
+    ((window, reason),) = report.skipped
+    assert window == START + timedelta(hours=1) and "taken" in reason
+    last = leader.schedules.get(NAME).state.history[-1]
+    assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
+
+
+# -- leadership and crashes -----------------------------------------------------------------------
+
+
+def test_a_deposed_leaders_fire_fails_atomically(signed: StoreConfig) -> None:
+    with Cluster.open(signed) as first_cluster, Cluster.open(signed) as second_cluster:
+        first = lead(first_cluster, "d1")
+        create(first)
+        fence = first.fence
+        version = first.schedules.get(NAME).state.version
+        expire_session(first_cluster.zk)  # kazoo reconnects with a new session by itself
+        with pytest.raises(NotLeader):
+            first.firer.fire(NAME, fence, at(1))
+        assert current_jobs(first_cluster) == []
+        assert first.schedules.get(NAME).state.version == version
+        job = run_id(NAME, START + timedelta(hours=1))
+        assert first_cluster.storage.list(first_cluster.storage_layout.job(job)) == []
+
+        second = lead(second_cluster, "d2")
+        assert second.firer.fire(NAME, second.fence, at(1)).fired == [
+            (START + timedelta(hours=1), job)
+        ]
+
+
+@pytest.mark.parametrize("step", ["fire:payload-written", "fire:committed"])
+def test_a_crash_between_building_and_committing_leaves_one_run_at_most(
+    signed: StoreConfig, step: str
+) -> None:
+    """The leader dies after writing the run's definition (before its transaction) or right
+    after the transaction; the next leader fires the window once or finds it fired. Nothing but
+    an orphan payload is left, which ``handles lingering`` finds."""
+    with Cluster.open(signed) as cluster:
+        creator = lead(cluster, "d0")
+        create(creator)
+        creator.election.resign()
+        now = at(1)
+        crash(signed, "fire", NAME, step, module="tests.crash_schedules", now=now.isoformat())
+        job = run_id(NAME, START + timedelta(hours=1))
+        after = lead(cluster, "d2")
+        wait_for(
+            after.election.check,
+            timeout=3 * signed.session_timeout,
+            what="the crashed leader's session to expire",
+        )
+        report = after.firer.fire(NAME, after.fence, now + timedelta(seconds=5))
+        assert current_jobs(cluster) == [job]
+        history = after.schedules.get(NAME).state.history
+        assert [e.job for e in history if e.outcome == FIRED] == [job]
+        orphans = [f.target for f in find_lingering(cluster, min_age=0) if f.kind == ORPHAN_PAYLOAD]
+        if step == "fire:payload-written":
+            assert report.fired == [(START + timedelta(hours=1), job)]
+            assert len(orphans) == 1 and f"/jobs/{job}/definition/" in orphans[0]
+        else:
+            assert report.fired == [] and orphans == []
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_fire_whose_answer_is_lost_is_settled_by_reading_back(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    """The fire's transaction is applied (or not) and its answer lost, as a connection that
+    drops at that moment does: the fire reads back, and sends it again only if it is not
+    there. One run either way, the window recorded once, the run's payload the one referenced."""
+    create(leader)
+    real = leader.cluster.zk.commit
+    lost: list[int] = []
+
+    def lossy(ops: list[Op], **kwargs: object) -> list[object]:
+        creates_run = any(
+            getattr(op, "path", "").startswith(f"{leader.cluster.layout.current_jobs}/")
+            for op in ops
+        )
+        if creates_run and not lost:
+            lost.append(1)
+            if applied:
+                real(ops, **kwargs)  # type: ignore[arg-type]
+            raise OutcomeUnknown("transaction: ConnectionLoss (injected after the send)")
+        return real(ops, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(leader.cluster.zk, "commit", lossy)
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    job = run_id(NAME, START + timedelta(hours=1))
+    assert lost and report.fired == [(START + timedelta(hours=1), job)]
+    assert current_jobs(leader.cluster) == [job]
+    state = leader.schedules.get(NAME).state
+    assert [e.job for e in state.history if e.outcome == FIRED] == [job]
+    (payload,) = leader.cluster.storage.list(leader.cluster.storage_layout.definitions(job))
+    assert leader.cluster.jobs.summaries()[job].uri == payload.uri
+
+
+# -- policies against the store -------------------------------------------------------------------
+
+
+def test_forbid_skips_a_window_while_the_previous_run_lives(leader: Leader) -> None:
+    create(leader, concurrency="forbid")
+    first = leader.firer.fire(NAME, leader.fence, at(1)).fired[0][1]
+    report = leader.firer.fire(NAME, leader.fence, at(2))
+    assert report.fired == []
+    assert first in report.skipped[0][1]
+    leader.cluster.results.create_dirty(first, SUCCEEDED, attempts=1)
+    assert leader.firer.fire(NAME, leader.fence, at(3)).fired == [
+        (START + timedelta(hours=3), run_id(NAME, START + timedelta(hours=3)))
+    ]
+    state = leader.schedules.get(NAME).state
+    assert (state.fired, state.skipped, state.missed) == (2, 1, 1)
+
+
+def test_replace_cancels_the_previous_run_in_the_same_transaction(leader: Leader) -> None:
+    create(leader, concurrency="replace")
+    first = leader.firer.fire(NAME, leader.fence, at(1)).fired[0][1]
+    second = leader.firer.fire(NAME, leader.fence, at(2)).fired[0][1]
+    request = read_record(leader.cluster.zk, CancelRequest, leader.cluster.layout.cancel(first))
+    assert (
+        request is not None
+        and request.by == f"schedule {NAME}"
+        and second in (request.reason or "")
+    )
+    summary = leader.cluster.jobs.summaries()[second].summary
+    assert summary["after"] == f"{first}:ENDED"
+
+
+def test_windows_of_a_pause_are_recorded_skipped_and_resume_fires_again(leader: Leader) -> None:
+    create(leader)
+    leader.firer.fire(NAME, leader.fence, at(1))
+    leader.schedules.set_paused(NAME, True, now=at(1, seconds=60))
+    paused = leader.firer.fire(NAME, leader.fence, at(3))
+    assert paused.fired == [] and paused.recorded == 2
+    leader.schedules.set_paused(NAME, False, now=at(3, seconds=60))
+    assert [w for w, _ in leader.firer.fire(NAME, leader.fence, at(4)).fired] == [
+        START + timedelta(hours=4)
+    ]
+    history = leader.schedules.get(NAME).state.history
+    assert [(e.outcome, e.count, e.reason) for e in history[-2:]] == [
+        (SKIPPED, 2, "paused"),
+        (FIRED, 1, None),
+    ]
+
+
+def test_a_long_outage_is_caught_up_per_catchup_in_bounded_transactions(leader: Leader) -> None:
+    create(leader, cron=None, every=60, timezone="UTC", catchup="all")
+    report = leader.firer.fire(NAME, leader.fence, at(2, seconds=0), limit=20, rounds=3)
+    assert len(report.fired) == 60  # three plans of 20
+    assert len(current_jobs(leader.cluster)) == 60
+    rest = leader.firer.fire(NAME, leader.fence, at(2, seconds=0), limit=200)
+    assert len(rest.fired) == 61 and len(current_jobs(leader.cluster)) == 121
+    state = leader.schedules.get(NAME).state
+    assert state.fired == 121 and state.last == "2026-11-24T04:00:00Z"
+    assert len(leader.cluster.zk.get(leader.schedules.paths.state(NAME))[0]) < 16 * 1024
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+
+def test_create_publishes_a_signed_definition_once_and_refuses_a_second(leader: Leader) -> None:
+    spec = create(leader)
+    assert spec.handle.hmac is not None
+    assert leader.schedules.definition(spec).job_id == NAME
+    with pytest.raises(Exception, match="exists already"):
+        create(leader)
+    prefix = leader.schedules.paths.definitions(NAME)
+    assert len(leader.schedules.storage.list(prefix)) == 1  # the refused one's payload: discarded
+
+
+@pytest.mark.parametrize("step", ["create:payload-written", "create:committed"])
+def test_a_crash_while_creating_leaves_a_whole_schedule_or_none(
+    signed: StoreConfig, step: str
+) -> None:
+    with Cluster.open(signed) as cluster:
+        crash(signed, "create", NAME, step, module="tests.crash_schedules")
+        schedules = ScheduleStore.for_config(signed, cluster.zk)
+        payloads = schedules.storage.list(schedules.paths.definitions(NAME))
+        assert len(payloads) == 1
+        if step == "create:committed":
+            spec = schedules.get(NAME).spec
+            assert spec.handle.uri == payloads[0].uri
+            assert schedules.definition(spec).job_id == NAME
+        else:  # an orphan payload, and no schedule: creating it again works
+            assert schedules.names() == []
+            leader = lead(cluster)
+            create(leader)
+            assert len(schedules.storage.list(schedules.paths.definitions(NAME))) == 2
+
+
+def test_a_tampered_definition_is_refused(leader: Leader) -> None:
+    spec = create(leader)
+    forged = json.loads(json.dumps(spec.definition))
+    forged["hmac"] = "00" * 32
+    path = leader.schedules.paths.schedule(NAME)
+    record = json.loads(leader.cluster.zk.get(path)[0])
+    record["definition"] = forged
+    plant(leader.cluster.zk, path, json.dumps(record).encode())
+    with pytest.raises(UntrustedPayload):
+        leader.schedules.definition(leader.schedules.spec(NAME))
+
+
+def test_a_damaged_definition_skips_the_window_saying_why(leader: Leader) -> None:
+    spec = create(leader)
+    forged = {**json.loads(json.dumps(spec.definition)), "hmac": "00" * 32}
+    path = leader.schedules.paths.schedule(NAME)
+    plant(leader.cluster.zk, path, replace(spec, definition=forged).to_bytes())
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    assert report.fired == [] and current_jobs(leader.cluster) == []
+    ((window, reason),) = report.skipped
+    assert window == START + timedelta(hours=1) and "cannot be read" in reason
+    assert leader.schedules.get(NAME).state.history[-1].reason == reason
+    job = run_id(NAME, window)
+    assert leader.cluster.storage.list(leader.cluster.storage_layout.job(job)) == []
+
+
+def test_delete_removes_the_schedule_and_its_definition_but_not_its_runs(leader: Leader) -> None:
+    create(leader)
+    job = leader.firer.fire(NAME, leader.fence, at(1)).fired[0][1]
+    assert leader.schedules.delete(NAME)
+    assert not leader.schedules.delete(NAME)
+    assert leader.schedules.names() == []
+    assert leader.schedules.storage.list(leader.schedules.paths.definitions(NAME)) == []
+    assert leader.cluster.jobs.recover(job, lock=False).state.job_id == job

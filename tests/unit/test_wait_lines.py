@@ -1,0 +1,143 @@
+"""What ``jobs wait`` says as a job changes (issue 27): a lost attempt says so and why, no
+duplicate RUNNING line, never "STARTING (attempt 1)" again after its driver died, and Ctrl-C says
+the job goes on and how to follow it again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zkstore.cli.progress import Followed, follow_lines, interrupted_lines, start, state_line
+from zkstore.handle import Handle
+from zkstore.jobs.records import JobResult, JobStatus, Outcome, RunningInfo, SparkApp
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import CLEAN, FAILED, PENDING, RESTARTING, STARTING, SUCCEEDED
+
+T = "2026-11-23T12:00:00.000Z"
+RESULT = JobResult(version=0, job_id="etl", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=T)
+KILLED = "driver of attempt 1 on host-a killed by signal 9 and left no outcome"
+
+
+def snap(**records: Any) -> JobSnapshot:
+    handle = Handle(
+        uri="file:///s/x",
+        size=1,
+        sha256="a" * 64,
+        created=T,
+        writer="w",
+        summary={"max_attempts": 3, "max_lost": 10},
+        version=0,
+    )
+    return JobSnapshot(job_id="etl", handle=handle, **records)
+
+
+def status(state: str, attempt: int, **kw: Any) -> JobStatus:
+    return JobStatus(version=attempt, state=state, attempt=attempt, updated=T, **kw)
+
+
+def running(attempt: int, host: str = "host-a", pid: int = 100) -> RunningInfo:
+    return RunningInfo(version=0, attempt=attempt, host=host, pid=pid, started=T)
+
+
+def told(*snapshots: JobSnapshot) -> list[str]:
+    seen, lines = Followed(), []
+    for snapshot in snapshots:
+        more, seen = follow_lines(seen, snapshot)
+        lines += more
+    return lines
+
+
+def test_a_run_is_told_once_per_change_and_spark_on_a_line_of_its_own() -> None:
+    spark = SparkApp(version=0, attempt=1, app_id="local-1", master="local[2]", started=T)
+    on_a = status(STARTING, 1, daemon_id="host-a")
+    lines = told(
+        snap(status=status(PENDING, 0, reason="no free driver slot (4 of 4 in use)")),
+        snap(status=on_a),
+        snap(status=on_a, running=running(1)),
+        snap(status=on_a, running=running(1), spark=spark),
+        snap(status=on_a, running=running(1), spark=spark),  # the control ack changed, say
+        snap(
+            status=on_a,
+            result=JobResult(
+                version=0, job_id="etl", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=T
+            ),
+        ),
+    )
+    assert lines == [
+        "PENDING: no free driver slot (4 of 4 in use)",
+        "STARTING attempt 1 on host-a",
+        "RUNNING attempt 1 on host-a pid 100",
+        "attempt 1: Spark application local-1",
+    ]
+
+
+def test_a_killed_driver_is_told_as_lost_with_why_never_as_starting_again() -> None:
+    on_a = status(STARTING, 1, daemon_id="host-a")
+    lines = told(
+        snap(status=on_a, running=running(1)),
+        snap(status=on_a),  # the driver vanished; the leader has not acted yet
+        snap(status=on_a),
+        snap(status=status(STARTING, 2, daemon_id="host-b", lost=1, last_error=KILLED)),
+        snap(status=status(STARTING, 2, daemon_id="host-b", lost=1), running=running(2, "host-b")),
+    )
+    assert lines == [
+        "RUNNING attempt 1 on host-a pid 100",
+        "attempt 1: its driver on host-a is gone without an outcome; the leader will count it "
+        "as lost and place the next attempt",
+        f"attempt 1 was lost: {KILLED} (lost attempts do not count against --max-attempts: "
+        "1 of 10 allowed)",
+        "STARTING attempt 2 on host-b",
+        "RUNNING attempt 2 on host-b pid 100",
+    ]
+    assert not any(line.startswith("STARTING attempt 1") for line in lines[1:])
+
+
+def test_a_loss_seen_late_is_still_told() -> None:
+    lines = told(
+        snap(status=status(STARTING, 1, daemon_id="host-a"), running=running(1)),
+        snap(status=status(STARTING, 2, lost=1, last_error=KILLED), running=running(2)),
+    )
+    assert lines[1].startswith("attempt 1 was lost: driver of attempt 1 on host-a killed")
+    assert lines[2] == "RUNNING attempt 2 on host-a pid 100"
+
+
+def test_a_failure_says_its_error_and_the_count_then_when_the_next_starts() -> None:
+    error = "Traceback (most recent call last):\n  File x\nValueError: bad row 17"
+    on_a = status(STARTING, 1, daemon_id="host-a")
+    outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=T, error=error)
+    restarting = status(
+        RESTARTING, 1, failures=1, last_error=error, not_before="2026-11-23T12:00:05.000Z"
+    )
+    lines = told(
+        snap(status=on_a, running=running(1)),
+        snap(status=on_a, outcome=outcome),  # ENDED: nothing yet, the leader decides
+        snap(status=restarting, outcome=outcome),
+    )
+    assert lines == [
+        "RUNNING attempt 1 on host-a pid 100",
+        "attempt 1 failed: ValueError: bad row 17 (1 of 3 attempts used)",
+        "RESTARTING: attempt 2 at 12:00:05 UTC",
+    ]
+
+
+def test_following_a_job_late_summarizes_its_past_once() -> None:
+    job = snap(
+        status=status(STARTING, 4, failures=1, lost=2, last_error=KILLED), running=running(4)
+    )
+    lines, seen = start(job)
+    assert lines == [
+        f"earlier attempts: 1 failed, 2 lost; the last: {KILLED}",
+        "RUNNING attempt 4 on host-a pid 100",
+    ]
+    assert follow_lines(seen, job)[0] == []
+
+
+def test_ctrl_c_says_the_job_goes_on_and_how_to_follow_it() -> None:
+    lines = interrupted_lines("etl")
+    assert lines[0] == "interrupted: only this command stopped; job etl goes on in the cluster"
+    assert "zkstore jobs wait etl" in lines[1]
+    assert "zkstore jobs logs etl --follow" in lines[2]
+    assert "zkstore jobs cancel etl" in lines[3]
+
+
+def test_a_pending_job_without_a_reason() -> None:
+    assert state_line(snap(status=status(PENDING, 0))) == "PENDING: waiting for its first start"

@@ -1,0 +1,423 @@
+r"""Firing a schedule's windows: the leader's side.
+
+:class:`Firer` (phase B calls :meth:`Firer.fire` on the leader's loop at each window and on
+takeover) reads a schedule, :func:`~zkstore.schedules.due.plan`\ s its windows, and commits one
+fenced transaction per step (:func:`~zkstore.schedules.transaction.build_fire`), re-planning
+from fresh reads after a lost race.
+
+The run's definition is a copy of the schedule's, under the run's own prefix and signed with
+the run's job key, written before the transaction (invariant 1: a crash in between leaves an
+orphan payload that ``handles lingering`` finds, never a handle without its payload): the run's
+driver holds its own key only, and a run stays readable after its schedule is changed or
+deleted. Its handle's summary says ``schedule`` and ``scheduled`` (the window): the run records
+its scheduled time, in its result too once it ends.
+
+After a crash at any line, each window is decided once or not at all: the state, the run and
+its history entry are one transaction. A lost answer is read back (is the run's handle ours?)
+and, if not applied, sent again; unresolved, :class:`~zkstore.errors.OutcomeUnknown` is raised
+and the payload kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from zkstore.cluster import Cluster
+from zkstore.errors import (
+    HandleExists,
+    HandleNotFound,
+    IncompatiblePayload,
+    JobFinished,
+    JobQuarantined,
+    OutcomeUnknown,
+    PayloadError,
+    VersionConflict,
+    ZkStoreError,
+)
+from zkstore.handle import Handle, SummaryValue
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.dependencies import AFTER, ENDED, Dependency, format_after
+from zkstore.jobs.records import CancelRequest, JobResult, QuarantineEntry
+from zkstore.layout import Layout, StorageLayout
+from zkstore.ops import Create, Fence, Op
+from zkstore.retry import RACES, TryAgain
+from zkstore.schedules.due import (
+    FIRE_BATCH,
+    Plan,
+    PreviousRun,
+    Step,
+    admit,
+    entries,
+    fired,
+    plan,
+    skipped,
+    steps,
+)
+from zkstore.schedules.records import (
+    ALLOW,
+    FIRED,
+    HistoryEntry,
+    ScheduleSpec,
+    ScheduleState,
+)
+from zkstore.schedules.runs import AFTER_SCHEDULE, is_run_of, run_id, run_summary
+from zkstore.schedules.store import ScheduleStore, commit_settled
+from zkstore.schedules.timing import format_time
+from zkstore.schedules.transaction import NewRun, Transaction, build_fire
+from zkstore.serializers import PickleSerializer
+from zkstore.storage import StateStorage
+from zkstore.store import is_marked
+from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+#: Plans per call of :meth:`Firer.fire` at most (each fires up to ``FIRE_BATCH`` windows).
+MAX_ROUNDS = 5
+
+
+@dataclass
+class FireReport:
+    """What one call of :meth:`Firer.fire` did: runs created, windows skipped at fire time
+    (concurrency, a job id taken) with why, windows recorded without a run (paused, missed),
+    and the schedule's next window."""
+
+    name: str
+    fired: list[tuple[datetime, str]] = field(default_factory=list)
+    skipped: list[tuple[datetime, str]] = field(default_factory=list)
+    recorded: int = 0
+    next: datetime | None = None
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What every step of one plan shares."""
+
+    spec: ScheduleSpec
+    leader: Fence
+    now: datetime
+    report: FireReport
+
+
+class Firer:
+    """The leader's firing of schedules over one cluster's session. Call from the leader's
+    thread only; every write carries the ``leader`` fence given to :meth:`fire`."""
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        layout: Layout,
+        storage: StateStorage,
+        storage_layout: StorageLayout,
+        schedules: ScheduleStore,
+        *,
+        instance_id: str,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.layout = layout
+        self.storage = storage
+        self.storage_layout = storage_layout
+        self.schedules = schedules
+        self.instance_id = instance_id
+        self._on_step = on_step
+        self._serializer: PickleSerializer[JobDefinition] = PickleSerializer()
+        self._definitions: dict[str, tuple[str, JobDefinition]] = {}
+
+    @classmethod
+    def for_cluster(cls, cluster: Cluster, schedules: ScheduleStore) -> Firer:
+        return cls(
+            cluster.zk,
+            cluster.layout,
+            cluster.storage,
+            cluster.storage_layout,
+            schedules,
+            instance_id=cluster.instance_id,
+            on_step=cluster.step,
+        )
+
+    def _step(self, name: str) -> None:
+        if self._on_step is not None:
+            self._on_step(name)
+
+    def fire(
+        self,
+        name: str,
+        leader: Fence,
+        now: datetime | None = None,
+        *,
+        limit: int = FIRE_BATCH,
+        rounds: int = MAX_ROUNDS,
+    ) -> FireReport:
+        """Decide and record every window of schedule ``name`` due at ``now`` (default: the
+        clock), firing at most ``limit`` a plan and ``rounds`` plans: call again once
+        ``report.next`` has come (and at once if a backlog is left: a plan's ``more``).
+
+        Raises :class:`~zkstore.errors.NotLeader` (stop leading), :class:`HandleNotFound` (the
+        schedule is gone), :class:`~zkstore.errors.CorruptRecord` (its records are garbage), a
+        :class:`~zkstore.errors.PayloadError` (its definition cannot be read: no window is
+        decided), :class:`OutcomeUnknown` or :class:`~zkstore.errors.StoreUnavailable`. A crash at
+        any line leaves each window decided once or not at all.
+        """
+        moment = now or datetime.now(UTC)
+        report = FireReport(name)
+        for _ in range(rounds):
+            decided = RACES.call(
+                lambda: self._round(name, leader, moment, limit, report),
+                what=f"firing schedule {name}",
+                path=self.schedules.paths.state(name),
+            )
+            if not decided.more:
+                break
+        return report
+
+    def _round(
+        self, name: str, leader: Fence, now: datetime, limit: int, report: FireReport
+    ) -> Plan:
+        schedule = self.schedules.get(name)
+        decided = plan(schedule.spec, schedule.state, now, limit=limit)
+        report.next = decided.next
+        context = _Round(schedule.spec, leader, now, report)
+        state = schedule.state
+        for step in steps(decided):
+            state = self._commit_step(context, state, step)
+        return decided
+
+    def _commit_step(self, context: _Round, state: ScheduleState, step: Step) -> ScheduleState:
+        """Commit one step of the plan; the state as it is after it."""
+        spec, report = context.spec, context.report
+        before = entries(step.before)
+        if step.fire is None:
+            return self._record(context, state, before)
+        window = step.fire
+        job = run_id(spec.name, window)
+        previous = None if spec.concurrency == ALLOW else self._previous(state.last_run)
+        admission = admit(spec.concurrency, previous)
+        if not admission.fire:
+            assert admission.reason is not None
+            return self._skip(context, state, before, window, admission.reason)
+        try:
+            handle = self._write_run(spec, window, job, admission.replace)
+        except IncompatiblePayload:
+            raise  # written by another Python: a leader that can read it will fire the window
+        except PayloadError as exc:  # damaged for good: every window would fail the same way
+            reason = f"the schedule's definition cannot be read: {exc}"
+            logger.error("schedule %s: window %s not fired: %s", spec.name, window, reason)
+            return self._skip(context, state, before, window, reason)
+        self._step("fire:payload-written")
+        new = state.recording((*before, fired(window, job)), context.now)
+        run = NewRun(job, handle, self._cancel_ops(admission.replace, spec.name, job, window))
+        transaction = self._transaction(context, state, new, run)
+        try:
+            commit_settled(
+                self.zk,
+                list(transaction.ops),
+                fence=transaction.fence,
+                applied=lambda: self._published(job, handle.uri),
+            )
+        except OutcomeUnknown:
+            raise  # the handle may be published: its payload is kept
+        except (HandleExists, JobFinished, JobQuarantined) as exc:
+            self.storage.discard(handle.uri)
+            if isinstance(exc, HandleExists) and exc.path != self.layout.job_handle(job):
+                raise TryAgain(f"the previous run's cancel changed meanwhile: {exc}") from exc
+            return self._taken(context, state, before, window)
+        except ZkStoreError as exc:
+            self.storage.discard(handle.uri)
+            _conflict(exc)
+            raise
+        self._step("fire:committed")
+        logger.info("schedule %s: fired its window %s as job %s", spec.name, window, job)
+        report.fired.append((window, job))
+        report.recorded += sum(entry.count for entry in before)
+        assert state.version is not None
+        return new.with_version(state.version + 1)
+
+    def _transaction(
+        self,
+        context: _Round,
+        state: ScheduleState,
+        new: ScheduleState,
+        run: NewRun | None = None,
+    ) -> Transaction:
+        spec = context.spec
+        assert spec.version is not None and state.version is not None
+        return build_fire(
+            self.layout,
+            self.schedules.paths,
+            spec.name,
+            spec_version=spec.version,
+            state=new,
+            state_version=state.version,
+            leader=context.leader,
+            run=run,
+        )
+
+    def _record(
+        self, context: _Round, state: ScheduleState, decided: tuple[HistoryEntry, ...]
+    ) -> ScheduleState:
+        """Record decisions that create no run (one transaction, fenced)."""
+        new = state.recording(decided, context.now)
+        transaction = self._transaction(context, state, new)
+        assert state.version is not None
+        version, name = state.version, context.spec.name
+        try:
+            commit_settled(
+                self.zk,
+                list(transaction.ops),
+                fence=transaction.fence,
+                applied=lambda: self._state_version(name) not in (None, version),
+            )
+        except ZkStoreError as exc:
+            _conflict(exc)
+            raise
+        self._step("fire:recorded")
+        context.report.recorded += sum(e.count for e in decided if e.outcome != FIRED)
+        return new.with_version(version + 1)
+
+    def _skip(
+        self,
+        context: _Round,
+        state: ScheduleState,
+        before: tuple[HistoryEntry, ...],
+        window: datetime,
+        reason: str,
+    ) -> ScheduleState:
+        """Record ``window`` as skipped with ``reason`` (after ``before``)."""
+        context.report.skipped.append((window, reason))
+        return self._record(context, state, (*before, skipped(window, reason)))
+
+    def _taken(
+        self,
+        context: _Round,
+        state: ScheduleState,
+        before: tuple[HistoryEntry, ...],
+        window: datetime,
+    ) -> ScheduleState:
+        """The run's job id exists (current, finished or quarantined): the window was fired
+        already (the state was lost or reset), or another job took the id."""
+        name = context.spec.name
+        job = run_id(name, window)
+        summary = self._summary_of(job)
+        if summary is None or not is_run_of(summary, name, window):
+            reason = f"the job id {job} is taken by a job that is not this schedule's run"
+            return self._skip(context, state, before, window, reason)
+        logger.warning("schedule %s: its run %s of %s exists already", name, job, window)
+        context.report.fired.append((window, job))
+        return self._record(context, state, (*before, fired(window, job)))
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def _summary_of(self, job: str) -> dict[str, SummaryValue] | None:
+        """The summary of the job's definition as the store keeps it: its current handle, its
+        result's copy, or its quarantine entry's copy of the handle; None if unreadable."""
+        paths = [
+            self.layout.job_handle(job),
+            self.layout.result(job),
+            self.layout.quarantine_entry(job),
+        ]
+        current, result, quarantined = self.zk.get_many(paths)
+        try:
+            if current is not None:
+                return dict(Handle.from_znode(current[0], current[1], paths[0]).summary)
+            if result is not None:
+                return JobResult.from_znode(result[0], result[1], paths[1]).summary
+            if quarantined is not None:
+                kept = QuarantineEntry.from_znode(*quarantined, paths[2]).handle
+                return None if kept is None else {k: v for k, v in kept.items()}
+        except ZkStoreError:
+            return None
+        return None
+
+    def _previous(self, job: str | None) -> PreviousRun | None:
+        if job is None:
+            return None
+        current, result, quarantined = self.zk.exists_many(
+            [
+                self.layout.job_handle(job),
+                self.layout.result(job),
+                self.layout.quarantine_entry(job),
+            ]
+        )
+        if result is not None:
+            return PreviousRun(job, live=False, state="ended")
+        if quarantined is not None:
+            return PreviousRun(job, live=False, state="in quarantine")
+        if current is not None and not is_marked(current):
+            return PreviousRun(job, live=True, state="not ended yet")
+        return PreviousRun(job, live=False, state="gone")
+
+    def _published(self, job: str, uri: str) -> bool:
+        found = self.zk.get_if_exists(self.layout.job_handle(job))
+        if found is None:
+            return False
+        try:
+            return Handle.from_znode(found[0], found[1], "").uri == uri
+        except ZkStoreError:
+            return False
+
+    def _state_version(self, name: str) -> int | None:
+        stat = self.zk.exists(self.schedules.paths.state(name))
+        return None if stat is None else int(stat.version)
+
+    # -- the run's definition --------------------------------------------------------------------
+
+    def _definition(self, spec: ScheduleSpec) -> JobDefinition:
+        """The schedule's verified definition (read once per version of it)."""
+        handle = spec.handle
+        key = f"{handle.uri} {handle.sha256}"
+        cached = self._definitions.get(spec.name)
+        if cached is None or cached[0] != key:
+            cached = (key, self.schedules.definition(spec))
+            self._definitions[spec.name] = cached
+        return cached[1]
+
+    def _write_run(
+        self, spec: ScheduleSpec, window: datetime, job: str, replaced: str | None
+    ) -> Handle:
+        """Write the run's copy of the definition (under the run's prefix, signed with its
+        key); the handle that will publish it."""
+        copy = replace(self._definition(spec), job_id=job, submitted=utc_now())
+        summary: dict[str, SummaryValue] = {**copy.summary(), **run_summary(spec.name, window)}
+        if spec.after_schedule is not None:
+            summary[AFTER_SCHEDULE] = spec.after_schedule
+        if replaced is not None:
+            summary[AFTER] = format_after([Dependency(replaced, ENDED)])
+        ref = self.storage.write(
+            self.storage_layout.definitions(job), self._serializer.dumps(copy), suffix=".pkl"
+        )
+        try:
+            return Handle.for_payload(ref, self.instance_id, summary)
+        except ZkStoreError:
+            self.storage.discard(ref.uri)
+            raise
+
+    def _cancel_ops(
+        self, previous: str | None, name: str, job: str, window: datetime
+    ) -> tuple[Op, ...]:
+        """``--concurrency replace``: the ops that ask the previous run to stop (none if it
+        was asked already)."""
+        if previous is None:
+            return ()
+        job_dir, cancel = self.layout.job_dir(previous), self.layout.cancel(previous)
+        dir_stat, cancel_stat = self.zk.exists_many([job_dir, cancel])
+        if cancel_stat is not None:
+            return ()
+        request = CancelRequest(
+            version=None,
+            requested=utc_now(),
+            by=f"schedule {name}",
+            reason=f"replaced by {job}, its run of {format_time(window)} (--concurrency replace)",
+        )
+        ops: list[Op] = [] if dir_stat is not None else [Create(job_dir)]
+        return (*ops, Create(cancel, request.to_bytes()))
+
+
+def _conflict(exc: ZkStoreError) -> None:
+    """Turn a lost race (the state or the spec changed since they were read: another write of
+    this leader's, an operator's pause, a deleted schedule) into a re-plan."""
+    if isinstance(exc, VersionConflict | HandleNotFound):
+        raise TryAgain(f"the schedule changed while it was fired: {exc}") from exc

@@ -1,0 +1,323 @@
+"""A schedule's records in ZooKeeper: its spec (with its definition's handle) and its state.
+
+::
+
+    R/schedules/<name>          JSON ScheduleSpec: when (cron or every, time zone, bounds), the
+                                policies (concurrency, catchup, grace), paused, the schedule it
+                                chains after, and the handle of its definition (the job options
+                                of submit are in that definition, as for a job). Written by the
+                                command line (create, pause, resume: compare-and-set).
+    R/schedules/<name>/state    JSON ScheduleState: the newest window decided, the newest run,
+                                counts, and the last :data:`HISTORY_LIMIT` decisions (fired with
+                                the job id, skipped with why, missed). Written by the leader
+                                only, in the transaction that fires a window (fenced).
+
+The history lives in ZooKeeper, in the state node, because it must change in the same
+transaction as the fire that it records: a window's run and its history entry exist together or
+not at all. It is bounded (:data:`HISTORY_LIMIT` entries of at most :data:`MAX_REASON_CHARS`
+characters of reason: under 40 KB at worst, a few KB usually); windows missed or skipped in a
+row are one entry with a count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from zkstore.config import validate_id
+from zkstore.errors import ConfigError, CorruptHandle
+from zkstore.handle import Handle
+from zkstore.jobs.records import MAX_FIELD_INT, Record
+from zkstore.schedules.runs import validate_name
+from zkstore.schedules.timing import (
+    MAX_EVERY_SECONDS,
+    Timing,
+    ceil_second,
+    format_time,
+    parse_cron,
+    parse_timezone,
+)
+from zkstore.strict import check_text, escape_control, parse_time
+
+ALLOW, FORBID, REPLACE = "allow", "forbid", "replace"
+CONCURRENCY = (ALLOW, FORBID, REPLACE)
+NONE, LATEST, ALL = "none", "latest", "all"
+#: ``--catchup N`` runs at most this many late windows.
+MAX_CATCHUP = 1000
+#: A window fired at most this long after its time is on time, whatever ``--catchup`` says.
+DEFAULT_GRACE = 60
+MAX_GRACE = 86400
+
+FIRED, SKIPPED, MISSED = "fired", "skipped", "missed"
+HISTORY_LIMIT = 50
+MAX_REASON_CHARS = 300
+
+
+@dataclass(frozen=True)
+class SchedulePaths:
+    """Where a cluster's schedules live: ZooKeeper under ``base`` (the cluster root ``R``),
+    payloads under ``<cluster>/schedules/<name>/definition/`` in storage."""
+
+    base: str
+    cluster_id: str
+
+    @property
+    def schedules(self) -> str:
+        return f"{self.base}/schedules"
+
+    def schedule(self, name: str) -> str:
+        return f"{self.schedules}/{validate_name(name)}"
+
+    def state(self, name: str) -> str:
+        return f"{self.schedule(name)}/state"
+
+    def definitions(self, name: str) -> str:
+        """The storage prefix of the schedule's definition payloads."""
+        return f"{self.cluster_id}/schedules/{validate_name(name)}/definition"
+
+
+def parse_catchup(text: str) -> str:
+    """``--catchup``: none, latest, all, or a number of late windows (1-1000)."""
+    value = str(text).strip().lower()
+    if value in (NONE, LATEST, ALL):
+        return value
+    if value.isdigit() and 1 <= int(value) <= MAX_CATCHUP:
+        return str(int(value))
+    raise ConfigError(f"--catchup is none, latest, all or a number of windows (1-{MAX_CATCHUP})")
+
+
+def catchup_count(catchup: str) -> int | None:
+    """How many late windows the policy runs at most: 0 (none), 1 (latest), N, None (all)."""
+    if catchup == ALL:
+        return None
+    return {NONE: 0, LATEST: 1}[catchup] if catchup in (NONE, LATEST) else int(catchup)
+
+
+@dataclass(frozen=True)
+class ScheduleSpec(Record):
+    """``R/schedules/<name>``: what the schedule runs (its definition's handle) and when."""
+
+    name: str = ""
+    created: str = ""
+    definition: dict[str, Any] | None = None
+    cron: str | None = None
+    every: int | None = None
+    timezone: str = "UTC"
+    concurrency: str = ALLOW
+    catchup: str = LATEST
+    grace: int = DEFAULT_GRACE
+    start_at: str | None = None
+    end_at: str | None = None
+    paused: bool = False
+    #: the last pause: windows from ``paused_at`` until ``resumed_at`` are skipped (paused)
+    paused_at: str | None = None
+    resumed_at: str | None = None
+    #: each run waits for this schedule's run of the same window to succeed
+    after_schedule: str | None = None
+
+    optional = frozenset(
+        {
+            "cron",
+            "every",
+            "timezone",
+            "concurrency",
+            "catchup",
+            "grace",
+            "start_at",
+            "end_at",
+            "paused",
+            "paused_at",
+            "resumed_at",
+            "after_schedule",
+        }
+    )
+    times = frozenset({"created", "start_at", "end_at", "paused_at", "resumed_at"})
+    choices = {"concurrency": CONCURRENCY}
+
+    @property
+    def handle(self) -> Handle:
+        """The handle of the schedule's definition (checked when the record was parsed)."""
+        return Handle.parse(json.dumps(self.definition).encode(), f"schedule {self.name}")
+
+    def timing(self) -> Timing:
+        """The schedule's windows (:class:`ConfigError` if its time zone is unknown here)."""
+        start = (
+            parse_time(self.start_at)
+            if self.start_at is not None
+            else ceil_second(parse_time(self.created)) + timedelta(seconds=self.every or 0)
+        )
+        return Timing(
+            start=ceil_second(start),
+            cron=self.cron,
+            every=self.every,
+            zone=parse_timezone(self.timezone),
+            end=None if self.end_at is None else ceil_second(parse_time(self.end_at)),
+        )
+
+    def paused_during(self, window: datetime) -> bool:
+        """True if ``window`` falls in the schedule's last pause (or its current one)."""
+        if self.paused_at is None or window < parse_time(self.paused_at):
+            return False
+        if self.paused:
+            return True
+        return self.resumed_at is not None and window < parse_time(self.resumed_at)
+
+    def problem(self) -> str | None:
+        try:
+            validate_name(self.name)
+            if self.definition is None:
+                return "no definition handle"
+            self.handle  # noqa: B018 (parsing is the check)
+            if (self.cron is None) == (self.every is None):
+                return "neither or both of cron and every"
+            if self.cron is not None and parse_cron(self.cron) != self.cron:
+                return "the cron expression is not in its normal form"
+            if self.every is not None and not 1 <= self.every <= MAX_EVERY_SECONDS:
+                return "every is out of range"
+            parse_catchup(self.catchup)
+            if self.catchup != parse_catchup(self.catchup):
+                return "catchup is not in its normal form"
+            if not 0 <= self.grace <= MAX_GRACE:
+                return "grace is out of range"
+            if self.after_schedule is not None:
+                validate_name(self.after_schedule)
+            timing = self.timing()
+        except (ConfigError, CorruptHandle) as exc:
+            return str(exc)
+        if timing.end is not None and timing.end <= timing.start:
+            return "it ends before it starts"
+        if self.paused and self.paused_at is None:
+            return "paused without paused_at"
+        return None
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One decision about one window, or about several in a row (``count`` of them, from
+    ``window`` to ``through``): fired (``job``), skipped (``reason``) or missed."""
+
+    window: str
+    outcome: str
+    job: str | None = None
+    reason: str | None = None
+    through: str | None = None
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.reason is not None:
+            clean = escape_control(self.reason)
+            if len(clean) > MAX_REASON_CHARS:
+                clean = clean[: MAX_REASON_CHARS - 3] + "..."
+            object.__setattr__(self, "reason", clean)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def parse(cls, raw: Any) -> HistoryEntry:
+        """Strictly; :class:`ValueError` saying why not."""
+        if not isinstance(raw, dict):
+            raise ValueError("a history entry is not an object")
+        known = {f.name for f in fields(cls)}
+        if set(raw) - known:
+            raise ValueError("a history entry has unknown fields")
+        for key in ("window", "through"):
+            if raw.get(key) is not None:
+                parse_time(raw[key])
+        if raw.get("window") is None:
+            raise ValueError("a history entry has no window")
+        if raw.get("outcome") not in (FIRED, SKIPPED, MISSED):
+            raise ValueError("a history entry's outcome is unknown")
+        count = raw.get("count", 1)
+        if type(count) is not int or not 1 <= count <= MAX_FIELD_INT:
+            raise ValueError("a history entry's count is out of range")
+        for key in ("job", "reason"):
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"a history entry's {key} is not text")
+            if isinstance(value, str):
+                check_text(value, f"a history entry's {key}")
+        if raw.get("job") is not None:
+            _check_job_id(raw["job"])
+        reason = raw.get("reason")
+        if reason is not None and len(reason) > MAX_REASON_CHARS:
+            raise ValueError("a history entry's reason is too long")
+        return cls(**raw)
+
+
+def _check_job_id(value: str) -> None:
+    """A job id read back: a bad one makes the record garbage (ValueError, which the parser turns
+    into CorruptRecord), not a usage error of whoever reads it."""
+    try:
+        validate_id(value, "job id")
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class ScheduleState(Record):
+    """``R/schedules/<name>/state``: what the leaders decided, written by them only (fenced).
+
+    ``last`` is the newest window decided (every window up to it was fired, skipped or missed);
+    ``last_run`` the job id of the newest fired run (the "previous run" of the concurrency
+    policy); ``history`` the newest :data:`HISTORY_LIMIT` decisions, oldest first.
+    """
+
+    updated: str = ""
+    last: str | None = None
+    last_run: str | None = None
+    fired: int = 0
+    skipped: int = 0
+    missed: int = 0
+    history: tuple[HistoryEntry, ...] = ()
+
+    optional = frozenset({"last", "last_run", "fired", "skipped", "missed", "history"})
+    times = frozenset({"updated", "last"})
+    counters: ClassVar[dict[str, str]] = {FIRED: "fired", SKIPPED: "skipped", MISSED: "missed"}
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        rest = {k: v for k, v in raw.items() if k != "history"}
+        values = super()._values(rest)
+        history = raw.get("history")
+        if history is not None:
+            if not isinstance(history, list) or len(history) > HISTORY_LIMIT:
+                raise ValueError(f"history is not a list of at most {HISTORY_LIMIT} entries")
+            values["history"] = tuple(HistoryEntry.parse(entry) for entry in history)
+        if values.get("last_run") is not None:
+            _check_job_id(values["last_run"])
+        return values
+
+    def to_bytes(self) -> bytes:
+        data = {k: v for k, v in asdict(self).items() if k not in ("version", "history")}
+        data["history"] = [entry.to_json() for entry in self.history]
+        return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "history": [entry.to_json() for entry in self.history]}
+
+    @property
+    def last_window(self) -> datetime | None:
+        return None if self.last is None else parse_time(self.last)
+
+    def recording(self, entries: tuple[HistoryEntry, ...], now: datetime) -> ScheduleState:
+        """This state with ``entries`` decided (oldest first, each newer than :attr:`last`):
+        ``last`` moved to the newest, counts and history updated, ``last_run`` the newest
+        fired run."""
+        counts = {name: getattr(self, name) for name in self.counters.values()}
+        last_run = self.last_run
+        for entry in entries:
+            counts[self.counters[entry.outcome]] += entry.count
+            if entry.outcome == FIRED:
+                last_run = entry.job
+        newest = (entries[-1].through or entries[-1].window) if entries else self.last
+        return replace(
+            self,
+            updated=format_time(now),
+            last=newest,
+            last_run=last_run,
+            history=(*self.history, *entries)[-HISTORY_LIMIT:],
+            **{name: min(value, MAX_FIELD_INT) for name, value in counts.items()},
+        )
