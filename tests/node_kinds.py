@@ -64,7 +64,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         lambda data, path: LeaderInfo.from_znode(data, None, path),
         _record(
             LeaderInfo,
-            id="d1",
+            daemon_id="d1",
             host="h",
             pid=4242,
             since=NOW,

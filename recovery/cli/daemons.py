@@ -29,7 +29,7 @@ def _leader_id(cluster: Cluster) -> str | None:
     except CorruptRecord as exc:
         logger.warning("the leader's record is unreadable: %s", exc)
         return None
-    return None if info is None else info.id
+    return None if info is None else info.daemon_id
 
 
 def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:

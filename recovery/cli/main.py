@@ -410,7 +410,7 @@ class Progress:
             self.say("no leader is up: the job waits until a daemon leads (zkstore daemon)")
         elif self.leader_missing:
             self.leader_missing = False
-            self.say(f"daemon {info.id} on {info.host} leads now")
+            self.say(f"daemon {info.daemon_id} on {info.host} leads now")
 
 
 cli.add_command(

@@ -241,9 +241,9 @@ class Client(Closeable):
         return read_snapshot(self.cluster.zk, self.cluster.layout, job_id)
 
     def leader(self) -> LeaderInfo | None:
-        """The published record of the leading daemon (``id``, ``host``, ``pid``, ``since``), or
-        None when no daemon leads (then submitted jobs wait). Raises :class:`CorruptRecord` if
-        the record is garbage."""
+        """The published record of the leading daemon (``daemon_id``, ``host``, ``pid``,
+        ``since``), or None when no daemon leads (then submitted jobs wait). Raises
+        :class:`CorruptRecord` if the record is garbage."""
         return read_record(self.cluster.zk, LeaderInfo, self.cluster.layout.leader_info)
 
     def wait(

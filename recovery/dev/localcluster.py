@@ -180,8 +180,8 @@ class LocalCluster:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             info = self.leader()
-            if info is not None and info.id != exclude and info.id in self.daemons:
-                return self.daemons[info.id]
+            if info is not None and info.daemon_id != exclude and info.daemon_id in self.daemons:
+                return self.daemons[info.daemon_id]
             time.sleep(0.05)
         raise TimeoutError(f"no leader (other than {exclude}) within {timeout:g} s")
 

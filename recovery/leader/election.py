@@ -168,7 +168,7 @@ class LeaderElection:
         """
         info = LeaderInfo(
             version=None,
-            id=self.daemon_id,
+            daemon_id=self.daemon_id,
             host=socket.gethostname(),
             pid=os.getpid(),
             since=since or utc_now(),

@@ -124,7 +124,7 @@ def _leader(cluster: Cluster) -> dict[str, Any] | None:
         return {"error": "unreadable leader record"}
     if info is None:
         return None
-    return {"id": info.id, "host": info.host, "pid": info.pid, "since": info.since}
+    return {"id": info.daemon_id, "host": info.host, "pid": info.pid, "since": info.since}
 
 
 def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:

@@ -34,5 +34,5 @@ def test_the_leader_record_that_cannot_be_replaced_is_said_at_error_and_leads_on
         zk.delete(layout.leader_info)
         election.publish_info()
         info = read_record(zk, LeaderInfo, layout.leader_info)
-        assert info is not None and info.id == "d1"
+        assert info is not None and info.daemon_id == "d1"
         assert info.contender == election.node.rsplit("/", 1)[1]  # type: ignore[union-attr]

@@ -17,7 +17,7 @@ from zkstore.admin.lingering.kind import Kind
 from zkstore.errors import ExitCode, TooLarge, ZkStoreError
 from zkstore.handle import MAX_HANDLE_BYTES, Handle
 from zkstore.jobs import control, snapshot
-from zkstore.jobs.records import Assignment, JobStatus, MemberInfo
+from zkstore.jobs.records import Assignment, JobStatus, LeaderInfo, MemberInfo
 from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import (
     ArtifactScope,
@@ -81,6 +81,12 @@ def test_records_name_the_daemon_id_and_keep_their_stored_names() -> None:
     assert json.loads(status.to_bytes())["member"] == "d1"
     placed = Assignment(None, job_id="j", daemon_id="d1", assigned="2026-11-21T00:00:00Z")
     assert json.loads(placed.to_bytes())["member_id"] == "d1"
+    leads = LeaderInfo.from_znode(
+        b'{"id":"d1","host":"h","pid":1,"since":"2026-11-21T00:00:00Z","contender":"c"}',
+        None,
+        "/l",
+    )
+    assert leads.daemon_id == "d1" and json.loads(leads.to_bytes())["id"] == "d1"
 
 
 def test_size_limits_raise_one_class() -> None:

@@ -390,11 +390,11 @@ class ControlObject(Record):
 
 @dataclass(frozen=True)
 class LeaderInfo(Record):
-    """``R/leader/info``: EPHEMERAL, who leads (daemon ``id``, ``host``, ``pid``), ``since``
-    when, its ``contender`` node, and (once its first pass over every job is done) when it had
-    ``recovered`` them. Written by the leader, fenced on its contender node."""
+    """``R/leader/info``: EPHEMERAL, who leads (``daemon_id``, stored as ``id``; ``host``,
+    ``pid``), ``since`` when, its ``contender`` node, and (once its first pass over every job is
+    done) when it had ``recovered`` them. Written by the leader, fenced on its contender node."""
 
-    id: str = ""
+    daemon_id: str = ""
     host: str = ""
     pid: int = 0
     since: str = ""
@@ -403,6 +403,7 @@ class LeaderInfo(Record):
 
     optional = frozenset({"recovered"})
     times = frozenset({"since", "recovered"})
+    stored = {"daemon_id": "id"}
 
 
 @dataclass(frozen=True)
