@@ -22,6 +22,7 @@ SUITES = [
     "control",
     "retention",
     "outage",
+    "lifecycle",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -36,6 +37,7 @@ SMOKE = {
     "control": ["--changes", "5"],
     "retention": ["--results", "200"],
     "outage": ["--smoke"],
+    "lifecycle": ["--rounds", "20", "--events", "20"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage"}
