@@ -44,6 +44,7 @@ from zkstore.lifecycle.outbox import DEFAULT_RETENTION, OUTBOX_LIMIT, Outbox, Pe
 from zkstore.lifecycle.policy import Backoff, jitter_fraction
 from zkstore.lifecycle.records import redact_url
 from zkstore.ops import Fence
+from zkstore.strict import parse_time
 from zkstore.watch import NodeWatch
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ DEFAULT_BACKOFF = Backoff(delay=1.0, max_delay=300.0, jitter=0.2)
 @dataclass(frozen=True)
 class SenderSettings:
     """``deadline``: the longest one POST may take; ``retention``: how long an undelivered
-    entry is kept; ``backoff``: the pause after the n-th failed try of an entry."""
+    entry is kept; ``backoff``: the pause after the n-th failed try of an entry; ``poll``: the
+    longest between two rounds; ``error_pause``: after a round that failed unexpectedly."""
 
     deadline: float = 10.0
     retention: float = DEFAULT_RETENTION
@@ -63,6 +65,7 @@ class SenderSettings:
     concurrency: int = 4
     max_entries: int = OUTBOX_LIMIT
     poll: float = 30.0
+    error_pause: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ class NotificationSender:
         done.waiting = len(rest)
         for item in rest:
             assert item.entry.next_try is not None
-            at = datetime.fromisoformat(item.entry.next_try.replace("Z", "+00:00"))
+            at = parse_time(item.entry.next_try)
             done.next_due = at if done.next_due is None else min(done.next_due, at)
         return done
 
@@ -244,6 +247,11 @@ class NotificationSender:
             except StoreUnavailable as exc:
                 logger.warning("notification sender: ZooKeeper did not answer (%s)", exc)
                 wait = min(wait, 1.0)
+            except Exception:
+                # The thread must not die silently: say so, and try again after a pause (an
+                # entry that breaks a round every time is dropped at the end of its retention).
+                logger.exception("notification sender: round failed; trying again")
+                wait = min(wait, self.settings.error_pause)
             self._wake.wait(wait)
 
 

@@ -202,6 +202,35 @@ def test_the_thread_delivers_new_events_promptly(
     assert not sender.running
 
 
+def test_the_thread_survives_a_round_that_fails(
+    cluster: Cluster, receiver: NotificationReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.fail = lambda n, key: False
+    fence, _ = lead(cluster)
+    outbox = Outbox(cluster.zk, cluster.layout)
+    outbox.ensure()
+    broken = {"rounds": 1}
+
+    def breaks_once(step: str) -> None:
+        if step == "notify:posted" and broken["rounds"]:
+            broken["rounds"] -= 1
+            raise RuntimeError("a bug in a round")
+
+    sent = events(3)
+    record(cluster, fence, sent, [receiver.url()])
+    settings = SenderSettings(deadline=2.0, backoff=FAST.backoff, poll=0.5, error_pause=0.2)
+    sender = NotificationSender(outbox, fence=fence, settings=settings, on_step=breaks_once)
+    with caplog.at_level(logging.ERROR):
+        sender.start()
+        try:
+            wait_for(lambda: not outbox.pending()[0], timeout=BOUND, what="an empty outbox")
+            assert sender.running
+        finally:
+            sender.stop(timeout=settings.deadline * 2)
+    assert "round failed; trying again" in caplog.text
+    assert receiver.snapshot()[1] == {e.key: 2 for e in sent}  # posted, broke, posted again
+
+
 def test_a_stalled_receiver_costs_one_deadline_and_blocks_no_other_event(
     cluster: Cluster,
 ) -> None:

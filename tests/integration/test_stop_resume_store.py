@@ -61,6 +61,8 @@ def test_a_stop_asks_for_a_checkpoint_and_asking_again_keeps_the_first(cluster: 
     assert cluster.control(JOB).desired().values[CHECKPOINT] == first.token
     again = stops.request(JOB, checkpoint=True, timeout=5)
     assert again == first  # the first request stands (its token, its deadline)
+    with pytest.raises(ConfigError, match="0 to 7 days"):
+        stops.request(JOB, checkpoint=True, timeout=30 * 86400)
 
 
 def test_a_stop_without_checkpoint_asks_nothing_of_the_job(cluster: Cluster) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from zkstore.cluster import Cluster
 from zkstore.errors import (
+    ConfigError,
     HandleExists,
     HandleNotFound,
     JobFinished,
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 #: How long a stop waits for the asked checkpoint unless told otherwise.
 DEFAULT_CHECKPOINT_TIMEOUT = 300.0
+#: The longest a stop may wait for its checkpoint (its record holds milliseconds in 31 bits).
+MAX_CHECKPOINT_TIMEOUT = 7 * 86400.0
 
 
 class StoppableStatus(JobStatus):
@@ -127,8 +130,10 @@ class StopStore:
 
         Raises :class:`JobNotFound`, :class:`JobFinished`, :class:`JobQuarantined`.
         """
-        if timeout < 0:
-            raise ValueError("a checkpoint timeout is not negative")
+        if not 0 <= timeout <= MAX_CHECKPOINT_TIMEOUT:
+            raise ConfigError(
+                f"a stop waits 0 to {MAX_CHECKPOINT_TIMEOUT / 86400:g} days for its checkpoint"
+            )
         record = StopRequest(
             version=None,
             requested=utc_now(),
