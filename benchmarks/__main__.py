@@ -25,6 +25,7 @@ SUITES = [
     "cost",
     "session",
     "cli",
+    "lifecycle",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -42,6 +43,7 @@ SMOKE = {
     "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
     "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
     "cli": ["--rounds", "1", "--jobs", "5"],
+    "lifecycle": ["--rounds", "20", "--events", "20"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session"}

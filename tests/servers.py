@@ -1,13 +1,18 @@
-"""The servers the tests start besides ZooKeeper: a moto S3 server and a Spark standalone
+"""The servers the tests start besides ZooKeeper: a moto S3 server, a Spark standalone
 master with one worker (both real: S3 over HTTP as s3fs's own tests use it, Spark from the
-pyspark wheel's own launch scripts)."""
+pyspark wheel's own launch scripts), and a webhook receiver for notifications."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
+import threading
+import time
 import urllib.request
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +140,71 @@ class Standalone:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+class NotificationReceiver:
+    """A webhook receiver on 127.0.0.1 (a real HTTP server) for notification tests.
+
+    It records every POST (``requests``: key header, body) and answers 200, or 500 to those
+    ``fail(n, key)`` picks (``n``: how many requests with that key came before), or answers
+    only after ``stall`` seconds to the keys in ``stalled``. ``delivered`` counts the 2xx
+    answers per key: what a receiver that dedupes by key would have taken.
+    """
+
+    def __init__(
+        self,
+        fail: Callable[[int, str], bool] | None = None,
+        *,
+        stalled: frozenset[str] = frozenset(),
+        stall: float = 0.0,
+    ) -> None:
+        self.fail = fail or (lambda n, key: False)
+        self.stalled, self.stall = stalled, stall
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.delivered: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                key = self.headers.get("Idempotency-Key") or ""
+                status = receiver._take(key, body)
+                if key in receiver.stalled:
+                    time.sleep(receiver.stall)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _take(self, key: str, body: dict[str, Any]) -> int:
+        with self._lock:
+            seen = sum(1 for k, _ in self.requests if k == key)
+            self.requests.append((key, body))
+            if self.fail(seen, key) or key in self.stalled:
+                return 500
+            self.delivered[key] += 1
+            return 200
+
+    def url(self, path: str = "/hook/SECRET-token") -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}{path}"
+
+    def start(self) -> NotificationReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def snapshot(self) -> tuple[list[tuple[str, dict[str, Any]]], Counter[str]]:
+        with self._lock:
+            return list(self.requests), Counter(self.delivered)

@@ -1,0 +1,214 @@
+"""Lifecycle benchmark (issue 26): what the run's lifecycle costs ZooKeeper and the leader.
+
+1. A leader's state change with its notification (the status write plus one outbox entry per
+   URL, in one fenced transaction), against the same state change alone: the outbox must ride
+   in the write the leader makes anyway (goal: at most 1.5x its time).
+2. A driver's heartbeat (a 3-op transaction fenced on its attempt), against a raw kazoo
+   ``set`` of the same bytes; and the write load a fleet puts on ZooKeeper at the most one write
+   per heartbeat interval (printed).
+3. The sender: events recorded, then delivered to a local HTTP receiver (POST, fenced delete),
+   against the same number of raw aiohttp POSTs to that receiver (goal: at least 0.3x their
+   throughput: each delivery also reads and deletes its entry in ZooKeeper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.server
+import statistics
+import threading
+import time
+from typing import Any
+
+import aiohttp
+
+from benchmarks.common import Result, connect, fresh_root, zookeeper
+from recovery.leader.notifier import NotificationSender, SenderSettings
+from zkstore.errors import NotLeader
+from zkstore.layout import Layout
+from zkstore.lifecycle.limits import heartbeat_interval
+from zkstore.lifecycle.ops import heartbeat_ops
+from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, Outbox, notification_ops
+from zkstore.lifecycle.records import Heartbeat
+from zkstore.ops import Check, Create, Fence, SetData
+from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
+
+
+class Receiver:
+    """A webhook that answers 200 to everything, counting."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.count += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        host, port = self.server.server_address[:2]
+        assert isinstance(host, str)
+        self.url = f"http://{host}:{port}/hook"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def leadership(zk: ZooKeeper, layout: Layout) -> Fence:
+    zk.ensure_path(layout.election)
+    node = zk.create(f"{layout.election}/n_", ephemeral=True, sequence=True)
+    return Fence.check(node, error=NotLeader, description="no longer the leader")
+
+
+def bench_state_change(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[float, float]:
+    """Median seconds of a fenced status write alone, and with its event for two URLs."""
+    fence = leadership(zk, layout)
+    Outbox(zk, layout).ensure()
+    status = f"{layout.jobs}/j/status"
+    zk.ensure_path(status)
+    data = f'{{"attempt":3,"failures":1,"state":"RESTARTING","updated":"{utc_now()}"}}'.encode()
+    alone, with_event = [], []
+    urls = ["https://hooks.example.com/services/T0/B0/x", "http://127.0.0.1:9/n"]
+    for n in range(rounds):
+        start = time.perf_counter()
+        zk.commit([SetData(status, data)], fence=fence)
+        alone.append(time.perf_counter() - start)
+        event = Event("j", n + 1, ATTEMPT_FAILED, utc_now(), reason="ValueError: boom")
+        ops = [SetData(status, data), *notification_ops(layout, [event], urls)]
+        start = time.perf_counter()
+        zk.commit(ops, fence=fence)
+        with_event.append(time.perf_counter() - start)
+    return statistics.median(alone), statistics.median(with_event)
+
+
+def bench_heartbeat(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[float, float, int]:
+    """Median seconds of a fenced heartbeat and of a raw kazoo set; the heartbeat's bytes."""
+    status, running = f"{layout.jobs}/h/status", f"{layout.jobs}/h/running"
+    zk.ensure_path(status)
+    zk.commit([Check(status, 0), Create(running, b"{}", ephemeral=True)])
+    fence = Fence.check(status, 0) + Fence.check(running, 0)
+    beat = Heartbeat(version=None, attempt=1, at=utc_now(), beats=1)
+    zk.commit(heartbeat_ops(layout, "h", beat, existing=None), fence=fence)
+    raw_path = f"{layout.jobs}/h/raw"
+    zk.create(raw_path, beat.to_bytes())
+    fenced, raw = [], []
+    for n in range(rounds):
+        beat = Heartbeat(version=None, attempt=1, at=utc_now(), beats=n + 2)
+        start = time.perf_counter()
+        zk.commit(heartbeat_ops(layout, "h", beat, existing=n), fence=fence)
+        fenced.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        zk.kazoo.set(raw_path, beat.to_bytes())
+        raw.append(time.perf_counter() - start)
+    return statistics.median(fenced), statistics.median(raw), len(beat.to_bytes())
+
+
+def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, float]:
+    """Seconds to deliver ``events`` through the outbox, and to POST as many raw."""
+    receiver = Receiver()
+    try:
+        fence = leadership(zk, layout)
+        outbox = Outbox(zk, layout)
+        outbox.ensure()
+        for chunk in range(0, events, 50):
+            batch = [
+                Event(f"job-{i}", 1, ATTEMPT_FAILED, utc_now())
+                for i in range(chunk, min(events, chunk + 50))
+            ]
+            zk.commit(notification_ops(layout, batch, [receiver.url]), fence=fence)
+        sender = NotificationSender(outbox, fence=fence, settings=SenderSettings(deadline=10))
+        start = time.perf_counter()
+        deadline = time.monotonic() + 600
+        while outbox.pending()[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{receiver.count} of {events} events delivered in 600 s")
+            sender.run_once()
+        ours = time.perf_counter() - start
+        assert receiver.count >= events, receiver.count
+
+        async def raw_posts() -> None:
+            limit = asyncio.Semaphore(SenderSettings().concurrency)
+            async with aiohttp.ClientSession() as session:
+
+                async def one(i: int) -> None:
+                    async with limit, session.post(receiver.url, data=b'{"k":1}') as answer:
+                        await answer.read()
+
+                await asyncio.gather(*(one(i) for i in range(events)))
+
+        start = time.perf_counter()
+        asyncio.run(raw_posts())
+        raw = time.perf_counter() - start
+        return ours, raw
+    finally:
+        receiver.stop()
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--events", type=int, default=500)
+    args = parser.parse_args(argv)
+    with zookeeper() as hosts:
+        zk = connect(hosts)
+        try:
+            layouts = [Layout(fresh_root()) for _ in range(3)]
+            for layout in layouts:
+                zk.ensure_path(layout.jobs)
+            alone, with_event = bench_state_change(zk, layouts[0], args.rounds)
+            fenced, raw, size = bench_heartbeat(zk, layouts[1], args.rounds)
+            delivered, posted = bench_sender(zk, layouts[2], args.events)
+        finally:
+            zk.stop()
+    for jobs, progress in ((1000, 60.0), (1000, 600.0)):
+        interval = heartbeat_interval(progress)
+        print(
+            f"heartbeats of {jobs} jobs with --progress-timeout {progress:g}s: at most "
+            f"{jobs / interval:.0f} writes/s of {size} bytes (one per {interval:g} s per job)"
+        )
+    results = [
+        Result(
+            "lifecycle: state change + its event for 2 URLs, vs the state change alone",
+            with_event,
+            alone,
+            "<= 1.5",
+            detail=f"median of {args.rounds}; fenced transactions",
+        ),
+        Result(
+            "lifecycle: heartbeat (fenced 3-op transaction) vs raw kazoo set",
+            fenced,
+            raw,
+            "<= 3",
+            detail=f"median of {args.rounds}; {size} bytes",
+        ),
+        Result(
+            "lifecycle: events delivered per second vs raw POSTs per second",
+            args.events / delivered,
+            args.events / posted,
+            ">= 0.3",
+            unit="/s",
+            higher_is_better=True,
+            detail=f"{args.events} events, read from the outbox, POSTed, deleted (fenced)",
+        ),
+    ]
+    for result in results:
+        result.show()
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The command-line options of the run's lifecycle, for ``submit``, ``jobs resume`` and
+``daemon`` (phase B attaches them; nothing here is wired yet).
+
+Durations are parsed by the CLI's one duration type (:class:`zkstore.cli.handles.Duration`:
+``90s``, ``10m``, ``2h``, ``1d`` or plain seconds), so ``--timeout 2h`` reads as
+``--min-age 2h`` does; a limit also takes ``off`` (to remove it at ``jobs resume``) and
+``--retry-reset-after`` takes ``never``. Every option defaults to None ("not given"): ``submit``
+applies the defaults, ``jobs resume`` keeps what the job had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import click
+
+from zkstore.cli.base import UsageFailure
+from zkstore.cli.handles import Duration
+from zkstore.errors import ConfigError
+from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
+from zkstore.lifecycle.records import url_problem
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The words that turn a limit (or the reset, or a URL) off.
+OFF_WORDS = frozenset({"off", "none", "never", "no"})
+
+
+class Limit(Duration):
+    """A :class:`Duration`, or ``off`` (0: no limit)."""
+
+    name = "duration|off"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, str) and value.strip().lower() in OFF_WORDS:
+            return 0.0
+        return super().convert(value, param, ctx)
+
+
+class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
+    """An http(s) URL for notifications, or ``off`` ("")."""
+
+    name = "url|off"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if text.lower() in OFF_WORDS:
+            return ""
+        problem = url_problem(text)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return text
+
+
+_LIMITS = (
+    (
+        "--timeout",
+        "the longest an attempt may run (a timed-out attempt is ended: SIGTERM, then "
+        "SIGKILL; it counts as a failure). Default: none.",
+    ),
+    (
+        "--start-timeout",
+        "the longest an attempt may be placed and not running (counts as a "
+        "failure). Default: the daemon's launch deadline (counts as lost).",
+    ),
+    (
+        "--progress-timeout",
+        "end and restart (from the checkpoint) an attempt that neither "
+        "checkpointed nor called ctx.heartbeat() for this long; at least 30s. Default: off.",
+    ),
+)
+_RETRY = (
+    (
+        "--retry-delay",
+        Duration(),
+        "DURATION",
+        "wait before retrying a failed attempt, doubling per failure in a row. Default: 5s.",
+    ),
+    (
+        "--retry-max-delay",
+        Duration(),
+        "DURATION",
+        "the longest wait between attempts. Default: 5m.",
+    ),
+    (
+        "--retry-jitter",
+        click.FloatRange(0.0, 1.0, max_open=True),
+        "FRACTION",
+        "shorten each wait by up to this fraction, to spread retries. Default: 0.2.",
+    ),
+    (
+        "--retry-reset-after",
+        Limit(),
+        "DURATION|never",
+        "an attempt that ran this long resets the waits to the first. Default: 10m.",
+    ),
+    (
+        "--lost-retry-delay",
+        Duration(),
+        "DURATION",
+        "wait before retrying a lost attempt (the first is retried at once). Default: 2s.",
+    ),
+    (
+        "--lost-retry-max-delay",
+        Duration(),
+        "DURATION",
+        "the longest wait after lost attempts. Default: 1m.",
+    ),
+)
+
+
+def lifecycle_options(func: F) -> F:
+    """``--timeout``, ``--start-timeout``, ``--progress-timeout``, the ``--retry-*`` options and
+    ``--notify URL``, each defaulting to None (not given)."""
+    func = click.option(
+        "--notify",
+        type=NotifyUrl(),
+        default=None,
+        metavar="URL|off",
+        help="POST a JSON event to URL on each state change of the job that a user cares about "
+        "(failed, lost, timed out, quarantined, stopped, finished), besides the daemon's --notify.",
+    )(func)
+    for flag, kind, metavar, text in reversed(_RETRY):
+        func = click.option(flag, type=kind, default=None, metavar=metavar, help=text)(func)
+    for flag, text in reversed(_LIMITS):
+        func = click.option(flag, type=Limit(), default=None, metavar="DURATION|off", help=text)(
+            func
+        )
+    return func
+
+
+def lifecycle_from(params: Mapping[str, Any], base: Lifecycle | None = None) -> Lifecycle:
+    """The :class:`Lifecycle` of ``base`` (the defaults for a new job) with the options given
+    in ``params`` (a command's keyword arguments); :class:`UsageFailure` (exit 2) naming the
+    option for a combination that is not valid (``--retry-delay 10m --retry-max-delay 1m``)."""
+    given = {key: params.get(key) for key in SUMMARY_KEYS if params.get(key) is not None}
+    try:
+        return (base or Lifecycle()).with_options(**given)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+def daemon_notify_option(func: F) -> F:
+    """``zkstore daemon --notify URL``: where every job's events go (with the job's own)."""
+    return click.option(
+        "--notify",
+        "notify",
+        type=NotifyUrl(),
+        default=None,
+        metavar="URL",
+        help="POST a JSON event for every job's state changes that users care about to URL "
+        "(at least once, with an Idempotency-Key; retried with backoff for a day).",
+    )(func)
+
+
+def stop_options(func: F) -> F:
+    """``zkstore jobs stop``'s ``--checkpoint`` and ``--timeout``."""
+    func = click.option(
+        "--timeout",
+        "checkpoint_timeout",
+        type=Duration(),
+        default="5m",
+        show_default=True,
+        metavar="DURATION",
+        help="with --checkpoint: how long to wait for the checkpoint before ending the driver "
+        "anyway (it then resumes from its newest checkpoint).",
+    )(func)
+    return click.option(
+        "--checkpoint/--no-checkpoint",
+        default=False,
+        help="ask the job for a checkpoint first (the control plane's checkpoint request) and "
+        "wait for it, then end the driver.",
+    )(func)

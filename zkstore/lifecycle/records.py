@@ -1,0 +1,191 @@
+"""The lifecycle's records in ZooKeeper, and where they live.
+
+::
+
+    R/jobs/<job>/stop            PERSISTENT, written by ``zkstore jobs stop`` (anybody): the job
+                                 is to be stopped (its presence is the wish; ``resume`` deletes it)
+    R/jobs/<job>/end             PERSISTENT, written by the leader (fenced): end ``attempt``, why,
+                                 and the grace between SIGTERM and SIGKILL; its member acts on it
+    R/jobs/<job>/heartbeat       EPHEMERAL, written by the live driver (fenced on its attempt):
+                                 the newest ``ctx.heartbeat()`` it wrote out
+    R/notifications/<entry>      PERSISTENT, written by the leader in the transaction of a state
+                                 change; deleted by the sender once a receiver answered 2xx
+
+The heartbeat is a node of its own rather than a field of ``running``: a driver's fence checks
+its ``running`` node at version 0, so rewriting that node would break the fence. Being
+EPHEMERAL, it goes with the driver's session and needs no cleanup. Every record parses strictly
+(:class:`zkstore.jobs.records.Record`); the job's records go with the job's directory at cleanup;
+the outbox outlives jobs on purpose (a job's last event is its end).
+
+Phase B moves these paths into :class:`zkstore.layout.Layout` (and ``R/notifications`` into its
+``base_paths``, which every transaction that adds an entry needs to exist).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from zkstore.jobs.records import MAX_ERROR_CHARS, Record, short_error
+from zkstore.layout import Layout
+from zkstore.lifecycle.states import END_REASONS
+
+NOTIFICATIONS = "notifications"
+#: A notification URL is kept in the job's handle summary and in every outbox entry: bounded.
+MAX_URL_BYTES = 400
+#: A reason in a notification (an error's last lines) is cut to this.
+MAX_REASON_CHARS = 1000
+_SCHEMES = ("http", "https")
+
+
+def stop_path(layout: Layout, job_id: str) -> str:
+    return f"{layout.job_dir(job_id)}/stop"
+
+
+def end_path(layout: Layout, job_id: str) -> str:
+    return f"{layout.job_dir(job_id)}/end"
+
+
+def heartbeat_path(layout: Layout, job_id: str) -> str:
+    return f"{layout.job_dir(job_id)}/heartbeat"
+
+
+def outbox_path(layout: Layout) -> str:
+    return f"{layout.base}/{NOTIFICATIONS}"
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with a notification URL, or None: http(s) with a host, no credentials in
+    it, no control characters, at most :data:`MAX_URL_BYTES`."""
+    if not isinstance(url, str) or not url:
+        return "a notification URL must be a non-empty text"
+    if len(url.encode()) > MAX_URL_BYTES:
+        return f"a notification URL is at most {MAX_URL_BYTES} bytes"
+    if re.search(r"[\x00-\x20\x7f]", url):
+        return "a notification URL holds spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port that is not a number
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    del port
+    if parts.scheme not in _SCHEMES or not parts.hostname:
+        return "a notification URL must be http:// or https:// with a host"
+    if parts.username is not None or parts.password is not None:
+        return "a notification URL must not carry credentials (user:password@)"
+    return None
+
+
+def redact_url(url: str) -> str:
+    """``scheme://host[:port]/...``: what logs, ``jobs show`` and the API may show of a
+    notification URL (a webhook's path or query often is its secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(invalid URL)"
+    rest = "/..." if (parts.path not in ("", "/") or parts.query) else ""
+    return f"{parts.scheme}://{host}{port}{rest}"
+
+
+@dataclass(frozen=True)
+class StopRequest(Record):
+    """``R/jobs/<job>/stop``: the job is to be stopped. With ``checkpoint``, the live attempt is
+    first asked for a checkpoint (the control plane's request, carrying ``token``) and given
+    ``timeout_ms`` to answer it; then, answered or not, its driver is ended."""
+
+    requested: str = ""
+    by: str | None = None
+    reason: str | None = None
+    checkpoint: bool = False
+    token: str | None = None
+    timeout_ms: int = 0
+
+    optional = frozenset({"by", "reason", "token"})
+    times = frozenset({"requested"})
+    multiline = frozenset({"reason"})
+
+    def problem(self) -> str | None:
+        if self.checkpoint and not self.token:
+            return "a checkpoint is asked for without its request's token"
+        if self.token is not None and not re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", self.token):
+            return "the checkpoint token is not [A-Za-z0-9._:-]{1,64}"
+        return None
+
+
+@dataclass(frozen=True)
+class EndRequest(Record):
+    """``R/jobs/<job>/end``: the leader ended ``attempt`` (``reason``: TIMED_OUT, STUCK or
+    STOPPED; ``detail`` names the limit). Its member sends the driver SIGTERM, then after
+    ``grace_ms`` SIGKILL to its process group, and records the exit; the leader counts the
+    attempt once it is known dead (:data:`~zkstore.lifecycle.states.COUNTED_AS`)."""
+
+    attempt: int = 0
+    reason: str = ""
+    requested: str = ""
+    grace_ms: int = 0
+    detail: str | None = None
+    leader: str | None = None
+
+    optional = frozenset({"detail", "leader"})
+    times = frozenset({"requested"})
+    choices = {"reason": END_REASONS}
+    multiline = frozenset({"detail"})
+
+
+@dataclass(frozen=True)
+class Heartbeat(Record):
+    """``R/jobs/<job>/heartbeat``: EPHEMERAL; the newest heartbeat of ``attempt`` its driver
+    wrote (``at``, the driver's clock), and how many ``ctx.heartbeat()`` calls it had seen."""
+
+    attempt: int = 0
+    at: str = ""
+    beats: int = 0
+
+    times = frozenset({"at"})
+    wide = frozenset({"beats"})
+
+
+@dataclass(frozen=True)
+class NotificationEntry(Record):
+    """``R/notifications/<entry>``: one event for one URL, until a receiver took it.
+
+    ``key`` is the idempotency key (job, attempt, state), the same on every delivery of the
+    event. ``tries``, ``next_try`` and ``last_error`` are the sender's, written back after a
+    failed try so that the next leader goes on with the same backoff.
+    """
+
+    key: str = ""
+    job_id: str = ""
+    attempt: int = 0
+    state: str = ""
+    at: str = ""
+    url: str = ""
+    created: str = ""
+    reason: str | None = None
+    name: str | None = None
+    cluster: str | None = None
+    tries: int = 0
+    next_try: str | None = None
+    last_error: str | None = None
+
+    optional = frozenset({"reason", "name", "cluster", "next_try", "last_error"})
+    times = frozenset({"at", "created", "next_try"})
+    multiline = frozenset({"reason", "last_error"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.reason is not None and len(self.reason) > MAX_REASON_CHARS:
+            object.__setattr__(self, "reason", _tail(self.reason, MAX_REASON_CHARS))
+        if self.last_error is not None:
+            object.__setattr__(self, "last_error", short_error(self.last_error[:MAX_ERROR_CHARS]))
+
+    def problem(self) -> str | None:
+        return url_problem(self.url)
+
+
+def _tail(text: str, limit: int) -> str:
+    """The end of ``text`` (an error's last lines say the most), at most ``limit`` chars."""
+    return "..." + text[-(limit - 3) :] if len(text) > limit else text
