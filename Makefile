@@ -14,7 +14,7 @@ CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
 .PHONY: test test-fast test-soak demo lint typecheck pytest bench bench-smoke chaos venv clean \
-	browser-test
+	browser-test import-graph
 
 venv: $(STAMP)
 
@@ -27,6 +27,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 lint: $(STAMP)
 	$(BIN)/ruff check zkstore recovery tests benchmarks examples
 	$(BIN)/ruff format --check zkstore recovery tests benchmarks examples
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -35,6 +36,10 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The package graph (the module cycles, none, and each package's imports): docs/design.md's layers.
+import-graph: $(STAMP)
+	$(BIN)/python .ci/import-graph
 
 # The pure tests alone (no server, no process): seconds, for the edit-test loop.
 test-fast: $(STAMP)

@@ -57,7 +57,7 @@ from benchmarks.profiles import (
     summarize_spy,
     summarize_zkcalls,
 )
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 
@@ -290,7 +290,7 @@ def one_daemon(
             # A first job starts the fork server, and leaves nothing to warm up in the batches.
             client.submit_function(noop, job_id="warm-up")
             wait_all_exist(client.cluster.zk, [client.cluster.layout.result("warm-up")], 120)
-            fork_server = child_with(daemon.pid, "recovery.forkserver")
+            fork_server = child_with(daemon.pid, "recovery.member.forkserver")
             if fork_server is None:
                 raise RuntimeError("the daemon has no fork server: nothing to measure")
             cost.fork_server = fork_server

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.bench_backlog import _submit_many
 from benchmarks.common import Result, file_config, fresh_root, hold, show_all, zookeeper
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import utc_now
@@ -91,13 +91,13 @@ def bench_placement(hosts: str, jobs: int, members: int, slots: int) -> Result:
         for i in range(members):
             info = MemberInfo(
                 version=None,
-                member_id=f"member-{i}",
+                daemon_id=f"member-{i}",
                 host="bench",
                 pid=i + 1,
                 slots=slots,
                 started=utc_now(),
             )
-            fake.create(layout.member(info.member_id), info.to_bytes(), ephemeral=True)
+            fake.create(layout.member(info.daemon_id), info.to_bytes(), ephemeral=True)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--max-drivers", "1"))
         try:
             local.start_daemon("placer", "--label", "role=placer")

@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from benchmarks.common import Result, connect, fresh_root, zookeeper
-from recovery.lifecycle.notifier import NotificationSender, SenderSettings
+from recovery.leader.notifier import NotificationSender, SenderSettings
 from zkstore.errors import NotLeader
 from zkstore.layout import Layout
 from zkstore.lifecycle.limits import heartbeat_interval

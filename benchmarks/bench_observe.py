@@ -26,13 +26,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
+from recovery.member.shipper import start_shipper
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.server import HttpServer
-from recovery.observe.shipper import start_shipper
 from recovery.settings import DaemonSettings, HttpAddress
-from zkstore.cli.jobs import describe
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs
@@ -41,6 +40,7 @@ from zkstore.jobs.snapshot import read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, SUCCEEDED
 from zkstore.layout import StorageLayout
 from zkstore.ops import Create, Op
+from zkstore.service.jobs import describe
 from zkstore.storage import StateStorage
 from zkstore.strict import utc_now
 

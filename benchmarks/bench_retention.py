@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common import Result, connect, file_config, zookeeper
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from recovery.retention import PAGE, PAGE_DELAY
+from recovery.leader.retention import PAGE, PAGE_DELAY
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, STARTING, SUCCEEDED
 from zkstore.layout import Layout

@@ -38,9 +38,9 @@ from pathlib import Path
 from benchmarks.bench_backlog import noop
 from benchmarks.bench_fleet import bench_host_loss
 from benchmarks.common import Result, file_config, hold, show_all
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from recovery.lease import default_margin
+from recovery.driver.lease import default_margin
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.records import JobResult, JobStatus, LeaderInfo, read_record

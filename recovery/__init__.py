@@ -13,19 +13,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from recovery.client import Client, submit
-    from recovery.context import JobCancelled, JobContext
-    from recovery.shipping import Dependencies
+    from recovery.client.client import Client, submit
+    from recovery.client.shipping import Dependencies
+    from recovery.driver.context import JobCancelled, JobContext
     from zkstore.errors import JobNotFound, WaitTimeout
 
 # Imported on first use: Spark's Python workers import this package to unpickle job code, and
 # must not pay for the ZooKeeper client's imports.
 _HOMES = {
-    "Client": "recovery.client",
-    "submit": "recovery.client",
-    "Dependencies": "recovery.shipping",
-    "JobCancelled": "recovery.context",
-    "JobContext": "recovery.context",
+    "Client": "recovery.client.client",
+    "submit": "recovery.client.client",
+    "Dependencies": "recovery.client.shipping",
+    "JobCancelled": "recovery.driver.signals",
+    "JobContext": "recovery.driver.context",
     "JobNotFound": "zkstore.errors",
     "WaitTimeout": "zkstore.errors",
 }

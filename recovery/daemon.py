@@ -6,7 +6,7 @@ listener also revokes the current leadership flag, so that a SUSPENDED leader st
 once, before its session can expire). Leadership is re-granted, with a fresh token and a full
 reconcile, whenever the session is connected and our contender node is first.
 
-Every daemon is a member of the fleet (:mod:`recovery.member`): it registers itself with its
+Every daemon is a member of the fleet (:mod:`recovery.member.member`): it registers itself with its
 driver slots and labels, and launches the attempts the leader places on it. A second daemon
 with the id of a live one refuses to start; a daemon restarted with its id takes its record over
 at once from its own dead predecessor on this host (waits for the session of any other), and
@@ -26,14 +26,14 @@ import threading
 import time
 from types import FrameType
 
-from recovery.election import LeaderElection
-from recovery.launcher import DriverLauncher
-from recovery.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
-from recovery.loop import Event, Leadership, Loop
-from recovery.member import FleetMember
+from recovery.leader.election import LeaderElection
+from recovery.leader.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
+from recovery.leader.loop import Event, Leadership, Loop
+from recovery.leader.retention import RETENTION
+from recovery.member.launcher import DriverLauncher
+from recovery.member.member import FleetMember
 from recovery.observe.metrics import LeadershipStats
 from recovery.observe.server import HttpSide, start_http
-from recovery.retention import RETENTION
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster

@@ -1,6 +1,6 @@
 """Process titles that name the role and the job, so that ``ps`` tells which process is which.
 
-Every driver used to show as ``python -m recovery.forkserver`` (forked from the fork server);
+Every driver used to show as ``python -m recovery.member.forkserver`` (forked from the fork server);
 with a title it shows as ``zkstore driver JOB attempt N``, a daemon as ``zkstore daemon ID``
 and a log shipper as ``zkstore log-shipper JOB/N``.
 
@@ -12,7 +12,7 @@ drivers by their environment (:meth:`recovery.dev.localcluster.LocalCluster.driv
 and tests that read a driver's ``/proc/self/environ`` for leaked secrets would then read zeros.
 So it runs with ``SPT_NOENV`` set: the environment is left alone, and a title is cut to the
 length of the original command line (a fork server's child has
-``<python> -m recovery.forkserver``, 50 to 80 bytes): :func:`fit` shortens the job id in the
+``<python> -m recovery.member.forkserver``, 50 to 80 bytes): :func:`fit` shortens the job id in the
 middle, never the role or the attempt. Without setproctitle installed, only the kernel name is
 set (``prctl(PR_SET_NAME)`` through ``/proc/self/comm``), which needs no room at all.
 

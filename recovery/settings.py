@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
-from zkstore.jobs.cleanup import DEFAULT_KEEP_LOGS
 
 DEFAULT_SPARK_MASTER = "local[2]"
 #: Where a daemon serves HTTP unless told otherwise: loopback only, so nothing is exposed by
@@ -105,7 +106,7 @@ class DaemonSettings:
     cancel_grace: float = 30.0
     log_dir: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
-    #: fork drivers from a process that has imported what they need (see recovery.forkserver)
+    #: fork drivers from a process that has imported what they need (see recovery.member.forkserver)
     fork_server: bool = True
     work_dir: str | None = None
     python: str = field(default_factory=lambda: sys.executable)
@@ -137,3 +138,41 @@ class DaemonSettings:
     def backoff(self, failures: int) -> float:
         """Delay before the next attempt after ``failures`` failed ones (exponential, capped)."""
         return float(min(self.max_backoff, self.restart_backoff * 2 ** max(0, failures - 1)))
+
+
+#: ``--http-allowed-hosts`` value that answers any name (behind a proxy that checks it).
+ANY_HOST = "*"
+_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*")
+
+
+def normal_host(name: str) -> str:
+    """A host name as compared: stripped, lower case, without a trailing dot."""
+    return name.strip().lower().rstrip(".")
+
+
+def is_address(name: str) -> bool:
+    """True for an IP address literal (``10.0.0.5``, ``[::1]``)."""
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def parse_allowed_hosts(value: str | Iterable[str]) -> tuple[str, ...]:
+    """Names from ``--http-allowed-hosts`` (comma-separated, repeatable): DNS names, a
+    ``.domain`` suffix, ``*``, or addresses (always allowed anyway); without ports."""
+    items = value.split(",") if isinstance(value, str) else [i for v in value for i in v.split(",")]
+    names = []
+    for item in (normal_host(i) for i in items):
+        if not item:
+            continue
+        if item != ANY_HOST and not is_address(item) and not _NAME.fullmatch(item):
+            raise ConfigError(
+                f"allowed host {item[:60]!r} is not a name (zk1.example.com), a domain "
+                "(.example.com), an address, or *; give no port"
+            )
+        names.append(item.strip("[]"))
+    if not names:
+        raise ConfigError("--http-allowed-hosts names no host")
+    return tuple(dict.fromkeys(names))

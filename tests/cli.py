@@ -47,7 +47,7 @@ def zkstore(
     connection_first: bool = True,
 ) -> Ran:
     """``zkstore <command> <connection options> <words>``, in this process (from ``cwd``)."""
-    from recovery.cli import cli
+    from recovery.cli.main import cli
 
     options = connection(config)
     args = (

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import MONITOR_ID, SECRET, SESSION_TIMEOUT, make_storage
 from tests.servers import S3Server, Standalone

@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.crash_cluster import crashing_cluster
 from zkstore.cluster import Cluster
-from zkstore.jobs.cleanup import clean_up
+from zkstore.cluster.cleanup import clean_up
 from zkstore.ops import Fence
 
 NAME = "staging"

@@ -12,11 +12,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from recovery.retention import expire
-from zkstore.cluster import Cluster
+from recovery.leader.retention import expire
+from zkstore.cluster import Cluster, triage
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
-from zkstore.jobs import triage
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 

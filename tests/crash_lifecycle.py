@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recovery.lifecycle.notifier import NotificationSender, SenderSettings
+from recovery.leader.notifier import NotificationSender, SenderSettings
 from tests.crash_cluster import crashing_cluster
 from zkstore.errors import NotLeader
 from zkstore.jobs.definition import JobDefinition

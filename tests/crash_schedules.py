@@ -14,7 +14,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from recovery.election import LeaderElection
+from recovery.leader.election import LeaderElection
 from tests.crash_cluster import crashing_cluster
 from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer

@@ -32,7 +32,7 @@ from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 if TYPE_CHECKING:
-    from recovery.client import Client
+    from recovery.client.client import Client
     from tests.servers import S3Server
     from zkstore.jobs.records import QuarantineEntry
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recovery.driver import Driver
+from recovery.driver.driver import Driver
 from zkstore.config import StoreConfig
 from zkstore.dev.blackout import Blackout
 from zkstore.errors import OutcomeUnknown
@@ -77,7 +77,7 @@ def supersede(config: StoreConfig, job_id: str, attempt: int) -> None:
     path = Layout(config.base_path).status(job_id)
     with ZooKeeper(config.zk_hosts, timeout=config.timeout).start() as zk:
         status = JobStatus(
-            version=None, state=STARTING, attempt=attempt + 1, updated=utc_now(), member="other"
+            version=None, state=STARTING, attempt=attempt + 1, updated=utc_now(), daemon_id="other"
         )
         zk.set(path, status.to_bytes())
 

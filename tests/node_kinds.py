@@ -64,7 +64,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         lambda data, path: LeaderInfo.from_znode(data, None, path),
         _record(
             LeaderInfo,
-            id="d1",
+            daemon_id="d1",
             host="h",
             pid=4242,
             since=NOW,
@@ -76,7 +76,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         "member",
         lambda data, path: MemberInfo.from_znode(data, None, path),
         _record(
-            MemberInfo, member_id="d1", host="h", pid=1, slots=4, started=NOW, labels={"gpu": "a"}
+            MemberInfo, daemon_id="d1", host="h", pid=1, slots=4, started=NOW, labels={"gpu": "a"}
         ).to_bytes(),
     ),
     "drained": (
@@ -88,7 +88,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         "assignment",
         lambda data, path: Assignment.from_znode(data, None, path),
         _record(
-            Assignment, job_id="j", member_id="d1", attempt=2, status_version=7, assigned=NOW
+            Assignment, job_id="j", daemon_id="d1", attempt=2, status_version=7, assigned=NOW
         ).to_bytes(),
     ),
     "currentJobs handle": (
@@ -108,7 +108,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             updated=NOW,
             not_before=NOW,
             last_error="Traceback:\n  boom",
-            member="d1",
+            daemon_id="d1",
         ).to_bytes(),
     ),
     "running": (

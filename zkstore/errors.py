@@ -2,39 +2,47 @@
 
 ::
 
-    ZkStoreError                         exit
-    ├── ConfigError                       2   bad configuration or bad input (a usage error)
-    │   ├── InvalidJobId                      a job id that could become a path (``../x``, ``a/b``)
-    │   └── InvalidName                       an entry name that is not one safe path segment
-    ├── StoreUnavailable                  6   ZooKeeper or storage could not be reached in time
-    │   └── OutcomeUnknown                    a write was sent; whether it was applied is unknown
-    ├── ConflictError                     5   the store is reachable but says no
-    │   ├── VersionConflict                   the znode changed since it was read
-    │   ├── HandleExists                      the node (or job) already exists
-    │   ├── NotEmpty                          the node still has children (locks held)
-    │   ├── FenceLost                         a fence check of the same transaction failed
-    │   │   └── NotLeader                     ... because the writer is no longer the leader
-    │   └── WrongState                        the job's state does not allow the operation
-    │       ├── JobFinished                   it has a result (a finished id never runs again)
-    │       └── JobQuarantined                it is in quarantine (it cannot run as it is)
-    ├── HandleNotFound                    4   no such node, or it is marked for deletion
-    │   ├── JobNotFound                       no job with that id has any trace in the store
-    │   └── DaemonNotFound                    no daemon with that id is up or known to the fleet
-    ├── CorruptRecord                     1   a znode holds something that is not a valid record
-    │   └── CorruptHandle                     ... a handle, in particular
-    ├── PayloadError                      1   a payload cannot be trusted or read
-    │   ├── PayloadMissing                    the object the handle points at does not exist
-    │   ├── CorruptPayload                    size or sha256 do not match the handle
-    │   ├── UntrustedPayload                  HMAC missing or wrong, URI outside the root
-    │   └── IncompatiblePayload               another Python minor version, or wrong content
-    ├── SerializationError                1   a value cannot be serialized, or is over a limit
-    ├── ControlRejected                   1   the job acknowledged a control change, refusing keys
-    ├── WaitTimeout                       7   a job did not end (or acknowledge) in the time given
-    └── AccessDenied                      8   ZooKeeper refused our credentials or their rights
+    ZkStoreError                         exit HTTP
+    ├── ConfigError                       2   400  bad configuration or bad input (a usage error)
+    │   ├── InvalidJobId                           a job id that could become a path (``../x``)
+    │   └── InvalidName                            an entry name that is not one safe segment
+    ├── StoreUnavailable                  6   503  ZooKeeper or storage not reached in time
+    │   └── OutcomeUnknown                         a write was sent; whether it applied is unknown
+    ├── ConflictError                     5   409  the store is reachable but says no
+    │   ├── VersionConflict                        the znode changed since it was read
+    │   ├── HandleExists                           the node (or job) already exists
+    │   │   └── ArtifactExists                     the artifact's name is taken (or overlaps)
+    │   ├── NotEmpty                               the node still has children (locks held)
+    │   ├── FenceLost                              a fence check of the same transaction failed
+    │   │   └── NotLeader                          ... because the writer is no longer the leader
+    │   └── WrongState                             the job's state does not allow the operation
+    │       ├── JobFinished                        it has a result (a finished id never runs again)
+    │       └── JobQuarantined                     it is in quarantine (it cannot run as it is)
+    ├── HandleNotFound                    4   404  no such node, or it is marked for deletion
+    │   ├── JobNotFound                            no job with that id has any trace in the store
+    │   ├── DaemonNotFound                         no daemon with that id is up or known
+    │   └── ArtifactNotFound                       the job registered no artifact of that name
+    ├── CorruptRecord                     1   502  a znode holds something that is not a record
+    │   └── CorruptHandle                          ... a handle, in particular
+    ├── PayloadError                      1   502  a payload cannot be trusted or read
+    │   ├── PayloadMissing                         the object the handle points at is gone
+    │   ├── CorruptPayload                         size or sha256 do not match the handle
+    │   ├── UntrustedPayload                       HMAC missing or wrong, URI outside the root
+    │   └── IncompatiblePayload                    another Python minor version, wrong content
+    ├── SerializationError                1   400  a value cannot be serialized
+    │   └── TooLarge                          1   413  over a size or count limit (a handle, a
+    │                                                  znode, a transaction, a payload, a history
+    │                                                  entry, a job's artifacts)
+    ├── ControlRejected                   1   422  the job acknowledged a change, refusing keys
+    ├── JobDidNotSucceed                  1   500  a job followed to its end FAILED
+    │   └── JobEndedCancelled             3        ... it was CANCELLED
+    ├── WaitTimeout                       7   504  a job did not end (or acknowledge) in time
+    └── AccessDenied                      8   502  ZooKeeper refused our credentials or rights
 
-The exit code of each class is its ``exit_code``: the command line decides it in one place, from
-the class of the error. A job followed to its end exits with its outcome instead (0 SUCCEEDED,
-1 FAILED, 3 CANCELLED; a quarantined job is :class:`JobQuarantined`, 5).
+Each class carries its exit code (``exit_code``) and its HTTP status (``http_status``): the
+command line and the HTTP API decide them here and nowhere else. The statuses of the 5xx family
+say whose fault it is: 502 for what ZooKeeper or the storage handed back (garbage, untrusted
+bytes, our credentials refused), 503 for an outage, 504 for a wait that ran out.
 
 Library errors (kazoo, botocore, OS) are translated at the boundary with ``raise ... from exc``;
 none of them escapes the public API.
@@ -42,29 +50,49 @@ none of them escapes the public API.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import ClassVar
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 3
-EXIT_NOT_FOUND = 4
-EXIT_CONFLICT = 5
-EXIT_UNAVAILABLE = 6
-EXIT_TIMEOUT = 7
-EXIT_ACCESS_DENIED = 8
+
+class ExitCode(IntEnum):
+    """The exit codes of the ``zkstore`` command line (a driver process has its own,
+    :class:`zkstore.jobs.states.DriverExit`)."""
+
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    CANCELLED = 3
+    NOT_FOUND = 4
+    CONFLICT = 5
+    UNAVAILABLE = 6
+    TIMEOUT = 7
+    ACCESS_DENIED = 8
+
+
+EXIT_OK = ExitCode.OK
+EXIT_FAILED = ExitCode.FAILED
+EXIT_USAGE = ExitCode.USAGE
+EXIT_CANCELLED = ExitCode.CANCELLED
+EXIT_NOT_FOUND = ExitCode.NOT_FOUND
+EXIT_CONFLICT = ExitCode.CONFLICT
+EXIT_UNAVAILABLE = ExitCode.UNAVAILABLE
+EXIT_TIMEOUT = ExitCode.TIMEOUT
+EXIT_ACCESS_DENIED = ExitCode.ACCESS_DENIED
 
 
 class ZkStoreError(Exception):
     """Root of every error zkstore raises."""
 
     exit_code: ClassVar[int] = EXIT_FAILED
+    #: the status the HTTP API answers with (a bug of ours is a 500 too, without the message)
+    http_status: ClassVar[int] = 500
 
 
 class ConfigError(ZkStoreError):
     """The configuration or an argument is invalid; nothing was changed."""
 
     exit_code = EXIT_USAGE
+    http_status = 400
 
 
 class InvalidJobId(ConfigError):
@@ -79,6 +107,7 @@ class StoreUnavailable(ZkStoreError):
     """ZooKeeper or the object storage could not be reached within the deadline."""
 
     exit_code = EXIT_UNAVAILABLE
+    http_status = 503
 
 
 class OutcomeUnknown(StoreUnavailable):
@@ -93,6 +122,7 @@ class ConflictError(ZkStoreError):
     """The store answered, and the answer is no. ``path`` names the node it was about."""
 
     exit_code = EXIT_CONFLICT
+    http_status = 409
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
@@ -105,6 +135,11 @@ class VersionConflict(ConflictError):
 
 class HandleExists(ConflictError):
     """The node to create exists already."""
+
+
+class ArtifactExists(HandleExists):
+    """The artifact's name is registered already with another URI, scope or keep, or its place
+    overlaps another artifact's."""
 
 
 class NotEmpty(ConflictError):
@@ -135,6 +170,7 @@ class HandleNotFound(ZkStoreError):
     """The node does not exist, or it is marked for deletion. ``path`` names it."""
 
     exit_code = EXIT_NOT_FOUND
+    http_status = 404
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
@@ -149,8 +185,14 @@ class DaemonNotFound(HandleNotFound):
     """No daemon with that id is up, has attempts placed on it, or is drained."""
 
 
+class ArtifactNotFound(HandleNotFound):
+    """The job has no artifact of that name (never registered, or released)."""
+
+
 class CorruptRecord(ZkStoreError):
     """A znode's data is not a valid record of its kind; the message names the path."""
+
+    http_status = 502
 
 
 class CorruptHandle(CorruptRecord):
@@ -159,6 +201,8 @@ class CorruptHandle(CorruptRecord):
 
 class PayloadError(ZkStoreError):
     """A payload cannot be returned: it is missing, corrupt, untrusted or incompatible."""
+
+    http_status = 502
 
 
 class PayloadMissing(PayloadError):
@@ -179,12 +223,35 @@ class IncompatiblePayload(PayloadError):
 
 
 class SerializationError(ZkStoreError):
-    """A value cannot be serialized, or its serialized form is over the size limit."""
+    """A value cannot be serialized."""
+
+    http_status = 400
+
+
+class TooLarge(SerializationError):
+    """Over a size or count limit, refused before anything is written: a handle
+    (:data:`~zkstore.handle.MAX_HANDLE_BYTES`), a znode or a transaction (64 KB), a payload
+    (the configured maximum), a control history entry, a job's artifacts."""
+
+    http_status = 413
 
 
 class ControlRejected(ZkStoreError):
     """The job acknowledged a control change and rejected some of its keys (the reasons are in
     the message): the change is stored, the job runs on without those values."""
+
+    http_status = 422
+
+
+class JobDidNotSucceed(ZkStoreError):
+    """A job followed to its end (``submit --wait``, ``jobs wait``) ended FAILED; the message is
+    the line that says so (the command line prints it as it is)."""
+
+
+class JobEndedCancelled(JobDidNotSucceed):
+    """A job followed to its end ended CANCELLED."""
+
+    exit_code = EXIT_CANCELLED
 
 
 class WaitTimeout(ZkStoreError):
@@ -192,6 +259,7 @@ class WaitTimeout(ZkStoreError):
     outage: the job goes on)."""
 
     exit_code = EXIT_TIMEOUT
+    http_status = 504
 
 
 class AccessDenied(ZkStoreError):
@@ -201,3 +269,4 @@ class AccessDenied(ZkStoreError):
     never its secret."""
 
     exit_code = EXIT_ACCESS_DENIED
+    http_status = 502

@@ -1,6 +1,6 @@
 """The state handle: a small JSON record in ZooKeeper that points at a payload in storage.
 
-Format (UTF-8 JSON, under :data:`MAX_HANDLE_BYTES`, typically well under 1 KB)::
+Format (UTF-8 JSON, at most :data:`MAX_HANDLE_BYTES` (2 KB), typically 400-700 bytes)::
 
     {"format": 1, "uri": "<fsspec url>", "size": <bytes>, "sha256": "<hex>",
      "created": "<iso8601>", "writer": "<instance id>", "hmac": "<hex, when signed>",
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from zkstore.errors import CorruptHandle, SerializationError
+from zkstore.errors import CorruptHandle, SerializationError, TooLarge
 from zkstore.strict import check_text, load_object, parse_time, utc_now
 
 FORMAT = 1
@@ -66,7 +66,8 @@ class Handle:
     def for_payload(
         cls, ref: PayloadRef, writer: str, summary: Mapping[str, SummaryValue] | None = None
     ) -> Handle:
-        """A new handle for a payload just written; raises if it would not fit in 1 KB."""
+        """A new handle for a payload just written; :class:`~zkstore.errors.TooLarge` if it would
+        not fit in :data:`MAX_HANDLE_BYTES`."""
         handle = cls(
             uri=ref.uri,
             size=ref.size,
@@ -84,7 +85,7 @@ class Handle:
         return PayloadRef(self.uri, self.size, self.sha256, self.hmac)
 
     def to_bytes(self) -> bytes:
-        """The znode data; raises :class:`SerializationError` past :data:`MAX_HANDLE_BYTES`."""
+        """The znode data; :class:`~zkstore.errors.TooLarge` past :data:`MAX_HANDLE_BYTES`."""
         record: dict[str, Any] = {
             "format": FORMAT,
             "uri": self.uri,
@@ -103,7 +104,7 @@ class Handle:
             record, separators=(",", ":"), sort_keys=True, ensure_ascii=False
         ).encode()
         if len(data) > MAX_HANDLE_BYTES:
-            raise SerializationError(
+            raise TooLarge(
                 f"handle of {len(data)} bytes is over the {MAX_HANDLE_BYTES}-byte limit; "
                 "keep summary fields short"
             )

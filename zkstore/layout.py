@@ -156,25 +156,25 @@ class Layout:
     def members(self) -> str:
         return f"{self.base}/members"
 
-    def member(self, member_id: str) -> str:
-        return f"{self.members}/{validate_id(member_id, 'daemon id')}"
+    def member(self, daemon_id: str) -> str:
+        return f"{self.members}/{validate_id(daemon_id, 'daemon id')}"
 
     @property
     def drained(self) -> str:
         return f"{self.base}/drained"
 
-    def drain_mark(self, member_id: str) -> str:
-        return f"{self.drained}/{validate_id(member_id, 'daemon id')}"
+    def drain_mark(self, daemon_id: str) -> str:
+        return f"{self.drained}/{validate_id(daemon_id, 'daemon id')}"
 
     @property
     def assignments(self) -> str:
         return f"{self.base}/assignments"
 
-    def member_assignments(self, member_id: str) -> str:
-        return f"{self.assignments}/{validate_id(member_id, 'daemon id')}"
+    def member_assignments(self, daemon_id: str) -> str:
+        return f"{self.assignments}/{validate_id(daemon_id, 'daemon id')}"
 
-    def assignment(self, member_id: str, job_id: str) -> str:
-        return f"{self.member_assignments(member_id)}/{validate_job_id(job_id)}"
+    def assignment(self, daemon_id: str, job_id: str) -> str:
+        return f"{self.member_assignments(daemon_id)}/{validate_job_id(job_id)}"
 
     def base_paths(self) -> tuple[str, ...]:
         """The persistent parents that must exist before any transaction under them."""
@@ -232,6 +232,9 @@ class StorageLayout:
 
 #: Folders of a job's storage prefix that hold its records rather than payloads: no handle
 #: references them; they are the job's for as long as it lives and its cleanup removes them.
+#: The biggest driver-log chunk a shipper writes (one PUT on S3); readers refuse bigger objects.
+LOG_CHUNK_BYTES = 4 * 1024 * 1024
+
 CONTROL_HISTORY = "control-history"
 JOB_RECORD_DIRS = frozenset({CONTROL_HISTORY})
 

@@ -41,8 +41,8 @@ from zkstore.errors import (
     CorruptPayload,
     HandleExists,
     PayloadMissing,
-    SerializationError,
     StoreUnavailable,
+    TooLarge,
     UntrustedPayload,
     ZkStoreError,
 )
@@ -199,7 +199,7 @@ class StateStorage:
         temporary file, or a complete object that no handle references yet (an orphan).
         """
         if len(data) > self.max_payload_bytes:
-            raise SerializationError(
+            raise TooLarge(
                 f"payload of {len(data)} bytes is over the configured limit of "
                 f"{self.max_payload_bytes} bytes"
             )

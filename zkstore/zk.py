@@ -56,6 +56,7 @@ from zkstore.errors import (
     NotEmpty,
     OutcomeUnknown,
     StoreUnavailable,
+    TooLarge,
     VersionConflict,
     ZkStoreError,
 )
@@ -170,7 +171,6 @@ class ZooKeeper:
                 timeout=session_timeout,
                 client_id=client_id,
                 connection_retry={"max_tries": -1, "max_delay": 1.0},
-                command_retry={"max_tries": 3, "deadline": timeout, "max_delay": 1.0},
                 default_acl=self.acl,
                 logger=_kazoo_logger(),
                 **_kazoo_auth(auth),
@@ -647,7 +647,7 @@ class ZooKeeper:
             else:
                 transaction.delete(op.path, op.version)
         if size > MAX_ZNODE_BYTES:
-            raise ConfigError(f"transaction carries {size} bytes, over {MAX_ZNODE_BYTES}")
+            raise TooLarge(f"transaction carries {size} bytes, over {MAX_ZNODE_BYTES}")
         return transaction
 
     def _translate(self, exc: BaseException, what: str, *, path: str | None = None) -> ZkStoreError:
@@ -676,7 +676,7 @@ def _transaction_error(
 
 def _check_size(path: str, data: bytes) -> None:
     if len(data) > MAX_ZNODE_BYTES:
-        raise ConfigError(f"{path}: {len(data)} bytes is over the {MAX_ZNODE_BYTES}-byte limit")
+        raise TooLarge(f"{path}: {len(data)} bytes is over the {MAX_ZNODE_BYTES}-byte limit")
 
 
 def _name(exc: BaseException) -> str:

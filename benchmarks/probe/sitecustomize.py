@@ -37,12 +37,12 @@ from typing import Any
 _FILE = os.environ.get("ZKSTORE_BENCH_PROBE")
 _PROFILE_DIR = os.environ.get("ZKSTORE_BENCH_CPROFILE")
 _ORIGIN = os.getpid()
-_KINDS = {"recovery.driver": "driver", "zkstore.jobs.logship": "shipper"}
+_KINDS = {"recovery.driver.driver": "driver", "zkstore.jobs.logship": "shipper"}
 _ROLE = (
     "daemon"
-    if "recovery.cli" in sys.orig_argv
+    if "recovery.cli.main" in sys.orig_argv
     else "fork server"
-    if "recovery.forkserver" in sys.orig_argv
+    if "recovery.member.forkserver" in sys.orig_argv
     else "other"
 )
 _CALLS: Counter[str] = Counter()

@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -175,7 +175,7 @@ def _kill_leader(story: Story, leader: Any) -> None:
 
     def new_leader() -> bool:
         info = story.local.leader()
-        return info is not None and info.id != leader.daemon_id
+        return info is not None and info.daemon_id != leader.daemon_id
 
     story.follow_until(new_leader, 120, "a new leader")
     successor = story.local.wait_for_leader(exclude=leader.daemon_id)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recovery.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
+from recovery.member.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.dev import lifeline
 from zkstore.errors import CorruptRecord, HandleNotFound
@@ -124,7 +124,7 @@ class LocalCluster:
         command = [
             sys.executable,
             "-m",
-            "recovery.cli",
+            "recovery.cli.main",
             *(["-v"] if self.verbose else []),
             "daemon",
             "--id",
@@ -180,8 +180,8 @@ class LocalCluster:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             info = self.leader()
-            if info is not None and info.id != exclude and info.id in self.daemons:
-                return self.daemons[info.id]
+            if info is not None and info.daemon_id != exclude and info.daemon_id in self.daemons:
+                return self.daemons[info.daemon_id]
             time.sleep(0.05)
         raise TimeoutError(f"no leader (other than {exclude}) within {timeout:g} s")
 

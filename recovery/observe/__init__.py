@@ -1,10 +1,8 @@
-"""Seeing the runtime work: driver logs shipped to storage and kept for a retention period, and
-every daemon's HTTP side (health, leader, a JSON API, Prometheus metrics, a status page).
+"""Seeing the runtime work: every daemon's HTTP side (health, leader, a JSON API, Prometheus
+metrics, a status page).
 
 ::
 
-    shipper.py     starts the shipper of each driver (zkstore.jobs.logship), and says why
-    retention.py   removing a finished job's logs once their retention has passed
     view.py        one read of what the API, the page and the metrics show
     metrics.py     the Prometheus registry of a daemon, collected from ZooKeeper at scrape time
     page.py        the status page, server-rendered HTML

@@ -27,18 +27,15 @@ constant time, and never logged or echoed.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from zkstore.errors import ConfigError
+from recovery.settings import ANY_HOST, is_address, normal_host
 
 #: Names every daemon answers to (with any port): the loopback name. Addresses are always
 #: answered (see the module's docstring).
 LOCAL_NAMES = frozenset({"localhost"})
-ANY_HOST = "*"
-_NAME = re.compile(r"\.?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*")
 _HOST_HEADER = re.compile(r"(?P<name>\[[0-9a-f:.]+\]|[^:\[\]]*)(:(?P<port>[0-9]{1,5}))?")
 
 
@@ -51,37 +48,6 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def _normal(name: str) -> str:
-    return name.strip().lower().rstrip(".")
-
-
-def _is_address(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def parse_allowed_hosts(value: str | Iterable[str]) -> tuple[str, ...]:
-    """Names from ``--http-allowed-hosts`` (comma-separated, repeatable): DNS names, a
-    ``.domain`` suffix, ``*``, or addresses (always allowed anyway); without ports."""
-    items = value.split(",") if isinstance(value, str) else [i for v in value for i in v.split(",")]
-    names = []
-    for item in (_normal(i) for i in items):
-        if not item:
-            continue
-        if item != ANY_HOST and not _is_address(item) and not _NAME.fullmatch(item):
-            raise ConfigError(
-                f"allowed host {item[:60]!r} is not a name (zk1.example.com), a domain "
-                "(.example.com), an address, or *; give no port"
-            )
-        names.append(item.strip("[]"))
-    if not names:
-        raise ConfigError("--http-allowed-hosts names no host")
-    return tuple(dict.fromkeys(names))
-
-
 @dataclass(frozen=True)
 class AllowedHosts:
     """The names a daemon answers to (see the module's docstring)."""
@@ -91,7 +57,7 @@ class AllowedHosts:
     @classmethod
     def of(cls, given: Iterable[str] | None, listen_host: str) -> AllowedHosts:
         """``given`` names (None: the name the daemon listens on), and the local ones."""
-        names = set(given) if given is not None else {_normal(listen_host)}
+        names = set(given) if given is not None else {normal_host(listen_host)}
         return cls(frozenset(names | LOCAL_NAMES))
 
     def allows(self, header: str | None) -> bool:
@@ -101,8 +67,8 @@ class AllowedHosts:
         match = _HOST_HEADER.fullmatch(header.strip().lower())
         if match is None or (match.group("port") and int(match.group("port")) > 65535):
             return False
-        name = _normal(match.group("name"))
-        if _is_address(name):
+        name = normal_host(match.group("name"))
+        if is_address(name):
             return True
         return name in self.names or any(
             n.startswith(".") and (name == n[1:] or name.endswith(n)) for n in self.names

@@ -35,9 +35,11 @@ A change is acknowledged by the job's driver afterwards: poll ``GET .../control`
 HEAD works wherever GET does. Every daemon answers, leader or not, from ZooKeeper and storage,
 read on a small pool of threads of the HTTP server's own: no handler ever waits for the daemon's
 loop thread, and only the token-guarded routes write (what any client could write with the CLI).
-Errors are JSON ``{"error": "..."}`` with the status of their kind (400 bad request or a body
-the strict JSON parser refuses, 401/403 auth, 404 unknown job, 409 conflict, 421 not our host
-name, 503 ZooKeeper or storage unavailable); no traceback ever reaches a client. The tokens are
+Errors are JSON ``{"error": "..."}`` with the status of their kind: the ``http_status`` of a
+zkstore error's class (:mod:`zkstore.errors`: 400 bad input, 404 unknown job, 409 conflict, 413
+over a limit, 502 garbage or refused credentials upstream, 503 ZooKeeper or storage
+unavailable, 504 a wait ran out), else 400 for a body the strict JSON parser refuses, 401/403
+auth, 421 not our host name; no traceback ever reaches a client. The tokens are
 compared in constant time and never logged or echoed.
 """
 
@@ -56,27 +58,22 @@ from typing import Any, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from recovery.client import Client
 from recovery.observe.access import AllowedHosts, ApiError, Tokens
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
 from recovery.observe.view import Observed, finished, read_jobs, read_view
-from zkstore.cli.jobs import describe, find_job, job_details
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, triage
 from zkstore.errors import (
-    ConfigError,
-    ConflictError,
-    HandleNotFound,
     StoreUnavailable,
     ZkStoreError,
 )
-from zkstore.jobs.control import CHECKPOINT, LOG_LEVEL, PAUSE, log_level
-from zkstore.jobs.control import read_view as read_control
 from zkstore.jobs.logs import AttemptLog, JobLogs
-from zkstore.jobs.snapshot import read_snapshots
+from zkstore.jobs.snapshot import read_snapshot
 from zkstore.jobs.state import who
 from zkstore.layout import validate_job_id
-from zkstore.strict import load_object, utc_now
+from zkstore.service.control import COMMANDS, ControlService
+from zkstore.service.jobs import describe, job_details
+from zkstore.strict import load_object
 
 logger = logging.getLogger(__name__)
 
@@ -90,18 +87,6 @@ MAX_REASON_CHARS = 1000
 MAX_TAIL_LINES = 100_000
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _status_of(exc: ZkStoreError) -> int:
-    if isinstance(exc, HandleNotFound):
-        return 404
-    if isinstance(exc, ConfigError):
-        return 400
-    if isinstance(exc, ConflictError):
-        return 409
-    if isinstance(exc, StoreUnavailable):
-        return 503
-    return 500
 
 
 def error_response(
@@ -169,7 +154,7 @@ class Api:
         except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method, too big
             response = error_response(exc.status, exc.reason, _allow(exc))
         except ZkStoreError as exc:
-            response = error_response(_status_of(exc), f"{type(exc).__name__}: {exc}")
+            response = error_response(exc.http_status, f"{type(exc).__name__}: {exc}")
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -277,9 +262,7 @@ class Api:
         logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
         found = await self._run(logs.attempts)
         if not found:
-            known = await self._run(partial(read_snapshots, cluster.zk, cluster.layout, [job_id]))
-            if job_id not in known:
-                raise ApiError(404, f"no job {job_id!r} in this cluster")
+            await self._run(partial(read_snapshot, cluster.zk, cluster.layout, job_id))
         if attempt is None:
             log = found[max(found)] if found else AttemptLog(0)
         elif attempt in found:
@@ -319,25 +302,15 @@ class Api:
     async def control(self, request: web.Request) -> web.Response:
         self._authorize_read(request)
         job_id = validate_job_id(request.match_info["job_id"])
-        cluster = self._cluster()
-
-        def view() -> dict[str, Any]:
-            find_job(cluster, job_id)
-            return read_control(cluster.control(job_id), cluster.checkpoints(job_id)).as_dict()
-
-        return _json(await self._run(view))
+        service = ControlService(self._cluster())
+        return _json((await self._run(partial(service.view, job_id))).as_dict())
 
     async def control_history(self, request: web.Request) -> web.Response:
         self._authorize_read(request)
         job_id = validate_job_id(request.match_info["job_id"])
         last = _number(request, "last", 1, 10**6)
-        cluster = self._cluster()
-
-        def history() -> dict[str, Any]:
-            find_job(cluster, job_id)
-            return cluster.control(job_id).history.report(last=last)
-
-        return _json(await self._run(history))
+        service = ControlService(self._cluster())
+        return _json(await self._run(partial(service.history, job_id, last=last)))
 
     # -- changes (token only) ------------------------------------------------------------------
 
@@ -350,8 +323,7 @@ class Api:
         if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
             raise ApiError(400, f'"reason" must be a string of at most {MAX_REASON_CHARS} chars')
         job_id = validate_job_id(request.match_info["job_id"])
-        client = Client(cluster=self._cluster())
-        cancel = await self._run(partial(client.cancel, job_id, reason=reason))
+        cancel = await self._run(partial(triage.cancel, self._cluster(), job_id, reason=reason))
         return _json({"job_id": job_id, "cancel_requested": cancel.requested}, 202)
 
     async def control_set(self, request: web.Request) -> web.Response:
@@ -383,24 +355,13 @@ class Api:
         unknown = set(body) - allowed
         if unknown:
             raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
-        if command == "pause":
-            updates: dict[str, Any] = {PAUSE: True}
-        elif command == "resume":
-            updates = {PAUSE: False}
-        elif command == "checkpoint":
-            updates = {CHECKPOINT: utc_now()}
-        elif command == "log-level":
-            level = body.get("level")
-            if not isinstance(level, str):
-                raise ApiError(400, '"level" must be a log level (DEBUG, INFO, WARN, ...)')
-            try:
-                updates = {LOG_LEVEL: log_level(level)}
-            except ValueError as exc:
-                raise ApiError(400, str(exc)) from None
-        else:
-            raise ApiError(
-                404, f"no control command {command!r}: pause, resume, checkpoint, log-level"
-            )
+        builtin = COMMANDS.get(command)
+        if builtin is None:
+            raise ApiError(404, f"no control command {command!r}: {', '.join(COMMANDS)}")
+        level = body.get("level")
+        if builtin.takes_level and not isinstance(level, str):
+            raise ApiError(400, '"level" must be a log level (DEBUG, INFO, WARN, ...)')
+        updates = builtin.values(level if isinstance(level, str) else None)
         return await self._change(request, updates, _expect_version(body))
 
     async def _change(
@@ -415,15 +376,15 @@ class Api:
         """Store a control change as ``zkstore control set`` does (without waiting), recorded
         in the job's history as made through this daemon's API."""
         job_id = validate_job_id(request.match_info["job_id"])
-        store = self._cluster().control(job_id)
+        service = ControlService(self._cluster(), by=f"{who()} (HTTP API)")
         change = await self._run(
             partial(
-                store.set,
+                service.change,
+                job_id,
                 updates,
                 expect_version=expect_version,
                 replace=replace,
                 remove=remove,
-                by=f"{who()} (HTTP API)",
             )
         )
         return _json(change.as_dict())

@@ -15,9 +15,8 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from recovery.observe.view import ClusterView, finished
-from zkstore.cli.jobs import describe
-from zkstore.cli.output import duration
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.service.jobs import describe, duration
 from zkstore.strict import parse_time
 
 REFRESH_SECONDS = 5

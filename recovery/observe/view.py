@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from recovery.fleet import read_fleet
-from recovery.launcher import DriverLauncher
+from recovery.leader.placement import read_fleet
+from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord
@@ -42,7 +42,7 @@ class Observed(Protocol):
 
 @dataclass(frozen=True)
 class DaemonInfo:
-    """One daemon of the fleet, as its member record says (:mod:`recovery.fleet`)."""
+    """One daemon of the fleet, as its member record says (:mod:`recovery.leader.placement`)."""
 
     daemon_id: str
     host: str | None
@@ -124,7 +124,7 @@ def _leader(cluster: Cluster) -> dict[str, Any] | None:
         return {"error": "unreadable leader record"}
     if info is None:
         return None
-    return {"id": info.id, "host": info.host, "pid": info.pid, "since": info.since}
+    return {"id": info.daemon_id, "host": info.host, "pid": info.pid, "since": info.since}
 
 
 def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:
@@ -133,16 +133,16 @@ def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo
     leader_id = leader.get("id") if leader is not None else None
     return [
         DaemonInfo(
-            daemon_id=member.member_id,
+            daemon_id=member.daemon_id,
             host=member.info.host,
             pid=member.info.pid,
-            leader=member.member_id == leader_id,
+            leader=member.daemon_id == leader_id,
             slots=member.info.slots,
             used=len(member.assigned),
             labels=member.labels,
             drained=member.drained,
         )
-        for member in sorted(fleet.members.values(), key=lambda m: m.member_id)
+        for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id)
     ]
 
 

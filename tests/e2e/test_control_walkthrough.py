@@ -1,4 +1,4 @@
-"""The README's "Changing a running job", followed as a user follows it: the installed
+"""docs/control.md ("Changing a running job"), followed as a user follows it: the installed
 ``zkstore`` script, a real daemon, ``examples/throttle.py`` copying 40,000 lines, ``batch=500``
 (which needs a restart), a pause, the daemon stopped and the driver SIGKILLed while paused, a
 change while no attempt lives, the daemon back, resume. Every input line reaches the output
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import BIN, REPO, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig

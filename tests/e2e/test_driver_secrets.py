@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs, secret_jobs
 from tests.helpers import wait_for

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import wait_for

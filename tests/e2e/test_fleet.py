@@ -15,8 +15,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from recovery.cli import cli
-from recovery.client import Client
+from recovery.cli.main import cli
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for
@@ -46,7 +46,7 @@ def waiting(client: Client, job_id: str) -> str:
 
 def where(client: Client, job_id: str) -> str | None:
     status = client.status(job_id).status
-    return status.member if status is not None else None
+    return status.daemon_id if status is not None else None
 
 
 def test_a_lost_hosts_jobs_resume_elsewhere_and_the_others_are_untouched(
@@ -163,7 +163,7 @@ def test_a_second_daemon_with_the_same_id_refuses_to_start(
     local.wait_for_leader()
     env = local.environment()
     second = subprocess.run(
-        [sys.executable, "-m", "recovery.cli", "daemon", "--id", "same"],
+        [sys.executable, "-m", "recovery.cli.main", "daemon", "--id", "same"],
         env=env,
         capture_output=True,
         text=True,

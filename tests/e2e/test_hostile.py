@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import answers, every_command_answers

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster, free_port
-from recovery.observe.access import AllowedHosts, parse_allowed_hosts
+from recovery.observe.access import AllowedHosts
 from recovery.observe.server import is_loopback
-from recovery.settings import READ_TOKEN_ENV, api_token_from_env
+from recovery.settings import READ_TOKEN_ENV, api_token_from_env, parse_allowed_hosts
 from tests import jobs
 from tests.helpers import wait_for
 from zkstore.config import SECRET_ENV_VARS, StoreConfig

@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import SESSION_TIMEOUT, wait_for

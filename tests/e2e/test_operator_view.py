@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.daemon import CONNECT_RETRY
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import REPO
@@ -31,7 +31,7 @@ JOB = "lossy"
 def place_attempt_1(client: Client, out: Path) -> int:
     """Submit the job and place its first attempt as a leader would; the status version."""
     client.submit_function(jobs.flaky, str(out), 1, job_id=JOB)
-    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), member="gone")
+    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), daemon_id="gone")
     client.cluster.zk.create(client.cluster.layout.status(JOB), status.to_bytes(), makepath=True)
     return 0
 

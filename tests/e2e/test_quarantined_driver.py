@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import resource_jobs
 from tests.helpers import REPO, run_daemon, wait_for

@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from recovery.observe.shipper import SHIPPER_NICENESS
+from recovery.member.shipper import SHIPPER_NICENESS
 from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
@@ -39,11 +39,11 @@ START = SESSION_TIMEOUT * 10
 
 def where(client: Client, job_id: str) -> str | None:
     status = client.status(job_id).status
-    return status.member if status is not None else None
+    return status.daemon_id if status is not None else None
 
 
-def member_pid(client: Client, member_id: str) -> int | None:
-    found = client.cluster.zk.get_if_exists(client.cluster.layout.member(member_id))
+def member_pid(client: Client, daemon_id: str) -> int | None:
+    found = client.cluster.zk.get_if_exists(client.cluster.layout.member(daemon_id))
     return None if found is None else int(json.loads(found[0])["pid"])
 
 
@@ -68,9 +68,9 @@ def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def shippers(local: LocalCluster, member_id: str) -> set[int]:
+def shippers(local: LocalCluster, daemon_id: str) -> set[int]:
     """The log shippers that daemon started (at the shipper's lower priority)."""
-    return {p for p in local.driver_processes(member=member_id) if nice(p) == SHIPPER_NICENESS}
+    return {p for p in local.driver_processes(member=daemon_id) if nice(p) == SHIPPER_NICENESS}
 
 
 def steps(out: Path) -> int:
@@ -168,17 +168,17 @@ def test_the_leader_restarted_after_sigkill_adopts_its_drivers(
 
 def plant_member(
     config: StoreConfig,
-    member_id: str,
+    daemon_id: str,
     *,
     pid: int,
     host: str | None = None,
     start_ticks: int | None = None,
     boot_id: str | None = None,
 ) -> ZooKeeper:
-    """A member record of ``member_id`` in a session of our own (alive until we stop it)."""
+    """A member record of ``daemon_id`` in a session of our own (alive until we stop it)."""
     zk = ZooKeeper.from_config(config).start()
     info = {
-        "member_id": member_id,
+        "member_id": daemon_id,
         "host": host or socket.gethostname(),
         "pid": pid,
         "slots": 1,
@@ -187,7 +187,7 @@ def plant_member(
         "boot_id": boot_id,
     }
     zk.ensure_path(f"{config.base_path}/members")
-    zk.create(f"{config.base_path}/members/{member_id}", json.dumps(info).encode(), ephemeral=True)
+    zk.create(f"{config.base_path}/members/{daemon_id}", json.dumps(info).encode(), ephemeral=True)
     return zk
 
 
@@ -246,7 +246,7 @@ def test_a_live_daemon_of_this_host_still_refuses_a_second_with_its_id(
     )
     try:
         second = subprocess.run(
-            [sys.executable, "-m", "recovery.cli", "daemon", "--id", "twin"],
+            [sys.executable, "-m", "recovery.cli.main", "daemon", "--id", "twin"],
             env=local.environment(),
             capture_output=True,
             text=True,

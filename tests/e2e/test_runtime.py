@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import (
@@ -67,7 +67,7 @@ def test_leader_sigkill_mid_job_is_adopted_and_finishes_once(
     assert sorted(step_runs(out)) == list(range(1, 13))
     assert driver_pids(out) == {driver_pid}, "the driver running before the kill ran every step"
     info = local.leader()
-    assert info is not None and info.id == successor.daemon_id
+    assert info is not None and info.daemon_id == successor.daemon_id
 
 
 def test_driver_sigkill_resumes_from_latest_checkpoint(
@@ -122,7 +122,7 @@ def test_two_daemons_started_together_elect_exactly_one(
     election = client.cluster.zk.children(client.cluster.layout.election)
     assert len(election) == 2, "both daemons contend"
     info = local.leader()
-    assert info is not None and info.id == leader.daemon_id, "the leader never changed"
+    assert info is not None and info.daemon_id == leader.daemon_id, "the leader never changed"
     assert first.alive and second.alive
 
 
@@ -152,7 +152,7 @@ def test_leader_whose_session_expired_is_fenced_and_no_second_attempt_starts(
     assert all(attempts == [1] for attempts in step_runs(out).values())
     assert len(driver_pids(out)) == 1, "the new leader adopted the driver: no second attempt"
     info = local.leader()
-    assert info is not None and info.id == new.daemon_id
+    assert info is not None and info.daemon_id == new.daemon_id
     assert old.alive, "the old leader keeps running, as a follower"
 
 
@@ -236,7 +236,7 @@ def test_dynamic_configuration_reaches_the_running_job(
 ) -> None:
     from click.testing import CliRunner
 
-    from recovery.cli import cli
+    from recovery.cli.main import cli
 
     local.start_daemon("d1")
     out = tmp_path / "out"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from examples import pipeline
-from recovery.client import Client
+from recovery.client.client import Client
 from tests import jobs
 from tests.helpers import REPO, run_daemon
 from tests.servers import Standalone

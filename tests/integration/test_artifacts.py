@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from recovery.cli import cli
+from recovery.cli.main import cli
 from recovery.dev.localcluster import LocalCluster
 from tests import helpers, jobs
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.servers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import FenceLost, HandleExists, UntrustedPayload, WrongState
 from zkstore.jobs.artifacts import (
@@ -35,7 +36,6 @@ from zkstore.jobs.artifacts import (
     Artifact,
     release_dead_attempts,
 )
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import CANCELLED, FAILED, STARTING, SUCCEEDED

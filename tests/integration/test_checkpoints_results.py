@@ -173,12 +173,14 @@ def test_status_is_versioned(cluster: Cluster) -> None:
 
 
 def test_control_is_versioned(cluster: Cluster) -> None:
+    # JobStateStore.set_control is gone (issue 24): ControlStore.set is the one writer.
+    cluster.jobs.submit(JobDefinition.for_function("job-1", jobs.noop))
     assert cluster.state.control("job-1") == ({}, None)
-    version = cluster.state.set_control("job-1", {"rate": 10}, expected_version=None)
+    version = cluster.control("job-1").set({"rate": 10}).version
     assert cluster.state.control("job-1") == ({"rate": 10}, version)
-    cluster.state.set_control("job-1", {"rate": 20}, expected_version=version)
+    cluster.control("job-1").set({"rate": 20}, expect_version=version)
     with pytest.raises(VersionConflict):
-        cluster.state.set_control("job-1", {"rate": 30}, expected_version=version)
+        cluster.control("job-1").set({"rate": 30}, expect_version=version)
 
 
 def test_cancel_request_is_idempotent(cluster: Cluster) -> None:

@@ -15,6 +15,7 @@ from tests import jobs
 from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
@@ -25,7 +26,6 @@ from zkstore.errors import (
     WaitTimeout,
     WrongState,
 )
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.control import (
     CHECKPOINT,
     LOG_LEVEL,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from recovery.election import LeaderElection
+from recovery.leader.election import LeaderElection
 from tests.helpers import expire_session, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader

@@ -7,12 +7,12 @@ import signal
 import sys
 from pathlib import Path
 
-from recovery.forkserver import ForkServer
+from recovery.member.forkserver import ForkServer
 from tests.helpers import wait_for
 
 
 def fork_driver(server: ForkServer, tmp_path: Path, *argv: str) -> tuple[int, Path]:
-    """Fork ``python -m recovery.driver ARGV`` (no configuration a driver could use)."""
+    """Fork ``python -m recovery.driver.driver ARGV`` (no configuration a driver could use)."""
     log = tmp_path / "driver.log"
     child, shipper = server.fork(
         list(argv), dict(os.environ), str(tmp_path), str(log), "{}", shipper=None

@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from recovery.forkserver import ForkServer
+from recovery.member.forkserver import ForkServer
 
 
 def writable_memory(pid: int) -> bytes:
@@ -57,7 +57,7 @@ def test_no_configuration_sits_in_the_fork_servers_memory(tmp_path: Path) -> Non
         assert process is not None
         memory = writable_memory(process.pid)
         assert len(memory) > 1_000_000, "the server's heap was read"
-        assert b"recovery.driver" in memory, "and holds what it has imported"
+        assert b"recovery.driver.driver" in memory, "and holds what it has imported"
         for secret in secrets:
             assert secret.encode() not in memory, "a driver's configuration is in the server"
     finally:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from recovery.client import Client
+from recovery.client.client import Client
 from tests import jobs
 from tests.helpers import KEY, make_legacy
 from zkstore.cluster import Cluster

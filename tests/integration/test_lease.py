@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from recovery.lease import SessionLease
+from recovery.driver.lease import SessionLease
 from tests.helpers import expire_session, holds_for, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper

@@ -9,14 +9,14 @@ import uuid
 
 import pytest
 
-from recovery.retention import expire
+from recovery.leader.retention import expire
 from tests import jobs
 from tests.helpers import crash
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.observe.shipper import start_shipper
+from recovery.member.shipper import start_shipper
 from tests.helpers import wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster

@@ -1,5 +1,5 @@
 """Notifications end to end below the daemon: events written in fenced "leader" transactions
-into the outbox of the real ZooKeeper, delivered by the sender (recovery.lifecycle.notifier)
+into the outbox of the real ZooKeeper, delivered by the sender (recovery.leader.notifier)
 to a real HTTP receiver on 127.0.0.1 that fails some requests. Every event is delivered,
 duplicates carry the same key, the next leader delivers what the previous one left (a crash
 between the 2xx and the delete included), a deposed sender writes nothing."""
@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recovery.lifecycle.notifier import NotificationSender, SenderSettings
+from recovery.leader.notifier import NotificationSender, SenderSettings
 from tests.crash_cluster import CRASHED
 from tests.helpers import run_child, wait_for
 from tests.servers import NotificationReceiver

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from recovery.cli import cli
+from recovery.cli.main import cli
 from tests import jobs
 from tests.helpers import cli_args, crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
 

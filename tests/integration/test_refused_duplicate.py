@@ -4,8 +4,8 @@ Before, a restarted daemon launched its attempts again; the duplicate was refuse
 but on its way out it removed the attempt's working directory, and its member then deleted the
 live driver's ``running`` node (it checked the attempt number, not who held the node) and
 recorded the attempt as exited. A member no longer launches such a duplicate, but nothing of it
-may depend on that: here the duplicate is a real ``python -m recovery.driver`` and the member a
-real :class:`FleetMember` on the test's cluster; the live holder is this test process.
+may depend on that: here the duplicate is a real ``python -m recovery.driver.driver`` and the
+member a real :class:`FleetMember` on the test's cluster; the live holder is this test process.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recovery.launcher import DriverLauncher, Launch
-from recovery.member import FleetMember
+from recovery.member.launcher import DriverLauncher, Launch
+from recovery.member.member import FleetMember
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -44,7 +44,7 @@ def hold_attempt(config: StoreConfig, job_id: str) -> ZooKeeper:
     test process, in a session of its own (the live driver)."""
     zk = ZooKeeper.from_config(config).start()
     base = config.base_path
-    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), member="m")
+    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), daemon_id="m")
     zk.ensure_path(f"{base}/jobs/{job_id}")
     zk.create(f"{base}/jobs/{job_id}/status", status.to_bytes())
     me = os.getpid()
@@ -75,7 +75,7 @@ def test_a_refused_duplicate_driver_leaves_the_attempts_directory(
             [
                 sys.executable,
                 "-m",
-                "recovery.driver",
+                "recovery.driver.driver",
                 "--config-fd",
                 str(read_end),
                 "--job-id",
@@ -112,7 +112,7 @@ def launch_of(process: subprocess.Popen[bytes], work_dir: Path, log: Path) -> La
     }
     names = {f.name for f in dataclasses.fields(Launch)}
     if "identity" in names:
-        from recovery.processes import ProcessIdentity
+        from recovery.member.processes import ProcessIdentity
 
         identity = ProcessIdentity(socket.gethostname(), process.pid, None, boot_id())
         values["identity"] = identity
@@ -136,7 +136,7 @@ def test_the_exit_of_a_refused_duplicate_leaves_the_live_drivers_node_and_assign
             assignment = Assignment(
                 version=None,
                 job_id="j",
-                member_id="m",
+                daemon_id="m",
                 attempt=1,
                 status_version=0,
                 assigned=utc_now(),

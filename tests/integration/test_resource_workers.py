@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from recovery.cli import cli
-from recovery.resources import JobResources
+from recovery.cli.main import cli
+from recovery.driver.resources import JobResources
 from tests.helpers import REPO, wait_for
 from tests.resource_jobs import Counting, events
 from zkstore.cluster import Cluster
@@ -36,7 +36,7 @@ from pyspark.taskcontext import TaskContext
 from pyspark.accumulators import Accumulator
 from recovery.executor.ref import CountsParam, ResourceRef
 from recovery.executor.tasks import TaskFunction
-from recovery.resources import pickle_by_value
+from recovery.driver.resources import pickle_by_value
 from tests import resource_jobs
 
 OUT = sys.argv[1]

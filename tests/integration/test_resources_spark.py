@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from examples import shared_resource
-from recovery.context import DynamicConfig, JobContext
-from recovery.resources import JobResources
+from recovery.driver.context import DynamicConfig, JobContext
+from recovery.driver.resources import JobResources
 from tests import resource_jobs
 from tests.resource_jobs import lifecycle, marks
 from zkstore.cluster import Cluster

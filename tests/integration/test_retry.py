@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from recovery.election import LeaderElection
+from recovery.leader.election import LeaderElection
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import LeaderInfo, read_record
@@ -25,7 +25,7 @@ def test_the_leader_record_that_cannot_be_replaced_is_said_at_error_and_leads_on
         election = LeaderElection(cluster.zk, layout, "d1", lambda: None)
         election.contend()
         assert election.check()
-        with caplog.at_level(logging.ERROR, logger="recovery.election"):
+        with caplog.at_level(logging.ERROR, logger="recovery.leader.election"):
             election.publish_info()
         (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert "leading without a leader record" in line
@@ -34,5 +34,5 @@ def test_the_leader_record_that_cannot_be_replaced_is_said_at_error_and_leads_on
         zk.delete(layout.leader_info)
         election.publish_info()
         info = read_record(zk, LeaderInfo, layout.leader_info)
-        assert info is not None and info.id == "d1"
+        assert info is not None and info.daemon_id == "d1"
         assert info.contender == election.node.rsplit("/", 1)[1]  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recovery.election import LeaderElection
+from recovery.leader.election import LeaderElection
 from tests.helpers import crash, expire_session, plant, wait_for
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster

@@ -553,13 +553,13 @@ def test_crash_between_steps_keeps_invariant_1(
 
 def test_no_zookeeper_write_exceeds_64_kb(zk: ZooKeeper, path: str) -> None:
     """Invariant 7: big things go to object storage; ZooKeeper refuses them before sending."""
-    from zkstore.errors import ConfigError
+    from zkstore.errors import TooLarge  # one class for every size limit (issue 24)
     from zkstore.ops import Create
 
     zk.ensure_path(path)
     big = b"x" * (64 * 1024 + 1)
-    with pytest.raises(ConfigError, match="65536-byte limit"):
+    with pytest.raises(TooLarge, match="65536-byte limit"):
         zk.create(f"{path}/big", big)
-    with pytest.raises(ConfigError):
+    with pytest.raises(TooLarge):
         zk.commit([Create(f"{path}/a", big[:40_000]), Create(f"{path}/b", big[:40_000])])
     assert zk.children(path) == []

@@ -192,7 +192,7 @@ def test_the_spark_app_record_is_fenced_on_the_attempt(
 ) -> None:
     """What a driver publishes about its Spark application, with no Spark: the application is
     given; the record, its fence and ZooKeeper are real."""
-    from recovery import sparkapp
+    from recovery.driver import sparkapp
     from zkstore.errors import FenceLost
     from zkstore.jobs.records import RunningInfo, SparkApp
     from zkstore.jobs.snapshot import read_snapshots

@@ -9,16 +9,15 @@ import json
 import pytest
 from click.testing import CliRunner, Result
 
-from recovery.cli import cli
+from recovery.cli.main import cli
 from tests import jobs
 from tests.cli import run
 from tests.helpers import cli_args, crash, nothing_of, quarantined
 from zkstore.admin.lingering import find_lingering
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, triage
+from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished, JobQuarantined, WrongState
-from zkstore.jobs import triage
-from zkstore.jobs.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recovery.adoption import (
+from recovery.member.adoption import (
     Adopt,
     Dead,
     Found,
@@ -17,7 +17,7 @@ from recovery.adoption import (
     Verdict,
     judge,
 )
-from recovery.processes import Liveness, ProcessIdentity
+from recovery.member.processes import Liveness, ProcessIdentity
 from zkstore.jobs.records import RunningInfo
 
 HOST, BOOT = "h", "boot-1"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from recovery.decide import CleanUp, Local, Restart, Wait, decide
+from recovery.leader.decide import CleanUp, Local, Restart, Wait, decide
 from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle
@@ -41,7 +41,7 @@ def failed_attempt(finished: float, **records: Any) -> JobSnapshot:
         summary={"max_attempts": 3},
         version=0,
     )
-    status = JobStatus(version=4, state=STARTING, attempt=1, updated=ago(120), member="m")
+    status = JobStatus(version=4, state=STARTING, attempt=1, updated=ago(120), daemon_id="m")
     outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=ago(finished), error="x")
     return JobSnapshot(job_id="j", handle=handle, status=status, outcome=outcome, **records)
 

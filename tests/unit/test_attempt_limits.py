@@ -1,6 +1,6 @@
 """Timeouts and hung drivers (zkstore.lifecycle.limits): is an attempt over --timeout,
 --start-timeout or --progress-timeout, and when to look again; the driver's heartbeat gate
-(recovery.lifecycle.heartbeat) that bounds ZooKeeper writes."""
+(recovery.driver.heartbeat) that bounds ZooKeeper writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recovery.lifecycle.heartbeat import HeartbeatGate
+from recovery.driver.heartbeat import HeartbeatGate
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.limits import (
     PROGRESS_TIMEOUT,

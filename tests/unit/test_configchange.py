@@ -1,4 +1,5 @@
-"""What a job makes of a desired configuration: the pure rules of recovery/configchange.py."""
+"""What a job makes of a desired configuration: the pure rules of
+recovery/driver/configchange.py."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from recovery.configchange import Applied, ConfigChange, apply_desired, initial, revalidate
+from recovery.driver.configchange import Applied, ConfigChange, apply_desired, initial, revalidate
 from zkstore.jobs.control import (
     APPLIED,
     LOG_LEVEL,

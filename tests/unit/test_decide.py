@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from recovery.decide import (
+from recovery.leader.decide import (
     Adopt,
     CleanUp,
     Finish,
@@ -149,20 +149,20 @@ def test_outcome_of_an_older_attempt_is_not_taken_for_the_current_one() -> None:
 
 
 def test_a_placed_attempt_gets_time_to_start_then_is_lost() -> None:
-    young = decided(job(status=status(updated=ago(5), member="m1")), ALIVE)
+    young = decided(job(status=status(updated=ago(5), daemon_id="m1")), ALIVE)
     assert isinstance(young, Wait) and "starting on m1" in young.reason
-    old = ended(decided(job(status=status(updated=ago(31), member="m1")), ALIVE))
+    old = ended(decided(job(status=status(updated=ago(31), daemon_id="m1")), ALIVE))
     assert old.lost == 1 and "did not start" in (old.error or "")
 
 
 def test_an_attempt_whose_member_is_gone_or_whose_driver_exited_is_lost() -> None:
-    start = decided(job(status=status(updated=ago(1), member="m1")))
+    start = decided(job(status=status(updated=ago(1), daemon_id="m1")))
     assert isinstance(start, Start) and start.attempt == 2, "a first lost attempt: at once"
     gone = ended(start)
     assert "m1" in (gone.error or "") and "gone" in (gone.error or "")
     exited = ended(
         decided(
-            job(status=status(updated=ago(1), member="m1")),
+            job(status=status(updated=ago(1), daemon_id="m1")),
             Local(member_alive=True, exited="killed by signal 9"),
         )
     )

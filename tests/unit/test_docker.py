@@ -465,7 +465,8 @@ def test_dockerfile_image_basics() -> None:
     assert users and users[-1].split(":")[0] not in {"root", "0"}
     entrypoint = [json.loads(a) for i, a in instructions if i == "ENTRYPOINT"]
     assert entrypoint[-1] == ["zkstore"]
-    assert "zkstore = recovery.cli:main" in setup_cfg()["options.entry_points"]["console_scripts"]
+    scripts = setup_cfg()["options.entry_points"]["console_scripts"]
+    assert "zkstore = recovery.cli.main:main" in scripts
     assert [json.loads(a) for i, a in instructions if i == "CMD"][-1] == ["daemon"]
 
 

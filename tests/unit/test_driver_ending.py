@@ -1,4 +1,4 @@
-"""The member's two-step ending of a driver (recovery.lifecycle.ending): SIGTERM, the grace,
+"""The member's two-step ending of a driver (recovery.member.ending): SIGTERM, the grace,
 SIGKILL of the process group, "known dead" only once nothing of it lives."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recovery.lifecycle.ending import (
+from recovery.member.ending import (
     KILL_REPEAT,
     MIN_GRACE,
     UNKILLABLE_AFTER,

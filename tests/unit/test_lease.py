@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recovery.lease import default_margin
+from recovery.driver.lease import default_margin
 
 
 def test_margin_is_a_quarter_of_the_session() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from recovery.loop import Event, Loop
+from recovery.leader.loop import Event, Loop
 from tests.helpers import wait_for
 
 

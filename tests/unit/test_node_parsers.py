@@ -107,7 +107,7 @@ def test_a_process_start_time_of_a_long_running_host_is_not_garbage() -> None:
     assert RunningInfo.from_znode(running.to_bytes(), None, PATH).start_ticks == ticks
     member = MemberInfo(
         version=None,
-        member_id="d1",
+        daemon_id="d1",
         host="h",
         pid=42,
         slots=2,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from recovery.fleet import Fleet, Member
+from recovery.leader.placement import Fleet, Member
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import utc_now
 
 
 def member(name: str, slots: int, *jobs_: str, drained: bool = False, **labels: str) -> Member:
     info = MemberInfo(
-        version=0, member_id=name, host="h", pid=1, slots=slots, started=utc_now(), labels=labels
+        version=0, daemon_id=name, host="h", pid=1, slots=slots, started=utc_now(), labels=labels
     )
     return Member(info, drained, frozenset(jobs_))
 
@@ -19,8 +19,8 @@ def test_placement_is_least_loaded_first_and_never_overfills() -> None:
     placed = [fleet.place(f"j{i}", {})[0] for i in range(5)]
     assert placed == ["b", "c", "c", "a", "b"], "the lightest first (by share of its slots)"
     assert fleet.place("j5", {})[0] == "c"
-    member_id, why = fleet.place("j6", {})
-    assert member_id is None and "all 8 driver slot(s)" in why
+    daemon_id, why = fleet.place("j6", {})
+    assert daemon_id is None and "all 8 driver slot(s)" in why
 
 
 def test_placement_follows_labels_and_skips_drained_daemons() -> None:
@@ -32,8 +32,8 @@ def test_placement_follows_labels_and_skips_drained_daemons() -> None:
         }
     )
     assert fleet.place("train", {"gpu": "a100"})[0] == "gpu"
-    member_id, why = fleet.place("train-2", {"gpu": "a100"})
-    assert member_id is None and "slot" in why
-    member_id, why = fleet.place("other", {"gpu": "h100"})
-    assert member_id is None and "gpu=h100" in why
+    daemon_id, why = fleet.place("train-2", {"gpu": "a100"})
+    assert daemon_id is None and "slot" in why
+    daemon_id, why = fleet.place("other", {"gpu": "h100"})
+    assert daemon_id is None and "gpu=h100" in why
     assert fleet.place("plain", {})[0] == "cpu"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from pyspark.accumulators import Accumulator
 
+from recovery.driver.resources import JobResources, pickle_by_value
 from recovery.executor import registry as registry_module
 from recovery.executor.ref import CountsParam, ResourceRef
 from recovery.executor.registry import Registry, ResourceKey
@@ -30,7 +31,6 @@ from recovery.executor.tasks import (
     current_task_id,
     current_task_info,
 )
-from recovery.resources import JobResources, pickle_by_value
 from tests import resource_jobs
 from tests.helpers import wait_for
 from tests.resource_jobs import Counting, events

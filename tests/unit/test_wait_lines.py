@@ -48,7 +48,7 @@ def told(*snapshots: JobSnapshot) -> list[str]:
 
 def test_a_run_is_told_once_per_change_and_spark_on_a_line_of_its_own() -> None:
     spark = SparkApp(version=0, attempt=1, app_id="local-1", master="local[2]", started=T)
-    on_a = status(STARTING, 1, member="host-a")
+    on_a = status(STARTING, 1, daemon_id="host-a")
     lines = told(
         snap(status=status(PENDING, 0, reason="no free driver slot (4 of 4 in use)")),
         snap(status=on_a),
@@ -71,13 +71,13 @@ def test_a_run_is_told_once_per_change_and_spark_on_a_line_of_its_own() -> None:
 
 
 def test_a_killed_driver_is_told_as_lost_with_why_never_as_starting_again() -> None:
-    on_a = status(STARTING, 1, member="host-a")
+    on_a = status(STARTING, 1, daemon_id="host-a")
     lines = told(
         snap(status=on_a, running=running(1)),
         snap(status=on_a),  # the driver vanished; the leader has not acted yet
         snap(status=on_a),
-        snap(status=status(STARTING, 2, member="host-b", lost=1, last_error=KILLED)),
-        snap(status=status(STARTING, 2, member="host-b", lost=1), running=running(2, "host-b")),
+        snap(status=status(STARTING, 2, daemon_id="host-b", lost=1, last_error=KILLED)),
+        snap(status=status(STARTING, 2, daemon_id="host-b", lost=1), running=running(2, "host-b")),
     )
     assert lines == [
         "RUNNING attempt 1 on host-a pid 100",
@@ -93,7 +93,7 @@ def test_a_killed_driver_is_told_as_lost_with_why_never_as_starting_again() -> N
 
 def test_a_loss_seen_late_is_still_told() -> None:
     lines = told(
-        snap(status=status(STARTING, 1, member="host-a"), running=running(1)),
+        snap(status=status(STARTING, 1, daemon_id="host-a"), running=running(1)),
         snap(status=status(STARTING, 2, lost=1, last_error=KILLED), running=running(2)),
     )
     assert lines[1].startswith("attempt 1 was lost: driver of attempt 1 on host-a killed")
@@ -102,7 +102,7 @@ def test_a_loss_seen_late_is_still_told() -> None:
 
 def test_a_failure_says_its_error_and_the_count_then_when_the_next_starts() -> None:
     error = "Traceback (most recent call last):\n  File x\nValueError: bad row 17"
-    on_a = status(STARTING, 1, member="host-a")
+    on_a = status(STARTING, 1, daemon_id="host-a")
     outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=T, error=error)
     restarting = status(
         RESTARTING, 1, failures=1, last_error=error, not_before="2026-11-23T12:00:05.000Z"

@@ -7,12 +7,7 @@ from typing import Any
 
 import click
 
-from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.errors import StoreUnavailable
-
-#: ``jobs show`` asks the storage for the size of this many artifacts at most.
-MAX_SIZED = 20
 
 
 def artifact_root_option(func: Any) -> Any:
@@ -30,27 +25,6 @@ def artifact_root_option(func: Any) -> Any:
 def with_roots(config: StoreConfig, roots: tuple[str, ...]) -> StoreConfig:
     """``config`` with the ``--artifact-root`` URLs given (validated)."""
     return config.with_changes(artifact_roots=tuple(roots)) if roots else config
-
-
-def describe_artifacts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> list[dict[str, Any]]:
-    """The job's artifacts for ``jobs show`` ({name, scope, attempt, state, keep, uri,
-    registered, finished, size}); unreadable records go to ``item["record_errors"]``. Sizes are
-    asked of the storage for the first :data:`MAX_SIZED` under known roots, else null."""
-    records, unreadable = cluster.artifacts(job_id).all()
-    if unreadable:
-        errors = {f"artifact {name}": why for name, why in unreadable.items()}
-        item["record_errors"] = {**(item.get("record_errors") or {}), **errors}
-    found = []
-    for index, record in enumerate(records):
-        size = None
-        if index < MAX_SIZED:
-            try:
-                size = cluster.artifact_space.size(job_id, record.uri)
-            except StoreUnavailable:
-                size = None
-        entry = {k: v for k, v in record.as_dict().items() if k != "version"}
-        found.append({**entry, "size": size})
-    return found
 
 
 def artifact_lines(item: dict[str, Any]) -> dict[str, str]:

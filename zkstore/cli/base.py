@@ -10,6 +10,7 @@ or ACL). Failures print one line on stderr, never a traceback (``-vv`` logs it).
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
-from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, ZkStoreError
+from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,6 +38,9 @@ class ZkStoreGroup(click.Group):
             return super().invoke(ctx)
         except ConfigError as exc:
             raise UsageFailure(str(exc)) from exc
+        except JobDidNotSucceed as exc:  # its message is the job's last line, said as it is
+            click.echo(str(exc), err=True)
+            raise click.exceptions.Exit(exc.exit_code) from exc
         except ZkStoreError as exc:
             OperationFailed(f"{type(exc).__name__}: {exc}").show()
             raise click.exceptions.Exit(exc.exit_code) from exc
@@ -51,6 +55,31 @@ class ZkStoreGroup(click.Group):
             raise OperationFailed(
                 f"internal error: {type(exc).__name__}: {exc} (run with -vv for the traceback)"
             ) from exc
+
+
+class DevCommand(click.Command):
+    """A development command, imported by name only when it runs (or shows its own help): the
+    production command line never imports :mod:`zkstore.dev` or :mod:`recovery.dev` (checked by
+    the import contract in setup.cfg)."""
+
+    def __init__(self, name: str, target: str, short_help: str) -> None:
+        super().__init__(name, short_help=short_help, add_help_option=False)
+        self.target = target
+
+    def load(self) -> click.Command:
+        module, _, attr = self.target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command), self.target
+        return command
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        return self.load().make_context(info_name, args, parent, **extra)
 
 
 class OperationFailed(click.ClickException):

@@ -8,32 +8,27 @@ restart), and ``--wait`` waits for that. Every change is recorded in the job's h
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import click
 
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.handles import Duration
-from zkstore.cli.jobs import find_job, open_cluster
+from zkstore.cli.jobs import open_cluster
 from zkstore.cli.output import emit, format_option
 from zkstore.config import split_pair
 from zkstore.errors import ConfigError, ControlRejected
 from zkstore.jobs.control import (
-    CHECKPOINT,
-    LOG_LEVEL,
-    PAUSE,
     REJECTED,
     ControlAck,
     ControlChange,
     ControlView,
     gaps,
-    log_level,
-    read_view,
 )
 from zkstore.jobs.control.view import value_text
 from zkstore.layout import validate_job_id
-from zkstore.strict import utc_now
+from zkstore.service.control import ControlService, Done, applied, command
 
 DEFAULT_WAIT = 60.0
 
@@ -101,8 +96,7 @@ def control_get(job_id: str, connection: Connection, fmt: str) -> None:
     Exits 4 if there is no such job.
     """
     with open_cluster(connection) as cluster:
-        find_job(cluster, job_id)
-        view = read_view(cluster.control(job_id), cluster.checkpoints(job_id))
+        view = ControlService(cluster).view(job_id)
     if fmt == "json":
         emit(view.as_dict(), fmt)
         return
@@ -191,14 +185,6 @@ def change_options(func: Any) -> Any:
     return func
 
 
-Until = Callable[[ControlChange], Callable[[ControlAck], bool]]
-
-
-def _applied(change: ControlChange) -> Callable[[ControlAck], bool]:
-    version = change.version or 0
-    return lambda ack: ack.applied_version >= version
-
-
 def _change(
     connection: Connection,
     job_id: str,
@@ -207,7 +193,7 @@ def _change(
     *,
     remove: tuple[str, ...] = (),
     replace: bool = False,
-    until: Until = _applied,
+    done: Done = applied,
     waiting_for: str = "acknowledged",
 ) -> None:
     """Store a change, report it, and with --wait report the job's acknowledgement of it;
@@ -215,15 +201,18 @@ def _change(
     validate_job_id(job_id)
     ack = None
     with open_cluster(connection) as cluster:
-        store = cluster.control(job_id)
-        change = store.set(
-            updates, expect_version=options["expect_version"], replace=replace, remove=remove
+        change = ControlService(cluster).change(
+            job_id,
+            updates,
+            expect_version=options["expect_version"],
+            replace=replace,
+            remove=remove,
         )
         for warning in change.warnings:
             click.echo(f"zkstore: warning: {warning}", err=True)
         if options["wait"]:
-            ack = store.wait(
-                until(change),
+            ack = cluster.control(job_id).wait(
+                done(change),
                 timeout=options["wait_timeout"],
                 what=f"control version {change.version} not {waiting_for}",
             )
@@ -319,16 +308,7 @@ def control_pause(job_id: str, connection: Connection, **options: Any) -> None:
     checkpoint is written, and its state shows PAUSED. It stays paused across a leader failover
     and across a restart of its driver (a new attempt pauses before it starts the job) until
     control resume. jobs cancel still works. With --wait, waits until the job is blocked."""
-    _change(
-        connection,
-        job_id,
-        {PAUSE: True},
-        options,
-        until=lambda change: (
-            lambda ack: ack.applied_version >= (change.version or 0) and ack.paused
-        ),
-        waiting_for="paused (the job pauses at its next checkpoint or pause point)",
-    )
+    _command(connection, job_id, "pause", options)
 
 
 @control.command("resume")
@@ -336,16 +316,7 @@ def control_pause(job_id: str, connection: Connection, **options: Any) -> None:
 @change_options
 def control_resume(job_id: str, connection: Connection, **options: Any) -> None:
     """Let a paused job go on. With --wait, waits until it is no longer blocked."""
-    _change(
-        connection,
-        job_id,
-        {PAUSE: False},
-        options,
-        until=lambda change: (
-            lambda ack: ack.applied_version >= (change.version or 0) and not ack.paused
-        ),
-        waiting_for="resumed",
-    )
+    _command(connection, job_id, "resume", options)
 
 
 @control.command("log-level")
@@ -355,11 +326,7 @@ def control_resume(job_id: str, connection: Connection, **options: Any) -> None:
 def control_log_level(job_id: str, level: str, connection: Connection, **options: Any) -> None:
     """Set the log level of the job's driver: its Python logging and Spark's log level at once
     (ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF; WARNING and CRITICAL are taken too)."""
-    try:
-        canonical = log_level(level)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    _change(connection, job_id, {LOG_LEVEL: canonical}, options)
+    _command(connection, job_id, "log-level", options, level=level)
 
 
 @control.command("checkpoint")
@@ -368,7 +335,21 @@ def control_log_level(job_id: str, level: str, connection: Connection, **options
 def control_checkpoint(job_id: str, connection: Connection, **options: Any) -> None:
     """Ask the job for a checkpoint at its next opportunity: ctx.checkpoint_requested is True
     until the job has written one (control get shows the checkpoint that answered)."""
-    _change(connection, job_id, {CHECKPOINT: utc_now()}, options)
+    _command(connection, job_id, "checkpoint", options)
+
+
+def _command(
+    connection: Connection,
+    job_id: str,
+    name: str,
+    options: dict[str, Any],
+    *,
+    level: str | None = None,
+) -> None:
+    """A built-in command of :mod:`zkstore.service.control`, stored and reported as a change."""
+    builtin = command(name)
+    values = builtin.values(level)
+    _change(connection, job_id, values, options, done=builtin.done, waiting_for=builtin.waiting_for)
 
 
 # -- history ---------------------------------------------------------------------------------
@@ -389,12 +370,11 @@ def control_history(job_id: str, last: int | None, connection: Connection, fmt: 
     unreadable {uri: why}}. Exits 4 if there is no such job.
     """
     with open_cluster(connection) as cluster:
-        find_job(cluster, job_id)
-        history = cluster.control(job_id).history
+        service = ControlService(cluster)
         if fmt == "json":
-            emit(history.report(last=last), fmt)
+            emit(service.history(job_id, last=last), fmt)
             return
-        entries, errors = history.entries(last=last)
+        entries, errors = service.entries(job_id, last=last)
     missing = gaps(entries)
     rows: list[dict[str, Any]] = [
         {

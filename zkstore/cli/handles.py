@@ -8,7 +8,6 @@ younger than ``--min-age`` is touched.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections import Counter
 from typing import Any
@@ -28,6 +27,7 @@ from zkstore.cli.base import (
 )
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
+from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name
 from zkstore.store import MAX_PUBLISH_DELAY
 
@@ -179,7 +179,7 @@ def verify_handles(connection: Connection, fmt: str) -> None:
             emit(report["problems"], fmt, columns=["kind", "job", "path", "problem"])
         click.echo(f"{len(live)} handle(s) checked, {len(problems)} problem(s)")
     if problems:
-        sys.exit(1)
+        raise PayloadError(f"{len(problems)} handle(s) whose payload cannot be trusted or read")
 
 
 @handles.command("lingering")

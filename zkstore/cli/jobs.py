@@ -6,7 +6,6 @@ They read handles, records and summaries only: no payload is ever read or unpick
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -14,18 +13,14 @@ import click
 from zkstore.cli.artifacts import (
     artifact_lines,
     artifact_root_option,
-    describe_artifacts,
     with_roots,
 )
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
-from zkstore.cli.output import duration, emit, format_option
-from zkstore.cluster import Cluster
-from zkstore.errors import CorruptRecord, JobNotFound
-from zkstore.jobs import triage
-from zkstore.jobs.resources import COUNTS, ResourceReports
-from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
-from zkstore.layout import validate_job_id
-from zkstore.strict import parse_time
+from zkstore.cli.output import emit, format_option
+from zkstore.cluster import Cluster, triage
+from zkstore.jobs.resources import COUNTS
+from zkstore.jobs.snapshot import read_listing, read_snapshot, read_snapshots
+from zkstore.service.jobs import age, describe, headline, job_details
 
 JOB_JSON_HELP = """\b
 JSON: a list of objects with job_id, name, state, kind, entry, files,
@@ -39,122 +34,6 @@ attempt_outcome {attempt, outcome, error} or null (an attempt that ended, not ye
 acted on), cancel {requested, by, reason}
 or null, result {outcome, state, attempts, finished, error} or null,
 quarantine {reason, since} or null, record_errors."""
-
-
-def age(timestamp: str | None) -> str | None:
-    """``3m12s``-style age of a zkstore timestamp."""
-    if not timestamp:
-        return None
-    return duration((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
-
-
-def headline(error: str | None) -> str | None:
-    """The one line that says what went wrong: a traceback's last line, else the first line."""
-    if not error:
-        return None
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return None
-    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
-
-
-def _error(job: JobSnapshot) -> str | None:
-    """The job's error as a user wants it: its result's, else its last failed attempt's (an
-    attempt that just ended, or the one the leader recorded), else why it is quarantined."""
-    if job.result is not None:
-        return job.result.error if job.result.outcome != "SUCCEEDED" else None
-    ended = job.attempt_outcome
-    if ended is not None and ended.error:
-        return ended.error
-    if job.status is not None and job.status.last_error:
-        return job.status.last_error
-    return job.quarantine.reason if job.quarantine is not None else None
-
-
-def describe(job: JobSnapshot) -> dict[str, Any]:
-    """One job as a JSON-able dict (the documented shape of ``jobs list --format json``)."""
-    status, running, spark, ended = job.status, job.running, job.spark, job.attempt_outcome
-    cancel = (
-        {"requested": job.cancel.requested, "by": job.cancel.by, "reason": job.cancel.reason}
-        if job.cancel is not None
-        else (job.result.cancel if job.result is not None else None)
-    )
-    return {
-        "job_id": job.job_id,
-        "name": job.name,
-        "state": job.state,
-        "kind": job.summary_text("kind"),
-        "entry": job.summary_text("entry"),
-        "files": job.summary_text("files"),
-        "attempt": job.attempt,
-        "max_attempts": job.summary_int("max_attempts"),
-        "submitted": job.summary_time("submitted"),
-        "driver": None
-        if running is None
-        else {
-            "host": running.host,
-            "pid": running.pid,
-            "attempt": running.attempt,
-            "started": running.started,
-        },
-        "spark": None
-        if spark is None or running is None or spark.attempt != running.attempt
-        else {
-            "app_id": spark.app_id,
-            "ui": spark.ui,
-            "master": spark.master,
-            "attempt": spark.attempt,
-        },
-        "log": job.log,
-        "error": _error(job),
-        "daemon": status.member if status is not None else None,
-        "waiting": status.reason if status is not None else None,
-        "failures": status.failures if status is not None else None,
-        "lost": status.lost if status is not None else None,
-        "max_lost_attempts": job.summary_int("max_lost"),
-        "last_error": status.last_error if status is not None else None,
-        "next_attempt_at": status.not_before if status is not None else None,
-        "attempt_outcome": None
-        if ended is None
-        else {"attempt": ended.attempt, "outcome": ended.outcome, "error": ended.error},
-        "cancel_requested": job.cancel.requested if job.cancel is not None else None,
-        "cancel": cancel,
-        "result": None
-        if job.result is None
-        else {
-            "outcome": job.result.outcome,
-            "state": job.result.state,
-            "attempts": job.result.attempts,
-            "finished": job.result.finished,
-            "error": job.result.error,
-        },
-        "quarantine": None
-        if job.quarantine is None
-        else {"reason": job.quarantine.reason, "since": job.quarantine.since},
-        "record_errors": job.errors or None,
-    }
-
-
-def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
-    """Everything ``jobs show --format json`` prints (the HTTP API serves the same):
-    :func:`describe` plus the job's artifacts, kept outputs, checkpoints, control values and
-    resource counts (artifact sizes: under the cluster's artifact roots only). Raises
-    :class:`JobNotFound` for a job without any trace."""
-    snapshot = find_job(cluster, job_id)
-    item = describe(snapshot)
-    item["artifacts"] = describe_artifacts(cluster, job_id, item)
-    item["outputs"] = snapshot.result.outputs if snapshot.result is not None else None
-    item["checkpoints"] = [
-        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
-        for cid, h in cluster.checkpoints(job_id).all()
-    ]
-    try:
-        item["control"], _ = cluster.state.control(job_id)
-    except CorruptRecord as exc:
-        item["control"] = None
-        item["record_errors"] = {**(item["record_errors"] or {}), "control": str(exc)}
-    item["resources"] = resource_counts(cluster, job_id, item)
-    return item
 
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
@@ -174,14 +53,6 @@ def _row(item: dict[str, Any]) -> dict[str, Any]:
 
 def open_cluster(connection: Connection) -> Cluster:
     return Cluster.open(connection.config)
-
-
-def find_job(cluster: Cluster, job_id: str) -> JobSnapshot:
-    """The job's snapshot; :class:`JobNotFound` (exit 4) if the store has no trace of it."""
-    snapshot = read_snapshots(cluster.zk, cluster.layout, [validate_job_id(job_id)]).get(job_id)
-    if snapshot is None:
-        raise JobNotFound(f"no job {job_id!r} in this cluster")
-    return snapshot
 
 
 @cli.group()
@@ -294,23 +165,6 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def resource_counts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> dict[str, Any] | None:
-    """The driver's last resource report: {attempt, updated, final, counts {name: {...}}}."""
-    try:
-        report = ResourceReports(cluster.zk, cluster.layout, job_id).read()
-    except CorruptRecord as exc:
-        item["record_errors"] = {**(item["record_errors"] or {}), "resources": str(exc)}
-        return None
-    if report is None:
-        return None
-    return {
-        "attempt": report.attempt,
-        "updated": report.updated,
-        "final": report.final,
-        "counts": report.resources,
-    }
-
-
 def resource_lines(resources: dict[str, Any] | None) -> dict[str, str]:
     """One table line per resource: ``resource db: 2 opens, 2 closes, ... (attempt 1)``."""
     if not resources:
@@ -335,7 +189,7 @@ def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
     already finished.
     """
     with open_cluster(connection) as cluster:
-        quarantined = find_job(cluster, job_id).quarantined
+        quarantined = read_snapshot(cluster.zk, cluster.layout, job_id).quarantined
         request = triage.cancel(cluster, job_id, reason=reason)
         driver = quarantined and cluster.zk.exists(cluster.layout.running(job_id)) is not None
     if driver:
@@ -384,7 +238,7 @@ def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
     JSON: a list of {id, created, size, uri, version}. Exits 4 if there is no such job.
     """
     with open_cluster(connection) as cluster:
-        find_job(cluster, job_id)
+        read_snapshot(cluster.zk, cluster.layout, job_id)
         found = cluster.checkpoints(job_id).all()
     items: list[dict[str, Any]] = [
         {"id": cid, "created": h.created, "size": h.size, "uri": h.uri, "version": h.version}

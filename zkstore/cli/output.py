@@ -24,18 +24,6 @@ def format_option(func: Any) -> Any:
     )(func)
 
 
-def duration(seconds: float) -> str:
-    """``3m12s``-style: seconds up to two minutes, minutes up to two hours, then hours, days."""
-    whole = max(0, int(seconds))
-    if whole < 120:
-        return f"{whole}s"
-    if whole < 7200:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 172800:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d"
-
-
 def _cell(value: Any) -> str:
     """One table cell: one line, whatever the value holds (a planted name with a newline must
     not forge a row, nor an escape sequence repaint the terminal)."""

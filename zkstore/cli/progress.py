@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from zkstore.cli.jobs import headline
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
-from zkstore.jobs.snapshot import ENDED, JobSnapshot
+from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import (
     CLEANING,
+    ENDED,
     PAUSED,
     PENDING,
     QUARANTINED,
@@ -35,6 +35,7 @@ from zkstore.jobs.states import (
     STARTING,
     SUBMITTED,
 )
+from zkstore.service.jobs import headline
 from zkstore.strict import parse_time
 
 
@@ -140,7 +141,7 @@ def _driver_gone(seen: Followed, job: JobSnapshot) -> str | None:
         or job.attempt_outcome is not None
     ):
         return None
-    where = f" on {status.member}" if status.member else ""
+    where = f" on {status.daemon_id}" if status.daemon_id else ""
     return (
         f"attempt {seen.running}: its driver{where} is gone without an outcome; the leader "
         "will count it as lost and place the next attempt"
@@ -169,7 +170,7 @@ def state_line(job: JobSnapshot) -> str | None:
             line += f" (paused at a pause point: zkstore control resume {job.job_id})"
         return line
     if state == STARTING and status is not None:
-        where = f" on {status.member}" if status.member else ""
+        where = f" on {status.daemon_id}" if status.daemon_id else ""
         return f"STARTING {attempt}{where}"
     if state == PENDING:
         reason = status.reason if status is not None and status.reason else None

@@ -2,7 +2,7 @@
 
 A quarantined job does not run: its definition (or a record of it) could not be read or
 verified. Its handle is kept in the entry, so its payload stays referenced for you to look at;
-``release`` puts it back once it verifies, ``purge`` ends it (see :mod:`zkstore.jobs.triage`).
+``release`` puts it back once it verifies, ``purge`` ends it (see :mod:`zkstore.cluster.triage`).
 ``list`` and ``show`` never unpickle anything; ``release`` unpickles the definition to check it
 (as a driver would), without running any of the job's code.
 """
@@ -14,13 +14,14 @@ from typing import Any
 import click
 
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
-from zkstore.cli.jobs import age, headline, open_cluster
+from zkstore.cli.jobs import open_cluster
 from zkstore.cli.output import emit, format_option
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, triage
+from zkstore.cluster.triage import Done, kept_handle
 from zkstore.errors import JobNotFound, PayloadError
-from zkstore.jobs import triage
 from zkstore.jobs.records import QuarantineEntry
-from zkstore.jobs.triage import Done, kept_handle
+from zkstore.jobs.snapshot import read_snapshot
+from zkstore.service.jobs import age, headline
 
 ENTRY_JSON_HELP = """\b
 JSON: job_id, name, reason, since, kind, entry, submitted,
@@ -107,7 +108,7 @@ def show_quarantine(job_id: str, connection: Connection, fmt: str) -> None:
     check {verifies, problem}. Exits 4 if the job is not in quarantine.
     """
     with open_cluster(connection) as cluster:
-        job = triage.snapshot(cluster, job_id)
+        job = read_snapshot(cluster.zk, cluster.layout, job_id)
         if not job.quarantined:
             raise JobNotFound(f"job {job_id} is not in quarantine ({job.state})")
         item = (

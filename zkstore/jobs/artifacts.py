@@ -31,12 +31,14 @@ from dataclasses import dataclass, replace
 from zkstore.artifacts import ArtifactSpace, overlap
 from zkstore.config import validate_id
 from zkstore.errors import (
+    ArtifactExists,
+    ArtifactNotFound,
     ConfigError,
     CorruptRecord,
     HandleExists,
     HandleNotFound,
     InvalidName,
-    SerializationError,
+    TooLarge,
     UntrustedPayload,
     VersionConflict,
     WrongState,
@@ -44,7 +46,7 @@ from zkstore.errors import (
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.records import Record
 from zkstore.jobs.results import JobResultStore
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence, Guard, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain
@@ -53,14 +55,14 @@ from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
-ATTEMPT = "attempt"
-JOB = "job"
-SCOPES = (ATTEMPT, JOB)
+ATTEMPT = ArtifactScope.ATTEMPT
+JOB = ArtifactScope.JOB
+SCOPES = tuple(ArtifactScope)
 
-IN_PROGRESS = "in-progress"
-FINISHED = "finished"
-RELEASING = "releasing"
-STATES = (IN_PROGRESS, FINISHED, RELEASING)
+IN_PROGRESS = ArtifactState.IN_PROGRESS
+FINISHED = ArtifactState.FINISHED
+RELEASING = ArtifactState.RELEASING
+STATES = tuple(ArtifactState)
 
 #: Artifacts one job may have at once, and outputs it may keep (they are listed in its result,
 #: a ZooKeeper record: 64 kept URIs of at most 512 bytes stay well under its 64 KB).
@@ -224,7 +226,7 @@ class ArtifactStore:
 
     def _same(self, existing: Artifact, wanted: Artifact) -> Artifact:
         if (existing.uri, existing.scope, existing.keep) != (wanted.uri, wanted.scope, wanted.keep):
-            raise HandleExists(
+            raise ArtifactExists(
                 f"artifact {existing.name!r} of job {self.job_id} is registered already "
                 f"({existing.scope} scope, keep={existing.keep}, {existing.uri})",
                 path=self.layout.artifact(self.job_id, existing.name),
@@ -234,15 +236,15 @@ class ArtifactStore:
     def _check_room(self, wanted: Artifact, records: list[Artifact], unreadable: int) -> None:
         for other in records:
             if overlap(other.uri, wanted.uri):
-                raise HandleExists(
+                raise ArtifactExists(
                     f"artifact {wanted.name!r} at {wanted.uri} overlaps artifact "
                     f"{other.name!r} at {other.uri}: releasing one would delete the other",
                     path=self.layout.artifact(self.job_id, other.name),
                 )
         if len(records) + unreadable >= MAX_ARTIFACTS:
-            raise SerializationError(f"job {self.job_id} has {MAX_ARTIFACTS} artifacts already")
+            raise TooLarge(f"job {self.job_id} has {MAX_ARTIFACTS} artifacts already")
         if wanted.keep and sum(r.keep for r in records) >= MAX_KEPT:
-            raise SerializationError(f"job {self.job_id} keeps {MAX_KEPT} outputs already")
+            raise TooLarge(f"job {self.job_id} keeps {MAX_KEPT} outputs already")
 
     def _create(self, record: Artifact, parent_exists: bool, fence: Fence | None) -> None:
         ops: list[Op] = [Create(self.layout.artifact(self.job_id, record.name), record.to_bytes())]
@@ -297,7 +299,7 @@ class ArtifactStore:
     def _finishable(self, name: str, attempt: int) -> Artifact:
         current = self.get(name)
         if current is None:
-            raise HandleNotFound(
+            raise ArtifactNotFound(
                 f"job {self.job_id} has no artifact {name!r}: register it first",
                 path=self.layout.artifact(self.job_id, name),
             )

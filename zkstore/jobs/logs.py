@@ -9,7 +9,8 @@ Every chunk is written once, create-only, at a key that names its place in the o
 written again after a lost answer is recognised by its bytes, and a crash leaves at worst an
 attempt without ``end.json`` (its last chunks up to the crash are kept). Logs are job-owned data:
 the job's cleanup keeps them for a retention period after the result, then they are removed
-(``recovery.observe.retention``); nothing here ever unpickles or runs what it reads.
+by the leader's retention passes (:func:`logs_due`; :func:`logs_kept` is the same rule as
+``handles lingering`` applies it); nothing here ever unpickles or runs what it reads.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from zkstore.errors import CorruptRecord, JobNotFound, PayloadMissing
-from zkstore.jobs.logship import CHUNK_BYTES
-from zkstore.layout import StorageLayout
+from zkstore.jobs.records import JobResult
+from zkstore.jobs.states import CLEAN, DIRTY
+from zkstore.layout import LOG_CHUNK_BYTES, StorageLayout
 from zkstore.storage import TEMP_MARKER, StateStorage
-from zkstore.strict import load_object, utc_now
+from zkstore.strict import load_object, parse_time, utc_now
 
 SEQ_WIDTH = 8
 END = "end.json"
 #: A shipper never writes bigger chunks; a reader refuses bigger objects (planted ones).
-MAX_CHUNK_BYTES = CHUNK_BYTES
+MAX_CHUNK_BYTES = LOG_CHUNK_BYTES
 _ATTEMPT = re.compile(r"attempt-([1-9][0-9]{0,8})")
 _CHUNK = re.compile(rf"([0-9]{{{SEQ_WIDTH}}})\.log")
 
@@ -228,3 +231,25 @@ class LogFollower:
             if settled and ended:
                 return
             time.sleep(self.poll)
+
+
+# -- retention: the one rule, for the leader's passes and for ``handles lingering`` -----------
+
+
+def logs_due(result: JobResult, now: datetime) -> bool:
+    """True if ``result`` is CLEAN and the retention of its logs has passed at ``now``: the
+    leader removes them, then drops ``logs_until``."""
+    return result.state == CLEAN and _retention_over(result, now)
+
+
+def logs_kept(live: bool, result: JobResult | None, now: datetime) -> bool:
+    """Driver logs are kept while their job lives (current, with records, or quarantined) or is
+    being cleaned up (DIRTY), and after that until the retention recorded with its result ends.
+    A job's logs that are not kept are lingering (``handles lingering``)."""
+    if live or (result is not None and result.state == DIRTY):
+        return True
+    return result is not None and result.logs_until is not None and not _retention_over(result, now)
+
+
+def _retention_over(result: JobResult, now: datetime) -> bool:
+    return result.logs_until is not None and parse_time(result.logs_until) <= now

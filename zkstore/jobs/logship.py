@@ -5,7 +5,7 @@ from an offset and stores what is new every few seconds as the next chunk of the
 (:class:`~zkstore.jobs.logs.JobLogs`); once the driver has exited (its pidfd, inherited from the
 launcher, becomes readable) it stores the rest and ``end.json``. The file is the buffer: the
 driver never waits for storage, and nothing is dropped while storage is down. The runtime starts
-it (:mod:`recovery.observe.shipper` says why a process of its own); it lives here, with the
+it (:mod:`recovery.member.shipper` says why a process of its own); it lives here, with the
 store, so that it starts without the runtime's imports, and it loads storage (fsspec: most of
 its CPU) only at its first look, one interval after the driver started.
 """
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, HandleExists, StoreUnavailable, ZkStoreError
+from zkstore.layout import LOG_CHUNK_BYTES as CHUNK_BYTES
 from zkstore.throttle import Throttle
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ logger = logging.getLogger("zkstore.jobs.logship")
 
 #: Seconds between two looks at the file while the driver runs.
 INTERVAL = 2.0
-#: The biggest chunk a shipper writes (one PUT on S3); readers refuse bigger objects.
-CHUNK_BYTES = 4 * 1024 * 1024
 #: Seconds a dead driver's output may wait for storage to come back before the shipper gives up.
 GIVE_UP = 600.0
 MAX_BACKOFF = 60.0

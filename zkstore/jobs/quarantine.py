@@ -4,7 +4,7 @@ Moving a job to ``R/quarantine/<job>`` is one transaction: create the quarantine
 time, and a copy of the handle, which keeps the payload referenced for forensics) and delete the
 job's node from ``R/currentJobs`` with its locks. No other job is touched; recovery of every other
 job goes on (invariant 6). An operator releases or purges a quarantined job
-(:mod:`zkstore.jobs.triage`).
+(:mod:`zkstore.cluster.triage`).
 """
 
 from __future__ import annotations

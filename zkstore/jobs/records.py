@@ -71,6 +71,10 @@ class Record:
     max_bytes: ClassVar[int] = MAX_RECORD_BYTES
     #: integer fields bounded by the parser's 64 bits only, not :data:`MAX_FIELD_INT`
     wide: ClassVar[frozenset[str]] = frozenset()
+    #: fields stored under another JSON name (the name records had before the code said
+    #: ``daemon_id`` everywhere): read and written under that name, so that every version
+    #: of zkstore reads what every other wrote
+    stored: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
         # Text that came from elsewhere (an exception's message, a --reason) may hold control
@@ -83,7 +87,7 @@ class Record:
                     object.__setattr__(self, f.name, clean)
 
     def to_bytes(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if k != "version"}
+        data = {self.stored.get(k, k): v for k, v in asdict(self).items() if k != "version"}
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
     def as_dict(self) -> dict[str, Any]:
@@ -114,10 +118,10 @@ class Record:
         for f in fields(cls):
             if f.name == "version":
                 continue
-            value = raw.get(f.name)
+            value = raw.get(cls.stored.get(f.name, f.name))
             if value is None:
                 if f.name not in cls.optional:
-                    raise ValueError(f"missing {f.name!r}")
+                    raise ValueError(f"missing {cls.stored.get(f.name, f.name)!r}")
                 continue  # the field's default
             if not _matches(value, str(f.type)):
                 raise ValueError(f"{f.name!r} has the wrong type")
@@ -153,8 +157,9 @@ class JobStatus(Record):
 
     While an attempt is live the leader leaves ``status`` alone, so its version identifies the
     attempt: the driver's writes are fenced on it (together with its ``running`` node).
-    ``member`` is the daemon the current attempt was placed on; ``reason`` says why a job that
-    is not running waits (no free driver slot, no member with the labels it requires).
+    ``daemon_id`` is the daemon the current attempt was placed on (stored as ``member``),
+    ``leader_id`` the leader that wrote the status (stored as ``leader``); ``reason`` says why a
+    job that is not running waits (no free driver slot, no member with the labels it requires).
     """
 
     state: str = PENDING
@@ -164,11 +169,12 @@ class JobStatus(Record):
     updated: str = ""
     last_error: str | None = None
     not_before: str | None = None
-    leader: str | None = None
-    member: str | None = None
+    leader_id: str | None = None
+    daemon_id: str | None = None
     reason: str | None = None
 
-    optional = frozenset({"lost", "last_error", "not_before", "leader", "member", "reason"})
+    optional = frozenset({"lost", "last_error", "not_before", "leader_id", "daemon_id", "reason"})
+    stored = {"leader_id": "leader", "daemon_id": "member"}
     multiline = frozenset({"last_error"})
     times = frozenset({"updated", "not_before"})
     choices = {"state": (*STATUS_STATES, *OUTCOMES)}
@@ -302,7 +308,7 @@ class QuarantineEntry(Record):
 class MemberInfo(Record):
     """``R/members/<id>``: EPHEMERAL, one per daemon, held in the daemon's own session."""
 
-    member_id: str = ""
+    daemon_id: str = ""
     host: str = ""
     pid: int = 0
     slots: int = 1
@@ -315,6 +321,7 @@ class MemberInfo(Record):
     optional = frozenset({"labels", "start_ticks", "boot_id"})
     wide = frozenset({"start_ticks"})  # see RunningInfo
     times = frozenset({"started"})
+    stored = {"daemon_id": "member_id"}
 
     @classmethod
     def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +343,7 @@ class Assignment(Record):
     """
 
     job_id: str = ""
-    member_id: str = ""
+    daemon_id: str = ""
     attempt: int = 0
     status_version: int = 0
     assigned: str = ""
@@ -344,6 +351,7 @@ class Assignment(Record):
 
     optional = frozenset({"exited"})
     times = frozenset({"assigned"})
+    stored = {"daemon_id": "member_id"}
 
 
 @dataclass(frozen=True)
@@ -382,11 +390,11 @@ class ControlObject(Record):
 
 @dataclass(frozen=True)
 class LeaderInfo(Record):
-    """``R/leader/info``: EPHEMERAL, who leads (daemon ``id``, ``host``, ``pid``), ``since``
-    when, its ``contender`` node, and (once its first pass over every job is done) when it had
-    ``recovered`` them. Written by the leader, fenced on its contender node."""
+    """``R/leader/info``: EPHEMERAL, who leads (``daemon_id``, stored as ``id``; ``host``,
+    ``pid``), ``since`` when, its ``contender`` node, and (once its first pass over every job is
+    done) when it had ``recovered`` them. Written by the leader, fenced on its contender node."""
 
-    id: str = ""
+    daemon_id: str = ""
     host: str = ""
     pid: int = 0
     since: str = ""
@@ -395,6 +403,7 @@ class LeaderInfo(Record):
 
     optional = frozenset({"recovered"})
     times = frozenset({"since", "recovered"})
+    stored = {"daemon_id": "id"}
 
 
 @dataclass(frozen=True)

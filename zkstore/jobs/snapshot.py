@@ -29,6 +29,7 @@ from zkstore.jobs.records import (
 from zkstore.jobs.states import (
     CLEAN,
     CLEANING,
+    ENDED,
     PAUSED,
     QUARANTINED,
     RUNNING,
@@ -43,10 +44,6 @@ from zkstore.zk import ZooKeeper
 R = TypeVar("R", bound=Record)
 
 logger = logging.getLogger(__name__)
-
-#: the attempt in ``status`` ended (its driver recorded an outcome and let go of ``running``),
-#: and the leader has not acted on it yet: it will restart the job or record its result
-ENDED = "ENDED"
 
 
 @dataclass(frozen=True)
@@ -260,6 +257,17 @@ def _paths(layout: Layout, job_id: str, listing: Listing | None) -> list[str | N
         if listing is None or job_id in listing.quarantine
         else None,
     ]
+
+
+def read_snapshot(zk: ZooKeeper, layout: Layout, job_id: str) -> JobSnapshot:
+    """The snapshot of one job: the one reader of "this job, or :class:`JobNotFound`" (the
+    command line, the HTTP API, triage and :class:`recovery.Client` use it). Raises
+    :class:`InvalidJobId` for a name that cannot be a job's, :class:`JobNotFound` (exit 4, HTTP
+    404) if the store has no trace of the job."""
+    found = read_snapshots(zk, layout, [validate_job_id(job_id)]).get(job_id)
+    if found is None:
+        raise JobNotFound(f"no job {job_id!r} in this cluster")
+    return found
 
 
 def read_snapshots(

@@ -11,7 +11,7 @@ import getpass
 import socket
 from typing import Any
 
-from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound
+from zkstore.errors import HandleExists, HandleNotFound
 from zkstore.jobs.records import (
     CancelRequest,
     ControlObject,
@@ -123,25 +123,3 @@ class JobStateStore:
         :class:`CorruptRecord` if the node holds no JSON object."""
         found = read_record(self.zk, ControlObject, self.layout.control(job_id))
         return ({}, None) if found is None else (found.values, found.version)
-
-    def set_control(
-        self, job_id: str, values: dict[str, Any], *, expected_version: int | None
-    ) -> int:
-        """Replace the control object if it is still at ``expected_version``; the new version.
-
-        ``expected_version=None`` creates it and fails if it exists, so two concurrent edits
-        never silently overwrite each other (:class:`VersionConflict` / :class:`HandleExists`).
-        """
-        path = self.layout.control(job_id)
-        data = ControlObject(version=None, values=values).to_bytes()
-        try:
-            ControlObject.from_znode(data, None, path)  # what readers will accept
-        except CorruptRecord as exc:
-            raise ConfigError(f"control object refused: {exc}") from None
-        if expected_version is None:
-            self.zk.ensure_path(self.layout.job_dir(job_id))
-            self.zk.create(path, data)
-            return 0
-        stat = self.zk.set(path, data, version=expected_version)
-        version: int = stat.version
-        return version

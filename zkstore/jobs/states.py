@@ -1,4 +1,5 @@
-"""The one vocabulary of job states, for the records, the leader and people alike.
+"""The one vocabulary of zkstore: job states, result states, artifact scopes and states, control
+key states and driver exit codes, as enumerations (each member is its stored string or code).
 
 A job's state, as ``jobs list`` and the API show it, is derived from all of its records by
 :attr:`zkstore.jobs.snapshot.JobSnapshot.state`::
@@ -9,6 +10,7 @@ A job's state, as ``jobs list`` and the API show it, is derived from all of its 
     RUNNING       a driver holds the job's ``running`` node
     PAUSED        ... and its job is blocked at a pause point (``zkstore control pause``), as
                   the driver's control acknowledgement says
+    ENDED         an attempt ended (its outcome is recorded); the leader has not acted on it
     RESTARTING    the last attempt failed; the next one starts after a backoff
     CLEANING      the result is recorded (DIRTY); the job's data is being removed
     SUCCEEDED / FAILED / CANCELLED   the result, once cleanup is done (CLEAN)
@@ -21,19 +23,91 @@ the result store records DIRTY then CLEAN with the job's final outcome.
 
 from __future__ import annotations
 
-SUBMITTED = "SUBMITTED"
-PENDING = "PENDING"
-STARTING = "STARTING"
-RUNNING = "RUNNING"
-PAUSED = "PAUSED"
-RESTARTING = "RESTARTING"
-CLEANING = "CLEANING"
-QUARANTINED = "QUARANTINED"
+from enum import IntEnum, StrEnum
 
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-CANCELLED = "CANCELLED"
-BROKEN = "BROKEN"
+
+class JobState(StrEnum):
+    """A job's state (derived by :attr:`~zkstore.jobs.snapshot.JobSnapshot.state`), the states
+    the leader writes in ``status``, and the outcomes of attempts and jobs."""
+
+    SUBMITTED = "SUBMITTED"
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    ENDED = "ENDED"
+    RESTARTING = "RESTARTING"
+    CLEANING = "CLEANING"
+    QUARANTINED = "QUARANTINED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    BROKEN = "BROKEN"
+
+
+class ResultState(StrEnum):
+    """A result's cleanup state: DIRTY (its cleanup is unfinished, indexed under
+    ``R/cleanup``), then CLEAN."""
+
+    DIRTY = "DIRTY"
+    CLEAN = "CLEAN"
+
+
+class ArtifactScope(StrEnum):
+    """Whose an artifact is: one attempt's (released when it ends) or the job's."""
+
+    ATTEMPT = "attempt"
+    JOB = "job"
+
+
+class ArtifactState(StrEnum):
+    """An artifact's record: registered (the job writes its data), finished, being released."""
+
+    IN_PROGRESS = "in-progress"
+    FINISHED = "finished"
+    RELEASING = "releasing"
+
+
+class KeyState(StrEnum):
+    """What became of one control key, as ``control get`` shows it (lower case: these are not
+    job states)."""
+
+    APPLIED = "applied"
+    PENDING = "pending"
+    REJECTED = "rejected"
+    NEEDS_RESTART = "needs-restart"
+
+
+class DriverExit(IntEnum):
+    """How a driver process exits: what its member records and the leader reads. Not the exit
+    codes of the command line (:class:`zkstore.errors.ExitCode`): a driver exit 4 is a cancelled
+    attempt, a command's exit 4 is "no such job"."""
+
+    SUCCEEDED = 0
+    FAILED = 1
+    #: another attempt holds ``running``, or this attempt was superseded
+    REFUSED = 3
+    CANCELLED = 4
+    #: the definition cannot be loaded: quarantine material
+    BROKEN = 5
+    #: the session was suspended past the safe bound: stopped without an outcome
+    SUSPENDED = 6
+
+
+SUBMITTED = JobState.SUBMITTED
+PENDING = JobState.PENDING
+STARTING = JobState.STARTING
+RUNNING = JobState.RUNNING
+PAUSED = JobState.PAUSED
+ENDED = JobState.ENDED
+RESTARTING = JobState.RESTARTING
+CLEANING = JobState.CLEANING
+QUARANTINED = JobState.QUARANTINED
+
+SUCCEEDED = JobState.SUCCEEDED
+FAILED = JobState.FAILED
+CANCELLED = JobState.CANCELLED
+BROKEN = JobState.BROKEN
 
 #: What the leader writes in a job's ``status``.
 STATUS_STATES = (PENDING, STARTING, RESTARTING)
@@ -43,5 +117,5 @@ OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
 ATTEMPT_OUTCOMES = (*OUTCOMES, BROKEN)
 
 #: The result's cleanup state.
-DIRTY = "DIRTY"
-CLEAN = "CLEAN"
+DIRTY = ResultState.DIRTY
+CLEAN = ResultState.CLEAN

@@ -16,5 +16,6 @@ The family, bottom up (each module pure unless it says otherwise)::
                   leader adds to its transactions, and the outbox the sender drains
 
 The runtime side (the member's two-step ending of a driver, the driver's heartbeat gate, the
-notification sender) lives in :mod:`recovery.lifecycle`.
+notification sender) lives with the roles that run it: :mod:`recovery.member.ending`,
+:mod:`recovery.driver.heartbeat`, :mod:`recovery.leader.notifier`.
 """

@@ -6,7 +6,7 @@ An event is recorded **in the same fenced leader transaction as the state change
 write carries neither, a crash between them is impossible, and delivery is decided inside the
 leader's fence (apache/airflow PR #64737: two schedulers each fired the same callback).
 
-The sender (:mod:`recovery.lifecycle.notifier`) drains the outbox: it POSTs each due entry, and
+The sender (:mod:`recovery.leader.notifier`) drains the outbox: it POSTs each due entry, and
 deletes it in a fenced write once a receiver answered 2xx, or records the failed try (its count,
 the next try, the error) in a fenced write and backs off. A leader that dies between a 2xx and
 the delete leaves the entry, which the next leader delivers again: delivery is **at least

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from recovery.client import Client
+from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from zkstore.closing import Closeable

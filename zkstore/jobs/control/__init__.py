@@ -10,7 +10,7 @@ the job declared, and the history of changes.
     S/<cluster>/jobs/<job>/control-history/<version>-<uuid>.json   one change each (bounded)
 
 :class:`ControlStore` is the Python API (``zkstore control`` and the HTTP API use it);
-:func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.control``.
+:func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.driver.control``.
 """
 
 from zkstore.jobs.control.history import ControlHistory, HistoryEntry, gaps
@@ -35,7 +35,7 @@ from zkstore.jobs.control.values import (
 from zkstore.jobs.control.view import (
     CONTROL_REQUEST_FIELD,
     CONTROL_VERSION_FIELD,
-    PENDING,
+    KEY_PENDING,
     ControlView,
     read_view,
 )
@@ -45,10 +45,10 @@ __all__ = [
     "CHECKPOINT",
     "CONTROL_REQUEST_FIELD",
     "CONTROL_VERSION_FIELD",
+    "KEY_PENDING",
     "LOG_LEVEL",
     "NEEDS_RESTART",
     "PAUSE",
-    "PENDING",
     "REJECTED",
     "ControlAck",
     "ControlChange",

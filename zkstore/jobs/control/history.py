@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from zkstore.errors import PayloadError, SerializationError, ZkStoreError
+from zkstore.errors import PayloadError, SerializationError, TooLarge, ZkStoreError
 from zkstore.jobs.control.values import key_error, scalar_error
 from zkstore.storage import TEMP_MARKER, StateStorage, StoredObject
 from zkstore.strict import check_text, load_object, parse_time
@@ -122,7 +122,7 @@ class ControlHistory:
         returns its URI. A failure to discard is logged, never raised."""
         data = entry.to_bytes()
         if len(data) > MAX_ENTRY_BYTES:
-            raise SerializationError(f"history entry of {len(data)} bytes, over {MAX_ENTRY_BYTES}")
+            raise TooLarge(f"history entry of {len(data)} bytes, over {MAX_ENTRY_BYTES}")
         ref = self.storage.write(
             self.prefix, data, stem=f"{entry.version:0{VERSION_WIDTH}d}-", suffix=".json"
         )

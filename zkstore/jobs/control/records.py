@@ -19,11 +19,12 @@ from typing import Any
 
 from zkstore.jobs.control.values import TYPES, DeclaredKey, is_builtin, key_error, scalar_error
 from zkstore.jobs.records import Record
+from zkstore.jobs.states import KeyState
 from zkstore.strict import escape_control
 
-APPLIED = "applied"
-REJECTED = "rejected"
-NEEDS_RESTART = "needs-restart"
+APPLIED = KeyState.APPLIED
+REJECTED = KeyState.REJECTED
+NEEDS_RESTART = KeyState.NEEDS_RESTART
 KEY_STATES = (APPLIED, REJECTED, NEEDS_RESTART)
 
 MAX_REASON_CHARS = 500

@@ -20,8 +20,9 @@ from zkstore.jobs.control.records import APPLIED, NEEDS_RESTART, REJECTED, Contr
 from zkstore.jobs.control.store import ControlStore, Declared, Desired
 from zkstore.jobs.control.values import CHECKPOINT, LOG_LEVEL, PAUSE, is_builtin, same_value
 from zkstore.jobs.records import RunningInfo
+from zkstore.jobs.states import KeyState
 
-PENDING = "pending"
+KEY_PENDING = KeyState.PENDING
 
 #: Summary fields of a checkpoint's handle: the control version in effect when it was taken,
 #: and the checkpoint request (a token) it answered.
@@ -107,7 +108,7 @@ class ControlView:
             "values": self.desired.values,
             "applied": applied,
             "keys": [k.as_dict() for k in self.keys],
-            "pending": [k.key for k in self.by_state(PENDING)],
+            "pending": [k.key for k in self.by_state(KEY_PENDING)],
             "rejected": {k.key: k.reason for k in self.by_state(REJECTED)},
             "needs_restart": [k.key for k in self.by_state(NEEDS_RESTART)],
             "pause_requested": self.desired.values.get(PAUSE) is True,
@@ -143,7 +144,7 @@ def key_views(desired: Desired, ack: ControlAck | None) -> list[KeyView]:
         elif ack is not None and in_desired == in_effect and same_value(wanted, have):
             state = APPLIED
         else:
-            state = PENDING
+            state = KEY_PENDING
         views.append(KeyView(key, state, wanted, have, in_desired, in_effect, reason))
     return views
 

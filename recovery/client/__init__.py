@@ -1,0 +1,10 @@
+"""The submit side: the HA submit wrapper (Python API) and what a job takes along.
+
+::
+
+    client.py     :class:`Client` and :func:`submit`: submit, wait, cancel, status
+    jobfile.py    a job's target: a script or ``module:function``
+    shipping.py   the job's files, modules and Spark packages, checked and prepared
+    modules.py    the user's own modules, zipped
+    sparkconf.py  Spark configuration given on the command line and its list-valued keys
+"""

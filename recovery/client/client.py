@@ -1,0 +1,364 @@
+"""The HA submit wrapper, from Python: ``Client`` and ``submit``.
+
+A submission is accepted as soon as it is durable in the store (payload written, handle
+published), whether or not a leader is up; the leader starts it when there is one. A job id that
+ever had a result can never run again.
+
+::
+
+    from recovery import Client
+
+    with Client() as client:                           # ZKSTORE_* environment or defaults
+        job_id = client.submit_file("etl.py:run", args=["2026-11-21"])
+        result = client.wait(job_id)                   # JobResult: outcome, attempts, error
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypedDict
+
+import cloudpickle
+
+from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
+from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
+from zkstore.closing import Closeable
+from zkstore.cluster import Cluster, triage
+from zkstore.config import StoreConfig
+from zkstore.errors import ConfigError, CorruptRecord, JobQuarantined, WaitTimeout
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
+from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
+
+logger = logging.getLogger(__name__)
+
+
+class RunOptions(TypedDict):
+    """What the submitter chose about the attempts of a job and where it may run."""
+
+    max_attempts: int
+    max_lost_attempts: int
+    require: Mapping[str, str] | None
+
+
+class Client(Closeable):
+    """Submit, follow and cancel jobs. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, config: StoreConfig | None = None, *, cluster: Cluster | None = None):
+        self._owns = cluster is None
+        self.cluster = cluster or Cluster.open(config or StoreConfig.from_env())
+
+    def close(self) -> None:
+        if self._owns:
+            self.cluster.close()
+
+    # -- submitting ----------------------------------------------------------------------------
+
+    def submit(self, definition: JobDefinition) -> str:
+        """Store ``definition``; returns its job id once it is durable."""
+        self.cluster.jobs.submit(definition)
+        logger.info("submitted %s (%s)", definition.job_id, definition.entry_point)
+        return definition.job_id
+
+    def submit_function(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        job_id: str | None = None,
+        name: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
+        needs: Dependencies | None = None,
+    ) -> str:
+        """Submit ``function(ctx, *args)``. Its module travels by value unless installed, with
+        the modules it imports from its directory and the files in ``needs``."""
+        module = sys.modules.get(getattr(function, "__module__", "") or "")
+        by_value = module if module is not None and _is_user_module(module) else None
+        origin = getattr(by_value, "__file__", None)
+        shipment = prepare(Path(origin) if origin else None, needs or Dependencies(), conf)
+        return self._submit_function(
+            function,
+            args,
+            by_value=by_value,
+            job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
+            name=name,
+            shipment=shipment,
+            run=RunOptions(
+                max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+            ),
+        )
+
+    def _submit_function(
+        self,
+        function: Callable[..., Any],
+        args: Sequence[Any],
+        *,
+        by_value: ModuleType | None,
+        job_id: str,
+        name: str | None,
+        shipment: Shipment,
+        run: RunOptions,
+    ) -> str:
+        self._check_size(shipment)
+        with _pickled_by_value(by_value):
+            definition = JobDefinition.for_function(
+                job_id,
+                function,
+                args=args,
+                name=name,
+                spark_conf=shipment.spark_conf,
+                files=shipment.files,
+                **run,
+            )
+        return self.submit(definition)
+
+    def submit_script(
+        self,
+        path: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        job_id: str | None = None,
+        name: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
+        needs: Dependencies | None = None,
+    ) -> str:
+        """Submit an unmodified PySpark script (restarted from scratch after a failure), with
+        the modules it imports from its directory and the files in ``needs``."""
+        script = Path(path)
+        shipment = prepare(script, needs or Dependencies(), conf)
+        run = RunOptions(
+            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+        )
+        return self._submit_script(
+            script, args, job_id=job_id, name=name, shipment=shipment, run=run
+        )
+
+    def _submit_script(
+        self,
+        script: Path,
+        args: Sequence[str],
+        *,
+        job_id: str | None,
+        name: str | None,
+        shipment: Shipment,
+        run: RunOptions,
+    ) -> str:
+        try:
+            source = script.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{script}: cannot read it: {exc}") from exc
+        try:
+            compile(source, str(script), "exec")
+        except SyntaxError as exc:
+            raise ConfigError(f"{script}:{exc.lineno}: syntax error: {exc.msg}") from exc
+        self._check_size(shipment)
+        return self.submit(
+            JobDefinition.for_script(
+                job_id_or_default(job_id, script.stem),
+                source,
+                filename=str(script.resolve()),
+                args=list(args),
+                name=name if name is not None else script.name,
+                spark_conf=shipment.spark_conf,
+                files=shipment.files,
+                **run,
+            )
+        )
+
+    def submit_file(
+        self,
+        target: str,
+        args: Sequence[str] = (),
+        *,
+        job_id: str | None = None,
+        name: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        max_attempts: int = 3,
+        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
+        require: Mapping[str, str] | None = None,
+        needs: Dependencies | None = None,
+        check_paths: bool = True,
+        warn: Callable[[str], None] | None = None,
+    ) -> str:
+        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``).
+
+        Relative paths in ``args`` that exist here are refused unless they name a shipped file
+        (the job runs in its own directory, elsewhere); with ``check_paths=False`` they are
+        passed as they are. ``warn`` receives the warnings (default: the log).
+        """
+        path, function_name = parse_target(target)
+        shipment = prepare(path, needs or Dependencies(), conf)
+        if check_paths:
+            check_arguments(args, shipment.names(), warn or logger.warning)
+        run = RunOptions(
+            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+        )
+        if function_name is None:
+            return self._submit_script(
+                path, args, job_id=job_id, name=name, shipment=shipment, run=run
+            )
+        with importable(path.parent, shipment.import_paths):
+            function, module = load_function(path, function_name)
+            try:
+                return self._submit_function(
+                    function,
+                    args,
+                    by_value=module,
+                    job_id=job_id_or_default(job_id, f"{path.stem}-{function_name}"),
+                    name=name if name is not None else f"{path.name}:{function_name}",
+                    shipment=shipment,
+                    run=run,
+                )
+            finally:
+                sys.modules.pop(module.__name__, None)
+
+    def _check_size(self, shipment: Shipment) -> None:
+        limit = self.cluster.config.max_payload_bytes
+        if shipment.size > limit:
+            raise ConfigError(
+                f"the files to ship come to {shipment.size / 1e6:.1f} MB, over the payload limit "
+                f"of {limit / 1e6:.1f} MB: put big files where the driver's host can read them "
+                "and pass their URIs"
+            )
+
+    # -- following -----------------------------------------------------------------------------
+
+    def status(self, job_id: str) -> JobSnapshot:
+        """What the store says about the job now; :class:`JobNotFound` if nothing."""
+        return read_snapshot(self.cluster.zk, self.cluster.layout, job_id)
+
+    def leader(self) -> LeaderInfo | None:
+        """The published record of the leading daemon (``daemon_id``, ``host``, ``pid``,
+        ``since``), or None when no daemon leads (then submitted jobs wait). Raises
+        :class:`CorruptRecord` if the record is garbage."""
+        return read_record(self.cluster.zk, LeaderInfo, self.cluster.layout.leader_info)
+
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float | None = None,
+        on_change: Callable[[JobSnapshot], None] | None = None,
+        on_leader: Callable[[LeaderInfo | None], None] | None = None,
+    ) -> JobResult:
+        """Block until the job has a result and return it.
+
+        ``on_change`` sees every change of the job's state, attempt or Spark application (for
+        progress output); ``on_leader`` sees the leader (or None: no daemon leads, the job
+        waits) first and at every change while the job is not finished. Raises
+        :class:`WaitTimeout` after ``timeout`` seconds, :class:`JobNotFound` if the job vanished
+        without a result, and :class:`JobQuarantined` if it went to quarantine (it will never
+        end by itself).
+        """
+        changed = threading.Event()
+        layout, zk = self.cluster.layout, self.cluster.zk
+        paths = [
+            layout.result(job_id),
+            layout.running(job_id),
+            layout.status(job_id),
+            layout.outcome(job_id),
+            layout.spark(job_id),
+            layout.control_ack(job_id),  # PAUSED
+            layout.leader_info,
+        ]
+        end = None if timeout is None else time.monotonic() + timeout
+        last_state: tuple[str, int | None, str | None] | None = None
+        last_leader: object = ()
+
+        def wake(event: object) -> None:
+            changed.set()
+
+        while True:
+            changed.clear()
+            leader_stat = zk.exists_many(paths, watch=wake)[-1]
+            snapshot = self.status(job_id)
+            app = snapshot.spark.app_id if snapshot.spark is not None else None
+            state = (snapshot.state, snapshot.attempt, app)
+            if on_change is not None and state != last_state:
+                last_state = state
+                on_change(snapshot)
+            if snapshot.result is not None:
+                return snapshot.result
+            if snapshot.quarantine is not None:
+                raise JobQuarantined(
+                    f"job {job_id} is quarantined and will not run: {snapshot.quarantine.reason}"
+                )
+            leader_key = None if leader_stat is None else leader_stat.czxid
+            if on_leader is not None and leader_key != last_leader:
+                last_leader = leader_key
+                self._tell_leader(on_leader, leader_stat is not None)
+            remaining = None if end is None else end - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise WaitTimeout(f"job {job_id} did not finish within {timeout:g} s")
+            # Watches make this immediate; the bound covers a watch lost to a reconnect.
+            changed.wait(5.0 if remaining is None else min(5.0, remaining))
+
+    def _tell_leader(self, on_leader: Callable[[LeaderInfo | None], None], present: bool) -> None:
+        """Call ``on_leader`` with the leader's record; an unreadable one is logged instead (a
+        daemon leads, its record says nothing we can show)."""
+        try:
+            leader = self.leader() if present else None
+        except CorruptRecord as exc:
+            logger.warning("the leader's record is unreadable: %s", exc)
+            return
+        on_leader(leader)
+
+    def cancel(self, job_id: str, *, reason: str | None = None) -> CancelRequest:
+        """Ask the job to stop; a quarantined job ends at once as CANCELLED (its data removed).
+        Raises :class:`JobNotFound`, or :class:`JobFinished` if it has a result already."""
+        return triage.cancel(self.cluster, job_id, reason=reason)
+
+
+_BY_VALUE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _pickled_by_value(module: ModuleType | None) -> Iterator[None]:
+    """Within the block, cloudpickle serializes ``module``'s code by value (if one is given)."""
+    if module is None:
+        yield
+        return
+    # cloudpickle's registry is process-wide: submissions from several threads take turns.
+    with _BY_VALUE_LOCK:
+        cloudpickle.register_pickle_by_value(module)
+        try:
+            yield
+        finally:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _is_user_module(module: ModuleType) -> bool:
+    """True for code that the driver's host may not have: not installed in site-packages."""
+    origin = getattr(module, "__file__", None)
+    if module.__name__ == "__main__" or origin is None:
+        return module.__name__ == "__main__"
+    return "site-packages" not in origin and "dist-packages" not in origin
+
+
+def submit(
+    target: str | Callable[..., Any],
+    *args: Any,
+    wait: bool = False,
+    config: StoreConfig | None = None,
+    **options: Any,
+) -> str | JobResult:
+    """Submit ``"FILE.py[:FUNCTION]"`` or a function; with ``wait``, return its result."""
+    with Client(config) as client:
+        if callable(target):
+            job_id = client.submit_function(target, *args, **options)
+        else:
+            job_id = client.submit_file(target, [str(a) for a in args], **options)
+        return client.wait(job_id) if wait else job_id

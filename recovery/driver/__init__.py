@@ -1,0 +1,14 @@
+"""The driver process: one attempt of one job, in its own process and ZooKeeper session.
+
+::
+
+    driver.py        the process: take ``running``, load the definition, run, report the outcome
+    context.py       the ``ctx`` a job function receives
+    lease.py         the driver's lease on its own session (when to stop in an outage)
+    control.py       the job's side of its control: apply, acknowledge, pause, log level
+    configchange.py  what a job makes of a desired configuration (pure: per-key decisions)
+    artifacts.py     ``ctx.artifacts``: register, finish, release; Spark's checkpoint directory
+    resources.py     executor-side resources, the driver's half (see :mod:`recovery.executor`)
+    sparkapp.py      the running attempt's Spark application record
+    workdir.py       the attempt's working directory and the files shipped with the job
+"""

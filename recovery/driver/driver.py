@@ -1,0 +1,567 @@
+"""The driver of one attempt of one job (``python -m recovery.driver.driver --job-id J ...``).
+
+It runs in its own OS process and its own ZooKeeper session, so it outlives a daemon crash:
+
+1. take the EPHEMERAL ``running`` node, in one transaction with a check of the status version
+   the leader wrote for this attempt (refuse if another driver holds it or a newer attempt was
+   assigned);
+2. load and verify the definition (a broken one is reported as BROKEN, for quarantine);
+3. lay out the job's shipped files in the attempt's working directory (its current directory,
+   see :mod:`recovery.driver.workdir`), take the job's control values and acknowledge them (a paused
+   job waits here, see :mod:`recovery.driver.control`), then run the script as ``__main__``, or load
+   and call ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and
+   UI address in the EPHEMERAL ``spark`` record (fenced on the attempt);
+4. report the outcome and release ``running`` in one transaction, fenced on the attempt, and
+   remove the working directory.
+
+A cancel request interrupts the job (and its Spark jobs); after a grace period the driver reports
+CANCELLED and exits regardless. When its session lease runs out (:mod:`recovery.driver.lease`: no
+answer from ZooKeeper for the session timeout less a margin, counted from the last answered
+heartbeat), or its session expired, the driver kills its Spark JVM and exits without an outcome:
+by the time the session could expire and another attempt start, this one has stopped.
+"""
+
+from __future__ import annotations
+
+import _thread
+import argparse
+import builtins
+import logging
+import os
+import shlex
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from recovery.client.sparkconf import spark_submit_args
+from recovery.driver import sparkapp, workdir
+from recovery.driver.artifacts import JobArtifacts
+from recovery.driver.context import (
+    AttemptSuperseded,
+    JobCancelled,
+    JobContext,
+)
+from recovery.driver.control import JobControl
+from recovery.driver.lease import SessionLease
+from recovery.member import processes
+from recovery.settings import spark_master_from_env
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.errors import (
+    ConfigError,
+    CorruptHandle,
+    CorruptRecord,
+    FenceLost,
+    HandleExists,
+    HandleNotFound,
+    OutcomeUnknown,
+    PayloadError,
+    StoreUnavailable,
+    VersionConflict,
+    ZkStoreError,
+)
+from zkstore.jobs.definition import SCRIPT, JobDefinition
+from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
+from zkstore.jobs.resources import ResourceReports
+from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
+from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
+from zkstore.retry import RACES, WHILE_STANDING, TryAgain
+from zkstore.strict import utc_now
+from zkstore.watch import NodeWatch, WatchedValue
+
+logger = logging.getLogger("recovery.driver.driver")
+
+EXIT_CODES: dict[str, DriverExit] = {
+    SUCCEEDED: DriverExit.SUCCEEDED,
+    FAILED: DriverExit.FAILED,
+    CANCELLED: DriverExit.CANCELLED,
+    BROKEN: DriverExit.BROKEN,
+}
+
+
+class Driver:
+    """One attempt. :meth:`run` returns the process exit code."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        spark_master: str,
+        cancel_grace: float = 30.0,
+        work_dir: Path | None = None,
+        log: str | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.job_id = job_id
+        self.attempt = attempt
+        self.status_version = status_version
+        self.spark_master = spark_master
+        self.cancel_grace = cancel_grace
+        self.cluster = Cluster(config, on_step=on_step)  # on_step: crash points, for tests
+        self.lease: SessionLease | None = None
+        layout = self.cluster.layout
+        self.status_path = layout.status(job_id)
+        self.running_path = layout.running(job_id)
+        self.fence = Fence.check(
+            self.status_path, status_version, description=f"attempt {attempt} superseded"
+        ) + Fence.check(self.running_path, 0, description=f"attempt {attempt} lost its session")
+        self.cancelled = threading.Event()
+        self._suspended_at: float | None = None
+        self._finished = threading.Event()
+        self._interrupt_lock = threading.Lock()
+        self._report_lock = threading.Lock()
+        self._reported = False
+        self._job_name = job_id
+        self.work_dir = work_dir or Path.cwd()
+        self.log = log
+        self.spark_app = sparkapp.SparkAppRecord(
+            self.cluster.zk, layout.spark(job_id), attempt, self.fence
+        )
+        self._job_context: JobContext | None = None
+        self._control: JobControl | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.cluster.start()
+        took_running = False
+        try:
+            if not self._take_running():
+                return DriverExit.REFUSED
+            took_running = True
+            self.lease = SessionLease(self.cluster.zk, self.running_path).start()
+            self.cluster.zk.add_listener(self._on_state)
+            threading.Thread(target=self._monitor, name="driver-monitor", daemon=True).start()
+            self._watch_cancel()
+            outcome, error = self._run_job()
+            self._conclude(outcome, error)
+            return EXIT_CODES[outcome]
+        finally:
+            self._finished.set()
+            self.cluster.close()
+            if took_running:  # else the directory may be the live driver's of this attempt
+                workdir.remove(self.work_dir)
+
+    def _conclude(self, outcome: str, error: str | None) -> None:
+        """Stop Spark and report the outcome. A cancel interrupt sent just as the job ended can
+        still arrive here (even inside a lock acquire): it must not lose the outcome. (The
+        monitor interrupts at most once, never after ``_finished``: a second try always ends.)"""
+
+        def conclude_once() -> None:
+            with self._interrupt_lock:
+                self._finished.set()  # from here on the monitor interrupts nothing
+            if self._job_context is not None:
+                self._job_context.close()  # final resource counts, while still fenced
+            if self._control is not None:
+                self._control.stop()  # its last acknowledgement, while still fenced
+            sparkapp.stop(kill=False)
+            self._report(outcome, error)
+
+        RACES.call(
+            conclude_once,
+            what=f"concluding attempt {self.attempt}",
+            retry_on=(KeyboardInterrupt,),
+            error=ZkStoreError,
+        )
+
+    def _take_running(self) -> bool:
+        me = processes.this_process()
+        info = RunningInfo(
+            version=None,
+            attempt=self.attempt,
+            host=me.host,
+            pid=me.pid,
+            started=utc_now(),
+            log=self.log,
+            start_ticks=me.start_ticks,
+            boot_id=me.boot_id,
+        )
+        try:
+            self.cluster.zk.commit(
+                [
+                    Check(self.status_path, self.status_version),
+                    Create(self.running_path, info.to_bytes(), ephemeral=True),
+                ]
+            )
+        except HandleExists:
+            logger.error(
+                "another driver of %s holds its running node: refusing to start", self.job_id
+            )
+            return False
+        except (VersionConflict, HandleNotFound):
+            logger.error(
+                "attempt %d of %s was superseded before it started", self.attempt, self.job_id
+            )
+            return False
+        logger.info(
+            "attempt %d of %s: running node taken (pid %d)", self.attempt, self.job_id, os.getpid()
+        )
+        return True
+
+    # -- running the job -----------------------------------------------------------------------
+
+    def _run_job(self) -> tuple[str, str | None]:
+        try:
+            definition, files, call = self._prepare()
+        except _CannotRun as exc:
+            return exc.outcome, exc.error
+        context = self._context(definition, files.spark_conf)
+        logger.info(
+            "attempt %d of %s (%s): running %s in %s",
+            self.attempt,
+            self.job_id,
+            definition.name,
+            definition.entry_point,
+            self.work_dir,
+        )
+        try:
+            context.pause_point()  # a paused job stays paused across a restart of its driver
+            if call is None:
+                self._run_script(definition, context, files)
+            else:
+                function, args = call
+                function(context, *args)
+        except BaseException as exc:  # noqa: BLE001 - the job's own failure, reported as its outcome
+            return self._outcome_of(exc)
+        return SUCCEEDED, None
+
+    def _outcome_of(self, exc: BaseException) -> tuple[str, str | None]:
+        """How the attempt ended, from what its job raised (called in the ``except`` block)."""
+        cancelled = self.cancelled.is_set()
+        if isinstance(exc, SystemExit):
+            if exc.code in (0, None):
+                return SUCCEEDED, None
+            return (
+                (CANCELLED, "cancelled") if cancelled else (FAILED, f"exited with code {exc.code}")
+            )
+        if isinstance(exc, JobCancelled | KeyboardInterrupt):
+            return (CANCELLED, "cancelled") if cancelled else (FAILED, "interrupted")
+        if isinstance(exc, AttemptSuperseded):
+            return FAILED, str(exc)
+        if cancelled:
+            return CANCELLED, f"cancelled ({type(exc).__name__})"
+        logger.error("job %s failed:\n%s", self.job_id, traceback.format_exc())
+        if isinstance(exc, CorruptHandle | CorruptRecord | PayloadError):
+            # The job's own stored state (a checkpoint, say) is broken and the job let it
+            # escape: every next attempt would meet it again. Quarantine material.
+            return BROKEN, f"its stored state is broken: {type(exc).__name__}: {exc}"
+        return FAILED, _summarize(exc)
+
+    def _prepare(
+        self,
+    ) -> tuple[JobDefinition, workdir.AttemptDirectory, tuple[Any, tuple[Any, ...]] | None]:
+        """Load the verified definition, lay out its files, load a function job's code.
+
+        Raises :class:`_CannotRun` with BROKEN (quarantine material: the definition cannot be
+        loaded here) or FAILED (worth another attempt: storage or disk trouble).
+        """
+        try:
+            definition = self.cluster.jobs.recover(self.job_id).state
+        except (PayloadError, CorruptHandle) as exc:
+            raise _CannotRun(
+                BROKEN, f"cannot load the definition: {type(exc).__name__}: {exc}"
+            ) from exc
+        except ZkStoreError as exc:
+            raise _CannotRun(
+                FAILED, f"cannot read the definition: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._job_name = definition.name
+        try:
+            files = workdir.lay_out(definition, self.work_dir)
+        except OSError as exc:
+            raise _CannotRun(
+                FAILED, f"cannot write the job's files in {self.work_dir}: {exc}"
+            ) from exc
+        files.activate()
+        try:
+            call = None if definition.kind == SCRIPT else definition.load_function()
+        except PayloadError as exc:
+            raise _CannotRun(BROKEN, f"{type(exc).__name__}: {exc}") from exc
+        return definition, files, call
+
+    def _context(self, definition: JobDefinition, spark_conf: dict[str, str]) -> JobContext:
+        checkpoints = self.cluster.checkpoints(self.job_id)
+        lease = self.lease
+        self._control = JobControl(
+            self.cluster.control(self.job_id),
+            checkpoints,
+            attempt=self.attempt,
+            fence=self.fence,
+            cancelled=self.cancelled,
+        ).start(give_up=lambda: lease is None or lease.remaining() <= 0)
+        self._job_context = JobContext(
+            job_id=self.job_id,
+            name=definition.name,
+            attempt=self.attempt,
+            spark_master=self.spark_master,
+            spark_conf=spark_conf,
+            checkpoints=checkpoints,
+            fence=self.fence,
+            config=self._control.config,
+            cancelled=self.cancelled,
+            lease=self.lease,
+            resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
+            control=self._control,
+            artifacts=JobArtifacts(
+                self.cluster.artifacts(self.job_id),
+                attempt=self.attempt,
+                fence=self.fence,
+                cancelled=self.cancelled,
+            ),
+        )
+        return self._job_context
+
+    def _run_script(
+        self, definition: JobDefinition, context: JobContext, files: workdir.AttemptDirectory
+    ) -> None:
+        """Run an unmodified script as ``__main__`` from the attempt's directory: its
+        SparkSession gets our master, the job's conf and its shipped files, as spark-submit
+        would give them."""
+        assert definition.source is not None and files.script is not None
+        filename = str(files.script)
+        master = files.spark_conf.get("spark.master", self.spark_master)
+        submit_args = spark_submit_args(master, files.spark_conf, context.app_name)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join([*submit_args, "pyspark-shell"])
+        sys.argv = [filename, *map(str, definition.args)]
+        code = compile(definition.source, filename, "exec")
+        exec(code, {"__name__": "__main__", "__file__": filename, "__builtins__": builtins})
+
+    # -- cancel and suspension -----------------------------------------------------------------
+
+    def _watch_cancel(self) -> None:
+        def on_cancel(data: WatchedValue) -> None:
+            if data is not None and not self.cancelled.is_set():
+                logger.warning("cancel requested for %s: stopping", self.job_id)
+                self.cancelled.set()
+
+        NodeWatch(self.cluster.zk, self.cluster.layout.cancel(self.job_id), on_cancel)
+
+    def _on_state(self, state: str) -> None:
+        """Kazoo listener (I/O thread): only records the time; the monitor thread acts."""
+        if state == "CONNECTED":
+            self._suspended_at = None
+        elif state == "SUSPENDED":
+            self._suspended_at = time.monotonic()
+        else:  # LOST: the session expired, ``running`` is gone, another attempt may start
+            self._suspended_at = float("-inf")
+
+    def _monitor(self) -> None:
+        cancel_seen: float | None = None
+        while not self._finished.wait(0.1):
+            self._publish_spark_app()
+            if self._control is not None:
+                self._control.sync_spark()
+            if self._suspended_at == float("-inf"):
+                self._stop_now("ZooKeeper session expired")
+            if self.lease is not None and self.lease.remaining() < 0:
+                self._stop_now("no answer from ZooKeeper for too long: the session may expire")
+            if self.cancelled.is_set() and cancel_seen is None:
+                cancel_seen = time.monotonic()
+                sparkapp.cancel_jobs()
+                with self._interrupt_lock:
+                    if not self._finished.is_set():
+                        _thread.interrupt_main()
+            if cancel_seen is not None and time.monotonic() - cancel_seen > self.cancel_grace:
+                logger.error(
+                    "job %s ignored the cancel for %g s: stopping it",
+                    self.job_id,
+                    self.cancel_grace,
+                )
+                sparkapp.stop(kill=True)
+                self._report(CANCELLED, f"cancelled (forced after {self.cancel_grace:g} s)")
+                os._exit(DriverExit.CANCELLED)
+
+    def _publish_spark_app(self) -> None:
+        with self._report_lock:
+            if not self._reported:
+                self.spark_app.refresh()
+
+    def _stop_now(self, why: str) -> None:
+        logger.error("attempt %d of %s stops itself: %s", self.attempt, self.job_id, why)
+        sparkapp.stop(kill=True)
+        logging.shutdown()
+        os._exit(DriverExit.SUSPENDED)
+
+    # -- outcome -------------------------------------------------------------------------------
+
+    def _report(self, outcome: str, error: str | None) -> None:
+        """Record the outcome and release ``running`` in one transaction fenced on the attempt.
+
+        Idempotent. Tried until it is recorded (:data:`~zkstore.retry.WHILE_STANDING`: an answer
+        lost is settled by reading the outcome back, a write that did not land is sent again),
+        for as long as the attempt's session lease lasts; it stops at once when the fence says
+        another attempt owns the job. Either end that is not "recorded" is logged at ERROR.
+        """
+        with self._report_lock:
+            if self._reported:
+                return
+            self.spark_app.withdraw()
+            record = Outcome(
+                version=None,
+                attempt=self.attempt,
+                outcome=outcome,
+                finished=utc_now(),
+                error=short_error(error),
+                host=socket.gethostname(),
+                log=self.log,
+            )
+            try:
+                WHILE_STANDING.call(
+                    lambda: self._record_once(record),
+                    what=f"outcome {outcome} of attempt {self.attempt} not recorded within the "
+                    "attempt's session lease",
+                    give_up=lambda: self._standing() <= 0,
+                    error=OutcomeUnknown,
+                )
+            except FenceLost as exc:
+                logger.error(
+                    "outcome %s of attempt %d not recorded: the attempt no longer owns the job "
+                    "(%s)",
+                    outcome,
+                    self.attempt,
+                    exc,
+                )
+            except OutcomeUnknown as exc:  # the lease is over: the session may expire now
+                logger.error("%s", exc)
+            except ZkStoreError as exc:
+                logger.error(
+                    "outcome %s of attempt %d not recorded: %s", outcome, self.attempt, exc
+                )
+            else:
+                logger.info("attempt %d of %s: %s", self.attempt, self.job_id, outcome)
+            self._reported = True
+
+    def _standing(self) -> float:
+        """Seconds left of the attempt's session lease by time (0 without one). Not
+        :meth:`SessionLease.remaining`: an earlier try that landed deleted ``running``, which
+        loses the lease, and reading the outcome back is what tells. Writes are fenced: a
+        session that expired meanwhile writes nothing."""
+        return self.lease.time_left() if self.lease is not None else 0.0
+
+    def _record_once(self, record: Outcome) -> None:
+        """One try of :meth:`_report`, within what is left of the lease (the monitor, which
+        would stop the driver when the lease ends, stopped watching when the job ended): write,
+        and settle a lost answer or a refusal by reading the outcome back. Raises
+        :class:`TryAgain` while it is not recorded, :class:`FenceLost` once another attempt
+        owns the job."""
+        deadline = Deadline(min(self.cluster.zk.timeout, max(self._standing(), 0.0)))
+        try:
+            self._write_outcome(record, deadline)
+            return
+        except (FenceLost, StoreUnavailable, HandleExists, HandleNotFound) as exc:
+            refused: ZkStoreError = exc
+        # An earlier try may have landed with its answer lost: then this one found ``running``
+        # gone (the fence) or the outcome there already. Only the outcome itself tells.
+        try:
+            self.cluster.step("outcome:reading-back")
+            path = self.cluster.layout.outcome(self.job_id)
+            found = read_record(self.cluster.zk, Outcome, path, timeout=deadline.remaining())
+        except StoreUnavailable as exc:
+            raise TryAgain(f"{refused}; reading back: {exc}") from refused
+        except CorruptRecord:
+            found = None
+        if found is not None and found.with_version(None) == record:
+            return
+        if isinstance(refused, FenceLost):
+            raise refused
+        raise TryAgain(str(refused)) from refused
+
+    def _write_outcome(self, record: Outcome, deadline: Deadline) -> None:
+        path = self.cluster.layout.outcome(self.job_id)
+        data = record.to_bytes()
+        exists = self.cluster.zk.exists(path, timeout=deadline.remaining()) is not None
+        write = SetData(path, data) if exists else Create(path, data)
+        self.cluster.step("outcome:writing")
+        ops = [write, Delete(self.running_path)]
+        self.cluster.zk.commit(ops, fence=self.fence, timeout=deadline.remaining())
+        self.cluster.step("outcome:written")
+
+
+class _CannotRun(Exception):
+    """The attempt cannot start the job: how it ends and why (logged as it is raised)."""
+
+    def __init__(self, outcome: str, error: str) -> None:
+        super().__init__(error)
+        self.outcome, self.error = outcome, error
+        logger.error("attempt cannot run the job: %s", error)
+
+
+def _summarize(exc: BaseException) -> str:
+    """The job's traceback, from its own code on (the driver's frames say nothing to users)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb)
+    return "".join(lines[-12:]).strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recovery.driver.driver", description=__doc__)
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--attempt", type=int, required=True)
+    parser.add_argument("--status-version", type=int, required=True)
+    parser.add_argument("--cancel-grace", type=float, default=30.0)
+    parser.add_argument(
+        "--config-fd",
+        type=int,
+        required=True,
+        help="file descriptor to read the store configuration from (drivers are started by the "
+        "daemon, which passes it through a pipe)",
+    )
+    parser.add_argument(
+        "--work-dir", type=Path, help="the attempt's own directory, removed at the end"
+    )
+    parser.add_argument("--log-uri", help="where this driver's output goes, for people")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    try:
+        config = StoreConfig.from_json(_read_config(args.config_fd))
+    except (OSError, UnicodeDecodeError) as exc:
+        parser.error(f"cannot read the configuration from fd {args.config_fd}: {exc}")
+    except ConfigError as exc:
+        parser.error(str(exc))
+    driver = Driver(
+        config,
+        job_id=args.job_id,
+        attempt=args.attempt,
+        status_version=args.status_version,
+        spark_master=spark_master_from_env(None),
+        cancel_grace=args.cancel_grace,
+        work_dir=_enter(args.work_dir),
+        log=args.log_uri,
+    )
+    return driver.run()
+
+
+def _read_config(fd: int) -> str:
+    """Read the configuration the daemon wrote into the pipe, and close it: nothing that starts
+    later (the Spark JVM, the Python workers running job code) can read it again."""
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read(1 << 20).decode()
+
+
+def _enter(work_dir: Path | None) -> Path:
+    """Make the attempt's directory (a fresh temporary one if none is given) the current one."""
+    directory = work_dir or Path(tempfile.mkdtemp(prefix="zkstore-attempt-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chdir(directory)
+    return directory.resolve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

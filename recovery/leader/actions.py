@@ -1,0 +1,308 @@
+"""How the leader carries out each action of :mod:`recovery.leader.decide` for one job.
+
+Every write is fenced on the leadership. Nothing here decides: an action is applied as it was
+decided, and the job is looked at again through an event (never by calling back into the
+reconcile loop, which would decide with a stale view of the fleet's slots).
+
+A Start places the attempt: the status (STARTING, the attempt, the member) and the assignment
+``R/assignments/<member>/<job>`` are written in one transaction, and the member launches the
+driver. When an attempt ends (restart, finish, quarantine), its assignment is removed, which frees
+the member's slot. A failed or lost attempt's artifacts are released when the restart is
+recorded, and again (whatever is left) before the next attempt is placed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from recovery.leader.decide import (
+    Action,
+    Adopt,
+    CleanUp,
+    Finish,
+    NoSlot,
+    QuarantineJob,
+    Restart,
+    Start,
+    Wait,
+)
+from recovery.leader.role import LeaderRole
+from zkstore.cluster.cleanup import clean_up
+from zkstore.errors import HandleExists, NotLeader
+from zkstore.jobs.artifacts import release_dead_attempts
+from zkstore.jobs.records import Assignment, JobStatus
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import RESTARTING, STARTING, SUCCEEDED
+from zkstore.ops import Create, Delete, Op, SetData
+from zkstore.strict import utc_now
+
+logger = logging.getLogger(__name__)
+
+HOST = socket.gethostname()
+
+CLEANUP_RETRY = 2.0
+
+
+class JobActions:
+    """The leader's hands: one method per action, each for one job."""
+
+    def __init__(self, leader: LeaderRole) -> None:
+        self.leader = leader
+        self.cluster = leader.cluster
+        self.fence = leader.fence
+        self.settings = leader.settings
+        self._adoptions_reported: set[tuple[str, int]] = set()
+        self._reasons: list[tuple[str, list[Op]]] = []
+        self._starts: list[tuple[JobSnapshot, Start, list[Op]]] = []
+        self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
+            Start: self._start,
+            Adopt: self._adopt,
+            Restart: self._restart,
+            Finish: self._finish,
+            CleanUp: self._clean_up,
+            QuarantineJob: self._quarantine,
+        }
+
+    def apply(self, job: JobSnapshot, action: Action) -> None:
+        """Carry out ``action`` for ``job``; raises what the store raises."""
+        if isinstance(action, Wait):
+            self._wait(job, action)
+            return
+        handler = self._handlers.get(type(action))
+        if handler is not None:
+            handler(job, action)
+
+    def status(self, job: JobSnapshot, **changes: object) -> JobStatus:
+        """The job's status with ``changes``, stamped by this leader (not yet written)."""
+        base = job.status or JobStatus(version=None)
+        stamp: dict[str, Any] = {"updated": utc_now(), "leader_id": self.leader.settings.daemon_id}
+        return replace(base, **{**stamp, **changes, "version": None})
+
+    # -- one method per action -----------------------------------------------------------------
+
+    def _start(self, job: JobSnapshot, action: Start) -> None:
+        assert job.status is not None and job.status.version is not None
+        assert action.daemon_id is not None
+        layout = self.cluster.layout
+        if action.attempt > 1:  # a resumed attempt never sees what a dead one left
+            try:
+                release_dead_attempts(self.cluster.artifacts(job.job_id), fence=self.fence)
+            except BaseException:
+                self.leader.fleet.untake(action.daemon_id, job.job_id)
+                raise
+        ended: dict[str, Any] = {}
+        if action.ended is not None:
+            previous = action.ended
+            ended = {"failures": previous.failures, "lost": previous.lost}
+            ended["last_error"] = previous.error
+            logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(previous.error))
+        status = self.status(
+            job,
+            state=STARTING,
+            attempt=action.attempt,
+            daemon_id=action.daemon_id,
+            not_before=None,
+            reason=None,
+            **ended,
+        )
+        assignment = Assignment(
+            version=None,
+            job_id=job.job_id,
+            daemon_id=action.daemon_id,
+            attempt=action.attempt,
+            status_version=job.status.version + 1,
+            assigned=status.updated,
+        )
+        path = layout.assignment(action.daemon_id, job.job_id)
+        ops: list[Op] = [
+            SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
+            Create(path, assignment.to_bytes()),
+        ]
+        fleet = self.leader.fleet
+        if action.daemon_id not in fleet.assignments:
+            # The member's directory is made by the member as it registers; a placement may come
+            # first (or after the directory of an earlier incarnation was collected).
+            ops.insert(1, Create(layout.member_assignments(action.daemon_id)))
+            fleet.assignments[action.daemon_id] = set()
+        elif job.job_id in fleet.assignments[action.daemon_id]:
+            ops.insert(1, Delete(path))  # an earlier attempt's, on the same member
+        self._starts.append((job, action, ops))
+
+    def flush_starts(self) -> None:
+        """Write the batch's placements in one pipelined round; a placement that found the job
+        or the member changed is looked at again."""
+        starts, self._starts = self._starts, []
+        if not starts:
+            return
+        errors = self.cluster.zk.commit_many([ops for _, _, ops in starts], fence=self.fence)
+        layout = self.cluster.layout
+        for (job, action, _), error in zip(starts, errors, strict=True):
+            assert action.daemon_id is not None
+            if error is not None:
+                self.leader.fleet.untake(action.daemon_id, job.job_id)
+                if isinstance(error, NotLeader):
+                    raise error
+                logger.info("job %s: not placed (%s); looking again", job.job_id, error)
+                self.leader.post(job.job_id)
+                continue
+            self.leader.fleet.assigned(action.daemon_id, job.job_id)
+            path = layout.assignment(action.daemon_id, job.job_id)
+            self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
+            logger.info(
+                "job %s: attempt %d placed on %s (%s)",
+                job.job_id,
+                action.attempt,
+                action.daemon_id,
+                action.reason,
+            )
+
+    def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
+        running = job.running
+        assert running is not None
+        self.leader.watch_job(job.job_id, self.cluster.layout.running(job.job_id))
+        key = (job.job_id, running.attempt)
+        if key not in self._adoptions_reported:
+            self._adoptions_reported.add(key)
+            logger.info(
+                "job %s: attempt %d runs (driver pid %d on %s)",
+                job.job_id,
+                running.attempt,
+                running.pid,
+                running.host,
+            )
+
+    def _wait(self, job: JobSnapshot, action: Wait) -> None:
+        layout = self.cluster.layout
+        paths = []
+        if job.driver_present or (job.status is not None and job.status.state == STARTING):
+            paths.append(layout.running(job.job_id))
+        member = job.status.daemon_id if job.status is not None else None
+        if member is not None and job.status is not None and job.status.state == STARTING:
+            paths.append(layout.assignment(member, job.job_id))
+        self.leader.watch_job(job.job_id, *paths)
+        if isinstance(action, NoSlot):
+            self._note_reason(job, action.reason)
+        if action.until is not None:
+            delay = (action.until - datetime.now(UTC)).total_seconds()
+            self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
+
+    def _note_reason(self, job: JobSnapshot, reason: str) -> None:
+        """Say why a job waits, in its status (written with the batch's other reasons)."""
+        status = job.status
+        if status is None or status.version is None or status.reason == reason:
+            return
+        updated = self.status(job, reason=reason)
+        path = self.cluster.layout.status(job.job_id)
+        self._reasons.append((job.job_id, [SetData(path, updated.to_bytes(), status.version)]))
+
+    def flush_reasons(self) -> None:
+        """Write the waiting reasons of the batch in one pipelined round (a conflict is fine:
+        the job changed, and will be looked at again)."""
+        reasons, self._reasons = self._reasons, []
+        if not reasons:
+            return
+        errors = self.cluster.zk.commit_many([ops for _, ops in reasons], fence=self.fence)
+        if any(isinstance(error, NotLeader) for error in errors):
+            raise NotLeader("leadership lost while noting why jobs wait")
+
+    def _restart(self, job: JobSnapshot, action: Restart) -> None:
+        assert job.status is not None and job.status.version is not None
+        assert action.not_before is not None
+        not_before = action.not_before.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        status = self.status(
+            job,
+            state=RESTARTING,
+            failures=action.failures,
+            lost=action.lost,
+            last_error=action.error,
+            not_before=not_before,
+            daemon_id=None,
+        )
+        ops: list[Op] = [
+            SetData(self.cluster.layout.status(job.job_id), status.to_bytes(), job.status.version)
+        ]
+        self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
+        self._unassigned(job)
+        logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(action.error))
+        try:  # at once, not only before the next start: the backoff may be long
+            release_dead_attempts(self.cluster.artifacts(job.job_id), fence=self.fence)
+        finally:
+            self._wait(job, Wait(until=action.not_before))
+
+    def _finish(self, job: JobSnapshot, action: Finish) -> None:
+        attempts = job.status.attempt if job.status is not None else 0
+        # HandleExists: recorded already (by us before a crash, or by a previous leader).
+        with contextlib.suppress(HandleExists):
+            self.cluster.results.create_dirty(
+                job.job_id,
+                action.outcome,
+                attempts=attempts,
+                error=action.error,
+                name=job.name,
+                summary=job.summary,
+                cancel=job.cancel,
+                log=job.log,
+                fence=self.fence,
+            )
+        logger.log(
+            logging.INFO if action.outcome == SUCCEEDED else logging.WARNING,
+            "job %s: %s after %d attempt(s)%s%s",
+            job.job_id,
+            action.outcome,
+            attempts,
+            f" (last on {job.outcome.host})" if job.outcome and job.outcome.host else "",
+            f": {action.error.splitlines()[-1]}" if action.error else "",
+        )
+        self._clean(job)
+
+    def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
+        self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
+        self._release_assignment(job)
+        logger.warning(
+            "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
+        )
+
+    def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
+        self._clean(job)
+
+    def _clean(self, job: JobSnapshot) -> None:
+        self._release_assignment(job)
+        if clean_up(self.cluster, job.job_id, fence=self.fence, keep_logs=self.settings.keep_logs):
+            self.leader.job_done(job.job_id)
+            logger.info("job %s: cleaned up (result kept in results/)", job.job_id)
+        else:
+            self.leader.post_at(time.monotonic() + CLEANUP_RETRY, job.job_id)
+
+    # -- assignments -----------------------------------------------------------------------------
+
+    def _unassign_ops(self, job: JobSnapshot) -> list[Op]:
+        """The op that removes the job's assignment, if it has one."""
+        member = job.status.daemon_id if job.status is not None else None
+        if member is None or job.job_id not in self.leader.fleet.assignments.get(member, ()):
+            return []
+        return [Delete(self.cluster.layout.assignment(member, job.job_id))]
+
+    def _unassigned(self, job: JobSnapshot) -> None:
+        member = job.status.daemon_id if job.status is not None else None
+        if member is not None:
+            self.leader.fleet.release(member, job.job_id)
+            self.leader.slot_freed()
+
+    def _release_assignment(self, job: JobSnapshot) -> None:
+        ops = self._unassign_ops(job)
+        if ops:
+            errors = self.cluster.zk.commit_many([ops], fence=self.fence)
+            if isinstance(errors[0], NotLeader):
+                raise errors[0]
+        self._unassigned(job)
+
+
+def _last_line(error: str | None) -> str:
+    return error.splitlines()[-1] if error else "no error recorded"

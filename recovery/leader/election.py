@@ -1,0 +1,206 @@
+"""Leader election under ``R/leader/election`` with a fence that ZooKeeper itself enforces.
+
+Each daemon creates one EPHEMERAL_SEQUENTIAL contender node; the lowest sequence leads. A
+contender watches only its predecessor, and the watch only posts an event: all the work happens
+on the daemon's loop thread, with a deadline on every call.
+
+Why not kazoo's ``Election``/``Lock``: nothing interrupts ``Election.run`` when the session is
+lost, ``Lock.is_acquired`` stays True after the session expired and kazoo reconnected, and a
+blocking ``acquire`` holds a thread that must stay free to react. Here, leadership is a fence:
+every leader write carries ``check(<own contender node>)``. That node has a unique sequential
+name and vanishes with the session, so a deposed leader's write fails inside ZooKeeper even
+after kazoo silently opened a new session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from zkstore.errors import (
+    ConflictError,
+    HandleExists,
+    HandleNotFound,
+    NotLeader,
+    OutcomeUnknown,
+    VersionConflict,
+)
+from zkstore.jobs.records import LeaderInfo
+from zkstore.layout import Layout
+from zkstore.ops import Create, Delete, Fence
+from zkstore.retry import RACES
+from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper, is_own_ephemeral
+
+logger = logging.getLogger(__name__)
+
+_SEQUENCE_DIGITS = 10
+_NAME_RE = re.compile(r"(?P<id>.+)-(?P<marker>[0-9a-f]{32})-n_(?P<seq>\d{10})")
+
+
+def _sequence(name: str) -> int:
+    return int(name[-_SEQUENCE_DIGITS:])
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One contender node as seen in the election directory."""
+
+    name: str
+    daemon_id: str
+
+    @property
+    def sequence(self) -> int:
+        return _sequence(self.name)
+
+
+class LeaderElection:
+    """This daemon's candidacy. Not thread-safe: call it from the loop thread only.
+
+    ``notify`` is called (from kazoo's threads) when the predecessor goes away; the caller then
+    calls :meth:`check` again from its own thread.
+    """
+
+    def __init__(
+        self, zk: ZooKeeper, layout: Layout, daemon_id: str, notify: Callable[[], None]
+    ) -> None:
+        self.zk = zk
+        self.layout = layout
+        self.daemon_id = daemon_id
+        self._notify = notify
+        self._node: str | None = None
+
+    @property
+    def node(self) -> str | None:
+        """Our contender node's full path, if we have one."""
+        return self._node
+
+    def contend(self) -> str:
+        """Make sure we have a contender node in the current session; returns its path.
+
+        The node's name carries a uuid, so a create whose answer was lost is recognised on retry
+        instead of leaving a second (orphan) contender behind.
+        """
+        if self._node is not None and self.owns_node():
+            return self._node
+        marker = uuid.uuid4().hex
+        prefix = f"{self.layout.election}/{self.daemon_id}-{marker}-n_"
+        data = json.dumps(
+            {"id": self.daemon_id, "host": socket.gethostname(), "pid": os.getpid()}
+        ).encode()
+        try:
+            node = self.zk.create(prefix, data, ephemeral=True, sequence=True, makepath=True)
+        except OutcomeUnknown:
+            found = self._find(marker)
+            if found is None:
+                raise
+            node = found
+        self._node = node
+        logger.info("contending for leadership as %s", node.rsplit("/", 1)[1])
+        return node
+
+    def _find(self, marker: str) -> str | None:
+        for name in self.zk.children(self.layout.election):
+            if marker in name:
+                return f"{self.layout.election}/{name}"
+        return None
+
+    def owns_node(self) -> bool:
+        """True if our contender node exists and belongs to the current session."""
+        if self._node is None:
+            return False
+        return is_own_ephemeral(self.zk.exists(self._node), self.zk)
+
+    def contenders(self) -> list[Contender]:
+        names = self.zk.children(self.layout.election)
+        ordered = sorted((n for n in names if n[-_SEQUENCE_DIGITS:].isdigit()), key=_sequence)
+        contenders = []
+        for name in ordered:
+            match = _NAME_RE.fullmatch(name)
+            contenders.append(Contender(name, match.group("id") if match else name))
+        return contenders
+
+    def check(self) -> bool:
+        """True if we lead now; otherwise watch our predecessor and return False.
+
+        Raises :class:`NotLeader` if our contender node is gone (the session expired): the caller
+        must :meth:`contend` again.
+        """
+        if self._node is None:
+            raise NotLeader("not contending")
+        ours = self._node.rsplit("/", 1)[1]
+        while True:
+            names = [c.name for c in self.contenders()]
+            if ours not in names:
+                self._node = None
+                raise NotLeader(f"contender node {ours} is gone (session expired?)")
+            index = names.index(ours)
+            if index == 0:
+                return True
+            predecessor = f"{self.layout.election}/{names[index - 1]}"
+            if self.zk.exists(predecessor, watch=self._on_predecessor) is not None:
+                return False
+
+    def _on_predecessor(self, event: object) -> None:
+        self._notify()
+
+    def fence(self) -> Fence:
+        """The fence of this leadership's writes: our contender node must still exist."""
+        if self._node is None:
+            raise NotLeader("not contending")
+        return Fence.check(self._node, error=NotLeader, description="no longer the leader")
+
+    def publish_info(self, since: str | None = None, recovered: str | None = None) -> None:
+        """Write ``R/leader/info`` (EPHEMERAL, fenced) so that anyone can see who leads, since
+        when, and (once its first pass over every job is done) when it had ``recovered`` them.
+
+        A record replaced meanwhile (a predecessor's, or garbage) is replaced again
+        (:data:`~zkstore.retry.RACES`); when that keeps failing, or ZooKeeper refuses (a node
+        planted there with children), the leader leads without it and says so at ERROR.
+        Raises :class:`NotLeader` (the fence) and :class:`~zkstore.errors.StoreUnavailable`.
+        """
+        info = LeaderInfo(
+            version=None,
+            daemon_id=self.daemon_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            since=since or utc_now(),
+            contender=(self._node or "").rsplit("/", 1)[-1],
+            recovered=recovered,
+        ).to_bytes()
+        path = self.layout.leader_info
+
+        def publish_once() -> None:
+            stat = self.zk.exists(path)
+            ops: list[Create | Delete] = [Create(path, info, ephemeral=True)]
+            if stat is not None:
+                ops.insert(0, Delete(path, stat.version))
+            self.zk.commit(ops, fence=self.fence())
+
+        try:
+            RACES.call(
+                publish_once,
+                what=f"publishing {path}",
+                retry_on=(HandleExists, HandleNotFound, VersionConflict),
+                path=path,
+            )
+        except NotLeader:
+            raise
+        except ConflictError as exc:  # spent, or refused (a node planted with children)
+            logger.error("leading without a leader record (who leads is not shown): %s", exc)
+
+    def resign(self) -> None:
+        """Give up the candidacy (and leadership) by deleting our contender node."""
+        node, self._node = self._node, None
+        if node is None:
+            return
+        with contextlib.suppress(HandleNotFound):
+            self.zk.delete(node)
+        logger.info("resigned candidacy %s", node.rsplit("/", 1)[1])

@@ -1,0 +1,403 @@
+"""The duties of one leadership grant, all performed on the daemon's loop thread.
+
+On grant: publish ``R/leader/info``, watch ``R/currentJobs`` and the fleet, then reconcile every
+job: finish the cleanup of dirty results first, then adopt jobs whose driver is alive and place
+the others. After that, every event about a job (a submission, a driver's ``running`` node going
+away, a member recording a driver's exit, a cancel request, a timer, a freed slot, a member
+joining or leaving) reconciles that job again. Every write carries the leadership's fence, so a
+deposed leader's writes fail inside ZooKeeper.
+
+The leader places, members launch (:mod:`recovery.member.member`): a Start is written as the
+attempt's status (STARTING, the member) and its assignment in one transaction. The leader never
+reads a payload. A definition is verified once, by the driver, before it is unpickled; a driver that
+cannot load it reports BROKEN, and that is what quarantines the job (a handle that does not even
+parse is quarantined from the snapshot, without a driver).
+
+One job never blocks the others (invariant 6): each job's decision and action run under a guard
+that turns anything unexpected into "this job is broken" (a log line with the job id, and
+quarantine); only an outage or the loss of leadership stops a batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from recovery.leader.actions import JobActions
+from recovery.leader.decide import (
+    Action,
+    CleanUp,
+    Initialize,
+    Local,
+    NoSlot,
+    QuarantineJob,
+    Start,
+    decide,
+)
+from recovery.leader.election import LeaderElection
+from recovery.leader.loop import Event, Leadership, Loop
+from recovery.leader.placement import Fleet, parse_labels, read_fleet
+from recovery.leader.retention import Retention
+from recovery.settings import DaemonSettings
+from zkstore.cluster import Cluster
+from zkstore.errors import (
+    ConfigError,
+    ConflictError,
+    CorruptRecord,
+    HandleNotFound,
+    NotLeader,
+    StoreUnavailable,
+)
+from zkstore.jobs.graph import JobGraphWatch
+from zkstore.jobs.records import Assignment
+from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
+from zkstore.jobs.states import PENDING, STARTING
+from zkstore.ops import Create, Delete, Op
+from zkstore.strict import utc_now
+from zkstore.watch import NodeWatch
+
+logger = logging.getLogger(__name__)
+
+JOB_CHANGED = "job-changed"
+FLEET_CHANGED = "fleet-changed"
+
+#: Jobs read, decided and acted on together: big enough to pipeline, small enough that the first
+#: jobs of a large backlog start within moments of a takeover.
+BATCH = 256
+
+
+class LeaderProcess:
+    """What one leadership does. Create one per grant; :meth:`stop` it on revocation."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: DaemonSettings,
+        leadership: Leadership,
+        loop: Loop,
+        election: LeaderElection,
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.leadership = leadership
+        self.fence = leadership.fence
+        self.loop = loop
+        self.election = election
+        self.actions = JobActions(self)
+        self.retention = Retention(self)
+        self.fleet = Fleet()
+        self._watches: list[JobGraphWatch | NodeWatch] = []
+        self._dirty: set[str] = set()
+        #: jobs waiting for a driver slot, in the order they started waiting
+        self._waiting: dict[str, None] = {}
+        #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
+        self._watchers: dict[str, Callable[[object], None]] = {}
+        self._to_watch: dict[str, list[str]] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take over: publish who leads, watch submissions and the fleet, recover every job;
+        then (never before) the first retention pass is scheduled."""
+        started, since = time.monotonic(), utc_now()
+        self.election.publish_info(since)
+        layout = self.cluster.layout
+        self._watches = [
+            self.cluster.jobs.watch(self.post),
+            NodeWatch(self.cluster.zk, layout.members, self._fleet_changed, children=True),
+            NodeWatch(self.cluster.zk, layout.drained, self._fleet_changed, children=True),
+        ]
+        count = self.reconcile_all()
+        self.election.publish_info(since, recovered=utc_now())
+        logger.info(
+            "leadership taken: %d job(s) recovered in %.2f s on %d daemon(s)",
+            count,
+            time.monotonic() - started,
+            len(self.fleet.members),
+        )
+        self.retention.schedule()
+
+    def stop(self) -> None:
+        self.leadership.revoke()
+        for watch in self._watches:
+            watch.stop()
+
+    @property
+    def active(self) -> bool:
+        return self.leadership.active
+
+    # -- events --------------------------------------------------------------------------------
+
+    def post(self, *args: str) -> None:
+        """Look at the job (the last argument) again on the loop's next turn; any thread."""
+        self.loop.post(Event(JOB_CHANGED, args[-1]))
+
+    def post_at(self, when: float, job_id: str) -> None:
+        self.loop.post_at(when, Event(JOB_CHANGED, job_id))
+
+    def _fleet_changed(self, _: object) -> None:
+        self.loop.post(Event(FLEET_CHANGED))
+
+    def fleet_changed(self) -> None:
+        """A member joined, left, was drained or undrained (loop thread): the jobs of a member
+        that left and the jobs waiting for a place are looked at again."""
+        before = self.fleet
+        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        for daemon_id in set(before.members) - set(self.fleet.members):
+            logger.warning("daemon %s left the fleet", daemon_id)
+            for job_id in self.fleet.assignments.get(daemon_id, ()):
+                self.post(job_id)
+        for daemon_id in set(self.fleet.members) - set(before.members):
+            logger.warning("daemon %s joined the fleet", daemon_id)
+        for job_id in self._waiting:
+            self.post(job_id)
+
+    def slot_freed(self) -> None:
+        """Offer free driver slots to the jobs waiting longest for one (first come, first
+        served: a waiting job keeps its place until it starts)."""
+        free = self.fleet.free_slots
+        if free > 0:
+            for job_id in itertools.islice(self._waiting, max(4 * free, 16)):
+                self.post(job_id)
+
+    def job_done(self, job_id: str) -> None:
+        """The job's cleanup finished: forget it."""
+        self._dirty.discard(job_id)
+        self._waiting.pop(job_id, None)
+        self._watchers.pop(job_id, None)
+
+    # -- reconciling ---------------------------------------------------------------------------
+
+    def reconcile_all(self) -> int:
+        """Look at every job that may need something; returns how many were looked at.
+
+        What may need something: current jobs, jobs with records, jobs whose result is DIRTY
+        (the cleanup index) and jobs placed on a member. Finished jobs' results (kept for their
+        retention period, possibly very many) are neither listed nor read.
+        """
+        listing = read_listing(self.cluster.zk, self.cluster.layout, results=False)
+        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        assigned = {job for jobs in self.fleet.assignments.values() for job in jobs}
+        self._dirty = set(listing.cleanup)
+        ids = set(listing.current_jobs) | set(listing.job_dirs) | self._dirty | assigned
+        self.reconcile(ids, listing=listing)
+        self._forget_empty_member_dirs()
+        return len(ids)
+
+    def reconcile(self, job_ids: Iterable[str], *, listing: Listing | None = None) -> None:
+        """Decide and act for each job, in batches; stops as soon as leadership ends.
+
+        Dirty results come first (their cleanup was interrupted), then the jobs waiting longest
+        for a slot, then the others by id. A large backlog is handled :data:`BATCH` jobs at a
+        time, each batch with pipelined reads and one pipelined round of initializations and of
+        watches, so that the first jobs start long before the last ones have been read.
+        """
+        waiting = {job_id: place for place, job_id in enumerate(self._waiting)}
+        ids = sorted(
+            set(job_ids),
+            key=lambda j: (j not in self._dirty, waiting.get(j, len(waiting)), j),
+        )
+        for first in range(0, len(ids), BATCH):
+            if not self.active:
+                return
+            self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+            self._reconcile_batch(ids[first : first + BATCH], listing)
+        self.slot_freed()
+
+    def _reconcile_batch(self, ids: list[str], listing: Listing | None) -> None:
+        """Placements are taken from the fleet as starts are decided, so that one batch never
+        overfills a member. New jobs are initialized in one pipelined round and decided again
+        at once, without a re-read."""
+        snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids, listing=listing)
+        self._collect_stale_assignments(ids, snapshots)
+        assignments = self._read_assignments(snapshots.values())
+        now = datetime.now(UTC)
+        position = {job_id: place for place, job_id in enumerate(ids)}
+        plans: list[tuple[JobSnapshot, Action]] = []
+        fresh: list[JobSnapshot] = []
+        for snapshot in sorted(snapshots.values(), key=lambda s: position[s.job_id]):
+            action = self._decide(snapshot, assignments.get(snapshot.job_id), now)
+            if isinstance(action, Initialize):
+                fresh.append(snapshot)
+            else:
+                plans.append((snapshot, action))
+        for snapshot in self._initialize(fresh, listing):
+            plans.append((snapshot, self._decide(snapshot, None, now)))
+        plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))
+        try:
+            for snapshot, action in plans:
+                if not self.active:
+                    return
+                self._apply(snapshot, action)
+            self.actions.flush_starts()
+            self.actions.flush_reasons()
+        finally:
+            self._arm_watches()
+
+    def _read_assignments(self, snapshots: Iterable[JobSnapshot]) -> dict[str, Assignment]:
+        """The assignments of the jobs whose attempt is placed (a second pipelined round)."""
+        placed = [
+            (s.job_id, s.status.daemon_id)
+            for s in snapshots
+            if s.status is not None and s.status.state == STARTING and s.status.daemon_id
+        ]
+        layout = self.cluster.layout
+        paths = [layout.assignment(member, job) for job, member in placed]
+        found: dict[str, Assignment] = {}
+        for (job_id, _), path, item in zip(
+            placed, paths, self.cluster.zk.get_many(paths), strict=True
+        ):
+            if item is None:
+                continue
+            try:
+                found[job_id] = Assignment.from_znode(item[0], item[1], path)
+            except CorruptRecord as exc:
+                logger.warning("job %s: %s", job_id, exc)
+        return found
+
+    def _local(self, job: JobSnapshot, assignment: Assignment | None) -> Local:
+        member = job.status.daemon_id if job.status is not None else None
+        attempt = job.status.attempt if job.status is not None else None
+        exited = assignment.exited if assignment and assignment.attempt == attempt else None
+        return Local(member_alive=member in self.fleet.members, exited=exited)
+
+    # -- guarded decisions and actions ---------------------------------------------------------
+
+    def _decide(self, job: JobSnapshot, assignment: Assignment | None, now: datetime) -> Action:
+        try:
+            action = decide(job, self._local(job, assignment), self.settings, now)
+            if isinstance(action, Start):
+                action = self._place(job, action)
+        # The guard of invariant 6: a record combination nobody foresaw is this job's problem.
+        except Exception as exc:
+            logger.exception("job %s: cannot decide what to do", job.job_id)
+            return QuarantineJob(reason=f"internal error deciding: {type(exc).__name__}: {exc}")
+        if isinstance(action, NoSlot):
+            self._waiting.setdefault(job.job_id, None)
+        else:
+            self._waiting.pop(job.job_id, None)
+        return action
+
+    def _place(self, job: JobSnapshot, start: Start) -> Action:
+        """Where the attempt runs, or why it waits."""
+        try:
+            required = parse_labels(
+                [p for p in (job.summary_text("require") or "").split(",") if p], "requirement"
+            )
+        except ConfigError as exc:
+            return QuarantineJob(reason=str(exc))
+        member, why = self.fleet.place(job.job_id, required)
+        if member is None:
+            # The attempt that just ended must be counted even if the next cannot start yet.
+            return start.ended if start.ended is not None else NoSlot(reason=why)
+        return replace(start, daemon_id=member)
+
+    def _apply(self, job: JobSnapshot, action: Action) -> None:
+        """Act for one job. Leadership lost: stop; outage: raise (it is nobody's job's fault);
+        a conflict: look again; anything else: the job is broken, the others go on."""
+        try:
+            self.actions.apply(job, action)
+        except NotLeader:
+            logger.warning("job %s: leadership lost while acting; stopping", job.job_id)
+            self.leadership.revoke()
+        except StoreUnavailable:
+            raise
+        except (ConflictError, HandleNotFound) as exc:
+            # A conditional write found the world changed (a node created or gone meanwhile).
+            logger.info("job %s: %s; looking again", job.job_id, exc)
+            self.post(job.job_id)
+        except Exception as exc:
+            logger.exception("job %s: %s failed", job.job_id, type(action).__name__)
+            self._quarantine_broken(job, f"{type(action).__name__} failed: {exc!r}")
+
+    def _quarantine_broken(self, job: JobSnapshot, reason: str) -> None:
+        try:
+            self.actions.apply(job, QuarantineJob(reason=reason))
+        except (NotLeader, StoreUnavailable):
+            raise
+        except Exception:
+            logger.exception("job %s: could not be quarantined either", job.job_id)
+
+    def _initialize(self, jobs: list[JobSnapshot], listing: Listing | None) -> list[JobSnapshot]:
+        """Create the status (PENDING) of new jobs in one pipelined round; returns their
+        snapshots as they now are. A job somebody else initialized is looked at again."""
+        if not jobs:
+            return []
+        zk, layout = self.cluster.zk, self.cluster.layout
+        if listing is None:
+            zk.create_many([layout.job_dir(job.job_id) for job in jobs])  # existing ones: fine
+        statuses = [self.actions.status(job, state=PENDING, attempt=0, failures=0) for job in jobs]
+        transactions: list[list[Op]] = []
+        for job, status in zip(jobs, statuses, strict=True):
+            ops: list[Op] = [Create(layout.status(job.job_id), status.to_bytes())]
+            if listing is not None and job.job_id not in listing.job_dirs:
+                ops.insert(0, Create(layout.job_dir(job.job_id)))  # one round trip, not two
+            transactions.append(ops)
+        errors = zk.commit_many(transactions, fence=self.fence)
+        initialized = []
+        for job, status, error in zip(jobs, statuses, errors, strict=True):
+            if isinstance(error, NotLeader):
+                raise error
+            if error is not None:
+                logger.info("job %s: not initialized (%s); looking again", job.job_id, error)
+                self.post(job.job_id)
+                continue
+            logger.info("job %s: submitted (%s)", job.job_id, job.name)
+            initialized.append(replace(job, status=status.with_version(0)))
+        return initialized
+
+    # -- assignments nobody needs any more -------------------------------------------------------
+
+    def _collect_stale_assignments(self, ids: list[str], snapshots: dict[str, JobSnapshot]) -> None:
+        """Delete the assignments of the batch's jobs that no attempt owns: the job is gone or
+        finished, or its status names another member or is not STARTING (an attempt whose end
+        was recorded before its assignment could be removed: a crash, a deposed leader)."""
+        stale: list[Op] = []
+        for daemon_id, jobs in self.fleet.assignments.items():
+            for job_id in set(ids) & jobs:
+                status = snapshots[job_id].status if job_id in snapshots else None
+                if status is None or status.state != STARTING or status.daemon_id != daemon_id:
+                    stale.append(Delete(self.cluster.layout.assignment(daemon_id, job_id)))
+                    self.fleet.release(daemon_id, job_id)
+        errors = self.cluster.zk.commit_many([[op] for op in stale], fence=self.fence)
+        if any(isinstance(error, NotLeader) for error in errors):
+            raise NotLeader("leadership lost while removing stale assignments")
+
+    def _forget_empty_member_dirs(self) -> None:
+        """Remove the empty assignment directories of daemons that left the fleet."""
+        layout = self.cluster.layout
+        gone = [
+            Delete(layout.member_assignments(daemon_id))
+            for daemon_id, jobs in self.fleet.assignments.items()
+            if not jobs and daemon_id not in self.fleet.members
+        ]
+        self.cluster.zk.commit_many([[op] for op in gone], fence=self.fence)
+
+    # -- watches -------------------------------------------------------------------------------
+
+    def watch_job(self, job_id: str, *paths: str) -> None:
+        """Wake up when the job's cancel node (and each of ``paths``: its ``running`` node, its
+        assignment) changes. Armed at the end of the batch, for every job of the batch in one
+        pipelined round; re-armed per look."""
+        self._to_watch.setdefault(job_id, []).extend(paths)
+
+    def _arm_watches(self) -> None:
+        layout = self.cluster.layout
+        watches: dict[str, Callable[[object], None]] = {}
+        for job_id, paths in sorted(self._to_watch.items()):
+            watcher = self._watchers.get(job_id)
+            if watcher is None:
+                watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
+            for path in (layout.cancel(job_id), *paths):
+                watches[path] = watcher
+        self._to_watch.clear()
+        if watches:
+            self.cluster.zk.watch_many(watches)
+
+    def _on_watch(self, job_id: str, event: object) -> None:
+        self.post(job_id)

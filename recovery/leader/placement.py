@@ -1,0 +1,175 @@
+"""The fleet: every daemon is a member with driver slots and labels; the leader places attempts.
+
+Each daemon holds an EPHEMERAL member record ``R/members/<id>`` in its own session (so it is gone
+when the daemon is). The leader places each attempt on a member with a free slot, least loaded
+first, among the members whose labels satisfy what the job requires, and never on a drained one
+(``R/drained/<id>``). A placement is an assignment ``R/assignments/<member>/<job>``, written by
+the leader with the attempt's status in one fenced transaction; a member's load is the number of
+its assignments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from zkstore.errors import ConfigError, CorruptRecord
+from zkstore.jobs.records import LABEL, Assignment, MemberInfo
+from zkstore.layout import Layout
+from zkstore.throttle import Throttle
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+#: The fleet is read many times a second: a garbled member record is said once a minute.
+_unreadable = Throttle(logger)
+
+
+def parse_labels(pairs: Iterable[str], what: str = "label") -> dict[str, str]:
+    """``key=value`` pairs into a label map (keys and values from ``[A-Za-z0-9._/-]``)."""
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
+            raise ConfigError(
+                f"{what} {pair!r} is not key=value (1-63 characters of [A-Za-z0-9._/-] each)"
+            )
+        labels[key] = value
+    return labels
+
+
+def format_labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+@dataclass(frozen=True)
+class Member:
+    """One daemon as the leader sees it: its record, whether it is drained, what it runs."""
+
+    info: MemberInfo
+    drained: bool = False
+    assigned: frozenset[str] = frozenset()
+
+    @property
+    def daemon_id(self) -> str:
+        return self.info.daemon_id
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (self.info.labels or {}).items()}
+
+    @property
+    def free(self) -> int:
+        return self.info.slots - len(self.assigned)
+
+    def matches(self, required: Mapping[str, str]) -> bool:
+        labels = self.labels
+        return all(labels.get(key) == value for key, value in required.items())
+
+
+@dataclass
+class Fleet:
+    """The members, and the assignments of every member directory (live or gone).
+
+    ``assignments`` is what ZooKeeper holds (as read, plus this leader's own writes since);
+    each member's ``assigned`` also counts the placements decided in the current batch.
+    """
+
+    members: dict[str, Member] = field(default_factory=dict)
+    assignments: dict[str, set[str]] = field(default_factory=dict)
+
+    def place(self, job_id: str, required: Mapping[str, str]) -> tuple[str | None, str]:
+        """The member to run the job's next attempt on, or None and why not.
+
+        Takes the slot at once, so that the decisions of one batch never overfill a member.
+        """
+        able = [m for m in self.members.values() if not m.drained and m.matches(required)]
+        if not able:
+            wanted = f" with {format_labels(required)}" if required else ""
+            return None, f"no daemon{wanted} is up (or all are drained)"
+        free = [m for m in able if m.free > 0]
+        if not free:
+            slots = sum(m.info.slots for m in able)
+            return None, f"all {slots} driver slot(s) of the daemons that can run it are in use"
+        chosen = min(free, key=lambda m: (len(m.assigned) / m.info.slots, -m.free, m.daemon_id))
+        self.take(chosen.daemon_id, job_id)
+        return chosen.daemon_id, f"placed on {chosen.daemon_id}"
+
+    def take(self, daemon_id: str, job_id: str) -> None:
+        """Count the job against the member's slots (a placement decided, not yet written)."""
+        member = self.members.get(daemon_id)
+        if member is not None:
+            self.members[daemon_id] = Member(
+                member.info, member.drained, member.assigned | {job_id}
+            )
+
+    def untake(self, daemon_id: str, job_id: str) -> None:
+        """The placement was not written after all: give the slot back."""
+        member = self.members.get(daemon_id)
+        if member is not None and job_id not in self.assignments.get(daemon_id, ()):
+            self.members[daemon_id] = Member(
+                member.info, member.drained, member.assigned - {job_id}
+            )
+
+    def assigned(self, daemon_id: str, job_id: str) -> None:
+        """The assignment was written."""
+        self.assignments.setdefault(daemon_id, set()).add(job_id)
+        self.take(daemon_id, job_id)
+
+    def release(self, daemon_id: str, job_id: str) -> None:
+        """The assignment was removed: its slot is free."""
+        self.assignments.get(daemon_id, set()).discard(job_id)
+        member = self.members.get(daemon_id)
+        if member is not None:
+            self.members[daemon_id] = Member(
+                member.info, member.drained, member.assigned - {job_id}
+            )
+
+    @property
+    def free_slots(self) -> int:
+        return sum(max(0, m.free) for m in self.members.values() if not m.drained)
+
+
+def read_fleet(zk: ZooKeeper, layout: Layout) -> Fleet:
+    """Members, drain marks and assignments, in three pipelined rounds."""
+    names, drained, assigned_to = (
+        list(found or ())
+        for found in zk.children_many([layout.members, layout.drained, layout.assignments])
+    )
+    records = zk.get_many([f"{layout.members}/{name}" for name in names])
+    dirs = zk.children_many([f"{layout.assignments}/{name}" for name in assigned_to])
+    fleet = Fleet(
+        assignments={name: set(jobs or ()) for name, jobs in zip(assigned_to, dirs, strict=True)}
+    )
+    for name, item in zip(names, records, strict=True):
+        if item is None:
+            continue
+        try:
+            info = MemberInfo.from_znode(item[0], item[1], f"{layout.members}/{name}")
+        except CorruptRecord as exc:
+            _unreadable.warning(name, "ignoring member %s: %s", name, exc)
+            continue
+        if info.daemon_id != name or info.slots < 1:
+            _unreadable.warning(
+                name, "ignoring member %s: its record does not match its name", name
+            )
+            continue
+        fleet.members[name] = Member(
+            info, name in drained, frozenset(fleet.assignments.get(name, ()))
+        )
+    return fleet
+
+
+def read_assignment(
+    zk: ZooKeeper, layout: Layout, daemon_id: str, job_id: str
+) -> Assignment | None:
+    """One assignment, or None if it does not exist or cannot be read."""
+    path = layout.assignment(daemon_id, job_id)
+    found = zk.get_many([path])[0]
+    if found is None:
+        return None
+    try:
+        return Assignment.from_znode(found[0], found[1], path)
+    except CorruptRecord as exc:
+        logger.warning("unreadable assignment %s: %s", path, exc)
+        return None

@@ -1,0 +1,52 @@
+"""What the leader's helpers (its actions, its retention passes) may use of one leadership.
+
+:class:`~recovery.leader.leader.LeaderProcess` is the one implementation; the helpers are typed
+against this protocol so that they sit below the leader in the import graph (the leader builds
+them, they never import it).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from recovery.leader.loop import Loop
+from recovery.leader.placement import Fleet
+from recovery.settings import DaemonSettings
+from zkstore.cluster import Cluster
+from zkstore.ops import Fence
+
+
+class LeaderRole(Protocol):
+    """One leadership as its helpers see it: every write they make carries :attr:`fence`, and
+    everything they schedule goes through the leader's loop."""
+
+    cluster: Cluster
+    settings: DaemonSettings
+    fence: Fence
+    loop: Loop
+    fleet: Fleet
+
+    @property
+    def active(self) -> bool:
+        """True while this leadership holds (not deposed, not stopped)."""
+        ...
+
+    def post(self, *job_ids: str) -> None:
+        """Reconcile these jobs again, soon, on the loop."""
+        ...
+
+    def post_at(self, when: float, job_id: str) -> None:
+        """Reconcile ``job_id`` again at ``when`` (monotonic seconds)."""
+        ...
+
+    def watch_job(self, job_id: str, *paths: str) -> None:
+        """Reconcile ``job_id`` again when any of ``paths`` changes."""
+        ...
+
+    def job_done(self, job_id: str) -> None:
+        """Forget ``job_id``: it left the current jobs."""
+        ...
+
+    def slot_freed(self) -> None:
+        """A driver slot was freed: offer it to the jobs waiting for one."""
+        ...

@@ -1,0 +1,378 @@
+"""A fork server for drivers: one process per daemon that has imported what a driver (and its
+log shipper) needs, and forks one per attempt.
+
+Why: a driver started as a new Python process spends a third of a second or more (much more on
+a busy host) starting the interpreter and importing kazoo, fsspec, cloudpickle and zkstore
+before it can take its ``running`` node. After a host is lost, the leader places tens of jobs
+at once on the survivors; forked from an interpreter that has all of that loaded, each driver
+starts in a few milliseconds.
+
+Fork safety: the server never starts a thread nor opens a connection (it only imports), so every
+child starts as a clean single-threaded process; the child then runs
+:func:`recovery.driver.driver.main` exactly as ``python -m recovery.driver.driver`` would, with the
+same arguments, in its own session, its output in the attempt's log file, its configuration (its
+job's signing key included) through a pipe it reads once and closes.
+
+The server never reads a configuration: the daemon writes each into a pipe of its own and hands
+the server the pipe's read end over a Unix socket (``SCM_RIGHTS``), which the child inherits and
+the server closes. So no configuration ever sits in the server's memory, where every later
+child, and the job code in it, would find it (freed memory included): a driver holds its own
+job's key and no other job's.
+
+Protocol, over the server's stdin (a Unix socket: requests, each line sent with its
+descriptors) and stdout (answers), one JSON object per line::
+
+    -> {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "...",
+        "shipper": {"argv": [...], ...} or null}       + the read ends of the configuration
+                                                         pipes: the driver's, the shipper's
+    <- {"id": 1, "pid": 4242, "start": 98765, "shipper": 4243}  or {"id": 1, "error": "..."}
+    <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
+
+The server exits when its stdin closes (its daemon is gone); drivers go on: they are in sessions
+of their own, and a new daemon's leader adopts them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from recovery.member.processes import start_ticks
+
+logger = logging.getLogger(__name__)
+
+#: Descriptors one request may carry: the driver's configuration pipe and its shipper's.
+MAX_FDS = 2
+
+
+# -- the server (a process of its own) ----------------------------------------------------------
+
+
+def serve() -> int:
+    """Answer requests on stdin until it closes; fork a driver per request; report exits."""
+    for module in _MAINS.values():  # the point of the server: imported once, before forks
+        importlib.import_module(module)
+
+    with contextlib.suppress(ImportError):
+        import pyspark  # noqa: F401
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the daemon is not ours
+    requests = socket.socket(fileno=0)
+    pending, descriptors = b"", []
+    while True:
+        _reap()
+        ready, _, _ = select.select([0], [], [], 0.05)
+        if not ready:
+            continue
+        chunk, fds, _, _ = socket.recv_fds(requests, 1 << 16, MAX_FDS)
+        if not chunk:
+            return 0
+        pending += chunk
+        descriptors += fds
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            count = 1 + (request.get("shipper") is not None)
+            configs, descriptors = descriptors[:count], descriptors[count:]
+            _answer(request, configs)
+
+
+def _send(message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(1, data) :]
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _answer(request: dict[str, Any], configs: list[int]) -> None:
+    """Fork the request's driver and, if asked, its log shipper (which follows the driver
+    through a pidfd opened while the driver is our unreaped child: it can never mistake another
+    process for it), each with its configuration pipe from ``configs``, which are closed here.
+    Answers with their pids."""
+    try:
+        if len(configs) != 1 + (request.get("shipper") is not None):
+            raise OSError("a request came without its configuration pipes")
+        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, configs, 0, -1)}
+        # Read while the driver is our unreaped child: its pid cannot name another process yet.
+        answer["start"] = start_ticks(answer["pid"])
+        shipper = request.get("shipper")
+        if shipper is not None:
+            pidfd = os.pidfd_open(answer["pid"])
+            try:
+                answer["shipper"] = _fork({**shipper, "kind": "shipper"}, configs, 1, pidfd)
+            finally:
+                os.close(pidfd)
+        _send(answer)
+    except OSError as exc:
+        _send({"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        for fd in configs:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -> int:
+    """Fork the child of ``request`` with ``configs[index]`` as its configuration pipe (the
+    other pipes of the request are closed in the child)."""
+    pid = os.fork()
+    if pid == 0:
+        for other, fd in enumerate(configs):
+            if other != index:
+                os.close(fd)
+        _run_child(request, {"{config_fd}": configs[index], "{pidfd}": pidfd})  # never returns
+    return pid
+
+
+#: What the server can fork: ``python -m <module>`` of each, already imported.
+_MAINS = {"driver": "recovery.driver.driver", "shipper": "zkstore.jobs.logship"}
+
+
+def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
+    """In the child: become the driver (or log shipper) of the request, then exit with its
+    exit code."""
+    code = 1
+    try:
+        os.setsid()
+        if request.get("nice"):
+            os.nice(int(request["nice"]))
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        module = _MAINS[request.get("kind", "driver")]
+        argv = [str(fds[a]) if a in fds else a for a in request["argv"]]
+        sys.argv = [module, *argv]
+        code = importlib.import_module(module).main(argv)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child must end here whatever happened
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+# -- the daemon's side --------------------------------------------------------------------------
+
+
+class ForkedProcess:
+    """A driver forked by the server: the part of ``subprocess.Popen`` a launch needs."""
+
+    def __init__(self, pid: int, server: ForkServer, start_ticks: int | None = None) -> None:
+        self.pid = pid
+        #: when it started (see :mod:`recovery.member.processes`), as the server saw it
+        self.start_ticks = start_ticks
+        self._server = server
+        self._ended = threading.Event()
+        self.returncode: int | None = None
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        if not self._ended.is_set() and not self._server.alive and not _exists(self.pid):
+            self._exited(-signal.SIGKILL)  # its exit code was lost with the server
+        return self.returncode
+
+    def wait(self) -> int:
+        while not self._ended.wait(1.0):
+            self.poll()
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if not self._ended.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ForkServer:
+    """The daemon's handle on its fork server, started on first use and again if it died."""
+
+    def __init__(self, python: str, env: dict[str, str], on_log: Callable[[str], None]) -> None:
+        self._python = python
+        self._env = env
+        self._on_log = on_log
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        #: the server's stdin: requests, with their configuration pipes
+        self._requests: socket.socket | None = None
+        self._answers: dict[int, tuple[ForkedProcess, ForkedProcess | None] | str] = {}
+        self._answered = threading.Condition(self._lock)
+        self._children: dict[int, ForkedProcess] = {}
+        self._next_id = 0
+
+    @property
+    def alive(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None
+
+    def fork(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        log: str,
+        config: str,
+        *,
+        shipper: dict[str, Any] | None = None,
+    ) -> tuple[ForkedProcess, ForkedProcess | None]:
+        """Fork a driver with ``argv`` (``{config_fd}`` stands for its configuration pipe) and,
+        with ``shipper`` (``argv``, ``env``, ``cwd``, ``log``, ``config``, ``nice``; ``{pidfd}``
+        stands for the driver's pidfd), its log shipper. Raises OSError if the server cannot do
+        it (the caller falls back to new processes)."""
+        with self._lock:
+            self._start_if_needed()
+            assert self._process is not None and self._requests is not None
+            self._next_id += 1
+            request_id = self._next_id
+            request = {"id": request_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
+            configs = [config]
+            if shipper is not None:
+                shipper = dict(shipper)
+                configs.append(shipper.pop("config"))
+            request["shipper"] = shipper
+            pipes: list[int] = []
+            try:
+                pipes.extend(_config_pipe(text) for text in configs)
+                line = (json.dumps(request) + "\n").encode()
+                socket.send_fds(self._requests, [line[:1]], pipes)  # the pipes ride the first byte
+                self._requests.sendall(line[1:])
+            except OSError as exc:
+                raise OSError(f"the fork server is gone: {exc}") from exc
+            finally:
+                for fd in pipes:
+                    os.close(fd)
+            while request_id not in self._answers:
+                if not self._answered.wait(30.0) or not self.alive:
+                    raise OSError("the fork server did not answer")
+            answer = self._answers.pop(request_id)
+            if isinstance(answer, str):
+                raise OSError(answer)
+            return answer
+
+    def _start_if_needed(self) -> None:
+        if self.alive:
+            return
+        if self._requests is not None:
+            self._requests.close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._process = subprocess.Popen(
+                [self._python, "-m", "recovery.member.forkserver"],
+                stdin=theirs.fileno(),
+                stdout=subprocess.PIPE,
+                env=self._env,
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._requests = ours
+        threading.Thread(
+            target=self._read_answers, args=(self._process,), name="forkserver", daemon=True
+        ).start()
+        self._on_log(f"fork server started (pid {self._process.pid})")
+
+    def _read_answers(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            message = json.loads(line)
+            with self._lock:
+                if "exit" in message:
+                    # Always after the answer about the same child: the server reaps children
+                    # only between requests, and answers each request at once.
+                    child = self._children.pop(int(message["exit"]), None)
+                    if child is not None:
+                        child._exited(int(message["code"]))
+                elif "error" in message:
+                    self._answers[int(message["id"])] = str(message["error"])
+                    self._answered.notify_all()
+                else:
+                    start = message.get("start")
+                    children = [
+                        ForkedProcess(int(pid), self, start if pid == message["pid"] else None)
+                        for pid in (message["pid"], message.get("shipper"))
+                        if pid is not None
+                    ]
+                    for child in children:
+                        self._children[child.pid] = child
+                    shipper = children[1] if len(children) > 1 else None
+                    self._answers[int(message["id"])] = (children[0], shipper)
+                    self._answered.notify_all()
+        with self._lock:
+            self._answered.notify_all()
+
+    def close(self) -> None:
+        """Stop the server (its drivers go on)."""
+        process, self._process = self._process, None
+        requests, self._requests = self._requests, None
+        if requests is not None:
+            requests.close()
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+
+
+def _config_pipe(config: str) -> int:
+    """A pipe holding ``config``, written and closed: its read end (the caller closes it)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, config.encode())  # a few hundred bytes: fits the pipe's buffer
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

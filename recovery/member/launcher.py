@@ -1,0 +1,307 @@
+"""Starting driver processes: one OS process per attempt, in its own session.
+
+A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
+a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
+crash. Its output goes to a log file per attempt, which a shipper process started beside it
+stores in object storage as it grows (:mod:`recovery.member.shipper`); it runs in a fresh
+working directory per attempt (``<work dir>/<job>-attempt-<n>``, see
+:mod:`recovery.driver.workdir`), which its daemon removes when it sees the driver exit.
+
+Its store configuration comes through a pipe (``--config-fd``) that the driver reads once and
+closes: never through its environment or command line, which the Spark JVM and the Python
+workers that run job code inherit or can read. It holds its own job's signing key, never the
+cluster's (:meth:`zkstore.config.StoreConfig.for_job`), so that job code reading the driver's
+memory can sign nothing of another job. The daemon's own secret variables (the cluster's signing
+key, the API tokens) are removed from the driver's environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from recovery.member.forkserver import ForkedProcess, ForkServer
+from recovery.member.processes import EXIT_NOT_SEEN, ProcessIdentity, boot_id, start_ticks
+from recovery.member.shipper import (
+    SHIPPER_NICENESS,
+    shipper_argv,
+    shipper_config,
+    start_shipper,
+)
+from recovery.settings import DaemonSettings
+from zkstore.config import ENV_VARS, SECRET_ENV_VARS
+from zkstore.errors import ConfigError
+from zkstore.jobs.states import DriverExit
+
+logger = logging.getLogger(__name__)
+
+#: Names the cluster (its ZooKeeper base path) a driver belongs to, so that tools can find the
+#: drivers of a cluster on a host; not a secret.
+DRIVER_OF_ENV = "ZKSTORE_DRIVER_OF"
+#: Names the daemon (fleet member) that launched a driver.
+DRIVER_MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
+
+#: What each exit of a driver process means (:class:`zkstore.jobs.states.DriverExit`).
+EXIT_MEANINGS: dict[int, str] = {
+    DriverExit.SUCCEEDED: "succeeded",
+    DriverExit.FAILED: "failed",
+    DriverExit.REFUSED: "refused to start",
+    DriverExit.CANCELLED: "cancelled",
+    DriverExit.BROKEN: "could not load its definition",
+    DriverExit.SUSPENDED: "stopped itself: ZooKeeper session suspended",
+}
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code == EXIT_NOT_SEEN:
+        return "ended (adopted after its daemon restarted: how is not known)"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return EXIT_MEANINGS.get(code, f"exited with code {code}")
+
+
+class DriverProcess(Protocol):
+    """What a launch needs of a driver process: a ``subprocess.Popen``, or a driver forked by
+    the fork server (:class:`recovery.member.forkserver.ForkedProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+@dataclass
+class Launch:
+    """A driver process this daemon started, or adopted (started by an earlier incarnation of
+    this daemon, which a restart left running: then not our child, followed through a pidfd)."""
+
+    job_id: str
+    attempt: int
+    status_version: int
+    process: DriverProcess
+    log_path: Path
+    work_dir: Path
+    #: who the driver process is, for ever (see :mod:`recovery.member.processes`)
+    identity: ProcessIdentity
+    adopted: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.process.poll()
+
+    @property
+    def age(self) -> float:
+        return time.monotonic() - self.started
+
+
+class DriverLauncher:
+    """Builds the driver's command and environment and starts it."""
+
+    def __init__(self, settings: DaemonSettings) -> None:
+        self.settings = settings
+        self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
+        self.work_root = (
+            Path(settings.work_dir) if settings.work_dir else default_work_root(settings)
+        )
+        #: drivers started so far (a metric)
+        self.launched = 0
+        self.fork_server: ForkServer | None = (
+            ForkServer(settings.python, self.environment(), logger.info)
+            if settings.fork_server
+            else None
+        )
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
+        env[DRIVER_OF_ENV] = self.settings.store.base_path
+        env[DRIVER_MEMBER_ENV] = self.settings.daemon_id
+        env[ENV_VARS["spark_master"]] = self.settings.spark_master
+        env["PYTHONUNBUFFERED"] = "1"
+        # Spark's Python workers run PYSPARK_PYTHON ("python3" if unset, which may lack pyspark
+        # and zkstore): by default, the Python that runs the driver.
+        env.setdefault("PYSPARK_PYTHON", self.settings.python)
+        return env
+
+    def command(
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        config_fd: int,
+        work_dir: Path,
+        log_path: Path,
+    ) -> list[str]:
+        return [
+            self.settings.python,
+            "-m",
+            "recovery.driver.driver",
+            "--config-fd",
+            str(config_fd),
+            "--job-id",
+            job_id,
+            "--attempt",
+            str(attempt),
+            "--status-version",
+            str(status_version),
+            "--cancel-grace",
+            str(self.settings.cancel_grace),
+            "--work-dir",
+            str(work_dir),
+            "--log-uri",
+            f"file://{socket.gethostname()}{log_path.resolve()}",
+        ]
+
+    def _fork(
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        work_dir: Path,
+        log_path: Path,
+        offset: int,
+    ) -> ForkedProcess | None:
+        """The driver and its log shipper, forked by the fork server; None if there is none or
+        it failed (then both are started as new processes)."""
+        if self.fork_server is None:
+            return None
+        argv = self.command(job_id, attempt, status_version, -1, work_dir, log_path)[3:]
+        argv[argv.index("--config-fd") + 1] = "{config_fd}"  # the server makes the pipe
+        env = self.environment()
+        shipper = {
+            "argv": shipper_argv(job_id, attempt, log_path, offset),
+            "env": env,
+            "cwd": "/",  # not the attempt's directory, which goes away with the driver
+            "log": os.devnull,
+            "config": shipper_config(self.settings.store),
+            "nice": SHIPPER_NICENESS,
+        }
+        try:
+            driver, _ = self.fork_server.fork(
+                argv,
+                env,
+                str(work_dir),
+                str(log_path),
+                self.settings.store.for_job(job_id).to_json(),
+                shipper=shipper,
+            )
+        except OSError as exc:
+            logger.warning("fork server: %s; starting the driver as a new process", exc)
+            return None
+        return driver
+
+    def _spawn(
+        self, job_id: str, attempt: int, status_version: int, work_dir: Path, log_path: Path
+    ) -> DriverProcess:
+        """The driver as a new Python process (its configuration through a pipe)."""
+        read_end, write_end = os.pipe()
+        try:
+            # A config is a few hundred bytes: it fits in the pipe's buffer before the child runs.
+            os.write(write_end, self.settings.store.for_job(job_id).to_json().encode())
+            os.close(write_end)
+            write_end = -1
+            with open(log_path, "ab") as log:
+                return subprocess.Popen(
+                    self.command(job_id, attempt, status_version, read_end, work_dir, log_path),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.environment(),
+                    cwd=work_dir,
+                    start_new_session=True,
+                    pass_fds=(read_end,),
+                )
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+
+    def close(self) -> None:
+        """Stop the fork server (the drivers it forked go on)."""
+        if self.fork_server is not None:
+            self.fork_server.close()
+
+    def log_path(self, job_id: str, attempt: int) -> Path:
+        return self.log_dir / job_id / f"attempt-{attempt}.log"
+
+    def work_dir(self, job_id: str, attempt: int) -> Path:
+        return self.work_root / f"{job_id}-attempt-{attempt}"
+
+    def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
+        """Start the driver of ``attempt``; raises OSError if the process cannot be started.
+
+        The caller has made sure that no driver of the attempt lives on this host (see
+        :mod:`recovery.member.adoption`): a working directory left over is a dead driver's.
+        """
+        log_path = self.log_path(job_id, attempt)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        work_dir = self.work_dir(job_id, attempt)
+        shutil.rmtree(work_dir, ignore_errors=True)  # left by a dead driver of this attempt
+        work_dir.mkdir(parents=True)
+        with open(log_path, "ab") as log:
+            offset = log.tell()
+        forked = self._fork(job_id, attempt, status_version, work_dir, log_path, offset)
+        process: DriverProcess
+        if forked is not None:
+            process, ticks = forked, forked.start_ticks
+        else:
+            process = self._spawn(job_id, attempt, status_version, work_dir, log_path)
+            ticks = start_ticks(process.pid)  # our unreaped child: its pid is still its own
+            env, python = self.environment(), self.settings.python
+            start_shipper(
+                self.settings.store,
+                job_id,
+                attempt,
+                process.pid,
+                log_path,
+                offset,
+                env=env,
+                python=python,
+            )
+        logger.debug(
+            "started driver of %s attempt %d (pid %d, log %s)",
+            job_id,
+            attempt,
+            process.pid,
+            log_path,
+        )
+        self.launched += 1
+        identity = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
+        return Launch(job_id, attempt, status_version, process, log_path, work_dir, identity)
+
+
+def default_work_root(settings: DaemonSettings) -> Path:
+    """``<tmp>/zkstore-<uid>/<cluster>-<daemon id>/work``: the same for every start of a daemon
+    of one id and cluster, so that a restarted daemon finds its launch records (and its live
+    drivers' directories) again. The per-user directory must be private: anyone could otherwise
+    plant a record (or a symlink) there."""
+    base = Path(tempfile.gettempdir()) / f"zkstore-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(base)
+    except OSError as exc:
+        raise ConfigError(f"cannot make {base}: {exc}; pass --work-dir") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ConfigError(f"{base} is not a private directory of this user: pass --work-dir")
+    cluster = re.sub(r"[^A-Za-z0-9._-]", "_", settings.store.base_path.strip("/"))
+    return base / f"{cluster}-{settings.daemon_id}" / "work"

@@ -1,0 +1,119 @@
+"""Lingering state: what failures leave behind, found exactly and cleaned up safely.
+
+Each kind is an object that finds its own findings and cleans one up after a re-check
+(:class:`~zkstore.admin.lingering.kind.Kind`); garbage kinds are what ``handles cleanup``
+removes, the others are for people to decide:
+
+``orphan-payload``  an object under a job's storage prefix that no handle references, or a
+                    driver log no job keeps any more (:mod:`.payloads`)
+``dangling-handle`` a live handle whose payload is missing or has the wrong size; cleanup
+                    quarantines the job (:mod:`.payloads`)
+``marked-node``     a handle marked for deletion whose removal never finished (:mod:`.payloads`)
+``dirty-result``    a job's result whose cleanup never finished (:mod:`.records`)
+``artifact-of-dead-attempt``, ``artifact-of-ended-job``
+                    artifacts nobody owns any more; cleanup releases them, data then record
+                    (:mod:`.artifacts`)
+``empty-job-tree``  ``R/jobs/<job>`` records of a job that is not current, not quarantined and
+                    not being cleaned up (:mod:`.records`)
+``quarantined-job`` a job in quarantine (reported, never removed by cleanup)
+
+Every deletion is re-checked against ZooKeeper just before it is made, so that a payload
+published meanwhile is never removed; nothing younger than the minimum age is ever touched.
+A payload is only ever published within :data:`~zkstore.store.MAX_PUBLISH_DELAY` of being
+written, so an unreferenced payload older than that (plus clock skew) can never become referenced.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from zkstore.admin.inventory import Inventory, read_inventory
+from zkstore.admin.lingering.artifacts import DeadAttemptArtifact, EndedJobArtifact
+from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
+from zkstore.admin.lingering.payloads import DanglingHandle, MarkedNode, OrphanPayload
+from zkstore.admin.lingering.records import DirtyResult, EmptyJobTree, QuarantinedJob
+from zkstore.cluster import Cluster
+from zkstore.errors import StoreUnavailable, ZkStoreError
+
+#: Every kind, in the order findings are listed and cleaned: artifacts before the job trees
+#: they are in (released first, then the tree goes).
+ALL_KINDS: tuple[Kind, ...] = (
+    OrphanPayload(),
+    DanglingHandle(),
+    MarkedNode(),
+    DirtyResult(),
+    DeadAttemptArtifact(),
+    EndedJobArtifact(),
+    EmptyJobTree(),
+    QuarantinedJob(),
+)
+BY_NAME = {kind.name: kind for kind in ALL_KINDS}
+KINDS = tuple(BY_NAME)
+GARBAGE = frozenset(kind.name for kind in ALL_KINDS if kind.garbage)
+ORPHAN_PAYLOAD = OrphanPayload.name
+DANGLING_HANDLE = DanglingHandle.name
+MARKED_NODE = MarkedNode.name
+DIRTY_RESULT = DirtyResult.name
+EMPTY_JOB_TREE = EmptyJobTree.name
+QUARANTINED_JOB = QuarantinedJob.name
+
+__all__ = [
+    "GARBAGE",
+    "KINDS",
+    "Cleaner",
+    "CleanupResult",
+    "Finding",
+    "Kind",
+    "find_lingering",
+]
+
+
+def find_lingering(
+    cluster: Cluster,
+    *,
+    min_age: float,
+    inventory: Inventory | None = None,
+    now: float | None = None,
+) -> list[Finding]:
+    """Everything lingering under the cluster's root; garbage kinds only past ``min_age``.
+
+    A dangling handle is damage at any age: it is reported once a second read of its znode and
+    its payload confirms it (a handle replaced or removed meanwhile is not damage).
+    """
+    look = Look(
+        cluster,
+        inventory or read_inventory(cluster.zk, cluster.layout),
+        cluster.storage.list(cluster.storage_layout.jobs),
+        time.time() if now is None else now,
+        min_age,
+    )
+    findings = [finding for kind in ALL_KINDS for finding in kind.find(look)]
+    return sorted(findings, key=lambda f: (KINDS.index(f.kind), f.job_id, f.target))
+
+
+class Cleaner:
+    """Removes lingering garbage, each finding by its kind, re-checked just before acting."""
+
+    def __init__(self, cluster: Cluster, *, dry_run: bool) -> None:
+        self.cluster = cluster
+        self.dry_run = dry_run
+
+    def clean(
+        self, findings: list[Finding], progress: Callable[[int], None] | None = None
+    ) -> list[CleanupResult]:
+        outcomes = []
+        for finding in findings:
+            if finding.garbage:
+                kind = BY_NAME[finding.kind]
+                try:
+                    outcomes.append(kind.clean(self.cluster, finding, dry_run=self.dry_run))
+                except StoreUnavailable:
+                    raise
+                except ZkStoreError as exc:
+                    outcomes.append(
+                        CleanupResult(finding, "failed", False, note=f"{type(exc).__name__}: {exc}")
+                    )
+            if progress is not None:
+                progress(1)
+        return outcomes

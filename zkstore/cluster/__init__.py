@@ -1,0 +1,16 @@
+"""One cluster as a whole: the connection that hands out every store, and the operations that
+span several stores of one job.
+
+::
+
+    cluster.py   :class:`Cluster`: one ZooKeeper session, the storage and every job store
+    cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
+    triage.py    what an operator does with a job the runtime will not finish: release, purge,
+                 forget
+
+These sit above :mod:`zkstore.jobs` (one store per kind of record) and never below it.
+"""
+
+from zkstore.cluster.cluster import Cluster
+
+__all__ = ["Cluster"]

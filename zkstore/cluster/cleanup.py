@@ -1,0 +1,78 @@
+"""Removing every trace of a finished job, idempotently, so that it can be retried until done.
+
+Order: the job's artifacts (every one but the outputs a SUCCEEDED job keeps, which its result
+lists), checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
+definition's handle and payload, then every object left under the job's storage prefix (orphans
+of crashed writes included) except the driver logs, and only then the result is marked CLEAN,
+with the end of the logs' retention (``logs_until``). A crash anywhere leaves a DIRTY result,
+which tells the next leader to run this again.
+
+The logs stay for people to read after the job (``zkstore jobs logs``); the leader's retention
+passes (:mod:`recovery.leader.retention`) remove them once ``logs_until`` has passed. They are never
+removed here, even with no retention at all: a driver's last lines may still be on their way to
+storage when its outcome is recorded, and a later pass catches them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from zkstore.cluster import Cluster
+from zkstore.errors import NotEmpty
+from zkstore.jobs.artifacts import release_for_cleanup
+from zkstore.ops import Fence
+from zkstore.strict import utc_in
+
+logger = logging.getLogger(__name__)
+
+#: How long a finished job's driver logs are kept, unless the daemon says otherwise.
+DEFAULT_KEEP_LOGS = 7 * 86400.0
+
+
+def clean_up(
+    cluster: Cluster,
+    job_id: str,
+    *,
+    fence: Fence | None = None,
+    keep_logs: float = DEFAULT_KEEP_LOGS,
+) -> bool:
+    """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
+    its logs kept for ``keep_logs`` seconds from now.
+
+    Returns False if something is still held (a lock of a session that has not expired yet, a
+    node added meanwhile): call again later. Raises on outages and on a lost fence.
+    """
+    release_for_cleanup(cluster.artifacts(job_id), cluster.results, fence=fence)
+    if not cluster.checkpoints(job_id).remove_all(fence=fence):
+        logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
+        return False
+    try:
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+    except NotEmpty:
+        logger.info("cleanup of %s: its records changed meanwhile; will retry", job_id)
+        return False
+    if not cluster.jobs.remove(job_id, fence=fence):
+        logger.info("cleanup of %s: its definition is still locked; will retry", job_id)
+        return False
+    logs = cluster.storage_layout.logs(job_id)
+    for leftover in cluster.storage.list(cluster.storage_layout.job(job_id)):
+        if not cluster.storage.is_under(leftover.uri, logs):
+            cluster.storage.discard(leftover.uri)
+    cluster.step("cleanup:leftovers-discarded")
+    cluster.results.mark_clean(job_id, fence=fence, logs_until=utc_in(max(0.0, keep_logs)))
+    return True
+
+
+def remove_records(cluster: Cluster, job_id: str) -> bool:
+    """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
+    payloads first); False, changing nothing more, while a driver holds ``running`` or if the
+    records change meanwhile. Only for a job that is neither current nor quarantined."""
+    if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
+        return False
+    if not cluster.checkpoints(job_id).remove_all():
+        return False
+    try:
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+    except NotEmpty:
+        return False
+    return True

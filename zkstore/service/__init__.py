@@ -1,0 +1,8 @@
+"""The one public surface of views and services that the command line, the HTTP API and the
+status page are thin clients of (none of them imports another).
+
+::
+
+    jobs.py      the job view model: the JSON of a job (list and details), its error, its age
+    control.py   the control service: get, history, set and the built-in commands
+"""

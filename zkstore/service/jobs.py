@@ -1,0 +1,188 @@
+"""The job view model: one job as the command line, the HTTP API and the status page show it.
+
+``jobs list``/``jobs show --format json``, ``GET /api/v1/jobs[/<id>]`` and the page all render
+what :func:`describe` and :func:`job_details` return: there is no other JSON of a job. Nothing
+here reads a payload or unpickles anything: handles, records and summaries only.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from zkstore.cluster import Cluster
+from zkstore.errors import CorruptRecord, StoreUnavailable
+from zkstore.jobs.resources import ResourceReports
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
+from zkstore.jobs.states import SUCCEEDED
+from zkstore.strict import parse_time
+
+#: ``jobs show`` (and ``GET /api/v1/jobs/<id>``) asks the storage for the size of this many
+#: artifacts at most.
+MAX_SIZED = 20
+
+
+def duration(seconds: float) -> str:
+    """``3m12s``-style: seconds up to two minutes, minutes up to two hours, then hours, days."""
+    whole = max(0, int(seconds))
+    if whole < 120:
+        return f"{whole}s"
+    if whole < 7200:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 172800:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d"
+
+
+def age(timestamp: str | None) -> str | None:
+    """``3m12s``-style age of a zkstore timestamp."""
+    if not timestamp:
+        return None
+    return duration((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
+
+
+def headline(error: str | None) -> str | None:
+    """The one line that says what went wrong: a traceback's last line, else the first line."""
+    if not error:
+        return None
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
+
+
+def job_error(job: JobSnapshot) -> str | None:
+    """The job's error as a user wants it: its result's, else its last failed attempt's (an
+    attempt that just ended, or the one the leader recorded), else why it is quarantined."""
+    if job.result is not None:
+        return job.result.error if job.result.outcome != SUCCEEDED else None
+    ended = job.attempt_outcome
+    if ended is not None and ended.error:
+        return ended.error
+    if job.status is not None and job.status.last_error:
+        return job.status.last_error
+    return job.quarantine.reason if job.quarantine is not None else None
+
+
+def describe(job: JobSnapshot) -> dict[str, Any]:
+    """One job as a JSON-able dict (the documented shape of ``jobs list --format json``)."""
+    status, running, spark, ended = job.status, job.running, job.spark, job.attempt_outcome
+    cancel = (
+        {"requested": job.cancel.requested, "by": job.cancel.by, "reason": job.cancel.reason}
+        if job.cancel is not None
+        else (job.result.cancel if job.result is not None else None)
+    )
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "state": job.state,
+        "kind": job.summary_text("kind"),
+        "entry": job.summary_text("entry"),
+        "files": job.summary_text("files"),
+        "attempt": job.attempt,
+        "max_attempts": job.summary_int("max_attempts"),
+        "submitted": job.summary_time("submitted"),
+        "driver": None
+        if running is None
+        else {
+            "host": running.host,
+            "pid": running.pid,
+            "attempt": running.attempt,
+            "started": running.started,
+        },
+        "spark": None
+        if spark is None or running is None or spark.attempt != running.attempt
+        else {
+            "app_id": spark.app_id,
+            "ui": spark.ui,
+            "master": spark.master,
+            "attempt": spark.attempt,
+        },
+        "log": job.log,
+        "error": job_error(job),
+        "daemon": status.daemon_id if status is not None else None,
+        "waiting": status.reason if status is not None else None,
+        "failures": status.failures if status is not None else None,
+        "lost": status.lost if status is not None else None,
+        "max_lost_attempts": job.summary_int("max_lost"),
+        "last_error": status.last_error if status is not None else None,
+        "next_attempt_at": status.not_before if status is not None else None,
+        "attempt_outcome": None
+        if ended is None
+        else {"attempt": ended.attempt, "outcome": ended.outcome, "error": ended.error},
+        "cancel_requested": job.cancel.requested if job.cancel is not None else None,
+        "cancel": cancel,
+        "result": None
+        if job.result is None
+        else {
+            "outcome": job.result.outcome,
+            "state": job.result.state,
+            "attempts": job.result.attempts,
+            "finished": job.result.finished,
+            "error": job.result.error,
+        },
+        "quarantine": None
+        if job.quarantine is None
+        else {"reason": job.quarantine.reason, "since": job.quarantine.since},
+        "record_errors": job.errors or None,
+    }
+
+
+def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
+    """Everything ``jobs show --format json`` prints (the HTTP API serves the same):
+    :func:`describe` plus the job's artifacts, kept outputs, checkpoints, control values and
+    resource counts (artifact sizes: under the cluster's artifact roots only). Raises
+    :class:`JobNotFound` for a job without any trace."""
+    snapshot = read_snapshot(cluster.zk, cluster.layout, job_id)
+    item = describe(snapshot)
+    item["artifacts"] = describe_artifacts(cluster, job_id, item)
+    item["outputs"] = snapshot.result.outputs if snapshot.result is not None else None
+    item["checkpoints"] = [
+        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
+        for cid, h in cluster.checkpoints(job_id).all()
+    ]
+    try:
+        item["control"], _ = cluster.state.control(job_id)
+    except CorruptRecord as exc:
+        item["control"] = None
+        item["record_errors"] = {**(item["record_errors"] or {}), "control": str(exc)}
+    item["resources"] = resource_counts(cluster, job_id, item)
+    return item
+
+
+def describe_artifacts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's artifacts for ``jobs show`` ({name, scope, attempt, state, keep, uri,
+    registered, finished, size}); unreadable records go to ``item["record_errors"]``. Sizes are
+    asked of the storage for the first :data:`MAX_SIZED` under known roots, else null."""
+    records, unreadable = cluster.artifacts(job_id).all()
+    if unreadable:
+        errors = {f"artifact {name}": why for name, why in unreadable.items()}
+        item["record_errors"] = {**(item.get("record_errors") or {}), **errors}
+    found = []
+    for index, record in enumerate(records):
+        size = None
+        if index < MAX_SIZED:
+            try:
+                size = cluster.artifact_space.size(job_id, record.uri)
+            except StoreUnavailable:
+                size = None
+        entry = {k: v for k, v in record.as_dict().items() if k != "version"}
+        found.append({**entry, "size": size})
+    return found
+
+
+def resource_counts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The driver's last resource report: {attempt, updated, final, counts {name: {...}}}."""
+    try:
+        report = ResourceReports(cluster.zk, cluster.layout, job_id).read()
+    except CorruptRecord as exc:
+        item["record_errors"] = {**(item["record_errors"] or {}), "resources": str(exc)}
+        return None
+    if report is None:
+        return None
+    return {
+        "attempt": report.attempt,
+        "updated": report.updated,
+        "final": report.final,
+        "counts": report.resources,
+    }
