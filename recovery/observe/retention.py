@@ -38,6 +38,7 @@ def remove_logs(cluster: Cluster, result: JobResult, fence: Fence | None, *, for
     """Remove the job's driver logs; then, unless the result is about to be deleted anyway
     (``forget``), drop ``logs_until`` from it. Returns how many objects were removed."""
     job_id = result.job_id
+    cluster.zk.ensure_fence(fence)  # a deposed leader removes nothing
     removed = JobLogs(cluster.storage, cluster.storage_layout, job_id).remove()
     cluster.step("retention:logs-removed")
     if not forget:

@@ -316,6 +316,9 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
         JobLogs(cluster.storage, cluster.storage_layout, job_id).remove()
         cluster.step("forget:logs-removed")
         ops: list[Op] = [*absent(layout.job_dir(job_id)), Delete(layout.result(job_id), version)]
+        outputs = job.result.outputs if job.result is not None else None
+        (unclaim,) = cluster.claims.output_ops([(job_id, outputs)], cluster.artifact_space.claimed)
+        ops += unclaim  # its kept outputs are nobody's any more
         not_current = Fence.absent(layout.job_handle(job_id))
         try:
             cluster.zk.commit(
@@ -324,6 +327,7 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
         except _RACES as exc:
             logger.info("forget of %s raced (%s); looking again", job_id, exc)
             continue
+        cluster.claims.prune_outputs(outputs, cluster.artifact_space.claimed, fence=None)
         logger.info("job %s forgotten by %s: its id may run again", job_id, who())
         return Done(
             job_id, "forget", True, f"job {job_id} forgotten: its id may be submitted again"
@@ -349,16 +353,17 @@ def _forgettable(cluster: Cluster, job: JobSnapshot) -> int:
     return job.result.version
 
 
-def remove_records(cluster: Cluster, job_id: str) -> bool:
+def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
     """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
     payloads first); False, changing nothing more, while a driver holds ``running`` or if the
-    records change meanwhile. Only for a job that is neither current nor quarantined."""
+    records change meanwhile. Only for a job that is neither current nor quarantined. Every
+    delete carries ``fence`` (the leader's)."""
     if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
         return False
-    if not cluster.checkpoints(job_id).remove_all():
+    if not cluster.checkpoints(job_id).remove_all(fence=fence):
         return False
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
     except NotEmpty:
         return False
     return True
