@@ -178,10 +178,16 @@ class LocalWorld(World):
         "SCRATCH",  # scratch in another case: overlaps it (compared ignoring case)
         "outside/area",
     )
-    common_roots = (("scratch",), ("scratch", "outside/area"), ("outside/area", "scratch-link"))
+    common_roots = (
+        ("scratch",),
+        ("scratch", "outside/area"),
+        ("scratch-link", "outside/area"),
+    )
     hot_places = (
         "scratch/new{i}",
         "scratch/new{i}/deep",
+        "scratch/run/out{i}",
+        "scratch-link/run/out{i}",
         "scratch/NEW{i}",
         "scratch/existing",
         "scratch/existing/new{i}",
@@ -479,24 +485,29 @@ class Model:
     writes: int = 0
 
 
+def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """One of the strategies, each drawn with its weight (``one_of`` weighs branches alike)."""
+    indexes = [i for i, (weight, _) in enumerate(choices) for _ in range(weight)]
+    return st.sampled_from(indexes).flatmap(lambda i: choices[i][1])
+
+
 def steps(world: type[World]) -> st.SearchStrategy[list[tuple[Any, ...]]]:
-    """Sequences of steps, weighted towards what makes jobs meet: registrations at a few hot
-    places (the same ones, for several jobs), releases, and hostile moves before a release."""
-    job, name = st.sampled_from(JOBS), st.sampled_from(NAMES)
-    places = st.one_of(
-        st.sampled_from(world.hot_places),
-        st.sampled_from(world.hot_places),
-        st.sampled_from(world.places),
+    """Sequences of steps, weighted towards what makes jobs meet: two jobs mostly, places
+    relative to the other job's artifacts (the same, below, above, in another case) half of the
+    time, a few hot places, and links put on the way just before a release."""
+    job = st.sampled_from(("a", "b", "a", "b", "c"))
+    name = st.sampled_from(NAMES)
+    place = weighted(
+        (
+            2,
+            st.tuples(st.sampled_from(("@same", "@child", "@parent", "@upper")), st.integers(0, 3)),
+        ),
+        (2, st.tuples(st.sampled_from(("@child", "@upper")), st.integers(0, 3))),
+        (3, st.tuples(st.sampled_from(world.hot_places), st.sampled_from((0, 0, 0, 1)))),
+        (1, st.tuples(st.sampled_from(world.places), st.sampled_from((0, 1)))),
     )
-    relative = st.sampled_from(("@same", "@child", "@parent", "@upper"))
-    place = st.one_of(
-        st.tuples(places, st.sampled_from((0, 0, 0, 1))),
-        st.tuples(relative, st.integers(0, 3)),
-    )
-    spelling = st.one_of(
-        st.sampled_from(world.plain_spellings),
-        st.sampled_from(world.plain_spellings),
-        st.sampled_from(world.spellings),
+    spelling = weighted(
+        (3, st.sampled_from(world.plain_spellings)), (1, st.sampled_from(world.spellings))
     )
     register = st.tuples(
         st.just("register"),
@@ -507,32 +518,40 @@ def steps(world: type[World]) -> st.SearchStrategy[list[tuple[Any, ...]]]:
         st.sampled_from((ATTEMPT, JOB)),
         st.booleans(),
     )
-    release = st.one_of(
-        st.tuples(st.just("release"), job, st.sampled_from(NAMES + PLANTED)),
-        st.tuples(st.just("release_live"), st.integers(0, 7)),
-    )
-    planted_place = st.one_of(place, st.just(("@live", 0)))
-    step = st.one_of(
-        register,
-        register,
-        register,
-        register,
-        release,
-        release,
-        st.tuples(st.just("finish"), job, name),
-        st.tuples(st.just("cleanup"), job, st.sampled_from((SUCCEEDED, FAILED))),
-        st.tuples(st.just("plant"), job, st.sampled_from(PLANTED), planted_place, spelling),
-        st.tuples(
-            st.just("link"),
-            job,
-            name,
-            st.sampled_from(("outside", "storage", "outside/precious.txt", "scratch/sub")),
+    step = weighted(
+        (8, register),
+        (2, st.tuples(st.just("release"), job, st.sampled_from(NAMES + PLANTED))),
+        (2, st.tuples(st.just("release_live"), st.integers(0, 7))),
+        (2, st.tuples(st.just("swap_release"), st.integers(0, 7), st.just("outside"))),
+        (1, st.tuples(st.just("finish"), job, name)),
+        (1, st.tuples(st.just("cleanup"), job, st.sampled_from((SUCCEEDED, FAILED)))),
+        (
+            1,
+            st.tuples(
+                st.just("plant"),
+                job,
+                st.sampled_from(PLANTED),
+                weighted((1, place), (1, st.just(("@live", 0)))),
+                spelling,
+            ),
         ),
-        st.tuples(st.just("swap"), job, name, st.sampled_from(("outside", "storage"))),
-        st.tuples(st.just("swap_live"), st.integers(0, 7), st.sampled_from(("outside", "storage"))),
-        st.tuples(st.just("swap_release"), st.integers(0, 7), st.just("outside")),
+        (
+            1,
+            st.tuples(
+                st.just("link"),
+                job,
+                name,
+                st.sampled_from(("outside", "storage", "outside/precious.txt", "scratch/sub")),
+            ),
+        ),
+        (
+            1,
+            st.tuples(
+                st.just("swap_live"), st.integers(0, 7), st.sampled_from(("outside", "storage"))
+            ),
+        ),
     )
-    return st.lists(step, min_size=6, max_size=16)
+    return st.lists(step, min_size=8, max_size=16)
 
 
 class Run:
@@ -839,9 +858,9 @@ def run_example(
 
 
 def root_picks(world: type[World]) -> st.SearchStrategy[list[str]]:
-    common = st.sampled_from(world.common_roots).map(list)
-    return st.one_of(
-        common, common, st.lists(st.sampled_from(world.root_candidates), max_size=3, unique=True)
+    return weighted(
+        (3, st.sampled_from(world.common_roots).map(list)),
+        (1, st.lists(st.sampled_from(world.root_candidates), max_size=3, unique=True)),
     )
 
 
