@@ -23,12 +23,14 @@ moto S3 server. The oracle is written from the contract, not from the code: real
 Examples per run: ``ZKSTORE_OWNERSHIP_EXAMPLES`` (default 100 on local disk and 30 on S3, where
 a new cluster's S3 sessions cost a third of a second; each is 10-25 s here). For a long run
 by hand: ``ZKSTORE_OWNERSHIP_EXAMPLES=3000 pytest tests/test_artifact_property.py
---hypothesis-show-statistics``. Steps are weighted towards what makes jobs meet (a few hot
-places, places relative to another job's artifact, a link put on the way just before a
-release); each of these mutations of the code is found within a few hundred local examples:
-no claims, case-sensitive claims, fsspec's ``rm`` instead of the no-follow delete, no check of
-the claim before a delete, no freshness check, no own-prefix rule (see the closing note of
-issue 22 for the counts).
+--hypothesis-show-statistics``. Steps are weighted towards what makes jobs meet (two jobs
+mostly, a few hot places, places relative to another job's artifact, a link put on the way
+just before a release): about 70% of local examples register something, 40% meet another
+job's artifact. Measured against mutations of the code at the default counts: no claims,
+case-sensitive claims, fsspec's ``rm`` instead of the no-follow delete, no claim check before a
+delete, no freshness check, no own-prefix rule: each found by the local property under 3 of 3
+seeds, URIs not resolved (roots still are) under 2 of 3; on S3 the five that apply there, each
+under the seed tried.
 """
 
 from __future__ import annotations
