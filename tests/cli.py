@@ -12,17 +12,14 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from click.testing import CliRunner
 
+from tests.helpers import BIN
 from zkstore.config import StoreConfig
-
-#: where the installed ``zkstore`` script of this environment is
-BIN = Path(sys.executable).parent
 
 
 class Ran(NamedTuple):
@@ -33,9 +30,16 @@ class Ran(NamedTuple):
     stderr: str
 
 
-def connection(config: StoreConfig) -> list[str]:
-    """The connection options of a command on ``config``'s cluster."""
-    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+def connection(config: StoreConfig, *, roots: bool = False) -> list[str]:
+    """The connection options of a command on ``config``'s cluster: ZooKeeper, root, storage
+    and its options, and with ``roots`` its artifact roots."""
+    from recovery.dev.localcluster import storage_option_args
+
+    args = ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
+    args += storage_option_args(config)
+    for root in config.artifact_roots if roots else ():
+        args += ["--artifact-root", root]
+    return args
 
 
 def zkstore(

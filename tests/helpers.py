@@ -223,11 +223,6 @@ def step_runs(out: Path) -> dict[int, list[int]]:
     return runs
 
 
-def cli_args(config: StoreConfig) -> list[str]:
-    """The connection options of a ``zkstore`` command on ``config``'s cluster."""
-    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
-
-
 #: The modules of the crash children (and what they import), imported once by the fork server.
 CRASH_MODULES = ("tests.crash_child", "tests.crash_cluster", "tests.crash_artifacts")
 

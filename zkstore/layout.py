@@ -20,6 +20,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/results/<job>                       JSON result (DIRTY, then CLEAN)
     R/cleanup/<job>                       present while the job's result is DIRTY (an index)
     R/quarantine/<job>                    JSON reason a job cannot be run
+    R/artifact-claims/<family>/<seg>/.../=  JSON claim of a place under an extra artifact root
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
     R/drained/<daemon>                    present while a daemon takes no new attempts
     R/assignments/<daemon>/<job>          JSON: the leader placed an attempt on the daemon
@@ -92,6 +93,11 @@ class Layout:
     @property
     def cleanup(self) -> str:
         return f"{self.base}/cleanup"
+
+    @property
+    def artifact_claims(self) -> str:
+        """The tree of claims: which job owns each place under the extra artifact roots."""
+        return f"{self.base}/artifact-claims"
 
     @property
     def election(self) -> str:
@@ -188,6 +194,7 @@ class Layout:
             self.members,
             self.drained,
             self.assignments,
+            self.artifact_claims,
         )
 
 

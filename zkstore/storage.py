@@ -22,10 +22,12 @@ job's own, derived from the cluster's (:mod:`zkstore.signing`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
 import re
+import shutil
 import stat
 import uuid
 from collections.abc import Iterator, Mapping
@@ -255,37 +257,51 @@ class StateStorage:
             return hashlib.sha256(self.fs.cat_file(path)).hexdigest() == digest
 
     def discard(self, uri: str) -> None:
-        """Delete the payload at ``uri``; deleting one that is already gone is not an error."""
+        """Delete the payload at ``uri``; deleting one that is already gone is not an error.
+
+        On local disk nothing below the root is followed through a symbolic link: a link on
+        the way refuses the delete (:class:`UntrustedPayload`), a link at ``uri`` is removed.
+        """
         path = self.path_of(uri)
         with storage_errors(f"discard {uri}"):
+            if self._local:
+                _delete_local(self._root, path[len(self._root) + 1 :], tree=False, keep_depth=0)
+                return
             try:
                 self.fs.rm_file(path)
             except FileNotFoundError:
                 logger.debug("discard %s: already gone", uri)
-        if self._local:
-            _remove_empty_parents(os.path.dirname(path), stop=self._root)
 
     def remove_tree(self, uri: str, *, keep: str | None = None) -> None:
         """Delete the object or the whole directory (prefix) at ``uri``; idempotent.
 
         Used for artifacts, which are data a job wrote, not payloads: a file or a directory of
-        any depth. A symbolic link at ``uri`` itself is removed, never followed. On local disk
-        the directories left empty are removed up to ``keep`` (a URI above ``uri``; default:
-        the root), never ``keep`` itself. Raises :class:`UntrustedPayload` for a URI outside the
-        root, :class:`StoreUnavailable` when the storage fails.
+        any depth. On local disk nothing below the root is followed through a symbolic link:
+        a link at ``uri`` or inside the tree is removed (never what it points at), a link on the
+        way from the root to ``uri`` refuses the delete; the directories left empty are removed
+        up to ``keep`` (a URI above ``uri``; default: the root), never ``keep`` itself. Raises
+        :class:`UntrustedPayload` for a URI outside the root or a link on the way,
+        :class:`StoreUnavailable` when the storage fails.
         """
         path = self.path_of(uri)
         with storage_errors(f"delete {uri}"):
+            if self._local:
+                keep_depth = len(self.key_of(keep).split("/")) if keep is not None else 0
+                _delete_local(self._root, self.key_of(uri), tree=True, keep_depth=keep_depth)
+                return
             try:
-                if self._local and os.path.islink(path):
-                    os.unlink(path)
-                else:
-                    self.fs.rm(path, recursive=True)
+                self.fs.rm(path, recursive=True)
             except FileNotFoundError:
                 logger.debug("delete %s: already gone", uri)
-        if self._local:
-            stop = self.path_of(keep) if keep is not None else self._root
-            _remove_empty_parents(os.path.dirname(path), stop=stop)
+
+    def occupied(self, uri: str) -> bool:
+        """True if anything is at ``uri``: an object, a directory or a prefix with objects, or
+        (on local disk) a symbolic link, even a dangling one. An outage raises."""
+        path = self.path_of(uri)
+        with storage_errors(f"stat {uri}"):
+            if self._local:
+                return os.path.lexists(path)
+            return bool(self.fs.exists(path))
 
     def tree_size(self, uri: str) -> int | None:
         """Bytes at ``uri`` (a file, or every file under a directory); None if nothing is there."""
@@ -471,11 +487,67 @@ def _write_local_exclusive(path: str, data: bytes) -> None:
             os.unlink(temp)
 
 
-def _remove_empty_parents(directory: str, stop: str) -> None:
-    """Remove now-empty directories from ``directory`` up to (not including) ``stop``."""
-    while directory.startswith(stop + "/"):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            return
-        directory = os.path.dirname(directory)
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _delete_local(root: str, key: str, *, tree: bool, keep_depth: int) -> None:
+    """Delete ``root/key`` without following a symbolic link anywhere below ``root``.
+
+    Every directory on the way is opened relative to its parent with ``O_NOFOLLOW``, so a link
+    put on the way (even meanwhile) cannot lead the delete elsewhere: it raises
+    :class:`UntrustedPayload`. The target itself is unlinked if it is a file or a link; a
+    directory is removed with ``tree`` only (``shutil.rmtree`` relative to its parent's
+    descriptor, which removes links inside the tree and never follows them), else
+    :class:`IsADirectoryError`. Then the directories left empty are removed, deepest first, down
+    to ``keep_depth`` segments below the root (never the root itself). Nothing there: no error.
+    """
+    parts = key.split("/")
+    try:
+        fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))]
+    except FileNotFoundError:
+        return  # no root: nothing under it
+    try:
+        for part in parts[:-1]:
+            try:
+                fds.append(os.open(part, _DIRECTORY_FLAGS, dir_fd=fds[-1]))
+            except FileNotFoundError:
+                break  # nothing there
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                if not _is_link(part, fds[-1]):
+                    break  # a file where a directory would be: nothing below it
+                raise UntrustedPayload(
+                    f"{root}/{key}: {part!r} on the way is a symbolic link; nothing is "
+                    "deleted through one"
+                ) from None
+        else:
+            _unlink_or_rmtree(parts[-1], fds[-1], tree=tree)
+        for depth in range(len(fds) - 1, max(keep_depth, 0), -1):
+            try:
+                os.rmdir(parts[depth - 1], dir_fd=fds[depth - 1])
+            except OSError:
+                break  # not empty (or gone): the directories above are not empty either
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _is_link(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _unlink_or_rmtree(name: str, parent: int, *, tree: bool) -> None:
+    try:
+        found = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(found.st_mode):
+        os.unlink(name, dir_fd=parent)  # a file, or a link itself (never what it points at)
+    elif tree:
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        raise IsADirectoryError(f"{name} is a directory")

@@ -60,7 +60,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.ops import Check, Create, Deadline, Fence, Op, SetData
+from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.retry import TryAgain, within
 
 logger = logging.getLogger(__name__)
@@ -547,11 +547,15 @@ class ZooKeeper:
     def delete(self, path: str, *, version: int = -1, timeout: float | None = None) -> None:
         self._write(f"delete {path}", lambda: self._client.delete_async(path, version), timeout)
 
-    def delete_tree(self, path: str, *, timeout: float | None = None) -> bool:
+    def delete_tree(
+        self, path: str, *, fence: Fence | None = None, timeout: float | None = None
+    ) -> bool:
         """Delete ``path`` and everything under it, deepest first; False if it was already gone.
 
-        Idempotent: safe to call again after any failure. Raises :class:`NotEmpty` if somebody
-        adds a child meanwhile.
+        Each node is deleted by a transaction of its own that carries ``fence``'s guards, a
+        level at a time, pipelined: a writer whose fence is lost deletes nothing more (the
+        guard's error is raised). Idempotent: safe to call again after any failure. Raises
+        :class:`NotEmpty` if somebody adds a child meanwhile.
         """
         deadline = self._deadline(timeout)
         levels: list[list[str]] = [[path]]
@@ -567,18 +571,24 @@ class ZooKeeper:
             )
         existed = False
         for level in reversed(levels):
-            pending = [(p, self._client.delete_async(p, -1)) for p in level]
-            for node, async_result in pending:
-                try:
-                    async_result.get(timeout=deadline.remaining())
+            errors = self.commit_many(
+                [[Delete(node)] for node in level], fence=fence, timeout=deadline.remaining()
+            )
+            for error in errors:
+                if error is None:
                     existed = True
-                except NoNodeError:
-                    pass
-                except _OUTAGES as exc:
-                    raise OutcomeUnknown(f"delete of {node} interrupted: {_name(exc)}") from exc
-                except KazooException as exc:
-                    raise self._translate(exc, f"delete {node}") from exc
+                elif not isinstance(error, HandleNotFound) or error.path not in level:
+                    raise error
         return existed
+
+    def ensure_fence(self, fence: Fence | None, *, timeout: float | None = None) -> None:
+        """Raise the fence's error unless its guards hold now (one transaction of them alone).
+
+        For a change outside ZooKeeper (a delete in storage), which no transaction can make
+        conditional: checked just before, it stops a deposed writer from starting one.
+        """
+        if fence is not None:
+            self.commit([], fence=fence, timeout=timeout)
 
     def commit(
         self, ops: Iterable[Op], *, fence: Fence | None = None, timeout: float | None = None

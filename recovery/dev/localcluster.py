@@ -157,13 +157,7 @@ class LocalCluster:
         return daemon
 
     def storage_option_args(self) -> list[str]:
-        args: list[str] = []
-        for key, value in _flatten(dict(self.config.storage_options)):
-            args += [
-                "--storage-option",
-                f"{key}={json.dumps(value) if not isinstance(value, str) else value}",
-            ]
-        return args
+        return storage_option_args(self.config)
 
     def leader(self) -> LeaderInfo | None:
         """The published leader record (``id``, ``pid``, ``host``, ``since``), or None (none
@@ -260,3 +254,14 @@ def _flatten(options: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
         else:
             pairs.append((f"{prefix}{key}", value))
     return pairs
+
+
+def storage_option_args(config: StoreConfig) -> list[str]:
+    """``config``'s storage options as the ``--storage-option key=value`` of a command."""
+    args: list[str] = []
+    for key, value in _flatten(dict(config.storage_options)):
+        args += [
+            "--storage-option",
+            f"{key}={json.dumps(value) if not isinstance(value, str) else value}",
+        ]
+    return args

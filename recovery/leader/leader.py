@@ -330,7 +330,11 @@ class LeaderProcess:
             return []
         zk, layout = self.cluster.zk, self.cluster.layout
         if listing is None:
-            zk.create_many([layout.job_dir(job.job_id) for job in jobs])  # existing ones: fine
+            made = zk.commit_many(
+                [[Create(layout.job_dir(job.job_id))] for job in jobs], fence=self.fence
+            )
+            if any(isinstance(error, NotLeader) for error in made):  # existing ones: fine
+                raise NotLeader("leadership lost while making the directories of new jobs")
         statuses = [self.actions.status(job, state=PENDING, attempt=0, failures=0) for job in jobs]
         transactions: list[list[Op]] = []
         for job, status in zip(jobs, statuses, strict=True):

@@ -104,7 +104,12 @@ class Retention:
         """Delete the expired results in one pipelined round. A result whose job still has
         records under ``R/jobs/<job>`` (a late cancel request, say) is kept: a new job of that
         id must not inherit them. They are removed now, and the result goes next cycle."""
-        transactions = [self.cluster.results.removal_ops(result) for result in expired]
+        claims, claimed = self.cluster.claims, self.cluster.artifact_space.claimed
+        unclaims = claims.output_ops([(r.job_id, r.outputs) for r in expired], claimed)
+        transactions = [
+            self.cluster.results.removal_ops(result) + unclaim  # kept outputs: nobody's now
+            for result, unclaim in zip(expired, unclaims, strict=True)
+        ]
         errors = self.cluster.zk.commit_many(transactions, fence=self.leader.fence)
         deleted = 0
         for result, error in zip(expired, errors, strict=True):
@@ -112,12 +117,13 @@ class Retention:
                 raise error
             if error is None:
                 deleted += 1
+                claims.prune_outputs(result.outputs, claimed, fence=self.leader.fence)
                 continue
             logger.info("result of %s kept for now: %s", result.job_id, error)
             if isinstance(error, HandleExists) and error.path == self.cluster.layout.job_dir(
                 result.job_id
             ):
-                remove_records(self.cluster, result.job_id)
+                remove_records(self.cluster, result.job_id, fence=self.leader.fence)
         logger.info("retention: %d finished job result(s) past their retention deleted", deleted)
         return deleted
 
@@ -175,6 +181,7 @@ def remove_logs(cluster: Cluster, result: JobResult, fence: Fence | None, *, for
     """Remove the job's driver logs; then, unless the result is about to be deleted anyway
     (``forget``), drop ``logs_until`` from it. Returns how many objects were removed."""
     job_id = result.job_id
+    cluster.zk.ensure_fence(fence)  # a deposed leader removes nothing
     removed = JobLogs(cluster.storage, cluster.storage_layout, job_id).remove()
     cluster.step("retention:logs-removed")
     if not forget:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for
+from tests.cli import connection
+from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_NOT_FOUND
 from zkstore.zk import ZooKeeper
@@ -14,7 +15,7 @@ from zkstore.zk import ZooKeeper
 
 def daemons(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "zkstore"), "daemons", *words, *cli_args(config)],
+        [str(BIN / "zkstore"), "daemons", *words, *connection(config)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli_args
+from tests.cli import connection
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_TIMEOUT
@@ -38,7 +38,7 @@ GARBAGE = {
 
 def zkstore(config: StoreConfig, *words: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [ZKSTORE, *words, *cli_args(config)],
+        [ZKSTORE, *words, *connection(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

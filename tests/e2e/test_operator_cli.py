@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from tests import jobs
-from tests.helpers import BIN, cli_args
+from tests.cli import connection
+from tests.helpers import BIN
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
@@ -19,7 +20,7 @@ def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
     with Cluster.open(config) as cluster:
         cluster.jobs.submit(JobDefinition.for_function("sub", jobs.noop))
     done = subprocess.run(
-        [str(BIN / "zkstore"), "handles", "lingering", "--format", "json", *cli_args(config)],
+        [str(BIN / "zkstore"), "handles", "lingering", "--format", "json", *connection(config)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -27,7 +28,7 @@ def test_console_script_as_a_subprocess(config: StoreConfig) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["findings"] == []
     bad = subprocess.run(
-        [str(BIN / "zkstore"), "jobs", "show", "../etc", *cli_args(config)],
+        [str(BIN / "zkstore"), "jobs", "show", "../etc", *connection(config)],
         capture_output=True,
         text=True,
         timeout=60,

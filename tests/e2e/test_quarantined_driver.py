@@ -14,7 +14,8 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for
+from tests.cli import connection
+from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, QUARANTINED
 
@@ -23,7 +24,7 @@ START = SESSION_TIMEOUT * 10
 
 def zkstore(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "zkstore"), *words, *cli_args(config)],
+        [str(BIN / "zkstore"), *words, *connection(config)],
         capture_output=True,
         text=True,
         timeout=120,

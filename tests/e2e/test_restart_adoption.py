@@ -23,7 +23,8 @@ from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.shipper import SHIPPER_NICENESS
-from tests.helpers import BIN, SESSION_TIMEOUT, cli_args, wait_for
+from tests.cli import connection
+from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.strict import utc_now
@@ -79,7 +80,7 @@ def steps(out: Path) -> int:
 
 def stored_log(config: StoreConfig, job_id: str) -> str:
     done = subprocess.run(
-        [str(BIN / "zkstore"), "jobs", "logs", job_id, "--attempt", "1", *cli_args(config)],
+        [str(BIN / "zkstore"), "jobs", "logs", job_id, "--attempt", "1", *connection(config)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from recovery.cli.main import cli
-from recovery.dev.localcluster import LocalCluster
 from tests import helpers, jobs
+from tests.cli import connection
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.servers import S3Server
 from zkstore.artifacts import ArtifactUriRefused
@@ -325,24 +325,9 @@ def test_cleanup_keeps_only_finished_outputs_of_a_succeeded_job(
 # -- crashes at every step, then the operator commands -------------------------------------------
 
 
-def cli_args(config: StoreConfig, tmp_path: Path) -> list[str]:
-    options = LocalCluster(config, tmp_path).storage_option_args()
-    return [
-        "--zk",
-        config.zk_hosts,
-        "--root",
-        config.root,
-        "--storage",
-        config.storage_url,
-        *options,
-    ]
-
-
 def run_cli(config: StoreConfig, *words: str) -> Any:
     """``zkstore <words> <connection options>`` in process; the parsed JSON it printed."""
-    result = CliRunner().invoke(
-        cli, [*words, *cli_args(config, Path("/nonexistent"))], catch_exceptions=False
-    )
+    result = CliRunner().invoke(cli, [*words, *connection(config)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 

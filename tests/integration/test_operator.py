@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from recovery.cli.main import cli
 from tests import jobs
-from tests.helpers import cli_args, crash, wait_for
+from tests.cli import connection
+from tests.helpers import crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
@@ -31,7 +32,7 @@ def run_cli(config: StoreConfig, *args: str) -> Any:
     sub = rest[0] if rest and not rest[0].startswith("-") else None
     words = [command, *([sub] if sub else [])]
     tail = list(rest[1:] if sub else rest)
-    return CliRunner().invoke(cli, [*words, *cli_args(config), *tail], catch_exceptions=False)
+    return CliRunner().invoke(cli, [*words, *connection(config), *tail], catch_exceptions=False)
 
 
 @pytest.fixture
@@ -214,7 +215,7 @@ def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> Non
 
 
 def test_cleanup_needs_dry_run_or_yes(config: StoreConfig) -> None:
-    result = CliRunner().invoke(cli, ["handles", "cleanup", *cli_args(config)])
+    result = CliRunner().invoke(cli, ["handles", "cleanup", *connection(config)])
     assert result.exit_code == 2
     assert "--dry-run" in result.output
 
@@ -234,7 +235,7 @@ def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
         run_cli(config, "checkpoints", "list", "listed", "--format", "json").stdout
     )
     assert [c["id"] for c in checkpoints] == [1, 2]
-    missing = CliRunner().invoke(cli, ["jobs", "show", "nope", *cli_args(config)])
+    missing = CliRunner().invoke(cli, ["jobs", "show", "nope", *connection(config)])
     assert missing.exit_code == 4 and "no job 'nope'" in missing.output
 
 

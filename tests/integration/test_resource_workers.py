@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from recovery.cli.main import cli
 from recovery.driver.resources import JobResources
+from tests.cli import connection
 from tests.helpers import REPO, wait_for
 from tests.resource_jobs import Counting, events
 from zkstore.cluster import Cluster
@@ -77,10 +78,6 @@ def run_worker(out: Path, body: str, env: dict[str, str] | None = None) -> subpr
 def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
     output, _ = process.communicate(timeout=60)
     return process.returncode, output
-
-
-def cli_args(config: StoreConfig) -> list[str]:
-    return ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
 
 
 def test_worker_exit_through_os_exit_closes(tmp_path: Path) -> None:
@@ -259,7 +256,7 @@ def test_counts_are_written_fenced_and_shown(config: StoreConfig) -> None:
         ref = resources.declare("db", dict)
         ref.accumulator.add({"opens": 2, "uses": 24})
         wait_for(lambda: reports.read() is not None, timeout=30, what="first report")
-        shown = CliRunner().invoke(cli, ["jobs", "show", "job", *cli_args(config)])
+        shown = CliRunner().invoke(cli, ["jobs", "show", "job", *connection(config)])
         assert "resource db: 2 opens, 0 closes, 0 failed opens, 24 uses (attempt 2)" in (
             shown.output
         )
@@ -271,7 +268,7 @@ def test_counts_are_written_fenced_and_shown(config: StoreConfig) -> None:
             reports.write(ResourceReport.build(2, {}, final=True), fence=Fence.check(guard))
         cluster.zk.set(reports.path, b"{not json")
         corrupt = CliRunner().invoke(
-            cli, ["jobs", "show", "job", "--format", "json", *cli_args(config)]
+            cli, ["jobs", "show", "job", "--format", "json", *connection(config)]
         )
         assert corrupt.exit_code == 0
         item = json.loads(corrupt.output)

@@ -11,8 +11,8 @@ from click.testing import CliRunner, Result
 
 from recovery.cli.main import cli
 from tests import jobs
-from tests.cli import run
-from tests.helpers import cli_args, crash, nothing_of, quarantined
+from tests.cli import connection, run
+from tests.helpers import crash, nothing_of, quarantined
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster, triage
 from zkstore.cluster.cleanup import clean_up
@@ -32,7 +32,7 @@ from zkstore.strict import utc_now
 
 def invoke(config: StoreConfig, *words: str) -> Result:
     """A ``zkstore`` command in process (click's runner), on the test's cluster."""
-    return CliRunner().invoke(cli, [*words, *cli_args(config)], catch_exceptions=False)
+    return CliRunner().invoke(cli, [*words, *connection(config)], catch_exceptions=False)
 
 
 # -- list, show --------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from zkstore.artifacts import check_roots
 from zkstore.config import StoreConfig
 
 
@@ -23,8 +24,12 @@ def artifact_root_option(func: Any) -> Any:
 
 
 def with_roots(config: StoreConfig, roots: tuple[str, ...]) -> StoreConfig:
-    """``config`` with the ``--artifact-root`` URLs given (validated)."""
-    return config.with_changes(artifact_roots=tuple(roots)) if roots else config
+    """``config`` with the ``--artifact-root`` URLs given (or those of the environment),
+    validated: :class:`~zkstore.artifacts.ArtifactRootRefused` if one overlaps the storage
+    root or another, before the command does anything."""
+    config = config.with_changes(artifact_roots=tuple(roots)) if roots else config
+    check_roots(config)
+    return config
 
 
 def artifact_lines(item: dict[str, Any]) -> dict[str, str]:

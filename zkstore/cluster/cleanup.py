@@ -7,6 +7,11 @@ of crashed writes included) except the driver logs, and only then the result is 
 with the end of the logs' retention (``logs_until``). A crash anywhere leaves a DIRTY result,
 which tells the next leader to run this again.
 
+Every step is fenced when a fence is given (the leader's): each ZooKeeper write and delete
+carries it, the job's records are deleted node by node in fenced transactions, and every delete
+in storage comes after a write or a check of the fence, so that a deposed leader deletes nothing
+(it fails with :class:`~zkstore.errors.NotLeader` at its first step).
+
 The logs stay for people to read after the job (``zkstore jobs logs``); the leader's retention
 passes (:mod:`recovery.leader.retention`) remove them once ``logs_until`` has passed. They are never
 removed here, even with no retention at all: a driver's last lines may still be on their way to
@@ -47,7 +52,7 @@ def clean_up(
         logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
         return False
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
     except NotEmpty:
         logger.info("cleanup of %s: its records changed meanwhile; will retry", job_id)
         return False
@@ -55,6 +60,7 @@ def clean_up(
         logger.info("cleanup of %s: its definition is still locked; will retry", job_id)
         return False
     logs = cluster.storage_layout.logs(job_id)
+    cluster.zk.ensure_fence(fence)
     for leftover in cluster.storage.list(cluster.storage_layout.job(job_id)):
         if not cluster.storage.is_under(leftover.uri, logs):
             cluster.storage.discard(leftover.uri)
@@ -63,16 +69,17 @@ def clean_up(
     return True
 
 
-def remove_records(cluster: Cluster, job_id: str) -> bool:
+def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
     """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
     payloads first); False, changing nothing more, while a driver holds ``running`` or if the
-    records change meanwhile. Only for a job that is neither current nor quarantined."""
+    records change meanwhile. Only for a job that is neither current nor quarantined. Every
+    delete carries ``fence`` (the leader's)."""
     if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
         return False
-    if not cluster.checkpoints(job_id).remove_all():
+    if not cluster.checkpoints(job_id).remove_all(fence=fence):
         return False
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id))
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
     except NotEmpty:
         return False
     return True

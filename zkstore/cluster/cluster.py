@@ -15,6 +15,7 @@ from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
 from zkstore.jobs.artifacts import ArtifactStore
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
+from zkstore.jobs.claims import ArtifactClaims
 from zkstore.jobs.control import ControlStore
 from zkstore.jobs.graph import JobGraphStore
 from zkstore.jobs.quarantine import QuarantineStore
@@ -68,6 +69,7 @@ class Cluster(Closeable):
             options=config.storage_options,
             timeout=config.timeout,
         )
+        self.claims = ArtifactClaims(self.zk, self.layout)
 
     @classmethod
     def open(cls, config: StoreConfig, **kwargs: object) -> Cluster:

@@ -318,6 +318,9 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
         JobLogs(cluster.storage, cluster.storage_layout, job_id).remove()
         cluster.step("forget:logs-removed")
         ops: list[Op] = [*absent(layout.job_dir(job_id)), Delete(layout.result(job_id), version)]
+        outputs = job.result.outputs if job.result is not None else None
+        (unclaim,) = cluster.claims.output_ops([(job_id, outputs)], cluster.artifact_space.claimed)
+        ops += unclaim  # its kept outputs are nobody's any more
         not_current = Fence.absent(layout.job_handle(job_id))
         try:
             cluster.zk.commit(
@@ -325,6 +328,7 @@ def forget(cluster: Cluster, job_id: str, *, dry_run: bool = False) -> Done:
             )
         except _RACES as exc:
             raise TryAgain(f"forget raced: {exc}") from exc
+        cluster.claims.prune_outputs(outputs, cluster.artifact_space.claimed, fence=None)
         logger.info("job %s forgotten by %s: its id may run again", job_id, who())
         return Done(
             job_id, "forget", True, f"job {job_id} forgotten: its id may be submitted again"

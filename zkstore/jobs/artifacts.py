@@ -13,7 +13,14 @@ Each step is one conditional ZooKeeper write (fenced on the writer's standing: t
 attempt, the leader's election node, or an operator's re-check) or one idempotent delete of data;
 a crash between any two steps leaves a record that says what is left, and running the release
 again finishes it. RELEASING says the data may be half deleted: nobody reuses such an artifact,
-whoever meets it first finishes the release.
+whoever meets it first finishes the release. No data is deleted before the writer's fence was
+checked (the mark, or for a RELEASING record a check of it under the fence).
+
+Ownership (invariant 10, :mod:`zkstore.artifacts`): under an extra artifact root, the record
+is created in one transaction with the place's claim (:mod:`zkstore.jobs.claims`), which fails
+if another artifact of any job overlaps it, and only at a place that holds no data yet; before
+the data is deleted, the claim is read again and must be this artifact's alone; it is deleted
+with the record.
 
 Scopes: an ``attempt`` artifact belongs to the attempt that registered it (a staging directory):
 the leader releases it before the next attempt starts. A ``job`` artifact outlives attempts
@@ -38,17 +45,19 @@ from zkstore.errors import (
     HandleExists,
     HandleNotFound,
     InvalidName,
+    NotEmpty,
     TooLarge,
     UntrustedPayload,
     VersionConflict,
     WrongState,
 )
 from zkstore.handle import ZnodeStatLike
+from zkstore.jobs.claims import ArtifactClaims, Claim
 from zkstore.jobs.records import Record
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Fence, Guard, Op, SetData, absent
+from zkstore.ops import Check, Create, Delete, Fence, Guard, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
@@ -119,6 +128,7 @@ class ArtifactStore:
         self.layout = layout
         self.space = space
         self.job_id = job_id
+        self.claims = ArtifactClaims(zk, layout)
         self._on_step = on_step
 
     def _step(self, step: str) -> None:
@@ -181,8 +191,8 @@ class ArtifactStore:
         of an earlier attempt (``state`` says whether it was finished), or this attempt's own.
         An attempt-scoped record of an earlier attempt, or one whose release was interrupted, is
         released first. Raises :class:`ArtifactUriRefused` (a ConfigError) for a URI outside the
-        roots, :class:`HandleExists` for the name taken with another URI, scope or keep, or a
-        URI that overlaps another artifact of the job.
+        roots or holding data already, :class:`HandleExists` for the name taken with another
+        URI, scope or keep, or a URI that overlaps another artifact (of any job, live or kept).
         """
         validate_name(name)
         if scope not in SCOPES:
@@ -215,11 +225,16 @@ class ArtifactStore:
                     raise TryAgain(f"released {existing.describe()} first")
                 return self._same(existing, wanted)
             self._check_room(wanted, records, len(unreadable))
+            ops = self._creation(wanted, names is not None, fence)  # raises: not its place
             try:
-                self._create(wanted, names is not None, fence)
-            except HandleExists as exc:
-                # raced with ourselves after a lost answer, or the parent appeared
-                raise TryAgain(str(exc)) from exc
+                self.zk.commit(ops, fence=fence)
+            except (HandleExists, HandleNotFound, NotEmpty) as exc:
+                if isinstance(exc, HandleExists) or self.claims.is_claim_path(exc.path):
+                    # raced with ourselves after a lost answer, or the parent appeared, or a
+                    # claim changed meanwhile: read again
+                    raise TryAgain(str(exc)) from exc
+                raise
+            self._step("register:recorded")
             return wanted.with_version(0)
 
         return RACES.call(register_once, what=f"register of artifact {name!r} of {self.job_id}")
@@ -246,14 +261,26 @@ class ArtifactStore:
         if wanted.keep and sum(r.keep for r in records) >= MAX_KEPT:
             raise TooLarge(f"job {self.job_id} keeps {MAX_KEPT} outputs already")
 
-    def _create(self, record: Artifact, parent_exists: bool, fence: Fence | None) -> None:
+    def _creation(self, record: Artifact, parent_exists: bool, fence: Fence | None) -> list[Op]:
+        """The ops that create the record (and its place's claim). Raises
+        :class:`HandleExists` if the place overlaps another artifact's,
+        :class:`ArtifactUriRefused` if it holds data already."""
         ops: list[Op] = [Create(self.layout.artifact(self.job_id, record.name), record.to_bytes())]
         if not parent_exists:
             # Created in the same transaction, under the same fence: a stale writer never leaves
             # an empty parent behind a cleanup.
             ops.insert(0, Create(self.layout.artifacts(self.job_id)))
-        self.zk.commit(ops, fence=fence)
-        self._step("register:recorded")
+        if self.space.claimed(record.uri):
+            claim = Claim(
+                version=None,
+                job=self.job_id,
+                name=record.name,
+                uri=record.uri,
+                claimed=record.registered,
+            )
+            ops += self.claims.claim_ops(claim, fence=fence)  # raises if it overlaps another
+        self.space.check_fresh(self.job_id, record.uri)
+        return ops
 
     # -- finish --------------------------------------------------------------------------------
 
@@ -315,8 +342,10 @@ class ArtifactStore:
         """Delete the artifact's data, then its record; True if there was one to release.
 
         Idempotent, and safe to run again after a crash at any step, by anybody holding a
-        fence. Raises :class:`UntrustedPayload` (nothing deleted, record kept) for a record
-        whose URI is outside this configuration's artifact roots.
+        fence; no data is deleted unless the fence holds just before. Raises
+        :class:`UntrustedPayload` (nothing deleted, record kept) for a record whose URI is not
+        one the job could have registered with this configuration (outside the roots, not
+        claimed by it alone, or reached through a symbolic link).
         """
         path = self.layout.artifact(self.job_id, validate_name(name))
 
@@ -327,20 +356,25 @@ class ArtifactStore:
             assert current.version is not None
             version = current.version
             try:
+                claim = self._holder(current)  # not its own to delete: nothing done
                 if current.state != RELEASING:
-                    self.space.check(self.job_id, current.uri)  # an untrusted URI: nothing done
                     marked = replace(current, state=RELEASING)
                     self.zk.commit([SetData(path, marked.to_bytes(), version)], fence=fence)
                     version += 1
                     self._step("release:marked")
+                else:  # marked by somebody before: the writer's standing is checked all the same
+                    self.zk.commit([Check(path, version)], fence=fence)
                 self.space.delete(self.job_id, current.uri)
                 self._step("release:data-deleted")
-                self.zk.commit([Delete(path, version)], fence=fence)
+                unclaim = self.claims.unclaim_ops(claim) if claim is not None else []
+                self.zk.commit([Delete(path, version), *unclaim], fence=fence)
             except HandleNotFound as exc:
                 if exc.path != path:
                     raise
                 return False  # released meanwhile by somebody else
             self._step("release:deleted")
+            if claim is not None:
+                self.claims.prune(current.uri, fence)
             logger.info("artifact %s of %s released (%s)", name, self.job_id, current.uri)
             return True
 
@@ -350,6 +384,14 @@ class ArtifactStore:
             retry_on=(VersionConflict,),
             path=path,
         )
+
+    def _holder(self, record: Artifact) -> Claim | None:
+        """The claim that makes the record's place its own (None under the storage root, where
+        the job's prefix is); :class:`UntrustedPayload` if the place is not the job's."""
+        self.space.check(self.job_id, record.uri)
+        if not self.space.claimed(record.uri):
+            return None
+        return self.claims.holder(self.job_id, record.name, record.uri)
 
     def release_many(self, records: Iterable[Artifact], *, fence: Fence | None) -> list[str]:
         """Release each record; returns the names left alone because their URI is outside this
@@ -398,6 +440,7 @@ def release_for_cleanup(
         if any(kept.get(name) != uri for name, uri in new.items()):
             kept = results.record_outputs(store.job_id, new, fence=fence).outputs or {}
     store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
+    store.zk.ensure_fence(fence)  # the sweep deletes in storage, where no fence reaches
     swept = store.space.sweep(store.job_id, keep=kept.values())
     if swept:
         logger.info(

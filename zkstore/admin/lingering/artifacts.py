@@ -161,8 +161,10 @@ def release_leftover(
         return "release artifact", False, ""
     try:
         store.release(name, fence=guard)
-    except UntrustedPayload:
-        return "kept", False, "outside the artifact roots given (--artifact-root): data not ours"
+    except UntrustedPayload as exc:
+        # outside the roots given (--artifact-root), not claimed by this artifact alone, or
+        # behind a symbolic link: not ours to delete
+        return "kept", False, f"data not ours to delete: {exc}"
     except ConflictError as exc:
         return "kept", False, f"owned again meanwhile ({exc})"
     return "release artifact", True, ""

@@ -1,0 +1,254 @@
+"""Claims: which job owns each place under the extra artifact roots, so that two jobs' artifacts
+never overlap.
+
+A claim is a znode ``=`` at the end of a path that spells the place, one znode per segment::
+
+    R/artifact-claims/s3/bucket/runs/nightly-7/=     {"job", "name", "uri", "claimed"}
+    R/artifact-claims/file/scratch/reports/2026/=
+
+Each segment is case folded (two places that differ only in case are one: the safe side) and
+quoted into one znode name. A place is claimed when its node has a ``=`` child; a place under
+it is claimed when its node has any other child. Registering a place claims it in the same
+transaction as the artifact's record, and that transaction holds only if nothing overlapping is
+claimed at that moment:
+
+- no ancestor is claimed: for each existing ancestor, ``=`` is created and deleted in the
+  transaction (it fails if one exists; :func:`zkstore.ops.absent`), each missing ancestor is
+  created by it (it fails if somebody made it meanwhile);
+- nothing below is claimed: the place's own node is created by the transaction, or, if it
+  exists, deleted and created again (the delete fails if it has any child).
+
+So two registrations of overlapping places cannot both commit, whatever their order. A claim is
+deleted with its record (the release's last transaction), except a kept output's: that claim
+stays while its job's result lists it, and goes with the result (retention, ``jobs forget``).
+Empty nodes left on the way are pruned afterwards (best effort; an empty node claims nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from zkstore.errors import (
+    ConflictError,
+    CorruptRecord,
+    HandleExists,
+    HandleNotFound,
+    UntrustedPayload,
+)
+from zkstore.jobs.records import Record
+from zkstore.layout import Layout
+from zkstore.ops import Check, Create, Delete, Fence, Op, absent
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+MARK = "="
+
+#: Nodes of a subtree looked at for a claim below a place, at most (then it is taken as claimed).
+MAX_SUBTREE = 10_000
+
+
+@dataclass(frozen=True)
+class Claim(Record):
+    """``R/artifact-claims/.../=``: the place is artifact ``name`` of job ``job``."""
+
+    job: str = ""
+    name: str = ""
+    uri: str = ""
+    claimed: str = ""
+
+    times = frozenset({"claimed"})
+
+    def owns(self, other: Claim) -> bool:
+        return (self.job, self.name, self.uri) == (other.job, other.name, other.uri)
+
+
+def claim_key(uri: str) -> tuple[str, ...]:
+    """The znode names spelling ``uri``'s place: its protocol, then each segment, case folded."""
+    protocol, _, rest = uri.partition("://")
+    return tuple(_name(part) for part in (protocol, *rest.split("/")) if part)
+
+
+def _name(segment: str) -> str:
+    name = quote(segment.casefold(), safe="")
+    return name.replace(".", "%2E") if name in {".", ".."} else name
+
+
+class ArtifactClaims:
+    """The claims of one cluster (:mod:`zkstore.jobs.claims`)."""
+
+    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
+        self.zk = zk
+        self.base = layout.artifact_claims
+
+    def nodes(self, uri: str) -> list[str]:
+        """The nodes from the protocol's down to the place's own."""
+        nodes, path = [], self.base
+        for name in claim_key(uri):
+            path = f"{path}/{name}"
+            nodes.append(path)
+        return nodes
+
+    def is_claim_path(self, path: str | None) -> bool:
+        return path is not None and path.startswith(self.base + "/")
+
+    # -- claiming ------------------------------------------------------------------------------
+
+    def claim_ops(self, claim: Claim, *, fence: Fence | None = None) -> list[Op]:
+        """The ops that claim ``claim.uri`` for its job and name, to commit with its record.
+
+        Raises :class:`HandleExists` (naming the other artifact) if a place overlapping it is
+        claimed now; the ops fail (nothing applied) if one is claimed before they commit.
+        A claim of this very artifact is kept (the ops only check it is still there).
+        """
+        nodes = self.nodes(claim.uri)
+        marks = [f"{node}/{MARK}" for node in nodes]
+        found = self.zk.exists_many([*nodes, *marks])
+        stats, marked = found[: len(nodes)], found[len(nodes) :]
+        mine = self._read(marks[-1]) if marked[-1] is not None else None
+        if mine is not None and mine.owns(claim) and mine.version is not None:
+            return [Check(marks[-1], mine.version)]
+        for mark, stat in zip(marks, marked, strict=True):
+            if stat is not None:
+                raise self._overlap(claim, mark)
+        leaf = stats[-1]
+        if leaf is not None and leaf.numChildren:
+            self._clear_below(claim, nodes[-1], fence)
+        ops: list[Op] = []
+        for depth, (node, stat) in enumerate(zip(nodes[:-1], stats[:-1], strict=True)):
+            if stat is None:
+                ops.append(Create(node))
+            elif depth > 0:  # the protocol's node is never a place
+                ops.extend(absent(f"{node}/{MARK}"))
+        if leaf is None:
+            ops.append(Create(nodes[-1]))
+        else:
+            ops += [Delete(nodes[-1]), Create(nodes[-1])]  # the delete fails if it has children
+        ops.append(Create(marks[-1], claim.to_bytes()))
+        return ops
+
+    def _clear_below(self, claim: Claim, node: str, fence: Fence | None) -> None:
+        """Raise the overlap if anything below ``node`` is claimed; else prune the empty nodes
+        there (a release that stopped before pruning left them)."""
+        levels, seen = [[node]], 0
+        while levels[-1]:
+            below = []
+            for parent, kids in zip(levels[-1], self.zk.children_many(levels[-1]), strict=True):
+                if kids and MARK in kids:
+                    raise self._overlap(claim, f"{parent}/{MARK}")
+                below += [f"{parent}/{kid}" for kid in kids or ()]
+            seen += len(below)
+            if seen > MAX_SUBTREE:
+                raise HandleExists(
+                    f"artifact {claim.name!r} at {claim.uri} covers over {MAX_SUBTREE} places of "
+                    "other artifacts",
+                    path=node,
+                )
+            levels.append(below)
+        for level in reversed(levels[1:]):
+            self.zk.commit_many([[Delete(path)] for path in level], fence=fence)
+
+    def _overlap(self, claim: Claim, mark: str) -> HandleExists:
+        other = self._read(mark)
+        what = (
+            f"artifact {other.name!r} of job {other.job} at {other.uri}"
+            if other is not None
+            else f"an artifact claimed at {mark} (unreadable claim)"
+        )
+        return HandleExists(
+            f"artifact {claim.name!r} at {claim.uri} overlaps {what}: releasing one would "
+            "delete the other",
+            path=mark,
+        )
+
+    def _read(self, mark: str) -> Claim | None:
+        found = self.zk.get_if_exists(mark)
+        if found is None:
+            return None
+        try:
+            return Claim.from_znode(found[0], found[1], mark)
+        except CorruptRecord as exc:
+            logger.warning("%s", exc)
+            return None
+
+    # -- releasing -----------------------------------------------------------------------------
+
+    def holder(self, job_id: str, name: str, uri: str) -> Claim:
+        """The claim that makes ``uri`` artifact ``name`` of job ``job_id``, read again just
+        before its data is deleted; :class:`UntrustedPayload` if there is none, or another
+        place overlapping it is claimed too (then nothing may be deleted)."""
+        nodes = self.nodes(uri)
+        marks = [f"{node}/{MARK}" for node in nodes]
+        ancestors = self.zk.exists_many(marks[:-1])
+        (kids,) = self.zk.children_many([nodes[-1]])
+        claim = self._read(marks[-1])
+        owner = Claim(version=None, job=job_id, name=name, uri=uri)
+        why = None
+        if claim is None:
+            why = "no claim (it was not registered through this configuration)"
+        elif not claim.owns(owner):
+            why = f"claimed by artifact {claim.name!r} of job {claim.job}"
+        elif any(stat is not None for stat in ancestors):
+            why = "a place above it is claimed too"
+        elif sorted(kids or ()) != [MARK]:
+            why = "places below it are claimed too"
+        if why is not None or claim is None:
+            raise UntrustedPayload(
+                f"artifact {name!r} of job {job_id} at {uri[:300]}: {why}: its data is left alone"
+            )
+        return claim
+
+    def unclaim_ops(self, claim: Claim) -> list[Op]:
+        assert claim.version is not None
+        return [Delete(f"{self.nodes(claim.uri)[-1]}/{MARK}", claim.version)]
+
+    def prune(self, uri: str, fence: Fence | None) -> None:
+        """Delete the place's node and its empty ancestors (never the protocol's), deepest
+        first; stops at one that is not empty. Best effort: an empty node claims nothing."""
+        for node in reversed(self.nodes(uri)[1:]):
+            try:
+                self.zk.commit([Delete(node)], fence=fence)
+            except (ConflictError, HandleNotFound) as exc:
+                logger.debug("claims: %s stays (%s)", node, exc)
+                return
+
+    def output_ops(
+        self,
+        outputs: Sequence[tuple[str, Mapping[str, str] | None]],
+        claimed: Callable[[str], bool],
+    ) -> list[list[Op]]:
+        """Per ``(job, outputs)``, the ops deleting the claims of its kept outputs (those the
+        job holds: a claim of somebody else is left alone), read in one pipelined round."""
+        wanted = [
+            (index, Claim(version=None, job=job, name=name, uri=uri))
+            for index, (job, kept) in enumerate(outputs)
+            for name, uri in sorted((kept or {}).items())
+            if claimed(uri)
+        ]
+        marks = [f"{self.nodes(claim.uri)[-1]}/{MARK}" for _, claim in wanted]
+        ops: list[list[Op]] = [[] for _ in outputs]
+        for (index, claim), mark, item in zip(wanted, marks, self.zk.get_many(marks), strict=True):
+            if item is None:
+                continue
+            try:
+                found = Claim.from_znode(item[0], item[1], mark)
+            except CorruptRecord:
+                continue
+            if found.owns(claim) and found.version is not None:
+                ops[index].append(Delete(mark, found.version))
+        return ops
+
+    def prune_outputs(
+        self,
+        outputs: Mapping[str, str] | None,
+        claimed: Callable[[str], bool],
+        *,
+        fence: Fence | None,
+    ) -> None:
+        """Prune the empty nodes of kept outputs whose claims were deleted."""
+        for uri in sorted((outputs or {}).values()):
+            if claimed(uri):
+                self.prune(uri, fence)
