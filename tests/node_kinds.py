@@ -11,6 +11,7 @@ from typing import Any
 
 from zkstore.handle import Handle
 from zkstore.jobs.artifacts import Artifact
+from zkstore.jobs.claims import Claim
 from zkstore.jobs.control.records import ControlAck, ControlKeys, KeyDecision
 from zkstore.jobs.control.values import DeclaredKey
 from zkstore.jobs.records import (
@@ -189,6 +190,17 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             keep=True,
             registered=NOW,
             finished=NOW,
+        ).to_bytes(),
+    ),
+    "artifact claims": (
+        "artifact_claims",  # R/artifact-claims/<family>/<seg>/.../= (zkstore.jobs.claims)
+        lambda data, path: Claim.from_znode(data, None, path),
+        _record(
+            Claim,
+            job="j",
+            name="out",
+            uri="file:///scratch/reports/2026",
+            claimed=NOW,
         ).to_bytes(),
     ),
     "results": (

@@ -101,7 +101,13 @@ def test_a_driver_killed_mid_staging_is_cleaned_before_attempt_2_which_reuses_jo
         "total": sum(i * i for i in range(100)),
         "staging": [*staged, "written-by-attempt-2"],
     }, "exact output, nothing of attempt 1 in it"
-    shown = show(runtime_config, "staged")
+    # ``--wait`` returns on the outcome; the leader's clean-up (CLEANING) records the outputs.
+    shown = wait_for(
+        lambda: (found := show(runtime_config, "staged"))["state"] != "CLEANING" and found,
+        timeout=60,
+        interval=0.2,
+        what="the leader's clean-up of staged",
+    )
     assert (shown["state"], shown["result"]["attempts"]) == (SUCCEEDED, 2)
     assert shown["outputs"] == {"total": f"file://{scratch}/total"}
     assert shown["artifacts"] == []

@@ -384,3 +384,24 @@ def race(calls: list[tuple[JobArtifacts, str]]) -> tuple[list[str], list[HandleE
 
 
 # -- the user's side: the daemon and the commands refuse such roots ----------------------------
+
+
+def test_a_garbage_claim_is_taken_as_claimed_and_deletes_nothing(
+    shared: tuple[Cluster, str],
+) -> None:
+    """A claim node holding garbage (planted: the open ACL lets anybody write) refuses the
+    place to every registration and lets no release delete its data: the safe side both ways."""
+    cluster, root = shared
+    place = f"{root}/runs/garbage"
+    claims = cluster.artifacts("g").claims
+    mark = f"{claims.nodes(place)[-1]}/="
+    cluster.zk.ensure_path(mark)
+    cluster.zk.set(mark, b'{"job": NaN}')
+    g = ctx_artifacts(cluster, "g")
+    with pytest.raises(HandleExists, match="unreadable claim"):
+        g.register("out", place)
+    write(cluster, f"{place}/keep-me")
+    plant(cluster, "g", "planted", place)
+    with pytest.raises(UntrustedPayload, match="no claim"):
+        g.release("planted")
+    assert read(cluster, f"{place}/keep-me") == b"data"
