@@ -55,7 +55,7 @@ test-soak: $(STAMP)
 browser-test: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 	ZKSTORE_SCREENSHOT=$(SCREENSHOT) $(BIN)/python -m pytest -q -p no:xdist -m browser \
-		-o addopts="" tests/test_browser.py
+		-o addopts="" tests/e2e/test_browser.py
 
 demo: $(STAMP)
 	$(BIN)/zkstore demo

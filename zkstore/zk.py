@@ -180,6 +180,8 @@ class ZooKeeper:
         self._client.add_listener(self._on_state)
         self._granted: float | None = None
         self._capture_negotiated_timeout()
+        self._auth_failed = False
+        self._latch_auth_failure()
 
     @classmethod
     def from_config(cls, config: StoreConfig, **overrides: Any) -> ZooKeeper:
@@ -220,8 +222,21 @@ class ZooKeeper:
             raise
         return self
 
+    def _latch_auth_failure(self) -> None:
+        """Remember a rejection of the credentials: kazoo moves on from AUTH_FAILED to CLOSED at
+        once (and never connects again), so its state alone may show only a closed client, and
+        a wrong password would look like an unreachable server."""
+        callback = self._client._session_callback
+
+        def latching(state: str) -> None:
+            if state == KeeperState.AUTH_FAILED:
+                self._auth_failed = True
+            callback(state)
+
+        self._client._session_callback = latching
+
     def _raise_if_rejected(self) -> None:
-        if self._client.client_state == KeeperState.AUTH_FAILED:
+        if self._auth_failed or self._client.client_state == KeeperState.AUTH_FAILED:
             raise AccessDenied(
                 f"ZooKeeper at {self.hosts} rejected the credentials of {self.identity} "
                 f"(authentication failed; see {ENV_AUTH})"

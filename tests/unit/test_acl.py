@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from kazoo.protocol.states import KeeperState
 
 from tests.helpers import MONITOR_ID, MONITOR_SECRET, SECRET
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
-from zkstore.errors import ConfigError
+from zkstore.errors import AccessDenied, ConfigError
+from zkstore.zk import ZooKeeper
 
 
 def test_credentials_parse_and_never_show_their_secret() -> None:
@@ -36,3 +38,18 @@ def test_read_acl_wants_ids_not_passwords() -> None:
         parse_read_acl("nonsense")
     with pytest.raises(ConfigError, match="needs ZKSTORE_ZK_AUTH"):
         StoreConfig(zk_read_acl=(MONITOR_ID,))
+
+
+def test_rejected_credentials_stay_rejected_once_kazoo_reports_the_client_closed() -> None:
+    """kazoo passes AUTH_FAILED and goes on to CLOSED at once (it never connects again): a
+    read waiting for the connection must still say "authentication failed", not "unreachable"
+    (before the latch: 2 runs in 15 of ``zkstore jobs list`` with a wrong SASL password under
+    load exited 6, StoreUnavailable, instead of 8)."""
+    zk = ZooKeeper(
+        "127.0.0.1:9", session_timeout=4.0, timeout=0.2, auth=ZkAuth.parse("sasl:DIGEST-MD5:u:p")
+    )
+    zk._client._session_callback(KeeperState.AUTH_FAILED)
+    zk._client._session_callback(KeeperState.CLOSED)
+    assert zk._client.client_state == KeeperState.CLOSED
+    with pytest.raises(AccessDenied, match="authentication failed"):
+        zk.exists("/")
