@@ -7,9 +7,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
-# Two test processes (pytest-xdist), a file each at a time: most tests wait on sessions and
+# Three test processes (pytest-xdist), a file each at a time: most tests wait on sessions and
 # processes, not on the CPU. PYTEST_WORKERS=0 runs them in this process.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 

@@ -34,6 +34,10 @@ from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
+# The suite's Spark JVMs (drivers of this process and of every daemon started from it, their
+# executors) read tests/spark-conf/spark-defaults.conf: short-JVM settings, far less CPU.
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark-conf"))
+
 
 @pytest.fixture(scope="session")
 def zk_server() -> Iterator[EmbeddedZooKeeper]:

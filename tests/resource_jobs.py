@@ -15,6 +15,7 @@ import logging
 import os
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,12 @@ def use(ref: Any, out: str, stage: int) -> Any:
 
 
 def three_stages(
-    ctx: Any, out: str, hold: str = "no", partitions: int | str = 8, linger: float | str = 0.0
+    ctx: Any,
+    out: str,
+    hold: str = "no",
+    partitions: int | str = 8,
+    linger: float | str = 0.0,
+    idle: float | str = 20.0,
 ) -> None:
     """Three Python stages over ``partitions`` partitions, each task using the ``db`` resource.
 
@@ -116,9 +122,12 @@ def three_stages(
     that a test can look at the running attempt. ``linger`` seconds after the last stage, the
     application stays up (as a job that writes its summary would): a worker whose task ended
     less than a watcher tick before the stop's SIGHUP dies without closing (recovery/executor/
-    hooks.py), a window a loaded machine can stretch.
+    hooks.py), a window a loaded machine can stretch. ``idle`` is the resource's idle timeout
+    (20 s, the default, unless given).
     """
-    ref = ctx.resource("db", functools.partial(open_tracked, out), close_tracked)
+    ref = ctx.resource(
+        "db", functools.partial(open_tracked, out), close_tracked, idle_timeout=float(idle)
+    )
     ctx.decorate(functools.partial(log_to_file, out))
     partitions = int(partitions)
     rows = ctx.spark.sparkContext.parallelize(range(64), partitions)
@@ -186,3 +195,50 @@ class Counting:
 
         self.next_id += 1
         return Accumulator(self.next_id, value, param)
+
+
+def all_closed(out: Path) -> bool:
+    state = lifecycle(out)
+    return bool(state["opens"]) and set(state["closes"]) == set(state["opens"])
+
+
+def check_sharing(out: Path, *, reused: bool, tasks: int = 24) -> dict[str, Any]:
+    """The invariants of a finished three-stage run; returns the lifecycle for more checks."""
+    state = lifecycle(out)
+    ran = state["tasks"]
+    assert len(ran) == tasks, sorted(ran)
+    pids = {t["pid"] for t in ran.values()}
+    assert len(state["opens"]) == len(pids), "one open per Python worker that ran tasks"
+    assert {o["pid"] for o in state["opens"].values()} == pids
+    instances_by_pid: dict[int, set[str]] = defaultdict(set)
+    stages_by_pid: dict[int, set[int]] = defaultdict(set)
+    for task in ran.values():
+        instances_by_pid[task["pid"]].add(task["instance"])
+        stages_by_pid[task["pid"]].add(task["stage"])
+    assert all(len(ids) == 1 for ids in instances_by_pid.values()), "one instance per process"
+    if reused:
+        assert len(pids) < tasks
+        assert any(len(stages) > 1 for stages in stages_by_pid.values()), "shared across stages"
+    else:
+        assert len(pids) == tasks, "a fresh worker per task"
+    assert set(state["closes"]) == set(state["opens"]) and not state["double"]
+    for ident, close in state["closes"].items():
+        assert close["pid"] == state["opens"][ident]["pid"], "closed by the process that opened"
+    return state
+
+
+def check_tagged_logs(out: Path, job_id: str) -> None:
+    lines = [
+        line
+        for log in out.glob("worker-*.log")
+        for line in log.read_text().splitlines()
+        if "done" in line
+    ]
+    assert len(lines) == 24, lines
+    tags = {tuple(line.split("|")[:4]) for line in lines}
+    stages = {stage for _, _, stage, _ in tags}
+    assert {(job, attempt) for job, attempt, _, _ in tags} == {(job_id, "1")}
+    assert len(stages) == 3 and "-" not in stages
+    assert {partition for _, _, _, partition in tags} == {str(p) for p in range(8)}
+    entered = [n for n in marks(out) if n.startswith("enter-")]
+    assert len(entered) == 24 and len([n for n in marks(out) if n.startswith("exit-")]) == 24

@@ -19,6 +19,9 @@ from typing import Any
 from tests.helpers import wait_for
 from zkstore.dev.embedded import find_java, free_port
 
+#: JVM options for the short-lived Spark daemons of the tests (as tests/spark-conf for drivers).
+SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
+
 
 class S3Server:
     """A moto S3 server on 127.0.0.1 (a real HTTP server, as s3fs's own tests use)."""
@@ -85,6 +88,7 @@ class Standalone:
             "SPARK_LOG_DIR": str(self.work),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PATH": "/usr/bin:/bin",
+            "SPARK_DAEMON_JAVA_OPTS": SHORT_JVM,
         }
         log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.processes.append(

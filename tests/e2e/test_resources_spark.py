@@ -1,6 +1,6 @@
 """Executor-side resources on real Spark: local mode through ``zkstore submit`` and the daemon,
-without worker reuse, on a standalone master and worker, and in this process's own SparkSession
-for failing opens and attempts.
+without worker reuse, and in this process's own SparkSession for failing opens and attempts (on a
+standalone master and worker: tests/e2e/test_standalone.py).
 
 Every job is :func:`tests.resource_jobs.three_stages` (or a part of it): three Python stages over
 eight partitions, each task using one resource that leaves a file per open and per close.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import resource_jobs
 from tests.helpers import REPO, run_daemon, wait_for
-from tests.resource_jobs import lifecycle, marks
-from tests.servers import Standalone
+from tests.resource_jobs import all_closed, check_sharing, check_tagged_logs, lifecycle, marks
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
@@ -38,53 +36,6 @@ def zkstore(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str
     connection = ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
     command = [str(BIN / "zkstore"), *words[:2], *connection, *words[2:]]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
-
-
-def all_closed(out: Path) -> bool:
-    state = lifecycle(out)
-    return bool(state["opens"]) and set(state["closes"]) == set(state["opens"])
-
-
-def check_sharing(out: Path, *, reused: bool, tasks: int = 24) -> dict[str, Any]:
-    """The invariants of a finished three-stage run; returns the lifecycle for more checks."""
-    state = lifecycle(out)
-    ran = state["tasks"]
-    assert len(ran) == tasks, sorted(ran)
-    pids = {t["pid"] for t in ran.values()}
-    assert len(state["opens"]) == len(pids), "one open per Python worker that ran tasks"
-    assert {o["pid"] for o in state["opens"].values()} == pids
-    instances_by_pid: dict[int, set[str]] = defaultdict(set)
-    stages_by_pid: dict[int, set[int]] = defaultdict(set)
-    for task in ran.values():
-        instances_by_pid[task["pid"]].add(task["instance"])
-        stages_by_pid[task["pid"]].add(task["stage"])
-    assert all(len(ids) == 1 for ids in instances_by_pid.values()), "one instance per process"
-    if reused:
-        assert len(pids) < tasks
-        assert any(len(stages) > 1 for stages in stages_by_pid.values()), "shared across stages"
-    else:
-        assert len(pids) == tasks, "a fresh worker per task"
-    assert set(state["closes"]) == set(state["opens"]) and not state["double"]
-    for ident, close in state["closes"].items():
-        assert close["pid"] == state["opens"][ident]["pid"], "closed by the process that opened"
-    return state
-
-
-def check_tagged_logs(out: Path, job_id: str) -> None:
-    lines = [
-        line
-        for log in out.glob("worker-*.log")
-        for line in log.read_text().splitlines()
-        if "done" in line
-    ]
-    assert len(lines) == 24, lines
-    tags = {tuple(line.split("|")[:4]) for line in lines}
-    stages = {stage for _, _, stage, _ in tags}
-    assert {(job, attempt) for job, attempt, _, _ in tags} == {(job_id, "1")}
-    assert len(stages) == 3 and "-" not in stages
-    assert {partition for _, _, _, partition in tags} == {str(p) for p in range(8)}
-    entered = [n for n in marks(out) if n.startswith("enter-")]
-    assert len(entered) == 24 and len([n for n in marks(out) if n.startswith("exit-")]) == 24
 
 
 @pytest.fixture
@@ -119,6 +70,9 @@ def test_submitted_job_shares_one_instance_per_worker_and_closes_each(
         "--",
         str(out),
         "yes",
+        "8",
+        "0",
+        "8",  # an idle timeout of 8 s (the default 20 s): what the test waits for below
     )
     assert submitted.returncode == 0, submitted.stderr
 
@@ -138,7 +92,7 @@ def test_submitted_job_shares_one_instance_per_worker_and_closes_each(
     assert shown["counts"]["db"]["failed_opens"] == 0
     table = zkstore(spark_config, "jobs", "show", "shared")
     assert f"resource db: {len(pids)} opens" in table.stdout
-    # While the job holds, idle workers close their instance after its idle timeout (20 s),
+    # While the job holds, idle workers close their instance after its idle timeout (8 s here),
     # before Spark would drop them. (The stop path is what the other tests here end on.)
     wait_for(lambda: all_closed(out), timeout=120, what="every open closed once idle")
     assert zkstore(spark_config, "control", "set", "shared", "go=true").returncode == 0
@@ -175,34 +129,6 @@ def test_without_worker_reuse_every_task_opens_and_closes(
     assert reported == {"opens": 12, "closes": 12, "failed_opens": 0, "uses": 12}, (
         "closed inside each task scope, so each close is reported with its task"
     )
-
-
-def test_standalone_worker_shares_and_closes(
-    spark_config: StoreConfig,
-    tmp_path: Path,
-    standalone: Standalone,
-) -> None:
-    out = tmp_path / "out"
-    local = run_daemon(spark_config, tmp_path / "runtime", master=standalone.url)
-    try:
-        with Client(spark_config) as client:
-            client.submit_function(
-                resource_jobs.three_stages,
-                str(out),
-                "no",
-                8,
-                3.0,
-                job_id="standalone",
-                conf={"spark.executor.memory": "512m", "spark.cores.max": "1"},
-            )
-            result = client.wait("standalone", timeout=300)
-        assert result.outcome == SUCCEEDED, result.error
-        wait_for(lambda: all_closed(out), timeout=120, what="every open closed")
-    finally:
-        local.stop()
-    check_sharing(out, reused=True)
-    check_tagged_logs(out, "standalone")
-    assert marks(out)["result"]["app"].startswith("three_stages [zkstore standalone #1]")
 
 
 # -- in this process's own SparkSession ----------------------------------------------------------
