@@ -13,15 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import BIN, REPO, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import PAUSED
-
-pytestmark = pytest.mark.slow
 
 LINES = 40_000
 

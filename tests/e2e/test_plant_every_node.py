@@ -18,8 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from recovery.client.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
@@ -172,7 +170,6 @@ def plan(layout: Layout) -> list[tuple[str, str, bytes, str, list[tuple[str, ...
     return plants
 
 
-@pytest.mark.slow
 def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
     runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

@@ -30,7 +30,6 @@ def _state(cluster: Cluster, job_id: str) -> str | None:
     return None if result is None else result.state
 
 
-@pytest.mark.slow
 def test_a_repaired_job_released_runs_to_success(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -53,7 +52,6 @@ def test_a_repaired_job_released_runs_to_success(
     assert step_runs(out) == {1: [2], 2: [2]}, "it ran once, as attempt 2 (1 could not load)"
 
 
-@pytest.mark.slow
 def test_a_purge_that_died_after_its_result_is_finished_by_the_next_leader(
     local: LocalCluster, runtime_config: StoreConfig
 ) -> None:
@@ -70,7 +68,6 @@ def test_a_purge_that_died_after_its_result_is_finished_by_the_next_leader(
         nothing_of(cluster, "q1")
 
 
-@pytest.mark.slow
 def test_forget_then_resubmit_reruns_a_failed_job(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
