@@ -72,7 +72,10 @@ def config(zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any) -> StoreConfi
         root=root,
         storage_url=f"file://{tmp_path}/storage",
         session_timeout=4.0,
-        timeout=3.0,
+        # A call waits as long as its session can go without an answer: a longer wait would
+        # outlive the session, a shorter one fails a test whose ZooKeeper is starved for a
+        # moment on a loaded machine (seen at load 13: a write answered after 3 s).
+        timeout=4.0,
     )
 
 
