@@ -8,21 +8,22 @@ its last lines, and with ``--follow`` as it grows, moving on to each next attemp
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.jobs import jobs, open_cluster
-from zkstore.cluster import Cluster
-from zkstore.errors import HandleNotFound
-from zkstore.jobs.logs import AttemptLog, JobLogs, LogFollower
-from zkstore.jobs.snapshot import read_snapshots
-from zkstore.layout import validate_job_id
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 
 def job_attempt(cluster: Cluster, job_id: str) -> tuple[int, bool] | None:
     """The job's current attempt and whether it has ended (a result, or quarantine: it will not
     run again by itself); None if the job has no trace in ZooKeeper."""
+    from zkstore.jobs.snapshot import read_snapshots
+
     snapshot = read_snapshots(cluster.zk, cluster.layout, [job_id]).get(job_id)
     if snapshot is None:
         return None
@@ -48,6 +49,10 @@ def job_logs(
 
     Logs are kept after the job ends for the daemons' --keep-logs (default 7 days).
     """
+    from zkstore.errors import HandleNotFound
+    from zkstore.jobs.logs import AttemptLog, JobLogs, LogFollower
+    from zkstore.layout import validate_job_id
+
     validate_job_id(job_id)
     out = sys.stdout.buffer
     with open_cluster(connection) as cluster:
