@@ -50,9 +50,9 @@ from zkstore.config import ENV_VARS
 @click.option(
     "--max-drivers",
     type=click.IntRange(1),
-    default=32,
-    show_default=True,
-    help="driver slots of this daemon: attempts the leader may place here at once",
+    help="driver slots of this daemon: attempts the leader may place here at once "
+    "[default: from this host: 2 per core, 1 GiB of memory each after 1 GiB for the daemon, "
+    "at most 64; cgroup CPU quotas and memory limits count; the daemon logs the number]",
 )
 @click.option(
     "--label",
@@ -138,7 +138,7 @@ def daemon(
     spark_master: str | None,
     session_timeout: float,
     daemon_id: str | None,
-    max_drivers: int,
+    max_drivers: int | None,
     log_dir: str | None,
     work_dir: str | None,
     restart_backoff: float,
@@ -166,6 +166,12 @@ def daemon(
     _log_at_info(ctx)
     explicit_http = http or os.environ.get(ENV_VARS["http"])
     allowed_hosts = http_allowed_hosts or os.environ.get(ENV_VARS["http_allowed_hosts"])
+    if max_drivers is None:
+        from recovery.capacity import default_max_drivers, explain, read_host_size
+
+        host = read_host_size()
+        max_drivers = default_max_drivers(host)
+        logging.getLogger(__name__).info("--max-drivers not given: %s", explain(host))
     store = with_roots(connection.config, artifact_roots).with_changes(
         session_timeout=session_timeout
     )

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recovery.member.processes import start_ticks
+from recovery.proctitle import driver_title, set_title, shipper_title
 
 logger = logging.getLogger(__name__)
 
@@ -148,12 +149,26 @@ def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -
 _MAINS = {"driver": "recovery.driver.driver", "shipper": "zkstore.jobs.logship"}
 
 
+def _title(kind: str, argv: list[str]) -> tuple[str, str, str] | None:
+    """The process title of a driver or shipper from its arguments (``--job-id``,
+    ``--attempt``), None if they are not there."""
+    try:
+        job_id = argv[argv.index("--job-id") + 1]
+        attempt = int(argv[argv.index("--attempt") + 1])
+    except (ValueError, IndexError):
+        return None
+    return (shipper_title if kind == "shipper" else driver_title)(job_id, attempt)
+
+
 def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     """In the child: become the driver (or log shipper) of the request, then exit with its
     exit code."""
     code = 1
     try:
         os.setsid()
+        title = _title(request.get("kind", "driver"), request["argv"])
+        if title is not None:  # ps shows "zkstore driver JOB attempt N", not the fork server
+            set_title(title)
         if request.get("nice"):
             os.nice(int(request["nice"]))
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
