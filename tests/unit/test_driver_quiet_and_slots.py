@@ -27,3 +27,13 @@ def test_max_drivers_has_no_fixed_default_and_says_where_it_comes_from() -> None
     text = " ".join(shown.stdout.split())
     assert "[default: 32]" not in text
     assert "[default: from this host: 2 per core, 1 GiB of memory each" in text
+
+
+def test_exit_code_3_is_not_told_as_refused_to_start() -> None:
+    """A driver that ran for a while and exited 3 (the job's own code, say) was told as
+    "refused to start and left no outcome" on 01c8155."""
+    from recovery.member.launcher import describe_exit
+
+    told = describe_exit(3)
+    assert "refused to start" not in told
+    assert told.startswith("exited with code 3 (")
