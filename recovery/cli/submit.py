@@ -6,6 +6,10 @@ is imported inside the commands, so that a usage error costs click and this modu
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -184,14 +188,18 @@ def follow(client: Client, job_id: str, timeout: float | None) -> None:
     from zkstore.service.jobs import headline
 
     progress = Progress(job_id)
+    previous = _exit_on_interrupt(job_id)
     try:
         result = client.wait(
             job_id, timeout=timeout, on_change=progress.changed, on_leader=progress.leader
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # in-process (no handler of ours): the same lines, exit 130
         for line in interrupted_lines(job_id):
             click.echo(line, err=True)
         raise click.exceptions.Exit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     message = f"{job_id}: {result.outcome} after {result.attempts} attempt(s)"
     if result.error and result.outcome != CANCELLED:
         message += f": {headline(result.error)}"
@@ -200,6 +208,27 @@ def follow(client: Client, job_id: str, timeout: float | None) -> None:
     if result.outcome != SUCCEEDED:
         raise JobDidNotSucceed(message)
     click.echo(message, err=True)
+
+
+def _exit_on_interrupt(job_id: str) -> Any:
+    """In the console script's main thread: Ctrl-C prints what it stopped (only this command)
+    and how to follow the job again, then exits 130 at once, without unwinding through the
+    ZooKeeper client (a session left open expires by itself: a follower holds nothing in it).
+    Returns the handler it replaced, None where it installed none."""
+    from zkstore.cli.progress import interrupted_lines
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupted(signum: int, frame: object) -> None:
+        for line in interrupted_lines(job_id):
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None  # somebody else's (a test runner's): leave it
+    return signal.signal(signal.SIGINT, interrupted)
 
 
 class Progress:

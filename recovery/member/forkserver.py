@@ -49,7 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recovery.member.processes import start_ticks
-from recovery.proctitle import driver_title, set_title, shipper_title
+from recovery.proctitle import driver_title, fork_server_title, set_title, shipper_title
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,9 @@ MAX_FDS = 2
 
 def serve() -> int:
     """Answer requests on stdin until it closes; fork a driver per request; report exits."""
+    daemon_id = os.environ.get(MEMBER_ENV)  # the launcher's environment names its daemon
+    if daemon_id:
+        set_title(fork_server_title(daemon_id))  # ps: "zkstore fork-server ID"
     for module in _MAINS.values():  # the point of the server: imported once, before forks
         importlib.import_module(module)
 
@@ -144,6 +147,9 @@ def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -
         _run_child(request, {"{config_fd}": configs[index], "{pidfd}": pidfd})  # never returns
     return pid
 
+
+#: recovery.member.launcher.DRIVER_MEMBER_ENV (the launcher imports this module, not the reverse)
+MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 
 #: What the server can fork: ``python -m <module>`` of each, already imported.
 _MAINS = {"driver": "recovery.driver.driver", "shipper": "zkstore.jobs.logship"}

@@ -9,7 +9,7 @@ a real daemon, a job killed under it (SIGKILL of its driver), another that canno
   told apart (lost vs failed) in words and in the JSON;
 - ``jobs logs`` of a job that has not started says so (exit 4), not silence and exit 0;
 - a finished job keeps its DAEMON in ``jobs list``;
-- ``ps`` names the driver by its job and attempt, the daemon by its id.
+- ``ps`` names the driver by its job and attempt, the daemon and its fork server by its id.
 
 Before this change (01c8155) each of these failed: wait printed ``STARTING (attempt 2)`` with no
 word of attempt 1, ``logs --follow`` jumped to ``--- attempt 2 ---``, ``show`` had none of the
@@ -55,6 +55,19 @@ def title(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
 
 
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, NotADirectoryError):
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
 def fields(shown: str) -> dict[str, str]:
     """The ``name: value`` lines of ``jobs show``."""
     pairs = (line.partition(":") for line in shown.splitlines() if not line.startswith(" "))
@@ -82,6 +95,7 @@ def test_a_killed_job_and_a_waiting_one_as_a_user_sees_them(
     driver = json.loads((out / "attempt-1.json").read_text())["pid"]
     assert title(driver) == "zkstore driver killed attempt 1"
     assert title(local.daemons["d1"].pid) == "zkstore daemon d1"
+    assert "zkstore fork-server d1" in {title(pid) for pid in children(local.daemons["d1"].pid)}
     os.kill(driver, signal.SIGKILL)
 
     told: list[str] = []
@@ -111,8 +125,13 @@ def test_a_killed_job_and_a_waiting_one_as_a_user_sees_them(
     assert fields(shown.stdout)["attempt"] == (
         "2 (1 lost to the infrastructure); failures 0 of 3 allowed, losses 1 of 10"
     ), shown.stdout
-    listed = script(config, "jobs list", "--all", "--format", "json", cwd=laptop)
-    (row,) = [job for job in json.loads(listed.stdout) if job["job_id"] == "killed"]
+
+    def finished_row() -> dict[str, object] | None:  # once cleaned up: the result only
+        listed = script(config, "jobs list", "--all", "--format", "json", cwd=laptop)
+        rows = [job for job in json.loads(listed.stdout) if job["job_id"] == "killed"]
+        return rows[0] if rows and rows[0]["state"] != "CLEANING" else None
+
+    row = wait_for(finished_row, timeout=60, what="killed cleaned up")
     assert (row["state"], row["daemon"], row["lost"], row["failures"]) == ("SUCCEEDED", "d1", 1, 0)
 
     submitted = script(
@@ -169,7 +188,8 @@ def test_a_killed_job_and_a_waiting_one_as_a_user_sees_them(
         _, rest = waiting.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         waiting.kill()
-        raise
+        _, rest = waiting.communicate()
+        raise AssertionError(f"jobs wait went on after SIGINT: {seen} {rest}") from None
     assert waiting.returncode == 130, rest
     assert "interrupted: only this command stopped; job waits goes on in the cluster" in rest
     assert "follow it again: zkstore jobs wait waits" in rest
