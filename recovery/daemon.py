@@ -34,6 +34,7 @@ from recovery.member.launcher import DriverLauncher
 from recovery.member.member import FleetMember
 from recovery.observe.metrics import LeadershipStats
 from recovery.observe.server import HttpSide, start_http
+from recovery.proctitle import daemon_title, set_title
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
@@ -89,9 +90,10 @@ class Daemon:
 
     def run(self, *, install_signals: bool = True) -> int:
         """Serve until stopped. Returns the process exit code."""
-        if install_signals:
+        if install_signals:  # this process is the daemon (not a test running one inside it)
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
+            logger.debug("process title: %s", set_title(daemon_title(self.settings.daemon_id)))
         self.http = start_http(self, self.stats)  # /health says 503 until the session is up
         if not self._connect():
             self._stop_http()

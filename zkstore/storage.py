@@ -33,10 +33,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import (
     ConfigError,
@@ -51,6 +48,10 @@ from zkstore.errors import (
 from zkstore.handle import PayloadRef
 from zkstore.retry import RACES, TryAgain
 from zkstore.signing import Signer
+
+if TYPE_CHECKING:  # fsspec is imported when a storage is built: readers of ZooKeeper only
+    # (``zkstore jobs list``, the snapshot reader) never pay for it
+    from fsspec import AbstractFileSystem
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,8 @@ class StateStorage:
             given = _merge(_s3_defaults(timeout), given)
         given.setdefault("skip_instance_cache", True)
         given.setdefault("use_listings_cache", False)
+        from fsspec.core import url_to_fs
+
         try:
             fs, root = url_to_fs(url, **given)
         except (ValueError, ImportError) as exc:

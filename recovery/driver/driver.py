@@ -50,6 +50,7 @@ from recovery.driver.context import (
 from recovery.driver.control import JobControl
 from recovery.driver.lease import SessionLease
 from recovery.member import processes
+from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -523,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--log-uri", help="where this driver's output goes, for people")
     args = parser.parse_args(argv)
+    set_title(driver_title(args.job_id, args.attempt))  # a spawned driver too (issue 27)
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",

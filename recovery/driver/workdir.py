@@ -69,12 +69,19 @@ def lay_out(definition: JobDefinition, directory: Path) -> AttemptDirectory:
         directory,
         ", ".join(sorted(p.name for p in directory.iterdir())) or "empty",
     )
+    spark_conf = merge_lists(definition.spark_conf, paths)
+    # Spark's console progress bar (``\r[Stage 0:>  (0 + 2) / 2]``) fills a driver's log file
+    # with lines nobody reads: off unless the job sets it (issue 27).
+    spark_conf.setdefault(CONSOLE_PROGRESS, "false")
     return AttemptDirectory(
         path=directory,
         python_path=tuple(dict.fromkeys(python_path)),
-        spark_conf=merge_lists(definition.spark_conf, paths),
+        spark_conf=spark_conf,
         script=script,
     )
+
+
+CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
 
 
 def remove(directory: Path) -> None:

@@ -249,6 +249,9 @@ class JobActions:
                 summary=job.summary,
                 cancel=job.cancel,
                 log=job.log,
+                daemon=_last_daemon(job),
+                failures=job.status.failures if job.status is not None else None,
+                lost=job.status.lost if job.status is not None else None,
                 fence=self.fence,
             )
         logger.log(
@@ -306,3 +309,9 @@ class JobActions:
 
 def _last_line(error: str | None) -> str:
     return error.splitlines()[-1] if error else "no error recorded"
+
+
+def _last_daemon(job: JobSnapshot) -> str | None:
+    """The daemon the job's last attempt was placed on (None if it is not placed now: a job
+    cancelled while it waited to restart)."""
+    return job.status.daemon_id if job.status is not None else None

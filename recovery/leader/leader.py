@@ -41,7 +41,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.election import LeaderElection
 from recovery.leader.loop import Event, Leadership, Loop
-from recovery.leader.placement import Fleet, parse_labels, read_fleet
+from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
 from recovery.leader.retention import Retention
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
@@ -153,7 +153,13 @@ class LeaderProcess:
             for job_id in self.fleet.assignments.get(daemon_id, ()):
                 self.post(job_id)
         for daemon_id in set(self.fleet.members) - set(before.members):
-            logger.warning("daemon %s joined the fleet", daemon_id)
+            member = self.fleet.members[daemon_id]
+            logger.info(
+                "daemon %s joined the fleet: %d driver slot(s), labels %s",
+                daemon_id,
+                member.info.slots,
+                format_labels(member.labels) or "none",
+            )
         for job_id in self._waiting:
             self.post(job_id)
 

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recovery.member.processes import start_ticks
+from recovery.proctitle import driver_title, fork_server_title, set_title, shipper_title
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ MAX_FDS = 2
 
 def serve() -> int:
     """Answer requests on stdin until it closes; fork a driver per request; report exits."""
+    daemon_id = os.environ.get(MEMBER_ENV)  # the launcher's environment names its daemon
+    if daemon_id:
+        set_title(fork_server_title(daemon_id))  # ps: "zkstore fork-server ID"
     for module in _MAINS.values():  # the point of the server: imported once, before forks
         importlib.import_module(module)
 
@@ -144,8 +148,22 @@ def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -
     return pid
 
 
+#: recovery.member.launcher.DRIVER_MEMBER_ENV (the launcher imports this module, not the reverse)
+MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
+
 #: What the server can fork: ``python -m <module>`` of each, already imported.
 _MAINS = {"driver": "recovery.driver.driver", "shipper": "zkstore.jobs.logship"}
+
+
+def _title(kind: str, argv: list[str]) -> tuple[str, str, str] | None:
+    """The process title of a driver or shipper from its arguments (``--job-id``,
+    ``--attempt``), None if they are not there."""
+    try:
+        job_id = argv[argv.index("--job-id") + 1]
+        attempt = int(argv[argv.index("--attempt") + 1])
+    except (ValueError, IndexError):
+        return None
+    return (shipper_title if kind == "shipper" else driver_title)(job_id, attempt)
 
 
 def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
@@ -154,6 +172,9 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     code = 1
     try:
         os.setsid()
+        title = _title(request.get("kind", "driver"), request["argv"])
+        if title is not None:  # ps shows "zkstore driver JOB attempt N", not the fork server
+            set_title(title)
         if request.get("nice"):
             os.nice(int(request["nice"]))
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -55,7 +55,10 @@ DRIVER_MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 EXIT_MEANINGS: dict[int, str] = {
     DriverExit.SUCCEEDED: "succeeded",
     DriverExit.FAILED: "failed",
-    DriverExit.REFUSED: "refused to start",
+    # A driver exits 3 when it could not take its attempt; a job's own code may exit 3 after it
+    # ran for a while, so it is not told as "refused to start" (issue 27).
+    DriverExit.REFUSED: "exited with code 3 (a driver's code for an attempt it could not take: "
+    "superseded, or another attempt holds it; or the job's own exit code)",
     DriverExit.CANCELLED: "cancelled",
     DriverExit.BROKEN: "could not load its definition",
     DriverExit.SUSPENDED: "stopped itself: ZooKeeper session suspended",

@@ -125,7 +125,7 @@ class FleetMember:
             "member %s registered: %d driver slot(s), labels %s",
             self.daemon_id,
             self.settings.max_drivers,
-            dict(self.settings.labels) or "none",
+            ",".join(f"{k}={v}" for k, v in sorted(self.settings.labels.items())) or "none",
         )
         return True
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from recovery.observe.view import ClusterView, finished
+from recovery.observe.view import ClusterView, DaemonInfo, finished
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.service.jobs import describe, duration
+from zkstore.service.jobs import describe, duration, headline
 from zkstore.strict import parse_time
 
 REFRESH_SECONDS = 5
@@ -96,38 +96,126 @@ def _logs_links(job: JobSnapshot) -> str:
     return " ".join(links)
 
 
+#: The longest error or reason a table cell shows (the job's JSON has it whole).
+CELL_CHARS = 160
+_WAITING = frozenset({"SUBMITTED", "PENDING", "STARTING", "RESTARTING"})
+
+
+def _cut(text: str | None, limit: int = CELL_CHARS) -> str:
+    """One line of ``text`` (a traceback's last), cut at a word with an ellipsis past
+    ``limit`` characters."""
+    if not text:
+        return ""
+    line = headline(text) or ""
+    if len(line) <= limit:
+        return line
+    head = line[: limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip() + "…"
+
+
+def _job_link(job_id: str) -> str:
+    """The job's id, linked to everything about it (its JSON)."""
+    href = f"/api/v1/jobs/{quote(job_id, safe='')}"
+    return f'<a href="{_e(href)}"><code>{_e(job_id)}</code></a>'
+
+
+def _attempts(item: dict[str, object]) -> str:
+    """``2 of 3`` and, apart, what ended the earlier ones: ``1 lost`` does not count against
+    the 3 (the infrastructure's, not the job's)."""
+    text = _e(item["attempt"] or 0)
+    if item["max_attempts"]:
+        text += f" of {_e(item['max_attempts'])}"
+    ends = [f"{item['failures']} failed" if item["failures"] else ""]
+    ends.append(f"{item['lost']} lost" if item["lost"] else "")
+    told = ", ".join(e for e in ends if e)
+    return text + (f' <span class="muted">({_e(told)})</span>' if told else "")
+
+
+def _daemon(item: dict[str, object]) -> str:
+    return f"<code>{_e(item['daemon'])}</code>" if item["daemon"] else "-"
+
+
 def _job_row(job: JobSnapshot, view: ClusterView, now: float) -> str:
+    """A job that is not finished: why it waits, where it runs, its latest error."""
     item = describe(job)
     driver = item["driver"]
-    result = item["result"]
-    error = item["last_error"] or (result or {}).get("error") or ""
-    attempt = str(item["attempt"] or 0)
-    if item["max_attempts"]:
-        attempt += f" of {item['max_attempts']}"
+    state = _badge(job.state)
+    if job.state in _WAITING and item["waiting"]:
+        state += f'<br><span class="muted">{_e(_cut(item["waiting"]))}</span>'
     host = "-"
     if driver:
         host = f"{_e(driver['host'])} <span class='muted'>pid {_e(driver['pid'])}</span>"
-    outcome = (
-        f"{_e(result['outcome'])} after {_e(result['attempts'])}, "
-        f"{_e(_since(result['finished'], now))}"
-        if result
-        else "-"
-    )
     cells = [
-        f"<code>{_e(job.job_id)}</code>",
+        _job_link(job.job_id),
         _e(item["name"]),
-        _badge(job.state),
-        _e(attempt),
+        state,
+        _attempts(item),
+        _daemon(item),
         host,
         _e(_age(view.checkpoint_age(job.job_id))),
-        outcome,
-        f'<td class="err">{_e(error.splitlines()[-1][:200] if error else "")}</td>',
+        f'<td class="err">{_e(_cut(item["last_error"]))}</td>',
         _logs_links(job),
     ]
+    return _row(cells)
+
+
+JOB_HEADERS = (
+    "job",
+    "name",
+    "state",
+    "attempts",
+    "daemon",
+    "driver",
+    "checkpoint",
+    "error",
+    "logs",
+)
+FINISHED_HEADERS = (
+    "job",
+    "name",
+    "outcome",
+    "attempts",
+    "daemon",
+    "finished",
+    "took",
+    "error or reason",
+    "logs",
+)
+
+
+def _finished_row(job: JobSnapshot, now: float) -> str:
+    """A finished job: how and when it ended, how long it took, where it last ran, and why
+    (its error, or who cancelled it and why)."""
+    item = describe(job)
+    result = item["result"] or {}
+    cancel = item["cancel"]
+    why = result.get("error") if result.get("outcome") != "CANCELLED" else None
+    if cancel:
+        why = f"cancelled by {cancel.get('by') or '?'}" + (
+            f": {cancel['reason']}" if cancel.get("reason") else ""
+        )
+    took = "-"
+    if item["submitted"] and result.get("finished"):
+        start, end = parse_time(item["submitted"]), parse_time(result["finished"])
+        took = duration((end - start).total_seconds())
+    finished_at = result.get("finished")
+    cells = [
+        _job_link(job.job_id),
+        _e(item["name"]),
+        _badge(result.get("outcome") or job.state),
+        _attempts(item),
+        _daemon(item),
+        f'<span title="{_e(finished_at)}">{_e(_since(finished_at, now))}</span>',
+        _e(took),
+        f'<td class="err">{_e(_cut(why))}</td>',
+        _logs_links(job),
+    ]
+    return _row(cells)
+
+
+def _row(cells: list[str]) -> str:
     return "<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>"
-
-
-JOB_HEADERS = ("job", "name", "state", "attempt", "driver", "checkpoint", "result", "error", "logs")
 
 
 def _finished_order(job: JobSnapshot) -> str:
@@ -160,8 +248,8 @@ def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str)
             _section(
                 _title("Finished", len(done), FINISHED_SHOWN, "the newest"),
                 _table(
-                    JOB_HEADERS,
-                    [_job_row(j, view, now) for j in done[:FINISHED_SHOWN]],
+                    FINISHED_HEADERS,
+                    [_finished_row(j, now) for j in done[:FINISHED_SHOWN]],
                     "no finished jobs",
                 ),
             ),
@@ -190,8 +278,8 @@ def _leader_section(view: ClusterView, now: float) -> str:
         )
     rows = [
         f"<tr><td><code>{_e(d.daemon_id)}</code></td><td>{_e(d.host)}</td><td>{_e(d.pid)}</td>"
-        f"<td>{'leader' if d.leader else 'member'}{' (drained)' if d.drained else ''}</td>"
-        f"<td>{_e(d.used)}/{_e(d.slots)}</td>"
+        f"<td>{_role(d)}</td>"
+        f"<td>{_e(d.used)}/{_e(d.slots) if not d.lost else '-'}</td>"
         f"<td>{_e(','.join(f'{k}={v}' for k, v in sorted(d.labels.items())) or '-')}</td></tr>"
         for d in view.daemons
     ]
@@ -199,6 +287,15 @@ def _leader_section(view: ClusterView, now: float) -> str:
         ("daemon", "host", "pid", "role", "slots used", "labels"), rows, "no daemon is running"
     )
     return _section("Leader and daemons", lead + daemons)
+
+
+def _role(daemon: DaemonInfo) -> str:
+    if daemon.lost:
+        return (
+            f"{_badge('LOST', 'FAILED')} <span class='muted'>gone; its {_e(daemon.used)} "
+            "attempt(s) not re-placed yet</span>"
+        )
+    return ("leader" if daemon.leader else "member") + (" (drained)" if daemon.drained else "")
 
 
 def _summary_section(view: ClusterView) -> str:

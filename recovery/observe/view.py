@@ -52,6 +52,9 @@ class DaemonInfo:
     used: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     drained: bool = False
+    #: gone from the fleet (its session ended) with attempts still placed on it: shown until
+    #: the leader has re-placed them
+    lost: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,7 @@ class DaemonInfo:
             "used": self.used,
             "labels": self.labels,
             "drained": self.drained,
+            "lost": self.lost,
         }
 
 
@@ -128,10 +132,17 @@ def _leader(cluster: Cluster) -> dict[str, Any] | None:
 
 
 def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:
-    """The members of the fleet: one per live daemon, with its slots and labels."""
+    """The members of the fleet: one per live daemon, with its slots and labels; then each
+    daemon that is gone while attempts are still placed on it (lost: until they are re-placed).
+    """
     fleet = read_fleet(cluster.zk, cluster.layout)
     leader_id = leader.get("id") if leader is not None else None
-    return [
+    lost = [
+        DaemonInfo(daemon_id=name, host=None, pid=None, leader=False, used=len(jobs), lost=True)
+        for name, jobs in sorted(fleet.assignments.items())
+        if jobs and name not in fleet.members
+    ]
+    return lost + [
         DaemonInfo(
             daemon_id=member.daemon_id,
             host=member.info.host,

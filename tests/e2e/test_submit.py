@@ -83,10 +83,11 @@ LIFECYCLE = ["SUBMITTED", "PENDING", "STARTING", "RUNNING", "ENDED"]
 
 
 def progress_states(lines: list[str], job_id: str) -> list[tuple[str, int | None]]:
-    """(state, attempt) of each progress line ``JOB: STATE (attempt N)...``."""
+    """(state, attempt) of each progress line ``JOB: STATE attempt N ...`` (issue 27's words:
+    ``RUNNING attempt 1 on HOST pid PID``, ``RESTARTING: attempt 2 at ...``: the next one)."""
     found = []
     for line in lines:
-        match = re.match(rf"{job_id}: ([A-Z]+)(?: \(attempt (\d+))?", line)
+        match = re.match(rf"{job_id}: ([A-Z]+):?(?: attempt (\d+))?", line)
         if match and " after " not in line:
             found.append((match.group(1), int(match.group(2)) if match.group(2) else None))
     return found
@@ -101,7 +102,7 @@ def test_submit_wait_shows_what_happened_in_order(
         config, "submit", "gated.py:run", "--job-id", "ok", "--wait", "--", str(out), cwd=laptop
     )
     seen: list[str] = []
-    read_until(process.stderr, "ok: RUNNING (attempt 1)", seen)
+    read_until(process.stderr, "ok: RUNNING attempt 1", seen)
     assert zkstore(config, "control set", "ok", "go=true", "dotted.key=1").returncode == 0
     stdout, rest = process.communicate(timeout=120)
     seen += rest.splitlines()
@@ -142,7 +143,8 @@ def test_failed_job_shows_its_error_and_what_it_was_after_it_finished(
     assert failed.stderr.splitlines()[-1] == (
         "ko: FAILED after 2 attempt(s): ValueError: bad input data"
     )
-    assert ("RESTARTING", 1) in progress_states(failed.stderr.splitlines(), "ko")
+    assert ("RESTARTING", 2) in progress_states(failed.stderr.splitlines(), "ko")
+    assert any(line.startswith("ko: attempt 1 failed: ") for line in failed.stderr.splitlines())
     # --wait returns once the outcome is recorded; the job shows CLEANING until its cleanup ends.
     shown = wait_for(
         lambda: (s := show(config, "ko"))["state"] != "CLEANING" and s, timeout=60, what="cleanup"

@@ -174,10 +174,15 @@ def test_script_with_module_beside_it_conf_files_and_jars(
         cwd=laptop,
     )
     seen: list[str] = []
-    read_until(process.stderr, ", Spark ", seen)
+    read_until(process.stderr, ": Spark application ", seen)
     spark = wait_for(lambda: show(spark_config, "report")["spark"], timeout=60, what="Spark app")
     assert spark["ui"].startswith("http://") and spark["master"] == "local[1]"
-    assert "report: RUNNING (attempt 1) on " in seen[-1] and spark["app_id"] in seen[-1]
+    # issue 27: the application on a line of its own, once, after the RUNNING line
+    assert any(line.startswith("report: RUNNING attempt 1 on ") for line in seen), seen
+    assert (
+        seen[-1].startswith("report: attempt 1: Spark application ")
+        and spark["app_id"] in (seen[-1])
+    )
     release.touch()
     _, rest = process.communicate(timeout=300)
     assert process.returncode == 0, seen + rest.splitlines()

@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from zkstore.cli.handles import Duration
 from zkstore.cli.lifecycle import Limit, lifecycle_from, lifecycle_options, stop_options
+from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
 from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition

@@ -1,11 +1,10 @@
-"""The store's half of the ``zkstore`` command line; :mod:`recovery.cli.main` adds the runtime's."""
+"""The store's half of the ``zkstore`` command line; :mod:`recovery.cli.main` adds the runtime's.
 
-from zkstore.cli import acl as _acl  # noqa: F401  (registers its commands)
-from zkstore.cli import control as _control  # noqa: F401
-from zkstore.cli import handles as _handles  # noqa: F401
-from zkstore.cli import jobs as _jobs  # noqa: F401
-from zkstore.cli import logs as _logs  # noqa: F401
-from zkstore.cli import quarantine as _quarantine  # noqa: F401
+The root group (:mod:`zkstore.cli.base`) names every command with the module that defines it and
+imports that module only when the command is used: ``zkstore --version`` and a usage error pay
+for click and nothing of ours beyond the group.
+"""
+
 from zkstore.cli.base import DevCommand, cli
 
 cli.add_command(

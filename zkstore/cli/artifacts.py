@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from zkstore.artifacts import check_roots
 from zkstore.config import StoreConfig
 
 
@@ -27,6 +26,8 @@ def with_roots(config: StoreConfig, roots: tuple[str, ...]) -> StoreConfig:
     """``config`` with the ``--artifact-root`` URLs given (or those of the environment),
     validated: :class:`~zkstore.artifacts.ArtifactRootRefused` if one overlaps the storage
     root or another, before the command does anything."""
+    from zkstore.artifacts import check_roots  # fsspec: only for the commands that use it
+
     config = config.with_changes(artifact_roots=tuple(roots)) if roots else config
     check_roots(config)
     return config

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
+from zkstore import __version__
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 
@@ -229,9 +230,55 @@ def setup_logging(verbose: int) -> None:
     logging.getLogger("kazoo").setLevel(kazoo_level)
 
 
-@click.group(cls=ZkStoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(ZkStoreGroup):
+    """The root group: each command named with the module(s) that define it, imported when the
+    command is used (its run, its ``--help``, a usage error inside it), never before.
+
+    ``zkstore --version``, ``--help`` and a usage error at the top import click and this module
+    only: no ZooKeeper client, no storage, no runtime (issue 27: a command line that answers at
+    once). A name may be defined by several modules (the store's ``jobs`` group, which the
+    runtime's ``jobs wait`` joins): all of them are imported before the command is looked up.
+    Imports are by name, so the store never imports the runtime (setup.cfg's contracts).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[list[str], str]] = {}
+
+    def add_lazy(self, name: str, module: str, short_help: str) -> None:
+        """Name a command that ``module`` defines on this group, with its one-line help."""
+        self.lazy[name] = ([module], short_help)
+
+    def extend_lazy(self, name: str, module: str) -> None:
+        """Another module adds subcommands to the group ``name``: import it with the group."""
+        self.lazy[name][0].append(module)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            for module in self.lazy[cmd_name][0]:
+                importlib.import_module(module)  # registers its commands (idempotent)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list of ``--help`` from the table: showing it imports no command."""
+        limit = formatter.width - 6 - max(len(n) for n in self.list_commands(ctx))
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is not None and command.hidden:
+                continue
+            text = command.get_short_help_str(limit) if command else self.lazy[name][1]
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="more logging on stderr (-vv for everything)")
-@click.version_option(package_name="zkstore")
+@click.version_option(__version__, package_name="zkstore", prog_name="zkstore")
 def cli(verbose: int) -> None:
     """zkstore: a high-availability job store and recovery runtime for PySpark.
 
@@ -243,3 +290,32 @@ def cli(verbose: int) -> None:
     ZKSTORE_* environment variables.
     """
     setup_logging(verbose)
+
+
+assert isinstance(cli, LazyGroup)
+for _name, _module, _help in (
+    ("acl", "zkstore.cli.acl", "Who may read and change the cluster's ZooKeeper nodes."),
+    ("checkpoints", "zkstore.cli.jobs", "Inspect checkpoints."),
+    (
+        "control",
+        "zkstore.cli.control",
+        "Change a running job (ctx.config in the job) and see what it applied.",
+    ),
+    (
+        "handles",
+        "zkstore.cli.handles",
+        "Inspect and verify handles; find and clean up lingering state.",
+    ),
+    (
+        "jobs",
+        "zkstore.cli.jobs",
+        "List, inspect, follow and cancel jobs (reads handles and records, never payloads).",
+    ),
+    (
+        "quarantine",
+        "zkstore.cli.quarantine",
+        "Jobs that cannot run as they are: look at them, release or purge them.",
+    ),
+):
+    cli.add_lazy(_name, _module, _help)
+cli.extend_lazy("jobs", "zkstore.cli.logs")

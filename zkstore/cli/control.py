@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.handles import Duration
 from zkstore.cli.jobs import open_cluster
 from zkstore.cli.output import emit, format_option
+from zkstore.cli.types import Duration
 from zkstore.config import split_pair
 from zkstore.errors import ConfigError, ControlRejected
 from zkstore.jobs.control import (

@@ -6,7 +6,9 @@ They read handles, records and summaries only: no payload is ever read or unpick
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,13 +19,20 @@ from zkstore.cli.artifacts import (
 )
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import emit, format_option
-from zkstore.cluster import Cluster, triage
-from zkstore.jobs.resources import COUNTS
-from zkstore.jobs.snapshot import read_listing, read_snapshot, read_snapshots
-from zkstore.service.jobs import age, describe, headline, job_details
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
+    from zkstore.layout import Layout
+    from zkstore.zk import ZooKeeper
+
+# The store is imported inside each command (issue 27): loading this module, as a usage error
+# in any ``jobs`` command does, costs click and the output helpers only.
 
 JOB_JSON_HELP = """\b
 JSON: a list of objects with job_id, name, state, kind, entry, files,
+args (the arguments, as a shell or Python would write them), conf (the Spark
+properties, secrets redacted), modules (what was shipped automatically from
+the job's directory), require (the labels a daemon must have),
 attempt, max_attempts, submitted, driver {host, pid, attempt, started} or null,
 spark {app_id, ui, master, attempt} or null (the running attempt's application),
 log (where the current or last attempt's log is), error (the job's error:
@@ -37,6 +46,8 @@ quarantine {reason, since} or null, record_errors."""
 
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
+    from zkstore.service.jobs import age, headline
+
     driver = item["driver"]
     return {
         "job": item["job_id"],
@@ -52,12 +63,29 @@ def _row(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def open_cluster(connection: Connection) -> Cluster:
+    from zkstore.cluster import Cluster
+
     return Cluster.open(connection.config)
+
+
+@contextmanager
+def open_zookeeper(connection: Connection) -> Iterator[tuple[ZooKeeper, Layout]]:
+    """A ZooKeeper session and the cluster's layout, for commands that read records only: no
+    storage is built (fsspec is not imported) and no base path is created."""
+    from zkstore.layout import Layout
+    from zkstore.zk import ZooKeeper
+
+    config = connection.config
+    zk = ZooKeeper.from_config(config).start()
+    try:
+        yield zk, Layout(config.base_path)
+    finally:
+        zk.stop()
 
 
 @cli.group()
 def jobs() -> None:
-    """List, inspect and cancel jobs (reads handles and records, never payloads)."""
+    """List, inspect, follow and cancel jobs (reads handles and records, never payloads)."""
 
 
 @jobs.command("list")
@@ -72,11 +100,12 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     CLEANING (finished, cleanup in progress), QUARANTINED, and the outcomes SUCCEEDED, FAILED,
     CANCELLED (shown with --all).
     """
-    with open_cluster(connection) as cluster:
-        listing = read_listing(cluster.zk, cluster.layout, results=show_all)
-        snapshots = read_snapshots(
-            cluster.zk, cluster.layout, listing.job_ids(), listing=listing
-        ).values()
+    from zkstore.jobs.snapshot import read_listing, read_snapshots
+    from zkstore.service.jobs import describe
+
+    with open_zookeeper(connection) as (zk, layout):
+        listing = read_listing(zk, layout, results=show_all)
+        snapshots = read_snapshots(zk, layout, listing.job_ids(), listing=listing).values()
     items = [
         describe(s) for s in snapshots if show_all or s.result is None or s.result.state != "CLEAN"
     ]
@@ -109,6 +138,9 @@ def show_job(
     bytes, null when unknown: only asked under the storage root and --artifact-root URLs), and
     outputs {NAME: URI} or null: what a SUCCEEDED job kept.
     """
+    from zkstore.cluster import Cluster
+    from zkstore.service.jobs import job_details
+
     with Cluster.open(with_roots(connection.config, artifact_roots)) as cluster:
         item = job_details(cluster, job_id)
     if fmt == "json":
@@ -123,22 +155,36 @@ def show_job(
             click.echo(f"  {line}")
 
 
+#: States in which a job waits for something (its ``waiting`` reason is shown).
+WAITING_STATES = frozenset({"SUBMITTED", "PENDING", "RESTARTING", "STARTING"})
+
+
 def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
     """``jobs show`` for people: one line per field (the error follows as a block); fields
     that do not apply now are left out, except the ones that say what the job is."""
+    from zkstore.service.jobs import attempts_text
+
     driver, spark, cancel = item["driver"], item["spark"], item["cancel"]
     result, quarantine, ended = item["result"], item["quarantine"], item["attempt_outcome"]
+    waiting = item["waiting"] if item["state"] in WAITING_STATES else None
     return {
         "job_id": item["job_id"],
         "name": item["name"],
         "state": item["state"],
         "kind": item["kind"],
         "entry": item["entry"],
+        "arguments": item["args"],
+        "conf": item["conf"],
         "files": item["files"],
+        "modules": None
+        if item["modules"] is None
+        else f"{item['modules']} (shipped automatically from the job's directory)",
+        "require": item["require"],
         "submitted": item["submitted"],
-        "attempt": item["attempt"],
+        "waiting": waiting,
+        "attempt": attempts_text(item),
         "max_attempts": item["max_attempts"],
-        "failures": item["failures"],
+        "max_lost_attempts": item["max_lost_attempts"],
         "driver": None
         if driver is None
         else "{host} pid {pid}, attempt {attempt}, since {started}".format(**driver),
@@ -169,6 +215,8 @@ def resource_lines(resources: dict[str, Any] | None) -> dict[str, str]:
     """One table line per resource: ``resource db: 2 opens, 2 closes, ... (attempt 1)``."""
     if not resources:
         return {}
+    from zkstore.jobs.resources import COUNTS
+
     suffix = f"(attempt {resources['attempt']}{', final' if resources['final'] else ''})"
     return {
         f"resource {name}": ", ".join(f"{counts[c]} {c.replace('_', ' ')}" for c in COUNTS)
@@ -188,6 +236,9 @@ def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
     its data removed, as `quarantine purge` does. Exits 4 if there is no such job, 5 if it
     already finished.
     """
+    from zkstore.cluster import triage
+    from zkstore.jobs.snapshot import read_snapshot
+
     with open_cluster(connection) as cluster:
         quarantined = read_snapshot(cluster.zk, cluster.layout, job_id).quarantined
         request = triage.cancel(cluster, job_id, reason=reason)
@@ -218,6 +269,8 @@ def forget_job(job_id: str, dry_run: bool, yes: bool, connection: Connection) ->
     """
     if dry_run == yes:
         raise UsageFailure("say --dry-run to look, or --yes to forget the job")
+    from zkstore.cluster import triage
+
     with open_cluster(connection) as cluster:
         done = triage.forget(cluster, job_id, dry_run=dry_run)
     click.echo(done.detail)
@@ -237,6 +290,9 @@ def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
 
     JSON: a list of {id, created, size, uri, version}. Exits 4 if there is no such job.
     """
+    from zkstore.jobs.snapshot import read_snapshot
+    from zkstore.service.jobs import age
+
     with open_cluster(connection) as cluster:
         read_snapshot(cluster.zk, cluster.layout, job_id)
         found = cluster.checkpoints(job_id).all()

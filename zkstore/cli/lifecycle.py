@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from zkstore.cli.base import UsageFailure
-from zkstore.cli.handles import Duration
+from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
 from zkstore.lifecycle.records import url_problem

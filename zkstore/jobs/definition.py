@@ -25,6 +25,7 @@ import cloudpickle
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, IncompatiblePayload, SerializationError
 from zkstore.handle import SummaryValue
+from zkstore.jobs.shown import args_text, conf_text, zipped_modules
 from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version
 from zkstore.strict import utc_now
@@ -103,6 +104,9 @@ class JobDefinition:
     #: labels a daemon must have to run the job (``zkstore submit --require key=value``)
     require: Mapping[str, str] = field(default_factory=dict)
     submitted: str = field(default_factory=utc_now)
+    #: a function job's arguments for people (they travel pickled with the function): what
+    #: ``jobs show`` says, computed at submission
+    args_shown: str | None = None
     python: str = field(default_factory=python_version)
     cloudpickle: str = cloudpickle.__version__
 
@@ -183,6 +187,7 @@ class JobDefinition:
             code=code,
             function_name=function_name,
             filename=getattr(getattr(function, "__code__", None), "co_filename", None),
+            args_shown=args_text(args, script=False),
             **_run_fields(options),
         )
 
@@ -233,6 +238,14 @@ class JobDefinition:
             if len(names) > MAX_SUMMARY_FILES_CHARS:
                 names = names[: MAX_SUMMARY_FILES_CHARS - 3] + "..."
             summary["files"] = names
+        shown = {
+            "args": self.args_shown if self.kind == FUNCTION else args_text(self.args, script=True),
+            "conf": conf_text(self.spark_conf),
+            "modules": next(
+                (zipped_modules(f.data) for f in self.files if f.role == "modules"), None
+            ),
+        }
+        summary.update({k: v for k, v in shown.items() if v is not None})
         return summary
 
 

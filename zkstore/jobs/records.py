@@ -259,8 +259,26 @@ class JobResult(Record):
     logs_until: str | None = None
     #: the artifacts a SUCCEEDED job marked to keep (name: URI), left in place by its cleanup
     outputs: dict[str, Any] | None = None
+    #: the daemon the last attempt was placed on (``jobs list`` keeps its DAEMON once finished)
+    daemon: str | None = None
+    #: the job's counters at its end: attempts that failed, attempts lost to the infrastructure
+    failures: int | None = None
+    lost: int | None = None
 
-    optional = frozenset({"error", "name", "summary", "cancel", "log", "logs_until", "outputs"})
+    optional = frozenset(
+        {
+            "error",
+            "name",
+            "summary",
+            "cancel",
+            "log",
+            "logs_until",
+            "outputs",
+            "daemon",
+            "failures",
+            "lost",
+        }
+    )
     times = frozenset({"finished", "logs_until"})
     choices = {"state": (DIRTY, CLEAN), "outcome": OUTCOMES}
     multiline = frozenset({"error"})

@@ -41,6 +41,9 @@ class ResultDetails(TypedDict, total=False):
     summary: Mapping[str, Any] | None
     cancel: CancelRequest | None
     log: str | None
+    daemon: str | None
+    failures: int | None
+    lost: int | None
 
 
 class JobResultStore:
@@ -106,6 +109,9 @@ class JobResultStore:
             if cancel is None
             else {k: v for k, v in cancel.as_dict().items() if k != "version"},
             log=details.get("log"),
+            daemon=details.get("daemon"),
+            failures=details.get("failures"),
+            lost=details.get("lost"),
         )
 
     def dirty_ops(self, result: JobResult) -> list[Op]:

@@ -8,14 +8,16 @@ here reads a payload or unpickles anything: handles, records and summaries only.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.strict import parse_time
+
+if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
+    from zkstore.cluster import Cluster
 
 #: ``jobs show`` (and ``GET /api/v1/jobs/<id>``) asks the storage for the size of this many
 #: artifacts at most.
@@ -64,6 +66,27 @@ def job_error(job: JobSnapshot) -> str | None:
     return job.quarantine.reason if job.quarantine is not None else None
 
 
+def attempts_text(item: dict[str, Any]) -> str | None:
+    """The attempts of a job in words, failures and losses apart (lost attempts do not count
+    against ``max_attempts``): ``3 (2 earlier lost to the infrastructure; failures: 0 of 3
+    allowed, losses: 2 of 10)``. None before the first attempt."""
+    attempt = item["attempt"]
+    if not attempt:
+        return None
+    failures, lost = item["failures"] or 0, item["lost"] or 0
+    earlier = []
+    if lost:
+        earlier.append(f"{lost} lost to the infrastructure")
+    if failures:
+        earlier.append(f"{failures} failed")
+    told = f"{attempt}" + (f" ({', '.join(earlier)})" if earlier else "")
+    allowed = item["max_attempts"]
+    lost_allowed = item["max_lost_attempts"]
+    counts = [f"failures {failures} of {allowed} allowed" if allowed else f"failures {failures}"]
+    counts.append(f"losses {lost} of {lost_allowed}" if lost_allowed else f"losses {lost}")
+    return f"{told}; {', '.join(counts)}"
+
+
 def describe(job: JobSnapshot) -> dict[str, Any]:
     """One job as a JSON-able dict (the documented shape of ``jobs list --format json``)."""
     status, running, spark, ended = job.status, job.running, job.spark, job.attempt_outcome
@@ -79,6 +102,10 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "kind": job.summary_text("kind"),
         "entry": job.summary_text("entry"),
         "files": job.summary_text("files"),
+        "args": job.summary_text("args"),
+        "conf": job.summary_text("conf"),
+        "modules": job.summary_text("modules"),
+        "require": job.summary_text("require"),
         "attempt": job.attempt,
         "max_attempts": job.summary_int("max_attempts"),
         "submitted": job.summary_time("submitted"),
@@ -100,10 +127,16 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         },
         "log": job.log,
         "error": job_error(job),
-        "daemon": status.daemon_id if status is not None else None,
+        "daemon": status.daemon_id
+        if status is not None and status.daemon_id
+        else (job.result.daemon if job.result is not None else None),
         "waiting": status.reason if status is not None else None,
-        "failures": status.failures if status is not None else None,
-        "lost": status.lost if status is not None else None,
+        "failures": status.failures
+        if status is not None
+        else (job.result.failures if job.result is not None else None),
+        "lost": status.lost
+        if status is not None
+        else (job.result.lost if job.result is not None else None),
         "max_lost_attempts": job.summary_int("max_lost"),
         "last_error": status.last_error if status is not None else None,
         "next_attempt_at": status.not_before if status is not None else None,

@@ -13,32 +13,67 @@ the job declared, and the history of changes.
 :func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.driver.control``.
 """
 
-from zkstore.jobs.control.history import ControlHistory, HistoryEntry, gaps
-from zkstore.jobs.control.records import (
-    APPLIED,
-    NEEDS_RESTART,
-    REJECTED,
-    ControlAck,
-    ControlKeys,
-    KeyDecision,
-)
-from zkstore.jobs.control.store import ControlChange, ControlStore, Declared, Desired
-from zkstore.jobs.control.values import (
-    CHECKPOINT,
-    LOG_LEVEL,
-    PAUSE,
-    DeclaredKey,
-    job_values,
-    log_level,
-    value_error,
-)
-from zkstore.jobs.control.view import (
-    CONTROL_REQUEST_FIELD,
-    CONTROL_VERSION_FIELD,
-    KEY_PENDING,
-    ControlView,
-    read_view,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zkstore.jobs.control.history import ControlHistory, HistoryEntry, gaps
+    from zkstore.jobs.control.records import (
+        APPLIED,
+        NEEDS_RESTART,
+        REJECTED,
+        ControlAck,
+        ControlKeys,
+        KeyDecision,
+    )
+    from zkstore.jobs.control.store import ControlChange, ControlStore, Declared, Desired
+    from zkstore.jobs.control.values import (
+        CHECKPOINT,
+        LOG_LEVEL,
+        PAUSE,
+        DeclaredKey,
+        job_values,
+        log_level,
+        value_error,
+    )
+    from zkstore.jobs.control.view import (
+        CONTROL_REQUEST_FIELD,
+        CONTROL_VERSION_FIELD,
+        KEY_PENDING,
+        ControlView,
+        read_view,
+    )
+
+# Each name is imported from its module on first use: the snapshot reader needs the records only,
+# and must not pay for the history's storage (issue 27: `zkstore jobs list` answers at once).
+_HOMES = {
+    "ControlHistory": "zkstore.jobs.control.history",
+    "HistoryEntry": "zkstore.jobs.control.history",
+    "gaps": "zkstore.jobs.control.history",
+    "APPLIED": "zkstore.jobs.control.records",
+    "NEEDS_RESTART": "zkstore.jobs.control.records",
+    "REJECTED": "zkstore.jobs.control.records",
+    "ControlAck": "zkstore.jobs.control.records",
+    "ControlKeys": "zkstore.jobs.control.records",
+    "KeyDecision": "zkstore.jobs.control.records",
+    "ControlChange": "zkstore.jobs.control.store",
+    "ControlStore": "zkstore.jobs.control.store",
+    "Declared": "zkstore.jobs.control.store",
+    "Desired": "zkstore.jobs.control.store",
+    "CHECKPOINT": "zkstore.jobs.control.values",
+    "LOG_LEVEL": "zkstore.jobs.control.values",
+    "PAUSE": "zkstore.jobs.control.values",
+    "DeclaredKey": "zkstore.jobs.control.values",
+    "job_values": "zkstore.jobs.control.values",
+    "log_level": "zkstore.jobs.control.values",
+    "value_error": "zkstore.jobs.control.values",
+    "CONTROL_REQUEST_FIELD": "zkstore.jobs.control.view",
+    "CONTROL_VERSION_FIELD": "zkstore.jobs.control.view",
+    "KEY_PENDING": "zkstore.jobs.control.view",
+    "ControlView": "zkstore.jobs.control.view",
+    "read_view": "zkstore.jobs.control.view",
+}
+
 
 __all__ = [
     "APPLIED",
@@ -67,3 +102,12 @@ __all__ = [
     "read_view",
     "value_error",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,212 @@
+"""``zkstore daemon``: run the recovery daemon on this host (imported only when the command is
+used: the runtime's settings and the daemon's options cost nothing to other commands)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from recovery.leader.placement import parse_labels
+from recovery.settings import (
+    API_TOKEN_ENV,
+    DEFAULT_HTTP,
+    READ_TOKEN_ENV,
+    DaemonSettings,
+    api_token_from_env,
+    default_daemon_id,
+    parse_allowed_hosts,
+    parse_http_address,
+    spark_master_from_env,
+)
+from zkstore.cli.artifacts import artifact_root_option, with_roots
+from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.types import Duration, Retention
+from zkstore.config import ENV_VARS
+
+
+@cli.command()
+@connection_options
+@click.option(
+    "--spark-master",
+    help="Spark master of the jobs: local[N], spark://host:7077, yarn, k8s://... "
+    "[env ZKSTORE_SPARK_MASTER; default local[2]]",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(2, 600),
+    default=10.0,
+    show_default=True,
+    help="ZooKeeper session timeout, seconds: how long a dead leader keeps its jobs waiting",
+)
+@click.option(
+    "--id",
+    "daemon_id",
+    help="name of this daemon in the fleet, unique among live daemons (give each daemon of one "
+    "host its own) [default: the host name]",
+)
+@click.option(
+    "--max-drivers",
+    type=click.IntRange(1),
+    help="driver slots of this daemon: attempts the leader may place here at once "
+    "[default: from this host: 2 per core, 1 GiB of memory each after 1 GiB for the daemon, "
+    "at most 64; cgroup CPU quotas and memory limits count; the daemon logs the number]",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="a label of this daemon, repeatable; jobs submitted with --require KEY=VALUE only "
+    "run on daemons that have it",
+)
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False),
+    help="where driver logs go on this host, one file per attempt (each is also shipped to "
+    "storage: zkstore jobs logs) [default: a temporary directory]",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False),
+    help="where drivers run, one fresh directory per attempt holding the job's shipped files "
+    "(removed when the attempt ends), and the launch records a restarted daemon adopts its "
+    "drivers by; keep it across restarts [default: <tmp>/zkstore-<uid>/<cluster>-<id>/work]",
+)
+@click.option(
+    "--restart-backoff",
+    type=click.FloatRange(0.01),
+    default=1.0,
+    show_default=True,
+    help="seconds before retrying a failed job; doubles per failure, capped at 60 s",
+)
+@click.option(
+    "--reconcile-interval",
+    type=click.FloatRange(0.5, 3600),
+    default=10.0,
+    show_default=True,
+    help="seconds between full passes over every job when leading (events such as a "
+    "submission, a driver's exit or a cancel are handled at once regardless)",
+)
+@click.option(
+    "--strict-acl",
+    is_flag=True,
+    help="refuse to start if the cluster root's ZooKeeper ACL lets anyone change it "
+    "(default: a loud warning)",
+)
+@click.option(
+    "--keep-results",
+    type=Retention(),
+    default="7d",
+    show_default=True,
+    metavar="DURATION|forever",
+    help="how long the leader keeps a finished job's result (30m, 12h, 7d): until then its id "
+    "is refused at submission, after that the result is deleted and the id may run again",
+)
+@click.option(
+    "--keep-logs",
+    type=Duration(),
+    default="7d",
+    show_default=True,
+    help="how long a finished job's driver logs stay in storage (zkstore jobs logs) before "
+    "the leader removes them; never longer than the job's result (--keep-results)",
+)
+@click.option(
+    "--http",
+    "http",
+    metavar="HOST:PORT|off",
+    help="where to serve the HTTP API, /metrics and the status page; off to serve none "
+    f"[env {ENV_VARS['http']}; default {DEFAULT_HTTP}]. Changes (POST) need {API_TOKEN_ENV} "
+    f"set; with {READ_TOKEN_ENV} set, so do job details, logs and control.",
+)
+@click.option(
+    "--http-allowed-hosts",
+    "http_allowed_hosts",
+    multiple=True,
+    metavar="NAME,...",
+    help="host names the HTTP side answers to (any other Host header: 421, against DNS "
+    "rebinding); .example.com for a domain, * for any; localhost and IP addresses are always "
+    f"answered [env {ENV_VARS['http_allowed_hosts']}; default: the name in --http]",
+)
+@artifact_root_option
+@click.pass_context
+def daemon(
+    ctx: click.Context,
+    connection: Connection,
+    spark_master: str | None,
+    session_timeout: float,
+    daemon_id: str | None,
+    max_drivers: int | None,
+    log_dir: str | None,
+    work_dir: str | None,
+    restart_backoff: float,
+    reconcile_interval: float,
+    labels: tuple[str, ...],
+    strict_acl: bool,
+    keep_logs: float,
+    http: str | None,
+    http_allowed_hosts: tuple[str, ...],
+    artifact_roots: tuple[str, ...],
+    keep_results: float | None,
+) -> None:
+    """Run the recovery daemon on this host (start one on two or more hosts).
+
+    Every daemon runs drivers: it offers --max-drivers slots (and its --label labels) to the
+    fleet. The daemons elect a leader, which places each job's attempt on a daemon with a free
+    slot (least loaded first), restarts failed ones with backoff from their latest checkpoint,
+    re-places the jobs of a daemon that is lost, and cleans up finished ones. When the leader
+    dies, another daemon takes over within the session timeout (at once on SIGTERM) and adopts
+    the running drivers: nothing restarts. A daemon started again with its --id adopts the
+    drivers it left running (SIGTERM, SIGKILL or a crash): no job notices the restart.
+    """
+    from recovery.daemon import Daemon
+
+    _log_at_info(ctx)
+    explicit_http = http or os.environ.get(ENV_VARS["http"])
+    allowed_hosts = http_allowed_hosts or os.environ.get(ENV_VARS["http_allowed_hosts"])
+    if max_drivers is None:
+        from recovery.capacity import default_max_drivers, explain, read_host_size
+
+        host = read_host_size()
+        max_drivers = default_max_drivers(host)
+        logging.getLogger(__name__).info("--max-drivers not given: %s", explain(host))
+    store = with_roots(connection.config, artifact_roots).with_changes(
+        session_timeout=session_timeout
+    )
+    settings = DaemonSettings(
+        store=store,
+        daemon_id=daemon_id or default_daemon_id(),
+        spark_master=spark_master_from_env(spark_master),
+        max_drivers=max_drivers,
+        log_dir=log_dir,
+        work_dir=work_dir,
+        restart_backoff=restart_backoff,
+        max_backoff=max(60.0, restart_backoff),
+        reconcile_interval=reconcile_interval,
+        labels=parse_labels(labels),
+        strict_acl=strict_acl,
+        keep_logs=keep_logs,
+        http=parse_http_address(explicit_http or DEFAULT_HTTP),
+        http_required=explicit_http is not None,
+        api_token=api_token_from_env(),
+        api_read_token=api_token_from_env(variable=READ_TOKEN_ENV),
+        http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
+        keep_results=keep_results,
+    )
+    click.echo(
+        f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
+        f"{store.storage_url}, Spark {settings.spark_master}",
+        err=True,
+    )
+    sys.exit(Daemon(settings).run())
+
+
+def _log_at_info(ctx: click.Context) -> None:
+    """A daemon says what an operator needs at its default level: leadership gained and lost,
+    each job started, adopted, restarted, finished or quarantined (INFO and up); ``-v`` adds
+    DEBUG. Other commands keep their quiet default (WARNING)."""
+    root = logging.getLogger()
+    if root.level > logging.INFO:
+        root.setLevel(logging.INFO)

@@ -1,0 +1,263 @@
+"""``zkstore submit`` and ``zkstore jobs wait``: send a job, follow one to its end.
+
+Imported only when one of them is used; the submit side (the client, the shipping of modules)
+is imported inside the commands, so that a usage error costs click and this module only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.jobs import jobs
+from zkstore.cli.types import Duration
+
+if TYPE_CHECKING:
+    from recovery.client.client import Client
+    from zkstore.cli.progress import Followed
+    from zkstore.jobs.records import LeaderInfo
+    from zkstore.jobs.snapshot import JobSnapshot
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# zkstore.jobs.definition.DEFAULT_MAX_LOST_ATTEMPTS, without importing the definitions (and
+# cloudpickle) for a usage error; tests/unit/test_cli_lazy.py checks that they agree.
+DEFAULT_MAX_LOST_ATTEMPTS = 10
+
+wait_timeout_option = click.option(
+    "--wait-timeout",
+    type=Duration(),
+    metavar="DURATION",
+    help="stop waiting after this long (30s, 10m, 2h): exit 7, the job goes on",
+)
+
+
+def _paths_option(name: str, what: str) -> Callable[[F], F]:
+    return click.option(
+        name,
+        multiple=True,
+        metavar="PATHS",
+        help=f"{what}: local paths (shipped with the job) or URIs (Spark fetches them); "
+        "comma-separated, repeatable",
+    )
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("target", metavar="FILE.py[:FUNCTION]")
+@click.argument("args", nargs=-1, metavar="[-- ARGS...]")
+@connection_options
+@click.option("--job-id", help="job id [default: <file stem>-<random>]")
+@click.option("--name", help="a name for people [default: the file name]")
+@click.option(
+    "--conf",
+    "conf_pairs",
+    multiple=True,
+    metavar="PROP=VALUE",
+    help="Spark property, as spark-submit takes it (spark.executor.memory=1g); repeatable",
+)
+@_paths_option("--py-files", ".py, .zip or .egg files for the job's Python path")
+@_paths_option("--files", "files put in the job's working directory")
+@_paths_option("--jars", "jars for the driver and executor classpaths")
+@click.option(
+    "--packages",
+    multiple=True,
+    metavar="COORDS",
+    help="Maven coordinates groupId:artifactId:version (spark.jars.packages); "
+    "comma-separated, repeatable",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1, 1000),
+    default=3,
+    show_default=True,
+    help="attempts that may fail (the job's code raised, its script exited non-zero) before "
+    "the job is FAILED",
+)
+@click.option(
+    "--max-lost-attempts",
+    type=click.IntRange(1, 1000),
+    default=DEFAULT_MAX_LOST_ATTEMPTS,
+    show_default=True,
+    help="attempts that may be lost to the infrastructure (a host or ZooKeeper session lost, the "
+    "driver killed) before the job is FAILED; they do not count against --max-attempts",
+)
+@click.option(
+    "--require",
+    "requirements",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="run only on daemons started with --label KEY=VALUE; repeatable",
+)
+@click.option(
+    "--no-path-check",
+    is_flag=True,
+    help="pass arguments that are relative paths here without refusing them",
+)
+@click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
+@wait_timeout_option
+def submit(
+    target: str,
+    args: tuple[str, ...],
+    connection: Connection,
+    job_id: str | None,
+    name: str | None,
+    conf_pairs: tuple[str, ...],
+    py_files: tuple[str, ...],
+    files: tuple[str, ...],
+    jars: tuple[str, ...],
+    packages: tuple[str, ...],
+    max_attempts: int,
+    max_lost_attempts: int,
+    requirements: tuple[str, ...],
+    no_path_check: bool,
+    wait: bool,
+    wait_timeout: float | None,
+) -> None:
+    """Submit a PySpark job; accepted as soon as it is durable, leader or not.
+
+    FILE.py runs an unmodified PySpark script (restarted from scratch after a failure).
+    FILE.py:FUNCTION calls FUNCTION(ctx, *ARGS) with a job context: ctx.spark, ctx.job_id,
+    ctx.attempt, ctx.latest_checkpoint(), ctx.checkpoint(metadata), ctx.config.
+
+    The job takes along what it needs, stored with it so that any daemon's host can run it:
+    the modules FILE.py imports from its own directory, and --py-files, --files and --jars.
+    It runs in a fresh working directory per attempt on the driver's host, holding those files
+    under their own names; a relative path among ARGS that exists here is refused unless it
+    names a shipped file (use an absolute path or a URI).
+
+    Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
+    1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
+    """
+    from recovery.client.client import Client
+    from recovery.client.shipping import Dependencies
+    from recovery.client.sparkconf import parse_spark_conf
+    from recovery.leader.placement import parse_labels
+
+    needs = Dependencies(py_files=py_files, files=files, jars=jars, packages=packages)
+    with Client(connection.config) as client:
+        submitted = client.submit_file(
+            target,
+            list(args),
+            job_id=job_id,
+            name=name,
+            conf=parse_spark_conf(conf_pairs),
+            max_attempts=max_attempts,
+            max_lost_attempts=max_lost_attempts,
+            require=parse_labels(requirements, "requirement"),
+            needs=needs,
+            check_paths=not no_path_check,
+            warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
+        )
+        click.echo(submitted)
+        if wait:
+            follow(client, submitted, wait_timeout)
+
+
+@jobs.command("wait")
+@click.argument("job_id")
+@connection_options
+@wait_timeout_option
+def wait_job(job_id: str, connection: Connection, wait_timeout: float | None) -> None:
+    """Follow a job to its end (again, e.g. after Ctrl-C on submit --wait).
+
+    Prints its state as it changes and exits with its outcome, as submit --wait does:
+    0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 4 no such job, 5 quarantined, 7 --wait-timeout reached.
+    """
+    from recovery.client.client import Client
+    from zkstore.layout import validate_job_id
+
+    validate_job_id(job_id)
+    with Client(connection.config) as client:
+        follow(client, job_id, wait_timeout)
+
+
+def follow(client: Client, job_id: str, timeout: float | None) -> None:
+    """Print the job's progress until it ends; exit with its outcome (raises the errors of
+    :meth:`Client.wait`, which the command line turns into their exit codes). Ctrl-C stops this
+    command only: it says so, and how to follow the job again (exit 130)."""
+    from zkstore.cli.progress import interrupted_lines
+    from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
+    from zkstore.jobs.states import CANCELLED, SUCCEEDED
+    from zkstore.service.jobs import headline
+
+    progress = Progress(job_id)
+    previous = _exit_on_interrupt(job_id)
+    try:
+        result = client.wait(
+            job_id, timeout=timeout, on_change=progress.changed, on_leader=progress.leader
+        )
+    except KeyboardInterrupt:  # in-process (no handler of ours): the same lines, exit 130
+        for line in interrupted_lines(job_id):
+            click.echo(line, err=True)
+        raise click.exceptions.Exit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    message = f"{job_id}: {result.outcome} after {result.attempts} attempt(s)"
+    if result.error and result.outcome != CANCELLED:
+        message += f": {headline(result.error)}"
+    if result.outcome == CANCELLED:
+        raise JobEndedCancelled(message)
+    if result.outcome != SUCCEEDED:
+        raise JobDidNotSucceed(message)
+    click.echo(message, err=True)
+
+
+def _exit_on_interrupt(job_id: str) -> Any:
+    """In the console script's main thread: Ctrl-C prints what it stopped (only this command)
+    and how to follow the job again, then exits 130 at once, without unwinding through the
+    ZooKeeper client (a session left open expires by itself: a follower holds nothing in it).
+    Returns the handler it replaced, None where it installed none."""
+    from zkstore.cli.progress import interrupted_lines
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupted(signum: int, frame: object) -> None:
+        for line in interrupted_lines(job_id):
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None  # somebody else's (a test runner's): leave it
+    return signal.signal(signal.SIGINT, interrupted)
+
+
+class Progress:
+    """What ``--wait`` prints on stderr (:mod:`zkstore.cli.progress`): a line when what it says
+    changes (never the same state twice), each attempt lost or failed with why, the Spark
+    application once, and when no leader is up."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.leader_missing = False
+        self.seen: Followed | None = None
+
+    def say(self, message: str) -> None:
+        click.echo(f"{self.job_id}: {message}", err=True)
+
+    def changed(self, snapshot: JobSnapshot) -> None:
+        from zkstore.cli.progress import follow_lines, start
+
+        if self.seen is None:
+            lines, self.seen = start(snapshot)
+        else:
+            lines, self.seen = follow_lines(self.seen, snapshot)
+        for line in lines:
+            self.say(line)
+
+    def leader(self, info: LeaderInfo | None) -> None:
+        if info is None:
+            self.leader_missing = True
+            self.say("no leader is up: the job waits until a daemon leads (zkstore daemon)")
+        elif self.leader_missing:
+            self.leader_missing = False
+            self.say(f"daemon {info.daemon_id} on {info.host} leads now")

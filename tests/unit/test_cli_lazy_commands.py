@@ -1,0 +1,54 @@
+"""Issue 27: the root group names each command with the module that defines it and loads it on
+first use; what ``--help`` says of a command before loading it is what the command says of
+itself once loaded (pure: in this process, no cluster)."""
+
+from __future__ import annotations
+
+import click
+from click.testing import CliRunner
+
+from recovery.cli import submit
+from recovery.cli.main import cli
+from zkstore.cli.base import LazyGroup
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
+
+
+def test_every_named_command_loads_and_says_what_the_table_says() -> None:
+    assert isinstance(cli, LazyGroup)
+    ctx = click.Context(cli)
+    assert cli.lazy, "the root group names its commands"
+    for name, (_modules, short_help) in cli.lazy.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert command.help is not None, name
+        first = command.get_short_help_str(1000)
+        assert first == short_help, (name, first, short_help)
+
+
+def test_jobs_holds_the_store_and_the_runtime_subcommands() -> None:
+    """``jobs`` is defined by the store (list, show, cancel, forget), ``zkstore.cli.logs`` (logs)
+    and the runtime (wait): all of them are there however the group is reached."""
+    jobs = cli.get_command(click.Context(cli), "jobs")
+    assert isinstance(jobs, click.Group)
+    assert {"list", "show", "cancel", "forget", "logs", "wait"} <= set(jobs.commands)
+
+
+def test_help_lists_every_command_once() -> None:
+    result = CliRunner().invoke(cli, ["--help"], prog_name="zkstore")
+    assert result.exit_code == 0
+    listed = result.stdout.split("Commands:")[1]
+    names = [
+        line.split()[0] for line in listed.splitlines() if line.startswith("  ") and line[2] != " "
+    ]
+    assert names == sorted(set(cli.lazy) | {"demo", "zookeeper"})
+
+
+def test_the_version_is_the_package_literal() -> None:
+    result = CliRunner().invoke(cli, ["--version"], prog_name="zkstore")
+    assert result.exit_code == 0
+    assert result.stdout == "zkstore, version 0.1.0\n"
+
+
+def test_submit_shows_the_definitions_default_of_lost_attempts() -> None:
+    """The option's default is a literal (no cloudpickle for a usage error): it agrees."""
+    assert submit.DEFAULT_MAX_LOST_ATTEMPTS == DEFAULT_MAX_LOST_ATTEMPTS

@@ -1,0 +1,72 @@
+"""What a job's handle says of its definition for people (``jobs show``, the job page), beside
+the payload: its arguments, its Spark properties (secrets redacted) and the modules that were
+shipped with it automatically. Computed once at submission from the submitter's own objects;
+never read back from the payload (nothing is unpickled to show a job).
+
+Each text is cut to a few hundred UTF-8 bytes with an ellipsis, so that the handle stays under
+its 2 KB whatever the job is given.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+import zipfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: Spark's own default of ``spark.redaction.regex``: values of matching keys are not shown.
+REDACT = re.compile(r"(?i)secret|password|token|access[.]key|credential")
+REDACTED = "*********(redacted)"
+MAX_ARGS_BYTES = 240
+MAX_CONF_BYTES = 240
+MAX_MODULES_BYTES = 120
+ELLIPSIS = "…"
+
+
+def cut(text: str, max_bytes: int) -> str:
+    """``text`` if it fits in ``max_bytes`` of UTF-8, else its start and an ellipsis."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    room = max_bytes - len(ELLIPSIS.encode())
+    return data[:room].decode(errors="ignore") + ELLIPSIS
+
+
+def args_text(args: Iterable[Any], *, script: bool) -> str | None:
+    """A script's arguments as a shell would take them; a function's as Python literals."""
+    values = list(args)
+    if not values:
+        return None
+    if script:
+        return cut(shlex.join(str(a) for a in values), MAX_ARGS_BYTES)
+    shown = []
+    for value in values:
+        try:
+            shown.append(repr(value))
+        except Exception:  # noqa: BLE001  (a repr that fails must not fail the submission)
+            shown.append(f"<{type(value).__name__}>")
+    return cut(", ".join(shown), MAX_ARGS_BYTES)
+
+
+def conf_text(conf: Mapping[str, str]) -> str | None:
+    """``key=value`` pairs, sorted, comma-separated; secret-looking keys' values redacted."""
+    if not conf:
+        return None
+    pairs = (f"{k}={REDACTED if REDACT.search(k) else v}" for k, v in sorted(conf.items()))
+    return cut(", ".join(pairs), MAX_CONF_BYTES)
+
+
+def zipped_modules(data: bytes) -> str | None:
+    """The top-level modules and packages in a modules zip (``etl, helpers/``)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, ValueError):
+        return None
+    top = set()
+    for name in names:
+        head, sep, _ = name.partition("/")
+        top.add(f"{head}/" if sep else head.removesuffix(".py"))
+    return cut(", ".join(sorted(top)), MAX_MODULES_BYTES) if top else None
