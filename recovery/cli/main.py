@@ -29,9 +29,15 @@ from recovery.settings import (
 )
 from zkstore.cli import cli
 from zkstore.cli.artifacts import artifact_root_option, with_roots
-from zkstore.cli.base import Connection, DevCommand, connection_options
+from zkstore.cli.base import (
+    Connection,
+    DevCommand,
+    connection_options,
+    store_timeout_connection_options,
+)
 from zkstore.cli.handles import Duration, Retention
 from zkstore.cli.jobs import jobs
+from zkstore.cli.lifecycle import daemon_notify_option, lifecycle_options, lifecycle_summary
 from zkstore.config import ENV_VARS
 from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
@@ -154,6 +160,15 @@ wait_timeout_option = click.option(
     "rebinding); .example.com for a domain, * for any; localhost and IP addresses are always "
     f"answered [env {ENV_VARS['http_allowed_hosts']}; default: the name in --http]",
 )
+@click.option(
+    "--end-grace",
+    type=Duration(),
+    default="30s",
+    show_default=True,
+    help="between the SIGTERM and the SIGKILL (of its whole process group) of a driver the "
+    "leader ended: over its --timeout or --progress-timeout, or stopped (zkstore jobs stop)",
+)
+@daemon_notify_option
 @artifact_root_option
 @click.pass_context
 def daemon(
@@ -174,6 +189,8 @@ def daemon(
     http_allowed_hosts: tuple[str, ...],
     artifact_roots: tuple[str, ...],
     keep_results: float | None,
+    end_grace: float,
+    notify: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -212,6 +229,8 @@ def daemon(
         api_read_token=api_token_from_env(variable=READ_TOKEN_ENV),
         http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
+        end_grace=end_grace,
+        notify=(notify,) if notify else (),
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
@@ -243,7 +262,7 @@ def _log_at_info(ctx: click.Context) -> None:
 @cli.command(context_settings={"ignore_unknown_options": False})
 @click.argument("target", metavar="FILE.py[:FUNCTION]")
 @click.argument("args", nargs=-1, metavar="[-- ARGS...]")
-@connection_options
+@store_timeout_connection_options
 @click.option("--job-id", help="job id [default: <file stem>-<random>]")
 @click.option("--name", help="a name for people [default: the file name]")
 @click.option(
@@ -293,6 +312,7 @@ def _log_at_info(ctx: click.Context) -> None:
 )
 @click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
 @wait_timeout_option
+@lifecycle_options
 def submit(
     target: str,
     args: tuple[str, ...],
@@ -310,6 +330,7 @@ def submit(
     no_path_check: bool,
     wait: bool,
     wait_timeout: float | None,
+    **lifecycle: Any,
 ) -> None:
     """Submit a PySpark job; accepted as soon as it is durable, leader or not.
 
@@ -327,6 +348,7 @@ def submit(
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
     """
     needs = Dependencies(py_files=py_files, files=files, jars=jars, packages=packages)
+    summary = lifecycle_summary(lifecycle)
     with Client(connection.config) as client:
         submitted = client.submit_file(
             target,
@@ -340,6 +362,7 @@ def submit(
             needs=needs,
             check_paths=not no_path_check,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
+            lifecycle=summary,
         )
         click.echo(submitted)
         if wait:

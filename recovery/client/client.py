@@ -34,6 +34,7 @@ from zkstore.closing import Closeable
 from zkstore.cluster import Cluster, triage
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, CorruptRecord, JobQuarantined, WaitTimeout
+from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
@@ -41,12 +42,14 @@ from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 logger = logging.getLogger(__name__)
 
 
-class RunOptions(TypedDict):
+class RunOptions(TypedDict, total=False):
     """What the submitter chose about the attempts of a job and where it may run."""
 
     max_attempts: int
     max_lost_attempts: int
     require: Mapping[str, str] | None
+    #: the lifecycle options' summary keys (:meth:`zkstore.lifecycle.options.Lifecycle.summary`)
+    lifecycle: Mapping[str, SummaryValue]
 
 
 class Client(Closeable):
@@ -192,6 +195,7 @@ class Client(Closeable):
         needs: Dependencies | None = None,
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
+        lifecycle: Mapping[str, SummaryValue] | None = None,
     ) -> str:
         """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``).
 
@@ -204,7 +208,10 @@ class Client(Closeable):
         if check_paths:
             check_arguments(args, shipment.names(), warn or logger.warning)
         run = RunOptions(
-            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+            max_attempts=max_attempts,
+            max_lost_attempts=max_lost_attempts,
+            require=require,
+            lifecycle=dict(lifecycle or {}),
         )
         if function_name is None:
             return self._submit_script(

@@ -121,6 +121,7 @@ class Driver:
         self._interrupt_lock = threading.Lock()
         self._report_lock = threading.Lock()
         self._reported = False
+        self._started: str | None = None  # when this attempt took ``running``
         self._job_name = job_id
         self.work_dir = work_dir or Path.cwd()
         self.log = log
@@ -176,12 +177,13 @@ class Driver:
 
     def _take_running(self) -> bool:
         me = processes.this_process()
+        self._started = utc_now()
         info = RunningInfo(
             version=None,
             attempt=self.attempt,
             host=me.host,
             pid=me.pid,
-            started=utc_now(),
+            started=self._started,
             log=self.log,
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
@@ -414,6 +416,7 @@ class Driver:
                 error=short_error(error),
                 host=socket.gethostname(),
                 log=self.log,
+                started=self._started,
             )
             try:
                 WHILE_STANDING.call(

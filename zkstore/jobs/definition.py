@@ -82,6 +82,7 @@ class JobOptions(TypedDict, total=False):
     max_lost_attempts: int
     require: Mapping[str, str] | None
     files: Sequence[ShippedFile]
+    lifecycle: Mapping[str, SummaryValue]
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class JobDefinition:
     max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS
     #: labels a daemon must have to run the job (``zkstore submit --require key=value``)
     require: Mapping[str, str] = field(default_factory=dict)
+    #: the lifecycle options' summary keys (``--timeout``, ``--retry-*``, ``--notify``...: see
+    #: :mod:`zkstore.lifecycle.options`), carried in the handle for the leader
+    lifecycle: Mapping[str, SummaryValue] = field(default_factory=dict)
     submitted: str = field(default_factory=utc_now)
     python: str = field(default_factory=python_version)
     cloudpickle: str = cloudpickle.__version__
@@ -227,6 +231,7 @@ class JobDefinition:
             "max_lost": self.max_lost_attempts,
             **({"require": _labels(self.require)} if self.require else {}),
             "python": self.python,
+            **dict(getattr(self, "lifecycle", None) or {}),
         }
         if self.files:
             names = ",".join(f.name for f in self.files)
@@ -242,6 +247,7 @@ class _RunFields(TypedDict):
     max_attempts: int
     max_lost_attempts: int
     require: dict[str, str]
+    lifecycle: dict[str, SummaryValue]
 
 
 def _run_fields(options: JobOptions) -> _RunFields:
@@ -252,6 +258,7 @@ def _run_fields(options: JobOptions) -> _RunFields:
         max_attempts=options.get("max_attempts", 3),
         max_lost_attempts=options.get("max_lost_attempts", DEFAULT_MAX_LOST_ATTEMPTS),
         require=dict(options.get("require") or {}),
+        lifecycle=dict(options.get("lifecycle") or {}),
     )
 
 
