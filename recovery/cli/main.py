@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from recovery.cli import daemons  # noqa: F401  (registers `zkstore daemons`)
+from recovery.cli import lifecycle as _lifecycle  # noqa: F401  (registers `jobs stop|resume`)
 from recovery.client.client import Client
 from recovery.client.shipping import Dependencies
 from recovery.client.sparkconf import parse_spark_conf
