@@ -41,9 +41,11 @@ from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED
+from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
 from zkstore.jobs.stops import EndRequest
+from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
+from zkstore.lifecycle.options import NOTIFY_KEY
 from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.strict import utc_now
 
@@ -139,6 +141,8 @@ class JobActions:
             Create(path, assignment.to_bytes()),
             *self._clear_end_ops(job),
         ]
+        if action.ended is not None:
+            ops += self._notify(job, *self._attempt_event(job, action.ended))
         fleet = self.leader.fleet
         if action.daemon_id not in fleet.assignments:
             # The member's directory is made by the member as it registers; a placement may come
@@ -248,6 +252,7 @@ class JobActions:
         ops: list[Op] = [
             SetData(self.cluster.layout.status(job.job_id), status.to_bytes(), job.status.version),
             *self._clear_end_ops(job),
+            *self._notify(job, *self._attempt_event(job, action)),
         ]
         self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
         self._unassigned(job)
@@ -260,11 +265,15 @@ class JobActions:
     def _finish(self, job: JobSnapshot, action: Finish) -> None:
         attempts = job.status.attempt if job.status is not None else 0
         # HandleExists: recorded already (by us before a crash, or by a previous leader).
+        events = [(action.outcome, action.error)]
+        if action.ended == TIMED_OUT:  # its last attempt timed out: said as well
+            events.insert(0, (outbox.TIMED_OUT, action.error))
         with contextlib.suppress(HandleExists):
             self.cluster.results.create_dirty(
                 job.job_id,
                 action.outcome,
                 attempts=attempts,
+                extra_ops=self._notify(job, *events),
                 error=action.error,
                 name=job.name,
                 summary=job.summary,
@@ -284,7 +293,12 @@ class JobActions:
         self._clean(job)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
-        self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
+        self.cluster.quarantine.move_in(
+            job.job_id,
+            action.reason,
+            fence=self.fence,
+            extra_ops=self._notify(job, (outbox.QUARANTINED, action.reason)),
+        )
         self._release_assignment(job)
         logger.warning(
             "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
@@ -340,10 +354,52 @@ class JobActions:
             status_version=job.status.version,
             end_version=job.end.version if job.end is not None else None,
         )
-        self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
+        events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
+        self.cluster.zk.commit(ops + self._unassign_ops(job) + events, fence=self.fence)
         self._unassigned(job)
         logger.warning(
             "job %s: STOPPED at attempt %d (%s)", job.job_id, job.status.attempt, action.reason
+        )
+
+    # -- notifications ---------------------------------------------------------------------------
+
+    def _attempt_event(self, job: JobSnapshot, ended: Restart) -> list[tuple[str, str | None]]:
+        """The event of an attempt that ended and is retried: timed out, lost or failed (none
+        for an end that counts as neither: a stop resumed before it was recorded)."""
+        status = job.status
+        if status is None:
+            return []
+        if ended.ended == TIMED_OUT:
+            return [(outbox.TIMED_OUT, ended.error)]
+        if ended.lost > status.lost:
+            return [(outbox.ATTEMPT_LOST, ended.error)]
+        if ended.failures > status.failures:
+            return [(outbox.ATTEMPT_FAILED, ended.error)]
+        return []
+
+    def _notify(self, job: JobSnapshot, *events: tuple[str, str | None]) -> list[Op]:
+        """The outbox entries of ``events`` (state, reason) of the job's current attempt, for
+        the daemon's ``--notify`` and the job's own URL: committed with the state change."""
+        urls: list[str | None] = [*self.settings.notify, job.summary_text(NOTIFY_KEY)]
+        if not any(urls):
+            return []
+        attempt = job.status.attempt if job.status is not None else 0
+        at = utc_now()
+        return outbox.notification_ops(
+            self.cluster.layout,
+            [
+                outbox.Event(
+                    job_id=job.job_id,
+                    attempt=attempt,
+                    state=state,
+                    at=at,
+                    reason=reason,
+                    name=job.name,
+                    cluster=self.cluster.config.cluster_id,
+                )
+                for state, reason in events
+            ],
+            urls,
         )
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:

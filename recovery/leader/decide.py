@@ -170,6 +170,8 @@ class Finish(Action):
 
     outcome: str = SUCCEEDED
     error: str | None = None
+    #: how the leader ended the last attempt (TIMED_OUT, STUCK), if it did
+    ended: str | None = None
 
 
 @dataclass(frozen=True)
@@ -451,6 +453,7 @@ def _ended(
         return Finish(
             outcome=FAILED,
             error=error,
+            ended=ended,
             reason=f"attempt {status.attempt} {what}; {used} of {limit} such attempts used",
         )
     # The job's retry policy: a first lost attempt (a host lost, a driver killed) is placed
