@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from zkstore.jobs.records import Record
 from zkstore.jobs.states import END_REASONS
@@ -69,3 +70,16 @@ class Heartbeat(Record):
 
     times = frozenset({"at"})
     wide = frozenset({"beats"})
+
+
+def redact_url(url: str) -> str:
+    """``scheme://host[:port]/...``: what logs, ``jobs show`` and the API may show of a
+    notification URL (a webhook's path or query often is its secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(invalid URL)"
+    rest = "/..." if (parts.path not in ("", "/") or parts.query) else ""
+    return f"{parts.scheme}://{host}{port}{rest}"

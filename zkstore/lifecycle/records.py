@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from zkstore.jobs.records import MAX_ERROR_CHARS, Record, short_error
-from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
+from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest, redact_url
 from zkstore.layout import Layout
 
 __all__ = [
@@ -88,19 +88,6 @@ def url_problem(url: str) -> str | None:
     if parts.username is not None or parts.password is not None:
         return "a notification URL must not carry credentials (user:password@)"
     return None
-
-
-def redact_url(url: str) -> str:
-    """``scheme://host[:port]/...``: what logs, ``jobs show`` and the API may show of a
-    notification URL (a webhook's path or query often is its secret)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:
-        return "(invalid URL)"
-    rest = "/..." if (parts.path not in ("", "/") or parts.query) else ""
-    return f"{parts.scheme}://{host}{port}{rest}"
 
 
 @dataclass(frozen=True)
