@@ -162,6 +162,15 @@ wait_timeout_option = click.option(
     f"answered [env {ENV_VARS['http_allowed_hosts']}; default: the name in --http]",
 )
 @click.option(
+    "--launch-timeout",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    help="how long a placed attempt's driver may take to take its running node; a driver "
+    "that holds none this long after its placement and left no outcome (never started, or "
+    "lost its session: SIGSTOPped, frozen) is ended and its attempt counted as lost",
+)
+@click.option(
     "--end-grace",
     type=Duration(),
     default="30s",
@@ -190,6 +199,7 @@ def daemon(
     http_allowed_hosts: tuple[str, ...],
     artifact_roots: tuple[str, ...],
     keep_results: float | None,
+    launch_timeout: float,
     end_grace: float,
     notify: str | None,
 ) -> None:
@@ -231,6 +241,7 @@ def daemon(
         http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
         end_grace=end_grace,
+        start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
     )
     click.echo(

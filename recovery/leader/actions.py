@@ -308,12 +308,13 @@ class JobActions:
         """Write the ``end`` request (fenced on the leadership and on the attempt's status
         version); the member carries it out, the job is looked at again when it did."""
         assert job.status is not None and job.status.version is not None
+        grace = self.settings.end_grace if action.grace is None else action.grace
         request = EndRequest(
             version=None,
             attempt=action.attempt,
             reason=action.why,
             requested=utc_now(),
-            grace_ms=round(self.settings.end_grace * 1000),
+            grace_ms=round(grace * 1000),
             detail=action.detail,
             leader=self.settings.daemon_id,
         )

@@ -55,6 +55,7 @@ from zkstore.jobs.states import (
     RESTARTING,
     STARTING,
     STOPPED,
+    STUCK,
     SUCCEEDED,
 )
 from zkstore.jobs.stops import EndRequest
@@ -67,6 +68,10 @@ from zkstore.strict import parse_time
 #: How often the leader looks again at a job whose stop waits for a checkpoint or for its
 #: driver to be known dead (it watches neither the checkpoints nor the outcome's driver).
 STOP_POLL = 1.0
+#: Beyond its grace and the launch deadline, how long an ``end`` request may wait for its
+#: member to record the driver's exit before the job moves on regardless (the member keeps
+#: killing what it knows; one that does not know the launch never records it).
+END_BOUND = 60.0
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,8 @@ class EndAttempt(Action):
     attempt: int = 0
     why: str = STOPPED
     detail: str = ""
+    #: seconds between SIGTERM and SIGKILL (None: the daemon's ``--end-grace``)
+    grace: float | None = None
 
 
 @dataclass(frozen=True)
@@ -332,10 +339,20 @@ def _ended_by_leader(
     assert job.status is not None
     attempt = job.status.attempt
     if local.exited is None and local.member_alive:
-        return Wait(
-            reason=f"attempt {attempt} is being ended ({end.reason}); waiting until its driver "
-            "is known dead"
-        )
+        # Its member carries the end out and records the exit; a member that does not know
+        # the launch (its records lost) never will: after a bound, the job moves on.
+        try:
+            bound = parse_time(end.requested) + timedelta(
+                seconds=end.grace_ms / 1000 + END_BOUND + settings.start_timeout
+            )
+        except ValueError:
+            bound = now
+        if now < bound:
+            return Wait(
+                until=bound,
+                reason=f"attempt {attempt} is being ended ({end.reason}); waiting until its "
+                "driver is known dead",
+            )
     outcome = job.outcome
     if outcome is not None and outcome.attempt == attempt and outcome.outcome == SUCCEEDED:
         return _ended(job, SUCCEEDED, None, settings, now)
@@ -380,8 +397,13 @@ def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dat
             )
         return Wait(until=verdict, reason=reason)
     else:
-        error = f"driver of attempt {attempt} did not start on {member} within "
-        error += f"{settings.start_timeout:g} s"
+        # Its member is up and saw no exit: the driver may live on without its session (a
+        # SIGSTOPped process, one whose session expired) or never have started. Ended (SIGKILL
+        # of its group at once: it cannot do anything useful) and known dead before the job
+        # moves on; counted as lost.
+        detail = f"driver of attempt {attempt} on {member} left no outcome and holds no running "
+        detail += f"node {settings.start_timeout:g} s after its placement"
+        return EndAttempt(attempt=attempt, why=STUCK, detail=detail, grace=0.0, reason=detail)
     return _ended(job, FAILED, error + " and left no outcome", settings, now, lost=True)
 
 
