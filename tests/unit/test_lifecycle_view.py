@@ -98,3 +98,25 @@ def test_stopped_and_how_the_last_attempt_was_ended_and_when_the_next_is_due() -
     lines = _show_lines({**waiting, "checkpoints": [], "control": None})
     assert lines["last_ended"] == TIMED_OUT
     assert lines["next_attempt_at"] == "2026-11-21T12:00:05.000Z"
+
+
+def test_the_status_page_shows_stopping_and_stopped_and_never_the_url() -> None:
+    from recovery.observe.page import render
+    from recovery.observe.view import ClusterView
+
+    stop = StopRequest(version=0, requested=T, by="ann@h", timeout_ms=0)
+    stopping = snapshot(
+        status=JobStatus(version=1, state=STARTING, attempt=1, updated=T),
+        running=RunningInfo(version=0, attempt=1, host="h", pid=7, started=T),
+        stop=stop,
+    )
+    stopped = JobSnapshot(
+        job_id="k",
+        handle=stopping.handle,
+        status=JobStatus(version=1, state=STOPPED, attempt=2, updated=T),
+        stop=stop,
+    )
+    view = ClusterView(leader=None, daemons=[], jobs={"j": stopping, "k": stopped})
+    page = render(view, daemon_id="d1", leading=True, cluster_id="default")
+    assert 'class="badge STOPPING "' in page and 'class="badge STOPPED "' in page
+    assert "SECRET" not in page
