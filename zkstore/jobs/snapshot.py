@@ -4,13 +4,14 @@ One snapshot reads, for every job, its handle (summary only, never the payload),
 ``running`` node, outcome, cancel request, stop request, result and quarantine entry: eight small
 reads per job, all sent before any answer is awaited. Then, in a second round and only for the
 jobs they can matter to: the Spark application and the control acknowledgement of the jobs that
-run; the leader's ``end`` request of a placed attempt with a stop or a limit (``--timeout``,
-``--start-timeout``, ``--progress-timeout``); the heartbeat of a running job with a progress
-timeout; and the newest checkpoint's handle of a running job that is being stopped with a
-checkpoint or has a progress timeout (a children call, then one read). A 10,000-job takeover
-pays the one more read per job (the stop node; an index of stopped jobs would save it) and
-nothing else for jobs without a stop or a limit. The daemon reconciles from snapshots; the CLI
-lists them.
+run; the leader's ``end`` request of a placed attempt with a stop, a limit (``--timeout``,
+``--start-timeout``, ``--progress-timeout``) or no driver holding ``running`` (starting, or
+over: the leader ends a driver that lost its session); the heartbeat of a running job with a
+progress timeout; and the newest checkpoint's handle of a running job that is being stopped
+with a checkpoint or has a progress timeout (a children call, then one read). A 10,000-job
+takeover pays one more read per job (the stop node; an index of stopped jobs would save it)
+and nothing else for running jobs without a stop or a limit. The daemon reconciles from
+snapshots; the CLI lists them.
 """
 
 from __future__ import annotations
@@ -349,7 +350,7 @@ def _read_lifecycle(zk: ZooKeeper, layout: Layout, snapshots: dict[str, JobSnaps
         for j, snap in snapshots.items()
         if snap.status is not None
         and snap.status.state == STARTING
-        and (snap.stop_requested or snap.has_limits)
+        and (snap.stop_requested or snap.has_limits or not snap.driver_present)
     ]
     beats = [
         j
