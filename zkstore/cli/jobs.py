@@ -33,7 +33,11 @@ run waits), last_error, failures, lost, max_lost_attempts, next_attempt_at,
 attempt_outcome {attempt, outcome, error} or null (an attempt that ended, not yet
 acted on), cancel {requested, by, reason}
 or null, result {outcome, state, attempts, finished, error} or null,
-quarantine {reason, since} or null, record_errors."""
+quarantine {reason, since} or null, lifecycle {timeout, start_timeout,
+progress_timeout, retry_*, notify (redacted), last_ended} or null (what the job
+was submitted with, in seconds), stop {requested, by, reason, checkpoint,
+checkpoint_timeout_s} or null, ending {attempt, reason, requested, grace_s,
+detail} or null (the attempt the leader is ending), record_errors."""
 
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
