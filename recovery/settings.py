@@ -104,6 +104,10 @@ class DaemonSettings:
     reconcile_interval: float = 10.0
     start_timeout: float = 60.0
     cancel_grace: float = 30.0
+    #: between the SIGTERM and the SIGKILL of a driver the leader ended (timeout, stuck, stop)
+    end_grace: float = 30.0
+    #: where every job's events are POSTed (``zkstore daemon --notify``), besides its own URL
+    notify: tuple[str, ...] = ()
     log_dir: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     #: fork drivers from a process that has imported what they need (see recovery.member.forkserver)
@@ -126,7 +130,12 @@ class DaemonSettings:
             raise ConfigError("max drivers must be at least 1")
         if not 0 < self.restart_backoff <= self.max_backoff:
             raise ConfigError("restart backoff must be positive and at most the max backoff")
-        if self.reconcile_interval <= 0 or self.start_timeout <= 0 or self.cancel_grace <= 0:
+        if (
+            self.reconcile_interval <= 0
+            or self.start_timeout <= 0
+            or self.cancel_grace <= 0
+            or self.end_grace <= 0
+        ):
             raise ConfigError("intervals and timeouts must be positive")
         if self.keep_results is not None and self.keep_results <= 0:
             raise ConfigError("the retention of results must be positive (or forever)")

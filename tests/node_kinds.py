@@ -30,6 +30,7 @@ from zkstore.jobs.records import (
     SparkApp,
 )
 from zkstore.jobs.resources import ResourceReport
+from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
 from zkstore.schedules.records import HistoryEntry, ScheduleSpec, ScheduleState
 from zkstore.strict import utc_now
 
@@ -145,6 +146,25 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         "cancel",
         lambda data, path: CancelRequest.from_znode(data, None, path),
         _record(CancelRequest, requested=NOW, by="me@h", reason="enough").to_bytes(),
+    ),
+    "stop": (
+        "stop",
+        lambda data, path: StopRequest.from_znode(data, None, path),
+        _record(
+            StopRequest, requested=NOW, by="me@h", checkpoint=True, token="t1", timeout_ms=1000
+        ).to_bytes(),
+    ),
+    "end": (
+        "end",
+        lambda data, path: EndRequest.from_znode(data, None, path),
+        _record(
+            EndRequest, attempt=2, reason="TIMED_OUT", requested=NOW, grace_ms=5000, detail="x"
+        ).to_bytes(),
+    ),
+    "heartbeat": (
+        "heartbeat",
+        lambda data, path: Heartbeat.from_znode(data, None, path),
+        _record(Heartbeat, attempt=2, at=NOW, beats=3).to_bytes(),
     ),
     "control": (
         "control",

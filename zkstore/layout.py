@@ -131,6 +131,18 @@ class Layout:
     def control(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/control"
 
+    def stop(self, job_id: str) -> str:
+        """The job is to be stopped (``zkstore jobs stop``; ``resume`` deletes it)."""
+        return f"{self.job_dir(job_id)}/stop"
+
+    def end(self, job_id: str) -> str:
+        """The leader ended an attempt (timeout, stuck, stop): its member kills the driver."""
+        return f"{self.job_dir(job_id)}/end"
+
+    def heartbeat(self, job_id: str) -> str:
+        """EPHEMERAL: the live driver's newest ``ctx.heartbeat()``."""
+        return f"{self.job_dir(job_id)}/heartbeat"
+
     def control_ack(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/control-ack"
 

@@ -23,6 +23,7 @@ from recovery.settings import (
 )
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS
 
@@ -130,6 +131,24 @@ from zkstore.config import ENV_VARS
     "rebinding); .example.com for a domain, * for any; localhost and IP addresses are always "
     f"answered [env {ENV_VARS['http_allowed_hosts']}; default: the name in --http]",
 )
+@click.option(
+    "--launch-timeout",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    help="how long a placed attempt's driver may take to take its running node; a driver "
+    "that holds none this long after its placement and left no outcome (never started, or "
+    "lost its session: SIGSTOPped, frozen) is ended and its attempt counted as lost",
+)
+@click.option(
+    "--end-grace",
+    type=Duration(),
+    default="30s",
+    show_default=True,
+    help="between the SIGTERM and the SIGKILL (of its whole process group) of a driver the "
+    "leader ended: over its --timeout or --progress-timeout, or stopped (zkstore jobs stop)",
+)
+@daemon_notify_option
 @artifact_root_option
 @click.pass_context
 def daemon(
@@ -150,6 +169,9 @@ def daemon(
     http_allowed_hosts: tuple[str, ...],
     artifact_roots: tuple[str, ...],
     keep_results: float | None,
+    launch_timeout: float,
+    end_grace: float,
+    notify: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -194,6 +216,9 @@ def daemon(
         api_read_token=api_token_from_env(variable=READ_TOKEN_ENV),
         http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
+        end_grace=end_grace,
+        start_timeout=launch_timeout,
+        notify=(notify,) if notify else (),
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

@@ -28,6 +28,7 @@ cli.add_lazy(
     "Submit a PySpark job; accepted as soon as it is durable, leader or not.",
 )
 cli.extend_lazy("jobs", "recovery.cli.submit")  # jobs wait
+cli.extend_lazy("jobs", "recovery.cli.lifecycle")  # jobs stop, jobs resume
 
 cli.add_command(
     DevCommand(

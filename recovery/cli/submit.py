@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.base import (
+    Connection,
+    cli,
+    connection_options,
+    store_timeout_connection_options,
+)
 from zkstore.cli.jobs import jobs
+from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary
 from zkstore.cli.types import Duration
 
 if TYPE_CHECKING:
@@ -52,7 +58,7 @@ def _paths_option(name: str, what: str) -> Callable[[F], F]:
 @cli.command(context_settings={"ignore_unknown_options": False})
 @click.argument("target", metavar="FILE.py[:FUNCTION]")
 @click.argument("args", nargs=-1, metavar="[-- ARGS...]")
-@connection_options
+@store_timeout_connection_options
 @click.option("--job-id", help="job id [default: <file stem>-<random>]")
 @click.option("--name", help="a name for people [default: the file name]")
 @click.option(
@@ -102,6 +108,7 @@ def _paths_option(name: str, what: str) -> Callable[[F], F]:
 )
 @click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
 @wait_timeout_option
+@lifecycle_options
 def submit(
     target: str,
     args: tuple[str, ...],
@@ -119,6 +126,7 @@ def submit(
     no_path_check: bool,
     wait: bool,
     wait_timeout: float | None,
+    **lifecycle: Any,
 ) -> None:
     """Submit a PySpark job; accepted as soon as it is durable, leader or not.
 
@@ -141,6 +149,7 @@ def submit(
     from recovery.leader.placement import parse_labels
 
     needs = Dependencies(py_files=py_files, files=files, jars=jars, packages=packages)
+    summary = lifecycle_summary(lifecycle)
     with Client(connection.config) as client:
         submitted = client.submit_file(
             target,
@@ -154,6 +163,7 @@ def submit(
             needs=needs,
             check_paths=not no_path_check,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
+            lifecycle=summary,
         )
         click.echo(submitted)
         if wait:

@@ -34,19 +34,22 @@ from zkstore.closing import Closeable
 from zkstore.cluster import Cluster, triage
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, CorruptRecord, JobQuarantined, WaitTimeout
-from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, JobDefinition
+from zkstore.handle import SummaryValue
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, FUNCTION, JobDefinition
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 
 logger = logging.getLogger(__name__)
 
 
-class RunOptions(TypedDict):
+class RunOptions(TypedDict, total=False):
     """What the submitter chose about the attempts of a job and where it may run."""
 
     max_attempts: int
     max_lost_attempts: int
     require: Mapping[str, str] | None
+    #: the lifecycle options' summary keys (:meth:`zkstore.lifecycle.options.Lifecycle.summary`)
+    lifecycle: Mapping[str, SummaryValue]
 
 
 class Client(Closeable):
@@ -109,6 +112,29 @@ class Client(Closeable):
         shipment: Shipment,
         run: RunOptions,
     ) -> str:
+        return self.submit(
+            self._function_definition(
+                function,
+                args,
+                by_value=by_value,
+                job_id=job_id,
+                name=name,
+                shipment=shipment,
+                run=run,
+            )
+        )
+
+    def _function_definition(
+        self,
+        function: Callable[..., Any],
+        args: Sequence[Any],
+        *,
+        by_value: ModuleType | None,
+        job_id: str,
+        name: str | None,
+        shipment: Shipment,
+        run: RunOptions,
+    ) -> JobDefinition:
         self._check_size(shipment)
         with _pickled_by_value(by_value):
             definition = JobDefinition.for_function(
@@ -120,7 +146,7 @@ class Client(Closeable):
                 files=shipment.files,
                 **run,
             )
-        return self.submit(definition)
+        return definition
 
     def submit_script(
         self,
@@ -156,6 +182,22 @@ class Client(Closeable):
         shipment: Shipment,
         run: RunOptions,
     ) -> str:
+        return self.submit(
+            self._script_definition(
+                script, args, job_id=job_id, name=name, shipment=shipment, run=run
+            )
+        )
+
+    def _script_definition(
+        self,
+        script: Path,
+        args: Sequence[str],
+        *,
+        job_id: str | None,
+        name: str | None,
+        shipment: Shipment,
+        run: RunOptions,
+    ) -> JobDefinition:
         try:
             source = script.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -165,17 +207,15 @@ class Client(Closeable):
         except SyntaxError as exc:
             raise ConfigError(f"{script}:{exc.lineno}: syntax error: {exc.msg}") from exc
         self._check_size(shipment)
-        return self.submit(
-            JobDefinition.for_script(
-                job_id_or_default(job_id, script.stem),
-                source,
-                filename=str(script.resolve()),
-                args=list(args),
-                name=name if name is not None else script.name,
-                spark_conf=shipment.spark_conf,
-                files=shipment.files,
-                **run,
-            )
+        return JobDefinition.for_script(
+            job_id_or_default(job_id, script.stem),
+            source,
+            filename=str(script.resolve()),
+            args=list(args),
+            name=name if name is not None else script.name,
+            spark_conf=shipment.spark_conf,
+            files=shipment.files,
+            **run,
         )
 
     def submit_file(
@@ -192,6 +232,7 @@ class Client(Closeable):
         needs: Dependencies | None = None,
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
+        lifecycle: Mapping[str, SummaryValue] | None = None,
     ) -> str:
         """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``).
 
@@ -204,7 +245,10 @@ class Client(Closeable):
         if check_paths:
             check_arguments(args, shipment.names(), warn or logger.warning)
         run = RunOptions(
-            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+            max_attempts=max_attempts,
+            max_lost_attempts=max_lost_attempts,
+            require=require,
+            lifecycle=dict(lifecycle or {}),
         )
         if function_name is None:
             return self._submit_script(
@@ -219,6 +263,59 @@ class Client(Closeable):
                     by_value=module,
                     job_id=job_id_or_default(job_id, f"{path.stem}-{function_name}"),
                     name=name if name is not None else f"{path.name}:{function_name}",
+                    shipment=shipment,
+                    run=run,
+                )
+            finally:
+                sys.modules.pop(module.__name__, None)
+
+    def file_definition(
+        self,
+        target: str,
+        args: Sequence[str] | None,
+        *,
+        current: JobDefinition,
+        conf: Mapping[str, str] | None = None,
+        needs: Dependencies | None = None,
+    ) -> JobDefinition:
+        """The definition ``FILE.py[:FUNCTION]`` makes for the existing job ``current`` (its
+        id and name kept): new code for ``zkstore jobs resume --definition``. ``args`` None
+        keeps the job's arguments (a function's are unpickled with its old code, here, with
+        the new file's directory importable). Not stored: see
+        :meth:`zkstore.lifecycle.stopstore.StopStore.resume`."""
+        path, function_name = parse_target(target)
+        shipment = prepare(path, needs or Dependencies(), conf)
+        run = RunOptions(
+            max_attempts=current.max_attempts,
+            max_lost_attempts=current.max_lost_attempts,
+            require=current.require,
+            lifecycle=dict(getattr(current, "lifecycle", None) or {}),
+        )
+        if function_name is None:
+            kept: Sequence[Any] = current.args if args is None else args
+            return self._script_definition(
+                path,
+                [str(arg) for arg in kept],
+                job_id=current.job_id,
+                name=current.name,
+                shipment=shipment,
+                run=run,
+            )
+        with importable(path.parent, shipment.import_paths):
+            function, module = load_function(path, function_name)
+            try:
+                if args is None:
+                    old: Sequence[Any] = (
+                        current.load_function()[1] if current.kind == FUNCTION else current.args
+                    )
+                else:
+                    old = args
+                return self._function_definition(
+                    function,
+                    old,
+                    by_value=module,
+                    job_id=current.job_id,
+                    name=current.name,
                     shipment=shipment,
                     run=run,
                 )

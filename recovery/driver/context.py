@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from recovery.driver.config import DynamicConfig
+from recovery.driver.heartbeat import HeartbeatGate
 from recovery.driver.resources import JobResources
 from recovery.driver.signals import AttemptSuperseded, JobCancelled
 from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
@@ -68,8 +69,10 @@ class JobContext:
         resource_reports: ResourceReports | None = None,
         control: JobControl | None = None,
         artifacts: JobArtifacts | None = None,
+        heartbeat: HeartbeatGate | None = None,
     ) -> None:
         self.job_id = job_id
+        self._heartbeat = heartbeat
         self.name = name
         self.attempt = attempt
         self.config: Mapping[str, Any] = config
@@ -126,6 +129,15 @@ class JobContext:
         if self._cancelled.is_set():
             raise JobCancelled(f"job {self.job_id} was cancelled")
 
+    def heartbeat(self) -> None:
+        """Say the job makes progress, for a job submitted with ``--progress-timeout`` (an
+        attempt that neither checkpoints nor calls this for that long is ended and restarted
+        from its checkpoint). As often as you like: it costs a clock read; the driver writes
+        at most one small ZooKeeper node per 5 to 60 seconds, and none for a job without a
+        progress timeout."""
+        if self._heartbeat is not None:
+            self._heartbeat.beat(time.monotonic())
+
     def latest_checkpoint(self) -> Any | None:
         """The metadata of the newest checkpoint of this job (from any attempt), or None."""
         checkpoint = self._checkpoints.latest()
@@ -150,6 +162,8 @@ class JobContext:
         )
         if self._control is not None:
             self._control.checkpoint_taken(summary)
+        if self._heartbeat is not None:
+            self._heartbeat.checkpointed(time.monotonic())
         self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
         self.pause_point()
         return checkpoint.checkpoint_id

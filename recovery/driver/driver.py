@@ -26,6 +26,7 @@ from __future__ import annotations
 import _thread
 import argparse
 import builtins
+import contextlib
 import logging
 import os
 import shlex
@@ -48,6 +49,7 @@ from recovery.driver.context import (
     JobContext,
 )
 from recovery.driver.control import JobControl
+from recovery.driver.heartbeat import HeartbeatGate
 from recovery.driver.lease import SessionLease
 from recovery.member import processes
 from recovery.proctitle import driver_title, set_title
@@ -71,6 +73,8 @@ from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
+from zkstore.jobs.stops import Heartbeat
+from zkstore.lifecycle.ops import heartbeat_ops
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
 from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
@@ -122,6 +126,9 @@ class Driver:
         self._interrupt_lock = threading.Lock()
         self._report_lock = threading.Lock()
         self._reported = False
+        self._started: str | None = None  # when this attempt took ``running``
+        self._beats: HeartbeatGate | None = None  # ctx.heartbeat()'s gate (progress timeout)
+        self._beat_version: int | None = None  # the heartbeat node's, once written
         self._job_name = job_id
         self.work_dir = work_dir or Path.cwd()
         self.log = log
@@ -177,12 +184,13 @@ class Driver:
 
     def _take_running(self) -> bool:
         me = processes.this_process()
+        self._started = utc_now()
         info = RunningInfo(
             version=None,
             attempt=self.attempt,
             host=me.host,
             pid=me.pid,
-            started=utc_now(),
+            started=self._started,
             log=self.log,
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
@@ -313,6 +321,7 @@ class Driver:
             lease=self.lease,
             resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
             control=self._control,
+            heartbeat=self._heartbeat_gate(definition),
             artifacts=JobArtifacts(
                 self.cluster.artifacts(self.job_id),
                 attempt=self.attempt,
@@ -360,6 +369,7 @@ class Driver:
         cancel_seen: float | None = None
         while not self._finished.wait(0.1):
             self._publish_spark_app()
+            self._beat()
             if self._control is not None:
                 self._control.sync_spark()
             if self._suspended_at == float("-inf"):
@@ -381,6 +391,41 @@ class Driver:
                 sparkapp.stop(kill=True)
                 self._report(CANCELLED, f"cancelled (forced after {self.cancel_grace:g} s)")
                 os._exit(DriverExit.CANCELLED)
+
+    def _heartbeat_gate(self, definition: JobDefinition) -> HeartbeatGate | None:
+        """The gate of ``ctx.heartbeat()``: only for a job with a progress timeout."""
+        value = (getattr(definition, "lifecycle", None) or {}).get("progress_timeout")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            self._beats = HeartbeatGate(float(value))
+        return self._beats
+
+    def _beat(self) -> None:
+        """Write the heartbeat node if the gate says it is due (monitor thread): fenced on
+        this attempt, EPHEMERAL in its session. A failed write is tried at the next look."""
+        gate = self._beats
+        if gate is None:
+            return
+        now = time.monotonic()
+        if not gate.due(now):
+            return
+        beats = gate.beats
+        record = Heartbeat(version=None, attempt=self.attempt, at=utc_now(), beats=beats)
+        layout = self.cluster.layout
+        try:
+            self.cluster.zk.commit(
+                heartbeat_ops(layout, self.job_id, record, existing=self._beat_version),
+                fence=self.fence,
+            )
+        except FenceLost:
+            return  # the monitor's other checks stop the attempt
+        except ZkStoreError as exc:
+            logger.debug("heartbeat not written (%s); read again", exc)
+            with contextlib.suppress(ZkStoreError):
+                stat = self.cluster.zk.exists(layout.heartbeat(self.job_id))
+                self._beat_version = stat.version if stat is not None else None
+            return
+        self._beat_version = 0 if self._beat_version is None else self._beat_version + 1
+        gate.written(now, beats)
 
     def _publish_spark_app(self) -> None:
         with self._report_lock:
@@ -415,6 +460,7 @@ class Driver:
                 error=short_error(error),
                 host=socket.gethostname(),
                 log=self.log,
+                started=self._started,
             )
             try:
                 WHILE_STANDING.call(

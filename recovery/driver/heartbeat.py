@@ -1,6 +1,6 @@
 """The driver's gate on heartbeat writes: ``ctx.heartbeat()`` costs a clock read, not a write.
 
-``ctx.heartbeat()`` (phase B) calls :meth:`HeartbeatGate.beat`, from any thread, as often as the
+``ctx.heartbeat()`` calls :meth:`HeartbeatGate.beat`, from any thread, as often as the
 job likes; the driver's monitor thread (which already looks every 0.1 s) calls
 :meth:`HeartbeatGate.due` and, when it says so, writes the heartbeat node
 (:func:`zkstore.lifecycle.ops.heartbeat_ops`, fenced on the attempt), then

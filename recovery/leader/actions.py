@@ -26,9 +26,11 @@ from recovery.leader.decide import (
     Action,
     Adopt,
     CleanUp,
+    EndAttempt,
     Finish,
     NoSlot,
     QuarantineJob,
+    RecordStopped,
     Restart,
     Start,
     Wait,
@@ -39,7 +41,11 @@ from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import RESTARTING, STARTING, SUCCEEDED
+from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
+from zkstore.jobs.stops import EndRequest
+from zkstore.lifecycle import outbox
+from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
+from zkstore.lifecycle.options import NOTIFY_KEY
 from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.strict import utc_now
 
@@ -68,6 +74,8 @@ class JobActions:
             Finish: self._finish,
             CleanUp: self._clean_up,
             QuarantineJob: self._quarantine,
+            EndAttempt: self._end_attempt,
+            RecordStopped: self._record_stopped,
         }
 
     def apply(self, job: JobSnapshot, action: Action) -> None:
@@ -102,7 +110,14 @@ class JobActions:
             previous = action.ended
             ended = {"failures": previous.failures, "lost": previous.lost}
             ended["last_error"] = previous.error
+            ended["streak_failures"] = previous.streak_failures
+            ended["streak_lost"] = previous.streak_lost
+            ended["ended"] = previous.ended
             logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(previous.error))
+        if action.resume:  # a fresh count: the user resumed it
+            ended = {"failures": 0, "lost": 0, "streak_failures": 0, "streak_lost": 0}
+            ended["ended"] = None
+            logger.info("job %s: resumed (attempt %d)", job.job_id, action.attempt)
         status = self.status(
             job,
             state=STARTING,
@@ -124,7 +139,10 @@ class JobActions:
         ops: list[Op] = [
             SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
             Create(path, assignment.to_bytes()),
+            *self._clear_end_ops(job),
         ]
+        if action.ended is not None:
+            ops += self._notify(job, *self._attempt_event(job, action.ended))
         fleet = self.leader.fleet
         if action.daemon_id not in fleet.assignments:
             # The member's directory is made by the member as it registers; a placement may come
@@ -167,6 +185,9 @@ class JobActions:
         running = job.running
         assert running is not None
         self.leader.watch_job(job.job_id, self.cluster.layout.running(job.job_id))
+        if action.until is not None:  # one of its limits passes then
+            delay = (action.until - datetime.now(UTC)).total_seconds()
+            self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
         key = (job.job_id, running.attempt)
         if key not in self._adoptions_reported:
             self._adoptions_reported.add(key)
@@ -224,9 +245,14 @@ class JobActions:
             last_error=action.error,
             not_before=not_before,
             daemon_id=None,
+            streak_failures=action.streak_failures,
+            streak_lost=action.streak_lost,
+            ended=action.ended,
         )
         ops: list[Op] = [
-            SetData(self.cluster.layout.status(job.job_id), status.to_bytes(), job.status.version)
+            SetData(self.cluster.layout.status(job.job_id), status.to_bytes(), job.status.version),
+            *self._clear_end_ops(job),
+            *self._notify(job, *self._attempt_event(job, action)),
         ]
         self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
         self._unassigned(job)
@@ -239,11 +265,15 @@ class JobActions:
     def _finish(self, job: JobSnapshot, action: Finish) -> None:
         attempts = job.status.attempt if job.status is not None else 0
         # HandleExists: recorded already (by us before a crash, or by a previous leader).
+        events = [(action.outcome, action.error)]
+        if action.ended == TIMED_OUT:  # its last attempt timed out: said as well
+            events.insert(0, (outbox.TIMED_OUT, action.error))
         with contextlib.suppress(HandleExists):
             self.cluster.results.create_dirty(
                 job.job_id,
                 action.outcome,
                 attempts=attempts,
+                extra_ops=self._notify(job, *events),
                 error=action.error,
                 name=job.name,
                 summary=job.summary,
@@ -266,11 +296,120 @@ class JobActions:
         self._clean(job)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
-        self.cluster.quarantine.move_in(job.job_id, action.reason, fence=self.fence)
+        self.cluster.quarantine.move_in(
+            job.job_id,
+            action.reason,
+            fence=self.fence,
+            extra_ops=self._notify(job, (outbox.QUARANTINED, action.reason)),
+        )
         self._release_assignment(job)
         logger.warning(
             "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
         )
+
+    def _end_attempt(self, job: JobSnapshot, action: EndAttempt) -> None:
+        """Write the ``end`` request (fenced on the leadership and on the attempt's status
+        version); the member carries it out, the job is looked at again when it did."""
+        assert job.status is not None and job.status.version is not None
+        grace = self.settings.end_grace if action.grace is None else action.grace
+        request = EndRequest(
+            version=None,
+            attempt=action.attempt,
+            reason=action.why,
+            requested=utc_now(),
+            grace_ms=round(grace * 1000),
+            detail=action.detail,
+            leader=self.settings.daemon_id,
+        )
+        existing = job.end.version if job.end is not None else None
+        ops = end_ops(
+            self.cluster.layout,
+            job.job_id,
+            request,
+            status_version=job.status.version,
+            existing=existing,
+        )
+        self.cluster.zk.commit(ops, fence=self.fence)
+        logger.warning(
+            "job %s: ending attempt %d (%s: %s)",
+            job.job_id,
+            action.attempt,
+            action.why,
+            action.detail,
+        )
+        self._wait(job, Wait())
+
+    def _record_stopped(self, job: JobSnapshot, action: RecordStopped) -> None:
+        """STOPPED: the status, no assignment (the slot is free), the ``end`` request gone; all
+        checked against a ``running`` node."""
+        assert job.status is not None and job.status.version is not None
+        status = self.status(
+            job,
+            state=STOPPED,
+            daemon_id=None,
+            not_before=None,
+            reason=None,
+            last_error=action.error or job.status.last_error,
+        )
+        ops = stopped_ops(
+            self.cluster.layout,
+            job.job_id,
+            status.to_bytes(),
+            status_version=job.status.version,
+            end_version=job.end.version if job.end is not None else None,
+        )
+        events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
+        self.cluster.zk.commit(ops + self._unassign_ops(job) + events, fence=self.fence)
+        self._unassigned(job)
+        logger.warning(
+            "job %s: STOPPED at attempt %d (%s)", job.job_id, job.status.attempt, action.reason
+        )
+
+    # -- notifications ---------------------------------------------------------------------------
+
+    def _attempt_event(self, job: JobSnapshot, ended: Restart) -> list[tuple[str, str | None]]:
+        """The event of an attempt that ended and is retried: timed out, lost or failed (none
+        for an end that counts as neither: a stop resumed before it was recorded)."""
+        status = job.status
+        if status is None:
+            return []
+        if ended.ended == TIMED_OUT:
+            return [(outbox.TIMED_OUT, ended.error)]
+        if ended.lost > status.lost:
+            return [(outbox.ATTEMPT_LOST, ended.error)]
+        if ended.failures > status.failures:
+            return [(outbox.ATTEMPT_FAILED, ended.error)]
+        return []
+
+    def _notify(self, job: JobSnapshot, *events: tuple[str, str | None]) -> list[Op]:
+        """The outbox entries of ``events`` (state, reason) of the job's current attempt, for
+        the daemon's ``--notify`` and the job's own URL: committed with the state change."""
+        urls: list[str | None] = [*self.settings.notify, job.summary_text(NOTIFY_KEY)]
+        if not any(urls):
+            return []
+        attempt = job.status.attempt if job.status is not None else 0
+        at = utc_now()
+        return outbox.notification_ops(
+            self.cluster.layout,
+            [
+                outbox.Event(
+                    job_id=job.job_id,
+                    attempt=attempt,
+                    state=state,
+                    at=at,
+                    reason=reason,
+                    name=job.name,
+                    cluster=self.cluster.config.cluster_id,
+                )
+                for state, reason in events
+            ],
+            urls,
+        )
+
+    def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:
+        """Remove the ``end`` request of an attempt that is over (it was read with the job)."""
+        existing = job.end.version if job.end is not None else None
+        return clear_end_ops(self.cluster.layout, job.job_id, existing)
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         self._clean(job)

@@ -19,6 +19,14 @@ and lost attempts (the driver vanished without an outcome: its host or session w
 was killed, it stopped itself during a ZooKeeper outage) are counted apart, each with its own
 limit, so that infrastructure trouble does not spend the job's attempts.
 
+The lifecycle (:mod:`recovery.leader.lifecycle`): a job asked to stop goes through
+:func:`zkstore.lifecycle.stopping.stop_step` (checkpoint, end its attempt, STOPPED; resumed when
+the stop node goes); an attempt over its ``--timeout``, ``--start-timeout`` or
+``--progress-timeout`` is ended (an ``end`` request its member carries out: SIGTERM, grace,
+SIGKILL of the group) and counted once its driver is known dead: TIMED_OUT as a failure, STUCK
+as lost. The next attempt is paced by the job's retry policy, failures and lost attempts each
+with their own streak, both reset by a run of ``--retry-reset-after``.
+
 Records that exist but cannot be read are never taken for absent: an unreadable ``running``
 node is a live driver (the node's going away is what says a driver died), an unreadable cancel
 node still asks the job to stop, an unreadable handle, status or result quarantines the job.
@@ -29,11 +37,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from recovery.leader.lifecycle import (
+    attempt_times,
+    job_lifecycle,
+    started_at,
+    stop_view,
+    streak,
+)
 from recovery.settings import DaemonSettings
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import BROKEN, CANCELLED, DIRTY, FAILED, RESTARTING, STARTING, SUCCEEDED
+from zkstore.jobs.states import (
+    BROKEN,
+    CANCELLED,
+    DIRTY,
+    FAILED,
+    RESTARTING,
+    STARTING,
+    STOPPED,
+    STUCK,
+    SUCCEEDED,
+)
+from zkstore.jobs.stops import EndRequest
+from zkstore.lifecycle import stopping
+from zkstore.lifecycle.limits import Expired, Limits, judge
+from zkstore.lifecycle.policy import AttemptEnd, after_end
+from zkstore.lifecycle.states import COUNTED_AS, FAILURE, LOST
 from zkstore.strict import parse_time
+
+#: How often the leader looks again at a job whose stop waits for a checkpoint or for its
+#: driver to be known dead (it watches neither the checkpoints nor the outcome's driver).
+STOP_POLL = 1.0
+#: Beyond its grace and the launch deadline, how long an ``end`` request may wait for its
+#: member to record the driver's exit before the job moves on regardless (the member keeps
+#: killing what it knows; one that does not know the launch never records it).
+END_BOUND = 60.0
 
 
 @dataclass(frozen=True)
@@ -73,11 +111,36 @@ class Start(Action):
     attempt: int = 1
     daemon_id: str | None = None
     ended: Restart | None = None
+    #: a stopped job resumed: its counts of failures and lost attempts start afresh
+    resume: bool = False
 
 
 @dataclass(frozen=True)
 class Adopt(Action):
-    """A driver holds ``running``: watch it and wait."""
+    """A driver holds ``running``: watch it and wait (and look again at ``until``, when one of
+    its limits would pass)."""
+
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class EndAttempt(Action):
+    """Write the ``end`` request of ``attempt`` (``why``: TIMED_OUT, STUCK or STOPPED; ``detail``
+    names the limit): its member ends the driver, and the job moves on once it is known dead."""
+
+    attempt: int = 0
+    why: str = STOPPED
+    detail: str = ""
+    #: seconds between SIGTERM and SIGKILL (None: the daemon's ``--end-grace``)
+    grace: float | None = None
+
+
+@dataclass(frozen=True)
+class RecordStopped(Action):
+    """Record STOPPED (no slot held, the ``end`` request removed), checked against a ``running``
+    node; ``error`` is what the attempt left if it failed on the way."""
+
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +164,11 @@ class Restart(Action):
     lost: int = 0
     not_before: datetime | None = None
     error: str | None = None
+    #: the pacing's streaks after this end
+    streak_failures: int = 0
+    streak_lost: int = 0
+    #: how the leader ended the attempt (TIMED_OUT, STUCK), if it did
+    ended: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +177,8 @@ class Finish(Action):
 
     outcome: str = SUCCEEDED
     error: str | None = None
+    #: how the leader ended the last attempt (TIMED_OUT, STUCK), if it did
+    ended: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,13 +201,16 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
         return Initialize(reason="new job")
     if job.driver_present and job.running_session == 0:
         return QuarantineJob(reason="its running node is not ephemeral: no driver wrote it")
+    stop = _stopping(job, local, settings, now)
+    if stop is not None:
+        return stop
     if job.driver_present and job.running is None:
         return Wait(
             reason="its running node is unreadable: the driver is taken to be alive until the "
             "node goes away"
         )
     if job.running is not None:
-        return Adopt(reason=f"driver of attempt {job.running.attempt} is alive")
+        return _running(job, settings, now)
     if status.state == STARTING:
         return _starting(job, local, settings, now)
     if job.cancel_requested:
@@ -183,10 +256,127 @@ def _settled(
     return None
 
 
+def _stopping(
+    job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime
+) -> Action | None:
+    """The action of a job asked to stop, stopping or stopped; None: the usual decision."""
+    assert job.status is not None
+    if job.status.state != STOPPED and not job.stop_requested:
+        return None
+    step = stopping.stop_step(
+        stop_view(job, known_dead=_known_dead(job, local, settings, now)), now
+    )
+    poll = now + timedelta(seconds=STOP_POLL)
+    if isinstance(step, stopping.AwaitCheckpoint):
+        until = poll if step.until is None else min(step.until, poll)
+        return Wait(until=until, reason=step.reason)
+    if isinstance(step, stopping.EndAttempt):
+        return EndAttempt(attempt=step.attempt, why=STOPPED, detail=step.detail, reason=step.reason)
+    if isinstance(step, stopping.AwaitEnd):
+        return Wait(until=poll, reason=step.reason)
+    if isinstance(step, stopping.RecordStopped):
+        return RecordStopped(error=step.error, reason=step.reason)
+    if isinstance(step, stopping.StayStopped):
+        return Nothing(reason=step.reason)
+    if isinstance(step, stopping.ResumeJob):
+        return Start(attempt=job.status.attempt + 1, resume=True, reason="resumed")
+    return None
+
+
+def _known_dead(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> bool:
+    """No process of the attempt in ``status`` can be alive (or none can be told of: its
+    member is gone, and the next status version fences it out)."""
+    if job.driver_present:
+        return False
+    if local.exited is not None or not local.member_alive:
+        return True
+    outcome, status = job.outcome, job.status
+    if outcome is not None and status is not None and outcome.attempt == status.attempt:
+        return _exiting(job, local, settings, now) is None
+    return False
+
+
+def _running(job: JobSnapshot, settings: DaemonSettings, now: datetime) -> Action:
+    """A driver holds ``running``: adopt it, or end it if it is over one of its limits."""
+    assert job.running is not None and job.status is not None
+    attempt = job.running.attempt
+    reason = f"driver of attempt {attempt} is alive"
+    limits = job_lifecycle(job, settings).limits
+    if job.status.state != STARTING or attempt != job.status.attempt or limits == Limits():
+        return Adopt(reason=reason)
+    if _ending_request(job) is not None:
+        return Adopt(reason=f"driver of attempt {attempt} is being ended")
+    verdict = _judged(job, limits, now)
+    if isinstance(verdict, Expired):
+        return EndAttempt(
+            attempt=attempt, why=verdict.outcome, detail=verdict.reason, reason=verdict.reason
+        )
+    return Adopt(until=verdict, reason=reason)
+
+
+def _judged(job: JobSnapshot, limits: Limits, now: datetime) -> Expired | datetime | None:
+    """The attempt's limit that passed, or when to look again (None: no limit applies)."""
+    times = attempt_times(job)
+    if times is None:
+        return None
+    verdict = judge(times, limits, now)
+    return verdict if isinstance(verdict, Expired) else verdict.next_check
+
+
+def _ending_request(job: JobSnapshot) -> EndRequest | None:
+    """The leader's ``end`` request of the attempt in ``status``, if it wrote one."""
+    end, status = job.end, job.status
+    if end is not None and status is not None and end.attempt == status.attempt:
+        return end
+    return None
+
+
+def _ended_by_leader(
+    job: JobSnapshot, end: EndRequest, local: Local, settings: DaemonSettings, now: datetime
+) -> Action:
+    """The leader ended the attempt: wait until its driver is known dead, then count it as
+    the end's reason says (TIMED_OUT a failure, STUCK lost, STOPPED neither)."""
+    assert job.status is not None
+    attempt = job.status.attempt
+    if local.exited is None and local.member_alive:
+        # Its member carries the end out and records the exit; a member that does not know
+        # the launch (its records lost) never will: after a bound, the job moves on.
+        try:
+            bound = parse_time(end.requested) + timedelta(
+                seconds=end.grace_ms / 1000 + END_BOUND + settings.start_timeout
+            )
+        except ValueError:
+            bound = now
+        if now < bound:
+            return Wait(
+                until=bound,
+                reason=f"attempt {attempt} is being ended ({end.reason}); waiting until its "
+                "driver is known dead",
+            )
+    outcome = job.outcome
+    if outcome is not None and outcome.attempt == attempt and outcome.outcome == SUCCEEDED:
+        return _ended(job, SUCCEEDED, None, settings, now)
+    detail = f"{end.reason}: {end.detail}" if end.detail else end.reason
+    counted = COUNTED_AS.get(end.reason, LOST)
+    if counted not in (FAILURE, LOST):  # a stop that was resumed before it was recorded
+        ended = Restart(
+            failures=job.status.failures,
+            lost=job.status.lost,
+            error=detail,
+            streak_failures=streak(job).failures,
+            streak_lost=streak(job).lost,
+        )
+        return Start(attempt=attempt + 1, ended=ended, reason=f"attempt {attempt} was stopped")
+    return _ended(job, FAILED, detail, settings, now, lost=counted == LOST, ended=end.reason)
+
+
 def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
     """An attempt was placed and no driver holds ``running``: starting, or over?"""
     assert job.status is not None
     attempt, member = job.status.attempt, job.status.daemon_id or "?"
+    end = _ending_request(job)
+    if end is not None:
+        return _ended_by_leader(job, end, local, settings, now)
     outcome = job.outcome
     if outcome is not None and outcome.attempt == attempt:
         exiting = _exiting(job, local, settings, now)
@@ -196,10 +386,24 @@ def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dat
     elif not local.member_alive:
         error = f"daemon {member}, where attempt {attempt} was placed, is gone"
     elif (now - parse_time(job.status.updated)).total_seconds() < settings.start_timeout:
-        return Wait(reason=f"driver of attempt {attempt} is starting on {member}")
+        reason = f"driver of attempt {attempt} is starting on {member}"
+        limits = job_lifecycle(job, settings).limits
+        if limits.start_timeout is None:
+            return Wait(reason=reason)
+        verdict = _judged(job, limits, now)
+        if isinstance(verdict, Expired):
+            return EndAttempt(
+                attempt=attempt, why=verdict.outcome, detail=verdict.reason, reason=verdict.reason
+            )
+        return Wait(until=verdict, reason=reason)
     else:
-        error = f"driver of attempt {attempt} did not start on {member} within "
-        error += f"{settings.start_timeout:g} s"
+        # Its member is up and saw no exit: the driver may live on without its session (a
+        # SIGSTOPped process, one whose session expired) or never have started. Ended (SIGKILL
+        # of its group at once: it cannot do anything useful) and known dead before the job
+        # moves on; counted as lost.
+        detail = f"driver of attempt {attempt} on {member} left no outcome and holds no running "
+        detail += f"node {settings.start_timeout:g} s after its placement"
+        return EndAttempt(attempt=attempt, why=STUCK, detail=detail, grace=0.0, reason=detail)
     return _ended(job, FAILED, error + " and left no outcome", settings, now, lost=True)
 
 
@@ -247,8 +451,10 @@ def _ended(
     now: datetime,
     *,
     lost: bool = False,
+    ended: str | None = None,
 ) -> Action:
-    """The attempt recorded in ``status`` is over with ``outcome`` (``lost``: without one)."""
+    """The attempt recorded in ``status`` is over with ``outcome`` (``lost``: without one;
+    ``ended``: the leader ended it, TIMED_OUT or STUCK)."""
     assert job.status is not None
     if outcome == SUCCEEDED:
         return Finish(outcome=SUCCEEDED, reason="attempt succeeded")
@@ -269,17 +475,30 @@ def _ended(
         return Finish(
             outcome=FAILED,
             error=error,
+            ended=ended,
             reason=f"attempt {status.attempt} {what}; {used} of {limit} such attempts used",
         )
-    # A first lost attempt (a host lost, a driver killed) is placed again at once; a job that
-    # keeps failing or keeps getting lost backs off.
-    delay = 0.0 if lost and lost_count == 1 else settings.backoff(failures + lost_count - lost)
+    # The job's retry policy: a first lost attempt (a host lost, a driver killed) is placed
+    # again at once; a job that keeps failing or keeps getting lost backs off, each kind with
+    # its own streak, both reset by a stable run.
+    policy = job_lifecycle(job, settings).retry
+    end = AttemptEnd(
+        attempt=status.attempt,
+        kind=LOST if lost else FAILURE,
+        ended=now,
+        started=started_at(job) if job.outcome and job.outcome.attempt == status.attempt else None,
+    )
+    due = after_end(end, streak(job), policy, job.job_id)
+    delay = due.delay
     restart = Restart(
         failures=failures,
         lost=lost_count,
-        not_before=now + timedelta(seconds=delay),
+        not_before=due.at,
         error=error,
-        reason=f"attempt {status.attempt} {what} ({used} of {limit}); retrying in {delay:g} s",
+        streak_failures=due.streak.failures,
+        streak_lost=due.streak.lost,
+        ended=ended,
+        reason=f"attempt {status.attempt} {what} ({used} of {limit}); retrying in {delay:.3g} s",
     )
     if delay > 0:
         return restart

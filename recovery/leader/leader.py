@@ -41,6 +41,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.election import LeaderElection
 from recovery.leader.loop import Event, Leadership, Loop
+from recovery.leader.notifier import NotificationSender
 from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
 from recovery.leader.retention import Retention
 from recovery.settings import DaemonSettings
@@ -57,6 +58,7 @@ from zkstore.jobs.graph import JobGraphWatch
 from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
+from zkstore.lifecycle.outbox import Outbox
 from zkstore.ops import Create, Delete, Op
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
@@ -98,6 +100,7 @@ class LeaderProcess:
         #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
         self._watchers: dict[str, Callable[[object], None]] = {}
         self._to_watch: dict[str, list[str]] = {}
+        self.notifier: NotificationSender | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -107,6 +110,13 @@ class LeaderProcess:
         started, since = time.monotonic(), utc_now()
         self.election.publish_info(since)
         layout = self.cluster.layout
+        # Events are committed with the state changes they report, from the first one on: the
+        # outbox exists before any, and its sender delivers what earlier leaders left.
+        self.notifier = NotificationSender(
+            Outbox(self.cluster.zk, layout),
+            fence=self.fence,
+            on_fence_lost=lambda _: self.leadership.revoke(),
+        ).start()
         self._watches = [
             self.cluster.jobs.watch(self.post),
             NodeWatch(self.cluster.zk, layout.members, self._fleet_changed, children=True),
@@ -126,6 +136,8 @@ class LeaderProcess:
         self.leadership.revoke()
         for watch in self._watches:
             watch.stop()
+        if self.notifier is not None:
+            self.notifier.stop(timeout=0)  # a round under way ends within its POST deadline
 
     @property
     def active(self) -> bool:

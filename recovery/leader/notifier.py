@@ -1,6 +1,6 @@
 """The notification sender: drains the outbox (:mod:`zkstore.lifecycle.outbox`) over HTTP.
 
-A thread of the leader (phase B starts it with the leadership and stops it with it), apart from
+A thread of the leader (started with the leadership, stopped with it), apart from
 the leader's own thread: a receiver that is slow or down never delays a decision. Each round:
 
 1. read the outbox (one children call, one pipelined read of the entries);

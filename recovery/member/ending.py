@@ -18,10 +18,9 @@ the time the last step asked for) and doing what it returns:
 5. :class:`Unkillable`: still alive :data:`UNKILLABLE_AFTER` seconds after the first SIGKILL
    (a process in uninterruptible sleep): log at ERROR once; the job does not move on.
 
-Process-group hygiene for the member (phase B): signal the group while the driver is still a
-zombie (not yet reaped: its pid, which is the group's id, cannot be reused until then), then
-reap; for an adopted driver (followed through a pidfd, reaped by init), signal the group only
-while the pidfd says the driver lives, and its leftovers by their own identities.
+The member carries it out (:mod:`recovery.member.ender`): it signals the group by the driver's
+pid, which stays the group's id (and cannot be handed to a new group) while any process of the
+group lives, the driver's zombie included.
 
 Times are seconds on the wall clock (the request's time comes from the leader's clock); a
 request time in the future counts as now.

@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from recovery.member import adoption, processes, registration
 from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
+from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
 from recovery.member.processes import Liveness, ProcessIdentity
 from recovery.settings import DaemonSettings
@@ -90,6 +91,8 @@ class FleetMember:
         self._left: dict[str, tuple[int, str]] = {}
         #: the launch records of attempts no longer placed here were looked at (after a start)
         self._swept = False
+        #: attempts the leader ended (timeout, stuck, stop), being ended here
+        self.endings = Endings(cluster.zk, cluster.layout, notify, self.driver_exited)
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class FleetMember:
     def stop(self) -> None:
         if self._watch is not None:
             self._watch.stop()
+        self.endings.stop()
 
     @property
     def running_drivers(self) -> int:
@@ -175,6 +179,7 @@ class FleetMember:
             placed = current.get(job_id)
             if launch.alive and (placed is None or placed.attempt != launch.attempt):
                 self._withdraw(launch)
+        self.endings.check(self.launches)
 
     def _is_new(self, job_id: str, assignment: Assignment) -> bool:
         """An assignment not launched (nor adopted) yet, and not over."""
@@ -472,6 +477,8 @@ class FleetMember:
         attempt's directory and its assignment are the holder's, which is adopted if it is a
         live process of this host.
         """
+        if not self.endings.release(launch):
+            return  # ended by the leader: recorded once nothing of its process group lives
         how = describe_exit(launch.exit_code)
         if isinstance(launch.process, processes.Adopted):
             launch.process.close()

@@ -167,6 +167,11 @@ class ClusterCollector(Collector):
             )
         yield from _per_job(view)
         yield _gauge(
+            "zkstore_notifications_pending",
+            "Notification events not yet taken by a receiver (zkstore daemon/submit --notify)",
+            view.notifications_pending,
+        )
+        yield _gauge(
             "zkstore_cluster_read_duration_seconds",
             "Time this scrape took to read the cluster from ZooKeeper",
             view.read_seconds,

@@ -23,6 +23,7 @@ from zkstore.jobs.records import LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.jobs.states import CLEAN
 from zkstore.layout import is_checkpoint_node_name
+from zkstore.lifecycle.records import outbox_path
 
 
 class Observed(Protocol):
@@ -81,6 +82,8 @@ class ClusterView:
     checkpoints: dict[str, float] = field(default_factory=dict)
     read_at: float = 0.0
     read_seconds: float = 0.0
+    #: notification events not yet taken by a receiver (the outbox's entries)
+    notifications_pending: int = 0
 
     def states(self) -> Counter[str]:
         return Counter(job.state for job in self.jobs.values())
@@ -116,9 +119,16 @@ def read_view(cluster: Cluster) -> ClusterView:
         jobs=jobs,
         checkpoints=_latest_checkpoints(cluster, [j for j in jobs.values() if j.driver_present]),
         read_at=read_at,
+        notifications_pending=_outbox_size(cluster),
     )
     view.read_seconds = time.monotonic() - started
     return view
+
+
+def _outbox_size(cluster: Cluster) -> int:
+    """How many notification entries wait for a receiver (one children call)."""
+    found = cluster.zk.children_many([outbox_path(cluster.layout)])[0]
+    return len(found or ())
 
 
 def _leader(cluster: Cluster) -> dict[str, Any] | None:

@@ -18,7 +18,6 @@ from zkstore.jobs.states import STARTING
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, heartbeat_ops, stopped_ops
 from zkstore.lifecycle.records import EndRequest, Heartbeat, end_path, heartbeat_path
 from zkstore.lifecycle.states import STOPPED, TIMED_OUT
-from zkstore.lifecycle.stopstore import StoppableStatus
 from zkstore.ops import Check, Create, Fence
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
@@ -120,7 +119,7 @@ def test_the_end_request_is_written_only_for_the_attempt_read(
 
 
 def stopped_status() -> bytes:
-    return StoppableStatus(version=None, state=STOPPED, attempt=2, updated=utc_now()).to_bytes()
+    return JobStatus(version=None, state=STOPPED, attempt=2, updated=utc_now()).to_bytes()
 
 
 def test_stopped_is_recorded_only_once_no_driver_holds_running(
@@ -137,7 +136,7 @@ def test_stopped_is_recorded_only_once_no_driver_holds_running(
     cluster.zk.commit(
         stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=None)
     )
-    status = read_record(cluster.zk, StoppableStatus, layout.status(JOB))
+    status = read_record(cluster.zk, JobStatus, layout.status(JOB))
     assert status is not None and status.state == STOPPED and status.version == placed + 1
 
 

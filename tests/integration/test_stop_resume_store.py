@@ -24,7 +24,7 @@ from zkstore.jobs.states import FAILED, STARTING
 from zkstore.lifecycle.records import stop_path
 from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.states import STOPPED
-from zkstore.lifecycle.stopstore import StoppableStatus, StopStore
+from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create
 from zkstore.strict import utc_now
 
@@ -34,7 +34,7 @@ JOB = "pipeline"
 def submit(cluster: Cluster, *, state: str = STOPPED, checkpoints: int = 3) -> None:
     """A job as a leader left it: status ``state`` at attempt 2, ``checkpoints`` taken."""
     cluster.jobs.submit(JobDefinition.for_script(JOB, "print('v1')", filename="v1.py"))
-    status = StoppableStatus(version=None, state=state, attempt=2, failures=1, updated=utc_now())
+    status = JobStatus(version=None, state=state, attempt=2, failures=1, updated=utc_now())
     cluster.zk.ensure_path(cluster.layout.job_dir(JOB))
     cluster.zk.create(cluster.layout.status(JOB), status.to_bytes())
     store = cluster.checkpoints(JOB)

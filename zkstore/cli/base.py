@@ -138,6 +138,19 @@ def connection_options(func: F) -> F:
     ever a flag's value or shown as a default: credentials come from ``ZKSTORE_ZK_AUTH`` or a
     file named by ``--zk-auth-file``.
     """
+    return _connection_options(func, "--timeout")
+
+
+def store_timeout_connection_options(func: F) -> F:
+    """:func:`connection_options` with the deadline of one operation as ``--store-timeout``:
+    for the commands whose ``--timeout`` is a job's (``submit --timeout``, ``jobs stop
+    --timeout``)."""
+    return _connection_options(func, "--store-timeout")
+
+
+def _connection_options(func: F, timeout_flag: str) -> F:
+    """See :func:`connection_options`."""
+    dest = timeout_flag.removeprefix("--").replace("-", "_")
     options = [
         click.option(
             "--zk",
@@ -169,7 +182,8 @@ def connection_options(func: F) -> F:
             "FSSPEC_S3_* variables work too",
         ),
         click.option(
-            "--timeout",
+            timeout_flag,
+            dest,
             type=click.FloatRange(0.1, 600),
             help="deadline of one ZooKeeper or storage operation, seconds [default 5]",
         ),
@@ -198,11 +212,12 @@ def connection_options(func: F) -> F:
             "cluster_id",
             "storage_url",
             "storage_option",
-            "timeout",
             "zk_auth_file",
             "zk_read_acl",
         )
-        connection = Connection({n: kwargs.pop(n) for n in names})
+        given = {n: kwargs.pop(n) for n in names}
+        given["timeout"] = kwargs.pop(dest)
+        connection = Connection(given)
         return func(*args, connection=connection, **kwargs)
 
     for option in reversed(options):

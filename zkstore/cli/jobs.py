@@ -42,7 +42,11 @@ run waits), last_error, failures, lost, max_lost_attempts, next_attempt_at,
 attempt_outcome {attempt, outcome, error} or null (an attempt that ended, not yet
 acted on), cancel {requested, by, reason}
 or null, result {outcome, state, attempts, finished, error} or null,
-quarantine {reason, since} or null, record_errors."""
+quarantine {reason, since} or null, lifecycle {timeout, start_timeout,
+progress_timeout, retry_*, notify (redacted), last_ended} or null (what the job
+was submitted with, in seconds), stop {requested, by, reason, checkpoint,
+checkpoint_timeout_s} or null, ending {attempt, reason, requested, grace_s,
+detail} or null (the attempt the leader is ending), record_errors."""
 
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +200,7 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
         if ended is None
         else f"attempt {ended['attempt']} {ended['outcome']}, the leader has not acted on it yet",
         "next_attempt_at": item["next_attempt_at"],
+        **_lifecycle_lines(item),
         "cancel": None
         if cancel is None
         else f"requested {cancel['requested']} by {cancel.get('by') or '?'}"
@@ -208,6 +213,40 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
         else f"{quarantine['reason']} (since {quarantine['since']})",
         "checkpoints": ", ".join(str(c["id"]) for c in item["checkpoints"]) or None,
         "control": json.dumps(item["control"]) if item["control"] else None,
+    }
+
+
+def _lifecycle_lines(item: dict[str, Any]) -> dict[str, Any]:
+    """The lifecycle's lines of ``jobs show``: the limits and retry options, the notify URL
+    (redacted), a stop under way, an attempt being ended."""
+    lifecycle, stop, ending = item.get("lifecycle") or {}, item.get("stop"), item.get("ending")
+    limits = [
+        f"--{key.replace('_', '-')} {lifecycle[key]:g}s"
+        for key in ("timeout", "start_timeout", "progress_timeout")
+        if key in lifecycle
+    ]
+    retry = [
+        f"--{key.replace('_', '-')} {lifecycle[key]:g}{'' if key == 'retry_jitter' else 's'}"
+        for key in sorted(lifecycle)
+        if "retry" in key
+    ]
+    return {
+        "limits": ", ".join(limits) or None,
+        "retry": ", ".join(retry) or None,
+        "notify": lifecycle.get("notify"),
+        "last_ended": lifecycle.get("last_ended"),
+        "stop": None
+        if stop is None
+        else f"requested {stop['requested']} by {stop.get('by') or '?'}"
+        + (
+            f", after a checkpoint (waiting up to {stop['checkpoint_timeout_s']:g} s)"
+            if stop["checkpoint"]
+            else ""
+        ),
+        "ending": None
+        if ending is None
+        else f"attempt {ending['attempt']} {ending['reason']}: {ending.get('detail') or ''} "
+        f"(SIGKILL after {ending['grace_s']:g} s)",
     }
 
 

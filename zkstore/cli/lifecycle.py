@@ -1,5 +1,5 @@
 """The command-line options of the run's lifecycle, for ``submit``, ``jobs resume`` and
-``daemon`` (phase B attaches them; nothing here is wired yet).
+``daemon``.
 
 Durations are parsed by the CLI's one duration type (:class:`zkstore.cli.handles.Duration`:
 ``90s``, ``10m``, ``2h``, ``1d`` or plain seconds), so ``--timeout 2h`` reads as
@@ -77,13 +77,14 @@ _RETRY = (
         "--retry-delay",
         Duration(),
         "DURATION",
-        "wait before retrying a failed attempt, doubling per failure in a row. Default: 5s.",
+        "wait before retrying a failed attempt, doubling per failure in a row. Default: the "
+        "daemon's --restart-backoff (1s).",
     ),
     (
         "--retry-max-delay",
         Duration(),
         "DURATION",
-        "the longest wait between attempts. Default: 5m.",
+        "the longest wait between attempts. Default: 1m (or the --retry-delay, if longer).",
     ),
     (
         "--retry-jitter",
@@ -101,7 +102,8 @@ _RETRY = (
         "--lost-retry-delay",
         Duration(),
         "DURATION",
-        "wait before retrying a lost attempt (the first is retried at once). Default: 2s.",
+        "wait before retrying a lost attempt (the first is retried at once). Default: the "
+        "daemon's --restart-backoff (1s).",
     ),
     (
         "--lost-retry-max-delay",
@@ -141,6 +143,20 @@ def lifecycle_from(params: Mapping[str, Any], base: Lifecycle | None = None) -> 
         return (base or Lifecycle()).with_options(**given)
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from exc
+
+
+def lifecycle_summary(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The handle summary keys of the lifecycle options given in ``params`` (those not given
+    are left out: the daemon's defaults apply), validated together; :class:`UsageFailure`
+    (exit 2) for a combination that is not valid. A limit or URL turned ``off`` is left out."""
+    lifecycle_from(params)
+    given = {key: params.get(key) for key in SUMMARY_KEYS if params.get(key) is not None}
+    return {
+        key: value
+        for key, value in given.items()
+        if not (key in ("timeout", "start_timeout", "progress_timeout") and value == 0)
+        and not (key == "notify" and value == "")
+    }
 
 
 def daemon_notify_option(func: F) -> F:

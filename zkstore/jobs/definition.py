@@ -83,6 +83,7 @@ class JobOptions(TypedDict, total=False):
     max_lost_attempts: int
     require: Mapping[str, str] | None
     files: Sequence[ShippedFile]
+    lifecycle: Mapping[str, SummaryValue]
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,9 @@ class JobDefinition:
     max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS
     #: labels a daemon must have to run the job (``zkstore submit --require key=value``)
     require: Mapping[str, str] = field(default_factory=dict)
+    #: the lifecycle options' summary keys (``--timeout``, ``--retry-*``, ``--notify``...: see
+    #: :mod:`zkstore.lifecycle.options`), carried in the handle for the leader
+    lifecycle: Mapping[str, SummaryValue] = field(default_factory=dict)
     submitted: str = field(default_factory=utc_now)
     #: a function job's arguments for people (they travel pickled with the function): what
     #: ``jobs show`` says, computed at submission
@@ -232,6 +236,7 @@ class JobDefinition:
             "max_lost": self.max_lost_attempts,
             **({"require": _labels(self.require)} if self.require else {}),
             "python": self.python,
+            **dict(getattr(self, "lifecycle", None) or {}),
         }
         if self.files:
             names = ",".join(f.name for f in self.files)
@@ -255,6 +260,7 @@ class _RunFields(TypedDict):
     max_attempts: int
     max_lost_attempts: int
     require: dict[str, str]
+    lifecycle: dict[str, SummaryValue]
 
 
 def _run_fields(options: JobOptions) -> _RunFields:
@@ -265,6 +271,7 @@ def _run_fields(options: JobOptions) -> _RunFields:
         max_attempts=options.get("max_attempts", 3),
         max_lost_attempts=options.get("max_lost_attempts", DEFAULT_MAX_LOST_ATTEMPTS),
         require=dict(options.get("require") or {}),
+        lifecycle=dict(options.get("lifecycle") or {}),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from zkstore.errors import (
@@ -43,8 +44,16 @@ class QuarantineStore:
         self.layout = layout
         self.current_jobs = current_jobs
 
-    def move_in(self, job_id: str, reason: str, *, fence: Fence | None = None) -> QuarantineEntry:
+    def move_in(
+        self,
+        job_id: str,
+        reason: str,
+        *,
+        fence: Fence | None = None,
+        extra_ops: Sequence[Op] = (),
+    ) -> QuarantineEntry:
         """Move ``job_id`` from currentJobs into quarantine with ``reason``; idempotent.
+        ``extra_ops`` are committed with the move (the outbox entries of its notification).
 
         If the job is already quarantined, returns that entry. Raises the fence's error if the
         fence is lost.
@@ -56,7 +65,7 @@ class QuarantineStore:
                 return existing
             entry, ops = self._move_ops(job_id, reason, existing is not None)
             try:
-                self.zk.commit(ops, fence=fence)
+                self.zk.commit([*ops, *extra_ops], fence=fence)
             except (HandleExists, HandleNotFound, NotEmpty, VersionConflict) as exc:
                 raise TryAgain(str(exc)) from exc
             logger.warning("job %s quarantined: %s", job_id, reason)

@@ -18,6 +18,7 @@ from zkstore.jobs.states import (
     ATTEMPT_OUTCOMES,
     CLEAN,
     DIRTY,
+    END_REASONS,
     FAILED,
     OUTCOMES,
     PENDING,
@@ -172,12 +173,32 @@ class JobStatus(Record):
     leader_id: str | None = None
     daemon_id: str | None = None
     reason: str | None = None
+    #: consecutive failures / lost attempts since the last stable run (the retry pacing's
+    #: streaks, :class:`zkstore.lifecycle.policy.Streak`); missing: as ``failures``/``lost``
+    streak_failures: int | None = None
+    streak_lost: int | None = None
+    #: how the leader ended the last attempt (TIMED_OUT, STUCK, STOPPED), and why
+    ended: str | None = None
+    ended_detail: str | None = None
 
-    optional = frozenset({"lost", "last_error", "not_before", "leader_id", "daemon_id", "reason"})
+    optional = frozenset(
+        {
+            "lost",
+            "last_error",
+            "not_before",
+            "leader_id",
+            "daemon_id",
+            "reason",
+            "streak_failures",
+            "streak_lost",
+            "ended",
+            "ended_detail",
+        }
+    )
     stored = {"leader_id": "leader", "daemon_id": "member"}
-    multiline = frozenset({"last_error"})
+    multiline = frozenset({"last_error", "ended_detail"})
     times = frozenset({"updated", "not_before"})
-    choices = {"state": (*STATUS_STATES, *OUTCOMES)}
+    choices = {"state": (*STATUS_STATES, *OUTCOMES), "ended": END_REASONS}
 
 
 @dataclass(frozen=True)
@@ -213,9 +234,11 @@ class Outcome(Record):
     error: str | None = None
     host: str | None = None
     log: str | None = None
+    #: when the attempt's driver took ``running`` (its ``running.started``): how long it ran
+    started: str | None = None
 
-    optional = frozenset({"error", "host", "log"})
-    times = frozenset({"finished"})
+    optional = frozenset({"error", "host", "log", "started"})
+    times = frozenset({"finished", "started"})
     choices = {"outcome": ATTEMPT_OUTCOMES}
     multiline = frozenset({"error"})
 

@@ -60,9 +60,11 @@ class JobResultStore:
         *,
         attempts: int,
         fence: Fence | None = None,
+        extra_ops: Sequence[Op] = (),
         **details: Unpack[ResultDetails],
     ) -> JobResult:
         """Record the job's outcome. Raises :class:`HandleExists` if any result exists.
+        ``extra_ops`` are committed with it (the outbox entries of its notification).
 
         ``details`` (see :class:`ResultDetails`) are kept so that the job can still be described
         once everything else of it is cleaned up.
@@ -73,7 +75,7 @@ class JobResultStore:
 
         def record() -> JobResult:
             try:
-                self.zk.commit(self.dirty_ops(result), fence=fence)
+                self.zk.commit([*self.dirty_ops(result), *extra_ops], fence=fence)
             except HandleExists as exc:
                 if exc.path == path:
                     raise HandleExists(f"job {job_id} already has a result", path=path) from None

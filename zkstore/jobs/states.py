@@ -15,10 +15,21 @@ A job's state, as ``jobs list`` and the API show it, is derived from all of its 
     CLEANING      the result is recorded (DIRTY); the job's data is being removed
     SUCCEEDED / FAILED / CANCELLED   the result, once cleanup is done (CLEAN)
     QUARANTINED   the job cannot run as it is (unreadable definition or records)
+    STOPPING      a stop was asked (``zkstore jobs stop``); its attempt is being ended
+    STOPPED       the job was stopped and holds no slot: not finished (no result), its
+                  checkpoints kept; ``zkstore jobs resume`` starts its next attempt
 
-The leader records only PENDING, STARTING and RESTARTING in ``status``; a driver records the
-outcome of its attempt (one of the three outcomes, or BROKEN: it could not load the definition);
-the result store records DIRTY then CLEAN with the job's final outcome.
+How the leader ended an attempt (the ``end`` request, and ``status.ended`` afterwards):
+
+    TIMED_OUT     it ran longer than ``--timeout``, or was placed and not running after
+                  ``--start-timeout``: it counts as a failure of the job
+    STUCK         it neither checkpointed nor called ``ctx.heartbeat()`` for
+                  ``--progress-timeout``: it counts as lost (restarted from its checkpoint)
+    STOPPED       it was ended for a stop: it counts as neither
+
+The leader records only PENDING, STARTING, RESTARTING and STOPPED in ``status``; a driver
+records the outcome of its attempt (one of the three outcomes, or BROKEN: it could not load
+the definition); the result store records DIRTY then CLEAN with the job's final outcome.
 """
 
 from __future__ import annotations
@@ -43,6 +54,10 @@ class JobState(StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     BROKEN = "BROKEN"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    TIMED_OUT = "TIMED_OUT"
+    STUCK = "STUCK"
 
 
 class ResultState(StrEnum):
@@ -109,8 +124,16 @@ FAILED = JobState.FAILED
 CANCELLED = JobState.CANCELLED
 BROKEN = JobState.BROKEN
 
-#: What the leader writes in a job's ``status``.
-STATUS_STATES = (PENDING, STARTING, RESTARTING)
+STOPPING = JobState.STOPPING
+STOPPED = JobState.STOPPED
+TIMED_OUT = JobState.TIMED_OUT
+STUCK = JobState.STUCK
+
+#: What the leader writes in a job's ``status``. STOPPED is read as garbage (the job
+#: quarantined) by daemons older than it: upgrade every daemon before the first stop.
+STATUS_STATES = (PENDING, STARTING, RESTARTING, STOPPED)
+#: Why the leader ended an attempt (the ``end`` request's reason, ``status.ended``).
+END_REASONS = (TIMED_OUT, STUCK, STOPPED)
 #: How a job ends, in its result.
 OUTCOMES = (SUCCEEDED, FAILED, CANCELLED)
 #: How an attempt ends, in its ``outcome`` record.

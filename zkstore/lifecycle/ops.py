@@ -1,4 +1,4 @@
-"""The ops the runtime adds to its transactions for the lifecycle (phase B commits them).
+"""The ops the runtime adds to its transactions for the lifecycle (the leader's and the driver's).
 
 - the leader ending an attempt: :func:`end_ops` (write the ``end`` request, fenced on its
   leadership and on the status version of the attempt: a request for an attempt that is over

@@ -17,8 +17,8 @@ EPHEMERAL, it goes with the driver's session and needs no cleanup. Every record 
 (:class:`zkstore.jobs.records.Record`); the job's records go with the job's directory at cleanup;
 the outbox outlives jobs on purpose (a job's last event is its end).
 
-Phase B moves these paths into :class:`zkstore.layout.Layout` (and ``R/notifications`` into its
-``base_paths``, which every transaction that adds an entry needs to exist).
+The job's three live in :mod:`zkstore.jobs.stops` (the snapshot reads them) and their paths in
+:class:`zkstore.layout.Layout`; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -28,8 +28,21 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from zkstore.jobs.records import MAX_ERROR_CHARS, Record, short_error
+from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest, redact_url
 from zkstore.layout import Layout
-from zkstore.lifecycle.states import END_REASONS
+
+__all__ = [
+    "EndRequest",
+    "Heartbeat",
+    "NotificationEntry",
+    "StopRequest",
+    "end_path",
+    "heartbeat_path",
+    "outbox_path",
+    "redact_url",
+    "stop_path",
+    "url_problem",
+]
 
 NOTIFICATIONS = "notifications"
 #: A notification URL is kept in the job's handle summary and in every outbox entry: bounded.
@@ -40,15 +53,15 @@ _SCHEMES = ("http", "https")
 
 
 def stop_path(layout: Layout, job_id: str) -> str:
-    return f"{layout.job_dir(job_id)}/stop"
+    return layout.stop(job_id)
 
 
 def end_path(layout: Layout, job_id: str) -> str:
-    return f"{layout.job_dir(job_id)}/end"
+    return layout.end(job_id)
 
 
 def heartbeat_path(layout: Layout, job_id: str) -> str:
-    return f"{layout.job_dir(job_id)}/heartbeat"
+    return layout.heartbeat(job_id)
 
 
 def outbox_path(layout: Layout) -> str:
@@ -75,77 +88,6 @@ def url_problem(url: str) -> str | None:
     if parts.username is not None or parts.password is not None:
         return "a notification URL must not carry credentials (user:password@)"
     return None
-
-
-def redact_url(url: str) -> str:
-    """``scheme://host[:port]/...``: what logs, ``jobs show`` and the API may show of a
-    notification URL (a webhook's path or query often is its secret)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:
-        return "(invalid URL)"
-    rest = "/..." if (parts.path not in ("", "/") or parts.query) else ""
-    return f"{parts.scheme}://{host}{port}{rest}"
-
-
-@dataclass(frozen=True)
-class StopRequest(Record):
-    """``R/jobs/<job>/stop``: the job is to be stopped. With ``checkpoint``, the live attempt is
-    first asked for a checkpoint (the control plane's request, carrying ``token``) and given
-    ``timeout_ms`` to answer it; then, answered or not, its driver is ended."""
-
-    requested: str = ""
-    by: str | None = None
-    reason: str | None = None
-    checkpoint: bool = False
-    token: str | None = None
-    timeout_ms: int = 0
-
-    optional = frozenset({"by", "reason", "token"})
-    times = frozenset({"requested"})
-    multiline = frozenset({"reason"})
-
-    def problem(self) -> str | None:
-        if self.checkpoint and not self.token:
-            return "a checkpoint is asked for without its request's token"
-        if self.token is not None and not re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", self.token):
-            return "the checkpoint token is not [A-Za-z0-9._:-]{1,64}"
-        return None
-
-
-@dataclass(frozen=True)
-class EndRequest(Record):
-    """``R/jobs/<job>/end``: the leader ended ``attempt`` (``reason``: TIMED_OUT, STUCK or
-    STOPPED; ``detail`` names the limit). Its member sends the driver SIGTERM, then after
-    ``grace_ms`` SIGKILL to its process group, and records the exit; the leader counts the
-    attempt once it is known dead (:data:`~zkstore.lifecycle.states.COUNTED_AS`)."""
-
-    attempt: int = 0
-    reason: str = ""
-    requested: str = ""
-    grace_ms: int = 0
-    detail: str | None = None
-    leader: str | None = None
-
-    optional = frozenset({"detail", "leader"})
-    times = frozenset({"requested"})
-    choices = {"reason": END_REASONS}
-    multiline = frozenset({"detail"})
-
-
-@dataclass(frozen=True)
-class Heartbeat(Record):
-    """``R/jobs/<job>/heartbeat``: EPHEMERAL; the newest heartbeat of ``attempt`` its driver
-    wrote (``at``, the driver's clock), and how many ``ctx.heartbeat()`` calls it had seen."""
-
-    attempt: int = 0
-    at: str = ""
-    beats: int = 0
-
-    times = frozenset({"at"})
-    wide = frozenset({"beats"})
 
 
 @dataclass(frozen=True)

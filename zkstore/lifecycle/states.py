@@ -14,21 +14,18 @@ How an attempt ended, when the leader ended it (:class:`~zkstore.lifecycle.recor
                   ``--progress-timeout``: it counts as lost (restarted from its checkpoint)
     STOPPED       it was ended for a stop: it counts as neither
 
-Phase B moves these into :mod:`zkstore.jobs.states` (and its enums). Adding a *value* to a
-record's ``choices`` (``JobStatus.state``, ``JobResult.outcome``) makes every daemon of an older
-version read that record as garbage, which quarantines the job: upgrade every daemon before the
-first stop. Adding an optional *field* is safe (older readers ignore unknown keys).
+They are members of :class:`zkstore.jobs.states.JobState` (the one vocabulary). Adding a
+*value* to a record's ``choices`` (``JobStatus.state``, ``JobResult.outcome``) makes every
+daemon of an older version read that record as garbage, which quarantines the job: upgrade
+every daemon before the first stop. Adding an optional *field* is safe (older readers ignore
+unknown keys).
 """
 
 from __future__ import annotations
 
-STOPPING = "STOPPING"
-STOPPED = "STOPPED"
-TIMED_OUT = "TIMED_OUT"
-STUCK = "STUCK"
+from zkstore.jobs.states import END_REASONS, STOPPED, STOPPING, STUCK, TIMED_OUT
 
-#: Why the leader ended an attempt (:attr:`EndRequest.reason`).
-END_REASONS = (TIMED_OUT, STUCK, STOPPED)
+__all__ = ["COUNTED_AS", "END_REASONS", "STOPPED", "STOPPING", "STUCK", "TIMED_OUT"]
 
 #: How an ended attempt is counted: against ``--max-attempts`` (a failure), against the lost
 #: attempts' limit, or not at all.
@@ -36,4 +33,4 @@ FAILURE = "failure"
 LOST = "lost"
 NOT_COUNTED = "not-counted"
 
-COUNTED_AS = {TIMED_OUT: FAILURE, STUCK: LOST, STOPPED: NOT_COUNTED}
+COUNTED_AS: dict[str, str] = {TIMED_OUT: FAILURE, STUCK: LOST, STOPPED: NOT_COUNTED}

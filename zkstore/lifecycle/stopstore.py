@@ -42,7 +42,6 @@ from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, read_record
 from zkstore.jobs.state import who
-from zkstore.jobs.states import OUTCOMES, STATUS_STATES
 from zkstore.lifecycle.records import StopRequest, stop_path
 from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.states import STOPPED, STOPPING
@@ -56,13 +55,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_CHECKPOINT_TIMEOUT = 300.0
 #: The longest a stop may wait for its checkpoint (its record holds milliseconds in 31 bits).
 MAX_CHECKPOINT_TIMEOUT = 7 * 86400.0
-
-
-class StoppableStatus(JobStatus):
-    """A job status that may say STOPPED. Stop-gap until phase B adds STOPPED to
-    :class:`~zkstore.jobs.records.JobStatus` (then this class goes)."""
-
-    choices = {"state": (*STATUS_STATES, *OUTCOMES, STOPPED)}
 
 
 @dataclass(frozen=True)
@@ -110,8 +102,8 @@ class StopStore:
         """The job's stop request, or None; :class:`~zkstore.errors.CorruptRecord` if garbage."""
         return read_record(self.zk, StopRequest, stop_path(self.layout, job_id))
 
-    def status(self, job_id: str) -> StoppableStatus | None:
-        return read_record(self.zk, StoppableStatus, self.layout.status(job_id))
+    def status(self, job_id: str) -> JobStatus | None:
+        return read_record(self.zk, JobStatus, self.layout.status(job_id))
 
     # -- stop ------------------------------------------------------------------------------------
 
@@ -243,7 +235,7 @@ class StopStore:
         return self._resumed(job_id, version)
 
     def _check_resumable(
-        self, job_id: str, status: StoppableStatus | None, stop: StopRequest | None
+        self, job_id: str, status: JobStatus | None, stop: StopRequest | None
     ) -> None:
         layout = self.layout
         result, quarantine, handle = self.zk.exists_many(

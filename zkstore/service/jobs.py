@@ -14,6 +14,7 @@ from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import SUCCEEDED
+from zkstore.jobs.stops import redact_url
 from zkstore.strict import parse_time
 
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
@@ -157,8 +158,55 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "quarantine": None
         if job.quarantine is None
         else {"reason": job.quarantine.reason, "since": job.quarantine.since},
+        "lifecycle": lifecycle_of(job),
+        "stop": None
+        if job.stop is None
+        else {
+            "requested": job.stop.requested,
+            "by": job.stop.by,
+            "reason": job.stop.reason,
+            "checkpoint": job.stop.checkpoint,
+            "checkpoint_timeout_s": job.stop.timeout_ms / 1000,
+        },
+        "ending": None
+        if job.end is None or status is None or job.end.attempt != status.attempt
+        else {
+            "attempt": job.end.attempt,
+            "reason": job.end.reason,
+            "requested": job.end.requested,
+            "grace_s": job.end.grace_ms / 1000,
+            "detail": job.end.detail,
+        },
         "record_errors": job.errors or None,
     }
+
+
+#: The lifecycle's summary keys (``submit --timeout ...``; see zkstore.lifecycle.options).
+_LIMITS = ("timeout", "start_timeout", "progress_timeout")
+_RETRY = (
+    "retry_delay",
+    "retry_max_delay",
+    "retry_jitter",
+    "retry_reset_after",
+    "lost_retry_delay",
+    "lost_retry_max_delay",
+)
+
+
+def lifecycle_of(job: JobSnapshot) -> dict[str, Any] | None:
+    """The job's limits and retry options as submitted (seconds; the daemon's defaults for
+    the rest), its notification URL redacted (``scheme://host:port/...``: a webhook's path is
+    often its secret), and how the leader ended its last attempt (TIMED_OUT, STUCK), if it
+    did. None when it has none of these."""
+    summary = job.summary
+    found: dict[str, Any] = {k: summary[k] for k in (*_LIMITS, *_RETRY) if k in summary}
+    notify = summary.get("notify")
+    if isinstance(notify, str) and notify:
+        found["notify"] = redact_url(notify)
+    status = job.status
+    if status is not None and status.ended is not None:
+        found["last_ended"] = status.ended
+    return found or None
 
 
 def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:

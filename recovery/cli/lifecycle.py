@@ -1,0 +1,157 @@
+"""``zkstore jobs stop`` and ``zkstore jobs resume``: a last-state upgrade from the command line.
+
+``stop`` writes the stop request (:class:`zkstore.lifecycle.stopstore.StopStore`), then follows
+the job until the leader recorded STOPPED: with ``--checkpoint`` the live attempt is asked for a
+checkpoint first and given ``--timeout`` for it; then its driver is ended (SIGTERM, the daemon's
+``--end-grace``, SIGKILL of its process group). ``resume`` starts the next attempt from the
+newest checkpoint, with new code (``--definition FILE.py[:FUNCTION]``) and options if given,
+and says which checkpoint that is. Both are thin: what they write and when is the store's.
+
+A ``stop`` interrupted while it follows the job (Ctrl-C, a lost terminal) changes nothing: the
+request is written, the leader carries it out; ``zkstore jobs stop JOB`` again follows it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import click
+
+from recovery.client.client import Client
+from recovery.client.sparkconf import parse_spark_conf
+from zkstore.cli.base import Connection, store_timeout_connection_options
+from zkstore.cli.jobs import jobs
+from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary, stop_options
+from zkstore.errors import JobFinished, WaitTimeout
+from zkstore.jobs.snapshot import read_snapshot
+from zkstore.jobs.states import STOPPED
+from zkstore.lifecycle.redefine import redefined
+from zkstore.lifecycle.stopstore import StopStore
+
+#: What ``stop`` allows beyond the checkpoint's wait: the daemon's grace between SIGTERM and
+#: SIGKILL (30 s by default) and the leader's and member's reaction, with room for a busy host.
+END_MARGIN = 90.0
+#: How often ``stop`` looks at the job while it follows it.
+POLL = 0.2
+
+
+@jobs.command("stop")
+@click.argument("job_id")
+@store_timeout_connection_options
+@stop_options
+@click.option("--reason", help="why, for the record (zkstore jobs show)")
+@click.option("--no-wait", is_flag=True, help="write the request and return at once")
+def stop_job(
+    job_id: str,
+    connection: Connection,
+    checkpoint: bool,
+    checkpoint_timeout: float,
+    reason: str | None,
+    no_wait: bool,
+) -> None:
+    """Stop a job without finishing it: it keeps its checkpoints and holds no driver slot.
+
+    With --checkpoint, the running attempt is asked for a checkpoint first (ctx.checkpoint
+    answers it) and given --timeout for it; then its driver is ended (SIGTERM, then SIGKILL of
+    its process group after the daemon's --end-grace). The job is STOPPED until `zkstore jobs
+    resume` starts it again from its newest checkpoint, with new code if you give it.
+    Exit 0 once STOPPED, 7 if that took longer than expected (the stop goes on).
+    """
+    with Client(connection.config) as client:
+        cluster = client.cluster
+        request = StopStore(cluster).request(
+            job_id, checkpoint=checkpoint, timeout=checkpoint_timeout, reason=reason
+        )
+        asked = (
+            f"; a checkpoint is asked for (up to {request.timeout_ms / 1000:g} s)"
+            if request.checkpoint
+            else ""
+        )
+        click.echo(f"{job_id}: stop requested by {request.by or '?'}{asked}", err=True)
+        if no_wait:
+            return
+        deadline = time.monotonic() + request.timeout_ms / 1000 + END_MARGIN
+        while True:
+            snapshot = read_snapshot(cluster.zk, cluster.layout, job_id)
+            if snapshot.result is not None:
+                raise JobFinished(
+                    f"job {job_id} finished ({snapshot.result.outcome}) before it could stop"
+                )
+            if snapshot.status is not None and snapshot.status.state == STOPPED:
+                break
+            if time.monotonic() > deadline:
+                raise WaitTimeout(
+                    f"job {job_id} is not STOPPED yet ({snapshot.state}); the stop goes on: "
+                    f"zkstore jobs show {job_id}"
+                )
+            time.sleep(POLL)
+        newest = cluster.checkpoints(job_id).newest_handle()
+        where = "from the start (it has no checkpoint)"
+        if newest is not None:
+            number = newest.summary.get("checkpoint_id")
+            where = f"from checkpoint {number} (taken {newest.created})"
+        click.echo(f"{job_id}: STOPPED at attempt {snapshot.status.attempt}; it resumes {where}")
+
+
+@jobs.command("resume")
+@click.argument("job_id")
+@click.argument("args", nargs=-1, metavar="[-- ARGS...]")
+@store_timeout_connection_options
+@click.option(
+    "--definition",
+    "target",
+    metavar="FILE.py[:FUNCTION]",
+    help="run this code from now on (a last-state upgrade); without -- ARGS the job keeps its "
+    "arguments",
+)
+@click.option(
+    "--conf",
+    "conf_pairs",
+    multiple=True,
+    metavar="PROP=VALUE",
+    help="Spark property for the new code (with --definition); repeatable",
+)
+@click.option("--max-attempts", type=click.IntRange(1, 1000), default=None)
+@click.option("--max-lost-attempts", type=click.IntRange(1, 1000), default=None)
+@lifecycle_options
+def resume_job(
+    job_id: str,
+    args: tuple[str, ...],
+    connection: Connection,
+    target: str | None,
+    conf_pairs: tuple[str, ...],
+    max_attempts: int | None,
+    max_lost_attempts: int | None,
+    **lifecycle: Any,
+) -> None:
+    """Start a STOPPED job's next attempt from its newest checkpoint.
+
+    With --definition FILE.py[:FUNCTION] the job runs that code from now on (its id, name,
+    checkpoints and, unless -- ARGS are given, arguments kept); the lifecycle options
+    (--timeout, --retry-delay, --notify ...; off removes a limit) and --max-attempts change what
+    the job had. Prints which checkpoint it resumes from.
+    """
+    given = lifecycle_summary({k: v for k, v in lifecycle.items() if v is not None})
+    removed = {k for k, v in lifecycle.items() if v is not None and k not in given}
+    with Client(connection.config) as client:
+        store = StopStore(client.cluster)
+        definition = None
+        changes = target is not None or given or removed or max_attempts or max_lost_attempts
+        if changes:
+            current = client.cluster.jobs.recover(job_id, lock=False).state
+            new = None
+            if target is not None:
+                conf = parse_spark_conf(conf_pairs) if conf_pairs else None
+                new = client.file_definition(
+                    target, list(args) if args else None, current=current, conf=conf
+                )
+            definition = redefined(
+                current, new, max_attempts=max_attempts, max_lost_attempts=max_lost_attempts
+            )
+            kept = dict(getattr(current, "lifecycle", None) or {})
+            options = {k: v for k, v in {**kept, **given}.items() if k not in removed}
+            definition = dataclasses.replace(definition, lifecycle=options)
+        resumed = store.resume(job_id, definition=definition)
+        click.echo(resumed.describe())

@@ -1,0 +1,133 @@
+"""What the leader's decision needs of a job's lifecycle, from its snapshot: pure.
+
+- :func:`job_lifecycle`: the job's retry policy, limits and notification URL, from its handle
+  summary over the daemon's defaults (``--restart-backoff``/``--max-backoff`` are the default
+  ``--retry-delay``/``--retry-max-delay``; a lost attempt is placed again at once the first
+  time, then backs off like a failure). A summary key that is not valid is ignored (the default
+  applies): the leader must decide for every job.
+- :func:`stop_view`: the job as :func:`zkstore.lifecycle.stopping.stop_step` sees it.
+- :func:`attempt_times`: the attempt as :func:`zkstore.lifecycle.limits.judge` sees it.
+- :func:`streak`: the two counts the retry pacing carries in the status.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from recovery.settings import DaemonSettings
+from zkstore.errors import ConfigError
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.stops import StopRequest
+from zkstore.lifecycle.limits import AttemptTimes
+from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
+from zkstore.lifecycle.policy import DEFAULT_RESET_AFTER, Backoff, RetryPolicy, Streak
+from zkstore.lifecycle.stopping import StopView
+from zkstore.strict import parse_time, utc_now
+
+#: The jitter of the daemon's default pacing (it only ever shortens a delay).
+DEFAULT_JITTER = 0.2
+
+
+def daemon_policy(settings: DaemonSettings) -> RetryPolicy:
+    """The pacing of a job that sets none: the daemon's backoff for failures, and for lost
+    attempts the same after a first one placed at once."""
+    delay, most = settings.restart_backoff, settings.max_backoff
+    return RetryPolicy(
+        failures=Backoff(delay=delay, max_delay=most, jitter=DEFAULT_JITTER),
+        lost=Backoff(delay=delay, max_delay=most, jitter=DEFAULT_JITTER, first_at_once=True),
+        reset_after=DEFAULT_RESET_AFTER,
+    )
+
+
+def job_lifecycle(job: JobSnapshot, settings: DaemonSettings) -> Lifecycle:
+    """The job's lifecycle: its summary's keys over the daemon's defaults."""
+    lifecycle = Lifecycle(retry=daemon_policy(settings))
+    summary = job.summary
+    for key in sorted(SUMMARY_KEYS & summary.keys()):
+        try:
+            lifecycle = lifecycle.with_options(**{key: summary[key]})
+        except (ConfigError, TypeError, ValueError):
+            continue  # not what a writer writes: the default applies
+    return lifecycle
+
+
+def streak(job: JobSnapshot) -> Streak:
+    """The status's streaks (a status written before them: its counts)."""
+    status = job.status
+    if status is None:
+        return Streak()
+    failures = status.streak_failures if status.streak_failures is not None else status.failures
+    lost = status.streak_lost if status.streak_lost is not None else status.lost
+    return Streak(failures=failures, lost=lost)
+
+
+def stop_view(job: JobSnapshot, *, known_dead: bool) -> StopView:
+    """The job as the stop decision sees it (an unreadable stop node still asks for a stop,
+    without a checkpoint)."""
+    assert job.status is not None
+    status = job.status
+    stop = job.stop
+    if stop is None and "stop" in job.errors:
+        stop = StopRequest(version=None, requested=utc_now(), reason="unreadable stop request")
+    outcome = job.outcome
+    token = None
+    if job.newest_checkpoint is not None:
+        value = job.newest_checkpoint.summary.get("control_checkpoint")
+        token = value if isinstance(value, str) else None
+    return StopView(
+        state=status.state,
+        attempt=status.attempt,
+        stop=stop,
+        end=job.end,
+        driver_present=job.driver_present,
+        known_dead=known_dead,
+        outcome=outcome.outcome
+        if outcome is not None and outcome.attempt == status.attempt
+        else None,
+        cancel_requested=job.cancel_requested,
+        checkpoint_token=token,
+    )
+
+
+def attempt_times(job: JobSnapshot) -> AttemptTimes | None:
+    """The times of the attempt in the status (None: unreadable)."""
+    status = job.status
+    if status is None:
+        return None
+    try:
+        placed = parse_time(status.updated)
+        running = job.running
+        since = (
+            parse_time(running.started)
+            if running is not None and running.attempt == status.attempt
+            else None
+        )
+        checkpoint = (
+            parse_time(job.newest_checkpoint.created) if job.newest_checkpoint is not None else None
+        )
+        beat = job.heartbeat
+        heartbeat = (
+            parse_time(beat.at) if beat is not None and beat.attempt == status.attempt else None
+        )
+    except ValueError:
+        return None
+    if checkpoint is not None and since is not None and checkpoint < since:
+        checkpoint = None  # an earlier attempt's
+    return AttemptTimes(
+        attempt=status.attempt,
+        placed=placed,
+        running_since=since,
+        checkpoint=checkpoint,
+        heartbeat=heartbeat,
+    )
+
+
+def started_at(job: JobSnapshot) -> datetime | None:
+    """When the attempt that just ended started running, if its outcome says."""
+    outcome = job.outcome
+    if outcome is None or outcome.started is None:
+        return None
+    try:
+        return parse_time(outcome.started)
+    except ValueError:
+        return None

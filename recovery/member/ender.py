@@ -1,0 +1,183 @@
+"""The member's side of an attempt the leader ended (``--timeout``, ``--progress-timeout``,
+``zkstore jobs stop``): SIGTERM to the driver, the grace, SIGKILL of its process group, and its
+exit recorded only once nothing of it lives.
+
+For each live launch the member watches ``R/jobs/<job>/end``; a request for the launch's attempt
+starts an :class:`~recovery.member.ending.Ending`, stepped on every look (the watch, the driver's
+exit, and a timer at the time the last step asked for). The driver is the leader of its own
+session (``setsid``), so its process group is its Spark JVM and Python workers too; the group is
+signalled by the driver's pid, which stays the group's id, and cannot be handed to a new group,
+while any process of the group lives.
+
+After a crash at any line: the ``end`` request stays until the leader records the attempt's
+end, and a restarted member adopts the driver and starts the ending again from the request (the
+grace counts from the leader's request time, so no second grace is granted); the exit is
+recorded (the assignment's ``exited``, what the leader waits for) only by
+:meth:`Endings.release`, after :class:`~recovery.member.ending.KnownDead`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+from recovery.member import ending
+from recovery.member.launcher import Launch
+from zkstore.errors import CorruptRecord, ZkStoreError
+from zkstore.jobs.stops import EndRequest
+from zkstore.layout import Layout
+from zkstore.strict import parse_time
+from zkstore.watch import NodeWatch
+from zkstore.zk import ZooKeeper
+
+logger = logging.getLogger(__name__)
+
+
+def group_alive(pgid: int) -> bool:
+    """Any process of the group ``pgid`` lives (a zombie counts: it is not reaped yet)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Endings:
+    """The endings under way on this member. Loop thread only, except the watches and timers,
+    which only call ``notify`` (the member looks again)."""
+
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        layout: Layout,
+        notify: Callable[[], None],
+        record_exit: Callable[[Launch], None],
+    ) -> None:
+        self._zk = zk
+        self._layout = layout
+        self._notify = notify
+        self._record_exit = record_exit
+        self._watches: dict[str, NodeWatch] = {}
+        #: job id -> (the launch, its ending, whether its exit waits to be recorded)
+        self._ending: dict[str, tuple[Launch, ending.Ending, bool]] = {}
+
+    def stop(self) -> None:
+        for watch in self._watches.values():
+            watch.stop()
+        self._watches.clear()
+
+    def ending(self, launch: Launch) -> bool:
+        """The launch's attempt is being ended."""
+        found = self._ending.get(launch.job_id)
+        return found is not None and found[0] is launch
+
+    def check(self, launches: dict[str, Launch]) -> None:
+        """Watch the ``end`` node of every live launch, start the endings of the requests for
+        their attempts, and step every ending under way."""
+        live = {job: launch for job, launch in launches.items() if launch.alive}
+        for job_id in list(self._watches):
+            if job_id not in live and job_id not in self._ending:
+                self._watches.pop(job_id).stop()
+        for job_id in live:
+            if job_id not in self._watches:
+                with contextlib.suppress(ZkStoreError):
+                    self._watches[job_id] = NodeWatch(
+                        self._zk, self._layout.end(job_id), lambda _: self._notify()
+                    )
+        fresh = [job for job in live if job not in self._ending]
+        try:
+            found = self._zk.get_many([self._layout.end(job) for job in fresh])
+        except ZkStoreError as exc:
+            logger.warning("end requests not read (%s): looking again later", exc)
+            found = [None] * len(fresh)
+        for job_id, item in zip(fresh, found, strict=True):
+            if item is None:
+                continue
+            try:
+                request = EndRequest.from_znode(item[0], item[1], self._layout.end(job_id))
+                requested = parse_time(request.requested).timestamp()
+            except (CorruptRecord, ValueError) as exc:
+                logger.warning("job %s: ignoring an unreadable end request: %s", job_id, exc)
+                continue
+            launch = live[job_id]
+            if request.attempt != launch.attempt:
+                continue
+            logger.warning(
+                "job %s: ending attempt %d (pid %d) as the leader asked: %s%s",
+                job_id,
+                launch.attempt,
+                launch.process.pid,
+                request.reason,
+                f" ({request.detail})" if request.detail else "",
+            )
+            started = ending.start(launch.attempt, requested, request.grace_ms / 1000, time.time())
+            self._ending[job_id] = (launch, started, False)
+        for job_id in list(self._ending):
+            self._step(job_id)
+
+    def release(self, launch: Launch) -> bool:
+        """The launch's driver exited: True if its exit may be recorded now; False while it is
+        being ended and something of its group lives (it is recorded once nothing does)."""
+        found = self._ending.get(launch.job_id)
+        if found is None or found[0] is not launch or self._step(launch.job_id):
+            return True
+        launch, current, _ = self._ending[launch.job_id]
+        self._ending[launch.job_id] = (launch, current, True)
+        return False
+
+    def _step(self, job_id: str) -> bool:
+        """One step of the job's ending; True once nothing of its driver lives."""
+        launch, current, exit_waits = self._ending[job_id]
+        pid = launch.process.pid
+        now = time.time()
+        driver_alive = launch.alive
+        current, actions = ending.step(
+            current, now, driver_alive=driver_alive, group_alive=group_alive(pid)
+        )
+        self._ending[job_id] = (launch, current, exit_waits)
+        for action in actions:
+            if isinstance(action, ending.SendTerm):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            elif isinstance(action, ending.KillGroup):
+                logger.warning(
+                    "job %s: attempt %d: SIGKILL to the process group of pid %d",
+                    job_id,
+                    launch.attempt,
+                    pid,
+                )
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                if driver_alive:  # not our process group's leader any more? kill it anyway
+                    with contextlib.suppress(ProcessLookupError):
+                        launch.process.kill()
+            elif isinstance(action, ending.WaitUntil):
+                timer = threading.Timer(max(0.05, action.at - now), self._notify)
+                timer.daemon = True
+                timer.start()
+            elif isinstance(action, ending.Unkillable):
+                logger.error(
+                    "job %s: attempt %d: its driver (pid %d) or its group is still alive %.0f s "
+                    "after SIGKILL: the job does not move on until it is gone",
+                    job_id,
+                    launch.attempt,
+                    pid,
+                    now - action.since,
+                )
+            elif isinstance(action, ending.KnownDead):
+                del self._ending[job_id]
+                watch = self._watches.pop(job_id, None)
+                if watch is not None:
+                    watch.stop()
+                logger.info("job %s: attempt %d ended: nothing of it lives", job_id, launch.attempt)
+                if exit_waits:
+                    self._record_exit(launch)
+                return True
+        return False

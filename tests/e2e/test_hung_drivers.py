@@ -1,0 +1,118 @@
+"""Hung drivers, as a user meets them (the installed script, a daemon as a process): a job
+submitted with ``--progress-timeout`` that deadlocks after some ``ctx.heartbeat()`` calls is
+ended as STUCK and restarted from its checkpoint; a SIGSTOPped driver (its session lost, its
+process alive) is killed, with its process group, and known dead before the next attempt runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from recovery.client.client import Client
+from recovery.dev.localcluster import LocalCluster
+from tests.cli import script, show
+from tests.helpers import SESSION_TIMEOUT, wait_for
+from zkstore.config import StoreConfig
+from zkstore.jobs.states import SUCCEEDED
+from zkstore.jobs.stops import Heartbeat
+from zkstore.layout import Layout
+
+JOBS = '''
+import json, os, threading, time
+from pathlib import Path
+
+
+def mark(out, name, **data):
+    Path(out, name).write_text(json.dumps({"pid": os.getpid(), **data}))
+
+
+def deadlocks(ctx, out):
+    """Attempt 1: a checkpoint, heartbeats for a while, then a deadlock."""
+    done = ctx.latest_checkpoint()
+    mark(out, f"deadlocks-{ctx.attempt}", resumed_from=done)
+    if done is not None:
+        return
+    ctx.checkpoint({"step": 1})
+    for _ in range(40):
+        ctx.heartbeat()
+        time.sleep(0.2)
+    threading.Event().wait()
+
+
+def frozen(ctx, out):
+    """Attempt 1 waits to be SIGSTOPped; the next resumes from its checkpoint."""
+    done = ctx.latest_checkpoint()
+    if done is None:
+        ctx.checkpoint({"step": 1})
+    mark(out, f"frozen-{ctx.attempt}", resumed_from=done)
+    if done is None:
+        time.sleep(600)
+'''
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_deadlocked_and_a_sigstopped_driver_are_ended_and_resumed(
+    local: LocalCluster,
+    client: Client,
+    runtime_config: StoreConfig,
+    laptop: Path,
+    tmp_path: Path,
+) -> None:
+    (laptop / "jobs.py").write_text(JOBS)
+    out = tmp_path / "out"
+    out.mkdir()
+    launch = 5.0
+    local.extra_args = ("--launch-timeout", f"{launch:g}s", "--end-grace", "2s")
+    local.start_daemon("d1")
+    local.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    for job in ("deadlocks", "frozen"):
+        done = script(
+            runtime_config,
+            "submit",
+            f"jobs.py:{job}",
+            "--job-id",
+            job,
+            "--progress-timeout",
+            "30s",
+            "--",
+            str(out),
+            cwd=laptop,
+        )
+        assert done.returncode == 0, done.stderr
+
+    # The SIGSTOPped driver: its session expires, its process lives on; it is killed before
+    # the next attempt runs.
+    wait_for((out / "frozen-1").exists, timeout=60, what="frozen attempt 1 running")
+    stopped = json.loads((out / "frozen-1").read_text())["pid"]
+    os.kill(stopped, signal.SIGSTOP)
+    wait_for((out / "frozen-2").exists, timeout=60, what="frozen attempt 2 running")
+    assert not alive(stopped), "the next attempt ran while the stopped driver lived"
+    assert json.loads((out / "frozen-2").read_text())["resumed_from"] == {"step": 1}
+
+    # The deadlocked driver wrote heartbeats (at most one per 7.5 s), then none for 30 s.
+    beat_path = Layout(runtime_config.base_path).heartbeat("deadlocks")
+    wait_for(lambda: local.zk.exists(beat_path) is not None, timeout=60, what="a heartbeat")
+    data, stat = local.zk.get(beat_path)
+    beat = Heartbeat.from_znode(data, stat, beat_path)
+    assert beat.attempt == 1 and beat.beats >= 1
+    deadlocked = json.loads((out / "deadlocks-1").read_text())["pid"]
+    wait_for((out / "deadlocks-2").exists, timeout=90, what="deadlocks attempt 2 running")
+    assert not alive(deadlocked)
+    assert json.loads((out / "deadlocks-2").read_text())["resumed_from"] == {"step": 1}
+
+    for job in ("deadlocks", "frozen"):
+        result = client.wait(job, timeout=60)
+        assert (result.outcome, result.attempts) == (SUCCEEDED, 2), result.error
+    log = local.daemons["d1"].log()
+    assert "STUCK" in log and "made no progress" in log and "left no outcome" in log
+    wait_for(lambda: show(runtime_config, "frozen")["state"] == SUCCEEDED, timeout=30)

@@ -1,0 +1,49 @@
+"""What the snapshot reads of a job's lifecycle, in the real ZooKeeper: the stop node of every
+job, and the leader's ``end`` request only where it can matter: a placed attempt with a stop, a
+limit, or no driver holding ``running`` (where the leader ends a driver that lost its session;
+an unread one would make the leader write it again, and again)."""
+
+from __future__ import annotations
+
+from zkstore.cluster import Cluster
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.records import JobStatus, RunningInfo
+from zkstore.jobs.snapshot import read_snapshot
+from zkstore.jobs.states import STARTING, STOPPING, STUCK
+from zkstore.jobs.stops import EndRequest, StopRequest
+from zkstore.strict import utc_now
+
+
+def job(ctx: object) -> None:
+    return None
+
+
+def placed(cluster: Cluster, job_id: str, **lifecycle: float) -> None:
+    cluster.jobs.submit(JobDefinition.for_function(job_id, job, lifecycle=lifecycle))
+    cluster.zk.ensure_path(cluster.layout.job_dir(job_id))
+    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now())
+    cluster.zk.create(cluster.layout.status(job_id), status.to_bytes())
+    end = EndRequest(version=None, attempt=1, reason=STUCK, requested=utc_now(), grace_ms=0)
+    cluster.zk.create(cluster.layout.end(job_id), end.to_bytes())
+
+
+def test_the_end_request_is_read_where_the_leader_may_have_written_it(cluster: Cluster) -> None:
+    placed(cluster, "lost")
+    found = read_snapshot(cluster.zk, cluster.layout, "lost")
+    assert found.end is not None and found.end.reason == STUCK, "no running node: read"
+    placed(cluster, "limited", timeout=60)
+    driver = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
+    cluster.zk.create(cluster.layout.running("limited"), driver.to_bytes(), ephemeral=True)
+    assert read_snapshot(cluster.zk, cluster.layout, "limited").end is not None
+    placed(cluster, "plain")
+    cluster.zk.create(cluster.layout.running("plain"), driver.to_bytes(), ephemeral=True)
+    plain = read_snapshot(cluster.zk, cluster.layout, "plain")
+    assert plain.end is None and not plain.end_read, "a running job without limits: not read"
+
+
+def test_a_stop_request_makes_the_job_stopping(cluster: Cluster) -> None:
+    placed(cluster, "stopping")
+    stop = StopRequest(version=None, requested=utc_now(), by="me")
+    cluster.zk.create(cluster.layout.stop("stopping"), stop.to_bytes())
+    found = read_snapshot(cluster.zk, cluster.layout, "stopping")
+    assert found.stop is not None and found.state == STOPPING

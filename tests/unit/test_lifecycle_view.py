@@ -1,0 +1,122 @@
+"""What ``jobs show`` (and the HTTP API, which serves the same view) says of a job's
+lifecycle: its limits and retry options, its notify URL redacted, a stop under way, the
+attempt being ended, STOPPING/STOPPED, and when the next attempt is due."""
+
+from __future__ import annotations
+
+import json
+
+from zkstore.cli.jobs import _show_lines
+from zkstore.handle import Handle
+from zkstore.jobs.records import JobStatus, RunningInfo
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT
+from zkstore.jobs.stops import EndRequest, StopRequest
+from zkstore.service.jobs import describe
+
+T = "2026-11-21T12:00:00.000Z"
+URL = "https://hooks.example.com:8443/services/T000/SECRET-token?sig=SECRET"
+
+
+def snapshot(**records: object) -> JobSnapshot:
+    handle = Handle(
+        uri="file:///s/x",
+        size=1,
+        sha256="a" * 64,
+        created=T,
+        writer="w",
+        summary={
+            "name": "n",
+            "max_attempts": 3,
+            "timeout": 3600,
+            "progress_timeout": 600,
+            "retry_delay": 5,
+            "retry_jitter": 0.1,
+            "notify": URL,
+        },
+        version=0,
+    )
+    return JobSnapshot(job_id="j", handle=handle, **records)  # type: ignore[arg-type]
+
+
+def test_the_limits_and_the_redacted_url_are_shown_never_the_secret() -> None:
+    item = describe(snapshot(status=JobStatus(version=1, state=STARTING, attempt=1, updated=T)))
+    assert item["lifecycle"] == {
+        "timeout": 3600,
+        "progress_timeout": 600,
+        "retry_delay": 5,
+        "retry_jitter": 0.1,
+        "notify": "https://hooks.example.com:8443/...",
+    }
+    lines = _show_lines({**item, "checkpoints": [], "control": None})
+    assert lines["limits"] == "--timeout 3600s, --progress-timeout 600s"
+    assert lines["retry"] == "--retry-delay 5s, --retry-jitter 0.1"
+    assert lines["notify"] == "https://hooks.example.com:8443/..."
+    assert "SECRET" not in json.dumps(item) and "SECRET" not in json.dumps(lines)
+
+
+def test_a_stop_under_way_and_the_attempt_being_ended() -> None:
+    stop = StopRequest(
+        version=0, requested=T, by="ann@h", checkpoint=True, token="t", timeout_ms=300_000
+    )
+    end = EndRequest(
+        version=0, attempt=2, reason=STOPPED, requested=T, grace_ms=30_000, detail="stopped"
+    )
+    running = RunningInfo(version=0, attempt=2, host="h", pid=7, started=T)
+    item = describe(
+        snapshot(
+            status=JobStatus(version=1, state=STARTING, attempt=2, updated=T),
+            running=running,
+            stop=stop,
+            end=end,
+        )
+    )
+    assert item["state"] == STOPPING
+    lines = _show_lines({**item, "checkpoints": [], "control": None})
+    assert lines["stop"] == (f"requested {T} by ann@h, after a checkpoint (waiting up to 300 s)")
+    assert lines["ending"] == "attempt 2 STOPPED: stopped (SIGKILL after 30 s)"
+
+
+def test_stopped_and_how_the_last_attempt_was_ended_and_when_the_next_is_due() -> None:
+    stopped = describe(snapshot(status=JobStatus(version=1, state=STOPPED, attempt=2, updated=T)))
+    assert stopped["state"] == STOPPED and stopped["driver"] is None
+    waiting = describe(
+        snapshot(
+            status=JobStatus(
+                version=1,
+                state=RESTARTING,
+                attempt=1,
+                failures=1,
+                updated=T,
+                not_before="2026-11-21T12:00:05.000Z",
+                ended=TIMED_OUT,
+            )
+        )
+    )
+    assert waiting["next_attempt_at"] == "2026-11-21T12:00:05.000Z"
+    assert waiting["lifecycle"]["last_ended"] == TIMED_OUT
+    lines = _show_lines({**waiting, "checkpoints": [], "control": None})
+    assert lines["last_ended"] == TIMED_OUT
+    assert lines["next_attempt_at"] == "2026-11-21T12:00:05.000Z"
+
+
+def test_the_status_page_shows_stopping_and_stopped_and_never_the_url() -> None:
+    from recovery.observe.page import render
+    from recovery.observe.view import ClusterView
+
+    stop = StopRequest(version=0, requested=T, by="ann@h", timeout_ms=0)
+    stopping = snapshot(
+        status=JobStatus(version=1, state=STARTING, attempt=1, updated=T),
+        running=RunningInfo(version=0, attempt=1, host="h", pid=7, started=T),
+        stop=stop,
+    )
+    stopped = JobSnapshot(
+        job_id="k",
+        handle=stopping.handle,
+        status=JobStatus(version=1, state=STOPPED, attempt=2, updated=T),
+        stop=stop,
+    )
+    view = ClusterView(leader=None, daemons=[], jobs={"j": stopping, "k": stopped})
+    page = render(view, daemon_id="d1", leading=True, cluster_id="default")
+    assert 'class="badge STOPPING "' in page and 'class="badge STOPPED "' in page
+    assert "SECRET" not in page
