@@ -24,6 +24,8 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
     R/drained/<daemon>                    present while a daemon takes no new attempts
     R/assignments/<daemon>/<job>          JSON: the leader placed an attempt on the daemon
+    R/schedules/<name>                    JSON schedule spec (its definition's handle inside)
+    R/schedules/<name>/state              JSON the windows the leader decided, with a history
 
 Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl``,
 ``checkpoints/<checkpoint-id>-<uuid>.json``, ``control-history/<version>-<uuid>.json`` and the
@@ -98,6 +100,11 @@ class Layout:
     def artifact_claims(self) -> str:
         """The tree of claims: which job owns each place under the extra artifact roots."""
         return f"{self.base}/artifact-claims"
+
+    @property
+    def schedules(self) -> str:
+        """The schedules (:mod:`zkstore.schedules`): one spec node per schedule, its state below."""
+        return f"{self.base}/schedules"
 
     @property
     def election(self) -> str:
@@ -195,6 +202,7 @@ class Layout:
             self.drained,
             self.assignments,
             self.artifact_claims,
+            self.schedules,
         )
 
 
