@@ -11,7 +11,11 @@ from typing import Any, TypeVar
 
 import click
 
-from recovery.cli import daemons  # noqa: F401  (registers `zkstore daemons`)
+from recovery.cli import (
+    daemons,  # noqa: F401  (registers `zkstore daemons`)
+    schedules,  # noqa: F401  (registers `zkstore schedules create`)
+)
+from recovery.cli.joboptions import job_options
 from recovery.client.client import Client
 from recovery.client.shipping import Dependencies
 from recovery.client.sparkconf import parse_spark_conf
@@ -34,7 +38,6 @@ from zkstore.cli.handles import Duration, Retention
 from zkstore.cli.jobs import jobs
 from zkstore.config import ENV_VARS
 from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
-from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.records import LeaderInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, RESTARTING, SUCCEEDED
@@ -221,16 +224,6 @@ def daemon(
     sys.exit(Daemon(settings).run())
 
 
-def _paths_option(name: str, what: str) -> Callable[[F], F]:
-    return click.option(
-        name,
-        multiple=True,
-        metavar="PATHS",
-        help=f"{what}: local paths (shipped with the job) or URIs (Spark fetches them); "
-        "comma-separated, repeatable",
-    )
-
-
 def _log_at_info(ctx: click.Context) -> None:
     """A daemon says what an operator needs at its default level: leadership gained and lost,
     each job started, adopted, restarted, finished or quarantined (INFO and up); ``-v`` adds
@@ -245,52 +238,7 @@ def _log_at_info(ctx: click.Context) -> None:
 @click.argument("args", nargs=-1, metavar="[-- ARGS...]")
 @connection_options
 @click.option("--job-id", help="job id [default: <file stem>-<random>]")
-@click.option("--name", help="a name for people [default: the file name]")
-@click.option(
-    "--conf",
-    "conf_pairs",
-    multiple=True,
-    metavar="PROP=VALUE",
-    help="Spark property, as spark-submit takes it (spark.executor.memory=1g); repeatable",
-)
-@_paths_option("--py-files", ".py, .zip or .egg files for the job's Python path")
-@_paths_option("--files", "files put in the job's working directory")
-@_paths_option("--jars", "jars for the driver and executor classpaths")
-@click.option(
-    "--packages",
-    multiple=True,
-    metavar="COORDS",
-    help="Maven coordinates groupId:artifactId:version (spark.jars.packages); "
-    "comma-separated, repeatable",
-)
-@click.option(
-    "--max-attempts",
-    type=click.IntRange(1, 1000),
-    default=3,
-    show_default=True,
-    help="attempts that may fail (the job's code raised, its script exited non-zero) before "
-    "the job is FAILED",
-)
-@click.option(
-    "--max-lost-attempts",
-    type=click.IntRange(1, 1000),
-    default=DEFAULT_MAX_LOST_ATTEMPTS,
-    show_default=True,
-    help="attempts that may be lost to the infrastructure (a host or ZooKeeper session lost, the "
-    "driver killed) before the job is FAILED; they do not count against --max-attempts",
-)
-@click.option(
-    "--require",
-    "requirements",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="run only on daemons started with --label KEY=VALUE; repeatable",
-)
-@click.option(
-    "--no-path-check",
-    is_flag=True,
-    help="pass arguments that are relative paths here without refusing them",
-)
+@job_options
 @click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
 @wait_timeout_option
 def submit(

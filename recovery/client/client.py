@@ -86,19 +86,21 @@ class Client(Closeable):
         by_value = module if module is not None and _is_user_module(module) else None
         origin = getattr(by_value, "__file__", None)
         shipment = prepare(Path(origin) if origin else None, needs or Dependencies(), conf)
-        return self._submit_function(
-            function,
-            args,
-            by_value=by_value,
-            job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
-            name=name,
-            shipment=shipment,
-            run=RunOptions(
-                max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
-            ),
+        return self.submit(
+            self._function_definition(
+                function,
+                args,
+                by_value=by_value,
+                job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
+                name=name,
+                shipment=shipment,
+                run=RunOptions(
+                    max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+                ),
+            )
         )
 
-    def _submit_function(
+    def _function_definition(
         self,
         function: Callable[..., Any],
         args: Sequence[Any],
@@ -108,10 +110,10 @@ class Client(Closeable):
         name: str | None,
         shipment: Shipment,
         run: RunOptions,
-    ) -> str:
+    ) -> JobDefinition:
         self._check_size(shipment)
         with _pickled_by_value(by_value):
-            definition = JobDefinition.for_function(
+            return JobDefinition.for_function(
                 job_id,
                 function,
                 args=args,
@@ -120,7 +122,6 @@ class Client(Closeable):
                 files=shipment.files,
                 **run,
             )
-        return self.submit(definition)
 
     def submit_script(
         self,
@@ -142,11 +143,13 @@ class Client(Closeable):
         run = RunOptions(
             max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
         )
-        return self._submit_script(
-            script, args, job_id=job_id, name=name, shipment=shipment, run=run
+        return self.submit(
+            self._script_definition(
+                script, args, job_id=job_id, name=name, shipment=shipment, run=run
+            )
         )
 
-    def _submit_script(
+    def _script_definition(
         self,
         script: Path,
         args: Sequence[str],
@@ -155,7 +158,7 @@ class Client(Closeable):
         name: str | None,
         shipment: Shipment,
         run: RunOptions,
-    ) -> str:
+    ) -> JobDefinition:
         try:
             source = script.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -165,20 +168,23 @@ class Client(Closeable):
         except SyntaxError as exc:
             raise ConfigError(f"{script}:{exc.lineno}: syntax error: {exc.msg}") from exc
         self._check_size(shipment)
-        return self.submit(
-            JobDefinition.for_script(
-                job_id_or_default(job_id, script.stem),
-                source,
-                filename=str(script.resolve()),
-                args=list(args),
-                name=name if name is not None else script.name,
-                spark_conf=shipment.spark_conf,
-                files=shipment.files,
-                **run,
-            )
+        return JobDefinition.for_script(
+            job_id_or_default(job_id, script.stem),
+            source,
+            filename=str(script.resolve()),
+            args=list(args),
+            name=name if name is not None else script.name,
+            spark_conf=shipment.spark_conf,
+            files=shipment.files,
+            **run,
         )
 
-    def submit_file(
+    def submit_file(self, target: str, args: Sequence[str] = (), **options: Any) -> str:
+        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``);
+        ``options`` as :meth:`definition_for_file` takes them."""
+        return self.submit(self.definition_for_file(target, args, **options))
+
+    def definition_for_file(
         self,
         target: str,
         args: Sequence[str] = (),
@@ -192,8 +198,9 @@ class Client(Closeable):
         needs: Dependencies | None = None,
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
-    ) -> str:
-        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``).
+    ) -> JobDefinition:
+        """The definition of ``FILE.py`` (a script) or ``FILE.py:FUNCTION``
+        (``FUNCTION(ctx, *args)``), checked and ready to submit (or to schedule).
 
         Relative paths in ``args`` that exist here are refused unless they name a shipped file
         (the job runs in its own directory, elsewhere); with ``check_paths=False`` they are
@@ -207,13 +214,13 @@ class Client(Closeable):
             max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
         )
         if function_name is None:
-            return self._submit_script(
+            return self._script_definition(
                 path, args, job_id=job_id, name=name, shipment=shipment, run=run
             )
         with importable(path.parent, shipment.import_paths):
             function, module = load_function(path, function_name)
             try:
-                return self._submit_function(
+                return self._function_definition(
                     function,
                     args,
                     by_value=module,

@@ -6,6 +6,7 @@ from zkstore.cli import handles as _handles  # noqa: F401
 from zkstore.cli import jobs as _jobs  # noqa: F401
 from zkstore.cli import logs as _logs  # noqa: F401
 from zkstore.cli import quarantine as _quarantine  # noqa: F401
+from zkstore.cli import schedules as _schedules  # noqa: F401
 from zkstore.cli.base import DevCommand, cli
 
 cli.add_command(
