@@ -239,6 +239,18 @@ def _log_at_info(ctx: click.Context) -> None:
 @connection_options
 @click.option("--job-id", help="job id [default: <file stem>-<random>]")
 @job_options
+@click.option(
+    "--after",
+    multiple=True,
+    metavar="JOB[:STATE]",
+    help="start only once JOB ended in STATE (SUCCEEDED [default], FAILED, CANCELLED or ENDED: "
+    "any); the job fails if JOB ends otherwise; repeatable",
+)
+@click.option(
+    "--idempotency-key",
+    metavar="KEY",
+    help="derive the job id from the file and KEY: a retry with the same KEY names the same job",
+)
 @click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
 @wait_timeout_option
 def submit(
@@ -256,6 +268,8 @@ def submit(
     max_lost_attempts: int,
     requirements: tuple[str, ...],
     no_path_check: bool,
+    after: tuple[str, ...],
+    idempotency_key: str | None,
     wait: bool,
     wait_timeout: float | None,
 ) -> None:
@@ -270,6 +284,10 @@ def submit(
     It runs in a fresh working directory per attempt on the driver's host, holding those files
     under their own names; a relative path among ARGS that exists here is refused unless it
     names a shipped file (use an absolute path or a URI).
+
+    Submitting is idempotent: a job id that exists with the same definition and options
+    prints that id (exit 0); with another, exit 5 says how they differ. Retry blindly with
+    --job-id or --idempotency-key.
 
     Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
@@ -288,6 +306,8 @@ def submit(
             needs=needs,
             check_paths=not no_path_check,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
+            after=after,
+            idempotency_key=idempotency_key,
         )
         click.echo(submitted)
         if wait:

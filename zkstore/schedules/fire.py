@@ -40,7 +40,8 @@ from zkstore.errors import (
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.dependencies import AFTER, ENDED, Dependency, format_after
-from zkstore.jobs.records import CancelRequest, JobResult, QuarantineEntry
+from zkstore.jobs.records import CancelRequest
+from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout, StorageLayout
 from zkstore.ops import Create, Fence, Op
 from zkstore.retry import RACES, TryAgain
@@ -312,25 +313,9 @@ class Firer:
     # -- reads -----------------------------------------------------------------------------------
 
     def _summary_of(self, job: str) -> dict[str, SummaryValue] | None:
-        """The summary of the job's definition as the store keeps it: its current handle, its
-        result's copy, or its quarantine entry's copy of the handle; None if unreadable."""
-        paths = [
-            self.layout.job_handle(job),
-            self.layout.result(job),
-            self.layout.quarantine_entry(job),
-        ]
-        current, result, quarantined = self.zk.get_many(paths)
-        try:
-            if current is not None:
-                return dict(Handle.from_znode(current[0], current[1], paths[0]).summary)
-            if result is not None:
-                return JobResult.from_znode(result[0], result[1], paths[1]).summary
-            if quarantined is not None:
-                kept = QuarantineEntry.from_znode(*quarantined, paths[2]).handle
-                return None if kept is None else {k: v for k, v in kept.items()}
-        except ZkStoreError:
-            return None
-        return None
+        """The summary the job was submitted with (its handle, its result's or its quarantine
+        entry's copy); None if unreadable."""
+        return stored_summary(self.zk, self.layout, job)
 
     def _previous(self, job: str | None) -> PreviousRun | None:
         if job is None:
