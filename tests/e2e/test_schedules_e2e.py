@@ -10,11 +10,16 @@ exactly one run or a recorded decision, that none ran twice and none before its 
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from recovery.dev.chaos.schedules import check, expected_windows, read_runs, recorded
-from recovery.dev.localcluster import LocalCluster
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests.cli import script
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from zkstore.cluster import Cluster
@@ -23,6 +28,7 @@ from zkstore.schedules.store import Schedule, ScheduleStore
 from zkstore.strict import parse_time
 
 EVERY = 3  # seconds between windows: a driver starts well within one on a loaded machine
+TOKEN = "t0ken-for-the-schedule-tests-" + "x" * 12
 
 
 def job_file(folder: Path) -> Path:
@@ -45,13 +51,40 @@ def schedule_of(config: StoreConfig, name: str) -> Schedule:
         return ScheduleStore.for_config(config, cluster.zk).get(name)
 
 
+@pytest.fixture
+def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
+    """Daemons as processes, each serving HTTP, with a change token."""
+    cluster = LocalCluster(
+        runtime_config,
+        tmp_path / "rt",
+        restart_backoff=0.2,
+        http=True,
+        extra_env={"ZKSTORE_API_TOKEN": TOKEN},
+    )
+    yield cluster
+    cluster.stop()
+
+
+def request(
+    daemon: DaemonProcess, path: str, method: str = "GET", token: str | None = None
+) -> tuple[int, bytes]:
+    assert daemon.url is not None
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(daemon.url + path, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
 def test_a_schedule_fires_each_window_once_across_a_leader_kill(
-    local: LocalCluster, runtime_config: StoreConfig, laptop: Path, tmp_path: Path
+    web: LocalCluster, runtime_config: StoreConfig, laptop: Path, tmp_path: Path
 ) -> None:
     """create -> two windows fire -> SIGKILL the leader -> two more windows fire on the new
     leader; no window ran twice, none was lost, none ran before its time; list/show/pause/
-    resume/delete answer as documented."""
-    config, out = runtime_config, tmp_path / "runs"
+    resume/delete answer as documented, on the command line, over HTTP and on the page."""
+    config, out, local = runtime_config, tmp_path / "runs", web
     local.start_daemon("d1")
     local.wait_for_leader()
     local.start_daemon("d2")
@@ -88,9 +121,21 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
     assert row["name"] == "tick" and row["every"] == EVERY and row["paused"] is False
     assert row["next"] is not None and row["fired"] >= 4
 
-    paused = script(config, "schedules pause", "tick")
-    assert paused.returncode == 0 and "paused" in paused.stdout, paused.stderr
+    survivor = local.wait_for_leader()
+    code, body = request(survivor, "/api/v1/schedules")
+    assert code == 200 and [r["name"] for r in json.loads(body)] == ["tick"]
+    code, body = request(survivor, "/api/v1/schedules/tick")
+    assert code == 200 and json.loads(body)["history"][0]["outcome"] == "fired"
+    code, page = request(survivor, "/")
+    assert code == 200 and b"Schedules" in page and b"tick-2" in page  # its last run
+    assert request(survivor, "/api/v1/schedules/nope")[0] == 404
+    assert request(survivor, "/api/v1/schedules/tick/pause", "POST")[0] == 401, "no token"
+
+    code, body = request(survivor, "/api/v1/schedules/tick/pause", "POST", TOKEN)
+    assert code == 200 and json.loads(body)["paused"] is True
     assert shown(config, "tick")["next"] is None  # a paused schedule has no next fire
+    paused = script(config, "schedules pause", "tick")  # pausing a paused one: no change
+    assert paused.returncode == 0 and "paused" in paused.stdout, paused.stderr
 
     # Every window up to the pause has exactly one run or a recorded decision.
     spec, state = schedule_of(config, "tick").spec, schedule_of(config, "tick").state
@@ -114,4 +159,5 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
     assert deleted.returncode == 0, deleted.stderr
     gone = script(config, "schedules show", "tick")
     assert gone.returncode == 4, (gone.returncode, gone.stderr)
+    assert request(survivor, "/api/v1/schedules/tick", "DELETE", TOKEN)[0] == 404
     assert all(delay > -0.5 for delay in verdict.delays)  # none before its window
