@@ -91,6 +91,11 @@ class ScheduleProbe:
         )
         return [f"schedule: {v}" for v in verdict.violations], counts
 
+    def stop(self) -> None:
+        """Delete the schedule: a fire in flight fails its transaction (the spec is gone) and
+        discards its payload; no fire follows."""
+        self.store.delete(NAME)
+
     def _read(self) -> Schedule | None:
         try:
             return self.store.get(NAME)
