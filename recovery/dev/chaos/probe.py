@@ -72,7 +72,7 @@ class ScheduleProbe:
             schedule = self._read()
         windows = expected_windows(schedule.spec.timing(), self.created, end)
         wanted = {run_id(NAME, window) for window in windows}
-        while {run.job_id for run in read_runs(self.out, NAME)} < wanted:
+        while not wanted <= {run.job_id for run in read_runs(self.out, NAME)}:
             if time.monotonic() > deadline:
                 break  # the checker names the windows without a run
             time.sleep(0.5)
