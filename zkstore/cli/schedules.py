@@ -53,11 +53,16 @@ def list_schedules(connection: Connection, fmt: str) -> None:
 @connection_options
 @format_option
 def show_schedule(name: str, connection: Connection, fmt: str) -> None:
-    """The schedule, its next window and its recent windows (run, skipped and why, missed)."""
+    """The schedule, its next window and its recent windows (run, skipped and why, missed).
+    Exits 1 if its records cannot be read (``error`` says why)."""
     with open_schedules(connection) as (cluster, store):
         found = view.showing(store, cluster.layout, name)
     if fmt == "json":
         emit(found, fmt)
+    if found["error"]:
+        click.echo(f"zkstore: schedule {name} cannot be read: {found['error']}", err=True)
+        raise click.exceptions.Exit(1)
+    if fmt == "json":
         return
     head = {k: v for k, v in found.items() if k not in ("history", "job", "error")}
     emit(head, fmt)

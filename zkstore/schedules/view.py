@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from zkstore.errors import ConfigError, JobNotFound, ZkStoreError
+from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.layout import Layout
 from zkstore.schedules.records import ScheduleSpec
@@ -63,7 +63,12 @@ def row(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, 
 
 
 def broken_row(broken: BrokenSchedule) -> dict[str, Any]:
-    return {**dict.fromkeys(COLUMNS), "name": broken.name, "error": str(broken.error)}
+    keys = ("cron", "every", "concurrency", "catchup", "last", "skipped", "missed", "created")
+    return {
+        **dict.fromkeys((*COLUMNS, *keys)),
+        "name": broken.name,
+        "error": f"{type(broken.error).__name__}: {broken.error}",
+    }
 
 
 def detail(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, Any]:
@@ -100,9 +105,12 @@ def listing(
 def showing(
     store: ScheduleStore, layout: Layout, name: str, now: datetime | None = None
 ) -> dict[str, Any]:
-    """One schedule's detail; :class:`~zkstore.errors.HandleNotFound` if there is none,
-    :class:`~zkstore.errors.CorruptRecord` if its records are garbage."""
-    schedule = store.get(name)
+    """One schedule's detail; :class:`~zkstore.errors.HandleNotFound` if there is none. A
+    schedule whose records are garbage is shown with ``error`` (why), never raised."""
+    try:
+        schedule = store.get(name)
+    except CorruptRecord as exc:
+        return {**broken_row(BrokenSchedule(name, exc)), "job": None, "history": []}
     last = schedule.state.last_run
     try:
         states = run_states(store.zk, layout, [last]) if last is not None else {}
