@@ -287,4 +287,5 @@ PARENTS = {
     "assignments",
     "member_assignments",
     "base_paths",
+    "schedules",
 }
