@@ -21,7 +21,7 @@ import pytest
 from recovery.dev.chaos.schedules import check, expected_windows, read_runs, recorded
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests.cli import script
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.schedules.store import Schedule, ScheduleStore
@@ -82,12 +82,15 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
     web: LocalCluster, runtime_config: StoreConfig, laptop: Path, tmp_path: Path
 ) -> None:
     """create -> two windows fire -> SIGKILL the leader -> two more windows fire on the new
-    leader; no window ran twice, none was lost, none ran before its time; list/show/pause/
-    resume/delete answer as documented, on the command line, over HTTP and on the page."""
+    leader; no window ran twice, none was lost, none ran before its time; a garbage schedule
+    beside it changes none of that; list/show/pause/resume/delete answer as documented, on the
+    command line, over HTTP and on the page."""
     config, out, local = runtime_config, tmp_path / "runs", web
     local.start_daemon("d1")
     local.wait_for_leader()
     local.start_daemon("d2")
+    with Cluster.open(config) as cluster:  # garbage beside it: that schedule's problem only
+        plant(cluster.zk, f"{cluster.layout.schedules}/broken", b'{"name": "broken", "cron": 7')
     job = job_file(laptop)
     created = script(
         config,
@@ -117,13 +120,14 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
 
     listed = script(config, "schedules list", "--format", "json")
     assert listed.returncode == 0, listed.stderr
-    (row,) = json.loads(listed.stdout)
+    broken, row = json.loads(listed.stdout)
+    assert broken["name"] == "broken" and "CorruptRecord" in broken["error"]
     assert row["name"] == "tick" and row["every"] == EVERY and row["paused"] is False
     assert row["next"] is not None and row["fired"] >= 4
 
     survivor = local.wait_for_leader()
     code, body = request(survivor, "/api/v1/schedules")
-    assert code == 200 and [r["name"] for r in json.loads(body)] == ["tick"]
+    assert code == 200 and [r["name"] for r in json.loads(body)] == ["broken", "tick"]
     code, body = request(survivor, "/api/v1/schedules/tick")
     assert code == 200 and json.loads(body)["history"][0]["outcome"] == "fired"
     code, page = request(survivor, "/")
