@@ -39,7 +39,14 @@ from zkstore.errors import (
 )
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.dependencies import AFTER, ENDED, Dependency, format_after
+from zkstore.jobs.dependencies import (
+    AFTER,
+    ENDED,
+    MAX_AFTER,
+    Dependency,
+    format_after,
+    parse_summary,
+)
 from zkstore.jobs.records import CancelRequest
 from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout, StorageLayout
@@ -370,7 +377,7 @@ class Firer:
         if spec.after_schedule is not None:
             summary[AFTER_SCHEDULE] = spec.after_schedule
         if replaced is not None:
-            summary[AFTER] = format_after([Dependency(replaced, ENDED)])
+            summary[AFTER] = format_after(self._replacing(replaced))
         ref = self.storage.write(
             self.storage_layout.definitions(job), self._serializer.dumps(copy), suffix=".pkl"
         )
@@ -379,6 +386,22 @@ class Firer:
         except ZkStoreError:
             self.storage.discard(ref.uri)
             raise
+
+    def _replacing(self, previous: str) -> list[Dependency]:
+        """What a ``replace`` run waits for: the previous run to end, and whatever that run
+        was itself still waiting for (a previous run that has not started yet is waiting for
+        the one before it, whose driver may still be stopping: cancelling the waiting one ends
+        it at once, and the new run must not start beside that driver). Only the runs without
+        a result yet are kept, so the chain stays as short as the runs still alive."""
+        chain = [Dependency(previous, ENDED)]
+        summary = stored_summary(self.zk, self.layout, previous) or {}
+        try:
+            inherited = [d for d in parse_summary(summary.get(AFTER)) if d.state == ENDED]
+        except ValueError:
+            inherited = []
+        ended = self.zk.exists_many([self.layout.result(d.job_id) for d in inherited])
+        chain += [d for d, stat in zip(inherited, ended, strict=True) if stat is None]
+        return chain[:MAX_AFTER]
 
     def _cancel_ops(
         self, previous: str | None, name: str, job: str, window: datetime
