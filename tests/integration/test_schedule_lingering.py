@@ -59,3 +59,21 @@ def test_an_unreferenced_schedule_payload_is_lingering_and_cleaned_the_reference
     assert lingering(config) == []
     assert store.definition(store.spec("nightly")).job_id == "nightly", "the live one is kept"
     assert not cluster.storage.fs.exists(cluster.storage.path_of(str(orphan["target"])))
+
+
+def test_handles_verify_checks_each_schedules_definition_without_unpickling_it(
+    config: StoreConfig, cluster: Cluster
+) -> None:
+    store = ScheduleStore.for_config(config, cluster.zk)
+    spec = ScheduleSpec(version=None, name="nightly", created=utc_now(), cron="0 2 * * *")
+    created = store.create(spec, JobDefinition.for_function("nightly", nightly))
+    fine = zkstore(config, "handles verify", "--format", "json")
+    assert fine.returncode == 0 and json.loads(fine.stdout) == {"checked": 1, "problems": []}
+
+    path = cluster.storage.path_of(created.spec.handle.uri)
+    good = cluster.storage.fs.cat_file(path)
+    cluster.storage.fs.pipe_file(path, good[:-1] + bytes([good[-1] ^ 1]))
+    tampered = zkstore(config, "handles verify", "--format", "json")
+    assert tampered.returncode == 1
+    (problem,) = json.loads(tampered.stdout)["problems"]
+    assert problem["kind"] == "schedule" and problem["job"] == "nightly"
