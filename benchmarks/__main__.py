@@ -26,6 +26,7 @@ SUITES = [
     "session",
     "cli",
     "lifecycle",
+    "schedules",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -44,6 +45,7 @@ SMOKE = {
     "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
     "cli": ["--rounds", "1", "--jobs", "5"],
     "lifecycle": ["--rounds", "20", "--events", "20"],
+    "schedules": ["--fires", "5", "--latency-fires", "5"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session"}

@@ -1,5 +1,10 @@
-"""Schedule benchmarks (issue 25, phase A): what a fire costs the leader.
+"""Schedule benchmarks (issue 25): what a fire costs the leader, and scheduled time -> driver.
 
+- **scheduled time -> driver running** (``--latency-fires``, default 200): one daemon fires a
+  schedule ``--every 1s``; each run's driver writes when its job function starts
+  (:func:`recovery.dev.chaos.schedules.scheduled_run`). Beside it, half a second after each
+  window, a plain ``submit`` of the same job, timed from just before the submit. Median and p99
+  of both; goal: the schedule adds under 100 ms to the median (the issue's).
 - ``fire`` of one window (read spec and state, plan, copy the schedule's definition under the
   run's prefix, one fenced transaction) vs a plain ``submit`` of the same definition (write it,
   one transaction), on the same servers, interleaved: median and p99 over ``--fires``.
@@ -9,7 +14,7 @@ running", needs the leader's loop (phase B wires it): this measures the part of 
 exists now, the store's. Each fire is given the window as its clock, so that it fires exactly
 one window and nothing waits.
 
-``python -m benchmarks.bench_schedules [--fires 200]``
+``python -m benchmarks.bench_schedules [--fires 200] [--latency-fires 200]``
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ import statistics
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Result, fresh_root, s3_server, show_all, zookeeper
+from benchmarks.common import Result, file_config, fresh_root, s3_server, show_all, zookeeper
+from recovery.client.client import Client
+from recovery.dev.chaos.schedules import read_runs, scheduled_run
+from recovery.dev.localcluster import LocalCluster
 from recovery.leader.election import LeaderElection
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -29,7 +38,8 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import format_time
+from zkstore.schedules.timing import ceil_second, format_time
+from zkstore.strict import utc_now
 
 START = datetime(2026, 11, 24, tzinfo=UTC)
 
@@ -91,11 +101,88 @@ def bench_fire(config: StoreConfig, fires: int, kind: str) -> list[Result]:
         ]
 
 
+def bench_latency(hosts: str, fires: int) -> list[Result]:
+    """Scheduled time -> the run's job function started, against submit -> started."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = file_config(hosts, tmp, timeout=10.0, session_timeout=6.0)
+        out = Path(tmp) / "out"
+        local = LocalCluster(config, Path(tmp) / "runtime", extra_args=("--max-drivers", "32"))
+        try:
+            local.start_daemon("bench-1")
+            local.wait_for_leader()
+            with Client(config) as client:
+                first = ceil_second(datetime.now(UTC)) + timedelta(seconds=3)
+                schedules = ScheduleStore.for_config(config, client.cluster.zk)
+                spec = ScheduleSpec(
+                    version=None,
+                    name="tick",
+                    created=utc_now(),
+                    every=1,
+                    start_at=format_time(first),
+                    end_at=format_time(first + timedelta(seconds=fires)),
+                )
+                definition = JobDefinition.for_function(
+                    "tick", scheduled_run, args=(str(out / "tick"), 0.0)
+                )
+                schedules.create(spec, definition)
+                submitted: dict[str, float] = {}
+                for k in range(fires):
+                    moment = first + timedelta(seconds=k, milliseconds=500)
+                    time.sleep(max(0.0, moment.timestamp() - time.time()))
+                    job_id = f"plain-{k:04d}"
+                    submitted[job_id] = time.time()
+                    client.submit_function(scheduled_run, str(out / "plain"), 0.0, job_id=job_id)
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and (
+                    len(read_runs(out / "tick", "tick")) < fires
+                    or len(read_runs(out / "plain", "tick")) < fires
+                ):
+                    time.sleep(0.5)
+        finally:
+            local.stop()
+        scheduled = [
+            run.first_start - run.window.timestamp()
+            for run in read_runs(out / "tick", "tick")
+            if run.window is not None
+        ]
+        plain = [
+            run.first_start - submitted[run.job_id] for run in read_runs(out / "plain", "tick")
+        ]
+    added = (statistics.median(scheduled) - statistics.median(plain)) * 1e3
+    detail = (
+        f"{len(scheduled)} fires: median {statistics.median(scheduled) * 1e3:.0f} ms, p99 "
+        f"{p99(scheduled) * 1e3:.0f} ms; {len(plain)} plain submits: median "
+        f"{statistics.median(plain) * 1e3:.0f} ms, p99 {p99(plain) * 1e3:.0f} ms"
+    )
+    return [
+        Result(
+            "scheduled time -> driver running: added to the median of submit -> running, "
+            "vs the goal of 100 ms",
+            max(added, 0.0),
+            100.0,
+            "<= 1.0",
+            unit="ms",
+            detail=f"{detail}; the schedule adds {added:.0f} ms",
+        ),
+        Result(
+            "scheduled time -> driver running, p99 vs submit -> running, p99",
+            p99(scheduled) * 1e3,
+            p99(plain) * 1e3,
+            "<= 1.5",
+            unit="ms",
+            detail=detail,
+        ),
+    ]
+
+
 def main(argv: list[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fires", type=int, default=200)
+    parser.add_argument("--latency-fires", type=int, default=200)
     args = parser.parse_args(argv)
     results: list[Result] = []
+    with zookeeper() as hosts:
+        results += show_all(bench_latency(hosts, args.latency_fires))
     with zookeeper() as hosts, tempfile.TemporaryDirectory() as tmp, s3_server() as s3:
         local = StoreConfig(zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/s")
         results += show_all(bench_fire(local, args.fires, "file"))

@@ -30,6 +30,7 @@ from recovery.leader.election import LeaderElection
 from recovery.leader.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.retention import RETENTION
+from recovery.leader.schedules import SCHEDULES
 from recovery.member.launcher import DriverLauncher
 from recovery.member.member import FleetMember
 from recovery.observe.metrics import LeadershipStats
@@ -211,6 +212,8 @@ class Daemon:
             self.leader.fleet_changed()
         elif event.kind == RETENTION and self.is_leader and event.data is self.leader:
             self.leader.retention.run_pass()  # a pass scheduled by an earlier grant is dropped
+        elif event.kind == SCHEDULES and self.is_leader and event.data is self.leader:
+            self.leader.schedules.run_pass()
 
     # -- session and election ------------------------------------------------------------------
 

@@ -307,4 +307,5 @@ PARENTS = {
     "assignments",
     "member_assignments",
     "base_paths",
+    "schedules",
 }

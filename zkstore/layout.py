@@ -24,16 +24,19 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/members/<daemon>                    EPHEMERAL JSON of a daemon: host, slots, labels
     R/drained/<daemon>                    present while a daemon takes no new attempts
     R/assignments/<daemon>/<job>          JSON: the leader placed an attempt on the daemon
+    R/schedules/<name>                    JSON schedule spec (its definition's handle inside)
+    R/schedules/<name>/state              JSON the windows the leader decided, with a history
 
-Object storage, under ``S/<cluster-id>/jobs/<job>/``: ``definition/<uuid>.pkl``,
-``checkpoints/<checkpoint-id>-<uuid>.json``, ``control-history/<version>-<uuid>.json`` and the
-driver logs of each attempt, ``logs/attempt-<n>/<seq>.log`` (chunks in order) and
-``logs/attempt-<n>/end.json`` (written once the attempt's whole output is stored). Every key names
-its owner, so a lingering payload is one under a known prefix that no handle references (logs:
-that no live job or retention keeps). The job's records in storage (its control history) are
-referenced by no handle: they belong to the job while it lives and go with it
-(:func:`job_record_dir`). A job's artifacts under the storage root live apart, under
-``S/<cluster-id>/artifacts/<job>/``: they are data, not payloads.
+Object storage, under ``S/<cluster-id>/schedules/<name>/definition/<uuid>.pkl`` (a schedule's
+definition, referenced by its spec node) and ``S/<cluster-id>/jobs/<job>/``:
+``definition/<uuid>.pkl``, ``checkpoints/<checkpoint-id>-<uuid>.json``,
+``control-history/<version>-<uuid>.json`` and the driver logs of each attempt,
+``logs/attempt-<n>/<seq>.log`` (chunks in order) and ``logs/attempt-<n>/end.json`` (written once
+the attempt's whole output is stored). Every key names its owner, so a lingering payload is one
+under a known prefix that no handle references (logs: that no live job or retention keeps). The
+job's records in storage (its control history) are referenced by no handle: they belong to the job
+while it lives and go with it (:func:`job_record_dir`). A job's artifacts under the storage root
+live apart, under ``S/<cluster-id>/artifacts/<job>/``: they are data, not payloads.
 """
 
 from __future__ import annotations
@@ -98,6 +101,11 @@ class Layout:
     def artifact_claims(self) -> str:
         """The tree of claims: which job owns each place under the extra artifact roots."""
         return f"{self.base}/artifact-claims"
+
+    @property
+    def schedules(self) -> str:
+        """The schedules (:mod:`zkstore.schedules`): one spec node per schedule, its state below."""
+        return f"{self.base}/schedules"
 
     @property
     def election(self) -> str:
@@ -207,6 +215,7 @@ class Layout:
             self.drained,
             self.assignments,
             self.artifact_claims,
+            self.schedules,
         )
 
 
@@ -219,6 +228,11 @@ class StorageLayout:
     @property
     def jobs(self) -> str:
         return f"{self.cluster_id}/jobs"
+
+    @property
+    def schedules(self) -> str:
+        """Schedules' definitions: ``<schedules>/<name>/definition/<uuid>.pkl``."""
+        return f"{self.cluster_id}/schedules"
 
     def job(self, job_id: str) -> str:
         return f"{self.jobs}/{validate_job_id(job_id)}"

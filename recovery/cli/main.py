@@ -29,6 +29,7 @@ cli.add_lazy(
 )
 cli.extend_lazy("jobs", "recovery.cli.submit")  # jobs wait
 cli.extend_lazy("jobs", "recovery.cli.lifecycle")  # jobs stop, jobs resume
+cli.extend_lazy("schedules", "recovery.cli.schedules")  # schedules create
 
 cli.add_command(
     DevCommand(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from recovery.cli.joboptions import job_options
 from zkstore.cli.base import (
     Connection,
     cli,
@@ -33,10 +34,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# zkstore.jobs.definition.DEFAULT_MAX_LOST_ATTEMPTS, without importing the definitions (and
-# cloudpickle) for a usage error; tests/unit/test_cli_lazy.py checks that they agree.
-DEFAULT_MAX_LOST_ATTEMPTS = 10
-
 wait_timeout_option = click.option(
     "--wait-timeout",
     type=Duration(),
@@ -45,66 +42,23 @@ wait_timeout_option = click.option(
 )
 
 
-def _paths_option(name: str, what: str) -> Callable[[F], F]:
-    return click.option(
-        name,
-        multiple=True,
-        metavar="PATHS",
-        help=f"{what}: local paths (shipped with the job) or URIs (Spark fetches them); "
-        "comma-separated, repeatable",
-    )
-
-
 @cli.command(context_settings={"ignore_unknown_options": False})
 @click.argument("target", metavar="FILE.py[:FUNCTION]")
 @click.argument("args", nargs=-1, metavar="[-- ARGS...]")
 @store_timeout_connection_options
 @click.option("--job-id", help="job id [default: <file stem>-<random>]")
-@click.option("--name", help="a name for people [default: the file name]")
+@job_options
 @click.option(
-    "--conf",
-    "conf_pairs",
+    "--after",
     multiple=True,
-    metavar="PROP=VALUE",
-    help="Spark property, as spark-submit takes it (spark.executor.memory=1g); repeatable",
-)
-@_paths_option("--py-files", ".py, .zip or .egg files for the job's Python path")
-@_paths_option("--files", "files put in the job's working directory")
-@_paths_option("--jars", "jars for the driver and executor classpaths")
-@click.option(
-    "--packages",
-    multiple=True,
-    metavar="COORDS",
-    help="Maven coordinates groupId:artifactId:version (spark.jars.packages); "
-    "comma-separated, repeatable",
+    metavar="JOB[:STATE]",
+    help="start only once JOB ended in STATE (SUCCEEDED [default], FAILED, CANCELLED or ENDED: "
+    "any); the job fails if JOB ends otherwise; repeatable",
 )
 @click.option(
-    "--max-attempts",
-    type=click.IntRange(1, 1000),
-    default=3,
-    show_default=True,
-    help="attempts that may fail (the job's code raised, its script exited non-zero) before "
-    "the job is FAILED",
-)
-@click.option(
-    "--max-lost-attempts",
-    type=click.IntRange(1, 1000),
-    default=DEFAULT_MAX_LOST_ATTEMPTS,
-    show_default=True,
-    help="attempts that may be lost to the infrastructure (a host or ZooKeeper session lost, the "
-    "driver killed) before the job is FAILED; they do not count against --max-attempts",
-)
-@click.option(
-    "--require",
-    "requirements",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="run only on daemons started with --label KEY=VALUE; repeatable",
-)
-@click.option(
-    "--no-path-check",
-    is_flag=True,
-    help="pass arguments that are relative paths here without refusing them",
+    "--idempotency-key",
+    metavar="KEY",
+    help="derive the job id from the file and KEY: a retry with the same KEY names the same job",
 )
 @click.option("--wait", is_flag=True, help="follow the job to its end; exit with its outcome")
 @wait_timeout_option
@@ -124,6 +78,8 @@ def submit(
     max_lost_attempts: int,
     requirements: tuple[str, ...],
     no_path_check: bool,
+    after: tuple[str, ...],
+    idempotency_key: str | None,
     wait: bool,
     wait_timeout: float | None,
     **lifecycle: Any,
@@ -139,6 +95,10 @@ def submit(
     It runs in a fresh working directory per attempt on the driver's host, holding those files
     under their own names; a relative path among ARGS that exists here is refused unless it
     names a shipped file (use an absolute path or a URI).
+
+    Submitting is idempotent: a job id that exists with the same definition and options
+    prints that id (exit 0); with another, exit 5 says how they differ. Retry blindly with
+    --job-id or --idempotency-key.
 
     Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
@@ -164,6 +124,8 @@ def submit(
             check_paths=not no_path_check,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
             lifecycle=summary,
+            after=after,
+            idempotency_key=idempotency_key,
         )
         click.echo(submitted)
         if wait:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -33,11 +34,22 @@ from recovery.client.shipping import Dependencies, Shipment, check_arguments, pr
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster, triage
 from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, CorruptRecord, JobQuarantined, WaitTimeout
+from zkstore.errors import (
+    ConfigError,
+    CorruptRecord,
+    HandleExists,
+    JobFinished,
+    JobQuarantined,
+    WaitTimeout,
+)
 from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, FUNCTION, JobDefinition
+from zkstore.jobs.dependencies import AFTER, check_after, format_after, parse_after
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
+from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
+from zkstore.jobs.stored import stored_summary
+from zkstore.schedules.records import SchedulePaths
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +77,61 @@ class Client(Closeable):
 
     # -- submitting ----------------------------------------------------------------------------
 
-    def submit(self, definition: JobDefinition) -> str:
-        """Store ``definition``; returns its job id once it is durable."""
-        self.cluster.jobs.submit(definition)
-        logger.info("submitted %s (%s)", definition.job_id, definition.entry_point)
-        return definition.job_id
+    def submit(
+        self,
+        definition: JobDefinition,
+        *,
+        after: Sequence[str] = (),
+        source: str | None = None,
+        args: Sequence[Any] | None = None,
+    ) -> str:
+        """Store ``definition``; returns its job id once it is durable.
+
+        ``after`` (``JOB[:STATE]``, STATE SUCCEEDED by default, FAILED, CANCELLED or ENDED):
+        the job stays PENDING until those jobs ended so, and fails if one ended otherwise.
+
+        Submitting is idempotent: if the id exists (current, finished or quarantined) with the
+        same definition and options, that job's id is returned; with another, :class:`HandleExists`
+        (exit 5) names the difference. For a function job, ``source`` (its module's text) and
+        ``args`` make a retry from another process recognizable (pickled code differs between
+        processes). An id of the form ``<schedule>-<window>`` of an existing schedule is refused.
+        """
+        job_id = definition.job_id
+        dependencies = check_after(job_id, [parse_after(text) for text in after])
+        waits_for = format_after(dependencies) if dependencies else None
+        extra: dict[str, SummaryValue] = {} if waits_for is None else {AFTER: waits_for}
+        extra.update(fingerprint(definition, source=source, args=args, after=waits_for))
+        self._refuse_schedule_run_id(job_id)
+        try:
+            self.cluster.jobs.submit(definition, summary=extra)
+        except (HandleExists, JobFinished, JobQuarantined) as exc:
+            existing = stored_summary(self.cluster.zk, self.cluster.layout, job_id)
+            found = ["it cannot be read"] if existing is None else []
+            found = found or differences(existing or {}, {**definition.summary(), **extra})
+            if found:  # the same error class (exit 5), saying how this submission differs
+                raise type(exc)(
+                    f"{exc}; this submission differs from it: {'; '.join(found)}", path=exc.path
+                ) from None
+            logger.info("%s was submitted already, with the same definition", job_id)
+            return job_id
+        logger.info("submitted %s (%s)", job_id, definition.entry_point)
+        return job_id
+
+    def _refuse_schedule_run_id(self, job_id: str) -> None:
+        """A plain submission may not take the id of a schedule's future (or past) run."""
+        match = re.fullmatch(r"(.+)-\d{8}T\d{6}Z", job_id)
+        if match is None:
+            return
+        paths = SchedulePaths(self.cluster.config.base_path, self.cluster.config.cluster_id)
+        try:
+            exists = self.cluster.zk.exists(paths.schedule(match.group(1))) is not None
+        except ConfigError:
+            return  # not a schedule's name
+        if exists:
+            raise ConfigError(
+                f"{job_id} is the id of a run of schedule {match.group(1)}: the schedule makes "
+                "its runs; choose another --job-id"
+            )
 
     def submit_function(
         self,
@@ -82,46 +144,30 @@ class Client(Closeable):
         max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
         require: Mapping[str, str] | None = None,
         needs: Dependencies | None = None,
+        after: Sequence[str] = (),
     ) -> str:
         """Submit ``function(ctx, *args)``. Its module travels by value unless installed, with
-        the modules it imports from its directory and the files in ``needs``."""
+        the modules it imports from its directory and the files in ``needs``; ``after`` as
+        :meth:`submit` takes it."""
         module = sys.modules.get(getattr(function, "__module__", "") or "")
         by_value = module if module is not None and _is_user_module(module) else None
         origin = getattr(by_value, "__file__", None)
         shipment = prepare(Path(origin) if origin else None, needs or Dependencies(), conf)
-        return self._submit_function(
-            function,
-            args,
-            by_value=by_value,
-            job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
-            name=name,
-            shipment=shipment,
-            run=RunOptions(
-                max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
-            ),
-        )
-
-    def _submit_function(
-        self,
-        function: Callable[..., Any],
-        args: Sequence[Any],
-        *,
-        by_value: ModuleType | None,
-        job_id: str,
-        name: str | None,
-        shipment: Shipment,
-        run: RunOptions,
-    ) -> str:
         return self.submit(
             self._function_definition(
                 function,
                 args,
                 by_value=by_value,
-                job_id=job_id,
+                job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
                 name=name,
                 shipment=shipment,
-                run=run,
-            )
+                run=RunOptions(
+                    max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+                ),
+            ),
+            after=after,
+            source=_source_of(Path(origin)) if origin else None,
+            args=args,
         )
 
     def _function_definition(
@@ -137,7 +183,7 @@ class Client(Closeable):
     ) -> JobDefinition:
         self._check_size(shipment)
         with _pickled_by_value(by_value):
-            definition = JobDefinition.for_function(
+            return JobDefinition.for_function(
                 job_id,
                 function,
                 args=args,
@@ -146,7 +192,6 @@ class Client(Closeable):
                 files=shipment.files,
                 **run,
             )
-        return definition
 
     def submit_script(
         self,
@@ -168,20 +213,6 @@ class Client(Closeable):
         run = RunOptions(
             max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
         )
-        return self._submit_script(
-            script, args, job_id=job_id, name=name, shipment=shipment, run=run
-        )
-
-    def _submit_script(
-        self,
-        script: Path,
-        args: Sequence[str],
-        *,
-        job_id: str | None,
-        name: str | None,
-        shipment: Shipment,
-        run: RunOptions,
-    ) -> str:
         return self.submit(
             self._script_definition(
                 script, args, job_id=job_id, name=name, shipment=shipment, run=run
@@ -223,6 +254,32 @@ class Client(Closeable):
         target: str,
         args: Sequence[str] = (),
         *,
+        after: Sequence[str] = (),
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> str:
+        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``);
+        ``options`` as :meth:`definition_for_file` takes them, ``after`` as :meth:`submit`.
+
+        ``idempotency_key`` gives the job an id derived from the file (and function) and the key
+        instead of a random one: every retry with the key names the same job, which
+        :meth:`submit` returns if it exists with the same definition.
+        """
+        path, function = parse_target(target)
+        if idempotency_key is not None:
+            if options.get("job_id") is not None:
+                raise ConfigError("give --job-id or --idempotency-key, not both")
+            stem = path.stem if function is None else f"{path.stem}-{function}"
+            options["job_id"] = idempotent_job_id(stem, idempotency_key)
+        definition = self.definition_for_file(target, args, **options)
+        source = None if function is None else _source_of(path)
+        return self.submit(definition, after=after, source=source, args=list(args))
+
+    def definition_for_file(
+        self,
+        target: str,
+        args: Sequence[str] = (),
+        *,
         job_id: str | None = None,
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
@@ -233,8 +290,9 @@ class Client(Closeable):
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
         lifecycle: Mapping[str, SummaryValue] | None = None,
-    ) -> str:
-        """Submit ``FILE.py`` (a script) or ``FILE.py:FUNCTION`` (``FUNCTION(ctx, *args)``).
+    ) -> JobDefinition:
+        """The definition of ``FILE.py`` (a script) or ``FILE.py:FUNCTION``
+        (``FUNCTION(ctx, *args)``), checked and ready to submit (or to schedule).
 
         Relative paths in ``args`` that exist here are refused unless they name a shipped file
         (the job runs in its own directory, elsewhere); with ``check_paths=False`` they are
@@ -251,13 +309,13 @@ class Client(Closeable):
             lifecycle=dict(lifecycle or {}),
         )
         if function_name is None:
-            return self._submit_script(
+            return self._script_definition(
                 path, args, job_id=job_id, name=name, shipment=shipment, run=run
             )
         with importable(path.parent, shipment.import_paths):
             function, module = load_function(path, function_name)
             try:
-                return self._submit_function(
+                return self._function_definition(
                     function,
                     args,
                     by_value=module,
@@ -420,6 +478,14 @@ class Client(Closeable):
 
 
 _BY_VALUE_LOCK = threading.Lock()
+
+
+def _source_of(path: Path) -> str | None:
+    """The text of a function job's module (its fingerprint's code); None if unreadable."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 @contextlib.contextmanager

@@ -17,12 +17,13 @@ from types import ModuleType
 from typing import Any
 
 from zkstore.errors import ConfigError
+from zkstore.jobs.resubmit import clean_stem
 
 
 def default_job_id(stem: str) -> str:
-    """``<stem>-<8 hex>``, with the stem cleaned into a valid job id."""
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._")[:100] or "job"
-    return f"{clean}-{uuid.uuid4().hex[:8]}"
+    """``<stem>-<8 hex>``, with the stem cleaned into a valid job id (as ``--idempotency-key``
+    cleans it: :func:`zkstore.jobs.resubmit.clean_stem`)."""
+    return f"{clean_stem(stem)}-{uuid.uuid4().hex[:8]}"
 
 
 def job_id_or_default(job_id: str | None, stem: str) -> str:

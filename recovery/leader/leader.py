@@ -39,11 +39,13 @@ from recovery.leader.decide import (
     Start,
     decide,
 )
+from recovery.leader.dependencies import DependencyGate, Waiting
 from recovery.leader.election import LeaderElection
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender
 from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
 from recovery.leader.retention import Retention
+from recovery.leader.schedules import ScheduleFiring
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (
@@ -92,6 +94,8 @@ class LeaderProcess:
         self.election = election
         self.actions = JobActions(self)
         self.retention = Retention(self)
+        self.schedules = ScheduleFiring(self, on_fired=self.job_made)
+        self.dependencies = DependencyGate(cluster.zk, cluster.layout, self.schedules.store.paths)
         self.fleet = Fleet()
         self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
@@ -131,9 +135,11 @@ class LeaderProcess:
             len(self.fleet.members),
         )
         self.retention.schedule()
+        self.schedules.start()
 
     def stop(self) -> None:
         self.leadership.revoke()
+        self.schedules.stop()
         for watch in self._watches:
             watch.stop()
         if self.notifier is not None:
@@ -183,11 +189,19 @@ class LeaderProcess:
             for job_id in itertools.islice(self._waiting, max(4 * free, 16)):
                 self.post(job_id)
 
+    def job_made(self, job_id: str) -> None:
+        """A schedule made the job (a run): look at it, and at the jobs waiting for it."""
+        for job in (job_id, *self.dependencies.waiters(job_id)):
+            self.post(job)
+
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
         self._dirty.discard(job_id)
         self._waiting.pop(job_id, None)
         self._watchers.pop(job_id, None)
+        self.dependencies.forget(job_id)
+        for waiting in self.dependencies.waiters(job_id):  # --after: it ended
+            self.post(waiting)
 
     # -- reconciling ---------------------------------------------------------------------------
 
@@ -289,17 +303,27 @@ class LeaderProcess:
     def _decide(self, job: JobSnapshot, assignment: Assignment | None, now: datetime) -> Action:
         try:
             action = decide(job, self._local(job, assignment), self.settings, now)
+            if isinstance(action, Start) and action.attempt == 1:
+                action = self._gate(job) or action
             if isinstance(action, Start):
                 action = self._place(job, action)
         # The guard of invariant 6: a record combination nobody foresaw is this job's problem.
         except Exception as exc:
             logger.exception("job %s: cannot decide what to do", job.job_id)
             return QuarantineJob(reason=f"internal error deciding: {type(exc).__name__}: {exc}")
-        if isinstance(action, NoSlot):
+        if isinstance(action, NoSlot) and not isinstance(action, Waiting):
             self._waiting.setdefault(job.job_id, None)
         else:
             self._waiting.pop(job.job_id, None)
         return action
+
+    def _gate(self, job: JobSnapshot) -> Action | None:
+        """``--after``: None if the job may start; else wait (PENDING, with the reason) or
+        finish FAILED. A handle whose dependencies no writer makes quarantines the job."""
+        try:
+            return self.dependencies.check(job)
+        except ValueError as exc:
+            return QuarantineJob(reason=f"its handle's dependencies cannot be read: {exc}")
 
     def _place(self, job: JobSnapshot, start: Start) -> Action:
         """Where the attempt runs, or why it waits."""

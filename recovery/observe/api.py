@@ -12,6 +12,8 @@
     GET  /api/v1/jobs/<id>/logs    text: ``?attempt=N`` (default the latest), ``?tail=N`` lines
     GET  /api/v1/jobs/<id>/control like ``zkstore control get <id> --format json``
     GET  /api/v1/jobs/<id>/control/history   like ``zkstore control history`` (``?last=N``)
+    GET  /api/v1/schedules[/<name>] like ``zkstore schedules list|show`` (:mod:`.schedules`,
+                                   with its token-guarded pause, resume and delete)
 
 With ``ZKSTORE_API_READ_TOKEN`` set, the job list and details, logs and control GETs need
 ``Authorization: Bearer`` with it (or the change token). Every route answers only requests whose
@@ -61,6 +63,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from recovery.observe.access import AllowedHosts, ApiError, Tokens
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
+from recovery.observe.schedules import ScheduleRoutes
 from recovery.observe.view import Observed, finished, read_jobs, read_view
 from zkstore.cluster import Cluster, triage
 from zkstore.errors import (
@@ -139,6 +142,7 @@ class Api:
         app.router.add_post("/api/v1/jobs/{job_id}/cancel", self.cancel)
         app.router.add_put("/api/v1/jobs/{job_id}/control", self.control_set)
         app.router.add_post("/api/v1/jobs/{job_id}/control/{command}", self.control_command)
+        ScheduleRoutes(self).add_to(app)
         return app
 
     # -- plumbing ------------------------------------------------------------------------------

@@ -246,6 +246,7 @@ def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str)
                 ),
             ),
             _section("Quarantine", _quarantine(quarantined, now)),
+            _schedules_section(view),
             _section(
                 _title("Finished", len(done), FINISHED_SHOWN, "the newest"),
                 _table(
@@ -256,6 +257,36 @@ def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str)
             ),
         ],
     )
+
+
+SCHEDULE_HEADERS = ("Schedule", "When", "Next fire", "Last run", "Its state", "Fired")
+
+
+def _schedules_section(view: ClusterView) -> str:
+    """Each schedule: when it fires, its next window, its last run and that run's state."""
+    rows = []
+    for item in view.schedules:
+        if item.get("error"):
+            cells = [
+                _e(item["name"]),
+                f'<span class="err">{_e(item["error"])}</span>',
+                "",
+                "",
+                "",
+                "",
+            ]
+        else:
+            state = item.get("last_state")
+            cells = [
+                _e(item["name"]),
+                _e(item["when"]) + (" " + _badge("PAUSED") if item["paused"] else ""),
+                _e(item["next"] or "-"),
+                _e(item["last_run"] or "-"),
+                _badge(state) if state else "-",
+                _e(item["fired"]),
+            ]
+        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    return _section("Schedules", _table(SCHEDULE_HEADERS, rows, "no schedules"))
 
 
 def _title(what: str, count: int, limit: int, which: str) -> str:

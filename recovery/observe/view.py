@@ -24,6 +24,8 @@ from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.jobs.states import CLEAN
 from zkstore.layout import is_checkpoint_node_name
 from zkstore.lifecycle.records import outbox_path
+from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.view import listing as schedule_rows
 
 
 class Observed(Protocol):
@@ -80,6 +82,8 @@ class ClusterView:
     jobs: dict[str, JobSnapshot]
     #: job -> epoch seconds of its latest checkpoint, for the jobs whose driver runs
     checkpoints: dict[str, float] = field(default_factory=dict)
+    #: every schedule's row (:func:`zkstore.schedules.view.listing`): next fire, last run, state
+    schedules: list[dict[str, Any]] = field(default_factory=list)
     read_at: float = 0.0
     read_seconds: float = 0.0
     #: notification events not yet taken by a receiver (the outbox's entries)
@@ -108,7 +112,8 @@ def read_jobs(cluster: Cluster) -> dict[str, JobSnapshot]:
 
 
 def read_view(cluster: Cluster) -> ClusterView:
-    """Leader, daemons, every job, and the latest checkpoint of each running job."""
+    """Leader, daemons, every job, the latest checkpoint of each running job, and the
+    schedules."""
     started = time.monotonic()
     read_at = time.time()
     jobs = read_jobs(cluster)
@@ -118,6 +123,9 @@ def read_view(cluster: Cluster) -> ClusterView:
         daemons=_daemons(cluster, leader),
         jobs=jobs,
         checkpoints=_latest_checkpoints(cluster, [j for j in jobs.values() if j.driver_present]),
+        schedules=schedule_rows(
+            ScheduleStore.for_config(cluster.config, cluster.zk), cluster.layout
+        ),
         read_at=read_at,
         notifications_pending=_outbox_size(cluster),
     )

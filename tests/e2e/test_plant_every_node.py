@@ -66,6 +66,11 @@ PRESENCE_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]]
 ]
 
 #: The kinds of the cluster: (kind, its path, CLI commands).
+SCHEDULE_READERS = [
+    ("schedules", "list", "--format", "json"),
+    ("schedules", "show", "planted"),
+    ("schedules", "pause", "planted"),
+]
 CLUSTER_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]] = [
     (
         "leader/info",
@@ -76,6 +81,9 @@ CLUSTER_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]] 
     ("members", lambda layout: layout.member("d1"), []),
     ("drained", lambda layout: layout.drain_mark("planted"), []),
     ("assignments", lambda layout: layout.assignment("d1", "v-assigned"), []),
+    # the leader fires schedules: a garbage spec or state is that schedule's problem only
+    ("schedules", lambda layout: f"{layout.schedules}/planted", SCHEDULE_READERS),
+    ("schedule state", lambda layout: f"{layout.schedules}/planted/state", SCHEDULE_READERS),
 ]
 
 #: What every plant is followed by, whatever the kind.
@@ -139,6 +147,8 @@ def every_route_answers(daemon: DaemonProcess, job: str) -> None:
         f"/api/v1/jobs/{job}/control",
         f"/api/v1/jobs/{job}/control/history",
         f"/api/v1/jobs/{job}/logs?tail=5",
+        "/api/v1/schedules",
+        "/api/v1/schedules/planted",
     ):
         status, body = get(daemon.url + route)
         assert status < 500 or (route, status) in {("/leader", 503), ("/health", 503)}, (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 from click.testing import CliRunner
 
-from recovery.cli import submit
+from recovery.cli import joboptions
 from recovery.cli.main import cli
 from zkstore.cli.base import LazyGroup
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
@@ -51,4 +51,4 @@ def test_the_version_is_the_package_literal() -> None:
 
 def test_submit_shows_the_definitions_default_of_lost_attempts() -> None:
     """The option's default is a literal (no cloudpickle for a usage error): it agrees."""
-    assert submit.DEFAULT_MAX_LOST_ATTEMPTS == DEFAULT_MAX_LOST_ATTEMPTS
+    assert joboptions.DEFAULT_MAX_LOST_ATTEMPTS == DEFAULT_MAX_LOST_ATTEMPTS

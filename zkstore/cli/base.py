@@ -331,6 +331,11 @@ for _name, _module, _help in (
         "zkstore.cli.quarantine",
         "Jobs that cannot run as they are: look at them, release or purge them.",
     ),
+    (
+        "schedules",
+        "zkstore.cli.schedules",
+        "Jobs run at every window of a cron expression or an interval, each window once.",
+    ),
 ):
     cli.add_lazy(_name, _module, _help)
 cli.extend_lazy("jobs", "zkstore.cli.logs")

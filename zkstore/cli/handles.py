@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from zkstore.admin.inventory import HandleRecord, read_inventory, verify
+from zkstore.admin.inventory import HandleRecord, Problem, read_inventory, verify
 from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import (
@@ -29,6 +29,7 @@ from zkstore.cli.types import Duration
 from zkstore.cluster import Cluster
 from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name
+from zkstore.schedules.store import ScheduleStore
 from zkstore.store import MAX_PUBLISH_DELAY
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
@@ -125,7 +126,8 @@ def list_handles(connection: Connection, fmt: str) -> None:
 @connection_options
 @format_option
 def verify_handles(connection: Connection, fmt: str) -> None:
-    """Check that every live handle's payload exists and its size and sha256 match.
+    """Check that every live handle's payload exists and its size and sha256 match (the
+    schedules' definitions too).
 
     With ZKSTORE_SIGNING_KEY set, signatures are checked too. Nothing is unpickled.
     Exits 1 if any problem is found.
@@ -138,15 +140,38 @@ def verify_handles(connection: Connection, fmt: str) -> None:
         live = [r for r in inventory.handles if not r.marked]
         with progress(len(live), "verifying payloads") as advance:
             problems = verify(cluster.storage, cluster.storage_layout, live, progress=advance)
-    report = {"checked": len(live), "problems": [p.as_dict() for p in problems]}
+        checked, schedule_problems = verify_schedules(
+            ScheduleStore.for_config(connection.config, cluster.zk)
+        )
+    problems += schedule_problems
+    live_count = len(live) + checked
+    report = {"checked": live_count, "problems": [p.as_dict() for p in problems]}
     if fmt == "json":
         emit(report, fmt)
     else:
         if problems:
             emit(report["problems"], fmt, columns=["kind", "job", "path", "problem"])
-        click.echo(f"{len(live)} handle(s) checked, {len(problems)} problem(s)")
+        click.echo(f"{live_count} handle(s) checked, {len(problems)} problem(s)")
     if problems:
         raise PayloadError(f"{len(problems)} handle(s) whose payload cannot be trusted or read")
+
+
+def verify_schedules(store: ScheduleStore) -> tuple[int, list[Problem]]:
+    """Each schedule's definition handle checked as ``verify`` checks a job's (kind
+    ``schedule``, its name as the job); an unreadable spec is a problem too."""
+    problems: list[Problem] = []
+    good, broken = store.all()
+    for item in broken:
+        path = store.paths.schedule(item.name)
+        problems.append(Problem(path, None, "schedule", item.name, str(item.error)))
+    for schedule in good:
+        try:
+            store.check_payload(schedule.spec)
+        except PayloadError as exc:
+            path = store.paths.schedule(schedule.name)
+            uri = schedule.spec.handle.uri
+            problems.append(Problem(path, uri, "schedule", schedule.name, str(exc)))
+    return len(good) + len(broken), problems
 
 
 @handles.command("lingering")

@@ -146,10 +146,11 @@ def decide(dependencies: Sequence[Dependency], seen: Mapping[str, Seen]) -> Verd
         wanted = "end" if dependency.state == ENDED else f"end {dependency.state}"
         if found.outcome is not None:
             if not dependency.satisfied_by(found.outcome):
+                required = (
+                    "succeeded" if dependency.state == SUCCEEDED else f"ended {dependency.state}"
+                )
                 return Verdict(
-                    FAILED,
-                    f"{name} ended {found.outcome}; this job runs only after it "
-                    f"{'succeeded' if dependency.state == SUCCEEDED else wanted}",
+                    FAILED, f"{name} ended {found.outcome}; this job runs only after it {required}"
                 )
         elif found.quarantined:
             waits.append(f"waiting for {name} to {wanted}: it is in quarantine")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import IncompatiblePayload, JobFinished, JobQuarantined
-from zkstore.handle import Handle
+from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.layout import Layout, StorageLayout, validate_job_id
 from zkstore.ops import Fence
@@ -56,9 +56,15 @@ class JobGraphStore:
         )
 
     def submit(
-        self, definition: JobDefinition, *, fence: Fence | None = None, keep_lock: bool = False
+        self,
+        definition: JobDefinition,
+        *,
+        fence: Fence | None = None,
+        keep_lock: bool = False,
+        summary: Mapping[str, SummaryValue] | None = None,
     ) -> Handle:
-        """Store a new job; durable once this returns.
+        """Store a new job; durable once this returns. ``summary`` adds fields to the handle's
+        summary (``after``, the submission's fingerprint).
 
         Raises :class:`HandleExists` if the job id is in use, :class:`JobFinished` if it
         already has a result, :class:`JobQuarantined` if it is in quarantine. Unless
@@ -74,7 +80,7 @@ class JobGraphStore:
         handle = self.handles.add(
             job_id,
             definition,
-            summary=definition.summary(),
+            summary={**definition.summary(), **(summary or {})},
             fence=self.not_finished(job_id) + not_quarantined + fence,
         )
         if not keep_lock:

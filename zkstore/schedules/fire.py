@@ -39,8 +39,16 @@ from zkstore.errors import (
 )
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.dependencies import AFTER, ENDED, Dependency, format_after
-from zkstore.jobs.records import CancelRequest, JobResult, QuarantineEntry
+from zkstore.jobs.dependencies import (
+    AFTER,
+    ENDED,
+    MAX_AFTER,
+    Dependency,
+    format_after,
+    parse_summary,
+)
+from zkstore.jobs.records import CancelRequest
+from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout, StorageLayout
 from zkstore.ops import Create, Fence, Op
 from zkstore.retry import RACES, TryAgain
@@ -312,25 +320,9 @@ class Firer:
     # -- reads -----------------------------------------------------------------------------------
 
     def _summary_of(self, job: str) -> dict[str, SummaryValue] | None:
-        """The summary of the job's definition as the store keeps it: its current handle, its
-        result's copy, or its quarantine entry's copy of the handle; None if unreadable."""
-        paths = [
-            self.layout.job_handle(job),
-            self.layout.result(job),
-            self.layout.quarantine_entry(job),
-        ]
-        current, result, quarantined = self.zk.get_many(paths)
-        try:
-            if current is not None:
-                return dict(Handle.from_znode(current[0], current[1], paths[0]).summary)
-            if result is not None:
-                return JobResult.from_znode(result[0], result[1], paths[1]).summary
-            if quarantined is not None:
-                kept = QuarantineEntry.from_znode(*quarantined, paths[2]).handle
-                return None if kept is None else {k: v for k, v in kept.items()}
-        except ZkStoreError:
-            return None
-        return None
+        """The summary the job was submitted with (its handle, its result's or its quarantine
+        entry's copy); None if unreadable."""
+        return stored_summary(self.zk, self.layout, job)
 
     def _previous(self, job: str | None) -> PreviousRun | None:
         if job is None:
@@ -385,7 +377,7 @@ class Firer:
         if spec.after_schedule is not None:
             summary[AFTER_SCHEDULE] = spec.after_schedule
         if replaced is not None:
-            summary[AFTER] = format_after([Dependency(replaced, ENDED)])
+            summary[AFTER] = format_after(self._replacing(replaced))
         ref = self.storage.write(
             self.storage_layout.definitions(job), self._serializer.dumps(copy), suffix=".pkl"
         )
@@ -394,6 +386,22 @@ class Firer:
         except ZkStoreError:
             self.storage.discard(ref.uri)
             raise
+
+    def _replacing(self, previous: str) -> list[Dependency]:
+        """What a ``replace`` run waits for: the previous run to end, and whatever that run
+        was itself still waiting for (a previous run that has not started yet is waiting for
+        the one before it, whose driver may still be stopping: cancelling the waiting one ends
+        it at once, and the new run must not start beside that driver). Only the runs without
+        a result yet are kept, so the chain stays as short as the runs still alive."""
+        chain = [Dependency(previous, ENDED)]
+        summary = stored_summary(self.zk, self.layout, previous) or {}
+        try:
+            inherited = [d for d in parse_summary(summary.get(AFTER)) if d.state == ENDED]
+        except ValueError:
+            inherited = []
+        ended = self.zk.exists_many([self.layout.result(d.job_id) for d in inherited])
+        chain += [d for d, stat in zip(inherited, ended, strict=True) if stat is None]
+        return chain[:MAX_AFTER]
 
     def _cancel_ops(
         self, previous: str | None, name: str, job: str, window: datetime

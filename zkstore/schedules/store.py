@@ -280,6 +280,17 @@ class ScheduleStore:
                 broken.append(BrokenSchedule(name, exc))
         return good, broken
 
+    def check_payload(self, spec: ScheduleSpec) -> None:
+        """Read the schedule's definition payload and check where it is, its size, sha256 and
+        signature, without unpickling it (``handles verify``). Raises a
+        :class:`~zkstore.errors.PayloadError` saying what is wrong, or :class:`StoreUnavailable`."""
+        handle = spec.handle
+        if not self.storage.is_under(handle.uri, self.paths.definitions(spec.name)):
+            raise UntrustedPayload(
+                f"the definition of schedule {spec.name} is not under its own prefix"
+            )
+        self.storage.read(handle.ref)
+
     def definition(self, spec: ScheduleSpec) -> JobDefinition:
         """The schedule's definition: read only from under its own prefix, verified (size,
         sha256, the schedule's signature) before it is unpickled. Raises a

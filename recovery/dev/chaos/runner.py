@@ -1,9 +1,11 @@
 """Chaos runs and their table: ``python -m recovery.dev.chaos --runs 20 [--seed N]``.
 
 One run: a fresh cluster (its own cluster id and storage prefix) with three daemons on the
-shared ensemble and S3 server; a mix of checkpointing jobs; one scenario's fault injected while
-they run; then every invariant checked (:mod:`.invariants`) and the servers healed for the next
-run. The seed is printed first: ``--seed`` replays the same scenarios, targets and durations.
+shared ensemble and S3 server; a mix of checkpointing jobs and a schedule firing every 3 s
+(:mod:`.probe`); one scenario's fault injected while they run; then every invariant checked
+(:mod:`.invariants`, and the schedule's: every window exactly one run, none early) and the
+servers healed for the next run. The seed is printed first: ``--seed`` replays the same
+scenarios, targets and durations.
 
 Time to recover is the longest stall of any job's progress across the fault (jobs step every
 0.2 s when healthy).
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from recovery.dev.chaos import invariants, job
 from recovery.dev.chaos.faults import LOADS, SCENARIOS, Fault, Load
+from recovery.dev.chaos.probe import ScheduleProbe
 from recovery.dev.chaos.world import RunCluster, World
 
 logger = logging.getLogger(__name__)
@@ -38,6 +41,8 @@ class RunReport:
     violations: list[str]
     recovery: float
     seconds: float
+    #: what the schedule's checker counted (windows, runs, delays)
+    schedule: str = ""
 
 
 @dataclass
@@ -70,9 +75,13 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
     run = RunCluster(world, f"run{index:03d}", session_timeout=options.session_timeout)
     fault: Fault | None = None
     violations: list[str] = []
+    schedule = ""
     recovery = float("nan")
     try:
         run.start()
+        assert run.client is not None
+        probe = ScheduleProbe(run.client, run.work_dir / "out" / "schedule")
+        probe.start()
         load = LOADS.get(scenario, Load(options.jobs, options.steps))
         for _ in range(max(options.jobs, load.jobs)):
             steps = max(options.steps, load.steps)
@@ -81,7 +90,11 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
         time.sleep(rng.uniform(0.0, 2.0))
         fault = SCENARIOS[scenario](run, rng)
         world.heal()
-        violations = invariants.check(run, options.job_timeout, fault)
+        # The schedule first, then stopped: the invariants' cleanup (minimum age 0) must not
+        # meet the payload of a fire in flight (written, its transaction not yet committed).
+        found, schedule = probe.check(options.job_timeout)
+        probe.stop()
+        violations = invariants.check(run, options.job_timeout, fault) + found
         recovery = max(
             job.longest_stall(job.progress_times(out), fault.start, fault.end)
             for out, _ in run.jobs.values()
@@ -94,7 +107,7 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
             (run.work_dir / "logs.txt").write_text(run.logs())
         run.close()
         world.heal()
-    return RunReport(scenario, fault, violations, recovery, time.monotonic() - began)
+    return RunReport(scenario, fault, violations, recovery, time.monotonic() - began, schedule)
 
 
 def _wait_progress(run: RunCluster, steps: int, timeout: float) -> None:
@@ -145,6 +158,8 @@ def run_all(options: Options) -> list[RunReport]:
                 f"  ({report.seconds:.0f} s)  {what}",
                 flush=True,
             )
+            if report.schedule:
+                print(f"    schedule: {report.schedule}", flush=True)
             for violation in report.violations:
                 print(f"    violation: {violation}", flush=True)
             if report.violations and not options.keep_going:

@@ -16,6 +16,8 @@ removes, the others are for people to decide:
 ``empty-job-tree``  ``R/jobs/<job>`` records of a job that is not current, not quarantined and
                     not being cleaned up (:mod:`.records`)
 ``quarantined-job`` a job in quarantine (reported, never removed by cleanup)
+``orphan-schedule-payload``
+                    a schedule's definition that no schedule references (:mod:`.schedules`)
 
 Every deletion is re-checked against ZooKeeper just before it is made, so that a payload
 published meanwhile is never removed; nothing younger than the minimum age is ever touched.
@@ -33,6 +35,7 @@ from zkstore.admin.lingering.artifacts import DeadAttemptArtifact, EndedJobArtif
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.admin.lingering.payloads import DanglingHandle, MarkedNode, OrphanPayload
 from zkstore.admin.lingering.records import DirtyResult, EmptyJobTree, QuarantinedJob
+from zkstore.admin.lingering.schedules import OrphanSchedulePayload
 from zkstore.cluster import Cluster
 from zkstore.errors import StoreUnavailable, ZkStoreError
 
@@ -47,6 +50,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     EndedJobArtifact(),
     EmptyJobTree(),
     QuarantinedJob(),
+    OrphanSchedulePayload(),
 )
 BY_NAME = {kind.name: kind for kind in ALL_KINDS}
 KINDS = tuple(BY_NAME)

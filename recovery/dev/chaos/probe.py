@@ -1,0 +1,103 @@
+"""The schedule scenario of every chaos run: a schedule firing every few seconds beside the jobs.
+
+Each run creates ``tick`` (``--every 3s --catchup all``, its job the marker job
+:func:`~recovery.dev.chaos.schedules.scheduled_run`) before its fault, so that every fault
+(leader SIGKILLed or restarted, ZooKeeper leader killed, daemons restarted, ...) hits a leader that
+fires windows. After the fault and the heal, :meth:`ScheduleProbe.check` waits until the leader
+has decided every window up to a grace before now and their runs have started, then applies the
+checker (:func:`~recovery.dev.chaos.schedules.check`, missed windows counted as violations since
+nothing is ever too late to catch up with ``all``): every window in the span has exactly one run,
+none ran twice, none before its time.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from recovery.client.client import Client
+from recovery.dev.chaos.schedules import (
+    check,
+    expected_windows,
+    read_runs,
+    recorded,
+    scheduled_run,
+)
+from zkstore.errors import ZkStoreError
+from zkstore.jobs.definition import JobDefinition
+from zkstore.schedules.records import ALL, ScheduleSpec
+from zkstore.schedules.runs import run_id
+from zkstore.schedules.store import Schedule, ScheduleStore
+from zkstore.strict import parse_time, utc_now
+
+NAME = "tick"
+EVERY = 3
+
+
+class ScheduleProbe:
+    """The chaos run's schedule: created at the start, checked at the end."""
+
+    def __init__(self, client: Client, out: Path, every: int = EVERY) -> None:
+        self.client = client
+        self.out = out
+        self.every = every
+        self.store = ScheduleStore.for_config(client.cluster.config, client.cluster.zk)
+        self.created: datetime | None = None
+
+    def start(self) -> None:
+        definition = JobDefinition.for_function(
+            NAME, scheduled_run, args=(str(self.out), 0.0), max_attempts=50
+        )
+        spec = ScheduleSpec(
+            version=None, name=NAME, created=utc_now(), every=self.every, catchup=ALL
+        )
+        schedule = self.store.create(spec, definition)
+        self.created = parse_time(schedule.spec.created)
+
+    def check(self, timeout: float) -> tuple[list[str], str]:
+        """The violations, and a line of counts (windows, ran, late)."""
+        assert self.created is not None
+        end = datetime.now(UTC) - timedelta(seconds=self.every)
+        deadline = time.monotonic() + timeout
+        schedule = self._read()
+        while (
+            schedule is None
+            or schedule.state.last is None
+            or (parse_time(schedule.state.last) < end)
+        ):
+            if time.monotonic() > deadline:
+                return [f"schedule: windows up to {end} not decided within {timeout:g} s"], ""
+            time.sleep(0.5)
+            schedule = self._read()
+        windows = expected_windows(schedule.spec.timing(), self.created, end)
+        wanted = {run_id(NAME, window) for window in windows}
+        while not wanted <= {run.job_id for run in read_runs(self.out, NAME)}:
+            if time.monotonic() > deadline:
+                break  # the checker names the windows without a run
+            time.sleep(0.5)
+        verdict = check(
+            windows,
+            read_runs(self.out, NAME),
+            recorded(schedule.state.history, windows),
+            missed_ok=False,
+        )
+        delays = sorted(verdict.delays)
+        median = delays[len(delays) // 2] if delays else float("nan")
+        counts = (
+            f"{verdict.windows} windows, {verdict.ran} ran, {verdict.skipped} skipped, "
+            f"{verdict.missed} missed; delay median {median:.2f} s, max "
+            f"{max(delays) if delays else float('nan'):.2f} s"
+        )
+        return [f"schedule: {v}" for v in verdict.violations], counts
+
+    def stop(self) -> None:
+        """Delete the schedule: a fire in flight fails its transaction (the spec is gone) and
+        discards its payload; no fire follows."""
+        self.store.delete(NAME)
+
+    def _read(self) -> Schedule | None:
+        try:
+            return self.store.get(NAME)
+        except ZkStoreError:
+            return None

@@ -1,0 +1,147 @@
+"""The leader fires schedules: every window once, at its time, on the leader's loop thread.
+
+On takeover the leader fires every schedule once (the windows that passed while nobody led are
+decided there, per the schedule's ``--catchup``); after that, one timer is armed for the earliest
+next window over all schedules, and a watch on ``R/schedules`` fires a pass at once when a
+schedule is created or deleted. A pass calls :meth:`~zkstore.schedules.fire.Firer.fire` for each
+schedule with the leadership's fence: each window's run, its state and its history entry are one
+fenced transaction, so a deposed leader creates nothing and a new leader never makes a second run
+of a window (a crash at any line leaves each window decided once or not at all).
+
+One schedule never blocks the others (invariant 6): each is fired under its own guard. Losing
+leadership stops the pass (:class:`~zkstore.errors.NotLeader` is raised); an outage ends the pass
+and a retry is timed; a schedule whose records or definition cannot be read is logged (at ERROR,
+once a minute at most) and looked at again later; a definition written by another Python is left
+to a leader that can read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from recovery.leader.loop import Event
+from recovery.leader.role import LeaderRole
+from zkstore.errors import (
+    CorruptRecord,
+    HandleNotFound,
+    IncompatiblePayload,
+    NotLeader,
+    OutcomeUnknown,
+    PayloadError,
+    StoreUnavailable,
+)
+from zkstore.schedules.fire import Firer, FireReport
+from zkstore.schedules.store import ScheduleStore
+from zkstore.throttle import Throttle
+from zkstore.watch import NodeWatch
+
+logger = logging.getLogger(__name__)
+
+#: the event of a pass; its data is the leadership that scheduled it
+SCHEDULES = "schedules"
+#: a schedule that could not be fired (an outage, a lost answer) is tried again this soon
+RETRY = 1.0
+#: a schedule whose records or definition are unreadable is looked at again this often
+BROKEN_RETRY = 30.0
+
+
+class ScheduleFiring:
+    """The schedule passes of one leadership."""
+
+    def __init__(self, leader: LeaderRole, on_fired: Callable[[str], None]) -> None:
+        self.leader = leader
+        self._on_fired = on_fired
+        cluster = leader.cluster
+        self.store = ScheduleStore.for_config(
+            cluster.config, cluster.zk, instance_id=cluster.instance_id, on_step=cluster.step
+        )
+        self.firer = Firer.for_cluster(cluster, self.store)
+        self._watch: NodeWatch | None = None
+        self._throttle = Throttle(logger)
+        #: the monotonic time the pending timer is set for (None: none pending)
+        self._timer: float | None = None
+
+    def start(self) -> None:
+        """Watch the schedules: the watch's first report is a pass on the loop, which fires
+        every schedule's windows due at the takeover (``--catchup`` decides the late ones)."""
+        zk = self.leader.cluster.zk
+        self._watch = NodeWatch(zk, self.store.paths.schedules, self._changed, children=True)
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+
+    def _changed(self, _: object) -> None:
+        """Kazoo's thread: a schedule was created or deleted; a pass on the loop."""
+        self.leader.loop.post(Event(SCHEDULES, data=self.leader))
+
+    def run_pass(self) -> None:
+        """Fire every schedule's due windows (loop thread); arm the timer for the next one."""
+        if not self.leader.active:
+            return
+        self._timer = None
+        soonest: float | None = None
+        for name in self.store.names():
+            if not self.leader.active:
+                return
+            wait = self._fire(name)
+            if wait is not None:
+                soonest = wait if soonest is None else min(soonest, wait)
+        if soonest is not None:
+            self._arm(time.monotonic() + soonest)
+
+    def _fire(self, name: str) -> float | None:
+        """Fire one schedule under its guard; seconds until it needs a pass again (None:
+        never, it has no next window)."""
+        try:
+            report = self.firer.fire(name, self.leader.fence)
+        except NotLeader:
+            raise
+        except StoreUnavailable:
+            self._arm(time.monotonic() + RETRY)
+            raise
+        except OutcomeUnknown as exc:
+            logger.warning(
+                "schedule %s: a fire's outcome is unknown (%s); again in %g s", name, exc, RETRY
+            )
+            return RETRY
+        except HandleNotFound:
+            return None  # deleted meanwhile
+        except IncompatiblePayload as exc:
+            self._throttle.log(
+                name,
+                logging.ERROR,
+                "schedule %s: its definition was written by another Python (%s); a leader "
+                "that can read it will fire its windows",
+                name,
+                exc,
+            )
+            return BROKEN_RETRY
+        except (CorruptRecord, PayloadError) as exc:
+            self._throttle.log(name, logging.ERROR, "schedule %s: cannot fire: %s", name, exc)
+            return BROKEN_RETRY
+        # The guard of invariant 6: anything unforeseen is this schedule's problem only.
+        except Exception:
+            logger.exception("schedule %s: firing failed", name)
+            return BROKEN_RETRY
+        self._throttle.clear(name)
+        self._started(report)
+        if report.next is None:
+            return None
+        return max(0.0, (report.next - datetime.now(UTC)).total_seconds())
+
+    def _started(self, report: FireReport) -> None:
+        """Look at the new runs (and the jobs chained after them) at once, not only when the
+        watch on currentJobs says so."""
+        for _, job in report.fired:
+            self._on_fired(job)
+
+    def _arm(self, when: float) -> None:
+        """One timer at a time: keep the earlier of the pending one and ``when``."""
+        if self._timer is not None and self._timer <= when:
+            return
+        self._timer = when
+        self.leader.loop.post_at(when, Event(SCHEDULES, data=self.leader))

@@ -1,0 +1,112 @@
+"""Idempotent submission, ``--after`` stored, and a schedule's run ids kept for the schedule:
+``zkstore submit`` as a user retries it (in this process; one retry from a new process with the
+installed script, since pickled code differs between processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli import script, zkstore
+from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
+from zkstore.jobs.dependencies import AFTER
+
+JOB = "def run(ctx, day):\n    return day\n"
+
+
+def job_file(laptop: Path, source: str = JOB) -> Path:
+    path = laptop / "etl.py"
+    path.write_text(source)
+    return path
+
+
+def current_jobs(cluster: Cluster) -> list[str]:
+    return sorted(cluster.zk.children(cluster.layout.current_jobs))
+
+
+def test_the_same_submission_again_prints_the_existing_id_and_another_exits_5_naming_why(
+    config: StoreConfig, cluster: Cluster, laptop: Path
+) -> None:
+    job = job_file(laptop)
+    first = zkstore(config, "submit", f"{job}:run", "--job-id", "etl-1", "--", "2026-11-24")
+    again = zkstore(config, "submit", f"{job}:run", "--job-id", "etl-1", "--", "2026-11-24")
+    assert (first.returncode, first.stdout) == (0, "etl-1\n"), first.stderr
+    assert (again.returncode, again.stdout) == (0, "etl-1\n"), again.stderr
+    assert current_jobs(cluster) == ["etl-1"]
+
+    options = zkstore(
+        config,
+        "submit",
+        f"{job}:run",
+        "--job-id",
+        "etl-1",
+        "--max-attempts",
+        "5",
+        "--",
+        "2026-11-24",
+    )
+    assert options.returncode == 5
+    assert "max_attempts: 3 there, 5 here" in options.stderr
+
+    arguments = zkstore(config, "submit", f"{job}:run", "--job-id", "etl-1", "--", "2026-11-25")
+    assert arguments.returncode == 5 and "the code differs" in arguments.stderr
+
+    job.write_text(JOB.replace("return day", "return day * 2"))
+    code = zkstore(config, "submit", f"{job}:run", "--job-id", "etl-1", "--", "2026-11-24")
+    assert code.returncode == 5 and "the code differs" in code.stderr
+
+    conf = zkstore(
+        config, "submit", f"{job}:run", "--job-id", "etl-1", "--conf", "spark.x=1", "--", "x"
+    )
+    assert conf.returncode == 5
+    assert current_jobs(cluster) == ["etl-1"], "nothing more was stored"
+
+
+def test_a_retry_from_another_process_is_the_same_submission(
+    config: StoreConfig, cluster: Cluster, laptop: Path
+) -> None:
+    """The fingerprint hashes the module's source, not the pickled function (whose bytes
+    differ between processes): the installed script, twice, makes one job."""
+    job = job_file(laptop, "import collections\nSEEN = {1, 2}\n" + JOB)
+    runs = [
+        script(
+            config, "submit", f"{job}:run", "--idempotency-key", "nightly-2026-11-24", cwd=laptop
+        )
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.startswith("etl-run-")
+    assert current_jobs(cluster) == [runs[0].stdout.strip()]
+    other = zkstore(config, "submit", f"{job}:run", "--idempotency-key", "nightly-2026-11-25")
+    assert other.returncode == 0 and other.stdout != runs[0].stdout
+    both = zkstore(config, "submit", f"{job}:run", "--idempotency-key", "k", "--job-id", "x")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_after_is_stored_checked_and_part_of_the_submission(
+    config: StoreConfig, cluster: Cluster, laptop: Path
+) -> None:
+    job = job_file(laptop)
+    done = zkstore(
+        config, "submit", f"{job}:run", "--job-id", "b", "--after", "a", "--after", "c:ended"
+    )
+    assert done.returncode == 0, done.stderr
+    assert cluster.jobs.handles.get_handle("b").summary[AFTER] == "a:SUCCEEDED,c:ENDED"
+    other = zkstore(config, "submit", f"{job}:run", "--job-id", "b", "--after", "a")
+    assert other.returncode == 5 and "after" in other.stderr
+    itself = zkstore(config, "submit", f"{job}:run", "--job-id", "s", "--after", "s")
+    assert itself.returncode == 2
+    bad = zkstore(config, "submit", f"{job}:run", "--job-id", "t", "--after", "a:DONE")
+    assert bad.returncode == 2
+
+
+def test_a_plain_submit_cannot_take_a_schedules_run_id(
+    config: StoreConfig, cluster: Cluster, laptop: Path
+) -> None:
+    job = job_file(laptop)
+    created = zkstore(config, "schedules create", "nightly", f"{job}:run", "--cron", "0 2 * * *")
+    assert created.returncode == 0, created.stderr
+    taken = zkstore(config, "submit", f"{job}:run", "--job-id", "nightly-20261125T020000Z")
+    assert taken.returncode == 2 and "run of schedule nightly" in taken.stderr
+    free = zkstore(config, "submit", f"{job}:run", "--job-id", "other-20261125T020000Z")
+    assert free.returncode == 0, free.stderr

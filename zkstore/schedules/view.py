@@ -1,0 +1,119 @@
+"""What people and scripts see of schedules: one JSON shape for ``schedules list|show``, the
+HTTP API (``/api/v1/schedules``) and the status page. Reads records only, never a payload.
+
+A row says when the schedule fires (``cron``/``every``, its time zone), its policies, whether it
+is paused, its next window, its counts and its last run with that run's state; ``show`` adds the
+recent windows (fired with the run, skipped with why, missed with how many). A schedule whose
+records are garbage is listed with ``error`` set, never raised.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
+from zkstore.jobs.snapshot import read_snapshots
+from zkstore.layout import Layout
+from zkstore.schedules.records import ScheduleSpec
+from zkstore.schedules.store import BrokenSchedule, Schedule, ScheduleStore
+from zkstore.schedules.timing import format_time
+from zkstore.zk import ZooKeeper
+
+#: the keys of a row, in the order of the table
+COLUMNS = ("name", "when", "timezone", "paused", "next", "last_run", "last_state", "fired")
+
+
+def next_window(spec: ScheduleSpec, now: datetime) -> str | None:
+    """The schedule's next window after ``now`` (None: it has ended, or it is paused)."""
+    if spec.paused:
+        return None
+    try:
+        found = spec.timing().next_after(now)
+    except ConfigError:
+        return None
+    return None if found is None else format_time(found)
+
+
+def row(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, Any]:
+    """The list row of one schedule."""
+    spec, state = schedule.spec, schedule.state
+    return {
+        "name": spec.name,
+        "when": spec.cron if spec.cron is not None else f"every {spec.every}s",
+        "cron": spec.cron,
+        "every": spec.every,
+        "timezone": spec.timezone,
+        "concurrency": spec.concurrency,
+        "catchup": spec.catchup,
+        "start_at": spec.start_at,
+        "end_at": spec.end_at,
+        "after_schedule": spec.after_schedule,
+        "paused": spec.paused,
+        "next": next_window(spec, now),
+        "last": state.last,
+        "last_run": state.last_run,
+        "last_state": last_state,
+        "fired": state.fired,
+        "skipped": state.skipped,
+        "missed": state.missed,
+        "created": spec.created,
+        "error": None,
+    }
+
+
+def broken_row(broken: BrokenSchedule) -> dict[str, Any]:
+    keys = ("cron", "every", "concurrency", "catchup", "last", "skipped", "missed", "created")
+    return {
+        **dict.fromkeys((*COLUMNS, *keys)),
+        "name": broken.name,
+        "error": f"{type(broken.error).__name__}: {broken.error}",
+    }
+
+
+def detail(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, Any]:
+    """``show``: the row, the definition's summary and the recent windows, newest first."""
+    summary = dict(schedule.spec.handle.summary)
+    return {
+        **row(schedule, now, last_state),
+        "job": {key: summary.get(key) for key in ("name", "kind", "entry", "max_attempts")},
+        "history": [entry.to_json() for entry in reversed(schedule.state.history)],
+    }
+
+
+def run_states(zk: ZooKeeper, layout: Layout, job_ids: list[str]) -> dict[str, str]:
+    """The state of each run (pipelined reads); runs the store has no trace of are left out."""
+    try:
+        return {job: snap.state for job, snap in read_snapshots(zk, layout, job_ids).items()}
+    except JobNotFound:
+        return {}
+
+
+def listing(
+    store: ScheduleStore, layout: Layout, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Every schedule's row (sorted by name); unreadable ones with ``error``."""
+    moment = now or datetime.now(UTC)
+    good, broken = store.all()
+    runs = [s.state.last_run for s in good if s.state.last_run is not None]
+    states = run_states(store.zk, layout, runs)
+    rows = [row(s, moment, states.get(s.state.last_run or "")) for s in good]
+    rows += [broken_row(b) for b in broken]
+    return sorted(rows, key=lambda r: str(r["name"]))
+
+
+def showing(
+    store: ScheduleStore, layout: Layout, name: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """One schedule's detail; :class:`~zkstore.errors.HandleNotFound` if there is none. A
+    schedule whose records are garbage is shown with ``error`` (why), never raised."""
+    try:
+        schedule = store.get(name)
+    except CorruptRecord as exc:
+        return {**broken_row(BrokenSchedule(name, exc)), "job": None, "history": []}
+    last = schedule.state.last_run
+    try:
+        states = run_states(store.zk, layout, [last]) if last is not None else {}
+    except ZkStoreError:
+        states = {}
+    return detail(schedule, now or datetime.now(UTC), states.get(last or ""))
