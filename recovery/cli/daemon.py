@@ -188,15 +188,15 @@ def daemon(
     _log_at_info(ctx)
     explicit_http = http or os.environ.get(ENV_VARS["http"])
     allowed_hosts = http_allowed_hosts or os.environ.get(ENV_VARS["http_allowed_hosts"])
-    if max_drivers is None:
+    store = with_roots(connection.config, artifact_roots).with_changes(
+        session_timeout=session_timeout
+    )
+    if max_drivers is None:  # after the checks: a usage error stays one line
         from recovery.capacity import default_max_drivers, explain, read_host_size
 
         host = read_host_size()
         max_drivers = default_max_drivers(host)
         logging.getLogger(__name__).info("--max-drivers not given: %s", explain(host))
-    store = with_roots(connection.config, artifact_roots).with_changes(
-        session_timeout=session_timeout
-    )
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),

@@ -7,6 +7,9 @@ checkpoint first and given ``--timeout`` for it; then its driver is ended (SIGTE
 newest checkpoint, with new code (``--definition FILE.py[:FUNCTION]``) and options if given,
 and says which checkpoint that is. Both are thin: what they write and when is the store's.
 
+The client and the store are imported inside the commands: naming them on the ``jobs`` group
+costs ``zkstore jobs --help`` nothing (issue 27).
+
 A ``stop`` interrupted while it follows the job (Ctrl-C, a lost terminal) changes nothing: the
 request is written, the leader carries it out; ``zkstore jobs stop JOB`` again follows it.
 """
@@ -19,16 +22,11 @@ from typing import Any
 
 import click
 
-from recovery.client.client import Client
-from recovery.client.sparkconf import parse_spark_conf
 from zkstore.cli.base import Connection, store_timeout_connection_options
 from zkstore.cli.jobs import jobs
 from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary, stop_options
 from zkstore.errors import JobFinished, WaitTimeout
-from zkstore.jobs.snapshot import read_snapshot
 from zkstore.jobs.states import STOPPED
-from zkstore.lifecycle.redefine import redefined
-from zkstore.lifecycle.stopstore import StopStore
 
 #: What ``stop`` allows beyond the checkpoint's wait: the daemon's grace between SIGTERM and
 #: SIGKILL (30 s by default) and the leader's and member's reaction, with room for a busy host.
@@ -59,6 +57,10 @@ def stop_job(
     resume` starts it again from its newest checkpoint, with new code if you give it.
     Exit 0 once STOPPED, 7 if that took longer than expected (the stop goes on).
     """
+    from recovery.client.client import Client
+    from zkstore.jobs.snapshot import read_snapshot
+    from zkstore.lifecycle.stopstore import StopStore
+
     with Client(connection.config) as client:
         cluster = client.cluster
         request = StopStore(cluster).request(
@@ -135,6 +137,11 @@ def resume_job(
     """
     given = lifecycle_summary({k: v for k, v in lifecycle.items() if v is not None})
     removed = {k for k, v in lifecycle.items() if v is not None and k not in given}
+    from recovery.client.client import Client
+    from recovery.client.sparkconf import parse_spark_conf
+    from zkstore.lifecycle.redefine import redefined
+    from zkstore.lifecycle.stopstore import StopStore
+
     with Client(connection.config) as client:
         store = StopStore(client.cluster)
         definition = None

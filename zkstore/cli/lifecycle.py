@@ -11,15 +11,16 @@ applies the defaults, ``jobs resume`` keeps what the job had.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from zkstore.cli.base import UsageFailure
 from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
-from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
-from zkstore.lifecycle.records import url_problem
+
+if TYPE_CHECKING:  # the records import the ZooKeeper client: loaded when an option is used
+    from zkstore.lifecycle.options import Lifecycle
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,6 +50,8 @@ class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
         text = str(value).strip()
         if text.lower() in OFF_WORDS:
             return ""
+        from zkstore.lifecycle.records import url_problem
+
         problem = url_problem(text)
         if problem is not None:
             self.fail(problem, param, ctx)
@@ -138,6 +141,8 @@ def lifecycle_from(params: Mapping[str, Any], base: Lifecycle | None = None) -> 
     """The :class:`Lifecycle` of ``base`` (the defaults for a new job) with the options given
     in ``params`` (a command's keyword arguments); :class:`UsageFailure` (exit 2) naming the
     option for a combination that is not valid (``--retry-delay 10m --retry-max-delay 1m``)."""
+    from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
+
     given = {key: params.get(key) for key in SUMMARY_KEYS if params.get(key) is not None}
     try:
         return (base or Lifecycle()).with_options(**given)
@@ -149,6 +154,8 @@ def lifecycle_summary(params: Mapping[str, Any]) -> dict[str, Any]:
     """The handle summary keys of the lifecycle options given in ``params`` (those not given
     are left out: the daemon's defaults apply), validated together; :class:`UsageFailure`
     (exit 2) for a combination that is not valid. A limit or URL turned ``off`` is left out."""
+    from zkstore.lifecycle.options import SUMMARY_KEYS
+
     lifecycle_from(params)
     given = {key: params.get(key) for key in SUMMARY_KEYS if params.get(key) is not None}
     return {
