@@ -7,9 +7,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
-# Three test processes (pytest-xdist), a file each at a time: most tests wait on sessions and
+# Four test processes (pytest-xdist), a file each at a time: most tests wait on sessions and
 # processes, not on the CPU. PYTEST_WORKERS=0 runs them in this process.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
