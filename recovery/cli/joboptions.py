@@ -115,3 +115,24 @@ def job_settings(
         "needs": Dependencies(py_files=py_files, files=files, jars=jars, packages=packages),
         "check_paths": not no_path_check,
     }
+
+
+#: The keyword names :func:`job_options` gives a command.
+JOB_KEYS = (
+    "name",
+    "conf_pairs",
+    "py_files",
+    "files",
+    "jars",
+    "packages",
+    "max_attempts",
+    "max_lost_attempts",
+    "requirements",
+    "no_path_check",
+)
+
+
+def split_job_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A command's ``**options`` as (:func:`job_settings` of the job options, the others)."""
+    job = {key: options[key] for key in JOB_KEYS}
+    return job_settings(**job), {k: v for k, v in options.items() if k not in JOB_KEYS}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from recovery.cli.joboptions import job_options
+from recovery.cli.joboptions import job_options, split_job_options
 from zkstore.cli.base import (
     Connection,
     cli,
@@ -68,21 +68,11 @@ def submit(
     args: tuple[str, ...],
     connection: Connection,
     job_id: str | None,
-    name: str | None,
-    conf_pairs: tuple[str, ...],
-    py_files: tuple[str, ...],
-    files: tuple[str, ...],
-    jars: tuple[str, ...],
-    packages: tuple[str, ...],
-    max_attempts: int,
-    max_lost_attempts: int,
-    requirements: tuple[str, ...],
-    no_path_check: bool,
     after: tuple[str, ...],
     idempotency_key: str | None,
     wait: bool,
     wait_timeout: float | None,
-    **lifecycle: Any,
+    **options: Any,
 ) -> None:
     """Submit a PySpark job; accepted as soon as it is durable, leader or not.
 
@@ -104,28 +94,19 @@ def submit(
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
     """
     from recovery.client.client import Client
-    from recovery.client.shipping import Dependencies
-    from recovery.client.sparkconf import parse_spark_conf
-    from recovery.leader.placement import parse_labels
 
-    needs = Dependencies(py_files=py_files, files=files, jars=jars, packages=packages)
+    job, lifecycle = split_job_options(options)
     summary = lifecycle_summary(lifecycle)
     with Client(connection.config) as client:
         submitted = client.submit_file(
             target,
             list(args),
             job_id=job_id,
-            name=name,
-            conf=parse_spark_conf(conf_pairs),
-            max_attempts=max_attempts,
-            max_lost_attempts=max_lost_attempts,
-            require=parse_labels(requirements, "requirement"),
-            needs=needs,
-            check_paths=not no_path_check,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
             lifecycle=summary,
             after=after,
             idempotency_key=idempotency_key,
+            **job,
         )
         click.echo(submitted)
         if wait:
