@@ -94,6 +94,15 @@ def make_storage(kind: str, tmp_path: Any, s3: S3Server | None, **kwargs: Any) -
     return StateStorage(f"s3://{s3.new_bucket()}/zk", s3.options(), **kwargs)
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def wait_for(
     condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = ""
 ) -> T:

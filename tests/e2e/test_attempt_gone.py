@@ -10,7 +10,7 @@ from typing import Any
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
@@ -44,14 +44,6 @@ def lingering(ctx: Any, out: str, linger: float) -> None:
 
     Cluster.close = slow_close  # type: ignore[method-assign]
     raise RuntimeError("attempt 1 fails on purpose")
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_a_failed_attempts_staging_is_kept_while_its_driver_lingers(

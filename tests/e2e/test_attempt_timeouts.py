@@ -12,7 +12,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import FAILED
 
@@ -31,14 +31,6 @@ def run(ctx, out):
     while True:
         time.sleep(0.1)
 '''
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_a_timed_out_driver_that_ignores_sigterm_is_killed_with_its_group(

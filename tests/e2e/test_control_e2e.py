@@ -18,7 +18,7 @@ from recovery.client.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
 from tests.cli import zkstore
-from tests.helpers import assert_nothing_left, wait_for
+from tests.helpers import alive, assert_nothing_left, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.control import ControlAck
 from zkstore.jobs.states import CANCELLED, PAUSED, SUCCEEDED
@@ -196,7 +196,7 @@ def test_a_change_made_while_the_driver_is_dead_is_applied_by_the_next_attempt(
     before = json.loads(first.stdout)["version"]
     wait_for(lambda: len(steps_of(out, 1)) >= 3, timeout=60, what="attempt 1 to make progress")
     (pid,) = local.kill_host("d1")  # the driver SIGKILLed, and no daemon to start another
-    wait_for(lambda: not _alive(pid), timeout=30, what="the driver to die")
+    wait_for(lambda: not alive(pid), timeout=30, what="the driver to die")
 
     changed = zkstore(runtime_config, "control set", job_id, "rate=2", "--format", "json")
     assert changed.returncode == 0, changed.stderr
@@ -224,14 +224,6 @@ def test_a_change_made_while_the_driver_is_dead_is_applied_by_the_next_attempt(
     assert all(m["rate"] == 2 for m in steps_of(out, 2).values())
     assert zkstore(runtime_config, "jobs cancel", job_id).returncode == 0
     assert client.wait(job_id, timeout=120).outcome == CANCELLED
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
 
 
 def _adopted(daemon: DaemonProcess, job_id: str) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.jobs.stops import Heartbeat
@@ -51,14 +51,6 @@ def frozen(ctx, out):
     if done is None:
         time.sleep(600)
 '''
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_a_deadlocked_and_a_sigstopped_driver_are_ended_and_resumed(

@@ -15,7 +15,7 @@ from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import connection
-from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
+from tests.helpers import BIN, SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, QUARANTINED
 
@@ -29,14 +29,6 @@ def zkstore(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str
         text=True,
         timeout=120,
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
