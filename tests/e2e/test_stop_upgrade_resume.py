@@ -25,8 +25,13 @@ pytestmark = pytest.mark.spark
 DAYS = 6
 
 
-def version(tag: str) -> str:
-    """examples/pipeline.py, noting each day it published in ``OUT/<tag>-days``."""
+def version(tag: str, *, held: bool = False) -> str:
+    """examples/pipeline.py, noting each day it published in ``OUT/<tag>-days``.
+
+    ``held``: after each day's checkpoint the job waits until a checkpoint is asked for (the
+    stop's), and after the checkpoint that answered it, until it is ended: what it did when
+    stopped does not depend on how fast a loaded machine ends it (under two busy loops an
+    unheld v1 finished every day before its driver was ended)."""
     source = (REPO / "examples" / "pipeline.py").read_text()
     marker = '        publish(staged, results / f"day={number:02d}")\n'
     assert marker in source
@@ -34,7 +39,18 @@ def version(tag: str) -> str:
         f"        with open(Path(output_dir) / '{tag}-days', 'a') as noted:\n"
         "            noted.write(f'{number}\\n')\n"
     )
-    return source.replace(marker, marker + note)
+    source = source.replace(marker, marker + note)
+    if held:
+        step = '        ctx.checkpoint({"day": number, "file": path.name})\n'
+        assert step in source
+        hold = (
+            "        answers = ctx.checkpoint_requested\n"
+            + step
+            + "        while answers or not ctx.checkpoint_requested:\n"
+            "            time.sleep(0.05)\n"
+        )
+        source = source.replace(step, hold)
+    return source
 
 
 def days(path: Path) -> list[int]:
@@ -46,7 +62,7 @@ def test_stop_upgrade_and_resume_the_pipeline(
 ) -> None:
     (laptop / "v1").mkdir()
     (laptop / "v2").mkdir()
-    (laptop / "v1" / "pipeline.py").write_text(version("v1"))
+    (laptop / "v1" / "pipeline.py").write_text(version("v1", held=True))
     (laptop / "v2" / "pipeline.py").write_text(version("v2"))
     data, out = tmp_path / "in", tmp_path / "out"
     pipeline.generate(str(data), days=DAYS, rows_per_day=200)
