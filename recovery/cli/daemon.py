@@ -148,6 +148,14 @@ from zkstore.config import ENV_VARS
     help="between the SIGTERM and the SIGKILL (of its whole process group) of a driver the "
     "leader ended: over its --timeout or --progress-timeout, or stopped (zkstore jobs stop)",
 )
+@click.option(
+    "--cancel-grace",
+    type=Duration(),
+    default="30s",
+    show_default=True,
+    help="how long a cancelled job's driver has to stop by itself (its code sees "
+    "ctx.cancelled) before it records CANCELLED and exits anyway",
+)
 @daemon_notify_option
 @artifact_root_option
 @click.pass_context
@@ -171,6 +179,7 @@ def daemon(
     keep_results: float | None,
     launch_timeout: float,
     end_grace: float,
+    cancel_grace: float,
     notify: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
@@ -217,6 +226,7 @@ def daemon(
         http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
         end_grace=end_grace,
+        cancel_grace=cancel_grace,
         start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
     )

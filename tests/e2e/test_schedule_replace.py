@@ -2,12 +2,11 @@
 that run to stop, and the new run starts only once the old one has ended (its ``after:
 <previous>:ENDED`` is the leader's dependency gate): never two runs of the schedule at once.
 
-The run asked to stop never looks at its context, so its driver lives until the cancel grace
-(30 s) has passed, over several windows (every 4 s): the run of the next window waits, the
-window after replaces that one (cancelled before it started), and the newest run must still
-wait for the first one's driver, not only for the run it replaced. Before the fix it started
-beside that driver. It takes about 50 s: the
-grace is 30 s and not a daemon option."""
+The run asked to stop never looks at its context, so its driver lives until the daemon's
+``--cancel-grace`` (12 s here) has passed, over several windows (every 4 s): the run of the next
+window waits, the window after replaces that one (cancelled before it started), and the newest
+run must still wait for the first one's driver, not only for the run it replaced. Before the
+fix it started beside that driver."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import json
 from pathlib import Path
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script, show, zkstore
+from tests.cli import local_log, script, show, zkstore
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
 from zkstore.strict import parse_time
@@ -38,6 +37,7 @@ def test_replace_cancels_the_live_run_and_starts_the_next_once_it_ended(
 ) -> None:
     config, out = runtime_config, laptop / "out"
     (laptop / "long.py").write_text(LONG)
+    local.extra_args = ("--cancel-grace", "12s")
     local.start_daemon("d1")
     local.wait_for_leader()
     created = script(
@@ -62,6 +62,8 @@ def test_replace_cancels_the_live_run_and_starts_the_next_once_it_ended(
     ended = show(config, first.name)["result"]
     assert ended is not None, "the first run ended before the second started"
     assert ended["outcome"] == "CANCELLED"
+    log = local_log(show(config, first.name)["log"])
+    assert f"job {first.name} ignored the cancel for 12 s: stopping it" in log, log[-2000:]
     assert float(second.read_text()) >= parse_time(ended["finished"]).timestamp()
     history = json.loads(script(config, "schedules show", "swap", "--format", "json").stdout)
     fired = [h["job"] for h in reversed(history["history"])]
