@@ -35,7 +35,10 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+# lint, the type checker and the suite at once (the suite waits more than it computes); each
+# line of output is printed whole as it comes, and any failure fails the test.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
 
 # The package graph (the module cycles, none, and each package's imports): docs/design.md's layers.
 import-graph: $(STAMP)
