@@ -17,6 +17,7 @@ The tests live in three folders, and each test is marked after its folder:
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,12 @@ from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
+
+# A suite started in the background of a shell (``nohup make test &``, .ci/soak) has SIGINT
+# ignored, and an ignored disposition is inherited across exec: every command a test starts
+# would ignore the test's Ctrl-C (SIGINT) too. The tests send it as a terminal does.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The suite's Spark JVMs (drivers of this process and of every daemon started from it, their
 # executors) read tests/spark-conf/spark-defaults.conf: short-JVM settings, far less CPU.
