@@ -16,6 +16,7 @@ import pytest
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
+from recovery.observe.page import FINISHED_HEADERS, JOB_HEADERS
 from tests import jobs
 from tests.helpers import step_runs, wait_for
 from zkstore.cluster import Cluster
@@ -116,16 +117,24 @@ def test_status_page_in_a_real_browser(runtime_config: StoreConfig, tmp_path: Pa
         dom = chromium(tmp_path, "--dump-dom", url + "/").stdout
         page = Rows()
         page.feed(dom)
-        by_job = {**page.table("Jobs"), **page.table("Finished")}
-        assert by_job["sales-rollup"][2] == RUNNING
-        assert by_job["sales-rollup"][4].startswith(os.uname().nodename)
-        assert by_job["sales-rollup"][5] not in ("", "-"), "the age of its last checkpoint"
-        assert by_job["nightly-etl"][2] == SUCCEEDED
-        assert by_job["nightly-etl"][6].startswith("SUCCEEDED after 1")
-        assert by_job["flaky-report"][2] == FAILED
-        assert "attempt 2 fails on purpose" in by_job["flaky-report"][7]
-        assert "latest #1 #2" in by_job["flaky-report"][8]
-        assert by_job["odd-one"][2] == QUARANTINED
+        live = {
+            job: dict(zip(JOB_HEADERS, row, strict=True)) for job, row in page.table("Jobs").items()
+        }
+        done = {
+            job: dict(zip(FINISHED_HEADERS, row, strict=True))
+            for job, row in page.table("Finished").items()
+        }
+        assert live["sales-rollup"]["state"] == RUNNING
+        assert live["sales-rollup"]["daemon"] in ("daemon-a", "daemon-b")
+        assert live["sales-rollup"]["driver"].startswith(os.uname().nodename)
+        assert live["sales-rollup"]["checkpoint"] not in ("", "-"), "its last checkpoint's age"
+        assert done["nightly-etl"]["outcome"] == SUCCEEDED
+        assert done["nightly-etl"]["attempts"].startswith("1")
+        assert done["nightly-etl"]["daemon"] in ("daemon-a", "daemon-b")
+        assert done["flaky-report"]["outcome"] == FAILED
+        assert "attempt 2 fails on purpose" in done["flaky-report"]["error or reason"]
+        assert "latest #1 #2" in done["flaky-report"]["logs"]
+        assert live["odd-one"]["state"] == QUARANTINED
         assert "definition" in page.table("Quarantine")["odd-one"][1]
         daemons = {job: row[3] for job, row in page.table("Leader").items()}
         assert daemons == {"daemon-a": "leader", "daemon-b": "member"}
