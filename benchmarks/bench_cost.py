@@ -290,7 +290,10 @@ def one_daemon(
             # A first job starts the fork server, and leaves nothing to warm up in the batches.
             client.submit_function(noop, job_id="warm-up")
             wait_all_exist(client.cluster.zk, [client.cluster.layout.result("warm-up")], 120)
-            fork_server = child_with(daemon.pid, "recovery.member.forkserver")
+            # Its process title (recovery/proctitle.py), or its command line without one.
+            fork_server = child_with(daemon.pid, "zkstore fork-server") or child_with(
+                daemon.pid, "recovery.member.forkserver"
+            )
             if fork_server is None:
                 raise RuntimeError("the daemon has no fork server: nothing to measure")
             cost.fork_server = fork_server
