@@ -24,8 +24,6 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
 
-pytestmark = pytest.mark.slow
-
 JOBS = Path(artifact_jobs.__file__)
 
 

@@ -11,8 +11,6 @@ import json
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs, secret_jobs
@@ -23,8 +21,6 @@ from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import QUARANTINED, SUCCEEDED
 from zkstore.signing import derive_job_key
-
-pytestmark = pytest.mark.slow
 
 CLUSTER_KEY = b"the-cluster-signing-key-" + b"k" * 16
 TOKEN = "change-t0ken-" + "c" * 20

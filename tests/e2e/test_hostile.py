@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
@@ -311,7 +309,6 @@ def garbage() -> Any:
     )
 
 
-@pytest.mark.slow
 def test_any_garbage_in_any_record_never_crashes_stalls_or_misleads(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

@@ -24,8 +24,6 @@ from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, RUNNING, SUCCEEDED
 
-pytestmark = pytest.mark.slow
-
 BIN = Path(sys.executable).parent
 TOKEN = "t0ken-for-the-tests-" + "x" * 12
 

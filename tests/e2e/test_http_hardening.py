@@ -23,8 +23,6 @@ from zkstore.config import SECRET_ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.states import RUNNING
 
-pytestmark = pytest.mark.slow
-
 TOKEN = "change-t0ken-" + "c" * 20
 READ_TOKEN = "read-t0ken-" + "r" * 20
 ALL_SECRETS = (TOKEN, READ_TOKEN)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
@@ -15,7 +13,6 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
 
-@pytest.mark.slow
 def test_a_job_submitted_before_job_keys_runs_on_from_its_checkpoint(
     runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
