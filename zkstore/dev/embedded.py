@@ -32,6 +32,7 @@ from zkstore.errors import ConfigError, StoreUnavailable
 logger = logging.getLogger(__name__)
 
 STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+PORT_TRIES = 5  # a chosen port taken by another process before the JVM binds it: choose again
 
 _LOG4J = """\
 status = error
@@ -81,6 +82,39 @@ def free_port() -> int:
         return port
 
 
+def _answers(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+    except OSError:
+        return False
+    return True
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (from ``/proc``)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return not os.path.isdir("/proc/self/fd")  # no /proc here: cannot tell
+    except OSError:
+        return False
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            next(lines, None)
+            for line in lines:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{inode}]")
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+    return False
+
+
 def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
     """Send a ZooKeeper four-letter command (``ruok``, ``srvr``...) and return the answer."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
@@ -111,6 +145,7 @@ class EmbeddedZooKeeper(Closeable):
         main_class: str = STANDALONE_MAIN,
     ) -> None:
         self.port = port or free_port()
+        self._port_chosen = not port  # ours to replace if another server takes it first
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="zkstore-zookeeper-"))
         self.tick_time_ms = tick_time_ms
@@ -146,7 +181,7 @@ class EmbeddedZooKeeper(Closeable):
                     f"minSessionTimeout={2 * self.tick_time_ms}",
                     f"maxSessionTimeout={self.max_session_timeout_ms}",
                     "admin.enableServer=false",
-                    "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi,cons",
+                    "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi,cons,conf",
                     *self.extra_config,
                     "",
                 ]
@@ -156,9 +191,33 @@ class EmbeddedZooKeeper(Closeable):
         return config
 
     def start(self, timeout: float = 30.0) -> EmbeddedZooKeeper:
-        """Start the server and wait until it answers ``imok``; raise with its log if it cannot."""
+        """Start the server and wait until it answers ``imok``; raise with its log if it cannot.
+
+        The answer must come from this server (its ``conf`` names this data directory): a port
+        chosen free can be taken by another process before the JVM binds it, and then another
+        server answers on it while this one exits. A port this object chose is then replaced by
+        a new one (up to :data:`PORT_TRIES` times); a port it was given raises.
+        """
         if self._process is not None and self._process.poll() is None:
             return self
+        end = time.monotonic() + timeout
+        for _ in range(PORT_TRIES):
+            if self._port_chosen and _answers(self.port):
+                self.port = free_port()
+                continue
+            self._launch()
+            if self._wait_ready(end):
+                return self
+            if not self._port_chosen:
+                break
+            logger.info("port %d was taken by another server; trying another", self.port)
+            self.port = free_port()
+        raise StoreUnavailable(
+            f"embedded ZooKeeper could not listen on 127.0.0.1:{self.port}: another server "
+            "holds the port\n" + self.log_tail()
+        )
+
+    def _launch(self) -> None:
         java, jars = find_java(), find_zookeeper_jars()
         config = self._write_config()
         command = [
@@ -182,26 +241,34 @@ class EmbeddedZooKeeper(Closeable):
                 start_new_session=True,
             )
         logger.debug("started ZooKeeper pid %s on %s", self._process.pid, self.connect_string)
-        self._wait_ready(timeout)
-        return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, end: float) -> bool:
+        """True once this server answers ``imok``; False if it exited while another server holds
+        its port; raises if it exited otherwise or did not answer by ``end``."""
         assert self._process is not None
-        end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self._process.poll() is not None:
+                if _answers(self.port):
+                    self._process = None
+                    return False
                 raise StoreUnavailable(
                     f"embedded ZooKeeper exited with code {self._process.returncode}:\n"
                     + self.log_tail()
                 )
             with contextlib.suppress(OSError):
-                if four_letter_word("127.0.0.1", self.port, "ruok") == "imok":
-                    return
+                if four_letter_word("127.0.0.1", self.port, "ruok") == "imok" and self._is_mine():
+                    return True
             time.sleep(0.05)
         self.stop()
         raise StoreUnavailable(
-            f"embedded ZooKeeper did not answer within {timeout:g} s:\n" + self.log_tail()
+            "embedded ZooKeeper did not answer within the start timeout:\n" + self.log_tail()
         )
+
+    def _is_mine(self) -> bool:
+        """Whether this object's JVM holds the socket listening on the port (Linux ``/proc``;
+        elsewhere taken as true: the answer is then trusted as before)."""
+        assert self._process is not None
+        return _listens(self._process.pid, self.port)
 
     @property
     def running(self) -> bool:
