@@ -28,11 +28,11 @@ from typing import Self
 from zkstore.closing import Closeable
 from zkstore.dev import lifeline
 from zkstore.errors import ConfigError, StoreUnavailable
+from zkstore.retry import RACES, TryAgain
 
 logger = logging.getLogger(__name__)
 
 STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
-PORT_TRIES = 5  # a chosen port taken by another process before the JVM binds it: choose again
 
 _LOG4J = """\
 status = error
@@ -193,29 +193,36 @@ class EmbeddedZooKeeper(Closeable):
     def start(self, timeout: float = 30.0) -> EmbeddedZooKeeper:
         """Start the server and wait until it answers ``imok``; raise with its log if it cannot.
 
-        The answer must come from this server (its ``conf`` names this data directory): a port
+        The answer must come from this server (its JVM holds the listening socket): a port
         chosen free can be taken by another process before the JVM binds it, and then another
         server answers on it while this one exits. A port this object chose is then replaced by
-        a new one (up to :data:`PORT_TRIES` times); a port it was given raises.
+        a new one (the race policy :data:`zkstore.retry.RACES`); a port it was given raises.
         """
         if self._process is not None and self._process.poll() is None:
             return self
         end = time.monotonic() + timeout
-        for _ in range(PORT_TRIES):
-            if self._port_chosen and _answers(self.port):
-                self.port = free_port()
-                continue
+        RACES.call(
+            lambda: self._start_once(end),
+            what=f"embedded ZooKeeper in {self.data_dir}",
+            error=StoreUnavailable,
+        )
+        return self
+
+    def _start_once(self, end: float) -> None:
+        """Launch on the current port and wait until ready; :class:`TryAgain` with a new port
+        if another server holds a port this object chose (it must not be taken for this one)."""
+        if not (self._port_chosen and _answers(self.port)):
             self._launch()
             if self._wait_ready(end):
-                return self
-            if not self._port_chosen:
-                break
-            logger.info("port %d was taken by another server; trying another", self.port)
-            self.port = free_port()
-        raise StoreUnavailable(
-            f"embedded ZooKeeper could not listen on 127.0.0.1:{self.port}: another server "
-            "holds the port\n" + self.log_tail()
-        )
+                return
+        taken = self.port
+        if not self._port_chosen:
+            raise StoreUnavailable(
+                f"embedded ZooKeeper could not listen on 127.0.0.1:{taken}: another server "
+                "holds the port\n" + self.log_tail()
+            )
+        self.port = free_port()
+        raise TryAgain(f"port {taken} was taken by another server")
 
     def _launch(self) -> None:
         java, jars = find_java(), find_zookeeper_jars()
