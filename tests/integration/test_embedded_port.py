@@ -27,31 +27,28 @@ def _data_dir(server: EmbeddedZooKeeper) -> str:
     return wait_for(data_dir, 20, what="the server serving")
 
 
-def test_a_chosen_port_taken_by_another_server_is_replaced() -> None:
-    with EmbeddedZooKeeper() as other:
-        server = EmbeddedZooKeeper()
-        server.port = other.port  # as if another worker's server had bound it first
-        try:
-            server.start()
-            assert server.port != other.port
-            assert server.running
-            assert _data_dir(server).startswith(str(server.data_dir))
-            client = KazooClient(server.connect_string)
-            client.start(timeout=10)
-            client.create("/mine", b"1")
-            client.stop()
-            assert server.pid is not None
-            assert _data_dir(other).startswith(str(other.data_dir))
-        finally:
-            server.close()
+def test_a_chosen_port_taken_by_another_server_is_replaced(zk_server: EmbeddedZooKeeper) -> None:
+    server = EmbeddedZooKeeper()
+    server.port = zk_server.port  # as if another worker's server had bound it first
+    try:
+        server.start()
+        assert server.port != zk_server.port
+        assert server.running
+        assert _data_dir(server).startswith(str(server.data_dir))
+        client = KazooClient(server.connect_string)
+        client.start(timeout=10)
+        client.create("/mine", b"1")
+        client.stop()
+        assert _data_dir(zk_server).startswith(str(zk_server.data_dir))
+    finally:
+        server.close()
 
 
-def test_a_given_port_held_by_another_server_raises() -> None:
-    with EmbeddedZooKeeper() as other:
-        server = EmbeddedZooKeeper(port=other.port)
-        try:
-            with pytest.raises(StoreUnavailable, match="another server holds the port"):
-                server.start(timeout=20)
-            assert not server.running
-        finally:
-            server.close()
+def test_a_given_port_held_by_another_server_raises(zk_server: EmbeddedZooKeeper) -> None:
+    server = EmbeddedZooKeeper(port=zk_server.port)
+    try:
+        with pytest.raises(StoreUnavailable, match="another server holds the port"):
+            server.start(timeout=20)
+        assert not server.running
+    finally:
+        server.close()

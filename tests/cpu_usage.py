@@ -1,0 +1,56 @@
+"""Where the suite's CPU goes: per test, the CPU seconds of the test process and of the children
+it reaped (daemons, drivers, the script, JVMs), beside the wall time.
+
+    .venv/bin/python -m pytest -p tests.cpu_usage -n 4 --dist loadfile
+    python -m tests.cpu_usage          # the files that cost most, from .cpu-usage/*.tsv
+
+A child still running at a test's end (a session's ZooKeeper) is counted when it is reaped.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+OUT = Path(".cpu-usage")
+
+
+def _cpu() -> float:
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    cpu, wall = _cpu(), time.monotonic()
+    yield
+    OUT.mkdir(exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(OUT / f"{worker}.tsv", "a") as out:
+        out.write(f"{item.nodeid}\t{_cpu() - cpu:.2f}\t{time.monotonic() - wall:.2f}\n")
+
+
+def main() -> None:
+    cpu: collections.Counter[str] = collections.Counter()
+    wall: collections.Counter[str] = collections.Counter()
+    for table in OUT.glob("*.tsv"):
+        for line in table.read_text().splitlines():
+            nodeid, spent, took = line.split("\t")
+            cpu[nodeid.split("::")[0]] += float(spent)
+            wall[nodeid.split("::")[0]] += float(took)
+    print(f"CPU {sum(cpu.values()):.0f} s, wall {sum(wall.values()):.0f} s over {len(cpu)} files")
+    for name, spent in cpu.most_common(int(sys.argv[1]) if len(sys.argv) > 1 else 40):
+        print(f"{spent:7.1f} s CPU {wall[name]:7.1f} s wall  {name}")
+
+
+if __name__ == "__main__":
+    main()
