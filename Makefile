@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 4
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
-.PHONY: test test-fast test-soak demo lint typecheck pytest bench bench-smoke chaos venv clean \
+.PHONY: test test-deep test-fast test-soak demo lint typecheck pytest bench bench-smoke chaos venv clean \
 	browser-test import-graph
 
 venv: $(STAMP)
@@ -33,12 +33,17 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
+
+# The property tests at their full number of examples (make test runs a quarter of them);
+# .ci/run runs this after make test.
+test-deep: $(STAMP)
+	ZKSTORE_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m property $(PYTEST_ARGS)
 
 # The package graph (the module cycles, none, and each package's imports): docs/design.md's layers.
 import-graph: $(STAMP)

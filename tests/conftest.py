@@ -16,6 +16,7 @@ The tests live in three folders, and each test is marked after its folder:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
@@ -218,8 +219,32 @@ SERVER_FIXTURES = frozenset(
 )
 
 
+#: Seconds each test file took in a measured run (``python -m tests.cpu_usage --save``); a file
+#: not listed is taken to cost what a file of its kind usually does.
+DURATIONS = json.loads((Path(__file__).parent / "durations.json").read_text())
+USUAL_COST = {"e2e": 10.0, "integration": 2.0, "unit": 0.5}
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """Order the files longest first (collection order within a file and between equals).
+
+    pytest-xdist hands each worker a whole file at a time in this order (``--dist loadfile
+    --no-loadscope-reorder``): the long files start at once and the short ones fill the gaps,
+    instead of a long file starting last and running alone at the end.
+    """
+    root = Path(__file__).parent.parent
+
+    def cost(item: pytest.Item) -> float:
+        name = item.path.relative_to(root).as_posix()
+        return float(DURATIONS.get(name, USUAL_COST.get(item.path.parent.name, 1.0)))
+
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda item: (-cost(item), str(item.path), order[id(item)]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its kind, and refuse a unit test that needs a server."""
+    """Mark each test with its kind, refuse a unit test that needs a server, and order the
+    files longest first."""
     misplaced, unsorted = [], set()
     for item in items:
         kind = item.path.parent.name
@@ -239,6 +264,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "unit tests must not use servers (move them to integration/ or e2e/): "
             + ", ".join(misplaced)
         )
+    _longest_files_first(items)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -3,6 +3,8 @@ it reaped (daemons, drivers, the script, JVMs), beside the wall time.
 
     .venv/bin/python -m pytest -p tests.cpu_usage -n 4 --dist loadfile
     python -m tests.cpu_usage          # the files that cost most, from .cpu-usage/*.tsv
+    python -m tests.cpu_usage --save   # their wall times into tests/durations.json, which
+                                       # orders the files longest first (tests/conftest.py)
 
 A child still running at a test's end (a session's ZooKeeper) is counted when it is reaped.
 """
@@ -10,6 +12,7 @@ A child still running at a test's end (a session's ZooKeeper) is counted when it
 from __future__ import annotations
 
 import collections
+import json
 import os
 import resource
 import sys
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 
 OUT = Path(".cpu-usage")
+DURATIONS = Path(__file__).parent / "durations.json"
 
 
 def _cpu() -> float:
@@ -40,6 +44,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def main() -> None:
+    save = "--save" in sys.argv
+    args = [arg for arg in sys.argv[1:] if arg != "--save"]
     cpu: collections.Counter[str] = collections.Counter()
     wall: collections.Counter[str] = collections.Counter()
     for table in OUT.glob("*.tsv"):
@@ -47,8 +53,12 @@ def main() -> None:
             nodeid, spent, took = line.split("\t")
             cpu[nodeid.split("::")[0]] += float(spent)
             wall[nodeid.split("::")[0]] += float(took)
+    if save:
+        durations = {name: round(took, 1) for name, took in wall.most_common() if took >= 1.0}
+        DURATIONS.write_text(json.dumps(durations, indent=0) + "\n")
+        print(f"{DURATIONS}: {len(durations)} files")
     print(f"CPU {sum(cpu.values()):.0f} s, wall {sum(wall.values()):.0f} s over {len(cpu)} files")
-    for name, spent in cpu.most_common(int(sys.argv[1]) if len(sys.argv) > 1 else 40):
+    for name, spent in cpu.most_common(int(args[0]) if args else 40):
         print(f"{spent:7.1f} s CPU {wall[name]:7.1f} s wall  {name}")
 
 

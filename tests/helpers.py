@@ -8,6 +8,7 @@ import hmac
 import importlib
 import multiprocessing
 import multiprocessing.context
+import os
 import sys
 import time
 import uuid
@@ -38,6 +39,17 @@ if TYPE_CHECKING:
 
 #: The session timeout of the end-to-end tests' daemons and drivers.
 SESSION_TIMEOUT = 3.0
+
+
+def examples(full: int) -> int:
+    """How many examples a property test runs: a quarter of ``full`` (at least 10) in
+    ``make test``, all of them under ``make test-deep`` (``ZKSTORE_DEEP=1``), which ``.ci/run``
+    runs after ``make test``: every property is checked at full size on every submission."""
+    if os.environ.get("ZKSTORE_DEEP") == "1":
+        return full
+    return max(10, full // 4)
+
+
 REPO = Path(__file__).resolve().parent.parent
 #: where the installed ``zkstore`` script of this environment is
 BIN = Path(sys.executable).parent

@@ -50,6 +50,7 @@ from hypothesis.control import currently_in_test_context, event
 
 from recovery.driver.artifacts import JobArtifacts
 from recovery.driver.signals import AttemptSuperseded
+from tests.helpers import examples as scaled
 from tests.servers import S3Server
 from zkstore.artifacts import ArtifactRootRefused, check_roots
 from zkstore.cluster import Cluster
@@ -81,8 +82,10 @@ def note(what: str) -> None:
         event(what)
 
 
-def examples(default: int) -> int:
-    return int(os.environ.get("ZKSTORE_OWNERSHIP_EXAMPLES", default))
+def examples(full: int) -> int:
+    """``ZKSTORE_OWNERSHIP_EXAMPLES`` if set (to hunt with many), else the suite's share of
+    ``full`` (:func:`tests.helpers.examples`)."""
+    return int(os.environ.get("ZKSTORE_OWNERSHIP_EXAMPLES", scaled(full)))
 
 
 # -- the worlds: a tree of files, links and roots ---------------------------------------------
@@ -866,6 +869,7 @@ def root_picks(world: type[World]) -> st.SearchStrategy[list[str]]:
     )
 
 
+@pytest.mark.property
 @settings(
     max_examples=examples(100),
     deadline=None,
@@ -891,6 +895,7 @@ def test_nothing_zkstore_did_not_create_is_deleted_on_local_disk(
     run_example(world, config, zk, urls, scenario)
 
 
+@pytest.mark.property
 @settings(
     max_examples=examples(30),
     deadline=None,

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import examples
 from tests.node_kinds import NOW, PARENTS, PARSED, PRESENCE_ONLY
 from zkstore.errors import CorruptRecord
 from zkstore.handle import Handle
@@ -28,7 +29,7 @@ from zkstore.jobs.records import MemberInfo, Record, RunningInfo
 from zkstore.layout import Layout
 from zkstore.strict import parse_time
 
-EXAMPLES = 1000
+EXAMPLES = examples(1000)
 
 PATH = "/zkstore/default/planted"
 
@@ -242,6 +243,7 @@ def usable(record: object, parse: Callable[[bytes, str], object]) -> None:
         assert math.isfinite(moment.timestamp())
 
 
+@pytest.mark.property
 @pytest.mark.parametrize("kind", sorted(PARSED))
 def test_any_bytes_give_a_record_or_corrupt_record(kind: str) -> None:
     _, parse, valid = PARSED[kind]

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import examples
 from zkstore.errors import ConfigError
 from zkstore.schedules.runs import run_id, window_of
 from zkstore.schedules.timing import (
@@ -183,7 +184,8 @@ def test_bad_cron_expressions_are_usage_errors(bad: str) -> None:
         parse_cron(bad)
 
 
-@settings(max_examples=500, deadline=None, derandomize=True)
+@pytest.mark.property
+@settings(max_examples=examples(500), deadline=None, derandomize=True)
 @given(
     st.lists(
         st.text(alphabet="0123456789*/,-LW#?ABCDEFJMNOPRSTUVYHZ@ ", max_size=8),
