@@ -11,7 +11,7 @@ import pytest
 
 from recovery.leader.retention import expire
 from tests import jobs
-from tests.helpers import crash
+from tests.helpers import crash, wait_for
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, Cleaner, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
@@ -147,10 +147,11 @@ def test_lingering_reports_logs_only_once_no_job_keeps_them(cluster: Cluster) ->
     assert clean_up(cluster, "expired", keep_logs=0)
     stray = JobLogs(cluster.storage, cluster.storage_layout, "never-existed")
     stray.write_chunk(1, 0, b"no job ever had this id\n")
-    time.sleep(0.01)
-    found = orphans(cluster)
     expired = cluster.results.get("expired")
     assert expired is not None and expired.logs_until is not None
+    until = parse_time(expired.logs_until).timestamp()
+    wait_for(lambda: time.time() > until, timeout=1.0, what="the logs' retention (0 s) to pass")
+    found = orphans(cluster)
     assert sorted(set(found)) == [
         ("expired", f"driver log past its retention (kept until {expired.logs_until})"),
         ("never-existed", "driver log of no job"),
