@@ -25,15 +25,15 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check zkstore recovery tests benchmarks examples
-	$(BIN)/ruff format --check zkstore recovery tests benchmarks examples
-	$(BIN)/lint-imports --no-cache
+	.ci/timed ruff $(BIN)/ruff check zkstore recovery tests benchmarks examples
+	.ci/timed ruff-format $(BIN)/ruff format --check zkstore recovery tests benchmarks examples
+	.ci/timed import-contracts $(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	.ci/timed mypy $(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	.ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.
