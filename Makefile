@@ -59,7 +59,8 @@ test-soak: $(STAMP)
 	.ci/soak $(SOAK_RUNS)
 
 # The status page in a real browser (Debian's chromium, installed here if missing; needs root or
-# an existing chromium). Not part of `make test`. SCREENSHOT=docs/status-page.png keeps the shot.
+# an existing chromium). Not part of `make test`. SCREENSHOT=docs/status-page.png keeps the shots
+# (the job page's beside it: docs/job-page.png).
 browser-test: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 	ZKSTORE_SCREENSHOT=$(SCREENSHOT) $(BIN)/python -m pytest -q -p no:xdist -m browser \

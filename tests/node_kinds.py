@@ -14,6 +14,7 @@ from zkstore.jobs.artifacts import Artifact
 from zkstore.jobs.claims import Claim
 from zkstore.jobs.control.records import ControlAck, ControlKeys, KeyDecision
 from zkstore.jobs.control.values import DeclaredKey
+from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
 from zkstore.jobs.records import (
     Assignment,
     CancelRequest,
@@ -74,6 +75,15 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             recovered=NOW,
         ).to_bytes(),
     ),
+    "leader/history": (
+        "leader_history",
+        lambda data, path: LeaderHistory.from_znode(data, None, path),
+        _record(
+            LeaderHistory,
+            terms={"d1-" + "0" * 32 + "-n_0000000001": {"leader": "d1", "since": NOW}},
+            departed={"d2": NOW},
+        ).to_bytes(),
+    ),
     "members": (
         "member",
         lambda data, path: MemberInfo.from_znode(data, None, path),
@@ -112,6 +122,14 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             last_error="Traceback:\n  boom",
             daemon_id="d1",
         ).to_bytes(),
+    ),
+    "history": (
+        "history",
+        lambda data, path: JobHistory.from_znode(data, None, path),
+        _record(JobHistory)
+        .with_entry(AttemptEntry(1, "d1", NOW, "LOST", NOW, "killed by signal 9"))  # type: ignore[attr-defined]
+        .with_entry(AttemptEntry(2, "d2", NOW))
+        .to_bytes(),
     ),
     "running": (
         "running",

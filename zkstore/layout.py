@@ -4,6 +4,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
 
     R/leader/election/<contender>         EPHEMERAL_SEQUENTIAL, one per daemon
     R/leader/info                         EPHEMERAL JSON of the current leader
+    R/leader/history                      JSON the last leaders, the daemons seen leaving
     R/currentJobs/<job>                   JSON handle of the job definition
     R/currentJobs/<job>/locks/<owner>     EPHEMERAL lock of a store instance using it
     R/jobs/<job>/status                   JSON status, written by the leader
@@ -11,6 +12,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/jobs/<job>/spark                    EPHEMERAL JSON, the live driver's Spark application
     R/jobs/<job>/outcome                  JSON outcome of the last attempt, written by its driver
     R/jobs/<job>/cancel                   JSON cancel request
+    R/jobs/<job>/history                  JSON each attempt: where, when, how it ended
     R/jobs/<job>/checkpoints/<%019d>      JSON handle of one checkpoint's metadata
     R/jobs/<job>/control                  JSON dynamic configuration of the job (desired)
     R/jobs/<job>/control-ack              JSON what the live attempt applied, written by its driver
@@ -115,6 +117,11 @@ class Layout:
     def leader_info(self) -> str:
         return f"{self.base}/leader/info"
 
+    @property
+    def leader_history(self) -> str:
+        """The last leaders and the daemons seen leaving (:mod:`zkstore.jobs.history`)."""
+        return f"{self.base}/leader/history"
+
     def job_handle(self, job_id: str) -> str:
         return f"{self.current_jobs}/{validate_job_id(job_id)}"
 
@@ -135,6 +142,10 @@ class Layout:
 
     def cancel(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/cancel"
+
+    def history(self, job_id: str) -> str:
+        """Each attempt of the job, for people (:mod:`zkstore.jobs.history`)."""
+        return f"{self.job_dir(job_id)}/history"
 
     def control(self, job_id: str) -> str:
         return f"{self.job_dir(job_id)}/control"

@@ -38,7 +38,9 @@ from recovery.leader.decide import (
 from recovery.leader.role import LeaderRole
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, NotLeader
+from zkstore.jobs import history
 from zkstore.jobs.artifacts import release_dead_attempts
+from zkstore.jobs.history import AttemptEntry
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
@@ -173,6 +175,9 @@ class JobActions:
             self.leader.fleet.assigned(action.daemon_id, job.job_id)
             path = layout.assignment(action.daemon_id, job.job_id)
             self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
+            if action.ended is not None and job.status is not None:
+                self._remember_end(job, _ending(job, action.ended), action.ended.error)
+            self._remember(job.job_id, AttemptEntry(action.attempt, action.daemon_id, utc_now()))
             logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
@@ -256,6 +261,7 @@ class JobActions:
         ]
         self.cluster.zk.commit(ops + self._unassign_ops(job), fence=self.fence)
         self._unassigned(job)
+        self._remember_end(job, _ending(job, action), action.error or action.reason)
         logger.warning("job %s: %s (%s)", job.job_id, action.reason, _last_line(action.error))
         try:  # at once, not only before the next start: the backoff may be long
             release_dead_attempts(self.cluster.artifacts(job.job_id), fence=self.fence)
@@ -293,6 +299,7 @@ class JobActions:
             f" (last on {job.outcome.host})" if job.outcome and job.outcome.host else "",
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
+        self._remember_end(job, action.outcome, action.error)
         self._clean(job)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
@@ -361,9 +368,26 @@ class JobActions:
         events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
         self.cluster.zk.commit(ops + self._unassign_ops(job) + events, fence=self.fence)
         self._unassigned(job)
+        self._remember_end(job, history.STOPPED, action.error or action.reason)
         logger.warning(
             "job %s: STOPPED at attempt %d (%s)", job.job_id, job.status.attempt, action.reason
         )
+
+    # -- the job's history, for people (never blocks what it tells of) ---------------------------
+
+    def _remember(self, job_id: str, entry: AttemptEntry) -> None:
+        path = self.cluster.layout.history(job_id)
+        history.note_attempt(self.cluster.zk, path, entry, fence=self.fence, job_id=job_id)
+
+    def _remember_end(self, job: JobSnapshot, outcome: str, note: str | None) -> None:
+        """The end of the job's current attempt (none if it never had one)."""
+        status = job.status
+        if status is None or status.attempt < 1:
+            return
+        daemon = status.daemon_id or "?"
+        outcome = outcome if outcome in history.ENDINGS else history.FAILED
+        entry = AttemptEntry(status.attempt, daemon, status.updated, outcome, utc_now(), note)
+        self._remember(job.job_id, entry)
 
     # -- notifications ---------------------------------------------------------------------------
 
@@ -444,6 +468,14 @@ class JobActions:
             if isinstance(errors[0], NotLeader):
                 raise errors[0]
         self._unassigned(job)
+
+
+def _ending(job: JobSnapshot, ended: Restart) -> str:
+    """How the attempt that ``ended`` describes ended, in the history's words."""
+    status = job.status
+    if status is not None and ended.lost > status.lost:
+        return history.LOST
+    return history.FAILED
 
 
 def _last_line(error: str | None) -> str:

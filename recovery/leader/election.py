@@ -32,6 +32,8 @@ from zkstore.errors import (
     OutcomeUnknown,
     VersionConflict,
 )
+from zkstore.jobs import history
+from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import LeaderInfo
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence
@@ -195,6 +197,20 @@ class LeaderElection:
             raise
         except ConflictError as exc:  # spent, or refused (a node planted with children)
             logger.error("leading without a leader record (who leads is not shown): %s", exc)
+        if recovered is None:  # taking office (not the later note that it recovered every job)
+            self._remember_term(since or utc_now())
+
+    def _remember_term(self, since: str) -> None:
+        """This term in ``R/leader/history`` (for people: never blocks the leadership)."""
+        contender = (self._node or "").rsplit("/", 1)[-1] or self.daemon_id
+        history.remember(
+            self.zk,
+            self.layout.leader_history,
+            LeaderHistory,
+            lambda known: known.with_term(contender, self.daemon_id, since),
+            fence=self.fence(),
+            what="the leader history",
+        )
 
     def resign(self) -> None:
         """Give up the candidacy (and leadership) by deleting our contender node."""

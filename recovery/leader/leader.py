@@ -56,7 +56,9 @@ from zkstore.errors import (
     NotLeader,
     StoreUnavailable,
 )
+from zkstore.jobs import history
 from zkstore.jobs.graph import JobGraphWatch
+from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
@@ -166,10 +168,15 @@ class LeaderProcess:
         that left and the jobs waiting for a place are looked at again."""
         before = self.fleet
         self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
-        for daemon_id in set(before.members) - set(self.fleet.members):
+        left = set(before.members) - set(self.fleet.members)
+        joined = set(self.fleet.members) - set(before.members)
+        for daemon_id in left:
             logger.warning("daemon %s left the fleet", daemon_id)
             for job_id in self.fleet.assignments.get(daemon_id, ()):
                 self.post(job_id)
+        departed = {d: utc_now() for d in left if self.fleet.assignments.get(d)}
+        if departed or joined:
+            self._remember_fleet(departed, joined)
         for daemon_id in set(self.fleet.members) - set(before.members):
             member = self.fleet.members[daemon_id]
             logger.info(
@@ -180,6 +187,18 @@ class LeaderProcess:
             )
         for job_id in self._waiting:
             self.post(job_id)
+
+    def _remember_fleet(self, departed: dict[str, str], joined: set[str]) -> None:
+        """Since when a daemon that left with attempts placed on it is gone (the page shows it
+        as lost until they are re-placed); one that joined again is not gone any more."""
+        history.remember(
+            self.cluster.zk,
+            self.cluster.layout.leader_history,
+            LeaderHistory,
+            lambda record: record.with_departed(departed, joined),
+            fence=self.fence,
+            what="the daemons seen leaving",
+        )
 
     def slot_freed(self) -> None:
         """Offer free driver slots to the jobs waiting longest for one (first come, first

@@ -6,6 +6,7 @@
     GET  /leader                   200 on the leader, 503 elsewhere (for load balancers)
     GET  /metrics                  Prometheus text format
     GET  /                         the status page
+    GET  /jobs/<id>                a job's page: its definition, state, timeline, latest log
     GET  /api/v1/cluster           leader, daemons, jobs by state, this daemon
     GET  /api/v1/jobs[?all=true]   like ``zkstore jobs list [--all] --format json``
     GET  /api/v1/jobs/<id>         like ``zkstore jobs show <id> --format json``
@@ -15,9 +16,9 @@
     GET  /api/v1/schedules[/<name>] like ``zkstore schedules list|show`` (:mod:`.schedules`,
                                    with its token-guarded pause, resume and delete)
 
-With ``ZKSTORE_API_READ_TOKEN`` set, the job list and details, logs and control GETs need
-``Authorization: Bearer`` with it (or the change token). Every route answers only requests whose
-``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
+With ``ZKSTORE_API_READ_TOKEN`` set, the job list and details, a job's page, logs and control
+GETs need ``Authorization: Bearer`` with it (or the change token). Every route answers only
+requests whose ``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
 :mod:`recovery.observe.access`).
 
 With ``Authorization: Bearer <ZKSTORE_API_TOKEN>`` (changes; each answers what it stored):
@@ -61,12 +62,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from recovery.observe.access import AllowedHosts, ApiError, Tokens
+from recovery.observe.jobpage import read_job_page, render_job_page, render_missing
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
 from recovery.observe.schedules import ScheduleRoutes
 from recovery.observe.view import Observed, finished, read_jobs, read_view
 from zkstore.cluster import Cluster, triage
 from zkstore.errors import (
+    JobNotFound,
     StoreUnavailable,
     ZkStoreError,
 )
@@ -130,6 +133,7 @@ class Api:
         app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
         get = app.router.add_get
         get("/", self.page)
+        get("/jobs/{job_id}", self.job_page)
         get("/health", self.health)
         get("/leader", self.leader)
         get("/metrics", self.prometheus)
@@ -226,6 +230,28 @@ class Api:
             status = 200
         except (ApiError, StoreUnavailable) as exc:
             text, status = render_unavailable(cluster_id, settings.daemon_id, str(exc)), 503
+        response = web.Response(text=text, status=status, content_type="text/html")
+        response.headers["Content-Security-Policy"] = CSP
+        return response
+
+    async def job_page(self, request: web.Request) -> web.Response:
+        """The job's page (HTML; what it shows may carry secrets: a read token guards it)."""
+        self._authorize_read(request)
+        settings = self.daemon.settings
+        daemon_id, cluster_id = settings.daemon_id, settings.store.cluster_id
+        leading = self.daemon.is_leader
+        job_id = validate_job_id(request.match_info["job_id"])
+        try:
+            data = await self._run(partial(read_job_page, self._cluster(), job_id))
+            text = render_job_page(
+                data, daemon_id=daemon_id, leading=leading, cluster_id=cluster_id
+            )
+            status = 200
+        except JobNotFound:
+            text = render_missing(
+                job_id, daemon_id=daemon_id, leading=leading, cluster_id=cluster_id
+            )
+            status = 404
         response = web.Response(text=text, status=status, content_type="text/html")
         response.headers["Content-Security-Policy"] = CSP
         return response

@@ -58,6 +58,12 @@ td.err { color:#b42318; max-width:420px; overflow-wrap:anywhere; }
 .leader { background:#14213d; color:#fff; }
 a { color:#1849a9; text-decoration:none; } a:hover { text-decoration:underline; }
 code { font-size:13px; }
+table.facts th { width:140px; text-transform:none; font-size:13px; }
+pre { margin:0; white-space:pre-wrap; overflow-wrap:anywhere; font-size:12px; }
+pre.log { background:#0f172a; color:#e2e8f0; padding:10px 12px; border-radius:6px;
+          max-height:480px; overflow:auto; }
+pre.err { color:#b42318; }
+svg.timeline { max-width:100%; height:auto; }
 """
 
 
@@ -116,8 +122,8 @@ def _cut(text: str | None, limit: int = CELL_CHARS) -> str:
 
 
 def _job_link(job_id: str) -> str:
-    """The job's id, linked to everything about it (its JSON)."""
-    href = f"/api/v1/jobs/{quote(job_id, safe='')}"
+    """The job's id, linked to its page."""
+    href = f"/jobs/{quote(job_id, safe='')}"
     return f'<a href="{_e(href)}"><code>{_e(job_id)}</code></a>'
 
 
@@ -310,7 +316,7 @@ def _leader_section(view: ClusterView, now: float) -> str:
         )
     rows = [
         f"<tr><td><code>{_e(d.daemon_id)}</code></td><td>{_e(d.host)}</td><td>{_e(d.pid)}</td>"
-        f"<td>{_role(d)}</td>"
+        f"<td>{_role(d, now)}</td>"
         f"<td>{_e(d.used)}/{_e(d.slots) if not d.lost else '-'}</td>"
         f"<td>{_e(','.join(f'{k}={v}' for k, v in sorted(d.labels.items())) or '-')}</td></tr>"
         for d in view.daemons
@@ -321,11 +327,16 @@ def _leader_section(view: ClusterView, now: float) -> str:
     return _section("Leader and daemons", lead + daemons)
 
 
-def _role(daemon: DaemonInfo) -> str:
+def _role(daemon: DaemonInfo, now: float) -> str:
     if daemon.lost:
+        since = (
+            f" since {_e(daemon.lost_since)} ({_since(daemon.lost_since, now)})"
+            if daemon.lost_since
+            else ""
+        )
         return (
-            f"{_badge('LOST', 'FAILED')} <span class='muted'>gone; its {_e(daemon.used)} "
-            "attempt(s) not re-placed yet</span>"
+            f"{_badge('LOST', 'FAILED')} <span class='muted'>gone{since}; its "
+            f"{_e(daemon.used)} attempt(s) not re-placed yet</span>"
         )
     return ("leader" if daemon.leader else "member") + (" (drained)" if daemon.drained else "")
 
@@ -350,21 +361,40 @@ def _quarantine(jobs: list[JobSnapshot], now: float) -> str:
 
 
 def _document(
-    cluster_id: str, daemon_id: str, leading: bool, now: float, sections: list[str]
+    cluster_id: str,
+    daemon_id: str,
+    leading: bool,
+    now: float,
+    sections: list[str],
+    *,
+    title: str | None = None,
+    back: bool = False,
 ) -> str:
+    """A whole page: the header (the cluster, ``title`` after it; with ``back``, a link to the
+    status page), ``sections``; it reloads itself every :data:`REFRESH_SECONDS`."""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     role = "leader" if leading else "standby"
+    heading = f"zkstore · {_e(cluster_id)}" + (f" · {_e(title)}" if title else "")
+    home = '<a href="/">status page</a> · ' if back else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{REFRESH_SECONDS}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>zkstore · {_e(cluster_id)}</title><style>{_STYLE}</style></head>
-<body><header><h1>zkstore · {_e(cluster_id)}</h1>
+<title>{heading}</title><style>{_STYLE}</style></head>
+<body><header><h1>{heading}</h1>
 <span class="meta">served by <b>{_e(daemon_id)}</b> ({role}) · read {_e(stamp)} ·
-refreshes every {REFRESH_SECONDS} s · <a href="/api/v1/cluster">API</a> ·
+refreshes every {REFRESH_SECONDS} s · {home}<a href="/api/v1/cluster">API</a> ·
 <a href="/metrics">metrics</a></span></header>
 <main>{"".join(sections)}</main></body></html>
 """
+
+
+#: The pieces another page of the site (:mod:`recovery.observe.jobpage`) is built with.
+escape = _e
+badge = _badge
+since = _since
+section = _section
+document = _document
 
 
 def render_unavailable(cluster_id: str, daemon_id: str, why: str) -> str:

@@ -33,6 +33,8 @@ LOST = "LOST"
 CANCELLED = "CANCELLED"
 RUNNING = "RUNNING"
 STARTING = "STARTING"
+STOPPED = "STOPPED"
+UNKNOWN = "UNKNOWN"
 
 #: How an attempt ended (or that it has not), its fill colour and its word in the legend.
 OUTCOMES: dict[str, tuple[str, str]] = {
@@ -42,6 +44,8 @@ OUTCOMES: dict[str, tuple[str, str]] = {
     CANCELLED: ("#757575", "cancelled"),
     RUNNING: ("#1565c0", "running"),
     STARTING: ("#90caf9", "starting"),
+    STOPPED: ("#6941c6", "stopped"),
+    UNKNOWN: ("#d0d5dd", "unknown"),
 }
 
 MAX_ATTEMPTS = 100

@@ -19,6 +19,8 @@ from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord
+from zkstore.jobs import history
+from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.jobs.states import CLEAN
@@ -58,6 +60,8 @@ class DaemonInfo:
     #: gone from the fleet (its session ended) with attempts still placed on it: shown until
     #: the leader has re-placed them
     lost: bool = False
+    #: since when it is gone (the leader saw it leave: ``R/leader/history``), if known
+    lost_since: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +74,7 @@ class DaemonInfo:
             "labels": self.labels,
             "drained": self.drained,
             "lost": self.lost,
+            "lost_since": self.lost_since,
         }
 
 
@@ -155,10 +160,26 @@ def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo
     """
     fleet = read_fleet(cluster.zk, cluster.layout)
     leader_id = leader.get("id") if leader is not None else None
+    gone = {name: jobs for name, jobs in fleet.assignments.items() if jobs}
+    gone = {name: jobs for name, jobs in gone.items() if name not in fleet.members}
+    departed: dict[str, Any] = {}
+    if gone:
+        try:
+            known = history.read(cluster.zk, cluster.layout.leader_history, LeaderHistory)
+        except CorruptRecord:
+            known = None
+        departed = known.departed if known is not None else {}
     lost = [
-        DaemonInfo(daemon_id=name, host=None, pid=None, leader=False, used=len(jobs), lost=True)
-        for name, jobs in sorted(fleet.assignments.items())
-        if jobs and name not in fleet.members
+        DaemonInfo(
+            daemon_id=name,
+            host=None,
+            pid=None,
+            leader=False,
+            used=len(jobs),
+            lost=True,
+            lost_since=departed.get(name),
+        )
+        for name, jobs in sorted(gone.items())
     ]
     return lost + [
         DaemonInfo(

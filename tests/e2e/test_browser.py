@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -141,5 +142,64 @@ def test_status_page_in_a_real_browser(runtime_config: StoreConfig, tmp_path: Pa
         shot = Path(os.environ.get("ZKSTORE_SCREENSHOT") or tmp_path / "page.png").absolute()
         chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,900", url + "/")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+        assert '<a href="/jobs/sales-rollup">' in dom, "job ids link to their pages"
+        job_pages(local, runtime_config, tmp_path, url, shot.parent / "job-page.png")
     finally:
         local.stop()
+
+
+class Bars(HTMLParser):
+    """The timeline's attempt bars of a job page: (attempt, how it ended), left to right."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bars: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        classes = (found.get("class") or "").split()
+        if tag == "rect" and classes[:1] == ["attempt"]:
+            self.bars.append((found.get("data-attempt") or "", " ".join(classes[1:])))
+
+
+def job_pages(
+    local: LocalCluster, config: StoreConfig, tmp_path: Path, url: str, shot: Path
+) -> None:
+    """The job page of a job whose first attempt was lost (its driver SIGKILLed) while its
+    second runs, and of a finished job that failed twice: one bar per attempt, coloured by how
+    it ended; the picture of the first kept in docs/."""
+    pid = local.driver_pid("sales-rollup")
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    with Client(config) as client:
+        wait_for(
+            lambda: (
+                client.status("sales-rollup").attempt == 2
+                and client.status("sales-rollup").state == RUNNING
+            ),
+            timeout=90,
+            what="attempt 2 running",
+        )
+    page = url + "/jobs/sales-rollup"
+    # Attempt 2's first lines reach storage within a shipping interval or two.
+
+    def with_second_log() -> str:
+        dom = chromium(tmp_path, "--dump-dom", page).stdout
+        return dom if "?attempt=2" in dom else ""
+
+    dom = wait_for(with_second_log, timeout=30, what="attempt 2's log linked from the job page")
+    bars = Bars()
+    bars.feed(dom)
+    assert bars.bars == [("1", "lost"), ("2", "running")], bars.bars
+    assert "steps" in dom and "Latest log" in dom and "?attempt=1" in dom
+    dom = chromium(tmp_path, "--dump-dom", url + "/jobs/flaky-report").stdout
+    bars = Bars()
+    bars.feed(dom)
+    assert bars.bars == [("1", "failed"), ("2", "failed")], bars.bars
+    assert "attempt 2 fails on purpose" in dom
+    missing = chromium(tmp_path, "--dump-dom", url + "/jobs/no-such-job").stdout
+    assert "No such job" in missing
+    chromium(
+        tmp_path, f"--screenshot={shot}", "--window-size=1400,1000", url + "/jobs/sales-rollup"
+    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

@@ -60,7 +60,7 @@ def test_tables_say_why_where_how_and_when(cluster: Cluster) -> None:
 
     page = render(read_view(cluster), daemon_id="d1", leading=True, cluster_id="default")
 
-    assert '<a href="/api/v1/jobs/waits"><code>waits</code></a>' in page
+    assert '<a href="/jobs/waits"><code>waits</code></a>' in page
     assert cells(page, "waits")[2] == "PENDINGno daemon with zone=eu is up"
     runs = dict(zip(JOB_HEADERS, cells(page, "runs"), strict=True))
     assert (runs["attempts"], runs["daemon"]) == ("3 of 3 (2 lost)", "d1")

@@ -1,7 +1,8 @@
 """Removing every trace of a finished job, idempotently, so that it can be retried until done.
 
 Order: the job's artifacts (every one but the outputs a SUCCEEDED job keeps, which its result
-lists), checkpoints (handles, then payloads), the job's records under ``R/jobs/<job>``, the
+lists), checkpoints (handles, then payloads), the job's attempt history copied beside its logs,
+the job's records under ``R/jobs/<job>``, the
 definition's handle and payload, then every object left under the job's storage prefix (orphans
 of crashed writes included) except the driver logs, and only then the result is marked CLEAN,
 with the end of the logs' retention (``logs_until``). A crash anywhere leaves a DIRTY result,
@@ -23,8 +24,9 @@ from __future__ import annotations
 import logging
 
 from zkstore.cluster import Cluster
-from zkstore.errors import NotEmpty
+from zkstore.errors import NotEmpty, ZkStoreError
 from zkstore.jobs.artifacts import release_for_cleanup
+from zkstore.jobs.logs import JobLogs
 from zkstore.ops import Fence
 from zkstore.strict import utc_in
 
@@ -51,6 +53,7 @@ def clean_up(
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
         return False
+    _keep_history(cluster, job_id)
     try:
         cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
     except NotEmpty:
@@ -69,6 +72,18 @@ def clean_up(
     return True
 
 
+def _keep_history(cluster: Cluster, job_id: str) -> None:
+    """Copy the job's attempt history beside its logs before its records go (for the job page
+    of a finished job). Never fails the cleanup: the history is for people."""
+    found = cluster.zk.get_if_exists(cluster.layout.history(job_id))
+    if found is None:
+        return
+    try:
+        JobLogs(cluster.storage, cluster.storage_layout, job_id).keep_history(found[0])
+    except ZkStoreError as exc:
+        logger.warning("cleanup of %s: its attempt history not kept (%s)", job_id, exc)
+
+
 def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
     """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
     payloads first); False, changing nothing more, while a driver holds ``running`` or if the
@@ -78,6 +93,7 @@ def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None)
         return False
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         return False
+    _keep_history(cluster, job_id)
     try:
         cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
     except NotEmpty:

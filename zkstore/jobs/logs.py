@@ -31,6 +31,9 @@ from zkstore.strict import load_object, parse_time, utc_now
 
 SEQ_WIDTH = 8
 END = "end.json"
+#: The job's attempt history (``R/jobs/<job>/history``), kept beside its logs once the job is
+#: cleaned up, for as long as they are (the job page draws a finished job's timeline from it).
+HISTORY = "history.json"
 #: A shipper never writes bigger chunks; a reader refuses bigger objects (planted ones).
 MAX_CHUNK_BYTES = LOG_CHUNK_BYTES
 _ATTEMPT = re.compile(r"attempt-([1-9][0-9]{0,8})")
@@ -103,7 +106,21 @@ class JobLogs:
             return
         self.storage.create(key, json.dumps(body, sort_keys=True).encode())
 
+    def keep_history(self, data: bytes) -> None:
+        """Keep the job's attempt history beside its logs (create-only: once kept, the same
+        bytes again are fine and other bytes raise :class:`~zkstore.errors.HandleExists`)."""
+        self.storage.create(f"{self.prefix}/{HISTORY}", data)
+
     # -- reading (anyone, any host) ------------------------------------------------------------
+
+    def kept_history(self) -> bytes | None:
+        """The attempt history kept when the job was cleaned up, or None."""
+        try:
+            return self.storage.fetch(
+                self.storage.url(f"{self.prefix}/{HISTORY}"), max_bytes=MAX_CHUNK_BYTES
+            )
+        except PayloadMissing:
+            return None
 
     def attempts(self) -> dict[int, AttemptLog]:
         """Every attempt with logs, by attempt number, chunks in order (one listing)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.jobs.states import RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stops import redact_url
 from zkstore.strict import parse_time
 
@@ -56,12 +56,19 @@ def headline(error: str | None) -> str | None:
 
 def job_error(job: JobSnapshot) -> str | None:
     """The job's error as a user wants it: its result's, else its last failed attempt's (an
-    attempt that just ended, or the one the leader recorded), else why it is quarantined."""
+    attempt that just ended, or the one the leader recorded), else why it is quarantined.
+
+    A job whose next attempt is starting or running has no error: the earlier attempt's is its
+    ``last_error`` (and ``jobs show`` says how that attempt ended), not the job's.
+    """
     if job.result is not None:
         return job.result.error if job.result.outcome != SUCCEEDED else None
     ended = job.attempt_outcome
-    if ended is not None and ended.error:
+    current = job.status.attempt if job.status is not None else None
+    if ended is not None and ended.error and (current is None or ended.attempt == current):
         return ended.error
+    if job.state in (STARTING, RUNNING):
+        return None
     if job.status is not None and job.status.last_error:
         return job.status.last_error
     return job.quarantine.reason if job.quarantine is not None else None

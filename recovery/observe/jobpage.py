@@ -1,0 +1,297 @@
+"""The job page at ``/jobs/<id>``: what the job is, where it stands and why, and its timeline.
+
+Server-rendered like the status page (:mod:`recovery.observe.page`: no script, its
+Content-Security-Policy): the definition's summary (target, arguments, Spark properties, files,
+modules shipped, required labels), the state with its reason (why it waits, who cancelled it and
+why, its error), the timeline as inline SVG (:mod:`recovery.observe.timeline`: each attempt a bar
+on the daemon that ran it, coloured by how it ended; checkpoints, control changes and leader
+changes as marks), then the tail of the latest attempt's log with a link to each attempt's log.
+
+Read from the records the leader keeps for people (:mod:`zkstore.jobs.history`; a finished
+job's history is kept beside its logs by the cleanup) and the job's own records. A history that
+is missing or unreadable costs the picture bars, never the page: the current attempt is drawn
+from the job's status, and what cannot be told is said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from recovery.observe import page
+from recovery.observe.timeline import (
+    CANCELLED,
+    FAILED,
+    LOST,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    SUCCEEDED,
+    UNKNOWN,
+    AttemptSpan,
+    Mark,
+    Timeline,
+    render_svg,
+)
+from zkstore.cluster import Cluster
+from zkstore.errors import CorruptRecord, ZkStoreError
+from zkstore.jobs import history
+from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
+from zkstore.jobs.logs import JobLogs
+from zkstore.jobs.snapshot import read_snapshot
+from zkstore.service.jobs import attempts_text, describe, job_error
+from zkstore.strict import parse_time
+
+#: Lines of the latest attempt's log shown under the picture.
+TAIL_LINES = 40
+#: Attempts linked to their logs (the newest).
+LOG_LINKS = 20
+
+_DRAWN = {
+    history.SUCCEEDED: SUCCEEDED,
+    history.FAILED: FAILED,
+    history.LOST: LOST,
+    history.CANCELLED: CANCELLED,
+    history.STOPPED: STOPPED,
+}
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """Everything the page shows, read at ``now``."""
+
+    item: dict[str, Any]
+    now: datetime
+    attempts: list[AttemptEntry] = field(default_factory=list)
+    history_note: str | None = None
+    checkpoints: list[datetime] = field(default_factory=list)
+    control: list[Mark] = field(default_factory=list)
+    leaders: list[Mark] = field(default_factory=list)
+    logs: dict[int, bool] = field(default_factory=dict)
+    tail: str | None = None
+
+
+def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
+    """Read what the page shows; raises :class:`~zkstore.errors.JobNotFound` for a job without
+    any trace (the page answers 404) and the store's errors."""
+    snapshot = read_snapshot(cluster.zk, cluster.layout, job_id)
+    item = describe(snapshot)
+    item["error"] = job_error(snapshot)
+    notes: list[str] = []
+    logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
+    attempts = _attempts(cluster, job_id, logs, notes)
+    checkpoints = [
+        _time(handle.created) for _, handle in cluster.checkpoints(job_id).all() if handle.created
+    ]
+    control: list[Mark] = []
+    with contextlib.suppress(ZkStoreError):
+        entries, _ = cluster.control(job_id).history.entries()
+        for entry in entries:
+            keys = ", ".join(sorted(entry.changes)) or "no key"
+            control.append(Mark(_time(entry.when), f"v{entry.version} by {entry.by}: {keys}"))
+    leaders: list[Mark] = []
+    try:
+        known = history.read(cluster.zk, cluster.layout.leader_history, LeaderHistory)
+    except CorruptRecord:
+        known = None
+    if known is not None:
+        leaders = [Mark(_time(since), f"{leader} leads") for since, leader in known.leaders()]
+    found = logs.attempts()
+    tail = None
+    if found:
+        latest = found[max(found)]
+        with contextlib.suppress(ZkStoreError):
+            tail = logs.tail(latest, TAIL_LINES).decode("utf-8", "replace")
+    return JobPage(
+        item=item,
+        now=datetime.now(UTC),
+        attempts=attempts,
+        history_note="; ".join(notes) or None,
+        checkpoints=checkpoints,
+        control=control,
+        leaders=leaders,
+        logs={n: log.ended for n, log in found.items()},
+        tail=tail,
+    )
+
+
+def _attempts(cluster: Cluster, job_id: str, logs: JobLogs, notes: list[str]) -> list[AttemptEntry]:
+    """The job's attempt history: its record while the job lives, the copy beside its logs
+    once it was cleaned up."""
+    path = cluster.layout.history(job_id)
+    try:
+        found = cluster.zk.get_if_exists(path)
+        if found is not None:
+            return JobHistory.from_znode(found[0], found[1], path).entries()
+        kept = logs.kept_history()
+        if kept is not None:
+            return JobHistory.from_znode(kept, None, f"{logs.prefix}/history.json").entries()
+    except CorruptRecord as exc:
+        notes.append(f"the attempt history is unreadable ({exc})")
+    return []
+
+
+def _time(text: str | None) -> datetime:
+    try:
+        return parse_time(text or "")
+    except ValueError:
+        return datetime.now(UTC)
+
+
+def timeline(data: JobPage) -> Timeline:
+    """The picture's records: each attempt the history tells of, and the current one from the
+    job's status if the history lacks it (a gap a leader crash can leave)."""
+    item = data.item
+    current = item["attempt"] or 0
+    live = item["result"] is None
+    spans: dict[int, AttemptSpan] = {}
+    for entry in data.attempts:
+        ended = _time(entry.ended) if entry.ended else None
+        if entry.outcome != history.PLACED:
+            outcome = _DRAWN.get(entry.outcome, UNKNOWN)
+        elif live and entry.attempt == current:
+            outcome = RUNNING if item["driver"] is not None else STARTING
+        else:  # placed, and its end was never told (a leader crashed in between)
+            outcome = UNKNOWN
+        spans[entry.attempt] = AttemptSpan(
+            entry.attempt, entry.daemon, _time(entry.placed), ended, outcome, entry.note
+        )
+    ordered = sorted(spans)
+    for before, after in itertools.pairwise(ordered):
+        span = spans[before]
+        if span.outcome == UNKNOWN and span.ended is None:  # over once the next one was placed
+            spans[before] = replace(span, ended=spans[after].placed, note="its end was not told")
+    if live and current and current not in spans and item["daemon"]:
+        driver = item["driver"] or {}
+        placed = _time(driver.get("started") or item.get("submitted"))
+        state = RUNNING if item["driver"] is not None else STARTING
+        spans[current] = AttemptSpan(current, item["daemon"], placed, None, state)
+    return Timeline(
+        job_id=item["job_id"],
+        attempts=sorted(spans.values(), key=lambda s: s.attempt),
+        now=data.now,
+        checkpoints=data.checkpoints,
+        control_changes=data.control,
+        leader_changes=data.leaders,
+    )
+
+
+def _rows(pairs: list[tuple[str, str | None]]) -> str:
+    cells = [
+        f"<tr><th>{page.escape(k)}</th><td>{v}</td></tr>" for k, v in pairs if v not in (None, "")
+    ]
+    return f"<table class='facts'>{''.join(cells)}</table>"
+
+
+def _code(value: object) -> str | None:
+    return None if value in (None, "") else f"<code>{page.escape(value)}</code>"
+
+
+def _state(item: dict[str, Any], now: float) -> str:
+    parts = [page.badge(str(item["state"]))]
+    if item.get("waiting") and item["result"] is None:
+        parts.append(f"<span class='muted'>{page.escape(item['waiting'])}</span>")
+    cancel = item.get("cancel")
+    if cancel:
+        by = f" by {cancel.get('by')}" if cancel.get("by") else ""
+        why = f": {cancel.get('reason')}" if cancel.get("reason") else ""
+        parts.append(f"<span>cancel requested{page.escape(by + why)}</span>")
+    result = item.get("result")
+    if result and result.get("finished"):
+        parts.append(f"<span class='muted'>finished {page.since(result['finished'], now)}</span>")
+    return " ".join(parts)
+
+
+def _log_links(job_id: str, logs: dict[int, bool]) -> str:
+    base = f"/api/v1/jobs/{quote(job_id, safe='')}/logs"
+    if not logs:
+        return "<span class='muted'>no logs stored</span>"
+    links = [
+        f'<a href="{page.escape(base)}?attempt={n}">attempt {n}'
+        + ("" if complete else " (still being written)")
+        + "</a>"
+        for n, complete in sorted(logs.items())[-LOG_LINKS:]
+    ]
+    return " · ".join(links)
+
+
+def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id: str) -> str:
+    """The page as one HTML document."""
+    item, now = data.item, time.time()
+    job_id = item["job_id"]
+    summary = _rows(
+        [
+            ("name", page.escape(item["name"]) if item["name"] else None),
+            ("kind", page.escape(item["kind"]) if item["kind"] else None),
+            ("target", _code(item["entry"])),
+            ("arguments", _code(item["args"])),
+            ("conf", _code(item["conf"])),
+            ("files", _code(item["files"])),
+            ("modules", _code(item["modules"])),
+            ("requires", _code(item["require"])),
+            ("submitted", page.escape(item["submitted"]) if item["submitted"] else None),
+        ]
+    )
+    state = _rows(
+        [
+            ("state", _state(item, now)),
+            ("attempts", page.escape(attempts_text(item)) if attempts_text(item) else None),
+            ("daemon", page.escape(item["daemon"]) if item["daemon"] else None),
+            (
+                "error",
+                f"<pre class='err'>{page.escape(item['error'])}</pre>" if item["error"] else None,
+            ),
+            (
+                "quarantined",
+                page.escape(item["quarantine"]["reason"]) if item["quarantine"] else None,
+            ),
+        ]
+    )
+    picture = timeline(data)
+    drawn = (
+        render_svg(picture)
+        if picture.attempts
+        else "<p class='muted'>no attempt yet: nothing to draw</p>"
+    )
+    if data.history_note:
+        drawn += f"<p class='muted'>{page.escape(data.history_note)}</p>"
+    tail = (
+        f"<pre class='log'>{page.escape(data.tail)}</pre>"
+        if data.tail
+        else "<p class='muted'>no output stored yet</p>"
+    )
+    sections = [
+        page.section("Definition", summary),
+        page.section("State", state),
+        page.section(f"Timeline ({len(picture.attempts)} attempts)", drawn),
+        page.section(
+            f"Latest log (last {TAIL_LINES} lines)",
+            tail + f"<p>{_log_links(job_id, data.logs)}</p>",
+        ),
+    ]
+    return page.document(
+        cluster_id,
+        daemon_id,
+        leading,
+        now,
+        sections,
+        title=f"job {job_id}",
+        back=True,
+    )
+
+
+def render_missing(job_id: str, *, daemon_id: str, leading: bool, cluster_id: str) -> str:
+    """The page of a job the store has no trace of (served with 404)."""
+    body = page.section(
+        "No such job",
+        f"<p>The cluster has no trace of job <code>{page.escape(job_id)}</code>: never "
+        "submitted, or forgotten (its result removed).</p>",
+    )
+    return page.document(
+        cluster_id, daemon_id, leading, time.time(), [body], title=f"job {job_id}", back=True
+    )
