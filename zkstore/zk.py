@@ -61,6 +61,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
+from zkstore.polling import PollingHandler
 from zkstore.retry import TryAgain, within
 
 logger = logging.getLogger(__name__)
@@ -172,6 +173,7 @@ class ZooKeeper:
                 client_id=client_id,
                 connection_retry={"max_tries": -1, "max_delay": 1.0},
                 default_acl=self.acl,
+                handler=PollingHandler(),
                 logger=_kazoo_logger(),
                 **_kazoo_auth(auth),
             )

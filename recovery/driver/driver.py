@@ -141,7 +141,7 @@ class Driver:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.cluster.start()
+        self.cluster.start(ensure_layout=False)  # its job's nodes exist, or it has no job
         took_running = False
         try:
             if not self._take_running():

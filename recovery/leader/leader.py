@@ -21,7 +21,6 @@ quarantine); only an outage or the loss of leadership stops a batch.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -102,7 +101,8 @@ class LeaderProcess:
         self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
         #: jobs waiting for a driver slot, in the order they started waiting
-        self._waiting: dict[str, None] = {}
+        #: jobs waiting for a driver slot, in the order they began to wait: their labels
+        self._waiting: dict[str, dict[str, str]] = {}
         #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
         self._watchers: dict[str, Callable[[object], None]] = {}
         self._to_watch: dict[str, list[str]] = {}
@@ -203,9 +203,8 @@ class LeaderProcess:
     def slot_freed(self) -> None:
         """Offer free driver slots to the jobs waiting longest for one (first come, first
         served: a waiting job keeps its place until it starts)."""
-        free = self.fleet.free_slots
-        if free > 0:
-            for job_id in itertools.islice(self._waiting, max(4 * free, 16)):
+        if self.fleet.free_slots > 0:
+            for job_id in self.fleet.could_start(self._waiting.items()):
                 self.post(job_id)
 
     def job_made(self, job_id: str) -> None:
@@ -331,7 +330,7 @@ class LeaderProcess:
             logger.exception("job %s: cannot decide what to do", job.job_id)
             return QuarantineJob(reason=f"internal error deciding: {type(exc).__name__}: {exc}")
         if isinstance(action, NoSlot) and not isinstance(action, Waiting):
-            self._waiting.setdefault(job.job_id, None)
+            self._waiting[job.job_id] = _required(job)  # keeps its place if it waited already
         else:
             self._waiting.pop(job.job_id, None)
         return action
@@ -347,9 +346,7 @@ class LeaderProcess:
     def _place(self, job: JobSnapshot, start: Start) -> Action:
         """Where the attempt runs, or why it waits."""
         try:
-            required = parse_labels(
-                [p for p in (job.summary_text("require") or "").split(",") if p], "requirement"
-            )
+            required = _labels(job)
         except ConfigError as exc:
             return QuarantineJob(reason=str(exc))
         member, why = self.fleet.place(job.job_id, required)
@@ -466,3 +463,18 @@ class LeaderProcess:
 
     def _on_watch(self, job_id: str, event: object) -> None:
         self.post(job_id)
+
+
+def _labels(job: JobSnapshot) -> dict[str, str]:
+    """The labels the job requires (``--require``); raises :class:`ConfigError` if garbled."""
+    pairs = [p for p in (job.summary_text("require") or "").split(",") if p]
+    return parse_labels(pairs, "requirement")
+
+
+def _required(job: JobSnapshot) -> dict[str, str]:
+    """The labels the job requires; a garbled requirement waits for any slot (deciding again
+    quarantines the job)."""
+    try:
+        return _labels(job)
+    except ConfigError:
+        return {}

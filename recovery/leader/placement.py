@@ -125,6 +125,24 @@ class Fleet:
                 member.info, member.drained, member.assigned - {job_id}
             )
 
+    def could_start(self, waiting: Iterable[tuple[str, Mapping[str, str]]]) -> list[str]:
+        """The waiting jobs (job id, required labels; in the order they wait) that the free
+        slots could take now: each of the first ones that a member with a free slot matches,
+        one slot each. Nothing is taken: the leader looks at these again and places them."""
+        free = {d: m.free for d, m in self.members.items() if not m.drained and m.free > 0}
+        chosen: list[str] = []
+        for job_id, required in waiting:
+            if not free:
+                break
+            member = next((d for d in sorted(free) if self.members[d].matches(required)), None)
+            if member is None:
+                continue
+            chosen.append(job_id)
+            free[member] -= 1
+            if free[member] == 0:
+                del free[member]
+        return chosen
+
     @property
     def free_slots(self) -> int:
         return sum(max(0, m.free) for m in self.members.values() if not m.drained)

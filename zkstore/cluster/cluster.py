@@ -82,12 +82,18 @@ class Cluster(Closeable):
             raise
         return cluster
 
-    def start(self) -> Cluster:
+    def start(self, *, ensure_layout: bool = True) -> Cluster:
+        """Connect (if this cluster made its own client) and make the layout's top-level parents
+        that are missing (their existence asked in one pipelined round). A driver passes
+        ``ensure_layout=False``: every node it writes is under its job's, which the leader made,
+        or its transaction fails."""
         if self._owns_zk:
             self.zk.start()
-        for path in self.layout.base_paths():
-            if self.zk.exists(path) is None:
-                self.zk.ensure_path(path)
+        if ensure_layout:
+            paths = list(self.layout.base_paths())
+            for path, stat in zip(paths, self.zk.exists_many(paths), strict=True):
+                if stat is None:
+                    self.zk.ensure_path(path)
         return self
 
     def step(self, name: str) -> None:
