@@ -41,6 +41,7 @@ from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError, NotLeader, StoreUnavailable, ZkStoreError
 from zkstore.throttle import Throttle
+from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class Daemon:
                 self.cluster = Cluster.open(
                     self.settings.store, instance_id=self.settings.daemon_id
                 )
+                say_session(self.cluster.zk)
                 return True
             except StoreUnavailable as exc:
                 self._outage.warning("store", "%s; retrying every %g s", exc, CONNECT_RETRY)
@@ -302,3 +304,32 @@ class Daemon:
         if self.http is not None:
             self.http.stop()
             self.http = None
+
+
+def say_session(zk: ZooKeeper) -> None:
+    """Say what session the servers granted: more than asked (their ``minSessionTimeout``,
+    two ``tickTime`` by default: 4 s) makes every failover take that long; less (their
+    ``maxSessionTimeout``) is what the leases and leadership go by."""
+    asked, granted = zk.session_timeout, zk.negotiated_session_timeout
+    if granted is None:
+        return
+    if granted > asked * 1.01:
+        logger.warning(
+            "ZooKeeper granted a %g s session where %g s was asked: a lost host is noticed "
+            "only after %g s (set the servers' minSessionTimeout, or tickTime, lower to "
+            "get %g s; the leases use the shorter)",
+            granted,
+            asked,
+            granted,
+            asked,
+        )
+    elif granted < asked * 0.99:
+        logger.warning(
+            "ZooKeeper granted a %g s session where %g s was asked (the servers' "
+            "maxSessionTimeout): leases and leadership go by %g s",
+            granted,
+            asked,
+            granted,
+        )
+    else:
+        logger.info("ZooKeeper session of %g s granted as asked", granted)

@@ -181,6 +181,7 @@ class ZooKeeper:
             raise ConfigError(f"invalid ZooKeeper connect string {hosts!r}: {exc}") from exc
         self._client.add_listener(self._on_state)
         self._granted: float | None = None
+        self._negotiated: float | None = None
         self._capture_negotiated_timeout()
         self._auth_failed = False
         self._latch_auth_failure()
@@ -270,6 +271,7 @@ class ZooKeeper:
             read_timeout_ms, connect_timeout_ms = connect(*args, **kwargs)
             granted = read_timeout_ms * 1.5 / 1000.0  # kazoo's read timeout is 2/3 of it
             self._granted = granted if self._granted is None else min(self._granted, granted)
+            self._negotiated = granted
             return read_timeout_ms, connect_timeout_ms
 
         connection._connect = capturing
@@ -280,6 +282,13 @@ class ZooKeeper:
         until the first connect)."""
         granted = self._granted
         return self.session_timeout if granted is None else min(granted, self.session_timeout)
+
+    @property
+    def negotiated_session_timeout(self) -> float | None:
+        """The session timeout the servers granted at the last connect, as granted (more than
+        asked when the server's ``minSessionTimeout``, by default two ``tickTime``, is more);
+        None before the first connect."""
+        return self._negotiated
 
     @property
     def connected(self) -> bool:

@@ -341,6 +341,17 @@ def test_daemons_connect_to_the_three_zookeeper_nodes() -> None:
             assert services()[name]["depends_on"][node]["condition"] == "service_healthy"
 
 
+def test_zookeeper_grants_a_two_second_session() -> None:
+    """Issue 28: ``--session-timeout 2`` is granted as asked (the minimum session is two ticks),
+    and the quorum's limits stay as many seconds as the image's defaults (5 x 2 s, 2 x 2 s)."""
+    for name in zookeepers():
+        zoo = env(name)
+        tick = int(zoo["ZOO_TICK_TIME"])
+        assert 2 * tick <= 2000, name
+        assert int(zoo["ZOO_INIT_LIMIT"]) * tick >= 10_000
+        assert int(zoo["ZOO_SYNC_LIMIT"]) * tick >= 4000
+
+
 def quorum_entry(entry: str) -> tuple[str, str]:
     """``server.<id>=<host>:2888:3888;2181`` -> (id, host)."""
     match = re.fullmatch(rf"server\.(\d+)=([\w.-]+):2888:3888;{ZK_CLIENT_PORT}", entry)
