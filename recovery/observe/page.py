@@ -287,7 +287,7 @@ def _schedules_section(view: ClusterView) -> str:
                 _e(item["name"]),
                 _e(item["when"]) + (" " + _badge("PAUSED") if item["paused"] else ""),
                 _e(item["next"] or "-"),
-                _e(item["last_run"] or "-"),
+                _job_link(str(item["last_run"])) if item["last_run"] else "-",
                 _badge(state) if state else "-",
                 _e(item["fired"]),
             ]
@@ -354,7 +354,7 @@ def _quarantine(jobs: list[JobSnapshot], now: float) -> str:
         entry = job.quarantine
         assert entry is not None
         rows.append(
-            f"<tr><td><code>{_e(job.job_id)}</code></td><td class='err'>{_e(entry.reason)}</td>"
+            f"<tr><td>{_job_link(job.job_id)}</td><td class='err'>{_e(entry.reason)}</td>"
             f"<td>{_e(_since(entry.since, now))}</td></tr>"
         )
     return _table(("job", "reason", "since"), rows, "nothing in quarantine")
