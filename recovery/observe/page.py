@@ -373,7 +373,7 @@ def _document(
     """A whole page: the header (the cluster, ``title`` after it; with ``back``, a link to the
     status page), ``sections``; it reloads itself every :data:`REFRESH_SECONDS`."""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    role = "leader" if leading else "standby"
+    role = "leader" if leading else "member"  # as the daemons table says
     heading = f"zkstore · {_e(cluster_id)}" + (f" · {_e(title)}" if title else "")
     home = '<a href="/">status page</a> · ' if back else ""
     return f"""<!doctype html>
