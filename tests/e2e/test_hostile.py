@@ -7,6 +7,7 @@ is quarantined or reported, and every CLI command answers in one line, never wit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from tests import jobs
 from tests.cli import answers, every_command_answers
 from tests.helpers import plant, wait_for, wait_quarantined
 from zkstore.config import StoreConfig
+from zkstore.errors import HandleNotFound
 from zkstore.handle import Handle, PayloadRef
 from zkstore.jobs.states import CANCELLED, QUARANTINED, SUCCEEDED
 from zkstore.strict import utc_now
@@ -33,7 +35,10 @@ def plant_handle(zk: ZooKeeper, path: str, data: bytes) -> None:
     the entry counts as marked for deletion and nothing would run it)."""
     plant(zk, path, data)
     if zk.exists(f"{path}/locks") is None:
-        zk.create(f"{path}/locks")
+        # The leader may have acted on the garbage already (quarantined the job: its handle
+        # and locks gone) between the plant and this line: that is the point, not an error.
+        with contextlib.suppress(HandleNotFound):
+            zk.create(f"{path}/locks")
 
 
 def test_garbage_in_any_record_never_takes_a_daemon_down(
