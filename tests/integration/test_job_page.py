@@ -134,3 +134,19 @@ def test_a_job_without_any_trace_is_a_404_page(cluster: Cluster) -> None:
         read_job_page(cluster, "never")
     html = render_missing("never", daemon_id="d1", leading=False, cluster_id="c")
     assert "No such job" in html and "<code>never</code>" in html
+
+
+def test_a_lost_daemon_says_since_when(cluster: Cluster) -> None:
+    from recovery.observe.page import render
+    from recovery.observe.view import read_view
+
+    cluster.zk.ensure_path(f"{cluster.layout.assignments}/gone/etl")  # its session ended
+    since = utc_in(-12)
+    left = LeaderHistory(version=None).with_departed({"gone": since}, set())
+    plant(cluster.zk, cluster.layout.leader_history, left.to_bytes())
+    view = read_view(cluster)
+    (lost,) = [d for d in view.daemons if d.lost]
+    assert (lost.daemon_id, lost.lost_since) == ("gone", since)
+    assert lost.as_dict()["lost_since"] == since
+    page = render(view, daemon_id="d1", leading=True, cluster_id="c")
+    assert re.search(rf"gone since {re.escape(since)} \(1\ds ago\); its 1 attempt", page)
