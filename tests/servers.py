@@ -129,12 +129,14 @@ class Standalone:
         return self
 
     def status(self) -> dict[str, Any] | None:
+        """The master's JSON status; None until this master serves it (a UI still starting
+        answers an empty body; another process on the port answers for another master)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
                 found: dict[str, Any] = json.load(r)
-                return found
-        except OSError:
+        except (OSError, ValueError):
             return None
+        return found if isinstance(found, dict) and found.get("url") == self.url else None
 
     def stop(self) -> None:
         for process in reversed(self.processes):
