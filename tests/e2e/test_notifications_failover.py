@@ -12,10 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script
+from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from tests.servers import NotificationReceiver
+from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.jobs.history import JobHistory
+from zkstore.jobs.logs import JobLogs
 
 JOBS = """
 import time
@@ -34,14 +37,35 @@ def slow(ctx):
     time.sleep(600)
 """
 
-EXPECTED = {
-    "flaky:1:ATTEMPT_FAILED",
-    "flaky:2:SUCCEEDED",
-    "broken:1:ATTEMPT_FAILED",
-    "broken:2:FAILED",
-    "slow:1:TIMED_OUT",
-    "slow:1:FAILED",
-}
+JOBS_ENDING = {"flaky": ["SUCCEEDED"], "broken": ["FAILED"], "slow": ["TIMED_OUT", "FAILED"]}
+
+
+def expected_events(config: StoreConfig) -> set[str] | None:
+    """Every event the three jobs' histories call for, once all three ended (None before).
+
+    Without losses: flaky:1:ATTEMPT_FAILED, flaky:2:SUCCEEDED, broken:1:ATTEMPT_FAILED,
+    broken:2:FAILED, slow:1:TIMED_OUT, slow:1:FAILED. A leader SIGKILLed while it launched an
+    attempt on its own host loses that attempt (issue 21: buried as "did not start"): then that
+    attempt's event is ATTEMPT_LOST and the job's later ones come one attempt later. Which
+    attempts were lost is read from the job's history, kept beside its logs."""
+    found: set[str] = set()
+    for job, finals in JOBS_ENDING.items():
+        shown = show(config, job)
+        result = shown["result"]
+        if result is None:
+            return None
+        attempts = int(result["attempts"])
+        found |= {f"{job}:{attempts}:{final}" for final in finals}
+        with Cluster.open(config) as cluster:
+            kept = JobLogs(cluster.storage, cluster.storage_layout, job).kept_history()
+        if kept is None:
+            return None  # its cleanup has not kept the history yet
+        history = JobHistory.from_znode(kept, None, job)
+        for entry in history.entries():
+            if entry.attempt < attempts:
+                lost = entry.outcome == "LOST"
+                found.add(f"{job}:{entry.attempt}:{'ATTEMPT_LOST' if lost else 'ATTEMPT_FAILED'}")
+    return found
 
 
 def test_every_event_is_delivered_across_leader_kills(
@@ -76,9 +100,13 @@ def test_every_event_is_delivered_across_leader_kills(
         second.process.wait()
         local.wait_for_leader(exclude=second.daemon_id, timeout=SESSION_TIMEOUT * 10)
         local.start_daemon(second.daemon_id)
-        wait_for(lambda: set(daemons.snapshot()[1]) >= EXPECTED, timeout=120, what="every event")
+        expected = wait_for(
+            lambda: expected_events(runtime_config), timeout=120, what="every job's end"
+        )
+        wait_for(lambda: set(daemons.snapshot()[1]) >= expected, timeout=120, what="every event")
+        flaky = {key for key in expected if key.startswith("flaky:")}
         wait_for(
-            lambda: {"flaky:1:ATTEMPT_FAILED", "flaky:2:SUCCEEDED"} <= set(own.snapshot()[1]),
+            lambda: flaky <= set(own.snapshot()[1]),
             timeout=60,
             what="the job's own URL's events",
         )
@@ -90,7 +118,7 @@ def test_every_event_is_delivered_across_leader_kills(
     print(f"\nnotifications: {len(requests)} POSTs, {sum(delivered.values())} answered 2xx")
     for key in sorted(tries):
         print(f"  {key}: {tries[key]} POST(s), {delivered[key]} delivered")
-    assert set(delivered) == EXPECTED, set(delivered) ^ EXPECTED
+    assert set(delivered) == expected, set(delivered) ^ expected
     # Every delivery carries its event's key, in the header and the body alike.
     assert all(body["key"] == key for key, body in requests)
     assert all(body["job_id"] == key.split(":")[0] for key, body in requests)
