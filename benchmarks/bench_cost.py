@@ -5,19 +5,21 @@ prints the CPU each process spent, divided by N:
 
 - the daemon's main process (leader and member: all its threads), from ``/proc/<pid>/stat``;
 - its fork server, the same way (its own CPU, not its children's);
-- the drivers and the log shippers: every child the fork server reaps is recorded with its
-  whole life's CPU by a probe (``benchmarks/probe/sitecustomize.py``, on the daemon's
-  ``PYTHONPATH``: ``os.waitpid`` made ``os.wait4``), exact however briefly the child lived; a
-  shipper is told from a driver by its ``os.nice`` call;
+- the drivers: every child the fork server reaps is recorded with its whole life's CPU by a
+  probe (``benchmarks/probe/sitecustomize.py``, on the daemon's ``PYTHONPATH``: ``os.waitpid``
+  made ``os.wait4``), exact however briefly the child lived;
+- the daemon's log shipper (one process for all its drivers, forked by the fork server once and
+  alive across batches; told from a driver by its ``os.nice`` call), from ``/proc/<pid>/stat``
+  (the batch it starts in pays its start);
 - the ZooKeeper JVM (the embedded server's ``/proc/<pid>/stat``; not measured with
   ``ZKSTORE_ZK``);
 - this process (the client: submissions and polling for the results), shown apart and not in
   the total.
 
-Each batch is measured from its first submission until every result exists and every driver and
-shipper of the batch has been reaped, so the daemon's and ZooKeeper's idle work over that window
-(periodic reconciles, heartbeats, ticks) is in it; an idle window before the batches says how
-much that is per second.
+Each batch is measured from its first submission until every result exists, every driver of
+the batch has been reaped and every log is stored whole (its ``end.json``), so the daemon's and
+ZooKeeper's idle work over that window (periodic reconciles, heartbeats, ticks) is in it; an
+idle window before the batches says how much that is per second.
 
 Baseline: the least a job's run can cost in this design (a driver holds its own ZooKeeper
 session, invariant 4): a process forked from one that has kazoo imported opens a kazoo session,
@@ -148,24 +150,26 @@ class Probe:
     def mark(self) -> None:
         self.offset = self.path.stat().st_size if self.path.exists() else 0
 
-    def events(self) -> list[dict[str, object]]:
+    def events(self, *, since_mark: bool = True) -> list[dict[str, object]]:
         if not self.path.exists():
             return []
         with open(self.path, "rb") as f:
-            f.seek(self.offset)
+            f.seek(self.offset if since_mark else 0)
             return [json.loads(line) for line in f.read().splitlines() if line.strip()]
 
-    def children(self, parent: int) -> tuple[list[float], list[float]]:
-        """CPU of each child ``parent`` reaped since the mark: (drivers, shippers)."""
-        events = self.events()
-        niced = {e["pid"] for e in events if e["event"] == "nice"}
-        drivers: list[float] = []
-        shippers: list[float] = []
-        for e in events:
-            if e["event"] == "reaped" and e["by"] == parent:
-                cpu = float(e["cpu"])  # type: ignore[arg-type]
-                (shippers if e["pid"] in niced else drivers).append(cpu)
-        return drivers, shippers
+    def drivers(self, parent: int) -> list[float]:
+        """CPU of each driver ``parent`` reaped since the mark (the log shipper, the one child
+        that lowers its priority, is not one)."""
+        niced = self.shippers()
+        return [
+            float(e["cpu"])  # type: ignore[arg-type]
+            for e in self.events()
+            if e["event"] == "reaped" and e["by"] == parent and e["pid"] not in niced
+        ]
+
+    def shippers(self) -> set[int]:
+        """Every log shipper started so far (it lowers its own priority: no driver does)."""
+        return {int(e["pid"]) for e in self.events(since_mark=False) if e["event"] == "nice"}  # type: ignore[call-overload]
 
 
 @dataclass
@@ -218,7 +222,11 @@ class Cost:
             "daemon": proc_cpu(self.daemon_pid),
             "fork server": proc_cpu(self.fork_server),
             "client": own_cpu(),
+            "shippers": 0.0,
         }
+        for pid in self.probe.shippers():  # the daemon's one, alive across batches
+            with contextlib.suppress(OSError):
+                cpu["shippers"] += proc_cpu(pid)
         cpu["ZooKeeper"] = proc_cpu(self.zk_pid) if self.zk_pid else 0.0
         return cpu
 
@@ -239,19 +247,22 @@ class Cost:
         layout = self.client.cluster.layout
         wait_all_exist(self.client.cluster.zk, [layout.result(j) for j in ids], timeout, 0.2)
         deadline = time.monotonic() + 120
-        while True:  # every shipper too (it stores the end of its driver's log after the exit)
-            drivers, shippers = self.probe.children(self.fork_server)
-            if len(drivers) >= count and len(shippers) >= count:
+        storage = self.client.cluster.storage
+        ends = [f"{self.client.cluster.storage_layout.attempt_logs(j, 1)}/end.json" for j in ids]
+        while True:  # every driver reaped, and every log stored whole by the log shipper
+            drivers = self.probe.drivers(self.fork_server)
+            stored = sum(storage.exists(storage.url(key)) for key in ends)
+            if len(drivers) >= count and stored >= count:
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(
-                    f"{len(drivers)} drivers and {len(shippers)} shippers of {count} reaped"
+                    f"{len(drivers)} drivers reaped, {stored} logs stored of {count}"
                 )
             time.sleep(0.1)
         after, took = self.snapshot(), time.monotonic() - start
         zk_after = zk_counters(self.hosts)
-        cpu = {k: after[k] - before[k] for k in ("daemon", "fork server", "ZooKeeper")}
-        cpu["drivers"], cpu["shippers"] = sum(drivers), sum(shippers)
+        cpu = {k: after[k] - before[k] for k in ("daemon", "fork server", "ZooKeeper", "shippers")}
+        cpu["drivers"] = sum(drivers)
         zk = {k: zk_after[k] - zk_before[k] for k in zk_after if k in zk_before}
         return Batch(
             count, took, cpu, after["client"] - before["client"], max(drivers, default=0.0), zk

@@ -26,7 +26,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
-from recovery.member.shipper import start_shipper
+from recovery.member.processes import identify
+from recovery.member.shipper import Shipping, start_process
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
@@ -157,14 +158,23 @@ def bench_shipping(lines: int, rounds: int) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         config = StoreConfig(storage_url=f"file://{tmp}/s")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The daemon's log shipper, as a daemon starts it (one process for every job here).
+        shipping = Shipping(Path(tmp) / "work", "bench", config, start_process(sys.executable, env))
         plain, shipped, stored = [], [], []
-        for round_ in range(rounds):
-            plain.append(_run_printer(Path(tmp) / f"plain-{round_}.log", lines, env)[0])
-            job_time, until_stored = _run_printer(
-                Path(tmp) / f"shipped-{round_}.log", lines, env, config=config, job=f"j{round_}"
-            )
-            shipped.append(job_time)
-            stored.append(until_stored)
+        try:
+            for round_ in range(rounds):
+                plain.append(_run_printer(Path(tmp) / f"plain-{round_}.log", lines, env)[0])
+                job_time, until_stored = _run_printer(
+                    Path(tmp) / f"shipped-{round_}.log",
+                    lines,
+                    env,
+                    shipping=shipping,
+                    job=f"j{round_}",
+                )
+                shipped.append(job_time)
+                stored.append(until_stored)
+        finally:
+            shipping.close()
         size = (Path(tmp) / "plain-0.log").stat().st_size
         logs = JobLogs(StateStorage(config.storage_url), StorageLayout(config.cluster_id), "j0")
         assert logs.attempt(1).size == size and logs.attempt(1).ended
@@ -179,19 +189,30 @@ def bench_shipping(lines: int, rounds: int) -> Result:
 
 
 def _run_printer(
-    log: Path, lines: int, env: dict[str, str], *, config: StoreConfig | None = None, job: str = ""
+    log: Path,
+    lines: int,
+    env: dict[str, str],
+    *,
+    shipping: Shipping | None = None,
+    job: str = "",
 ) -> tuple[float, float]:
-    """The printer's own time, and the time until its log is stored (its shipper's exit)."""
+    """The printer's own time, and the time until its log is stored whole (its end.json)."""
     start = time.perf_counter()
     with open(log, "ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-c", PRINTER.format(lines=lines)], stdout=out, stderr=out, env=env
         )
-    shipper = start_shipper(config, job, 1, process.pid, log, 0, env=env) if config else None
+    if shipping is not None:
+        shipping.follow(job, 1, log, identify(process.pid), offset=0)
     process.wait()
     job_time = time.perf_counter() - start
-    if shipper is not None:
-        shipper.wait(timeout=120)
+    if shipping is not None:
+        end = shipping.directory / f"{job}-attempt-1.json"  # removed once end.json is stored
+        deadline = time.monotonic() + 120
+        while end.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{job}'s log not stored within 120 s")
+            time.sleep(0.01)
     return job_time, time.perf_counter() - start
 
 

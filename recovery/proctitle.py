@@ -2,7 +2,7 @@
 
 Every driver used to show as ``python -m recovery.member.forkserver`` (forked from the fork server);
 with a title it shows as ``zkstore driver JOB attempt N``, a daemon as ``zkstore daemon ID``
-and a log shipper as ``zkstore log-shipper JOB/N``.
+and a daemon's log shipper as ``zkstore log-shipper ID``.
 
 How: :pypi:`setproctitle` (the library gunicorn, celery and postgres-style daemons use) rewrites
 the process's command line (what ``ps aux``, ``top -c`` and ``pgrep -f`` show) and its kernel name
@@ -42,8 +42,9 @@ def daemon_title(daemon_id: str) -> tuple[str, str, str]:
     return ("zkstore daemon ", daemon_id, "")
 
 
-def shipper_title(job_id: str, attempt: int) -> tuple[str, str, str]:
-    return ("zkstore log-shipper ", job_id, f"/{attempt}")
+def shipper_title(daemon_id: str) -> tuple[str, str, str]:
+    """The daemon's log shipper (one per daemon: it ships every driver's output)."""
+    return ("zkstore log-shipper ", daemon_id, "")
 
 
 def fork_server_title(daemon_id: str) -> tuple[str, str, str]:

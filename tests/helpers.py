@@ -6,6 +6,7 @@ import functools
 import hashlib
 import hmac
 import importlib
+import json
 import multiprocessing
 import multiprocessing.context
 import os
@@ -127,6 +128,19 @@ def wait_for(
         if time.monotonic() > end:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
         time.sleep(interval)
+
+
+def written_json(path: Path, timeout: float, what: str = "") -> Any:
+    """The JSON a job writes to ``path`` once it is all there: a file appears (empty) a moment
+    before its writer's one ``write``, so its existence alone says nothing of its content."""
+
+    def parsed() -> Any:
+        try:
+            return json.loads(path.read_text()) or None
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    return wait_for(parsed, timeout=timeout, what=what or f"{path} written")
 
 
 def holds_for(

@@ -37,7 +37,7 @@ from typing import Any
 _FILE = os.environ.get("ZKSTORE_BENCH_PROBE")
 _PROFILE_DIR = os.environ.get("ZKSTORE_BENCH_CPROFILE")
 _ORIGIN = os.getpid()
-_KINDS = {"recovery.driver.driver": "driver", "zkstore.jobs.logship": "shipper"}
+_KINDS = {"recovery.driver.driver": "driver", "recovery.member.shipper": "shipper"}
 _ROLE = (
     "daemon"
     if "recovery.cli.main" in sys.orig_argv

@@ -9,6 +9,6 @@ its drivers across its own restarts and records how each ended.
     processes.py     which process is which on a host: pid, start time, boot; pidfds
     launcher.py      starting a driver per attempt (forked, or a new process); the driver's
                      environment and exit codes
-    forkserver.py    drivers and log shippers forked from an interpreter that imported them
-    shipper.py       starting the log shipper of each driver (zkstore.jobs.logship)
+    forkserver.py    drivers (and the log shipper) forked from an interpreter that imported them
+    shipper.py       the daemon's log shipper: one process storing every driver's log
 """

@@ -1,5 +1,5 @@
-"""A fork server for drivers: one process per daemon that has imported what a driver (and its
-log shipper) needs, and forks one per attempt.
+"""A fork server for drivers: one process per daemon that has imported what a driver (and the
+daemon's log shipper) needs, and forks one per attempt.
 
 Why: a driver started as a new Python process spends a third of a second or more (much more on
 a busy host) starting the interpreter and importing kazoo, fsspec, cloudpickle and zkstore
@@ -22,13 +22,14 @@ job's key and no other job's.
 Protocol, over the server's stdin (a Unix socket: requests, each line sent with its
 descriptors) and stdout (answers), one JSON object per line::
 
-    -> {"id": 1, "argv": [...], "env": {...}, "cwd": "...", "log": "...",
-        "shipper": {"argv": [...], ...} or null}       + the read ends of the configuration
-                                                         pipes: the driver's, the shipper's
-    <- {"id": 1, "pid": 4242, "start": 98765, "shipper": 4243}  or {"id": 1, "error": "..."}
+    -> {"id": 1, "kind": "driver", "argv": [...], "env": {...}, "cwd": "...", "log": "...",
+        "nice": 0}                                      + the read end of its configuration pipe
+    <- {"id": 1, "pid": 4242, "start": 98765}  or {"id": 1, "error": "..."}
     <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
 
-The server exits when its stdin closes (its daemon is gone); drivers go on: they are in sessions
+A request's kind is ``driver`` or ``shipper`` (the daemon's log shipper,
+:mod:`recovery.member.shipper`, started once). The server exits when its stdin closes (its
+daemon is gone); drivers and the shipper go on: they are in sessions
 of their own, and a new daemon's leader adopts them.
 """
 
@@ -53,8 +54,8 @@ from recovery.proctitle import driver_title, fork_server_title, set_title, shipp
 
 logger = logging.getLogger(__name__)
 
-#: Descriptors one request may carry: the driver's configuration pipe and its shipper's.
-MAX_FDS = 2
+#: Descriptors one request carries: its child's configuration pipe.
+MAX_FDS = 1
 
 
 # -- the server (a process of its own) ----------------------------------------------------------
@@ -87,8 +88,7 @@ def serve() -> int:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             request = json.loads(line)
-            count = 1 + (request.get("shipper") is not None)
-            configs, descriptors = descriptors[:count], descriptors[count:]
+            configs, descriptors = descriptors[:MAX_FDS], descriptors[MAX_FDS:]
             _answer(request, configs)
 
 
@@ -110,23 +110,14 @@ def _reap() -> None:
 
 
 def _answer(request: dict[str, Any], configs: list[int]) -> None:
-    """Fork the request's driver and, if asked, its log shipper (which follows the driver
-    through a pidfd opened while the driver is our unreaped child: it can never mistake another
-    process for it), each with its configuration pipe from ``configs``, which are closed here.
-    Answers with their pids."""
+    """Fork the request's child with its configuration pipe (closed here); answer with its pid
+    and start time."""
     try:
-        if len(configs) != 1 + (request.get("shipper") is not None):
-            raise OSError("a request came without its configuration pipes")
-        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, configs, 0, -1)}
-        # Read while the driver is our unreaped child: its pid cannot name another process yet.
+        if len(configs) != 1:
+            raise OSError("a request came without its configuration pipe")
+        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, configs[0])}
+        # Read while the child is our unreaped child: its pid cannot name another process yet.
         answer["start"] = start_ticks(answer["pid"])
-        shipper = request.get("shipper")
-        if shipper is not None:
-            pidfd = os.pidfd_open(answer["pid"])
-            try:
-                answer["shipper"] = _fork({**shipper, "kind": "shipper"}, configs, 1, pidfd)
-            finally:
-                os.close(pidfd)
         _send(answer)
     except OSError as exc:
         _send({"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
@@ -136,15 +127,11 @@ def _answer(request: dict[str, Any], configs: list[int]) -> None:
                 os.close(fd)
 
 
-def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -> int:
-    """Fork the child of ``request`` with ``configs[index]`` as its configuration pipe (the
-    other pipes of the request are closed in the child)."""
+def _fork(request: dict[str, Any], config: int) -> int:
+    """Fork the child of ``request`` with ``config`` as its configuration pipe."""
     pid = os.fork()
     if pid == 0:
-        for other, fd in enumerate(configs):
-            if other != index:
-                os.close(fd)
-        _run_child(request, {"{config_fd}": configs[index], "{pidfd}": pidfd})  # never returns
+        _run_child(request, {"{config_fd}": config})  # never returns
     return pid
 
 
@@ -152,22 +139,24 @@ def _fork(request: dict[str, Any], configs: list[int], index: int, pidfd: int) -
 MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 
 #: What the server can fork: ``python -m <module>`` of each, already imported.
-_MAINS = {"driver": "recovery.driver.driver", "shipper": "zkstore.jobs.logship"}
+_MAINS = {"driver": "recovery.driver.driver", "shipper": "recovery.member.shipper"}
 
 
 def _title(kind: str, argv: list[str]) -> tuple[str, str, str] | None:
-    """The process title of a driver or shipper from its arguments (``--job-id``,
-    ``--attempt``), None if they are not there."""
+    """The process title of a driver (``--job-id``, ``--attempt``) or of the log shipper
+    (``--daemon-id``) from its arguments, None if they are not there."""
     try:
+        if kind == "shipper":
+            return shipper_title(argv[argv.index("--daemon-id") + 1])
         job_id = argv[argv.index("--job-id") + 1]
         attempt = int(argv[argv.index("--attempt") + 1])
     except (ValueError, IndexError):
         return None
-    return (shipper_title if kind == "shipper" else driver_title)(job_id, attempt)
+    return driver_title(job_id, attempt)
 
 
 def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
-    """In the child: become the driver (or log shipper) of the request, then exit with its
+    """In the child: become the driver (or the log shipper) of the request, then exit with its
     exit code."""
     code = 1
     try:
@@ -263,7 +252,7 @@ class ForkServer:
         self._process: subprocess.Popen[bytes] | None = None
         #: the server's stdin: requests, with their configuration pipes
         self._requests: socket.socket | None = None
-        self._answers: dict[int, tuple[ForkedProcess, ForkedProcess | None] | str] = {}
+        self._answers: dict[int, ForkedProcess | str] = {}
         self._answered = threading.Condition(self._lock)
         self._children: dict[int, ForkedProcess] = {}
         self._next_id = 0
@@ -281,26 +270,30 @@ class ForkServer:
         log: str,
         config: str,
         *,
-        shipper: dict[str, Any] | None = None,
-    ) -> tuple[ForkedProcess, ForkedProcess | None]:
-        """Fork a driver with ``argv`` (``{config_fd}`` stands for its configuration pipe) and,
-        with ``shipper`` (``argv``, ``env``, ``cwd``, ``log``, ``config``, ``nice``; ``{pidfd}``
-        stands for the driver's pidfd), its log shipper. Raises OSError if the server cannot do
-        it (the caller falls back to new processes)."""
+        kind: str = "driver",
+        nice: int = 0,
+    ) -> ForkedProcess:
+        """Fork a driver (or, with ``kind="shipper"``, the log shipper) with ``argv``
+        (``{config_fd}`` stands for its configuration pipe, which holds ``config``), at
+        ``nice``. Raises OSError if the server cannot do it (the caller falls back to a new
+        process)."""
         with self._lock:
             self._start_if_needed()
             assert self._process is not None and self._requests is not None
             self._next_id += 1
             request_id = self._next_id
-            request = {"id": request_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
-            configs = [config]
-            if shipper is not None:
-                shipper = dict(shipper)
-                configs.append(shipper.pop("config"))
-            request["shipper"] = shipper
+            request = {
+                "id": request_id,
+                "kind": kind,
+                "argv": argv,
+                "env": env,
+                "cwd": cwd,
+                "log": log,
+                "nice": nice,
+            }
             pipes: list[int] = []
             try:
-                pipes.extend(_config_pipe(text) for text in configs)
+                pipes.append(_config_pipe(config))
                 line = (json.dumps(request) + "\n").encode()
                 socket.send_fds(self._requests, [line[:1]], pipes)  # the pipes ride the first byte
                 self._requests.sendall(line[1:])
@@ -357,16 +350,9 @@ class ForkServer:
                     self._answers[int(message["id"])] = str(message["error"])
                     self._answered.notify_all()
                 else:
-                    start = message.get("start")
-                    children = [
-                        ForkedProcess(int(pid), self, start if pid == message["pid"] else None)
-                        for pid in (message["pid"], message.get("shipper"))
-                        if pid is not None
-                    ]
-                    for child in children:
-                        self._children[child.pid] = child
-                    shipper = children[1] if len(children) > 1 else None
-                    self._answers[int(message["id"])] = (children[0], shipper)
+                    child = ForkedProcess(int(message["pid"]), self, message.get("start"))
+                    self._children[child.pid] = child
+                    self._answers[int(message["id"])] = child
                     self._answered.notify_all()
         with self._lock:
             self._answered.notify_all()

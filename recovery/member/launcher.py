@@ -2,8 +2,9 @@
 
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
-crash. Its output goes to a log file per attempt, which a shipper process started beside it
-stores in object storage as it grows (:mod:`recovery.member.shipper`); it runs in a fresh
+crash. Its output goes to a log file per attempt, which the daemon's log shipper (one process
+for all its drivers) stores in object storage as it grows (:mod:`recovery.member.shipper`); it
+runs in a fresh
 working directory per attempt (``<work dir>/<job>-attempt-<n>``, see
 :mod:`recovery.driver.workdir`), which its daemon removes when it sees the driver exit.
 
@@ -32,12 +33,7 @@ from typing import Protocol
 
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.processes import EXIT_NOT_SEEN, ProcessIdentity, boot_id, start_ticks
-from recovery.member.shipper import (
-    SHIPPER_NICENESS,
-    shipper_argv,
-    shipper_config,
-    start_shipper,
-)
+from recovery.member.shipper import SHIPPER_NICENESS, Shipping, start_process
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
@@ -134,6 +130,32 @@ class DriverLauncher:
             if settings.fork_server
             else None
         )
+        #: the hand-over of each driver's log to the daemon's log shipper
+        self.shipping = Shipping(
+            self.work_root, settings.daemon_id, settings.store, self._start_shipper
+        )
+
+    def _start_shipper(self, argv: list[str], config: str, log: Path) -> int:
+        """Start the daemon's log shipper: forked by the fork server (a few milliseconds), or
+        as a new process if there is none or it failed."""
+        if self.fork_server is not None:
+            try:
+                shipper = self.fork_server.fork(
+                    argv,
+                    self.environment(),
+                    "/",
+                    str(log),
+                    config,
+                    kind="shipper",
+                    nice=SHIPPER_NICENESS,
+                )
+                logger.info("log shipper started (pid %d)", shipper.pid)
+                return shipper.pid
+            except OSError as exc:
+                logger.warning("fork server: %s; starting the log shipper as a new process", exc)
+        pid = start_process(self.settings.python, self.environment())(argv, config, log)
+        logger.info("log shipper started (pid %d)", pid)
+        return pid
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
@@ -182,31 +204,20 @@ class DriverLauncher:
         status_version: int,
         work_dir: Path,
         log_path: Path,
-        offset: int,
     ) -> ForkedProcess | None:
-        """The driver and its log shipper, forked by the fork server; None if there is none or
-        it failed (then both are started as new processes)."""
+        """The driver, forked by the fork server; None if there is none or it failed (then it
+        is started as a new process)."""
         if self.fork_server is None:
             return None
         argv = self.command(job_id, attempt, status_version, -1, work_dir, log_path)[3:]
         argv[argv.index("--config-fd") + 1] = "{config_fd}"  # the server makes the pipe
-        env = self.environment()
-        shipper = {
-            "argv": shipper_argv(job_id, attempt, log_path, offset),
-            "env": env,
-            "cwd": "/",  # not the attempt's directory, which goes away with the driver
-            "log": os.devnull,
-            "config": shipper_config(self.settings.store),
-            "nice": SHIPPER_NICENESS,
-        }
         try:
-            driver, _ = self.fork_server.fork(
+            driver = self.fork_server.fork(
                 argv,
-                env,
+                self.environment(),
                 str(work_dir),
                 str(log_path),
                 self.settings.store.for_job(job_id).to_json(),
-                shipper=shipper,
             )
         except OSError as exc:
             logger.warning("fork server: %s; starting the driver as a new process", exc)
@@ -240,9 +251,11 @@ class DriverLauncher:
                 os.close(write_end)
 
     def close(self) -> None:
-        """Stop the fork server (the drivers it forked go on)."""
+        """Stop the fork server (the drivers it forked go on) and let the log shipper go once
+        it has stored what it follows."""
         if self.fork_server is not None:
             self.fork_server.close()
+        self.shipping.close()
 
     def log_path(self, job_id: str, attempt: int) -> Path:
         return self.log_dir / job_id / f"attempt-{attempt}.log"
@@ -263,24 +276,13 @@ class DriverLauncher:
         work_dir.mkdir(parents=True)
         with open(log_path, "ab") as log:
             offset = log.tell()
-        forked = self._fork(job_id, attempt, status_version, work_dir, log_path, offset)
+        forked = self._fork(job_id, attempt, status_version, work_dir, log_path)
         process: DriverProcess
         if forked is not None:
             process, ticks = forked, forked.start_ticks
         else:
             process = self._spawn(job_id, attempt, status_version, work_dir, log_path)
             ticks = start_ticks(process.pid)  # our unreaped child: its pid is still its own
-            env, python = self.environment(), self.settings.python
-            start_shipper(
-                self.settings.store,
-                job_id,
-                attempt,
-                process.pid,
-                log_path,
-                offset,
-                env=env,
-                python=python,
-            )
         logger.debug(
             "started driver of %s attempt %d (pid %d, log %s)",
             job_id,
@@ -290,6 +292,7 @@ class DriverLauncher:
         )
         self.launched += 1
         identity = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
+        self.shipping.follow(job_id, attempt, log_path, identity, offset=offset)
         return Launch(job_id, attempt, status_version, process, log_path, work_dir, identity)
 
 

@@ -19,7 +19,7 @@ A daemon restarted with its id (after SIGTERM or SIGKILL) adopts the live driver
 placed on it, identified by pid and start time (:mod:`recovery.member.adoption`): it follows each
 through a pidfd and records its exit as it would for a driver it forked, never launches an attempt
 twice, and releases a ``running`` node or a working directory only once its owner is verified dead.
-Their log shippers are processes of their own and go on.
+Their log shipper is a process of its own (one per daemon) and goes on.
 
 Running drivers are not stopped when this member's own session is suspended or lost: each
 driver holds its own session and stops itself before that session can expire (invariant 4); a
@@ -117,6 +117,8 @@ class FleetMember:
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
         zk.ensure_path(layout.member_assignments(self.daemon_id))
+        # A log shipper killed (with its host's processes) left its requests: ship them again.
+        self.launcher.shipping.ensure_running()
         if self._watch is None:
             self._watch = NodeWatch(
                 zk,
@@ -372,6 +374,8 @@ class FleetMember:
             )
             with contextlib.suppress(OSError):
                 self.records.write(fresh)
+        # Its output goes on being shipped (the log shipper outlived us, or is started again).
+        self.launcher.shipping.follow(job_id, attempt, launch.log_path, identity, offset=None)
         self._track(launch, assignment.assigned if track else None)
         logger.info(
             "job %s: attempt %d adopted: its driver (pid %d, started before this daemon) goes "

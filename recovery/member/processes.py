@@ -160,6 +160,10 @@ class Adopted:
             return None
         return cls(identity, pidfd)
 
+    def fileno(self) -> int:
+        """The pidfd: readable once the process has exited (for ``poll``/``select``)."""
+        return self._pidfd
+
     def poll(self) -> int | None:
         if not self._ended:
             readable, _, _ = select.select([self._pidfd], [], [], 0)

@@ -64,8 +64,9 @@ def test_after_waits_for_its_job_then_runs_or_fails_with_the_reason(
     assert failed["outcome"] == "FAILED" and "no job never-submitted" in failed["error"]
 
     assert zkstore(config, "control set", "a", "go=true").returncode == 0
-    wait_for(lambda: Path(f"{out}-b").exists(), timeout=60, what="b ran after a")
-    assert Path(f"{out}-b").read_text() == "b"
+    # Its result, not its file: the file exists a moment before the job has written to it.
+    ran = wait_for(lambda: show(config, "b")["result"], timeout=60, what="b ran after a")
+    assert ran["outcome"] == "SUCCEEDED" and Path(f"{out}-b").read_text() == "b"
     ended = wait_for(lambda: show(config, "c")["result"], timeout=60, what="c's result")
     assert ended["outcome"] == "FAILED"
     assert ended["error"] == ("job a ended SUCCEEDED; this job runs only after it ended FAILED")

@@ -12,7 +12,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
-from tests.helpers import SESSION_TIMEOUT, alive, wait_for
+from tests.helpers import SESSION_TIMEOUT, alive, wait_for, written_json
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import FAILED
 
@@ -62,8 +62,7 @@ def test_a_timed_out_driver_that_ignores_sigterm_is_killed_with_its_group(
         cwd=laptop,
     )
     assert done.returncode == 0, done.stderr
-    wait_for((out / "pids-1").exists, timeout=90, what="attempt 1 running")
-    pids = json.loads((out / "pids-1").read_text())
+    pids = written_json(out / "pids-1", timeout=90, what="attempt 1 running")
     result = client.wait("stubborn", timeout=60)
     # Known dead before the job moved on: the driver and the child it left in its group.
     assert not alive(pids["driver"]) and not alive(pids["child"])

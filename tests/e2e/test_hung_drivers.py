@@ -14,7 +14,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
-from tests.helpers import SESSION_TIMEOUT, alive, wait_for
+from tests.helpers import SESSION_TIMEOUT, alive, wait_for, written_json
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.jobs.stops import Heartbeat
@@ -84,8 +84,7 @@ def test_a_deadlocked_and_a_sigstopped_driver_are_ended_and_resumed(
 
     # The SIGSTOPped driver: its session expires, its process lives on; it is killed before
     # the next attempt runs.
-    wait_for((out / "frozen-1").exists, timeout=60, what="frozen attempt 1 running")
-    stopped = json.loads((out / "frozen-1").read_text())["pid"]
+    stopped = written_json(out / "frozen-1", timeout=60, what="frozen attempt 1 running")["pid"]
     os.kill(stopped, signal.SIGSTOP)
     wait_for((out / "frozen-2").exists, timeout=60, what="frozen attempt 2 running")
     assert not alive(stopped), "the next attempt ran while the stopped driver lived"
@@ -98,9 +97,9 @@ def test_a_deadlocked_and_a_sigstopped_driver_are_ended_and_resumed(
     beat = Heartbeat.from_znode(data, stat, beat_path)
     assert beat.attempt == 1 and beat.beats >= 1
     deadlocked = json.loads((out / "deadlocks-1").read_text())["pid"]
-    wait_for((out / "deadlocks-2").exists, timeout=90, what="deadlocks attempt 2 running")
+    resumed = written_json(out / "deadlocks-2", timeout=90, what="deadlocks attempt 2 running")
     assert not alive(deadlocked)
-    assert json.loads((out / "deadlocks-2").read_text())["resumed_from"] == {"step": 1}
+    assert resumed["resumed_from"] == {"step": 1}
 
     for job in ("deadlocks", "frozen"):
         result = client.wait(job, timeout=60)

@@ -4,8 +4,8 @@ Daemons are ``zkstore daemon`` processes (:class:`LocalCluster`), stopped with S
 SIGKILL and started again with the same ``--id`` while checkpointing jobs run on them. The jobs
 run until the test drops a stop file in their directory, so that every check happens while the
 drivers are alive: same attempt, no lost attempt, no false reason in any driver log, each
-driver's working directory there while it runs, its log shipper the same process and its
-stored log each line once.
+driver's working directory there while it runs, the daemon's log shipper the same process,
+and its stored log each line once.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def boot_id() -> str:
 
 
 def shippers(local: LocalCluster, daemon_id: str) -> set[int]:
-    """The log shippers that daemon started (at the shipper's lower priority)."""
+    """The log shipper that daemon started (at the shipper's lower priority): one for all."""
     return {p for p in local.driver_processes(member=daemon_id) if nice(p) == SHIPPER_NICENESS}
 
 
@@ -115,14 +115,14 @@ def restart_under_jobs(
     assert len(mine) == 2, placed
     drivers = {j: local.driver_pid(j) for j in mine}
     shipping = shippers(local, victim)
-    assert len(shipping) == 2, "one log shipper per attempt"
+    assert len(shipping) == 1, "one log shipper for every attempt of the daemon"
 
     local.daemons[victim].signal(how)
     local.daemons[victim].process.wait(timeout=START)
     again = local.start_daemon(victim)
     wait_for(lambda: member_pid(client, victim) == again.pid, START, what="registered again")
     assert again.alive, again.log()[-2000:]
-    # The jobs go on, the same drivers, in their own directories, shipped by the same shippers.
+    # The jobs go on, the same drivers, in their own directories, shipped by the same shipper.
     progress = {j: steps(o) for j, o in outs.items()}
     wait_for(lambda: all(steps(o) >= progress[j] + 5 for j, o in outs.items()), timeout=90)
     for job_id in mine:
@@ -132,7 +132,7 @@ def restart_under_jobs(
         assert client.status(job_id).attempt == 1
         status = client.status(job_id).status
         assert status is not None and (status.lost or 0) == 0
-    assert shippers(local, victim) == shipping, "the same shippers, and no second one"
+    assert shippers(local, victim) == shipping, "the same shipper, and no second one"
     assert again.log().count("attempt 1 adopted") == 2, again.log()[-3000:]
 
     for out in outs.values():

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import read_until, script, start
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, wait_for, written_json
 from zkstore.config import StoreConfig
 
 JOB = """
@@ -90,9 +90,8 @@ def test_a_killed_job_and_a_waiting_one_as_a_user_sees_them(
     assert submitted.returncode == 0, submitted.stderr
     waiter = start(config, "jobs wait", "killed", cwd=laptop)
     follower = start(config, "jobs logs", "killed", "--follow", cwd=laptop)
-    wait_for((out / "attempt-1.json").exists, timeout=90, what="attempt 1 running")
+    driver = written_json(out / "attempt-1.json", timeout=90, what="attempt 1 running")["pid"]
     read_until(follower.stdout, "hello from attempt 1", [])  # the user follows attempt 1
-    driver = json.loads((out / "attempt-1.json").read_text())["pid"]
     assert title(driver) == "zkstore driver killed attempt 1"
     assert title(local.daemons["d1"].pid) == "zkstore daemon d1"
     assert "zkstore fork-server d1" in {title(pid) for pid in children(local.daemons["d1"].pid)}

@@ -14,10 +14,7 @@ from tests.helpers import wait_for
 def fork_driver(server: ForkServer, tmp_path: Path, *argv: str) -> tuple[int, Path]:
     """Fork ``python -m recovery.driver.driver ARGV`` (no configuration a driver could use)."""
     log = tmp_path / "driver.log"
-    child, shipper = server.fork(
-        list(argv), dict(os.environ), str(tmp_path), str(log), "{}", shipper=None
-    )
-    assert shipper is None
+    child = server.fork(list(argv), dict(os.environ), str(tmp_path), str(log), "{}")
     return child.wait(), log
 
 
@@ -41,9 +38,7 @@ def test_a_dead_fork_server_is_started_again_and_its_childrens_ends_are_still_se
         # A driver that waits for a ZooKeeper nobody runs (the default, 127.0.0.1:2181).
         argv = ["--config-fd", "{config_fd}", "--job-id", "j", "--attempt", "1"]
         argv += ["--status-version", "0"]
-        waiting, _ = server.fork(
-            argv, dict(os.environ), str(tmp_path), str(tmp_path / "a.log"), "{}"
-        )
+        waiting = server.fork(argv, dict(os.environ), str(tmp_path), str(tmp_path / "a.log"), "{}")
         assert waiting.poll() is None
         first = server._process
         assert first is not None

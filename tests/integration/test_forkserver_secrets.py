@@ -37,22 +37,22 @@ def test_no_configuration_sits_in_the_fork_servers_memory(tmp_path: Path) -> Non
     try:
         for n, secret in enumerate(secrets):
             config = json.dumps({"job_key": {"job_id": f"j{n}", "key": secret}, "pad": "p" * n})
-            shipper = {
-                "argv": ["--config-fd", "{config_fd}"],
-                "env": dict(os.environ),
-                "cwd": "/",
-                "log": os.devnull,
-                "config": config.replace("job_key", "shipper_key"),
-            }
-            driver, shipped = server.fork(
+            driver = server.fork(
                 ["--config-fd", "{config_fd}", "--job-id", f"j{n}"],  # argparse: exits 2
                 dict(os.environ),
                 str(tmp_path),
                 str(tmp_path / f"driver-{n}.log"),
                 config,
-                shipper=shipper,
             )
-            assert driver.wait() == 2 and shipped is not None and shipped.wait() != 0
+            shipper = server.fork(
+                ["--config-fd", "{config_fd}"],  # argparse: exits 2
+                dict(os.environ),
+                "/",
+                str(tmp_path / f"shipper-{n}.log"),
+                config.replace("job_key", "shipper_key"),
+                kind="shipper",
+            )
+            assert driver.wait() == 2 and shipper.wait() == 2
         process = server._process
         assert process is not None
         memory = writable_memory(process.pid)

@@ -7,18 +7,25 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from recovery.member.shipper import start_shipper
-from tests.helpers import wait_for
+from recovery.member.processes import identify
+from recovery.member.shipper import (
+    FollowRequest,
+    Shipping,
+    shipper_argv,
+    shipper_config,
+    start_process,
+)
+from tests.helpers import alive, holds_for, wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
 from zkstore.jobs.logs import MAX_CHUNK_BYTES, JobLogs, LogFollower
+from zkstore.jobs.logship import LogShipper
 from zkstore.layout import StorageLayout
 from zkstore.storage import StateStorage
 
@@ -35,6 +42,26 @@ def child_writing(path: Path, script: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [sys.executable, "-c", script], stdout=log, stderr=subprocess.STDOUT
         )
+
+
+def shipping(config: StoreConfig, work: Path, interval: float, daemon: str = "d1") -> Shipping:
+    """A daemon's hand-over to its log shipper, which runs as the real process it is."""
+    return Shipping(
+        work, daemon, config, start_process(sys.executable, dict(os.environ)), interval=interval
+    )
+
+
+def follow(
+    hand_over: Shipping, job_id: str, driver: subprocess.Popen[bytes], log: Path, offset: int = 0
+) -> None:
+    hand_over.follow(job_id, 1, log, identify(driver.pid), offset=offset)
+
+
+def shipper_gone(hand_over: Shipping, timeout: float) -> None:
+    """The shipper has exited (it is the child of a test thread's Popen, reaped there)."""
+    pid = hand_over.pid
+    assert pid is not None, "a shipper was started"
+    wait_for(lambda: not alive(pid), timeout=timeout, what="the log shipper to exit")
 
 
 # -- the shipper, with stand-in drivers ---------------------------------------------------------
@@ -60,18 +87,16 @@ def test_shipper_stores_everything_in_order_and_marks_it_complete(
         "sys.stderr.write('to stderr, no line end')\n"
     )
     driver = child_writing(log, script)
-    shipper = start_shipper(
-        config, "job-1", 1, driver.pid, log, offset, env=dict(os.environ), interval=0.1
-    )
-    assert shipper is not None
+    hand_over = shipping(config, tmp_path / "work", interval=0.1)
+    follow(hand_over, "job-1", driver, log, offset)
     with Cluster.open(config) as cluster:
         logs = JobLogs(cluster.storage, cluster.storage_layout, "job-1")
         wait_for(lambda: logs.attempt(1).chunks, timeout=60, what="a chunk while it runs")
         go.touch()
         assert driver.wait(timeout=60) == 0
-        assert shipper.wait(timeout=60) == 0
+        wait_for(lambda: logs.attempt(1).ended, timeout=60, what="end.json")
         stored = logs.attempt(1)
-        assert stored.ended and logs.end(1) == {
+        assert logs.end(1) == {
             "chunks": len(stored.chunks),
             "bytes": stored.size,
             "finished": logs.end(1)["finished"],  # type: ignore[index]
@@ -81,6 +106,9 @@ def test_shipper_stores_everything_in_order_and_marks_it_complete(
         assert stored.chunks[0].size <= 1000 * 72 and len(stored.chunks) > 1
         assert all(c.size > 0 for c in stored.chunks)
         assert logs.tail(stored, 2) == b"line 02999 " + b"x" * 60 + b"\nto stderr, no line end"
+    assert not list(hand_over.directory.glob("*.json")), "the request is gone with the work"
+    hand_over.close()
+    shipper_gone(hand_over, timeout=30)
 
 
 def test_sigkilled_driver_still_has_its_last_lines_in_storage(
@@ -95,16 +123,19 @@ def test_sigkilled_driver_still_has_its_last_lines_in_storage(
         "import time; time.sleep(600)\n"
     )
     driver = child_writing(log, script)
-    shipper = start_shipper(
-        config, "killed", 1, driver.pid, log, 0, env=dict(os.environ), interval=3600
-    )
-    assert shipper is not None
+    hand_over = shipping(config, tmp_path / "work", interval=3600)
+    follow(hand_over, "killed", driver, log)
     wait_for(marker.exists, timeout=60, what="the driver printing")
     assert stored_text(config, "killed", 1) == "", "nothing shipped before the exit"
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=30)
-    assert shipper.wait(timeout=60) == 0
-    assert stored_text(config, "killed", 1) == "the last words before SIGKILL\n"
+    wait_for(
+        lambda: stored_text(config, "killed", 1) == "the last words before SIGKILL\n",
+        timeout=60,
+        what="the last words stored",
+    )
+    hand_over.close()
+    shipper_gone(hand_over, timeout=30)
 
 
 def test_storage_refusing_for_a_while_loses_nothing(config: StoreConfig, tmp_path: Path) -> None:
@@ -123,21 +154,145 @@ def test_storage_refusing_for_a_while_loses_nothing(config: StoreConfig, tmp_pat
         "for i in range(200): print(f'after {i}', flush=True)\n"
     )
     driver = child_writing(log, script)
-    shipper = start_shipper(
-        config, "outage", 1, driver.pid, log, 0, env=dict(os.environ), interval=0.1
-    )
-    assert shipper is not None
+    hand_over = shipping(config, tmp_path / "work", interval=0.1)
+    follow(hand_over, "outage", driver, log)
     wait_for(lambda: log.read_bytes().count(b"\n") >= 200, timeout=60, what="first lines")
-    time.sleep(1.0)  # several looks of the shipper, every one refused
+    shipper_log = hand_over.directory / "shipper.log"
+    wait_for(
+        lambda: shipper_log.exists() and b"cannot store the log" in shipper_log.read_bytes(),
+        timeout=60,
+        what="a look refused",
+    )
     root.unlink()
     aside.rename(root)
     go.touch()
     assert driver.wait(timeout=60) == 0
-    assert shipper.wait(timeout=120) == 0
     expected = "".join(f"before {i}\n" for i in range(200)) + "".join(
         f"after {i}\n" for i in range(200)
     )
-    assert stored_text(config, "outage", 1) == expected
+    wait_for(lambda: stored_text(config, "outage", 1) == expected, timeout=120, what="all lines")
+    hand_over.close()
+    shipper_gone(hand_over, timeout=30)
+
+
+def test_one_shipper_follows_every_driver_and_outlives_its_daemon(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    """Five drivers, one shipper process; the daemon gone (its lock released), the shipper
+    stores the rest of the drivers still running, then exits, and not before."""
+    go = tmp_path / "go"
+    script = (
+        "import os, time\n"
+        "print('first', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+        "print('after the daemon left', flush=True)\n"
+    )
+    hand_over = shipping(config, tmp_path / "work", interval=0.2)
+    drivers = {}
+    for n in range(5):
+        log = tmp_path / f"job-{n}.log"
+        drivers[f"job-{n}"] = child_writing(log, script)
+        follow(hand_over, f"job-{n}", drivers[f"job-{n}"], log)
+    pid = hand_over.pid
+    assert pid is not None
+    for job in drivers:
+        wait_for(lambda job=job: stored_text(config, job, 1) == "first\n", timeout=60, what=job)
+    assert hand_over.pid == pid, "one shipper for every driver"
+    assert shippers_of(hand_over.directory) == [pid]
+    hand_over.close()  # the daemon stops; its drivers go on
+    holds_for(lambda: alive(pid), seconds=1.0, what="the shipper while drivers run")
+    go.touch()
+    for driver in drivers.values():
+        assert driver.wait(timeout=60) == 0
+    shipper_gone(hand_over, timeout=30)
+    for job in drivers:
+        assert stored_text(config, job, 1) == "first\nafter the daemon left\n"
+        with Cluster.open(config) as cluster:
+            assert JobLogs(cluster.storage, cluster.storage_layout, job).attempt(1).ended
+
+
+def test_a_killed_shipper_is_replaced_and_resumes_without_a_byte_twice(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    """SIGKILL the shipper between looks: the daemon's next start finds the request and starts
+    another, which goes on from what storage holds: every line once, in order."""
+    step = tmp_path / "step"
+    script = (
+        "import os, time\n"
+        "for n in range(3):\n"
+        f"    while not os.path.exists({str(step)!r} + str(n)): time.sleep(0.05)\n"
+        "    for i in range(50): print(f'step {n} line {i}', flush=True)\n"
+    )
+    log = tmp_path / "attempt-1.log"
+    driver = child_writing(log, script)
+    hand_over = shipping(config, tmp_path / "work", interval=0.1)
+    follow(hand_over, "resumed", driver, log)
+    first = hand_over.pid
+    assert first is not None
+    expected = ""
+    for n in range(3):
+        Path(f"{step}{n}").touch()
+        expected += "".join(f"step {n} line {i}\n" for i in range(50))
+        wait_for(
+            lambda expected=expected: stored_text(config, "resumed", 1) == expected,
+            timeout=60,
+            what=f"step {n}",
+        )
+        if n == 0:
+            os.kill(first, signal.SIGKILL)
+            wait_for(lambda: not alive(first), timeout=30, what="the shipper killed")
+            hand_over.close()  # the daemon restarts too: a new one takes the lock
+            hand_over = shipping(config, tmp_path / "work", interval=0.1)
+            hand_over.ensure_running()
+            assert hand_over.pid not in (None, first), "a new shipper"
+    assert driver.wait(timeout=60) == 0
+    with Cluster.open(config) as cluster:
+        logs = JobLogs(cluster.storage, cluster.storage_layout, "resumed")
+        wait_for(lambda: logs.attempt(1).ended, timeout=60, what="end.json")
+        assert b"".join(logs.read(logs.attempt(1))).decode() == expected
+    hand_over.close()
+    shipper_gone(hand_over, timeout=30)
+
+
+def test_a_second_shipper_of_the_same_daemon_steps_aside(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    """Two starts race (a daemon's wake found the FIFO closed for a moment): one shipper
+    serves, the other exits at once; nothing is stored twice."""
+    log = tmp_path / "attempt-1.log"
+    driver = child_writing(log, "print('once', flush=True)\n")
+    hand_over = shipping(config, tmp_path / "work", interval=0.1)
+    follow(hand_over, "raced", driver, log)
+    first = hand_over.pid
+    assert first is not None
+    second = start_process(sys.executable, dict(os.environ))(
+        shipper_argv(hand_over.directory, "d1", 0.1),
+        shipper_config(config),
+        tmp_path / "second.log",
+    )
+    wait_for(lambda: not alive(second), timeout=30, what="the second shipper to step aside")
+    assert driver.wait(timeout=60) == 0
+    wait_for(lambda: stored_text(config, "raced", 1) == "once\n", timeout=60, what="the line")
+    hand_over.close()
+    shipper_gone(hand_over, timeout=30)
+    assert (
+        first != second and b"another log shipper serves" in (tmp_path / "second.log").read_bytes()
+    )
+
+
+def shippers_of(directory: Path) -> list[int]:
+    """Pids of the live processes that hold ``directory``'s service lock open (a shipper's
+    command line is its title: it does not name the directory)."""
+    lock = str(directory / "service.lock")
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        if lock in links:
+            found.append(int(entry.name))
+    return found
 
 
 # -- end to end, with daemons -------------------------------------------------------------------
@@ -169,3 +324,44 @@ def test_planted_objects_in_the_logs_are_ignored_or_refused(storage: StateStorag
     assert logs.read_chunk(found[1].chunks[0]) == b"real\n"
     with pytest.raises(UntrustedPayload):
         logs.read_chunk(found[1].chunks[1])
+
+
+# -- resuming: where a follow goes on from ---------------------------------------------------------
+
+
+def test_a_follow_resumes_from_what_storage_holds(storage: StateStorage, tmp_path: Path) -> None:
+    """An earlier launch's chunk, then this follow's: a replacement shipper knows from storage
+    how far this follow got, and a follow with no record of its start begins after it all."""
+    log = tmp_path / "attempt-1.log"
+    log.write_bytes(b"old\n")
+    logs = JobLogs(storage, StorageLayout("c"), "job")
+    logs.write_chunk(1, 0, b"old\n")
+    first = LogShipper(logs, 1, log, offset=4)
+    log.write_bytes(b"old\na\n")
+    assert first.ship(final=False) and (first.first_offset, first.first_seq) == (4, 1)
+    log.write_bytes(b"old\na\nb\nc")
+    again = LogShipper(logs, 1, log, offset=4, first_seq=1)  # the shipper was replaced
+    assert again.ship(final=True) and again.finish()
+    assert b"".join(logs.read(logs.attempt(1))) == b"old\na\nb\nc"
+    assert [c.seq for c in logs.attempt(1).chunks] == [0, 1, 2]
+    assert logs.end(1) == {"chunks": 3, "bytes": 9, "finished": logs.end(1)["finished"]}  # type: ignore[index]
+    unknown = LogShipper(logs, 2, log, offset=None)
+    logs.write_chunk(2, 0, b"old\n")
+    assert unknown.resume() and (unknown.offset, unknown.seq) == (4, 1)
+    assert not LogShipper(logs, 1, log).resume(), "a complete log is left alone"
+
+
+def test_planted_follow_requests_are_refused(tmp_path: Path) -> None:
+    good = FollowRequest("job", 1, "/var/log/x.log", 0, None, "host", 42, 7, "boot")
+    assert FollowRequest.parse(good.to_bytes()) == good
+    for bad in (
+        b"not json",
+        b"[]",
+        good.to_bytes().replace(b'"job"', b'"../job"'),
+        good.to_bytes().replace(b'"/var/log/x.log"', b'"relative.log"'),
+        good.to_bytes().replace(b'"pid": 42', b'"pid": "42"'),
+        good.to_bytes().replace(b'"attempt": 1', b'"attempt": true'),
+        good.to_bytes().replace(b'"host": "host"', b'"host": "host", "extra": 1'),
+    ):
+        with pytest.raises(ValueError):
+            FollowRequest.parse(bad)

@@ -19,7 +19,7 @@ from recovery.proctitle import (
 def test_each_role_names_itself_and_its_job() -> None:
     assert fit(driver_title("etl-daily", 3)) == "zkstore driver etl-daily attempt 3"
     assert fit(daemon_title("host-a")) == "zkstore daemon host-a"
-    assert fit(shipper_title("etl-daily", 3)) == "zkstore log-shipper etl-daily/3"
+    assert fit(shipper_title("host-a")) == "zkstore log-shipper host-a"
     assert fit(fork_server_title("host-a")) == "zkstore fork-server host-a"
 
 
@@ -46,7 +46,7 @@ def test_control_characters_never_reach_a_title() -> None:
 
 def test_the_kernel_name_fits_its_fifteen_bytes() -> None:
     assert comm_name(driver_title("j", 1)) == "zk-driver"
-    assert comm_name(shipper_title("j", 1)) == "zk-log-shipper"
+    assert comm_name(shipper_title("d1")) == "zk-log-shipper"
     assert all(
         len(comm_name(t).encode()) <= COMM_BYTES
         for t in (driver_title("j", 1), daemon_title("d"), fork_server_title("d"))

@@ -1,29 +1,28 @@
-"""Storing a growing log file in object storage: ``python -m zkstore.jobs.logship ...``.
+"""Storing a growing log file in object storage, chunk by chunk: one attempt's follower.
 
-One process per attempt of a job follows the attempt's log file (the driver's stdout and stderr)
-from an offset and stores what is new every few seconds as the next chunk of the attempt's log
-(:class:`~zkstore.jobs.logs.JobLogs`); once the driver has exited (its pidfd, inherited from the
-launcher, becomes readable) it stores the rest and ``end.json``. The file is the buffer: the
-driver never waits for storage, and nothing is dropped while storage is down. The runtime starts
-it (:mod:`recovery.member.shipper` says why a process of its own); it lives here, with the
-store, so that it starts without the runtime's imports, and it loads storage (fsspec: most of
-its CPU) only at its first look, one interval after the driver started.
+A :class:`LogShipper` follows one attempt's log file (the driver's stdout and stderr) from an
+offset and, at each look, stores what is new as the next chunk of the attempt's log
+(:class:`~zkstore.jobs.logs.JobLogs`); once told that the driver has exited it stores the rest
+and ``end.json``. The file is the buffer: the driver never waits for storage, and nothing is
+dropped while storage is down. It does not decide when to look, nor how a driver's exit is seen:
+the daemon's log shipper (:mod:`recovery.member.shipper`, one process per daemon) follows every
+attempt of its daemon with one of these each.
+
+Where to go on from is found in storage (:meth:`LogShipper.resume`), so that a shipper that
+died is replaced by one that neither stores a byte twice nor skips one: the chunks of one follow
+are stored in order, contiguous from its first offset and first sequence number, so the
+offset reached is the first offset plus the sizes of the chunks stored since.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import select
-import sys
-import time
-from collections.abc import Callable
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zkstore.config import StoreConfig
-from zkstore.errors import ConfigError, HandleExists, StoreUnavailable, ZkStoreError
+from zkstore.errors import HandleExists, StoreUnavailable, ZkStoreError
 from zkstore.layout import LOG_CHUNK_BYTES as CHUNK_BYTES
 from zkstore.throttle import Throttle
 
@@ -40,10 +39,13 @@ MAX_BACKOFF = 60.0
 
 
 class LogShipper:
-    """Follows one attempt's log file from ``offset`` and stores it chunk by chunk.
+    """Follows one attempt's log file and stores it chunk by chunk.
 
-    Chunks are cut at line ends where possible and hold at most ``chunk_bytes``; the file itself
-    is the buffer, so a slow or unreachable storage never holds up the driver.
+    ``offset`` is where this follow begins in the file (None: after what storage holds of the
+    attempt already, for a follow begun without a record of where the driver started);
+    ``first_seq`` the sequence number of its first chunk (None until :meth:`resume` finds it,
+    after the chunks stored already: the same attempt's file appended to again). Chunks are cut
+    at line ends where possible and hold at most ``chunk_bytes``.
     """
 
     def __init__(
@@ -52,60 +54,49 @@ class LogShipper:
         attempt: int,
         path: Path,
         *,
-        offset: int = 0,
-        interval: float = INTERVAL,
+        offset: int | None = 0,
+        first_seq: int | None = None,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self.logs = logs
         self.attempt = attempt
         self.path = path
-        self.offset = offset
-        self.interval = interval
+        self.first_offset = offset
+        self.first_seq = first_seq
+        self.offset = offset or 0
+        self.seq = first_seq or 0
         self.chunk_bytes = chunk_bytes
-        self.seq = 0
-        self.shipped = 0
+        #: bytes of the attempt's chunks in storage (earlier follows' included), for end.json
+        self.stored = 0
+        self.resumed = False
         self._throttle = Throttle(logger)
 
-    def run(
-        self, exited: Callable[[float], bool], *, give_up: float = GIVE_UP, look_now: bool = False
-    ) -> bool:
-        """Ship until the driver has exited (``exited(timeout)`` waits for that up to
-        ``timeout`` seconds) and everything is stored; returns False if it gave up. The first
-        look is one interval from now, or at once with ``look_now``."""
-        self.seq = self._next_seq()
-        wait = 0.0 if look_now else self.interval
-        deadline: float | None = None
-        while True:
-            done = exited(wait)
-            if done and deadline is None:
-                deadline = time.monotonic() + give_up
-            if self._ship(final=done):
-                wait = self.interval
-                if done:
-                    self._finish()
-                    return True
-            else:
-                wait = min(MAX_BACKOFF, wait * 2)
-                if deadline is not None and time.monotonic() > deadline:
-                    logger.error(
-                        "gave up storing the rest of %s attempt %d; it stays in %s",
-                        self.logs.job_id,
-                        self.attempt,
-                        self.path,
-                    )
-                    return False
+    def resume(self) -> bool:
+        """Find the place to go on from in storage (one listing and a read of ``end.json``);
+        False if the attempt's log is complete already. Raises ZkStoreError (storage down: try
+        again later)."""
+        if self.logs.end(self.attempt) is not None:
+            return False
+        chunks = self.logs.attempt(self.attempt).chunks
+        if self.first_seq is None:
+            self.first_seq = chunks[-1].seq + 1 if chunks else 0
+        if self.first_offset is None:  # no record of where it began: after what is stored
+            self.first_offset = sum(c.size for c in chunks if c.seq < self.first_seq)
+        self.offset, self.seq = self.first_offset, self.first_seq
+        for chunk in chunks:  # this follow's chunks stored already, in order
+            if chunk.seq == self.seq:
+                self.offset += chunk.size
+                self.seq += 1
+        self.stored = sum(c.size for c in chunks)
+        self.resumed = True
+        return True
 
-    def _next_seq(self) -> int:
-        """After the chunks stored already (the same attempt's file appended to again)."""
+    def ship(self, *, final: bool) -> bool:
+        """Store what is new in the file (all of it with ``final``: the driver has exited);
+        False if storage failed (the file keeps it: try again later)."""
         try:
-            chunks = self.logs.attempt(self.attempt).chunks
-        except StoreUnavailable:
-            return 0  # a clash later says so, and moves past it
-        return chunks[-1].seq + 1 if chunks else 0
-
-    def _ship(self, *, final: bool) -> bool:
-        """Store what is new in the file; False if storage failed (try again later)."""
-        try:
+            if not self.resumed and not self.resume():
+                return True
             more = True
             while more:
                 data, more = self._read(final)
@@ -116,8 +107,30 @@ class LogShipper:
                 "storage", "cannot store the log of %s: %s", self.logs.job_id, exc
             )
             return False
+        except OSError as exc:  # the file itself: unreadable, or not a regular file
+            self._throttle.warning("file", "cannot read the log of %s: %s", self.logs.job_id, exc)
+            return False
         self._throttle.clear("storage", "storing the log of %s again", self.logs.job_id)
         return True
+
+    def finish(self) -> bool:
+        """Record that the whole output is stored (``end.json``); False if storage failed."""
+        try:
+            self.logs.finish(self.attempt, chunks=self.seq, size=self.stored)
+        except ZkStoreError as exc:
+            self._throttle.warning(
+                "storage", "cannot mark the log of %s complete: %s", self.logs.job_id, exc
+            )
+            return False
+        return True
+
+    def _next_seq(self) -> int:
+        """After the chunks stored already."""
+        try:
+            chunks = self.logs.attempt(self.attempt).chunks
+        except StoreUnavailable:
+            return 0  # a clash later says so, and moves past it
+        return chunks[-1].seq + 1 if chunks else 0
 
     def _read(self, final: bool) -> tuple[bytes, bool]:
         """The next chunk to store, and whether the file may hold more after it.
@@ -127,13 +140,18 @@ class LogShipper:
         line end is stored whole).
         """
         try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_size < self.offset:
-                    self.offset = 0  # truncated by somebody: start over
-                f.seek(self.offset)
-                data = f.read(self.chunk_bytes)
+            # Never through a symlink, and only a regular file: the path is the daemon's.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return b"", False
+        with os.fdopen(fd, "rb") as f:
+            status = os.fstat(f.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise OSError(f"{self.path} is not a regular file")
+            if status.st_size < self.offset:
+                self.offset = 0  # truncated by somebody: start over
+            f.seek(self.offset)
+            data = f.read(self.chunk_bytes)
         full = len(data) == self.chunk_bytes
         if final or data.endswith(b"\n"):
             return data, full
@@ -155,62 +173,4 @@ class LogShipper:
                 self.seq = max(self.seq + 1, self._next_seq())  # always forward
         self.seq += 1
         self.offset += len(data)
-        self.shipped += len(data)
-
-    def _finish(self) -> None:
-        try:
-            self.logs.finish(self.attempt, chunks=self.seq, size=self.shipped)
-        except ZkStoreError as exc:
-            logger.warning("cannot mark the log of %s complete: %s", self.logs.job_id, exc)
-
-
-def exit_waiter(pidfd: int) -> Callable[[float], bool]:
-    """``wait(timeout)``: True once the process of ``pidfd`` has exited."""
-
-    def wait(timeout: float) -> bool:
-        readable, _, _ = select.select([pidfd], [], [], timeout)
-        return bool(readable)
-
-    return wait
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zkstore.jobs.logship", description=__doc__)
-    parser.add_argument("--config-fd", type=int, required=True)
-    parser.add_argument("--pidfd", type=int, required=True)
-    parser.add_argument("--job-id", required=True)
-    parser.add_argument("--attempt", type=int, required=True)
-    parser.add_argument("--log", type=Path, required=True)
-    parser.add_argument("--offset", type=int, default=0)
-    parser.add_argument("--interval", type=float, default=INTERVAL)
-    parser.add_argument("--give-up", type=float, default=GIVE_UP)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    try:
-        with os.fdopen(args.config_fd, "rb") as pipe:
-            config = StoreConfig.from_json(pipe.read(1 << 20).decode())
-    except (OSError, UnicodeDecodeError, ConfigError) as exc:
-        parser.error(f"cannot read the storage configuration: {exc}")
-    exited = exit_waiter(args.pidfd)
-    # Wait first, load later: storage (fsspec) costs most of this process's CPU to import, and
-    # a short driver is done before it shares a core with that; a long one hardly notices.
-    exited(args.interval)
-    from zkstore.jobs.logs import JobLogs
-    from zkstore.layout import StorageLayout
-    from zkstore.storage import StateStorage
-
-    try:
-        storage = StateStorage(config.storage_url, config.storage_options, timeout=config.timeout)
-    except ConfigError as exc:
-        parser.error(f"invalid storage configuration: {exc}")
-    logs = JobLogs(storage, StorageLayout(config.cluster_id), args.job_id)
-    shipper = LogShipper(logs, args.attempt, args.log, offset=args.offset, interval=args.interval)
-    return 0 if shipper.run(exited, give_up=args.give_up, look_now=True) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        self.stored += len(data)
