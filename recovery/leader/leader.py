@@ -263,7 +263,13 @@ class LeaderProcess:
         """Placements are taken from the fleet as starts are decided, so that one batch never
         overfills a member. New jobs are initialized in one pipelined round and decided again
         at once, without a re-read."""
-        snapshots = read_snapshots(self.cluster.zk, self.cluster.layout, ids, listing=listing)
+        snapshots = read_snapshots(
+            self.cluster.zk,
+            self.cluster.layout,
+            ids,
+            listing=listing,
+            look_inside=listing is None,  # a look at a few jobs: read only the records there
+        )
         self._collect_stale_assignments(ids, snapshots)
         assignments = self._read_assignments(snapshots.values())
         now = datetime.now(UTC)

@@ -19,6 +19,7 @@ recorded (the assignment's ``exited``, what the leader waits for) only by
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -65,6 +66,14 @@ class Endings:
         self._notify = notify
         self._record_exit = record_exit
         self._watches: dict[str, NodeWatch] = {}
+        #: job id -> the ``end`` node's data as its watch last reported it (None: absent): the
+        #: watch's own reads are the member's only reads of it
+        self._seen: dict[str, object] = {}
+        self._seen_lock = threading.Lock()
+        #: a watch being set reports the node's data at once, on this thread, within the look
+        #: that reads it: no need to look again for that report
+        self._arming: str | None = None
+        self._arming_thread: threading.Thread | None = None
         #: job id -> (the launch, its ending, whether its exit waits to be recorded)
         self._ending: dict[str, tuple[Launch, ending.Ending, bool]] = {}
 
@@ -72,6 +81,36 @@ class Endings:
         for watch in self._watches.values():
             watch.stop()
         self._watches.clear()
+
+    def _saw(self, job_id: str, value: object) -> None:
+        """The watch of the job's ``end`` node reported its data (kazoo's threads): keep it,
+        and have the member look."""
+        with self._seen_lock:
+            self._seen[job_id] = value
+            arming = self._arming == job_id and threading.current_thread() is self._arming_thread
+        if not arming:
+            self._notify()
+
+    def _end_nodes(self, jobs: list[str]) -> list[tuple[bytes, None] | None]:
+        """The ``end`` node of each job: as its watch last reported it, or read (pipelined)
+        where no watch could be set."""
+        unwatched = [job for job in jobs if job not in self._watches]
+        read: dict[str, tuple[bytes, None] | None] = {}
+        if unwatched:
+            try:
+                found = self._zk.get_many([self._layout.end(job) for job in unwatched])
+            except ZkStoreError as exc:
+                logger.warning("end requests not read (%s): looking again later", exc)
+                found = [None] * len(unwatched)
+            read = {
+                job: (item[0], None) if item else None
+                for job, item in zip(unwatched, found, strict=True)
+            }
+        with self._seen_lock:
+            seen = {job: self._seen.get(job) for job in jobs if job in self._watches}
+        for job, value in seen.items():
+            read[job] = (value, None) if isinstance(value, bytes) else None
+        return [read.get(job) for job in jobs]
 
     def ending(self, launch: Launch) -> bool:
         """The launch's attempt is being ended."""
@@ -85,19 +124,21 @@ class Endings:
         for job_id in list(self._watches):
             if job_id not in live and job_id not in self._ending:
                 self._watches.pop(job_id).stop()
+                with self._seen_lock:
+                    self._seen.pop(job_id, None)
         for job_id in live:
             if job_id not in self._watches:
-                with contextlib.suppress(ZkStoreError):
+                self._arming, self._arming_thread = job_id, threading.current_thread()
+                try:
                     self._watches[job_id] = NodeWatch(
-                        self._zk, self._layout.end(job_id), lambda _: self._notify()
+                        self._zk, self._layout.end(job_id), functools.partial(self._saw, job_id)
                     )
+                except ZkStoreError:
+                    pass
+                finally:
+                    self._arming = None
         fresh = [job for job in live if job not in self._ending]
-        try:
-            found = self._zk.get_many([self._layout.end(job) for job in fresh])
-        except ZkStoreError as exc:
-            logger.warning("end requests not read (%s): looking again later", exc)
-            found = [None] * len(fresh)
-        for job_id, item in zip(fresh, found, strict=True):
+        for job_id, item in zip(fresh, self._end_nodes(fresh), strict=True):
             if item is None:
                 continue
             try:

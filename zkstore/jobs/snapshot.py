@@ -17,7 +17,7 @@ snapshots; the CLI lists them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -282,13 +282,24 @@ def read_listing(zk: ZooKeeper, layout: Layout, *, results: bool = True) -> List
 _KINDS = ("handle", "status", "running", "outcome", "cancel", "stop", "result", "quarantine")
 
 
-def _paths(layout: Layout, job_id: str, listing: Listing | None) -> list[str | None]:
-    """The paths of the job's records, ``None`` where the listing says there is nothing."""
-    records = [layout.status, layout.running, layout.outcome, layout.cancel, layout.stop]
+#: The job's records under its own node that a snapshot reads, by name.
+_RECORDS = ("status", "running", "outcome", "cancel", "stop")
+
+
+def _paths(
+    layout: Layout, job_id: str, listing: Listing | None, inside: frozenset[str] | None
+) -> list[str | None]:
+    """The paths of the job's records, ``None`` where the listing (or ``inside``: the names
+    under the job's node, when they were listed) says there is nothing."""
     has_dir = listing is None or job_id in listing.job_dirs
     return [
         layout.job_handle(job_id) if listing is None or job_id in listing.current_jobs else None,
-        *(record(job_id) if has_dir else None for record in records),
+        *(
+            f"{layout.job_dir(job_id)}/{name}"
+            if has_dir and (inside is None or name in inside)
+            else None
+            for name in _RECORDS
+        ),
         layout.result(job_id)
         if listing is None or listing.results is None or job_id in listing.results
         else None,
@@ -310,16 +321,32 @@ def read_snapshot(zk: ZooKeeper, layout: Layout, job_id: str) -> JobSnapshot:
 
 
 def read_snapshots(
-    zk: ZooKeeper, layout: Layout, job_ids: Iterable[str], *, listing: Listing | None = None
+    zk: ZooKeeper,
+    layout: Layout,
+    job_ids: Iterable[str],
+    *,
+    listing: Listing | None = None,
+    look_inside: bool = False,
 ) -> dict[str, JobSnapshot]:
     """Snapshots of ``job_ids`` (pipelined); jobs with no trace at all are left out.
 
     Eight small reads per job, all sent before any answer is awaited; with a ``listing``, only
-    the reads of nodes that exist. Then what matters to some jobs only (see the module's
-    docstring).
+    the reads of nodes that exist. With ``look_inside``, a first round lists the children of
+    each job's node, and only the records there are read (of a job's records, most are absent
+    at any moment: a cancel, a stop, an end, a running node or an outcome; the leader's looks
+    at a few jobs save about a third of their reads this way). Like a listing it is only a
+    hint: a record made after it is seen by the next look. Then what matters to some jobs
+    only (see the module's docstring).
     """
     ids = sorted(job_id for job_id in set(job_ids) if _valid(job_id))
-    per_job = [_paths(layout, job_id, listing) for job_id in ids]
+    inside: dict[str, frozenset[str] | None] = {}
+    if look_inside:
+        listed = zk.children_many([layout.job_dir(job_id) for job_id in ids])
+        inside = {
+            job_id: frozenset(names) if names is not None else frozenset()
+            for job_id, names in zip(ids, listed, strict=True)
+        }
+    per_job = [_paths(layout, job_id, listing, inside.get(job_id)) for job_id in ids]
     wanted = [path for paths in per_job for path in paths if path is not None]
     answers = iter(zk.get_many(wanted))
     snapshots: dict[str, JobSnapshot] = {}
@@ -331,31 +358,54 @@ def read_snapshots(
     # exists, and most jobs in a big listing are not running: read them in a second round, for
     # the jobs with a live driver only.
     running = [job_id for job_id, snap in snapshots.items() if snap.running is not None]
-    late = [path for j in running for path in (layout.spark(j), layout.control_ack(j))]
-    read = iter(zk.get_many(late))
+
+    def there(job_id: str, name: str) -> bool:
+        names = inside.get(job_id)
+        return names is None or name in names
+
+    late = [
+        path if there(j, name) else None
+        for j in running
+        for name, path in (("spark", layout.spark(j)), ("control-ack", layout.control_ack(j)))
+    ]
+    read = iter(zk.get_many([path for path in late if path is not None]))
+    asked = iter(late)
     for job_id in running:
         snap = snapshots[job_id]
-        spark = _parse(SparkApp, next(read), layout.spark(job_id), snap.errors, "spark")
+        item = next(read) if next(asked) is not None else None
+        spark = _parse(SparkApp, item, layout.spark(job_id), snap.errors, "spark")
+        item = next(read) if next(asked) is not None else None
         ack_path = layout.control_ack(job_id)
-        control = _parse(ControlAck, next(read), ack_path, snap.errors, "control-ack")
+        control = _parse(ControlAck, item, ack_path, snap.errors, "control-ack")
         snapshots[job_id] = replace(snap, spark=spark, control=control)
-    _read_lifecycle(zk, layout, snapshots)
+    _read_lifecycle(zk, layout, snapshots, there)
     return snapshots
 
 
-def _read_lifecycle(zk: ZooKeeper, layout: Layout, snapshots: dict[str, JobSnapshot]) -> None:
-    """The ``end`` request, heartbeat and newest checkpoint of the jobs they matter to."""
-    ends = [
+def _read_lifecycle(
+    zk: ZooKeeper,
+    layout: Layout,
+    snapshots: dict[str, JobSnapshot],
+    there: Callable[[str, str], bool],
+) -> None:
+    """The ``end`` request, heartbeat and newest checkpoint of the jobs they matter to (and,
+    of ``end`` and heartbeat, only where ``there`` says they may exist; an ``end`` known to be
+    absent counts as read)."""
+    matter = [
         j
         for j, snap in snapshots.items()
         if snap.status is not None
         and snap.status.state == STARTING
         and (snap.stop_requested or snap.has_limits or not snap.driver_present)
     ]
+    ends = [j for j in matter if there(j, "end")]
+    for job_id in matter:
+        if not there(job_id, "end"):  # known to be absent: as good as read
+            snapshots[job_id] = replace(snapshots[job_id], end_read=True)
     beats = [
         j
         for j, snap in snapshots.items()
-        if snap.driver_present and "progress_timeout" in snap.summary
+        if snap.driver_present and "progress_timeout" in snap.summary and there(j, "heartbeat")
     ]
     newest = [
         j
