@@ -27,6 +27,7 @@ import _thread
 import argparse
 import builtins
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -552,7 +553,10 @@ def _summarize(exc: BaseException) -> str:
     return "".join(lines[-12:]).strip()
 
 
-def main(argv: list[str] | None = None) -> int:
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The driver's arguments (built once: the fork server builds it before it forks, so that
+    a forked driver only parses; argparse's setup is a tenth of a no-op driver's own CPU)."""
     parser = argparse.ArgumentParser(prog="python -m recovery.driver.driver", description=__doc__)
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--attempt", type=int, required=True)
@@ -569,6 +573,16 @@ def main(argv: list[str] | None = None) -> int:
         "--work-dir", type=Path, help="the attempt's own directory, removed at the end"
     )
     parser.add_argument("--log-uri", help="where this driver's output goes, for people")
+    return parser
+
+
+def warm() -> None:
+    """What a fork server does once before it forks drivers (:mod:`recovery.member.forkserver`)."""
+    _parser()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     set_title(driver_title(args.job_id, args.attempt))  # a spawned driver too (issue 27)
     logging.basicConfig(

@@ -46,7 +46,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from recovery.member.processes import start_ticks
@@ -61,13 +61,20 @@ MAX_FDS = 1
 # -- the server (a process of its own) ----------------------------------------------------------
 
 
-def serve() -> int:
-    """Answer requests on stdin until it closes; fork a driver per request; report exits."""
+def serve(preload: Sequence[str] = ()) -> int:
+    """Answer requests on stdin until it closes; fork a driver per request; report exits.
+    ``preload``: more modules to import before any fork (the storage backend the daemon's
+    configuration names, which fsspec would otherwise import in every driver)."""
     daemon_id = os.environ.get(MEMBER_ENV)  # the launcher's environment names its daemon
     if daemon_id:
         set_title(fork_server_title(daemon_id))  # ps: "zkstore fork-server ID"
     for module in _MAINS.values():  # the point of the server: imported once, before forks
-        importlib.import_module(module)
+        warm = getattr(importlib.import_module(module), "warm", None)
+        if warm is not None:
+            warm()
+    for module in preload:
+        with contextlib.suppress(ImportError):  # a driver that needs it says so itself
+            importlib.import_module(module)
 
     with contextlib.suppress(ImportError):
         import pyspark  # noqa: F401
@@ -244,8 +251,15 @@ def _exists(pid: int) -> bool:
 class ForkServer:
     """The daemon's handle on its fork server, started on first use and again if it died."""
 
-    def __init__(self, python: str, env: dict[str, str], on_log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        python: str,
+        env: dict[str, str],
+        on_log: Callable[[str], None],
+        preload: Sequence[str] = (),
+    ) -> None:
         self._python = python
+        self._preload = list(preload)
         self._env = env
         self._on_log = on_log
         self._lock = threading.Lock()
@@ -318,7 +332,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._process = subprocess.Popen(
-                [self._python, "-m", "recovery.member.forkserver"],
+                [self._python, "-m", "recovery.member.forkserver", *self._preload],
                 stdin=theirs.fileno(),
                 stdout=subprocess.PIPE,
                 env=self._env,
@@ -382,4 +396,4 @@ def _config_pipe(config: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    sys.exit(serve(sys.argv[1:]))

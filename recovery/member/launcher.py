@@ -126,7 +126,12 @@ class DriverLauncher:
         #: drivers started so far (a metric)
         self.launched = 0
         self.fork_server: ForkServer | None = (
-            ForkServer(settings.python, self.environment(), logger.info)
+            ForkServer(
+                settings.python,
+                self.environment(),
+                logger.info,
+                storage_modules(settings.store.storage_url),
+            )
             if settings.fork_server
             else None
         )
@@ -294,6 +299,17 @@ class DriverLauncher:
         identity = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
         self.shipping.follow(job_id, attempt, log_path, identity, offset=offset)
         return Launch(job_id, attempt, status_version, process, log_path, work_dir, identity)
+
+
+def storage_modules(url: str) -> list[str]:
+    """The module of the fsspec backend ``url`` names (``fsspec.implementations.local`` for
+    ``file://``, ``s3fs`` for ``s3://``), for the fork server to import once: fsspec imports it
+    at a storage's first use, in every driver otherwise (for s3fs, most of a second)."""
+    from fsspec.registry import known_implementations
+
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    known = known_implementations.get(protocol)
+    return [known["class"].rsplit(".", 1)[0]] if known else []
 
 
 def default_work_root(settings: DaemonSettings) -> Path:
