@@ -32,8 +32,10 @@ class NodeWatch:
     """Report ``path``'s data (or, with ``children``, its sorted children) whenever it changes.
 
     ``on_change(value)`` is called once from the creating thread (which raises
-    :class:`~zkstore.errors.StoreUnavailable` if the first read fails), then from kazoo's threads
-    each time the value changed. A read that fails on kazoo's threads is retried when the session
+    :class:`~zkstore.errors.StoreUnavailable` if the first read fails; with ``report_first``
+    False, that first read only arms the watch: for a caller that reads the value itself after
+    the watch is set, so that no change can fall in between), then from kazoo's threads each
+    time the value changed. A read that fails on kazoo's threads is retried when the session
     is CONNECTED again; nothing ever raises there. :meth:`stop` ends the reports.
     """
 
@@ -44,11 +46,13 @@ class NodeWatch:
         on_change: Callable[[WatchedValue], None],
         *,
         children: bool = False,
+        report_first: bool = True,
     ) -> None:
         self._zk = zk
         self.path = path
         self._on_change = on_change
         self._children = children
+        self._report_first = report_first
         self._lock = threading.Lock()
         self._stopped = False
         self._last: Any = _UNREAD
@@ -88,8 +92,9 @@ class NodeWatch:
             value, identity = self._read()
             if identity == self._last:
                 return
-            self._last = identity
-            self._on_change(value)
+            first, self._last = self._last is _UNREAD, identity
+            if self._report_first or not first:
+                self._on_change(value)
 
     def _rearm_quietly(self) -> None:
         try:

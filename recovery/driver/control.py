@@ -121,10 +121,16 @@ class JobControl:
 
         def start_once() -> None:
             try:
+                if self._watch is None:  # first the watch, then the read: nothing in between
+                    self._watch = NodeWatch(
+                        self.store.zk,
+                        self.store.path,
+                        lambda _: self._wake.set(),
+                        report_first=False,
+                    )
                 self._start_from(
                     self.store.desired(), self._previous_ack(), self.checkpoints.newest_handle()
                 )
-                self._watch = NodeWatch(self.store.zk, self.store.path, lambda _: self._wake.set())
             except StoreUnavailable as exc:
                 logger.warning("control waits for the store: %s", exc)
                 raise TryAgain(str(exc)) from exc

@@ -102,3 +102,18 @@ def test_a_child_deleted_and_made_again_at_once_is_a_change(zk: ZooKeeper, root:
     zk.commit([Delete(f"{path}/job"), Create(f"{path}/job", b"attempt 2")])
     wait_for(lambda: len(seen.values) == 2, what="a second report")
     assert seen.values == [["job"], ["job"]]
+
+
+def test_a_watch_set_before_its_callers_own_read_reports_only_later_changes(
+    zk: ZooKeeper, root: str
+) -> None:
+    """``report_first=False``: the first read only arms the watch (the caller reads the value
+    itself, after): nothing is reported for it, every change after it is."""
+    path = f"{root}/armed"
+    zk.create(path, b"before")
+    seen = Seen()
+    watch = NodeWatch(zk, path, seen, report_first=False)
+    assert seen.values == [], "the value the caller reads itself is not reported"
+    zk.set(path, b"after")
+    wait_for(lambda: seen.last() == b"after", what="the change after the arming")
+    watch.stop()
