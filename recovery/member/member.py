@@ -84,6 +84,9 @@ class FleetMember:
         #: again counts its attempts from 1 again)
         self._placed: dict[str, str] = {}
         self._watch: NodeWatch | None = None
+        #: our assignments' names as the watch last reported them (None: no watch yet); every
+        #: change is reported, and each report makes a look, so a look never misses one
+        self._names: list[str] | None = None
         #: exits that could not be recorded yet (ZooKeeper was unreachable): job id to
         #: (attempt, how it ended, its status version, the process that ended)
         self._unrecorded: dict[str, tuple[int, str, int | None, ProcessIdentity | None]] = {}
@@ -121,10 +124,7 @@ class FleetMember:
         self.launcher.shipping.ensure_running()
         if self._watch is None:
             self._watch = NodeWatch(
-                zk,
-                layout.member_assignments(self.daemon_id),
-                lambda _: self._notify(),
-                children=True,
+                zk, layout.member_assignments(self.daemon_id), self._listed, children=True
             )
         logger.info(
             "member %s registered: %d driver slot(s), labels %s",
@@ -133,6 +133,12 @@ class FleetMember:
             ",".join(f"{k}={v}" for k, v in sorted(self.settings.labels.items())) or "none",
         )
         return True
+
+    def _listed(self, names: object) -> None:
+        """The watch of our assignments reported their names (kazoo's threads): keep them for
+        the next look, which need not list them again, and look."""
+        self._names = list(names) if isinstance(names, list) else []
+        self._notify()
 
     def ensure_registered(self) -> None:
         """After a new session, our ephemeral record is gone: make it again."""
@@ -158,10 +164,12 @@ class FleetMember:
         self._record_exits_left()
         layout, zk = self.cluster.layout, self.cluster.zk
         directory = layout.member_assignments(self.daemon_id)
-        try:
-            names = zk.children(directory)
-        except HandleNotFound:
-            names = []
+        names = self._names
+        if names is None:
+            try:
+                names = zk.children(directory)
+            except HandleNotFound:
+                names = []
         found = zk.get_many([f"{directory}/{name}" for name in names])
         current: dict[str, Assignment] = {}
         for name, item in zip(names, found, strict=True):
