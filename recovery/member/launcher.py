@@ -24,7 +24,6 @@ import re
 import shutil
 import socket
 import stat
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,13 @@ from pathlib import Path
 from typing import Protocol
 
 from recovery.member.forkserver import ForkedProcess, ForkServer
-from recovery.member.processes import EXIT_NOT_SEEN, ProcessIdentity, boot_id, start_ticks
+from recovery.member.processes import (
+    EXIT_NOT_SEEN,
+    ProcessIdentity,
+    boot_id,
+    spawn_with_config,
+    start_ticks,
+)
 from recovery.member.shipper import SHIPPER_NICENESS, Shipping, start_process
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
@@ -233,27 +238,13 @@ class DriverLauncher:
         self, job_id: str, attempt: int, status_version: int, work_dir: Path, log_path: Path
     ) -> DriverProcess:
         """The driver as a new Python process (its configuration through a pipe)."""
-        read_end, write_end = os.pipe()
-        try:
-            # A config is a few hundred bytes: it fits in the pipe's buffer before the child runs.
-            os.write(write_end, self.settings.store.for_job(job_id).to_json().encode())
-            os.close(write_end)
-            write_end = -1
-            with open(log_path, "ab") as log:
-                return subprocess.Popen(
-                    self.command(job_id, attempt, status_version, read_end, work_dir, log_path),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=self.environment(),
-                    cwd=work_dir,
-                    start_new_session=True,
-                    pass_fds=(read_end,),
-                )
-        finally:
-            os.close(read_end)
-            if write_end >= 0:
-                os.close(write_end)
+        return spawn_with_config(
+            lambda fd: self.command(job_id, attempt, status_version, fd, work_dir, log_path),
+            self.settings.store.for_job(job_id).to_json(),
+            log=log_path,
+            env=self.environment(),
+            cwd=work_dir,
+        )
 
     def close(self) -> None:
         """Stop the fork server (the drivers it forked go on) and let the log shipper go once

@@ -27,6 +27,8 @@ import os
 import select
 import signal
 import socket
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,3 +190,37 @@ class Adopted:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
             self._pidfd = -1
+
+
+def spawn_with_config(
+    command: Callable[[int], list[str]],
+    config: str,
+    *,
+    log: Path,
+    env: dict[str, str],
+    cwd: Path | str,
+) -> subprocess.Popen[bytes]:
+    """A new process in its own session, ``command(fd)`` reading ``config`` from the pipe
+    ``fd`` (never its environment or command line), its output appended to ``log``. Raises
+    OSError if it cannot be started."""
+    read_end, write_end = os.pipe()
+    try:
+        # A configuration is a few hundred bytes: it fits the pipe's buffer before the child runs.
+        os.write(write_end, config.encode())
+        os.close(write_end)
+        write_end = -1
+        with open(log, "ab") as output:
+            return subprocess.Popen(
+                command(read_end),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                pass_fds=(read_end,),
+            )
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)

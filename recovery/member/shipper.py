@@ -56,7 +56,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recovery.member.processes import Adopted, Liveness, ProcessIdentity, identify, probe
+from recovery.member.processes import (
+    Adopted,
+    Liveness,
+    ProcessIdentity,
+    identify,
+    probe,
+    spawn_with_config,
+)
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.logship import GIVE_UP, INTERVAL, MAX_BACKOFF, LogShipper
@@ -223,11 +230,15 @@ class Shipping:
             self._daemon_lock = fd
 
     def close(self) -> None:
-        """This daemon is gone: its shipper finishes what it follows, then exits."""
+        """This daemon is gone: its shipper finishes what it follows, then exits (told at once:
+        it looks whether any daemon is left)."""
         with self._lock:
-            if self._daemon_lock >= 0:
-                os.close(self._daemon_lock)
-                self._daemon_lock = -1
+            if self._daemon_lock < 0:
+                return
+            os.close(self._daemon_lock)
+            self._daemon_lock = -1
+        with contextlib.suppress(OSError):  # no shipper: nobody to tell
+            _nudge(self.directory)
 
     def follow(
         self,
@@ -283,23 +294,30 @@ class Shipping:
 
     def _wake(self) -> None:
         """A byte into the shipper's FIFO; no reader (no shipper): start one."""
-        try:
-            fd = os.open(self.directory / WAKE, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError as exc:
-            if exc.errno not in (errno.ENXIO, errno.ENOENT):
-                raise
-        else:
-            try:
-                with contextlib.suppress(BlockingIOError):  # full: it has been woken already
-                    os.write(fd, b"\0")
-            finally:
-                os.close(fd)
+        if _nudge(self.directory):
             return
         if self._started is not None and probe(self._started) is Liveness.ALIVE:
             return  # ours is starting: it looks for requests once it listens, ours included
         argv = shipper_argv(self.directory, self.daemon_id, self._interval)
         self.pid = self._start(argv, shipper_config(self._config), self.directory / SHIPPER_LOG)
         self._started = identify(self.pid)
+
+
+def _nudge(directory: Path) -> bool:
+    """A byte into the FIFO of ``directory``'s shipper; False if no shipper reads it. Raises
+    OSError for anything else."""
+    try:
+        fd = os.open(directory / WAKE, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ENOENT):
+            return False
+        raise
+    try:
+        with contextlib.suppress(BlockingIOError):  # full: it has been woken already
+            os.write(fd, b"\0")
+    finally:
+        os.close(fd)
+    return True
 
 
 # -- the shipper (a process of its own) ---------------------------------------------------------
@@ -587,31 +605,20 @@ def main(argv: list[str] | None = None) -> int:
 def start_process(python: str, env: dict[str, str]) -> Callable[[list[str], str, Path], int]:
     """A ``start`` for :class:`Shipping` that runs the shipper as a new Python process (when
     the daemon has no fork server)."""
-    import subprocess
 
     def start(argv: list[str], config: str, log: Path) -> int:
-        read_end, write_end = os.pipe()
-        try:
-            os.write(write_end, config.encode())  # a few hundred bytes: fits the pipe's buffer
-            os.close(write_end)
-            write_end = -1
-            command = [python, "-m", "recovery.member.shipper"]
-            command += [str(read_end) if a == "{config_fd}" else a for a in argv]
-            with open(log, "ab") as output:
-                shipper = subprocess.Popen(
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd="/",
-                    start_new_session=True,
-                    pass_fds=(read_end,),
-                )
-        finally:
-            os.close(read_end)
-            if write_end >= 0:
-                os.close(write_end)
+        shipper = spawn_with_config(
+            lambda fd: [
+                python,
+                "-m",
+                "recovery.member.shipper",
+                *(str(fd) if a == "{config_fd}" else a for a in argv),
+            ],
+            config,
+            log=log,
+            env=env,
+            cwd="/",
+        )
         with contextlib.suppress(OSError):  # it exited already, or we may not: it runs anyway
             os.setpriority(os.PRIO_PROCESS, shipper.pid, SHIPPER_NICENESS)
         # Reap it when it ends, so that no zombie is left behind; nobody waits for it otherwise.
