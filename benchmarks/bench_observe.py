@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
 from recovery.member.processes import identify
-from recovery.member.shipper import Shipping, start_process
+from recovery.member.shipping import Shipping, start_process
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats

@@ -10,5 +10,6 @@ its drivers across its own restarts and records how each ended.
     launcher.py      starting a driver per attempt (forked, or a new process); the driver's
                      environment and exit codes
     forkserver.py    drivers (and the log shipper) forked from an interpreter that imported them
+    shipping.py      the daemon's hand-over of each attempt's log to its log shipper
     shipper.py       the daemon's log shipper: one process storing every driver's log
 """

@@ -38,7 +38,7 @@ from recovery.member.processes import (
     spawn_with_config,
     start_ticks,
 )
-from recovery.member.shipper import SHIPPER_NICENESS, Shipping, start_process
+from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
 from recovery.settings import DaemonSettings
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError

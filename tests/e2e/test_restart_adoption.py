@@ -22,7 +22,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from recovery.member.shipper import SHIPPER_NICENESS
+from recovery.member.shipping import SHIPPER_NICENESS
 from tests.cli import connection
 from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig

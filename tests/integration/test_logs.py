@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from recovery.member.processes import identify
-from recovery.member.shipper import (
+from recovery.member.shipping import (
     FollowRequest,
     Shipping,
     shipper_argv,
