@@ -34,7 +34,10 @@ from zkstore.jobs.logship import GIVE_UP, INTERVAL
 
 logger = logging.getLogger(__name__)
 
+#: The shipper runs at a lower priority than the drivers: its work can wait, theirs cannot.
 SHIPPER_NICENESS = 10
+#: Its directory under the daemon's work directory, and the files in it (see
+#: :mod:`recovery.member.shipper`).
 SHIPPING = ".shipping"
 WAKE = "wake"
 SERVICE_LOCK = "service.lock"
