@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -107,10 +106,6 @@ class LeaderProcess:
         #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
         self._watchers: dict[str, Callable[[object], None]] = {}
         self._to_watch: dict[str, list[str]] = {}
-        #: paths whose watch is set and has not fired yet (to the job it is for): a look does
-        #: not set them again (a request each). Valid for this grant only, whose session is one.
-        self._armed: dict[str, str] = {}
-        self._armed_lock = threading.Lock()
         self.notifier: NotificationSender | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -222,9 +217,6 @@ class LeaderProcess:
         self._dirty.discard(job_id)
         self._waiting.pop(job_id, None)
         self._watchers.pop(job_id, None)
-        with self._armed_lock:
-            for path in [p for p, job in self._armed.items() if job == job_id]:
-                del self._armed[path]
         self.dependencies.forget(job_id)
         for waiting in self.dependencies.waiters(job_id):  # --after: it ended
             self.post(waiting)
@@ -459,41 +451,23 @@ class LeaderProcess:
     def watch_job(self, job_id: str, *paths: str) -> None:
         """Wake up when the job's cancel node (and each of ``paths``: its ``running`` node, its
         assignment) changes. Armed at the end of the batch, for every job of the batch in one
-        pipelined round; a watch that is set and has not fired is not set again."""
+        pipelined round; re-armed per look."""
         self._to_watch.setdefault(job_id, []).extend(paths)
 
     def _arm_watches(self) -> None:
         layout = self.cluster.layout
         watches: dict[str, Callable[[object], None]] = {}
-        owners: dict[str, str] = {}
         for job_id, paths in sorted(self._to_watch.items()):
             watcher = self._watchers.get(job_id)
             if watcher is None:
                 watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
             for path in (layout.cancel(job_id), *paths):
-                watches[path], owners[path] = watcher, job_id
+                watches[path] = watcher
         self._to_watch.clear()
-        with self._armed_lock:  # marked before it is set: a watch firing at once unmarks it
-            wanted = {path: w for path, w in watches.items() if path not in self._armed}
-            self._armed.update((path, owners[path]) for path in wanted)
-        if not wanted:
-            return
-        try:
-            self.cluster.zk.watch_many(wanted)
-        except BaseException:
-            with self._armed_lock:  # which of them were set is not known: set them all again
-                for path in wanted:
-                    self._armed.pop(path, None)
-            raise
+        if watches:
+            self.cluster.zk.watch_many(watches)
 
     def _on_watch(self, job_id: str, event: object) -> None:
-        path = getattr(event, "path", None)
-        with self._armed_lock:
-            if isinstance(path, str):
-                self._armed.pop(path, None)
-            else:  # not a node's event: set every watch of the job again at its next look
-                for armed in [p for p, job in self._armed.items() if job == job_id]:
-                    del self._armed[armed]
         self.post(job_id)
 
 
