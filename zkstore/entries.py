@@ -15,9 +15,12 @@ from zkstore.handle import Handle
 T = TypeVar("T")
 
 
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
 def new_instance_id() -> str:
     """A store instance id: host, pid and a random part, usable as a znode name."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:40] or "host"
+    host = _NOT_IN_A_NAME.sub("-", socket.gethostname())[:40] or "host"
     return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 

@@ -577,8 +577,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def warm() -> None:
-    """What a fork server does once before it forks drivers (:mod:`recovery.member.forkserver`)."""
-    _parser()
+    """What a fork server does once before it forks drivers (:mod:`recovery.member.forkserver`):
+    the parser built and used once, so that the patterns argparse compiles at its first parse
+    are in ``re``'s cache of every driver forked after."""
+    _parser().parse_args(
+        ["--job-id", "j", "--attempt", "1", "--status-version", "0", "--config-fd", "0"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ of their own, and a new daemon's leader adopts them.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import importlib
 import json
@@ -68,17 +69,7 @@ def serve(preload: Sequence[str] = ()) -> int:
     daemon_id = os.environ.get(MEMBER_ENV)  # the launcher's environment names its daemon
     if daemon_id:
         set_title(fork_server_title(daemon_id))  # ps: "zkstore fork-server ID"
-    for module in _MAINS.values():  # the point of the server: imported once, before forks
-        warm = getattr(importlib.import_module(module), "warm", None)
-        if warm is not None:
-            warm()
-    for module in preload:
-        with contextlib.suppress(ImportError):  # a driver that needs it says so itself
-            importlib.import_module(module)
-
-    with contextlib.suppress(ImportError):
-        import pyspark  # noqa: F401
-
+    prepare(preload)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the daemon is not ours
     requests = socket.socket(fileno=0)
     pending, descriptors = b"", []
@@ -97,6 +88,25 @@ def serve(preload: Sequence[str] = ()) -> int:
             request = json.loads(line)
             configs, descriptors = descriptors[:MAX_FDS], descriptors[MAX_FDS:]
             _answer(request, configs)
+
+
+def prepare(preload: Sequence[str] = ()) -> None:
+    """What every forked child finds done: the mains imported and warmed (``warm()``), the
+    ``preload`` modules and pyspark imported. A child that imports or compiles something at
+    each start pays for it in every run (tests/integration/test_driver_start.py)."""
+    for module in _MAINS.values():  # the point of the server: imported once, before forks
+        warm = getattr(importlib.import_module(module), "warm", None)
+        if warm is not None:
+            warm()
+    for module in preload:
+        with contextlib.suppress(ImportError):  # a driver that needs it says so itself
+            importlib.import_module(module)
+
+    # socket.getaddrinfo encodes a host name with the idna codec, imported at its first use:
+    # in every child's ZooKeeper connection otherwise
+    codecs.lookup("idna")
+    with contextlib.suppress(ImportError):
+        import pyspark  # noqa: F401
 
 
 def _send(message: dict[str, Any]) -> None:

@@ -293,14 +293,17 @@ class DriverLauncher:
 
 
 def storage_modules(url: str) -> list[str]:
-    """The module of the fsspec backend ``url`` names (``fsspec.implementations.local`` for
-    ``file://``, ``s3fs`` for ``s3://``), for the fork server to import once: fsspec imports it
-    at a storage's first use, in every driver otherwise (for s3fs, most of a second)."""
+    """The modules fsspec imports at a storage's first use, for the fork server to import once
+    instead of every driver (for s3fs, most of a second): the backend ``url`` names
+    (``fsspec.implementations.local`` for ``file://``, ``s3fs`` for ``s3://``) and the caching
+    layer ``url_to_fs`` imports whatever the protocol."""
     from fsspec.registry import known_implementations
 
     protocol = url.split("://", 1)[0] if "://" in url else "file"
     known = known_implementations.get(protocol)
-    return [known["class"].rsplit(".", 1)[0]] if known else []
+    backend = [known["class"].rsplit(".", 1)[0]] if known else []
+    # fsspec's url_to_fs imports its caching layer at each first call, whatever the protocol
+    return [*backend, "fsspec.implementations.cached"]
 
 
 def default_work_root(settings: DaemonSettings) -> Path:
