@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -10,6 +11,7 @@ import json
 import multiprocessing
 import multiprocessing.context
 import os
+import signal
 import sys
 import time
 import uuid
@@ -114,6 +116,22 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def pause(pid: int, timeout: float) -> None:
+    """SIGSTOP ``pid`` and return once every thread of it has stopped: ``kill`` returns before
+    the stop takes effect, and a JVM's threads stop one by one, so a test that acts right after
+    the signal can be answered by a server it believes paused."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, IndexError):  # a thread that ended meanwhile
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        return bool(states) and all(state in {"T", "t"} for state in states)
+
+    wait_for(stopped, timeout, interval=0.005, what=f"every thread of {pid} stopped")
 
 
 def wait_for(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from recovery.leader.election import LeaderElection
-from tests.helpers import expire_session, wait_for
+from tests.helpers import expire_session, pause, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
 from zkstore.jobs.records import JobStatus
@@ -134,8 +134,8 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
         wait_for(lambda: daemon.is_leader, timeout=20, what="leadership")
         pid = server.pid
         assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
         paused = time.monotonic()
+        pause(pid, timeout=session_timeout)
         wait_for(lambda: not daemon.is_leader, timeout=30, what="step down")
         stepped_down = time.monotonic() - paused
         # The invariant itself is a time: leadership must end before the session can expire

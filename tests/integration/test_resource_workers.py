@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from click.testing import CliRunner
 from recovery.cli.main import cli
 from recovery.driver.resources import JobResources
 from tests.cli import connection
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, pause, wait_for
 from tests.resource_jobs import Counting, events
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -291,23 +290,16 @@ def test_counts_outlive_a_zookeeper_outage(
         ref.accumulator.add({"opens": 1, "uses": 3})
         pid = private_zk_server.pid
         assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
+        # Until every thread of the JVM has stopped, it may still answer: the write went
+        # through once in about fifteen full runs when the publish followed the signal at once.
+        pause(pid, timeout=zk.timeout)
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            started = time.monotonic()
             with caplog.at_level(logging.WARNING):
                 resources.publish(final=False)  # never raises
-            took = time.monotonic() - started
         finally:
             os.kill(pid, signal.SIGCONT)
         assert zk.wait_connected(15)
-        # Failed twice in about fifteen full runs, never alone: say what happened if it does.
-        assert "resource counts not written (will retry)" in caplog.text, (
-            f"publish returned after {took:.2f} s with the server (pid {pid}) in state "
-            f"{state!r}; written meanwhile: {reports.read()}; connected to "
-            f"{zk.kazoo.connection._socket.getpeername() if zk.kazoo.connection._socket else None} "
-            f"(the server's port {private_zk_server.port}); log: {caplog.text!r}"
-        )
+        assert "resource counts not written (will retry)" in caplog.text, caplog.text
         resources.finish()
         report = reports.read()
         assert report is not None and report.final

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import expire_session, run_child, wait_for
+from tests.helpers import expire_session, pause, run_child, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import (
@@ -470,7 +470,7 @@ def test_answer_lost_while_server_paused_is_resolved_or_reported(
         store = make_store(zk, "/paused/jobs", storage)
         pid = private_zk_server.pid
         assert pid is not None
-        os.kill(pid, signal.SIGSTOP)
+        pause(pid, timeout=zk.timeout)
         timer = threading.Timer(1.5, os.kill, (pid, signal.SIGCONT))
         timer.start()
         try:
