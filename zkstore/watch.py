@@ -74,16 +74,24 @@ class NodeWatch:
         changes, so that a child deleted and made again is a change), with a one-shot watch set
         on whatever tells the next change."""
         while True:
-            try:
-                if self._children:
+            if self._children:
+                try:
                     names, stat = self._zk.children_and_stat(self.path, watch=self._fired)
                     return sorted(names), (stat.czxid, stat.cversion)
+                except HandleNotFound:
+                    pass
+            # A watched record is absent most of the time (a cancel, an end, a control object):
+            # one request tells so and watches for its creation; its data is read only if it is
+            # there (both watches are one watcher: it fires once per change).
+            if self._zk.exists(self.path, watch=self._fired) is None:
+                return None, None
+            if self._children:
+                continue  # it appeared after the listing failed: list it
+            try:
                 data, _ = self._zk.get(self.path, watch=self._fired)
                 return data, data
             except HandleNotFound:
-                # Absent: watch for its creation (the node may have appeared meanwhile: read again).
-                if self._zk.exists(self.path, watch=self._fired) is None:
-                    return None, None
+                continue  # deleted in between: look again
 
     def _arm(self) -> None:
         with self._lock:

@@ -183,11 +183,14 @@ class JobControl:
     # -- the control thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        delay = 0.0  # the first acknowledgement at once
+        # The first acknowledgement at once, without reading again what start() has just read
+        # under the watch: a change since then has woken the thread, and is read.
+        delay, fresh = 0.0, True
         while not self._stopped.is_set():
-            self._wake.wait(delay)
+            woken = self._wake.wait(delay)
             self._wake.clear()
-            delay = self._step()
+            delay = self._step(refresh=woken or not fresh)
+            fresh = False
             if delay < 0:
                 return
         try:
@@ -195,10 +198,12 @@ class JobControl:
         except (StoreUnavailable, ConflictError) as exc:
             logger.info("last control acknowledgement not written: %s", exc)
 
-    def _step(self) -> float:
-        """Decide and acknowledge once; the wait until the next step (negative: stop)."""
+    def _step(self, *, refresh: bool = True) -> float:
+        """Read the desired values (with ``refresh``), decide and acknowledge once; the wait
+        until the next step (negative: stop)."""
         try:
-            self._refresh()
+            if refresh:
+                self._refresh()
             self._publish()
         except FenceLost as exc:
             logger.error("attempt %d no longer acknowledges control: %s", self.attempt, exc)

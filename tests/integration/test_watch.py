@@ -117,3 +117,30 @@ def test_a_watch_set_before_its_callers_own_read_reports_only_later_changes(
     zk.set(path, b"after")
     wait_for(lambda: seen.last() == b"after", what="the change after the arming")
     watch.stop()
+
+
+def test_watching_an_absent_node_costs_one_request(zk: ZooKeeper, root: str) -> None:
+    """Most watched records are absent (a cancel, an end, a control object): arming the watch
+    on one asks once (before: a read that failed, then an ``exists``), and still reports its
+    creation and, once it is there, its changes."""
+    path = f"{root}/absent"
+    client = zk.kazoo
+    calls: list[str] = []
+    real = client._call
+
+    def counted(request: object, async_object: object) -> object:
+        calls.append(type(request).__name__)
+        return real(request, async_object)
+
+    client._call = counted  # type: ignore[method-assign]
+    try:
+        seen = Seen()
+        watch = NodeWatch(zk, path, seen)
+    finally:
+        client._call = real  # type: ignore[method-assign]
+    assert calls == ["Exists"] and seen.values == [None]
+    zk.create(path, b"cancel")
+    wait_for(lambda: seen.last() == b"cancel", what="the creation")
+    zk.set(path, b"changed")
+    wait_for(lambda: seen.last() == b"changed", what="a change of the node now there")
+    watch.stop()
