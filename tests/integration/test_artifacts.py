@@ -61,7 +61,11 @@ class Attempt:
         assert status.version is not None
         self.status_version = status.version
         self.attempt = attempt
-        self.zk = ZooKeeper.from_config(cluster.config).start()
+        # The stand-in driver lives as long as the test says (end() closes its session, which
+        # deletes its node at once); nothing here is about its expiry. At the harness's 4-s
+        # session, it expired once in a soak (two busy loops, four test processes) and lingering
+        # rightly took the attempt for dead.
+        self.zk = ZooKeeper.from_config(cluster.config.with_changes(session_timeout=30.0)).start()
         info = RunningInfo(version=None, attempt=attempt, host="h", pid=1, started=utc_now())
         self.zk.create(layout.running(job_id), info.to_bytes(), ephemeral=True)
         self.fence = Fence.check(layout.status(job_id), status.version) + Fence.check(
