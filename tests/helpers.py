@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -116,6 +116,25 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+@contextlib.contextmanager
+def requests_sent(zk: ZooKeeper) -> Iterator[list[str]]:
+    """The kinds of the requests ``zk``'s kazoo client sends inside the block, in order
+    (``GetData``, ``Exists``, ...), as they reach its ``_call``."""
+    client = zk.kazoo
+    sent: list[str] = []
+    real = client._call
+
+    def counted(request: object, async_object: object) -> object:
+        sent.append(type(request).__name__)
+        return real(request, async_object)
+
+    client._call = counted
+    try:
+        yield sent
+    finally:
+        client._call = real
 
 
 def pause(pid: int, timeout: float) -> None:

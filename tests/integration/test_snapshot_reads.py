@@ -3,9 +3,8 @@ as reading every record, with fewer reads."""
 
 from __future__ import annotations
 
-from kazoo.client import KazooClient
-
 from tests import jobs
+from tests.helpers import requests_sent
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
@@ -16,21 +15,10 @@ from zkstore.strict import utc_now
 
 
 def count_reads(cluster: Cluster, look_inside: bool, ids: list[str]) -> tuple[dict, int]:
-    """The snapshots, and how many requests reading them sent (kazoo's ``_call``)."""
-    client: KazooClient = cluster.zk._client
-    calls = []
-    real = client._call
-
-    def counted(request: object, async_object: object) -> object:
-        calls.append(type(request).__name__)
-        return real(request, async_object)
-
-    client._call = counted  # type: ignore[method-assign]
-    try:
+    """The snapshots, and how many requests reading them sent."""
+    with requests_sent(cluster.zk) as sent:
         found = read_snapshots(cluster.zk, cluster.layout, ids, look_inside=look_inside)
-    finally:
-        client._call = real  # type: ignore[method-assign]
-    return found, len(calls)
+    return found, len(sent)
 
 
 def test_looking_inside_reads_the_same_snapshots_with_fewer_reads(cluster: Cluster) -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.helpers import expire_session, wait_for
+from tests.helpers import expire_session, requests_sent, wait_for
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import StoreUnavailable
 from zkstore.watch import NodeWatch, WatchedValue
@@ -124,21 +124,10 @@ def test_watching_an_absent_node_costs_one_request(zk: ZooKeeper, root: str) -> 
     on one asks once (before: a read that failed, then an ``exists``), and still reports its
     creation and, once it is there, its changes."""
     path = f"{root}/absent"
-    client = zk.kazoo
-    calls: list[str] = []
-    real = client._call
-
-    def counted(request: object, async_object: object) -> object:
-        calls.append(type(request).__name__)
-        return real(request, async_object)
-
-    client._call = counted  # type: ignore[method-assign]
-    try:
-        seen = Seen()
+    seen = Seen()
+    with requests_sent(zk) as sent:
         watch = NodeWatch(zk, path, seen)
-    finally:
-        client._call = real  # type: ignore[method-assign]
-    assert calls == ["Exists"] and seen.values == [None]
+    assert sent == ["Exists"] and seen.values == [None]
     zk.create(path, b"cancel")
     wait_for(lambda: seen.last() == b"cancel", what="the creation")
     zk.set(path, b"changed")
