@@ -44,6 +44,14 @@ from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 
+def stand_in_session(cluster: Cluster) -> ZooKeeper:
+    """The session of a stand-in driver, which lives as long as the test says (closing it
+    deletes its node at once); nothing here is about its expiry. At the harness's 4-s session,
+    such a session expired under two busy loops in a soak (twice), its running node went and
+    lingering and the cleanup rightly took the attempt for dead."""
+    return ZooKeeper.from_config(cluster.config.with_changes(session_timeout=30.0)).start()
+
+
 class Attempt:
     """A driver's standing without a driver: the job's status at STARTING ``attempt`` and its
     ``running`` node, held in a session of its own (:meth:`end` is the driver dying)."""
@@ -61,11 +69,7 @@ class Attempt:
         assert status.version is not None
         self.status_version = status.version
         self.attempt = attempt
-        # The stand-in driver lives as long as the test says (end() closes its session, which
-        # deletes its node at once); nothing here is about its expiry. At the harness's 4-s
-        # session, it expired once in a soak (two busy loops, four test processes) and lingering
-        # rightly took the attempt for dead.
-        self.zk = ZooKeeper.from_config(cluster.config.with_changes(session_timeout=30.0)).start()
+        self.zk = stand_in_session(cluster)
         info = RunningInfo(version=None, attempt=attempt, host="h", pid=1, started=utc_now())
         self.zk.create(layout.running(job_id), info.to_bytes(), ephemeral=True)
         self.fence = Fence.check(layout.status(job_id), status.version) + Fence.check(
@@ -435,7 +439,7 @@ def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
         ("empty-job-tree", "gone"),  # its records: deleted once its artifacts are released
     }
     # A driver that appears before the cleanup acts makes it keep the artifact.
-    back = ZooKeeper.from_config(cluster.config).start()
+    back = stand_in_session(cluster)
     try:
         info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
         back.create(cluster.layout.running("gone"), info.to_bytes(), ephemeral=True)
