@@ -128,6 +128,10 @@ def test_only_a_current_job_can_be_changed_and_nothing_is_left_behind(cluster: C
     assert cluster.zk.exists(cluster.layout.job_dir("ghost")) is None
     store = submitted(cluster, "done")
     cluster.results.create_dirty("done", SUCCEEDED, attempts=1)
+    # finished, not yet cleaned up: its handle is still there, and the job is not current
+    with pytest.raises(WrongState, match="not current"):
+        store.set({"rate": 1})
+    assert cluster.zk.exists(store.path) is None
     assert clean_up(cluster, "done")
     with pytest.raises(WrongState, match="not current"):
         store.set({"rate": 1})
