@@ -296,7 +296,12 @@ def step_runs(out: Path) -> dict[int, list[int]]:
 
 
 #: The modules of the crash children (and what they import), imported once by the fork server.
-CRASH_MODULES = ("tests.crash_child", "tests.crash_cluster", "tests.crash_artifacts")
+CRASH_MODULES = (
+    "tests.crash_child",
+    "tests.crash_cluster",
+    "tests.crash_artifacts",
+    "tests.crash_shipper",
+)
 
 
 @functools.cache

@@ -206,10 +206,9 @@ class ShipperService:
     def _step(self, followed: _Followed) -> bool:
         """One look at one attempt; True once it is over (stored whole, or given up)."""
         shipper, final = followed.shipper, followed.ended_at is not None
-        had_seq = followed.request.first_seq is not None
+        if followed.request.first_seq is None and not self._remember_start(followed):
+            return self._failed(followed)
         ok = shipper.ship(final=final)
-        if not had_seq and shipper.first_seq is not None:
-            self._remember_start(followed)
         if ok and final:
             ok = shipper.finish()
             if ok:
@@ -235,21 +234,28 @@ class ShipperService:
             return True
         return False
 
-    def _remember_start(self, followed: _Followed) -> None:
-        """Write where this follow began into its request, once: a shipper that replaces this
-        one resumes from there (storage says how far it got)."""
+    def _remember_start(self, followed: _Followed) -> bool:
+        """Write where this follow begins into its request, once, before its first chunk is
+        stored: a shipper that replaces this one resumes from there (storage says how far it
+        got). A replacement that found no record would take this follow's first chunks for an
+        earlier follow's and store their bytes again. False if storage or the file failed (no
+        chunk may be stored until it is written: try again later)."""
+        shipper = followed.shipper
+        if not shipper.start():
+            return False
+        if shipper.first_seq is None:  # the log is complete already: nothing will be stored
+            return True
         request = replace(
-            followed.request,
-            offset=followed.shipper.first_offset,
-            first_seq=followed.shipper.first_seq,
+            followed.request, offset=shipper.first_offset, first_seq=shipper.first_seq
         )
         path = self.directory / request.name
         try:
             write_atomically(path, request.to_bytes())
         except OSError as exc:
             logger.warning("cannot update %s: %s", path, exc)
-            return
+            return False
         followed.request = request
+        return True
 
     def _done(self, name: str, followed: _Followed) -> None:
         del self.followed[name]

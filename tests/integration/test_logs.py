@@ -15,11 +15,14 @@ from recovery.member.processes import identify
 from recovery.member.shipping import (
     FollowRequest,
     Shipping,
+    private_dir,
     shipper_argv,
     shipper_config,
     start_process,
+    write_atomically,
 )
-from tests.helpers import alive, holds_for, wait_for
+from recovery.member.shipper import ShipperService
+from tests.helpers import alive, holds_for, run_child, wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -252,6 +255,34 @@ def test_a_killed_shipper_is_replaced_and_resumes_without_a_byte_twice(
         assert b"".join(logs.read(logs.attempt(1))).decode() == expected
     hand_over.close()
     shipper_gone(hand_over, timeout=30)
+
+
+def test_a_shipper_dead_right_after_its_first_chunk_is_replaced_without_a_byte_twice(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    """The shipper dies the moment its first chunk is stored (the soak's SIGKILL once landed
+    there): its request must already say where the follow began, or the replacement takes that
+    chunk for an earlier follow's and stores the same lines again."""
+    log = tmp_path / "attempt-1.log"
+    log.write_bytes(b"".join(b"line %d\n" % i for i in range(50)))
+    driver = subprocess.Popen(["sleep", "60"])
+    identity = identify(driver.pid)
+    driver.kill()
+    driver.wait()
+    directory = private_dir(tmp_path / "work" / ".shipping" / "d1")
+    request = FollowRequest(
+        "early", 1, str(log), 0, None, identity.host, identity.pid,
+        identity.start_ticks, identity.boot_id,
+    )  # fmt: skip
+    write_atomically(directory / request.name, request.to_bytes())
+    spec = {"dir": str(directory), "storage": config.storage_url, "cluster": config.cluster_id}
+    assert run_child("tests.crash_shipper", spec) == 77, "the shipper stored a chunk and died"
+    recorded = FollowRequest.parse((directory / request.name).read_bytes())
+    assert (recorded.offset, recorded.first_seq) == (0, 0)
+    storage = StateStorage(config.storage_url, config.storage_options)
+    assert ShipperService(directory, storage, config.cluster_id, interval=0.05).run() == 0
+    assert stored_text(config, "early", 1) == log.read_text()
+    assert not (directory / request.name).exists(), "the request is done"
 
 
 def test_a_second_shipper_of_the_same_daemon_steps_aside(

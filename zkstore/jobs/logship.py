@@ -91,6 +91,21 @@ class LogShipper:
         self.resumed = True
         return True
 
+    def start(self) -> bool:
+        """Find where to go on from (:meth:`resume`), unless found already; False if storage
+        failed (said in a warning: try again later). Then :attr:`first_offset` and
+        :attr:`first_seq` say where this follow began (still None if the log is complete)."""
+        if self.resumed:
+            return True
+        try:
+            self.resume()
+        except ZkStoreError as exc:
+            self._throttle.warning(
+                "storage", "cannot store the log of %s: %s", self.logs.job_id, exc
+            )
+            return False
+        return True
+
     def ship(self, *, final: bool) -> bool:
         """Store what is new in the file (all of it with ``final``: the driver has exited);
         False if storage failed (the file keeps it: try again later)."""
