@@ -16,6 +16,7 @@ The tests live in three folders, and each test is marked after its folder:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,7 +29,7 @@ import pytest
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import MONITOR_ID, SECRET, SESSION_TIMEOUT, make_storage
+from tests.helpers import HANDS_SESSION, MONITOR_ID, SECRET, SESSION_TIMEOUT, make_storage
 from tests.servers import S3Server, Standalone
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
@@ -112,7 +113,7 @@ def storage(tmp_path: Any) -> StateStorage:
 @pytest.fixture
 def cluster(config: StoreConfig) -> Iterator[Cluster]:
     """A cluster on the test's own root, with local storage."""
-    with Cluster.open(config) as opened:
+    with hands(config) as zk, Cluster.open(config, zk=zk) as opened:
         yield opened
 
 
@@ -124,8 +125,19 @@ def any_cluster(request: pytest.FixtureRequest, config: StoreConfig) -> Iterator
         config = config.with_changes(
             storage_url=f"s3://{s3.new_bucket()}/zkstore", storage_options=s3.options()
         )
-    with Cluster.open(config) as opened:
+    with hands(config) as zk, Cluster.open(config, zk=zk) as opened:
         yield opened
+
+
+@contextlib.contextmanager
+def hands(config: StoreConfig) -> Iterator[ZooKeeper]:
+    """The session of the test's own hands (:data:`~tests.helpers.HANDS_SESSION`); the
+    cluster it serves keeps ``config``'s timeouts."""
+    zk = ZooKeeper.from_config(config.with_changes(session_timeout=HANDS_SESSION)).start()
+    try:
+        yield zk
+    finally:
+        zk.stop()
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from recovery.member.shipper import ShipperService
-from zkstore.jobs.logs import chunk_name
 from zkstore.handle import PayloadRef
+from zkstore.jobs.logs import chunk_name
 from zkstore.storage import StateStorage
 
 CRASHED = 77

@@ -49,7 +49,9 @@ def stand_in_session(cluster: Cluster) -> ZooKeeper:
     deletes its node at once); nothing here is about its expiry. At the harness's 4-s session,
     such a session expired under two busy loops in a soak (twice), its running node went and
     lingering and the cleanup rightly took the attempt for dead."""
-    return ZooKeeper.from_config(cluster.config.with_changes(session_timeout=30.0)).start()
+    return ZooKeeper.from_config(
+        cluster.config.with_changes(session_timeout=helpers.HANDS_SESSION)
+    ).start()
 
 
 class Attempt:
