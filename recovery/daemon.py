@@ -178,6 +178,8 @@ class Daemon:
         jobs: set[str] = set()
         try:
             for event in events:
+                if event.kind == JOB_CHANGED and self.leader and self.leader.outlived(event):
+                    continue
                 if event.kind in (JOB_CHANGED, DRIVER_EXITED) and event.job_id is not None:
                     jobs.add(event.job_id)
                 if event.kind != JOB_CHANGED:

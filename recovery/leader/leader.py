@@ -20,7 +20,6 @@ quarantine); only an outage or the loss of leadership stops a batch.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -56,7 +55,7 @@ from zkstore.errors import (
     StoreUnavailable,
 )
 from zkstore.jobs import history
-from zkstore.jobs.graph import JobGraphWatch
+from zkstore.jobs.graph import ADDED, REMOVED, JobGraphWatch
 from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
@@ -69,6 +68,9 @@ from zkstore.watch import NodeWatch
 logger = logging.getLogger(__name__)
 
 JOB_CHANGED = "job-changed"
+#: How many cleaned-up jobs the leader remembers, to skip the events their cleanup caused;
+#: one forgotten early costs one look.
+CLEANED_KEPT = 10_000
 FLEET_CHANGED = "fleet-changed"
 
 #: Jobs read, decided and acted on together: big enough to pipeline, small enough that the first
@@ -103,9 +105,12 @@ class LeaderProcess:
         #: jobs waiting for a driver slot, in the order they started waiting
         #: jobs waiting for a driver slot, in the order they began to wait: their labels
         self._waiting: dict[str, dict[str, str]] = {}
-        #: one watcher function per job, so that re-arming never stacks up watchers in kazoo
-        self._watchers: dict[str, Callable[[object], None]] = {}
+        #: one watcher per job, so that re-arming never stacks up watchers in kazoo; dropped
+        #: when the job's cleanup is done, which makes the events of its watches stale
+        self._watchers: dict[str, _JobWatcher] = {}
         self._to_watch: dict[str, list[str]] = {}
+        #: the jobs this leader cleaned up last, oldest first (see :meth:`outlived`)
+        self._cleaned: dict[str, None] = {}
         self.notifier: NotificationSender | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -154,8 +159,9 @@ class LeaderProcess:
     # -- events --------------------------------------------------------------------------------
 
     def post(self, *args: str) -> None:
-        """Look at the job (the last argument) again on the loop's next turn; any thread."""
-        self.loop.post(Event(JOB_CHANGED, args[-1]))
+        """Look at the job (the last argument) again on the loop's next turn; any thread. The
+        job listing's events come with their kind first (added, removed)."""
+        self.loop.post(Event(JOB_CHANGED, args[-1], data=args[0] if len(args) > 1 else None))
 
     def post_at(self, when: float, job_id: str) -> None:
         self.loop.post_at(when, Event(JOB_CHANGED, job_id))
@@ -212,8 +218,32 @@ class LeaderProcess:
         for job in (job_id, *self.dependencies.waiters(job_id)):
             self.post(job)
 
+    def outlived(self, event: Event) -> bool:
+        """Whether ``event`` tells of a job this leader has cleaned up since (loop thread, where
+        the cleanups run): one of its watches of the job's nodes, or the job leaving the
+        listing. The cleanup's own deletes fire them (the handle's, the assignment's), and a
+        look then reads a dozen nodes to find nothing to do: a look per job saved.
+
+        A job submitted again under its id is seen through the listing (added), which makes
+        its later removal a look again; a watch of an earlier leadership is never stale.
+        """
+        data, job_id = event.data, event.job_id
+        if data == ADDED:
+            self._cleaned.pop(job_id, None)
+            return False
+        if data == REMOVED:
+            return job_id in self._cleaned
+        return (
+            isinstance(data, _JobWatcher)
+            and data.leader is self
+            and self._watchers.get(data.job_id) is not data
+        )
+
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
+        self._cleaned[job_id] = None
+        while len(self._cleaned) > CLEANED_KEPT:
+            self._cleaned.pop(next(iter(self._cleaned)))
         self._dirty.discard(job_id)
         self._waiting.pop(job_id, None)
         self._watchers.pop(job_id, None)
@@ -460,15 +490,24 @@ class LeaderProcess:
         for job_id, paths in sorted(self._to_watch.items()):
             watcher = self._watchers.get(job_id)
             if watcher is None:
-                watcher = self._watchers[job_id] = functools.partial(self._on_watch, job_id)
+                watcher = self._watchers[job_id] = _JobWatcher(self, job_id)
             for path in (layout.cancel(job_id), *paths):
                 watches[path] = watcher
         self._to_watch.clear()
         if watches:
             self.cluster.zk.watch_many(watches)
 
-    def _on_watch(self, job_id: str, event: object) -> None:
-        self.post(job_id)
+
+class _JobWatcher:
+    """The watcher of one job's nodes: a look at the job, with itself as the event's data (so
+    that :meth:`LeaderProcess.outlived` can tell its events apart once the job is gone)."""
+
+    def __init__(self, leader: LeaderProcess, job_id: str) -> None:
+        self.leader = leader
+        self.job_id = job_id
+
+    def __call__(self, event: object) -> None:  # kazoo's thread
+        self.leader.loop.post(Event(JOB_CHANGED, self.job_id, data=self))
 
 
 def _labels(job: JobSnapshot) -> dict[str, str]:

@@ -1,0 +1,101 @@
+"""The leader's watches of a job's nodes, and the events they leave behind once it is gone.
+
+A job's cleanup deletes nodes the leader watches (its assignment, its cancel node): the events
+of those watches arrive after the job is gone, and a look at it then reads a dozen nodes to find
+nothing to do; the job listing tells of the handle's delete too. They are told apart
+(``LeaderProcess.outlived``) and skipped by the daemon; a job submitted again under the same id
+is looked at as any new job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from recovery.leader.election import LeaderElection
+from recovery.leader.leader import LeaderProcess
+from recovery.leader.loop import Event, Leadership, Loop
+from recovery.settings import DaemonSettings
+from tests import jobs
+from zkstore.cluster import Cluster
+from zkstore.cluster.triage import forget
+from zkstore.config import StoreConfig
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.graph import ADDED, REMOVED
+
+
+@pytest.fixture
+def leader(config: StoreConfig, cluster: Cluster) -> Iterator[LeaderProcess]:
+    election = LeaderElection(cluster.zk, cluster.layout, "d1", lambda: None)
+    election.contend()
+    assert election.check()
+    settings = DaemonSettings(store=config, daemon_id="d1")
+    process = LeaderProcess(cluster, settings, Leadership(election.fence()), Loop(), election)
+    yield process
+    election.resign()
+
+
+def events_of(leader: LeaderProcess, job_id: str, timeout: float) -> list[Event]:
+    """The loop's events about ``job_id``, once at least one came (within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    found: list[Event] = []
+    while not found and time.monotonic() < deadline:
+        events = leader.loop.next_events(timeout=deadline - time.monotonic())
+        found += [e for e in events if e.job_id == job_id]
+    assert found, f"no event about {job_id} within {timeout} s"
+    return found
+
+
+def test_the_events_of_a_cleaned_up_jobs_watches_are_told_apart(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess
+) -> None:
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])  # no member: it waits for a slot, its cancel node watched
+    cluster.state.request_cancel("j")
+    (fired,) = events_of(leader, "j", timeout=config.timeout)
+    assert not leader.outlived(fired), "the job lives: its watch's event is a look"
+    leader.post("j")
+    (posted,) = events_of(leader, "j", timeout=config.timeout)
+
+    leader.post(REMOVED, "j")  # as the listing tells, before the cleanup
+    (removed_early,) = events_of(leader, "j", timeout=config.timeout)
+    assert not leader.outlived(removed_early), "not cleaned up by this leader: a look"
+
+    leader.reconcile(["j"])  # cancelled: finished and cleaned up in the same look
+    assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
+    assert leader.outlived(fired), "the job is gone: its watches' events are stale"
+    leader.post(REMOVED, "j")  # its handle's delete, told by the listing
+    (removed,) = events_of(leader, "j", timeout=config.timeout)
+    assert leader.outlived(removed), "the cleanup's own delete"
+    assert not leader.outlived(posted), "a look asked for is never skipped"
+
+    # Forgotten and submitted again under its id: looked at as a new job, and watched anew.
+    forget(cluster, "j")
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.post(ADDED, "j")
+    (added,) = events_of(leader, "j", timeout=config.timeout)
+    assert not leader.outlived(added)
+    leader.reconcile(["j"])
+    cluster.state.request_cancel("j")
+    (again,) = events_of(leader, "j", timeout=config.timeout)
+    assert not leader.outlived(again)
+    assert leader.outlived(fired)
+    assert not leader.outlived(removed), "removed again: the new job's removal is a look"
+
+
+def test_a_watch_of_an_earlier_leadership_is_never_taken_for_stale(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess
+) -> None:
+    """The next leadership of the daemon has none of the earlier one's watchers: their events
+    are looks, as before (its first reconcile may have read a node before it changed)."""
+    cluster.jobs.submit(JobDefinition.for_function("k", jobs.noop))
+    leader.reconcile(["k"])
+    cluster.state.request_cancel("k")
+    (fired,) = events_of(leader, "k", timeout=config.timeout)
+    settings = DaemonSettings(store=config, daemon_id="d1")
+    successor = LeaderProcess(
+        cluster, settings, Leadership(leader.election.fence()), Loop(), leader.election
+    )
+    assert not successor.outlived(fired)
