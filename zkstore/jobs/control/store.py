@@ -220,27 +220,24 @@ class ControlStore:
         )
 
     def _commit(self, version: int | None, data: bytes) -> None:
-        """Store ``data`` at ``version`` in one transaction with a check that the job is current.
-
-        A finished job keeps its handle until the leader cleans it up, so its result is looked
-        for first. ZooKeeper has no check for absence: a result written between that look and
-        the commit lets one change through, which the cleanup removes with the job; the answer
-        to the user is then "stored" where "finished" would have been as true.
-        """
+        """Store ``data`` at ``version`` in one transaction with a check that the job is current:
+        its handle exists and it has no result (a finished job keeps its handle until the
+        leader has cleaned it up)."""
         handle = self.layout.job_handle(self.job_id)
-        job_dir, result = self.layout.job_dir(self.job_id), self.layout.result(self.job_id)
-        found_dir, found_result = self.zk.exists_many([job_dir, result])
-        if found_result is not None:
-            raise self._not_current()
         ops: list[Op] = [Check(handle)]
         if version is None:
-            if found_dir is None:
-                ops.append(Create(job_dir))
+            if self.zk.exists(self.layout.job_dir(self.job_id)) is None:
+                ops.append(Create(self.layout.job_dir(self.job_id)))
             ops.append(Create(self.path, data))
         else:
             ops.append(SetData(self.path, data, version))
+        finished = Fence.absent(
+            self.layout.result(self.job_id),
+            error=WrongState,
+            description=f"job {self.job_id} is not current (finished)",
+        )
         try:
-            self.zk.commit(ops)
+            self.zk.commit(ops, fence=finished)
         except HandleNotFound as exc:
             if exc.path == handle:
                 raise self._not_current() from None
