@@ -50,6 +50,8 @@ ELECTION = "election"
 STOP = "stop"
 ASSIGNMENTS = "assignments"
 DRIVER_EXITED = "driver-exited"
+#: The events that name a job for the leader to look at.
+JOB_EVENTS = (JOB_CHANGED, DRIVER_EXITED)
 CONNECT_RETRY = 2.0
 
 
@@ -175,18 +177,16 @@ class Daemon:
     def _turn(self) -> None:
         """One pass: wait for events, handle them, reconcile periodically."""
         events = self.loop.next_events(timeout=0.5)
-        jobs: set[str] = set()
         try:
             for event in events:
-                if event.kind == JOB_CHANGED and self.leader and self.leader.outlived(event):
-                    continue
-                if event.kind in (JOB_CHANGED, DRIVER_EXITED) and event.job_id is not None:
-                    jobs.add(event.job_id)
                 if event.kind != JOB_CHANGED:
                     self._handle(event)
             if self.leader is not None and not self.leader.active:
                 self._revoke("leadership ended")
             if self.is_leader and self.leader is not None:
+                jobs = self.leader.triage(
+                    e for e in events if e.kind in (JOB_CHANGED, DRIVER_EXITED)
+                )
                 if jobs:
                     self.leader.reconcile(jobs)
                 if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:

@@ -440,10 +440,19 @@ class ZooKeeper:
         return stat
 
     def get_many(
-        self, paths: Sequence[str], *, timeout: float | None = None
+        self,
+        paths: Sequence[str],
+        *,
+        watches: Mapping[str, Callable[..., Any]] | None = None,
+        timeout: float | None = None,
     ) -> list[tuple[bytes, ZnodeStat] | None]:
-        """Pipelined reads of many nodes: one entry per path, ``None`` where it does not exist."""
-        return self._pipelined(paths, self._client.get_async, timeout)
+        """Pipelined reads of many nodes: one entry per path, ``None`` where it does not exist;
+        ``watches`` sets a one-shot watch on the paths it names (on those that exist: a read
+        of an absent node sets none)."""
+        found = watches or {}
+        return self._pipelined(
+            paths, lambda path: self._client.get_async(path, watch=found.get(path)), timeout
+        )
 
     def exists_many(
         self,

@@ -41,7 +41,7 @@ from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs import history
 from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.history import AttemptEntry
-from zkstore.jobs.records import Assignment, JobStatus
+from zkstore.jobs.records import Assignment, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
 from zkstore.jobs.stops import EndRequest
@@ -175,6 +175,7 @@ class JobActions:
             self.leader.fleet.assigned(action.daemon_id, job.job_id)
             path = layout.assignment(action.daemon_id, job.job_id)
             self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
+            self.leader.expect_start(job, action.attempt)
             if action.ended is not None and job.status is not None:
                 self._remember_end(job, _ending(job, action.ended), action.ended.error)
             self._remember(job.job_id, AttemptEntry(action.attempt, action.daemon_id, utc_now()))
@@ -193,12 +194,16 @@ class JobActions:
         if action.until is not None:  # one of its limits passes then
             delay = (action.until - datetime.now(UTC)).total_seconds()
             self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
-        key = (job.job_id, running.attempt)
+        self.report_running(job.job_id, running)
+
+    def report_running(self, job_id: str, running: RunningInfo) -> None:
+        """Say once per attempt that its driver runs."""
+        key = (job_id, running.attempt)
         if key not in self._adoptions_reported:
             self._adoptions_reported.add(key)
             logger.info(
                 "job %s: attempt %d runs (driver pid %d on %s)",
-                job.job_id,
+                job_id,
                 running.attempt,
                 running.pid,
                 running.host,

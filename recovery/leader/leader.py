@@ -23,8 +23,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from recovery.leader.actions import JobActions
 from recovery.leader.decide import (
@@ -39,6 +41,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.dependencies import DependencyGate, Waiting
 from recovery.leader.election import LeaderElection
+from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender
 from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
@@ -57,9 +60,10 @@ from zkstore.errors import (
 from zkstore.jobs import history
 from zkstore.jobs.graph import ADDED, REMOVED, JobGraphWatch
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import Assignment
+from zkstore.jobs.records import Assignment, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
+from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.outbox import Outbox
 from zkstore.ops import Create, Delete, Op
 from zkstore.strict import utc_now
@@ -111,6 +115,8 @@ class LeaderProcess:
         self._to_watch: dict[str, list[str]] = {}
         #: the jobs this leader cleaned up last, oldest first (see :meth:`outlived`)
         self._cleaned: dict[str, None] = {}
+        #: placed attempts whose driver's start leaves nothing to decide (:meth:`expect_start`)
+        self._quiet_starts: dict[str, int] = {}
         self.notifier: NotificationSender | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -218,30 +224,104 @@ class LeaderProcess:
         for job in (job_id, *self.dependencies.waiters(job_id)):
             self.post(job)
 
+    def triage(self, events: Iterable[Event]) -> set[str]:
+        """The jobs a turn's events ask the leader to look at (loop thread), less those it
+        need not: the events :meth:`outlived`, and the starts of drivers that leave nothing to
+        decide (:meth:`expect_start`), which one pipelined read of the driver's node and of a
+        stop request confirms, the watch on that node armed again by the read. Anything else
+        about such a job (its node gone already, garbage, not ephemeral, another attempt's, a
+        stop asked) makes it a look."""
+        looks: set[str] = set()
+        started: dict[str, _JobWatcher] = {}
+        layout = self.cluster.layout
+        for event in events:
+            job_id = event.job_id
+            if job_id is None or self.outlived(event):
+                continue
+            fired = event.data
+            if (
+                isinstance(fired, Fired)
+                and fired.created == layout.running(job_id)
+                and job_id in self._quiet_starts
+            ):
+                started[job_id] = fired.watcher
+            else:
+                looks.add(job_id)
+        quiet = {job_id: w for job_id, w in started.items() if job_id not in looks}
+        return looks | self._confirm_starts(quiet)
+
+    def expect_start(self, job: JobSnapshot, attempt: int) -> None:
+        """``attempt`` of ``job`` was placed: if its driver's start leaves nothing to decide (no
+        limit to time from it, no stop asked), that start is confirmed by :meth:`triage` with a
+        read instead of a look (a dozen reads). Any look at the job forgets it."""
+        if not job.stop_requested and job_lifecycle(job, self.settings).limits == Limits():
+            self._quiet_starts[job.job_id] = attempt
+
+    def _confirm_starts(self, started: dict[str, _JobWatcher]) -> set[str]:
+        """Read each started driver's node (re-arming its watch) and the job's stop node; the
+        jobs whose start is not what :meth:`expect_start` expected, to be looked at."""
+        if not started:
+            return set()
+        layout = self.cluster.layout
+        ids = sorted(started)
+        paths = [path for job_id in ids for path in (layout.running(job_id), layout.stop(job_id))]
+        found = self.cluster.zk.get_many(
+            paths, watches={layout.running(job_id): started[job_id] for job_id in ids}
+        )
+        looks = set()
+        for n, job_id in enumerate(ids):
+            running, stop = found[2 * n], found[2 * n + 1]
+            info = self._expected_driver(job_id, running) if stop is None else None
+            if info is None:
+                looks.add(job_id)
+            else:
+                self.actions.report_running(job_id, info)
+        return looks
+
+    def _expected_driver(
+        self, job_id: str, node: tuple[bytes, ZnodeStat] | None
+    ) -> RunningInfo | None:
+        """The driver of the expected attempt holding ``running`` in its own session; None for
+        anything else."""
+        if node is None or not node[1].ephemeralOwner:
+            return None
+        path = self.cluster.layout.running(job_id)
+        try:
+            info = RunningInfo.from_znode(node[0], node[1], path)
+        except CorruptRecord:
+            return None
+        return info if info.attempt == self._quiet_starts.get(job_id) else None
+
     def outlived(self, event: Event) -> bool:
         """Whether ``event`` tells of a job this leader has cleaned up since (loop thread, where
-        the cleanups run): one of its watches of the job's nodes, or the job leaving the
-        listing. The cleanup's own deletes fire them (the handle's, the assignment's), and a
+        the cleanups run): one of its watches of the job's nodes, the job leaving the listing,
+        or its driver's exit seen by this daemon's member. The cleanup's own deletes fire the
+        first two (the handle's, the assignment's), the driver exits after its outcome, and a
         look then reads a dozen nodes to find nothing to do: a look per job saved.
 
         A job submitted again under its id is seen through the listing (added), which makes
         its later removal a look again; a watch of an earlier leadership is never stale.
         """
         data, job_id = event.data, event.job_id
+        if job_id is None:
+            return False
+        if event.kind != JOB_CHANGED:  # its driver's exit, seen by this daemon's member
+            return job_id in self._cleaned
         if data == ADDED:
             self._cleaned.pop(job_id, None)
             return False
         if data == REMOVED:
             return job_id in self._cleaned
         return (
-            isinstance(data, _JobWatcher)
-            and data.leader is self
-            and self._watchers.get(data.job_id) is not data
+            isinstance(data, Fired)
+            and data.watcher.leader is self
+            and self._watchers.get(data.watcher.job_id) is not data.watcher
         )
 
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
         self._cleaned[job_id] = None
+        self._quiet_starts.pop(job_id, None)
         while len(self._cleaned) > CLEANED_KEPT:
             self._cleaned.pop(next(iter(self._cleaned)))
         self._dirty.discard(job_id)
@@ -307,6 +387,7 @@ class LeaderProcess:
         plans: list[tuple[JobSnapshot, Action]] = []
         fresh: list[JobSnapshot] = []
         for snapshot in sorted(snapshots.values(), key=lambda s: position[s.job_id]):
+            self._quiet_starts.pop(snapshot.job_id, None)
             action = self._decide(snapshot, assignments.get(snapshot.job_id), now)
             if isinstance(action, Initialize):
                 fresh.append(snapshot)
@@ -499,15 +580,25 @@ class LeaderProcess:
 
 
 class _JobWatcher:
-    """The watcher of one job's nodes: a look at the job, with itself as the event's data (so
-    that :meth:`LeaderProcess.outlived` can tell its events apart once the job is gone)."""
+    """The watcher of one job's nodes: a look at the job, the event's data saying which
+    watcher fired and what (:meth:`LeaderProcess.triage`)."""
 
     def __init__(self, leader: LeaderProcess, job_id: str) -> None:
         self.leader = leader
         self.job_id = job_id
 
-    def __call__(self, event: object) -> None:  # kazoo's thread
-        self.leader.loop.post(Event(JOB_CHANGED, self.job_id, data=self))
+    def __call__(self, event: WatchedEvent) -> None:  # kazoo's thread
+        created = event.path if event.type == EventType.CREATED else None
+        self.leader.loop.post(Event(JOB_CHANGED, self.job_id, data=Fired(self, created)))
+
+
+@dataclass(frozen=True)
+class Fired:
+    """A job's watch fired: its watcher, and the node it reports created (None: changed or
+    deleted)."""
+
+    watcher: _JobWatcher
+    created: str | None
 
 
 def _labels(job: JobSnapshot) -> dict[str, str]:

@@ -13,6 +13,7 @@ from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
+from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.ops import Fence
 
 
@@ -41,6 +42,10 @@ class LeaderRole(Protocol):
 
     def watch_job(self, job_id: str, *paths: str) -> None:
         """Reconcile ``job_id`` again when any of ``paths`` changes."""
+        ...
+
+    def expect_start(self, job: JobSnapshot, attempt: int) -> None:
+        """``attempt`` of ``job`` was placed (its driver's start may need no look)."""
         ...
 
     def job_done(self, job_id: str) -> None:

@@ -19,11 +19,16 @@ from recovery.leader.leader import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.settings import DaemonSettings
 from tests import jobs
+from tests.helpers import HANDS_SESSION, requests_sent
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import forget
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
+from zkstore.jobs.records import MemberInfo, RunningInfo
+from zkstore.lifecycle.stopstore import StopStore
+from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
 
 
 @pytest.fixture
@@ -99,3 +104,64 @@ def test_a_watch_of_an_earlier_leadership_is_never_taken_for_stale(
         cluster, settings, Leadership(leader.election.fence()), Loop(), leader.election
     )
     assert not successor.outlived(fired)
+
+
+def member(cluster: Cluster, hands: ZooKeeper, daemon_id: str = "m1") -> None:
+    """A member in the fleet, as a daemon registers (its record in a session of its own)."""
+    layout = cluster.layout
+    info = MemberInfo(
+        version=None, daemon_id=daemon_id, host="h", pid=1, slots=4, started=utc_now()
+    )
+    hands.create(layout.member(daemon_id), info.to_bytes(), ephemeral=True)
+    hands.ensure_path(layout.member_assignments(daemon_id))
+
+
+def driver_starts(cluster: Cluster, hands: ZooKeeper, job_id: str, attempt: int = 1) -> None:
+    running = RunningInfo(version=None, attempt=attempt, host="h", pid=2, started=utc_now())
+    hands.create(cluster.layout.running(job_id), running.to_bytes(), ephemeral=True)
+
+
+@pytest.fixture
+def hands(config: StoreConfig) -> Iterator[ZooKeeper]:
+    """The session of the stand-in member and driver."""
+    zk = ZooKeeper.from_config(config.with_changes(session_timeout=HANDS_SESSION)).start()
+    yield zk
+    zk.stop()
+
+
+def test_a_drivers_start_that_leaves_nothing_to_decide_costs_a_read_not_a_look(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("plain", jobs.noop))
+    leader.reconcile(["plain"])
+    status = cluster.state.status("plain")
+    assert status is not None and status.daemon_id == "m1", "placed"
+    driver_starts(cluster, hands, "plain")
+    started = events_of(leader, "plain", timeout=config.timeout)
+    with requests_sent(cluster.zk) as sent:
+        assert leader.triage(started) == set(), "nothing to decide: no look"
+    assert sorted(sent) == ["GetData", "GetData"], "its running node (watched) and stop node"
+    # The read armed the watch again: the driver's end is a look.
+    hands.delete(cluster.layout.running("plain"))
+    ended = events_of(leader, "plain", timeout=config.timeout)
+    assert leader.triage(ended) == {"plain"}
+
+
+@pytest.mark.parametrize(
+    "case", ["a limit", "a stop asked", "another attempt's driver", "gone already"]
+)
+def test_a_drivers_start_with_anything_to_decide_is_a_look(
+    case: str, config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    member(cluster, hands)
+    summary = {"timeout": 3600.0} if case == "a limit" else None
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop), summary=summary)
+    leader.reconcile(["j"])
+    if case == "a stop asked":
+        StopStore(cluster).request("j")
+    driver_starts(cluster, hands, "j", attempt=2 if case == "another attempt's driver" else 1)
+    started = events_of(leader, "j", timeout=config.timeout)
+    if case == "gone already":
+        hands.delete(cluster.layout.running("j"))
+    assert leader.triage(started) == {"j"}
