@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,16 +344,21 @@ class ArtifactSpace:
             return None
         return store.tree_size(uri)
 
-    def sweep(self, job_id: str, keep: Iterable[str]) -> int:
+    def sweep(
+        self, job_id: str, keep: Iterable[str], *, before_delete: Callable[[], None] | None = None
+    ) -> int:
         """Delete every object under the job's own prefix in the storage root that is not under
         one of the ``keep`` URIs (what the job wrote there without registering it); returns how
-        many were deleted. A symbolic link there is removed, never followed."""
+        many were deleted. A symbolic link there is removed, never followed. ``before_delete``
+        is called once before the first delete, if there is one (the leader's fence check)."""
         kept = tuple(keep)
         stray = [
             item.uri
             for item in self.storage.list(self.storage_layout.artifacts(job_id))
             if not any(overlap(item.uri, uri) for uri in kept)
         ]
+        if stray and before_delete is not None:
+            before_delete()
         for uri in stray:
             self.storage.remove_tree(uri, keep=self._shared)
         return len(stray)

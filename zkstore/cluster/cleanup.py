@@ -63,10 +63,15 @@ def clean_up(
         logger.info("cleanup of %s: its definition is still locked; will retry", job_id)
         return False
     logs = cluster.storage_layout.logs(job_id)
-    cluster.zk.ensure_fence(fence)
-    for leftover in cluster.storage.list(cluster.storage_layout.job(job_id)):
-        if not cluster.storage.is_under(leftover.uri, logs):
-            cluster.storage.discard(leftover.uri)
+    leftovers = [
+        found.uri
+        for found in cluster.storage.list(cluster.storage_layout.job(job_id))
+        if not cluster.storage.is_under(found.uri, logs)
+    ]
+    if leftovers:  # deletes in storage, where no fence reaches: checked just before
+        cluster.zk.ensure_fence(fence)
+    for uri in leftovers:
+        cluster.storage.discard(uri)
     cluster.step("cleanup:leftovers-discarded")
     cluster.results.mark_clean(job_id, fence=fence, logs_until=utc_in(max(0.0, keep_logs)))
     return True

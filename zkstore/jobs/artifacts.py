@@ -440,8 +440,11 @@ def release_for_cleanup(
         if any(kept.get(name) != uri for name, uri in new.items()):
             kept = results.record_outputs(store.job_id, new, fence=fence).outputs or {}
     store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
-    store.zk.ensure_fence(fence)  # the sweep deletes in storage, where no fence reaches
-    swept = store.space.sweep(store.job_id, keep=kept.values())
+    # The sweep deletes in storage, where no fence reaches: the fence is checked before the
+    # first delete (a job that wrote nothing unregistered costs no check).
+    swept = store.space.sweep(
+        store.job_id, keep=kept.values(), before_delete=lambda: store.zk.ensure_fence(fence)
+    )
     if swept:
         logger.info(
             "cleanup of %s: %d unregistered object(s) under its prefix", store.job_id, swept
