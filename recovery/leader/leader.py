@@ -104,6 +104,7 @@ class LeaderProcess:
         self.schedules = ScheduleFiring(self, on_fired=self.job_made)
         self.dependencies = DependencyGate(cluster.zk, cluster.layout, self.schedules.store.paths)
         self.fleet = Fleet()
+        self._fleet_read = False  # see reconcile
         self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
         #: jobs waiting for a driver slot, in the order they started waiting
@@ -179,7 +180,7 @@ class LeaderProcess:
         """A member joined, left, was drained or undrained (loop thread): the jobs of a member
         that left and the jobs waiting for a place are looked at again."""
         before = self.fleet
-        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        self._read_fleet()
         left = set(before.members) - set(self.fleet.members)
         joined = set(self.fleet.members) - set(before.members)
         for daemon_id in left:
@@ -199,6 +200,10 @@ class LeaderProcess:
             )
         for job_id in self._waiting:
             self.post(job_id)
+
+    def _read_fleet(self) -> None:
+        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        self._fleet_read = True
 
     def _remember_fleet(self, departed: dict[str, str], joined: set[str]) -> None:
         """Since when a daemon that left with attempts placed on it is gone (the page shows it
@@ -341,7 +346,7 @@ class LeaderProcess:
         retention period, possibly very many) are neither listed nor read.
         """
         listing = read_listing(self.cluster.zk, self.cluster.layout, results=False)
-        self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+        self._read_fleet()
         assigned = {job for jobs in self.fleet.assignments.values() for job in jobs}
         self._dirty = set(listing.cleanup)
         ids = set(listing.current_jobs) | set(listing.job_dirs) | self._dirty | assigned
@@ -356,6 +361,12 @@ class LeaderProcess:
         for a slot, then the others by id. A large backlog is handled :data:`BATCH` jobs at a
         time, each batch with pipelined reads and one pipelined round of initializations and of
         watches, so that the first jobs start long before the last ones have been read.
+
+        The fleet is read once, again by each batch of a pass over every job (the first batch
+        gets the one :meth:`reconcile_all` read) and when a member joins, leaves or is drained; a
+        look at the few jobs an event names uses the fleet this leader keeps, which counts its
+        own placements and releases (five reads a look saved; the periodic pass corrects any
+        drift).
         """
         waiting = {job_id: place for place, job_id in enumerate(self._waiting)}
         ids = sorted(
@@ -365,7 +376,8 @@ class LeaderProcess:
         for first in range(0, len(ids), BATCH):
             if not self.active:
                 return
-            self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
+            if not self._fleet_read or (listing is not None and first > 0):
+                self._read_fleet()
             self._reconcile_batch(ids[first : first + BATCH], listing)
         self.slot_freed()
 
