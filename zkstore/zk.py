@@ -382,6 +382,12 @@ class ZooKeeper:
         )
         return data, stat
 
+    def sync(self, path: str, *, timeout: float | None = None) -> None:
+        """Make the server this session reads from catch up with the ensemble's leader, so
+        that the reads that follow see every write committed before this call (a follower
+        may lag; a session's own writes it sees anyway)."""
+        self._read(f"sync {path}", lambda: self._client.sync_async(path), timeout)
+
     def get_if_exists(
         self, path: str, *, timeout: float | None = None
     ) -> tuple[bytes, ZnodeStat] | None:

@@ -22,6 +22,7 @@ from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
+from zkstore.zk import ZooKeeper
 
 MIN_AGE = 2.0
 
@@ -195,6 +196,32 @@ def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig
     assert "sha256" in problems["flipped"] and "PayloadMissing" in problems["deleted"]
     table = run_cli(config, "handles", "verify")
     assert "2 problem(s)" in table.output and "flipped" in table.output
+
+
+def test_verify_reads_after_catching_up_with_the_ensemble(
+    config: StoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its session's server may be a follower that lags: verify syncs it before reading, so a
+    handle deleted with its payload moments ago is not reported as one missing its payload
+    (a chaos run on a loaded host saw exactly that)."""
+    calls: list[str] = []
+    real_sync, real_children = ZooKeeper.sync, ZooKeeper.children
+
+    def sync(self: ZooKeeper, path: str, **kwargs: Any) -> None:
+        calls.append(f"sync {path}")
+        real_sync(self, path, **kwargs)
+
+    def children(self: ZooKeeper, path: str, **kwargs: Any) -> list[str]:
+        calls.append("read")
+        return real_children(self, path, **kwargs)
+
+    monkeypatch.setattr(ZooKeeper, "sync", sync)
+    monkeypatch.setattr(ZooKeeper, "children", children)
+    with Cluster.open(config) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+        calls.clear()
+        assert run_cli(config, "handles", "verify", "--format", "json").exit_code == 0
+        assert calls and calls[0] == f"sync {cluster.layout.base}", calls
 
 
 def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> None:

@@ -136,6 +136,9 @@ def verify_handles(connection: Connection, fmt: str) -> None:
     JSON: {"checked": N, "problems": [{path, uri, kind, job, problem}]}.
     """
     with Cluster.open(connection.config) as cluster:
+        # A follower may lag: without it, a handle deleted with its payload moments ago could
+        # be reported as one whose payload is missing (seen in a chaos run on a loaded host).
+        cluster.zk.sync(cluster.layout.base)
         inventory = read_inventory(cluster.zk, cluster.layout)
         live = [r for r in inventory.handles if not r.marked]
         with progress(len(live), "verifying payloads") as advance:
