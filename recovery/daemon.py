@@ -184,9 +184,7 @@ class Daemon:
             if self.leader is not None and not self.leader.active:
                 self._revoke("leadership ended")
             if self.is_leader and self.leader is not None:
-                jobs = self.leader.triage(
-                    e for e in events if e.kind in (JOB_CHANGED, DRIVER_EXITED)
-                )
+                jobs = self.leader.triage(e for e in events if e.kind in JOB_EVENTS)
                 if jobs:
                     self.leader.reconcile(jobs)
                 if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:
