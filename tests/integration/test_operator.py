@@ -198,12 +198,16 @@ def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig
     assert "2 problem(s)" in table.output and "flipped" in table.output
 
 
-def test_verify_reads_after_catching_up_with_the_ensemble(
-    config: StoreConfig, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "command", [["verify"], ["lingering"], ["cleanup", "--dry-run"]], ids=" ".join
+)
+def test_the_store_is_read_after_catching_up_with_the_ensemble(
+    config: StoreConfig, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
-    """Its session's server may be a follower that lags: verify syncs it before reading, so a
-    handle deleted with its payload moments ago is not reported as one missing its payload
-    (a chaos run on a loaded host saw exactly that)."""
+    """Its session's server may be a follower that lags: verify, lingering and cleanup sync it
+    before reading, so a handle deleted with its payload moments ago is not reported as one
+    missing its payload (a chaos run on a loaded host saw exactly that), nor a payload whose
+    handle was just published as an orphan to remove."""
     calls: list[str] = []
     real_sync, real_children = ZooKeeper.sync, ZooKeeper.children
 
@@ -220,7 +224,7 @@ def test_verify_reads_after_catching_up_with_the_ensemble(
     with Cluster.open(config) as cluster:
         cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
         calls.clear()
-        assert run_cli(config, "handles", "verify", "--format", "json").exit_code == 0
+        assert run_cli(config, "handles", *command, "--format", "json").exit_code == 0
         assert calls and calls[0] == f"sync {cluster.layout.base}", calls
 
 

@@ -84,10 +84,17 @@ def find_lingering(
 
     A dangling handle is damage at any age: it is reported once a second read of its znode and
     its payload confirms it (a handle replaced or removed meanwhile is not damage).
+
+    Without an ``inventory`` given, the session's server is synced with the ensemble first:
+    a follower that lags would show a handle published moments ago as missing, its payload
+    as an orphan, and the re-check before each deletion reads from that same server.
     """
+    if inventory is None:
+        cluster.zk.sync(cluster.layout.base)
+        inventory = read_inventory(cluster.zk, cluster.layout)
     look = Look(
         cluster,
-        inventory or read_inventory(cluster.zk, cluster.layout),
+        inventory,
         cluster.storage.list(cluster.storage_layout.jobs),
         time.time() if now is None else now,
         min_age,
