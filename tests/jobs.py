@@ -27,15 +27,27 @@ def mark(out: str, name: str, **data: Any) -> None:
     temporary.replace(Path(out) / name)
 
 
-def steps(ctx: Any, out: str, total: int, delay: float) -> None:
-    """Work through ``total`` steps, checkpointing after each; record every step started."""
+#: How many steps past its ``total`` a gated :func:`steps` job goes on before it gives up.
+GATE_STEPS = 2000
+
+
+def steps(ctx: Any, out: str, total: int, delay: float, gate: str | None = None) -> None:
+    """Work through ``total`` steps, checkpointing after each; record every step started.
+
+    With ``gate`` (a file), it goes on stepping past ``total`` until that file exists: a test
+    that kills a host or a driver while the job runs opens the gate after the kill, so that the
+    job cannot have finished before it however slowly the test itself was scheduled.
+    """
     checkpoint = ctx.latest_checkpoint()
-    start = checkpoint["step"] + 1 if checkpoint else 1
-    mark(out, f"start-attempt-{ctx.attempt}", step=start)
-    for step in range(start, total + 1):
+    step = checkpoint["step"] + 1 if checkpoint else 1
+    mark(out, f"start-attempt-{ctx.attempt}", step=step)
+    while step <= total or (gate is not None and not os.path.exists(gate)):
+        if step > total + GATE_STEPS:
+            raise TimeoutError(f"the gate {gate} never opened")
         mark(out, f"step-{step:03d}-attempt-{ctx.attempt}", pid=os.getpid())
         time.sleep(delay)
         ctx.checkpoint({"step": step})
+        step += 1
 
 
 def flaky(ctx: Any, out: str, succeed_at: int) -> None:

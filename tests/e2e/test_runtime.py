@@ -28,13 +28,22 @@ def driver_pids(out: Path) -> set[int]:
 
 
 def two_daemons_running(
-    local: LocalCluster, client: Client, out: Path, job_id: str, total: int, delay: float, past: int
+    local: LocalCluster,
+    client: Client,
+    out: Path,
+    job_id: str,
+    total: int,
+    delay: float,
+    past: int,
+    gate: Path | None = None,
 ) -> str:
-    """d1 leads, d2 stands by, and a ``steps`` job runs: returns once it is ``past`` steps in."""
+    """d1 leads, d2 stands by, and a ``steps`` job runs: returns once it is ``past`` steps in
+    (with ``gate``, the job goes on until that file exists: see :func:`tests.jobs.steps`)."""
     local.start_daemon("d1")
     local.wait_for_leader()
     local.start_daemon("d2")
-    submitted = client.submit_function(jobs.steps, str(out), total, delay, job_id=job_id)
+    args = (str(out), total, delay) if gate is None else (str(out), total, delay, str(gate))
+    submitted = client.submit_function(jobs.steps, *args, job_id=job_id)
     wait_for(lambda: len(step_runs(out)) >= past, timeout=60, what="job progress")
     return submitted
 
@@ -75,18 +84,20 @@ def test_driver_sigkill_resumes_from_latest_checkpoint(
 ) -> None:
     local.start_daemon("d1")
     out = tmp_path / "out"
-    job_id = client.submit_function(jobs.steps, str(out), 10, 0.3, job_id="resume")
+    gate = tmp_path / "gate"  # opened after the kill: the job cannot have finished before it
+    job_id = client.submit_function(jobs.steps, str(out), 10, 0.3, str(gate), job_id="resume")
     wait_for(lambda: len(step_runs(out)) >= 4, timeout=60, what="job progress")
     pid = local.driver_pid(job_id)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
+    gate.touch()
     result = client.wait(job_id, timeout=90)
     assert (result.outcome, result.attempts) == (SUCCEEDED, 2)
     marks = jobs.read_marks(str(out))
     resumed_at = marks["start-attempt-2"]["step"]
     assert resumed_at > 1, "attempt 2 resumed from a checkpoint, not from scratch"
     runs = step_runs(out)
-    assert sorted(runs) == list(range(1, 11))
+    assert sorted(runs) == list(range(1, max(runs) + 1)) and max(runs) >= 10
     for step in range(1, resumed_at):
         assert runs[step] == [1], f"step {step} was checkpointed: never redone"
     assert all(len(a) <= 2 for a in runs.values())
@@ -96,12 +107,14 @@ def test_leader_and_driver_killed_at_once_job_is_resubmitted(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    job_id = two_daemons_running(local, client, out, "both", 8, 0.3, 3)
+    gate = tmp_path / "gate"  # opened after the kills: the job cannot have finished before
+    job_id = two_daemons_running(local, client, out, "both", 8, 0.3, 3, gate)
     leader = local.wait_for_leader()
     driver = local.driver_pid(job_id)
     assert driver is not None
     leader.signal(signal.SIGKILL)
     os.kill(driver, signal.SIGKILL)
+    gate.touch()
     local.wait_for_leader(exclude=leader.daemon_id, timeout=SESSION_TIMEOUT * 4)
     result = client.wait(job_id, timeout=90)
     assert (result.outcome, result.attempts) == (SUCCEEDED, 2)
