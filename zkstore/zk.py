@@ -76,6 +76,9 @@ MAX_ZNODE_BYTES = 64 * 1024
 
 #: Requests in flight at once in a pipelined read; each window gets the deadline of one call.
 PIPELINE_WINDOW = 1000
+#: The most deletes :meth:`ZooKeeper.delete_tree` puts in one transaction (each a path and a
+#: version: far under the server's 1 MB request limit).
+TREE_BATCH = 500
 
 
 def default_acl(auth: ZkAuth | None, read_ids: Sequence[str] = ()) -> list[ACL] | None:
@@ -593,15 +596,21 @@ class ZooKeeper:
     ) -> bool:
         """Delete ``path`` and everything under it, deepest first; False if it was already gone.
 
-        Each node is deleted by a transaction of its own that carries ``fence``'s guards, a
-        level at a time, pipelined: a writer whose fence is lost deletes nothing more (the
-        guard's error is raised). Idempotent: safe to call again after any failure. Raises
-        :class:`NotEmpty` if somebody adds a child meanwhile.
+        The tree is listed a level at a time (pipelined), then deleted deepest first in
+        transactions of up to :data:`TREE_BATCH` deletes, each carrying ``fence``'s guards (a
+        job's records: one transaction, one write to the log). A transaction that finds the
+        tree changed since the listing (a node gone already, a child added) changes nothing,
+        and its nodes are deleted one transaction each, as they are found. A writer whose
+        fence is lost deletes nothing more (the guard's error is raised). Idempotent: safe to
+        call again after any failure. Raises :class:`NotEmpty` if somebody adds a child
+        meanwhile.
         """
         deadline = self._deadline(timeout)
         levels: list[list[str]] = [[path]]
         while levels[-1]:
             found = self.children_many(levels[-1], timeout=deadline.remaining())
+            if len(levels) == 1 and found[0] is None:
+                return False
             levels.append(
                 [
                     f"{parent}/{child}"
@@ -610,15 +619,25 @@ class ZooKeeper:
                     for child in kids
                 ]
             )
+        deepest_first = [node for level in reversed(levels) for node in level]
         existed = False
-        for level in reversed(levels):
+        for first in range(0, len(deepest_first), TREE_BATCH):
+            batch = deepest_first[first : first + TREE_BATCH]
+            try:
+                self.commit(
+                    [Delete(node) for node in batch], fence=fence, timeout=deadline.remaining()
+                )
+                existed = True
+                continue
+            except (HandleNotFound, NotEmpty):
+                pass  # changed since the listing: node by node (in order, so children first)
             errors = self.commit_many(
-                [[Delete(node)] for node in level], fence=fence, timeout=deadline.remaining()
+                [[Delete(node)] for node in batch], fence=fence, timeout=deadline.remaining()
             )
             for error in errors:
                 if error is None:
                     existed = True
-                elif not isinstance(error, HandleNotFound) or error.path not in level:
+                elif not isinstance(error, HandleNotFound) or error.path not in batch:
                     raise error
         return existed
 

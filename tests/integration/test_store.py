@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import expire_session, pause, run_child, wait_for
+from tests.helpers import expire_session, pause, requests_sent, run_child, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import (
@@ -21,6 +21,7 @@ from zkstore.errors import (
     HandleExists,
     HandleNotFound,
     InvalidName,
+    NotEmpty,
     NotLeader,
     OutcomeUnknown,
     PayloadMissing,
@@ -319,6 +320,112 @@ def test_removal_is_repeatable_after_a_failing_discard(
 
 def test_remove_of_missing_entry_is_true(store: Any) -> None:
     assert store.remove("never-was") is True
+
+
+def test_an_entry_never_locked_here_is_removed_without_a_failed_delete(
+    store: Any, zk: ZooKeeper, path: str
+) -> None:
+    """A remover that never locked the entry (the leader, for every job) looks for its lock
+    with a read: a blind delete of a lock that is not there is a failed write, logged and
+    fsynced by ZooKeeper, for every entry removed."""
+    other = make_store(zk, path, store.storage)
+    other.add("a", {"v": 1})
+    other.release("a")
+    with requests_sent(zk) as sent:
+        assert store.remove("a") is True
+    assert sent.count("Delete") == 0 and "Exists" in sent, sent
+    assert zk.exists(f"{path}/a") is None
+
+
+def test_a_lock_whose_answer_was_lost_is_still_released(
+    store: Any, zk: ZooKeeper, path: str
+) -> None:
+    """This instance's lock taken by a create whose answer never came (so not known as held)
+    is found and released: the entry is removed, not held forever by its own remover."""
+    store.add("a", {"v": 1})
+    store.release("a")
+    zk.create(f"{path}/a/locks/{store.instance_id}", ephemeral=True)  # the lost answer's lock
+    assert store.remove("a") is True
+    assert zk.exists(f"{path}/a") is None
+
+
+# -- deleting a tree -----------------------------------------------------------------------------
+
+
+def _tree(zk: ZooKeeper, root: str) -> list[str]:
+    nodes = [f"{root}/a/x", f"{root}/a/y", f"{root}/b", f"{root}/c/z/deep"]
+    for node in nodes:
+        zk.ensure_path(node)
+    return nodes
+
+
+def test_a_small_tree_is_deleted_in_one_transaction(zk: ZooKeeper, config: StoreConfig) -> None:
+    root = f"{config.base_path}/tree"
+    _tree(zk, root)
+    with requests_sent(zk) as sent:
+        assert zk.delete_tree(root) is True
+    assert zk.exists(root) is None
+    assert sent.count("Transaction") == 1 and "Delete" not in sent, sent
+    with requests_sent(zk) as sent:
+        assert zk.delete_tree(root) is False, "gone already"
+    assert "Transaction" not in sent and "Delete" not in sent, "nothing written for nothing"
+
+
+def test_a_tree_changed_since_its_listing_is_deleted_node_by_node(
+    zk: ZooKeeper, other_zk: ZooKeeper, config: StoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node deleted by somebody else between the listing and the transaction fails the
+    transaction as a whole; the rest is then deleted node by node. A child added meanwhile
+    is NotEmpty, and what it holds stays."""
+    root = f"{config.base_path}/tree"
+    _tree(zk, root)
+    real = ZooKeeper.children_many
+
+    def listing_then(change: Any) -> Any:
+        def children_many(self: ZooKeeper, paths: Any, **kwargs: Any) -> Any:
+            found = real(self, paths, **kwargs)
+            if any(p.endswith("/c/z") for p in paths):
+                change()
+            return found
+
+        return children_many
+
+    monkeypatch.setattr(
+        ZooKeeper, "children_many", listing_then(lambda: other_zk.delete(f"{root}/b"))
+    )
+    assert zk.delete_tree(root) is True
+    assert zk.exists(root) is None
+
+    _tree(zk, root)
+    monkeypatch.setattr(
+        ZooKeeper, "children_many", listing_then(lambda: other_zk.create(f"{root}/a/new"))
+    )
+    with pytest.raises(NotEmpty):
+        zk.delete_tree(root)
+    assert zk.exists(f"{root}/a/new") is not None
+
+
+def test_a_tree_is_not_deleted_by_a_writer_whose_fence_is_lost(
+    zk: ZooKeeper, config: StoreConfig
+) -> None:
+    root = f"{config.base_path}/tree"
+    nodes = _tree(zk, root)
+    fence = Fence.check(f"{config.base_path}/no-such-leader", error=NotLeader)
+    with pytest.raises(NotLeader):
+        zk.delete_tree(root, fence=fence)
+    assert all(zk.exists(node) is not None for node in nodes), "nothing deleted"
+
+
+def test_a_tree_bigger_than_a_transaction_is_deleted_in_several(
+    zk: ZooKeeper, config: StoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("zkstore.zk.TREE_BATCH", 2)
+    root = f"{config.base_path}/tree"
+    _tree(zk, root)  # 8 nodes: the root, a, x, y, b, c, z, deep
+    with requests_sent(zk) as sent:
+        assert zk.delete_tree(root) is True
+    assert zk.exists(root) is None
+    assert sent.count("Transaction") == 4, sent
 
 
 # -- corruption ----------------------------------------------------------------------------------
