@@ -134,8 +134,10 @@ class ZooKeeperStateHandleStore(Generic[T]):
         summary: Mapping[str, SummaryValue] | None = None,
         fence: Fence | None = None,
         stem: str = "",
+        lock: bool = True,
     ) -> Handle:
-        """Store ``state`` and publish its handle under ``name``, locked by this instance.
+        """Store ``state`` and publish its handle under ``name``, locked by this instance
+        (unless ``lock`` is False).
 
         Raises :class:`HandleExists` if a live entry has that name (a node marked for deletion is
         removed first, then replaced), ``fence.error`` if the fence is lost, or
@@ -145,7 +147,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         node = self.node(name)
         handle, written = self._write_payload(name, state, summary, stem)
         self._step("add:payload-written")
-        ops = self.publish_ops(name, handle)
+        ops = self.publish_ops(name, handle, lock=lock)
 
         def publish() -> None:
             self._commit(
@@ -163,7 +165,8 @@ class ZooKeeperStateHandleStore(Generic[T]):
                 logger.info("%s is marked for deletion: finishing its removal first", node)
                 self.remove(name)
                 publish()
-        self._locked.add(name)
+        if lock:
+            self._locked.add(name)
         self._step("add:committed")
         return replace(handle, version=0)
 
@@ -272,9 +275,16 @@ class ZooKeeperStateHandleStore(Generic[T]):
             raise
 
     def release(self, name: str) -> None:
-        """Drop this instance's lock on ``name`` (idempotent)."""
-        with contextlib.suppress(HandleNotFound):
-            self.zk.delete(self._lock(name))
+        """Drop this instance's lock on ``name`` (idempotent).
+
+        A lock this instance does not know it holds is looked for first (one taken by a create
+        whose answer was lost): a read, where deleting blindly would cost a failed write in
+        ZooKeeper's log for every entry removed by an instance that never locked it.
+        """
+        lock = self._lock(name)
+        if name in self._locked or self.zk.exists(lock) is not None:
+            with contextlib.suppress(HandleNotFound):
+                self.zk.delete(lock)
         self._locked.discard(name)
 
     def release_all(self) -> None:
@@ -422,6 +432,16 @@ class ZooKeeperStateHandleStore(Generic[T]):
             if newly_locked:
                 self.release(name)
             raise
+
+    def lock_op(self, name: str) -> Op:
+        """The op that takes this instance's lock on ``name`` in the caller's own transaction
+        (one write, not two); call :meth:`taken` once it is committed. It fails with
+        :class:`HandleNotFound` on the ``locks`` node if the entry is gone or being removed."""
+        return Create(self._lock(name), ephemeral=True)
+
+    def taken(self, name: str) -> None:
+        """The transaction with :meth:`lock_op` was committed: this instance holds the lock."""
+        self._locked.add(name)
 
     def _take_lock(self, name: str) -> bool:
         try:

@@ -196,11 +196,16 @@ class Driver:
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
         )
+        # The definition's lock is taken with the node: its payload stays while the driver
+        # reads it, and one write to ZooKeeper's log instead of two.
+        handles = self.cluster.jobs.handles
+        lock = handles.lock_op(self.job_id)
         try:
             self.cluster.zk.commit(
                 [
                     Check(self.status_path, self.status_version),
                     Create(self.running_path, info.to_bytes(), ephemeral=True),
+                    lock,
                 ]
             )
         except HandleExists:
@@ -208,11 +213,20 @@ class Driver:
                 "another driver of %s holds its running node: refusing to start", self.job_id
             )
             return False
-        except (VersionConflict, HandleNotFound):
+        except HandleNotFound as exc:
+            if exc.path == lock.path:
+                logger.error("the definition of %s is gone: refusing to start", self.job_id)
+            else:
+                logger.error(
+                    "attempt %d of %s was superseded before it started", self.attempt, self.job_id
+                )
+            return False
+        except VersionConflict:
             logger.error(
                 "attempt %d of %s was superseded before it started", self.attempt, self.job_id
             )
             return False
+        handles.taken(self.job_id)
         logger.info(
             "attempt %d of %s: running node taken (pid %d)", self.attempt, self.job_id, os.getpid()
         )
@@ -276,12 +290,14 @@ class Driver:
         loaded here) or FAILED (worth another attempt: storage or disk trouble).
         """
         try:
-            definition = self.cluster.jobs.recover(self.job_id).state
+            definition = self.cluster.jobs.recover(self.job_id, lock=False).state  # held
         except (PayloadError, CorruptHandle) as exc:
+            self.cluster.jobs.handles.release(self.job_id)
             raise _CannotRun(
                 BROKEN, f"cannot load the definition: {type(exc).__name__}: {exc}"
             ) from exc
         except ZkStoreError as exc:
+            self.cluster.jobs.handles.release(self.job_id)
             raise _CannotRun(
                 FAILED, f"cannot read the definition: {type(exc).__name__}: {exc}"
             ) from exc

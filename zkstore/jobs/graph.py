@@ -68,8 +68,9 @@ class JobGraphStore:
 
         Raises :class:`HandleExists` if the job id is in use, :class:`JobFinished` if it
         already has a result, :class:`JobQuarantined` if it is in quarantine. Unless
-        ``keep_lock``, this instance's lock is dropped right away, so
-        that a long-lived client never blocks the job's cleanup.
+        ``keep_lock``, the job is published without this instance's lock (taking one only to
+        drop it would be two more writes), so that a long-lived client never blocks the job's
+        cleanup.
         """
         job_id = definition.job_id
         not_quarantined = Fence.absent(
@@ -82,9 +83,8 @@ class JobGraphStore:
             definition,
             summary={**definition.summary(), **(summary or {})},
             fence=self.not_finished(job_id) + not_quarantined + fence,
+            lock=keep_lock,
         )
-        if not keep_lock:
-            self.handles.release(job_id)
         return handle
 
     def not_finished(self, job_id: str) -> Fence:
