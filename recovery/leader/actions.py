@@ -13,7 +13,6 @@ recorded, and again (whatever is left) before the next attempt is placed.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import time
@@ -37,7 +36,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.role import LeaderRole
 from zkstore.cluster.cleanup import clean_up
-from zkstore.errors import HandleExists, NotLeader
+from zkstore.errors import HandleExists, HandleNotFound, NotLeader
 from zkstore.jobs import history
 from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.history import AttemptEntry
@@ -275,26 +274,44 @@ class JobActions:
 
     def _finish(self, job: JobSnapshot, action: Finish) -> None:
         attempts = job.status.attempt if job.status is not None else 0
-        # HandleExists: recorded already (by us before a crash, or by a previous leader).
         events = [(action.outcome, action.error)]
         if action.ended == TIMED_OUT:  # its last attempt timed out: said as well
             events.insert(0, (outbox.TIMED_OUT, action.error))
-        with contextlib.suppress(HandleExists):
-            self.cluster.results.create_dirty(
-                job.job_id,
-                action.outcome,
-                attempts=attempts,
-                extra_ops=self._notify(job, *events),
-                error=action.error,
-                name=job.name,
-                summary=job.summary,
-                cancel=job.cancel,
-                log=job.log,
-                daemon=_last_daemon(job),
-                failures=job.status.failures if job.status is not None else None,
-                lost=job.status.lost if job.status is not None else None,
-                fence=self.fence,
-            )
+        notify = self._notify(job, *events)
+        # The assignment goes with the result (one write to the log, not two), unless the
+        # fleet knew of one that is gone already: then the result alone.
+        unassign = self._unassign_ops(job)
+
+        def record(extra_ops: list[Op]) -> bool:
+            try:
+                self.cluster.results.create_dirty(
+                    job.job_id,
+                    action.outcome,
+                    attempts=attempts,
+                    extra_ops=extra_ops,
+                    error=action.error,
+                    name=job.name,
+                    summary=job.summary,
+                    cancel=job.cancel,
+                    log=job.log,
+                    daemon=_last_daemon(job),
+                    failures=job.status.failures if job.status is not None else None,
+                    lost=job.status.lost if job.status is not None else None,
+                    fence=self.fence,
+                )
+            except HandleExists:  # recorded already (by us before a crash, or a previous leader)
+                return False
+            return True
+
+        try:
+            unassigned = record([*notify, *unassign]) and bool(unassign)
+        except HandleNotFound as exc:
+            if not unassign or exc.path != unassign[0].path:
+                raise
+            record(notify)
+            unassigned = True
+        if unassigned:
+            self._unassigned(job)
         logger.log(
             logging.INFO if action.outcome == SUCCEEDED else logging.WARNING,
             "job %s: %s after %d attempt(s)%s%s",
@@ -305,7 +322,7 @@ class JobActions:
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
         self._remember_end(job, action.outcome, action.error)
-        self._clean(job)
+        self._clean(job, unassigned=unassigned)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(
@@ -443,8 +460,9 @@ class JobActions:
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         self._clean(job)
 
-    def _clean(self, job: JobSnapshot) -> None:
-        self._release_assignment(job)
+    def _clean(self, job: JobSnapshot, *, unassigned: bool = False) -> None:
+        if not unassigned:
+            self._release_assignment(job)
         if clean_up(self.cluster, job.job_id, fence=self.fence, keep_logs=self.settings.keep_logs):
             self.leader.job_done(job.job_id)
             logger.info("job %s: cleaned up (result kept in results/)", job.job_id)

@@ -53,6 +53,7 @@ from zkstore.errors import (
     ConfigError,
     ConflictError,
     CorruptRecord,
+    HandleExists,
     HandleNotFound,
     NotLeader,
     StoreUnavailable,
@@ -516,20 +517,25 @@ class LeaderProcess:
         if not jobs:
             return []
         zk, layout = self.cluster.zk, self.cluster.layout
-        if listing is None:
-            made = zk.commit_many(
-                [[Create(layout.job_dir(job.job_id))] for job in jobs], fence=self.fence
-            )
-            if any(isinstance(error, NotLeader) for error in made):  # existing ones: fine
-                raise NotLeader("leadership lost while making the directories of new jobs")
         statuses = [self.actions.status(job, state=PENDING, attempt=0, failures=0) for job in jobs]
         transactions: list[list[Op]] = []
         for job, status in zip(jobs, statuses, strict=True):
             ops: list[Op] = [Create(layout.status(job.job_id), status.to_bytes())]
-            if listing is not None and job.job_id not in listing.job_dirs:
-                ops.insert(0, Create(layout.job_dir(job.job_id)))  # one round trip, not two
+            if listing is None or job.job_id not in listing.job_dirs:
+                ops.insert(0, Create(layout.job_dir(job.job_id)))  # one write to the log, not two
             transactions.append(ops)
         errors = zk.commit_many(transactions, fence=self.fence)
+        # The job's directory was there (no listing said, or made since it: a control change,
+        # a stop, a schedule's run): the status alone.
+        again = [
+            i
+            for i, error in enumerate(errors)
+            if isinstance(error, HandleExists) and error.path == layout.job_dir(jobs[i].job_id)
+        ]
+        if again:
+            retried = zk.commit_many([transactions[i][1:] for i in again], fence=self.fence)
+            for i, error in zip(again, retried, strict=True):
+                errors[i] = error
         initialized = []
         for job, status, error in zip(jobs, statuses, errors, strict=True):
             if isinstance(error, NotLeader):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -25,8 +26,10 @@ from zkstore.cluster.triage import forget
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
-from zkstore.jobs.records import MemberInfo, RunningInfo
+from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
+from zkstore.jobs.states import CLEAN, SUCCEEDED
 from zkstore.lifecycle.stopstore import StopStore
+from zkstore.ops import Create, Delete
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
@@ -165,3 +168,40 @@ def test_a_drivers_start_with_anything_to_decide_is_a_look(
     if case == "gone already":
         hands.delete(cluster.layout.running("j"))
     assert leader.triage(started) == {"j"}
+
+
+#: The requests that write to ZooKeeper's log (a failed one too: it is logged and fsynced).
+WRITES = ("Transaction", "Create", "Delete", "SetData")
+
+
+def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """Every write is a proposal and an fsync in ZooKeeper and a round trip of the leader's
+    loop: a job's records are made in one transaction, not two; its assignment goes with its
+    result; its records are deleted in one transaction, not one per node; and nothing is
+    deleted blindly (a delete of what is not there is a failed write, logged as well)."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    with requests_sent(cluster.zk) as placing:
+        leader.reconcile(["j"])
+    assert cluster.zk.exists(cluster.layout.assignment("m1", "j")) is not None, "placed"
+    # its directory with its status; the status with the assignment; the history's entry
+    assert [r for r in placing if r in WRITES] == ["Transaction"] * 3, placing
+
+    layout = cluster.layout
+    driver_starts(cluster, hands, "j")
+    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
+    hands.commit([Create(layout.outcome("j"), outcome.to_bytes()), Delete(layout.running("j"))])
+    path = layout.assignment("m1", "j")
+    assignment = Assignment.from_znode(*hands.get(path), path)  # its member saw it exit
+    hands.set(path, replace(assignment, exited="succeeded").to_bytes())
+    with requests_sent(cluster.zk) as finishing:
+        leader.reconcile(["j"])
+    result = cluster.results.get("j")
+    assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
+    assert cluster.zk.exists(layout.job_dir("j")) is None
+    assert cluster.zk.exists(layout.assignment("m1", "j")) is None
+    # the result with the assignment's delete; the history's end; the records; the handle's
+    # mark and then the handle (its payload deleted between them); the result marked clean
+    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 6, finishing
