@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from recovery.driver.lease import SessionLease
-from tests.helpers import expire_session, holds_for, wait_for
+from tests.helpers import connected, expire_session, holds_for, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.zk import ZooKeeper
@@ -28,7 +28,7 @@ def test_the_lease_lasts_what_the_server_granted_not_what_was_asked() -> None:
 def test_heartbeats_renew_the_lease_and_stop_renewing_it_in_an_outage(
     private_zk_server: EmbeddedZooKeeper,
 ) -> None:
-    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=2.0, timeout=1.0).start()
+    zk = connected(private_zk_server.connect_string, session_timeout=2.0, timeout=1.0)
     try:
         zk.create("/running", b"{}", ephemeral=True)
         lease = SessionLease(zk, "/running", interval=0.1).start()

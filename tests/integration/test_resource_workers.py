@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from recovery.cli.main import cli
 from recovery.driver.resources import JobResources
 from tests.cli import connection
-from tests.helpers import REPO, pause, wait_for
+from tests.helpers import REPO, connected, pause, wait_for
 from tests.resource_jobs import Counting, events
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -28,7 +28,6 @@ from zkstore.jobs.records import JobStatus
 from zkstore.jobs.resources import ResourceReport, ResourceReports
 from zkstore.layout import Layout
 from zkstore.ops import Fence
-from zkstore.zk import ZooKeeper
 
 PRELUDE = f"""
 import functools, json, os, signal, sys, time
@@ -280,7 +279,7 @@ def test_counts_outlive_a_zookeeper_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The server stops answering while the driver publishes: it says so, and publishes later."""
-    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=10, timeout=1.0).start()
+    zk = connected(private_zk_server.connect_string, session_timeout=10, timeout=1.0)
     try:
         layout = Layout("/outage")
         zk.ensure_path(layout.job_dir("job"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import expire_session, pause, requests_sent, run_child, wait_for
+from tests.helpers import connected, expire_session, pause, requests_sent, run_child, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import (
@@ -530,7 +530,7 @@ def test_fenced_write_rejected_once_fence_node_is_gone_even_after_new_session(
 def test_zookeeper_stopped_mid_test_gives_store_unavailable_within_timeout(
     private_zk_server: EmbeddedZooKeeper, storage: StateStorage
 ) -> None:
-    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=10, timeout=1.5).start()
+    zk = connected(private_zk_server.connect_string, session_timeout=10, timeout=1.5)
     try:
         store = make_store(zk, "/outage/jobs", storage)
         store.add("a", {"v": 1})
@@ -572,7 +572,7 @@ def test_answer_lost_while_server_paused_is_resolved_or_reported(
     private_zk_server: EmbeddedZooKeeper, storage: StateStorage
 ) -> None:
     """The server stops answering mid-write: the store resolves the outcome or says it cannot."""
-    zk = ZooKeeper(private_zk_server.connect_string, session_timeout=10, timeout=1.0).start()
+    zk = connected(private_zk_server.connect_string, session_timeout=10, timeout=1.0)
     try:
         store = make_store(zk, "/paused/jobs", storage)
         pid = private_zk_server.pid

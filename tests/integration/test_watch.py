@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.helpers import expire_session, requests_sent, wait_for
+from tests.helpers import connected, expire_session, requests_sent, wait_for
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import StoreUnavailable
 from zkstore.watch import NodeWatch, WatchedValue
@@ -78,7 +78,7 @@ def test_a_watch_is_re_armed_after_its_session_expired(zk: ZooKeeper, root: str)
 def test_creating_a_watch_while_zookeeper_is_down_fails_within_the_deadline() -> None:
     """kazoo's DataWatch retries forever: creating one while ZooKeeper is down hangs."""
     server = EmbeddedZooKeeper().start()
-    zk = ZooKeeper(server.connect_string, session_timeout=10, timeout=1.0).start()
+    zk = connected(server.connect_string, session_timeout=10, timeout=1.0)
     try:
         server.stop()
         started = time.monotonic()
