@@ -10,25 +10,30 @@ How PySpark (4.x, ``pyspark/daemon.py``) ends a forked Python worker, and what i
   registered too, for processes that exit normally (non-daemon workers, drivers).
 - **Stop.** When the SparkContext stops (or the executor goes), the daemon sends SIGHUP to its
   process group, right after the JVM closed the idle workers' sockets; SIGTERM may come from
-  outside. pyspark sets both back to their default action (die at once) each time a worker
-  starts waiting for its next task. So a handler is installed for each of them that is at its
-  default, on the main thread of a worker while it has a resource open: it closes the resources
-  and dies of the same signal with the default action, as the worker would have. A disposition
-  somebody else chose (a handler, or ignore) is left alone. The handler is put back when a task
-  uses or unpickles a resource reference and, while the worker waits for a task, by the watcher
-  thread: it sends the main thread SIGURG (whose default action is to be ignored), whose handler
-  re-installs them. A SIGHUP within :data:`WATCH_EVERY` of the end of a task may still find the
-  default action: that worker dies without closing. A handler that finds a close under way on
-  another thread (the watcher's idle close, the ``os._exit`` wrapper's helper) waits for it,
-  within the same bound, before the process dies (seen: the stop's SIGHUP met the idle close of
-  the last instance and the process died before that close wrote anything).
+  outside. A handler is installed for each of them that is at its default, on the main thread of
+  a worker while it has a resource open: it closes the resources and dies of the same signal with
+  the default action, as the worker would have. A disposition somebody else chose (a handler, or
+  ignore) is left alone. pyspark sets both back to their default action (die at once) each time
+  a worker starts waiting for its next task (``signal.signal(SIGHUP, SIG_DFL)`` in
+  ``daemon.worker``); in a worker, ``signal.signal`` is wrapped so that such a reset installs
+  that handler instead: the worker still dies of the signal, after closing, and no SIGHUP finds
+  the default action in between (the soak saw one do so when the handler was put back by a
+  thread, which a loaded machine did not schedule in time). The watcher thread stays the
+  fallback for a reset that bypasses ``signal.signal`` (and for a first open off the main
+  thread, where no handler can be installed): it sends the main thread SIGURG (whose default
+  action is to be ignored), whose handler re-installs them within :data:`WATCH_EVERY`. A handler
+  that finds a close under way on another thread (the watcher's idle close, the ``os._exit``
+  wrapper's helper) waits for it, within the same bound, before the process dies (seen: the
+  stop's SIGHUP met the idle close of the last instance and the process died before that close
+  wrote anything).
 - **Idle.** The watcher thread closes each resource that no task has used for its idle timeout
   (20 s by default, always under the minute after which Spark drops idle workers).
 - **SIGKILL, a crash, the machine going away**: nothing runs. A resource must not hold anything
   that a crash could leak (temporary state on a server that nothing else cleans up).
 
 Nothing here runs in a process that never opened a resource; signal handlers and the
-``os._exit`` wrapper are only installed in Spark Python workers (an open inside a Spark task).
+``os._exit`` and ``signal.signal`` wrappers are only installed in Spark Python workers (an open
+inside a Spark task).
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ WATCH_EVERY = 0.1
 STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 #: sent by the watcher to the main thread to have it re-install the stop handlers
 REARM_SIGNAL = signal.SIGURG
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+#: ``signal.signal`` itself, whoever wraps it later (this module does, in a worker)
+_set_disposition = signal.signal
 
 
 def close_everything(reason: str) -> None:
@@ -78,7 +86,8 @@ class ProcessHooks:
         """Called after every successful use; cheap once armed.
 
         The first call starts the watcher and registers ``atexit``; the first call inside a
-        Spark task also wraps ``os._exit``; every new task re-installs the stop handlers.
+        Spark task also wraps ``os._exit`` and ``signal.signal``; every new task re-installs the
+        stop handlers.
         """
         if not self._armed or (task is not None and not self._in_worker):
             with self._lock:
@@ -88,6 +97,7 @@ class ProcessHooks:
                     self._armed = True
                 if task is not None and not self._in_worker:
                     _wrap_os_exit()
+                    _wrap_signal()
                     self._in_worker = True
         if task is not None and task != self._refreshed_for:
             self._refreshed_for = task
@@ -121,7 +131,7 @@ class ProcessHooks:
 def _close_and_die(signum: int, frame: FrameType | None) -> None:
     """Close everything, then die of ``signum`` with its default action."""
     close_everything(f"signal {signal.Signals(signum).name}")
-    signal.signal(signum, signal.SIG_DFL)
+    _set_disposition(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
 
@@ -141,6 +151,21 @@ def _wrap_os_exit() -> None:
 
     exit_closing.zkstore_wrapped = True  # type: ignore[attr-defined]
     os._exit = exit_closing
+
+
+def _wrap_signal() -> None:
+    """Make a reset of SIGHUP or SIGTERM to the default action (pyspark's, before each task)
+    install :func:`_close_and_die` instead: the same death, after the close."""
+    if getattr(signal.signal, "zkstore_wrapped", False):
+        return
+
+    def signal_closing(signalnum: int | signal.Signals, handler: _Handler) -> _Handler:
+        if signalnum in STOP_SIGNALS and handler == signal.SIG_DFL:
+            handler = _close_and_die
+        return _set_disposition(signalnum, handler)
+
+    signal_closing.zkstore_wrapped = True  # type: ignore[attr-defined]
+    signal.signal = signal_closing
 
 
 def _start_watcher(registry: Registry, hooks: ProcessHooks) -> None:

@@ -98,17 +98,45 @@ def test_worker_exit_through_os_exit_closes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
-def test_stop_signal_while_waiting_for_a_task_closes_then_dies_of_it(
+def test_stop_signal_right_after_pyspark_reset_it_closes_then_dies_of_it(
     tmp_path: Path, signum: int
 ) -> None:
-    """pyspark resets SIGHUP/SIGTERM while the worker waits: the watcher puts the handler back."""
+    """pyspark resets SIGHUP/SIGTERM to the default as a worker starts waiting for its next task,
+    and the daemon's SIGHUP can follow at once: the reset itself installs the handler, with the
+    watcher thread held back (as a loaded machine holds it; the soak saw a worker die there)."""
     out = tmp_path / f"signal-{signum}"
+    code, _ = finish(
+        run_worker(
+            out,
+            f"""
+            from recovery.executor import hooks
+            hooks.WATCH_EVERY = 3600.0  # the watcher never gets to run
+            in_task(1)
+            make_ref().get()
+            task_over()
+            os.kill(os.getpid(), {int(signum)})
+            time.sleep(30)
+            say("still alive")
+            """,
+        )
+    )
+    assert code == -signum, "the worker dies of the signal, as it would have"
+    found = events(out)
+    assert len(found["open"]) == len(found["close"]) == 1
+
+
+def test_a_reset_that_bypasses_the_wrapper_is_undone_by_the_watcher(tmp_path: Path) -> None:
+    """The fallback: a disposition set to the default by the original ``signal.signal`` (code
+    that kept a reference to it) is put back by the watcher within its period."""
+    out = tmp_path / "bypass"
     process = run_worker(
         out,
         """
+        from recovery.executor import hooks
         in_task(1)
         make_ref().get()
-        task_over()
+        TaskContext._setTaskContext(None)
+        hooks._set_disposition(signal.SIGHUP, signal.SIG_DFL)
         while signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
             time.sleep(0.01)  # the main thread waits, as a worker waits for its next task
         say("armed")
@@ -118,9 +146,9 @@ def test_stop_signal_while_waiting_for_a_task_closes_then_dies_of_it(
     )
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "armed"
-    process.send_signal(signum)
+    process.send_signal(signal.SIGHUP)
     code, _ = finish(process)
-    assert code == -signum, "the worker dies of the signal, as it would have"
+    assert code == -signal.SIGHUP
     found = events(out)
     assert len(found["open"]) == len(found["close"]) == 1
 
