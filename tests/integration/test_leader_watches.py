@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -205,3 +206,43 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     # the result with the assignment's delete; the history's end; the records; the handle's
     # mark and then the handle (its payload deleted between them); the result marked clean
     assert [r for r in finishing if r in WRITES] == ["Transaction"] * 6, finishing
+
+
+def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
+    config: StoreConfig,
+    cluster: Cluster,
+    leader: LeaderProcess,
+    hands: ZooKeeper,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The result goes with the assignment's delete; if the assignment is deleted by another
+    session between the leader's read of the job and that transaction, the transaction fails as
+    a whole and the result is recorded alone; the member's slot is freed either way."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])
+    layout = cluster.layout
+    path = layout.assignment("m1", "j")
+    assert "j" in leader.fleet.assignments.get("m1", ()), "placed, as the fleet knows"
+    driver_starts(cluster, hands, "j")
+    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
+    hands.commit([Create(layout.outcome("j"), outcome.to_bytes()), Delete(layout.running("j"))])
+    assignment = Assignment.from_znode(*hands.get(path), path)
+    hands.set(path, replace(assignment, exited="succeeded").to_bytes())
+    record = cluster.results.create_dirty
+
+    def deleted_first(*args: Any, **kwargs: Any) -> Any:
+        if hands.exists(path) is not None:
+            hands.delete(path)  # the leader has read the job: it still believes in the assignment
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(cluster.results, "create_dirty", deleted_first)
+    with requests_sent(cluster.zk) as finishing:
+        leader.reconcile(["j"])
+    result = cluster.results.get("j")
+    assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
+    assert cluster.zk.exists(layout.job_dir("j")) is None
+    assert "j" not in leader.fleet.assignments.get("m1", ()), "the slot is free"
+    # the result with the assignment's delete (refused as a whole), the result alone, then the
+    # rest of the cleanup as in a job's ordinary end
+    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 7, finishing
