@@ -29,7 +29,14 @@ import pytest
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import HANDS_SESSION, MONITOR_ID, SECRET, SESSION_TIMEOUT, make_storage
+from tests.helpers import (
+    HANDS_SESSION,
+    MONITOR_ID,
+    SECRET,
+    SESSION_TIMEOUT,
+    hands_client,
+    make_storage,
+)
 from tests.servers import S3Server, Standalone
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
@@ -197,7 +204,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
 
 @pytest.fixture
 def client(runtime_config: StoreConfig) -> Iterator[Client]:
-    with Client(runtime_config) as opened:
+    with hands_client(runtime_config) as opened:
         yield opened
 
 

@@ -58,6 +58,16 @@ def connected(hosts: str, *, session_timeout: float, timeout: float) -> ZooKeepe
     return zk.start(timeout=HANDS_SESSION)
 
 
+def hands_client(config: StoreConfig) -> Client:
+    """The test's own :class:`Client` of ``config``'s cluster, on a session of
+    :data:`HANDS_SESSION`: at the harness's 4 s, kazoo dropped its connection after a stall of
+    two thirds of that, and the soak saw a ``jobs wait`` find no connection within its 4 s. The
+    daemons and drivers keep ``config``'s timeouts."""
+    from recovery.client.client import Client
+
+    return Client(config.with_changes(session_timeout=HANDS_SESSION))
+
+
 def examples(full: int) -> int:
     """How many examples a property test runs: a quarter of ``full`` (at least 10) in
     ``make test``, all of them under ``make test-deep`` (``ZKSTORE_DEEP=1``), which ``.ci/run``

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import MONITOR_ID, MONITOR_SECRET, SECRET, session, wait_for
+from tests.helpers import MONITOR_ID, MONITOR_SECRET, SECRET, hands_client, session, wait_for
 from zkstore.admin.acl import walk
 from zkstore.cluster import Cluster
 from zkstore.config import ENV_VARS, StoreConfig, ZkAuth
@@ -125,7 +124,7 @@ def test_every_node_of_a_running_cluster_carries_the_acl(
     local.start_daemon("d1")
     local.wait_for_leader()
     out = tmp_path / "out"
-    with Client(secure) as client:
+    with hands_client(secure) as client:
         job_id = client.submit_function(jobs.steps, str(out), 30, 0.2, job_id="acl-job")
         wait_for(lambda: local.driver_pid(job_id), timeout=60, what="a running driver")
         wait_for(lambda: len(list(out.glob("step-*"))) >= 2, timeout=60, what="checkpoints")
@@ -191,7 +190,7 @@ def test_acl_apply_closes_an_open_cluster(config: StoreConfig, secure: StoreConf
     assert len(check_every_node(secure, secure.base_path)) > 5
     with session(secure, None) as stranger, pytest.raises(AccessDenied):
         stranger.get(Cluster(secure).layout.job_handle("old"))
-    with Client(secure) as client:
+    with hands_client(secure) as client:
         assert client.status("old").state != SUCCEEDED
 
 

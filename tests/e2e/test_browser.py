@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from recovery.observe.page import FINISHED_HEADERS, JOB_HEADERS
 from tests import jobs
-from tests.helpers import step_runs, wait_for
+from tests.helpers import hands_client, step_runs, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import FAILED, QUARANTINED, RUNNING, SUCCEEDED
@@ -88,7 +87,7 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def a_busy_cluster(local: LocalCluster, config: StoreConfig, tmp_path: Path) -> None:
     """Two daemons; jobs that succeeded, failed, run (with checkpoints) and one in quarantine."""
-    with Client(config) as client:
+    with hands_client(config) as client:
         odd = client.submit_function(jobs.sleeper, str(tmp_path / "odd"), 1.0, job_id="odd-one")
         with Cluster.open(config) as cluster:
             cluster.storage.discard(cluster.jobs.handles.get_handle(odd).uri)  # unloadable
@@ -171,7 +170,7 @@ def job_pages(
     pid = local.driver_pid("sales-rollup")
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    with Client(config) as client:
+    with hands_client(config) as client:
         wait_for(
             lambda: (
                 client.status("sales-rollup").attempt == 2

@@ -13,9 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import BIN, REPO, SESSION_TIMEOUT, wait_for
+from tests.helpers import BIN, REPO, SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import PAUSED
 
@@ -78,7 +77,7 @@ def test_the_walkthrough_copies_every_line_exactly_once(
             config, "control", "set", job, "batch=500", "--wait"
         )
         assert "zkstore.pause applied" in zkstore(config, "control", "pause", job, "--wait")
-        with Client(config) as client:
+        with hands_client(config) as client:
             assert client.status(job).state == PAUSED
             driver = local.driver_pid(job)
             assert driver is not None

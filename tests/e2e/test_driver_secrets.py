@@ -11,10 +11,9 @@ import json
 import urllib.request
 from pathlib import Path
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs, secret_jobs
-from tests.helpers import wait_for
+from tests.helpers import hands_client, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.handle import Handle
@@ -46,7 +45,7 @@ def test_job_code_finds_neither_the_cluster_key_nor_a_token_and_its_key_forges_n
     out = tmp_path / "exposed"
     try:
         daemon = local.start_daemon("d1")
-        with Client(config) as client:
+        with hands_client(config) as client:
             # Another job's driver first, from the same fork server: its key must not linger.
             first = client.submit_function(jobs.steps, str(tmp_path / "first"), 2, 0.0)
             assert client.wait(first, timeout=120).outcome == SUCCEEDED

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import wait_for
+from tests.helpers import hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
 from zkstore.dev.ensemble import ZooKeeperEnsemble
 from zkstore.jobs.states import SUCCEEDED
@@ -43,7 +42,7 @@ def test_running_jobs_ride_out_a_leader_kill_and_a_rolling_restart(
         local.start_daemon("d1")
         local.start_daemon("d2")
         local.wait_for_leader(timeout=60)
-        with Client(config) as client:
+        with hands_client(config) as client:
             for job_id, out in outs.items():
                 client.submit_function(job.sum_of_squares, str(out), None, 0.2, job_id=job_id)
             progressed_since(outs, time.time(), "jobs start")

@@ -19,7 +19,7 @@ from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import answers, every_command_answers
-from tests.helpers import plant, wait_for, wait_quarantined
+from tests.helpers import hands_client, plant, wait_for, wait_quarantined
 from zkstore.config import StoreConfig
 from zkstore.errors import HandleNotFound
 from zkstore.handle import Handle, PayloadRef
@@ -147,7 +147,7 @@ def test_a_replayed_handle_never_runs_another_jobs_code(
     config = runtime_config.with_changes(signing_key=b"k" * 32)
     local = LocalCluster(config, tmp_path / "rt", restart_backoff=0.2)
     try:
-        with Client(config) as client:
+        with hands_client(config) as client:
             out = tmp_path / "a"
             client.submit_function(jobs.steps, str(out), 2, 0.01, job_id="a")
             cluster = client.cluster
@@ -214,7 +214,7 @@ def test_the_signing_key_never_reaches_the_jobs_environment(
     local = LocalCluster(config, tmp_path / "rt", restart_backoff=0.2)
     try:
         local.start_daemon("d1")
-        with Client(config) as client:
+        with hands_client(config) as client:
             job_id = client.submit_function(jobs.environment, str(tmp_path / "env"))
             assert client.wait(job_id, timeout=60).outcome == SUCCEEDED
     finally:

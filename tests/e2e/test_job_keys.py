@@ -5,10 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import BIN, KEY, make_legacy
+from tests.helpers import BIN, KEY, hands_client, make_legacy
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
@@ -21,7 +20,7 @@ def test_a_job_submitted_before_job_keys_runs_on_from_its_checkpoint(
     the job's key only, resumes from the checkpoint."""
     config = runtime_config.with_changes(signing_key=KEY)
     out = tmp_path / "out"
-    with Client(config) as client:
+    with hands_client(config) as client:
         client.submit_function(jobs.steps, str(out), 4, 0.0, job_id="old")
         cluster = client.cluster
         checkpoints = cluster.checkpoints("old")

@@ -7,10 +7,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
 from zkstore.dev.blackout import Blackout
 from zkstore.dev.embedded import EmbeddedZooKeeper
@@ -31,7 +30,9 @@ def test_running_job_rides_out_a_full_outage_shorter_than_its_lease(
         try:
             local.start_daemon("d1")
             local.wait_for_leader(timeout=60)
-            with Client(config) as client:  # around the blackout: it sees the cluster throughout
+            with hands_client(
+                config
+            ) as client:  # around the blackout: it sees the cluster throughout
                 client.submit_function(job.sum_of_squares, str(out), None, 0.2, job_id="cut")
                 wait_for(lambda: len(job.progress_times(out)) >= 3, timeout=60, what="progress")
                 blackout.cut_for(0.4 * cut_config.session_timeout)  # 4 s of a 10 s session
@@ -62,7 +63,7 @@ def test_driver_cut_off_past_its_lease_is_gone_before_the_next_attempt_starts(
         try:
             local.start_daemon("d1")
             local.wait_for_leader(timeout=60)
-            with Client(config) as client:
+            with hands_client(config) as client:
                 client.submit_function(job.sum_of_squares, str(out), 20, 0.1, job_id="cut")
                 wait_for(lambda: len(job.progress_times(out)) >= 3, timeout=60, what="progress")
                 blackout.cut()

@@ -12,7 +12,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import hands_client, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs
@@ -113,7 +113,7 @@ def test_logs_kept_for_their_retention_then_removed_by_the_leader(
     )
     try:
         local.start_daemon("d1")
-        with Client(runtime_config) as client:
+        with hands_client(runtime_config) as client:
             out = tmp_path / "out"
             job_id = client.submit_function(
                 jobs.printer, str(out), 5, 0.0, job_id="kept", max_attempts=1

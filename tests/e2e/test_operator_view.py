@@ -12,11 +12,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from recovery.client.client import Client
 from recovery.daemon import CONNECT_RETRY
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
-from tests.helpers import holds_for, wait_for
+from tests.helpers import hands_client, holds_for, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.states import SUCCEEDED
@@ -49,7 +48,7 @@ def test_default_log_tells_the_story_and_an_outage_is_not_a_flood(tmp_path: Path
     try:
         daemon = local.start_daemon("quiet")
         local.wait_for_leader()
-        with Client(config) as client:
+        with hands_client(config) as client:
             job = client.submit_function(jobs.steps, str(tmp_path / "out"), 2, 0.0, job_id="story")
             assert client.wait(job, timeout=60).outcome == SUCCEEDED
         host = socket.gethostname()

@@ -18,11 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
 from tests.cli import answers
-from tests.helpers import plant, wait_for
+from tests.helpers import hands_client, plant, wait_for
 from tests.node_kinds import PARSED
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
@@ -187,7 +186,7 @@ def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
         runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True, verbose=False
     )
     try:
-        with Client(runtime_config) as client:
+        with hands_client(runtime_config) as client:
             daemon = local.start_daemon("d1", "--max-drivers", "1")
             local.wait_for_leader(timeout=60)
             client.submit_function(jobs.tunable, str(tmp_path / "live"), job_id="live")

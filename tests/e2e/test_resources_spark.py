@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import resource_jobs
-from tests.helpers import REPO, run_daemon, wait_for
+from tests.helpers import REPO, hands_client, run_daemon, wait_for
 from tests.resource_jobs import all_closed, check_sharing, check_tagged_logs, lifecycle, marks
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
@@ -96,7 +95,7 @@ def test_submitted_job_shares_one_instance_per_worker_and_closes_each(
     # before Spark would drop them. (The stop path is what the other tests here end on.)
     wait_for(lambda: all_closed(out), timeout=120, what="every open closed once idle")
     assert zkstore(spark_config, "control", "set", "shared", "go=true").returncode == 0
-    with Client(spark_config) as client:
+    with hands_client(spark_config) as client:
         result = client.wait("shared", timeout=240)
     assert result.outcome == SUCCEEDED, result.error
     assert all_closed(out)
@@ -112,7 +111,7 @@ def test_without_worker_reuse_every_task_opens_and_closes(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "out"
-    with Client(spark_config) as client:
+    with hands_client(spark_config) as client:
         client.submit_function(
             resource_jobs.three_stages,
             str(out),

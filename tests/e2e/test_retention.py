@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import hands_client, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished
@@ -47,7 +46,7 @@ def test_retention_deletes_only_clean_results_past_their_age(
     local = LocalCluster(
         runtime_config, tmp_path / "rt", restart_backoff=0.2, extra_args=("--keep-results", "6s")
     )
-    with Cluster.open(runtime_config) as cluster, Client(runtime_config) as client:
+    with Cluster.open(runtime_config) as cluster, hands_client(runtime_config) as client:
         try:
             plant_result(cluster, "old", CLEAN, LONG_AGO)
             plant_result(cluster, "stuck", DIRTY, LONG_AGO)

@@ -10,10 +10,9 @@ import os
 import signal
 from pathlib import Path
 
-from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import hands_client, wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -31,7 +30,7 @@ def test_a_daemon_on_s3_runs_ships_and_keeps_a_killed_drivers_last_lines(
     try:
         local.start_daemon("d1")
         out = tmp_path / "out"
-        with Client(config) as client:
+        with hands_client(config) as client:
             done = client.submit_function(jobs.printer, str(out), 20, 0.0, job_id="done")
             killed = client.submit_function(
                 jobs.printer, str(out / "k"), 30, 600.0, job_id="killed", max_attempts=1

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from examples import pipeline
-from recovery.client.client import Client
-from tests.helpers import REPO, run_daemon
+from tests.helpers import REPO, hands_client, run_daemon
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
@@ -26,7 +25,7 @@ def test_pipeline_on_local_spark_matches_expected_output(
     spark_config = spark_config.with_changes(artifact_roots=(f"file://{tmp_path}/out",))
     local = run_daemon(spark_config, tmp_path / "runtime")
     try:
-        with Client(spark_config) as client:
+        with hands_client(spark_config) as client:
             job_id = client.submit_file(
                 f"{REPO}/examples/pipeline.py:run",
                 [str(tmp_path / "in"), str(tmp_path / "out")],
@@ -52,7 +51,7 @@ def test_unmodified_script_gets_the_daemons_master(
     (tmp_path / "in.txt").write_text(text)
     local = run_daemon(spark_config, tmp_path / "runtime", master="local[1]")
     try:
-        with Client(spark_config) as client:
+        with hands_client(spark_config) as client:
             job_id = client.submit_file(
                 f"{REPO}/examples/wordcount.py", [str(tmp_path / "in.txt"), str(tmp_path / "out")]
             )

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
 from tests import jobs, resource_jobs
-from tests.helpers import run_daemon, wait_for
+from tests.helpers import hands_client, run_daemon, wait_for
 from tests.resource_jobs import all_closed, check_sharing, check_tagged_logs, marks
 from tests.servers import Standalone
 from zkstore.config import StoreConfig
@@ -23,7 +22,7 @@ def test_job_runs_on_a_standalone_master_and_worker(
 ) -> None:
     local = run_daemon(spark_config, tmp_path / "runtime", master=standalone.url)
     try:
-        with Client(spark_config) as client:
+        with hands_client(spark_config) as client:
             job_id = client.submit_function(
                 jobs.spark_squares,
                 str(tmp_path / "out"),
@@ -50,7 +49,7 @@ def test_standalone_worker_shares_and_closes(
     out = tmp_path / "out"
     local = run_daemon(spark_config, tmp_path / "runtime", master=standalone.url)
     try:
-        with Client(spark_config) as client:
+        with hands_client(spark_config) as client:
             client.submit_function(
                 resource_jobs.three_stages,
                 str(out),

@@ -19,7 +19,7 @@ import recovery
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import local_log, read_until, show, start, zkstore
-from tests.helpers import wait_for
+from tests.helpers import HANDS_SESSION, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import FAILED, SUCCEEDED
@@ -223,7 +223,7 @@ def test_exit_codes_say_what_kind_of_failure(
         missing = zkstore(config, command, "nosuch", *(["a=1"] if "set" in command else []))
         assert missing.returncode == 4, (command, missing.stderr)
         assert "nosuch" in missing.stderr
-    with recovery.Client(config) as client:
+    with recovery.Client(config.with_changes(session_timeout=HANDS_SESSION)) as client:
         client.wait(client.submit_function(jobs.sleeper, str(tmp_path), 0, job_id="done"))
     finished = zkstore(config, "jobs cancel", "done")
     assert finished.returncode == 5 and "already finished (SUCCEEDED)" in finished.stderr
@@ -347,7 +347,7 @@ def test_python_api_submit_and_wait(
         jobs.steps, str(tmp_path / "out"), 2, 0.01, wait=True, config=config, job_id="api"
     )
     assert not isinstance(result, str) and result.outcome == SUCCEEDED
-    with recovery.Client(config) as client:
+    with recovery.Client(config.with_changes(session_timeout=HANDS_SESSION)) as client:
         job_id = client.submit_function(jobs.flaky, str(tmp_path / "f"), 5, max_attempts=1)
         assert client.wait(job_id, timeout=120).outcome == FAILED
         with pytest.raises(recovery.JobNotFound):

@@ -8,9 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from recovery.client.client import Client
 from tests import jobs
-from tests.helpers import KEY, make_legacy
+from tests.helpers import KEY, hands_client, make_legacy
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
@@ -22,7 +21,7 @@ def test_resign_rewrites_the_signature_of_legacy_handles_and_nothing_else(
     config: StoreConfig,
 ) -> None:
     signed = config.with_changes(signing_key=KEY)
-    with Cluster.open(signed) as cluster, Client(signed) as client:
+    with Cluster.open(signed) as cluster, hands_client(signed) as client:
         client.submit_function(jobs.steps, "/nonexistent", 1, 0.0, job_id="old")
         client.submit_function(jobs.steps, "/nonexistent", 1, 0.0, job_id="new")
         checkpoints = cluster.checkpoints("old")
