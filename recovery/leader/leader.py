@@ -517,7 +517,12 @@ class LeaderProcess:
         if not jobs:
             return []
         zk, layout = self.cluster.zk, self.cluster.layout
-        statuses = [self.actions.status(job, state=PENDING, attempt=0, failures=0) for job in jobs]
+        statuses = [
+            self.actions.status(
+                job, state=PENDING, attempt=0, failures=0, reason=self._foreseen_wait(job)
+            )
+            for job in jobs
+        ]
         transactions: list[list[Op]] = []
         for job, status in zip(jobs, statuses, strict=True):
             ops: list[Op] = [Create(layout.status(job.job_id), status.to_bytes())]
@@ -547,6 +552,15 @@ class LeaderProcess:
             logger.info("job %s: submitted (%s)", job.job_id, job.name)
             initialized.append(replace(job, status=status.with_version(0)))
         return initialized
+
+    def _foreseen_wait(self, job: JobSnapshot) -> str | None:
+        """Why a new job will wait, if no daemon that can run it has a slot free now: said in
+        the status it is created with, not in a second write (its decision, right after, finds
+        the reason there already)."""
+        try:
+            return self.fleet.refusal(_labels(job))
+        except ConfigError:
+            return None  # its decision quarantines it
 
     # -- assignments nobody needs any more -------------------------------------------------------
 

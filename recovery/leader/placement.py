@@ -83,17 +83,30 @@ class Fleet:
 
         Takes the slot at once, so that the decisions of one batch never overfill a member.
         """
-        able = [m for m in self.members.values() if not m.drained and m.matches(required)]
-        if not able:
-            wanted = f" with {format_labels(required)}" if required else ""
-            return None, f"no daemon{wanted} is up (or all are drained)"
-        free = [m for m in able if m.free > 0]
+        free, why = self._free(required)
         if not free:
-            slots = sum(m.info.slots for m in able)
-            return None, f"all {slots} driver slot(s) of the daemons that can run it are in use"
+            return None, why
         chosen = min(free, key=lambda m: (len(m.assigned) / m.info.slots, -m.free, m.daemon_id))
         self.take(chosen.daemon_id, job_id)
         return chosen.daemon_id, f"placed on {chosen.daemon_id}"
+
+    def refusal(self, required: Mapping[str, str]) -> str | None:
+        """Why a job requiring ``required`` would not be placed now (None: it would be); takes
+        nothing."""
+        free, why = self._free(required)
+        return None if free else why
+
+    def _free(self, required: Mapping[str, str]) -> tuple[list[Member], str]:
+        """The members that could take such a job now, or none and why."""
+        able = [m for m in self.members.values() if not m.drained and m.matches(required)]
+        if not able:
+            wanted = f" with {format_labels(required)}" if required else ""
+            return [], f"no daemon{wanted} is up (or all are drained)"
+        free = [m for m in able if m.free > 0]
+        if not free:
+            slots = sum(m.info.slots for m in able)
+            return [], f"all {slots} driver slot(s) of the daemons that can run it are in use"
+        return free, ""
 
     def take(self, daemon_id: str, job_id: str) -> None:
         """Count the job against the member's slots (a placement decided, not yet written)."""

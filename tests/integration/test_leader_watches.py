@@ -28,7 +28,7 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
-from zkstore.jobs.states import CLEAN, SUCCEEDED
+from zkstore.jobs.states import CLEAN, PENDING, SUCCEEDED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create, Delete
 from zkstore.strict import utc_now
@@ -206,6 +206,25 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     # the result with the assignment's delete; the history's end; the records; the handle's
     # mark and then the handle (its payload deleted between them); the result marked clean
     assert [r for r in finishing if r in WRITES] == ["Transaction"] * 6, finishing
+
+
+def test_a_new_job_with_no_free_slot_is_created_with_the_reason_it_waits(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A backlog's every job waits for a slot when it is new: its status is created with the
+    reason (one write), not created and then given the reason (two)."""
+    member(cluster, hands)  # 4 slots
+    for n in range(4):
+        cluster.jobs.submit(JobDefinition.for_function(f"busy{n}", jobs.noop))
+    leader.reconcile([f"busy{n}" for n in range(4)])
+    assert len(leader.fleet.assignments["m1"]) == 4, "every slot taken"
+    cluster.jobs.submit(JobDefinition.for_function("queued", jobs.noop))
+    with requests_sent(cluster.zk) as queuing:
+        leader.reconcile(["queued"])
+    assert [r for r in queuing if r in WRITES] == ["Transaction"], queuing
+    status = cluster.state.status("queued")
+    assert status is not None and status.state == PENDING
+    assert status.reason == "all 4 driver slot(s) of the daemons that can run it are in use"
 
 
 def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
