@@ -22,6 +22,7 @@ The policies of zkstore:
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -103,8 +104,14 @@ class Retry:
     def pause(self, tries: int) -> float:
         """The pause after the ``tries``-th failed try."""
         full: float = min(self.max_backoff, self.backoff * 2.0 ** min(tries - 1, 30))
-        return full * random.uniform(0.5, 1.0)
+        return full * _JITTER.uniform(0.5, 1.0)
 
+
+#: the jitter's own generator: a job that seeds the global one for reproducible results must
+#: draw the same numbers whatever zkstore retried meanwhile in its driver; seeded again in
+#: every forked child, as the global one is (forked drivers racing must drift apart)
+_JITTER = random.Random()
+os.register_at_fork(after_in_child=_JITTER.seed)
 
 #: Read-then-write loops that lost a race: read again and write again, a few times.
 RACES = Retry()
