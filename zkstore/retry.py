@@ -104,14 +104,15 @@ class Retry:
     def pause(self, tries: int) -> float:
         """The pause after the ``tries``-th failed try."""
         full: float = min(self.max_backoff, self.backoff * 2.0 ** min(tries - 1, 30))
-        return full * _JITTER.uniform(0.5, 1.0)
+        return full * JITTER.uniform(0.5, 1.0)
 
 
-#: the jitter's own generator: a job that seeds the global one for reproducible results must
-#: draw the same numbers whatever zkstore retried meanwhile in its driver; seeded again in
-#: every forked child, as the global one is (forked drivers racing must drift apart)
-_JITTER = random.Random()
-os.register_at_fork(after_in_child=_JITTER.seed)
+#: the generator of zkstore's jitter (its retries', and kazoo's pings' in ``zkstore.zk``), never
+#: the global one: a job that seeds that for reproducible results must draw the same numbers
+#: whatever its driver's session did meanwhile. Seeded again in every forked child, as the
+#: global one is (drivers forked from one fork server must not back off in step).
+JITTER = random.Random()
+os.register_at_fork(after_in_child=JITTER.seed)
 
 #: Read-then-write loops that lost a race: read again and write again, a few times.
 RACES = Retry()

@@ -22,8 +22,6 @@ writer's own standing (its election node, its attempt's records).
 from __future__ import annotations
 
 import logging
-import os
-import random
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -65,18 +63,15 @@ from zkstore.errors import (
 )
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.polling import PollingHandler
-from zkstore.retry import TryAgain, within
+from zkstore.retry import JITTER, TryAgain, within
 
 logger = logging.getLogger(__name__)
 
 # kazoo draws its ping and reconnect jitter from the global ``random`` on every turn of its
 # connection loop: in a driver, a job that seeds the generator for reproducible results
 # (``random.seed(42)``) drew other numbers whenever a ping fell between its seed and its draws.
-# kazoo gets a generator of its own, seeded again in every forked child as the global one is
-# (drivers forked from one fork server must not jitter in step).
-_KAZOO_JITTER = random.Random()
-os.register_at_fork(after_in_child=_KAZOO_JITTER.seed)
-kazoo.protocol.connection.random = _KAZOO_JITTER
+# kazoo draws from zkstore's jitter generator instead.
+kazoo.protocol.connection.random = JITTER
 
 ENV_AUTH = ENV_VARS["zk_auth"]
 

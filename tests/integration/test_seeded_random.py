@@ -10,10 +10,11 @@ import json
 import os
 import random
 
+import kazoo.protocol.connection
+
 from tests.helpers import connected, holds_for
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.retry import _JITTER, Retry, TryAgain
-from zkstore.zk import _KAZOO_JITTER as kazoo_random
+from zkstore.retry import JITTER, Retry, TryAgain
 
 
 def test_a_live_sessions_pings_leave_the_global_random_alone(zk_server: EmbeddedZooKeeper) -> None:
@@ -54,7 +55,10 @@ def test_forked_children_jitter_apart() -> None:
         pid = os.fork()
         if pid == 0:  # the child: its draws, then gone
             os.close(read)
-            os.write(write, json.dumps([_JITTER.random(), kazoo_random.random()]).encode())
+            os.write(
+                write,
+                json.dumps([JITTER.random(), kazoo.protocol.connection.random.random()]).encode(),
+            )
             os._exit(0)
         os.close(write)
         with os.fdopen(read) as pipe:
@@ -62,3 +66,4 @@ def test_forked_children_jitter_apart() -> None:
         os.waitpid(pid, 0)
     (retry_a, kazoo_a), (retry_b, kazoo_b) = drawn
     assert retry_a != retry_b and kazoo_a != kazoo_b
+    assert kazoo.protocol.connection.random is JITTER, "kazoo draws from zkstore's generator"
