@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import sys
@@ -388,3 +389,23 @@ def test_a_killed_drivers_directory_is_removed_by_its_daemon(
     # The lost attempt is placed again (a kill is not the job's failure): stop it there.
     assert zkstore(config, "jobs cancel", "killed").returncode == 0
     assert zkstore(config, "jobs wait", "killed").returncode == 3
+
+
+def test_a_job_that_seeds_random_draws_the_same_numbers_whatever_its_session_did(
+    config: StoreConfig, tmp_path: Path, laptop: Path, daemon: LocalCluster
+) -> None:
+    """A script seeds Python's global ``random`` and draws after its driver's session has pinged
+    ZooKeeper a few times (kazoo pings at a third of the session timeout): the numbers are the
+    seed's, as on a laptop (kazoo and zkstore's retries draw their jitter elsewhere)."""
+    (laptop / "seeded.py").write_text(
+        RECORD + "import random, threading\n\n\ndef run(ctx, out, seconds):\n"
+        "    random.seed(42)\n"
+        "    threading.Event().wait(float(seconds))  # the driver's session pings meanwhile\n"
+        "    record(out, 'drawn', numbers=[random.random() for _ in range(3)])\n"
+    )
+    out = tmp_path / "out"
+    seconds = str(config.session_timeout)
+    done = zkstore(config, "submit", "seeded.py:run", "--wait", "--", str(out), seconds, cwd=laptop)
+    assert done.returncode == 0, done.stderr
+    seeded = random.Random(42)
+    assert records(out)["drawn"]["numbers"] == [seeded.random() for _ in range(3)]
