@@ -1,8 +1,10 @@
 """Where the suite's CPU goes: per test, the CPU seconds of the test process and of the children
-it reaped (daemons, drivers, the script, JVMs), beside the wall time.
+it reaped (daemons, drivers, the script, JVMs), beside the wall time, and the test process's own
+share (in-process commands, clients, waits).
 
     .venv/bin/python -m pytest -p tests.cpu_usage -n 4 --dist loadfile
     python -m tests.cpu_usage          # the files that cost most, from .cpu-usage/*.tsv
+    python -m tests.cpu_usage --own    # ... by the test process's own CPU
     python -m tests.cpu_usage --save   # their wall times into tests/durations.json, which
                                        # orders the files longest first (tests/conftest.py)
 
@@ -26,21 +28,24 @@ OUT = Path(".cpu-usage")
 DURATIONS = Path(__file__).parent / "durations.json"
 
 
-def _cpu() -> float:
+def _cpu() -> tuple[float, float]:
+    """CPU seconds so far: this process's and its reaped children's together, and its own."""
     own, children = (
         resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    mine = own.ru_utime + own.ru_stime
+    return mine + children.ru_utime + children.ru_stime, mine
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    cpu, wall = _cpu(), time.monotonic()
+    (cpu, own), wall = _cpu(), time.monotonic()
     yield
     OUT.mkdir(exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    (cpu_after, own_after), took = _cpu(), time.monotonic() - wall
     with open(OUT / f"{worker}.tsv", "a") as out:
-        out.write(f"{item.nodeid}\t{_cpu() - cpu:.2f}\t{time.monotonic() - wall:.2f}\n")
+        out.write(f"{item.nodeid}\t{cpu_after - cpu:.2f}\t{took:.2f}\t{own_after - own:.2f}\n")
 
 
 def main() -> None:
@@ -48,18 +53,25 @@ def main() -> None:
     args = [arg for arg in sys.argv[1:] if arg != "--save"]
     cpu: collections.Counter[str] = collections.Counter()
     wall: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
     for table in OUT.glob("*.tsv"):
         for line in table.read_text().splitlines():
-            nodeid, spent, took = line.split("\t")
+            nodeid, spent, took, mine = line.split("\t")
             cpu[nodeid.split("::")[0]] += float(spent)
             wall[nodeid.split("::")[0]] += float(took)
+            own[nodeid.split("::")[0]] += float(mine)
     if save:
         durations = {name: round(took, 1) for name, took in wall.most_common() if took >= 1.0}
         DURATIONS.write_text(json.dumps(durations, indent=0) + "\n")
         print(f"{DURATIONS}: {len(durations)} files")
-    print(f"CPU {sum(cpu.values()):.0f} s, wall {sum(wall.values()):.0f} s over {len(cpu)} files")
-    for name, spent in cpu.most_common(int(args[0]) if args else 40):
-        print(f"{spent:7.1f} s CPU {wall[name]:7.1f} s wall  {name}")
+    print(
+        f"CPU {sum(cpu.values()):.0f} s (the test processes' own {sum(own.values()):.0f} s), "
+        f"wall {sum(wall.values()):.0f} s over {len(cpu)} files"
+    )
+    by = own if "--own" in args else cpu
+    args = [arg for arg in args if arg != "--own"]
+    for name, _ in by.most_common(int(args[0]) if args else 40):
+        print(f"{cpu[name]:7.1f} s CPU ({own[name]:6.1f} s own) {wall[name]:7.1f} s wall  {name}")
 
 
 if __name__ == "__main__":
