@@ -98,17 +98,6 @@ def storage_errors(what: str) -> Iterator[None]:
         raise StoreUnavailable(f"storage failed ({what}): {exc}") from exc
 
 
-def _s3_defaults(timeout: float) -> dict[str, Any]:
-    """Bounded timeouts and retries, so that an unreachable S3 fails within the deadline."""
-    return {
-        "config_kwargs": {
-            "connect_timeout": timeout,
-            "read_timeout": max(timeout, 30.0),
-            "retries": {"max_attempts": 2, "mode": "standard"},
-        },
-    }
-
-
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(defaults)
     for key, value in given.items():
@@ -141,7 +130,9 @@ class StateStorage:
         given = dict(options or {})
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         if protocol in {"s3", "s3a"}:
-            given = _merge(_s3_defaults(timeout), given)
+            from zkstore import s3
+
+            given = _merge(s3.client_options(timeout), given)
         given.setdefault("skip_instance_cache", True)
         given.setdefault("use_listings_cache", False)
         from fsspec.core import url_to_fs
@@ -152,6 +143,8 @@ class StateStorage:
             raise ConfigError(f"storage {url!r}: {exc}") from exc
         except TypeError as exc:
             raise ConfigError(f"storage {url!r}: bad storage option: {exc}") from exc
+        if protocol in {"s3", "s3a"}:
+            s3.share_session(fs)
         self.fs: AbstractFileSystem = fs
         self._root = root.rstrip("/")
         if not self._root:

@@ -7,8 +7,9 @@ before it can take its ``running`` node. After a host is lost, the leader places
 at once on the survivors; forked from an interpreter that has all of that loaded, each driver
 starts in a few milliseconds.
 
-Fork safety: the server never starts a thread nor opens a connection (it only imports), so every
-child starts as a clean single-threaded process; the child then runs
+Fork safety: the server never starts a thread nor opens a connection (it only imports, and for
+an S3 store parses botocore's S3 data), so every child starts as a clean single-threaded
+process; the child then runs
 :func:`recovery.driver.driver.main` exactly as ``python -m recovery.driver.driver`` would, with the
 same arguments, in its own session, its output in the attempt's log file, its configuration (its
 job's signing key included) through a pipe it reads once and closes.
@@ -92,8 +93,9 @@ def serve(preload: Sequence[str] = ()) -> int:
 
 def prepare(preload: Sequence[str] = ()) -> None:
     """What every forked child finds done: the mains imported and warmed (``warm()``), the
-    ``preload`` modules and pyspark imported. A child that imports or compiles something at
-    each start pays for it in every run (tests/integration/test_driver_start.py)."""
+    ``preload`` modules and pyspark imported, botocore's S3 data parsed if s3fs is one. A child
+    that imports, compiles or parses something at each start pays for it in every run
+    (tests/integration/test_driver_start.py)."""
     for module in _MAINS.values():  # the point of the server: imported once, before forks
         warm = getattr(importlib.import_module(module), "warm", None)
         if warm is not None:
@@ -101,6 +103,10 @@ def prepare(preload: Sequence[str] = ()) -> None:
     for module in preload:
         with contextlib.suppress(ImportError):  # a driver that needs it says so itself
             importlib.import_module(module)
+    if "s3fs" in preload and "s3fs" in sys.modules:
+        from zkstore import s3
+
+        s3.warm()  # botocore's session, S3 data and TLS context: made here, not in every driver
 
     # socket.getaddrinfo encodes a host name with the idna codec, imported at its first use:
     # in every child's ZooKeeper connection otherwise

@@ -8,7 +8,9 @@ open the storage.
 
 Before: fsspec's ``url_to_fs`` imported its caching layers (``fsspec.implementations.cached``,
 ``.chained``) in every driver, ``getaddrinfo`` the idna codec (and compiled its patterns), and
-the driver's first parse compiled argparse's patterns.
+the driver's first parse compiled argparse's patterns; on S3, every storage made a botocore
+session of its own and its first client parsed botocore's S3 model, endpoint rules and
+partitions (about 0.2 s of CPU per storage on the CI machine).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import sys
 import pytest
 
 PROBE = """
-import json, re, socket, sys
+import contextlib, json, re, socket, ssl, sys, threading
 from recovery.member.forkserver import prepare
 from recovery.member.launcher import storage_modules
 
 url = {url!r}
 prepare(storage_modules(url))
+assert threading.active_count() == 1, "the fork server must fork with one thread"
 modules, patterns = set(sys.modules), len(re._cache)
 
 from recovery.driver.driver import _parser
@@ -38,11 +41,26 @@ _parser().parse_args(
 )
 new_instance_id()
 socket.getaddrinfo("127.0.0.1", 2181, 0, socket.SOCK_STREAM)  # kazoo's first step, as it calls it
-StateStorage(url, {options!r})
-print(json.dumps({{
-    "imported": sorted(set(sys.modules) - modules),
-    "compiled": len(re._cache) - patterns,
-}}))
+storage = StateStorage(url, {options!r})
+imported, compiled = sorted(set(sys.modules) - modules), len(re._cache) - patterns
+made = {{"sessions": 0, "data files parsed": 0, "CA bundles loaded": 0}}
+if url.startswith("s3://"):  # two storages (an artifact root's too), each making a request
+    from botocore.loaders import JSONFileLoader
+    from zkstore import s3
+
+    sessions, load_file = len(s3._SESSIONS), JSONFileLoader.load_file
+    JSONFileLoader.load_file = lambda self, path: [
+        made.update({{"data files parsed": made["data files parsed"] + 1}}), load_file(self, path)
+    ][1]
+    load_ca = ssl.SSLContext.load_verify_locations
+    ssl.SSLContext.load_verify_locations = lambda self, *a, **k: [
+        made.update({{"CA bundles loaded": made["CA bundles loaded"] + 1}}), load_ca(self, *a, **k)
+    ][1]
+    for each in (storage, StateStorage(url, {options!r})):
+        with contextlib.suppress(Exception):  # nothing listens there: refused at once
+            each.fs.ls("bucket/store")
+    made["sessions"] = len(s3._SESSIONS) - sessions
+print(json.dumps({{"imported": imported, "compiled": compiled, **made}}))
 """
 
 
@@ -62,6 +80,13 @@ def started(url: str, options: dict[str, str]) -> dict[str, object]:
 def test_a_driver_imports_and_compiles_nothing_at_its_start(tmp_path, scheme) -> None:
     if scheme == "file":
         url, options = f"file://{tmp_path}/store", {}
-    else:  # no request is made: opening an S3 storage only builds the client's settings
-        url, options = "s3://bucket/store", {"key": "k", "secret": "s"}
-    assert started(url, options) == {"imported": [], "compiled": 0}
+    else:
+        closed = "http://127.0.0.1:1"  # a request is refused at once, its client made first
+        url, options = "s3://bucket/store", {"key": "k", "secret": "s", "endpoint_url": closed}
+    assert started(url, options) == {
+        "imported": [],
+        "compiled": 0,
+        "sessions": 0,
+        "data files parsed": 0,
+        "CA bundles loaded": 0,
+    }

@@ -46,6 +46,25 @@ def test_unknown_protocol_is_a_config_error() -> None:
         StateStorage("xyz://bucket/path")
 
 
+def test_s3_storages_share_a_session_per_session_options_and_keep_a_given_one() -> None:
+    """Every S3 storage of a process with the same session options uses one botocore session
+    (made and its S3 data parsed once, not per storage: tests/integration/test_driver_start.py);
+    other options (a profile) get a session of their own, made with them; each storage keeps its
+    own credentials; a session given as an option is kept as it is."""
+    from aiobotocore.session import AioSession
+
+    first = StateStorage("s3://bucket/a", {"key": "k1", "secret": "s1"})
+    second = StateStorage("s3://bucket/b", {"key": "k2", "secret": "s2"})
+    named = StateStorage("s3://bucket/c", {"key": "k1", "secret": "s1", "profile": "reports"})
+    assert first.fs.session is second.fs.session
+    assert named.fs.session is not first.fs.session
+    assert named.fs.session.profile == "reports" and first.fs.session.profile is None
+    assert (first.fs.key, second.fs.key) == ("k1", "k2")
+    given = AioSession()
+    kept = StateStorage("s3://bucket/d", {"key": "k", "secret": "s", "session": given})
+    assert kept.fs.session is given
+
+
 def test_storage_root_must_not_be_empty() -> None:
     with pytest.raises(ConfigError):
         StateStorage("memory://")
