@@ -51,7 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common import Result, file_config, wait_all_exist
+from benchmarks.common import S3, Result, file_config, s3_server, wait_all_exist
 from benchmarks.profiles import (
     start_spy,
     stop_spy,
@@ -271,9 +271,19 @@ class Cost:
 
 @contextlib.contextmanager
 def one_daemon(
-    hosts: str, zk_pid: int | None, tmp: str, slots: int, cprofile: Path | None, zkcalls: bool
+    hosts: str,
+    zk_pid: int | None,
+    tmp: str,
+    slots: int,
+    cprofile: Path | None,
+    zkcalls: bool,
+    s3: S3 | None = None,
 ) -> Iterator[Cost]:
     config = file_config(hosts, tmp, timeout=30.0)
+    if s3 is not None:  # payloads and logs on S3 (its server's CPU is not counted)
+        config = config.with_changes(
+            storage_url=f"s3://{s3.bucket}{config.root}", storage_options=s3.options
+        )
     probe = Probe(Path(tmp) / "probe.jsonl")
     env = {
         "PYTHONPATH": os.pathsep.join(
@@ -379,6 +389,12 @@ def zookeeper_with_pid() -> Iterator[tuple[str, int | None]]:
 
 
 def bench_cost(args: argparse.Namespace) -> Result:
+    with contextlib.ExitStack() as stack:
+        s3 = stack.enter_context(s3_server()) if args.s3 else None
+        return _bench_cost(args, s3)
+
+
+def _bench_cost(args: argparse.Namespace, s3: S3 | None) -> Result:
     with zookeeper_with_pid() as (hosts, zk_pid), tempfile.TemporaryDirectory() as tmp:
         measure_floor(hosts, zk_pid, args.jobs)  # warms ZooKeeper's JIT up: not counted
         floor, floor_zk = measure_floor(hosts, zk_pid, args.jobs)
@@ -388,7 +404,7 @@ def bench_cost(args: argparse.Namespace) -> Result:
             flush=True,
         )
         cprofile = Path(args.cprofile) if args.cprofile else None
-        with one_daemon(hosts, zk_pid, tmp, args.slots, cprofile, args.zk_calls) as cost:
+        with one_daemon(hosts, zk_pid, tmp, args.slots, cprofile, args.zk_calls, s3) as cost:
             idle = cost.idle(args.idle)
             print(
                 "  idle, CPU ms per second: "
@@ -430,7 +446,8 @@ def bench_cost(args: argparse.Namespace) -> Result:
     )
     floor_total = floor + floor_zk
     return Result(
-        f"CPU per no-op job, all processes ({args.jobs} jobs on {args.slots} slots, "
+        f"CPU per no-op job, all processes ({args.jobs} jobs on {args.slots} slots"
+        f"{', payloads on S3' if s3 is not None else ''}, "
         f"median of {len(batches)})",
         medians["total"],
         floor_total,
@@ -452,6 +469,11 @@ def main(argv: list[str] | None = None) -> list[Result]:
         "--zk-calls", action="store_true", help="count the ZooKeeper requests of each process"
     )
     parser.add_argument("--top", type=int, default=15, help="functions shown per profile")
+    parser.add_argument(
+        "--s3",
+        action="store_true",
+        help="payloads and logs on a moto S3 server in this process (its CPU not counted)",
+    )
     parser.add_argument("--floor", nargs=2, metavar=("HOSTS", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
