@@ -33,7 +33,9 @@ included) is printed as a ratio to that floor.
 be installed: ``pip install py-spy``) during one more batch and prints the top functions of each
 kind of process; ``--cprofile DIR`` runs each driver's and shipper's ``main`` under cProfile
 (main thread only) and prints the top functions by cumulative and own time. Both perturb the
-figures of the batches they run in, which are printed apart.
+figures of the batches they run in, which are printed apart. ``--s3`` keeps the payloads and
+logs on a moto S3 server in this process (an external service: its CPU is not counted), as a
+production stack does on S3 or MinIO.
 """
 
 from __future__ import annotations
