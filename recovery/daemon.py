@@ -25,6 +25,7 @@ import signal
 import threading
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from recovery.leader.election import LeaderElection
 from recovery.leader.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
@@ -34,7 +35,6 @@ from recovery.leader.schedules import SCHEDULES
 from recovery.member.launcher import DriverLauncher
 from recovery.member.member import FleetMember
 from recovery.observe.metrics import LeadershipStats
-from recovery.observe.server import HttpSide, start_http
 from recovery.proctitle import daemon_title, set_title
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
@@ -42,6 +42,9 @@ from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError, NotLeader, StoreUnavailable, ZkStoreError
 from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from recovery.observe.server import HttpSide
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +101,10 @@ class Daemon:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
             logger.debug("process title: %s", set_title(daemon_title(self.settings.daemon_id)))
-        self.http = start_http(self, self.stats)  # /health says 503 until the session is up
+        if self.settings.http is not None:  # aiohttp's server: imported only to serve (0.2 s)
+            from recovery.observe.server import start_http
+
+            self.http = start_http(self, self.stats)  # /health says 503 until the session is up
         if not self._connect():
             self._stop_http()
             return 0

@@ -90,3 +90,18 @@ def test_a_driver_imports_and_compiles_nothing_at_its_start(tmp_path, scheme) ->
         "data files parsed": 0,
         "CA bundles loaded": 0,
     }
+
+
+def test_a_daemon_imports_aiohttp_only_to_serve_http_or_notify() -> None:
+    """aiohttp (its import loads a CA bundle: about 0.3 s of CPU on the CI machine) is
+    imported by the daemon's HTTP side and its notification sender, not by every daemon: one
+    started with ``--http off`` and no notification to send on local storage never pays it."""
+    probe = (
+        "import sys, recovery.cli.daemon, recovery.daemon, recovery.leader.notifier; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
