@@ -130,8 +130,12 @@ class StateStorage:
         given = dict(options or {})
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         if protocol in {"s3", "s3a"}:
-            from zkstore import s3
-
+            try:
+                from zkstore import s3
+            except ImportError as exc:
+                raise ConfigError(
+                    f"storage {url!r}: S3 needs s3fs (pip install 'zkstore[s3]'): {exc}"
+                ) from exc
             given = _merge(s3.client_options(timeout), given)
         given.setdefault("skip_instance_cache", True)
         given.setdefault("use_listings_cache", False)

@@ -8,8 +8,8 @@ at once on the survivors; forked from an interpreter that has all of that loaded
 starts in a few milliseconds.
 
 Fork safety: the server never starts a thread nor opens a connection (it only imports, and for
-an S3 store parses botocore's S3 data), so every child starts as a clean single-threaded
-process; the child then runs
+an S3 store makes botocore's session and TLS context: :func:`zkstore.s3.warm`), so every child
+starts as a clean single-threaded process; the child then runs
 :func:`recovery.driver.driver.main` exactly as ``python -m recovery.driver.driver`` would, with the
 same arguments, in its own session, its output in the attempt's log file, its configuration (its
 job's signing key included) through a pipe it reads once and closes.
@@ -93,7 +93,7 @@ def serve(preload: Sequence[str] = ()) -> int:
 
 def prepare(preload: Sequence[str] = ()) -> None:
     """What every forked child finds done: the mains imported and warmed (``warm()``), the
-    ``preload`` modules and pyspark imported, botocore's S3 data parsed if s3fs is one. A child
+    ``preload`` modules and pyspark imported, botocore's S3 session made if s3fs is one. A child
     that imports, compiles or parses something at each start pays for it in every run
     (tests/integration/test_driver_start.py)."""
     for module in _MAINS.values():  # the point of the server: imported once, before forks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -63,6 +64,18 @@ def test_s3_storages_share_a_session_per_session_options_and_keep_a_given_one() 
     given = AioSession()
     kept = StateStorage("s3://bucket/d", {"key": "k", "secret": "s", "session": given})
     assert kept.fs.session is given
+
+
+def test_an_s3_storage_without_s3fs_installed_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import zkstore
+
+    monkeypatch.delattr(zkstore, "s3", raising=False)
+    monkeypatch.delitem(sys.modules, "zkstore.s3", raising=False)
+    monkeypatch.setitem(sys.modules, "aiobotocore.httpsession", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"S3 needs s3fs \(pip install 'zkstore\[s3\]'\)"):
+        StateStorage("s3://bucket/store")
 
 
 def test_storage_root_must_not_be_empty() -> None:
