@@ -31,6 +31,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from aiobotocore.config import AioConfig
 from aiobotocore.httpsession import AIOHTTPSession
 from aiobotocore.session import AioSession
 
@@ -59,6 +60,19 @@ class SharedContextSession(AIOHTTPSession):  # type: ignore[misc]
         return context, None
 
 
+def _takes_session_class() -> bool:
+    """Whether this aiobotocore's client configuration takes ``http_session_cls`` (3.x does;
+    with one that does not, every client makes its TLS context as before)."""
+    try:
+        AioConfig(http_session_cls=SharedContextSession)
+    except TypeError:
+        return False
+    return True
+
+
+_SESSION_CLASS = {"http_session_cls": SharedContextSession} if _takes_session_class() else {}
+
+
 def client_options(timeout: float) -> dict[str, Any]:
     """The storage options every S3 storage starts from (its own options win): timeouts and
     retries bounded, so that an unreachable S3 fails within the deadline, and the HTTP session
@@ -68,7 +82,7 @@ def client_options(timeout: float) -> dict[str, Any]:
             "connect_timeout": timeout,
             "read_timeout": max(timeout, 30.0),
             "retries": {"max_attempts": 2, "mode": "standard"},
-            "http_session_cls": SharedContextSession,
+            **_SESSION_CLASS,
         },
     }
 
@@ -97,8 +111,6 @@ def warm() -> None:
     """Make the default session, its S3 data parsed, and the TLS context its clients use, in
     this process (a fork server, before it forks drivers). A client is made as a storage's is
     and closed, never used: no request, no connection, no thread left."""
-    from aiobotocore.config import AioConfig
-
     made = session({})
 
     async def build() -> None:
