@@ -30,6 +30,8 @@ url = {url!r}
 prepare(storage_modules(url))
 assert threading.active_count() == 1, "the fork server must fork with one thread"
 modules, patterns = set(sys.modules), len(re._cache)
+shared = sys.modules.get("zkstore.s3")  # the fork server's sessions, for an S3 store
+sessions = len(shared._SESSIONS) if shared else 0
 
 from recovery.driver.driver import _parser
 from zkstore.entries import new_instance_id
@@ -48,14 +50,16 @@ if url.startswith("s3://"):  # two storages (an artifact root's too), each makin
     from botocore.loaders import JSONFileLoader
     from zkstore import s3
 
-    sessions, load_file = len(s3._SESSIONS), JSONFileLoader.load_file
-    JSONFileLoader.load_file = lambda self, path: [
-        made.update({{"data files parsed": made["data files parsed"] + 1}}), load_file(self, path)
-    ][1]
-    load_ca = ssl.SSLContext.load_verify_locations
-    ssl.SSLContext.load_verify_locations = lambda self, *a, **k: [
-        made.update({{"CA bundles loaded": made["CA bundles loaded"] + 1}}), load_ca(self, *a, **k)
-    ][1]
+    def counted(method, name):
+        def call(*args, **kwargs):
+            made[name] += 1
+            return method(*args, **kwargs)
+        return call
+
+    JSONFileLoader.load_file = counted(JSONFileLoader.load_file, "data files parsed")
+    ssl.SSLContext.load_verify_locations = counted(
+        ssl.SSLContext.load_verify_locations, "CA bundles loaded"
+    )
     for each in (storage, StateStorage(url, {options!r})):
         with contextlib.suppress(Exception):  # nothing listens there: refused at once
             each.fs.ls("bucket/store")
