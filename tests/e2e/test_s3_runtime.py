@@ -12,6 +12,7 @@ from pathlib import Path
 
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
+from tests.cli import script
 from tests.helpers import hands_client, wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
@@ -47,5 +48,51 @@ def test_a_daemon_on_s3_runs_ships_and_keeps_a_killed_drivers_last_lines(
                 text = b"".join(logs.read(logs.attempt(1))).decode()
                 assert last in text, text[-2000:]
                 assert logs.attempt(1).chunks[0].uri.startswith("s3://")
+    finally:
+        local.stop()
+
+
+def test_a_script_submitted_with_the_installed_zkstore_on_s3_runs_and_its_log_reads_back(
+    runtime_config: StoreConfig, s3_server: S3Server, tmp_path: Path, laptop: Path
+) -> None:
+    """As a user meets S3: ``zkstore submit job.py:run --wait`` and ``zkstore jobs logs``, the
+    installed script with ``--storage s3://...`` and its ``--storage-option`` flags; the driver,
+    forked by a fork server that made the S3 session and TLS context, reads the definition
+    from the bucket, the job's output reaches its file and its log line comes back."""
+    config = runtime_config.with_changes(
+        storage_url=f"s3://{s3_server.new_bucket()}/zkstore", storage_options=s3_server.options()
+    )
+    (laptop / "job.py").write_text(
+        "from pathlib import Path\n\n\n"
+        "def run(ctx, out):\n"
+        "    print('hello from a driver on s3', flush=True)\n"
+        "    Path(out).write_text(f'attempt {ctx.attempt}')\n"
+    )
+    out = tmp_path / "out.txt"
+    local = LocalCluster(config, tmp_path / "runtime", restart_backoff=0.2)
+    try:
+        local.start_daemon("d1")
+        submitted = script(
+            config,
+            "submit",
+            "job.py:run",
+            "--job-id",
+            "hello",
+            "--wait",
+            "--",
+            str(out),
+            cwd=laptop,
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        assert out.read_text() == "attempt 1"
+        logs = wait_for(
+            lambda: (
+                "hello from a driver on s3" in (t := script(config, "jobs logs", "hello").stdout)
+                and t
+            ),
+            timeout=60,
+            what="the job's line in its stored log",
+        )
+        assert "hello from a driver on s3" in logs
     finally:
         local.stop()
