@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +21,20 @@ from zkstore.errors import ConfigError
 BIN = Path(sys.executable).parent
 
 
-def zookeeper_command() -> subprocess.Popen[str]:
-    """``zkstore zookeeper`` running, its output readable as text."""
+def zookeeper_command(tmp: Path) -> subprocess.Popen[str]:
+    """``zkstore zookeeper`` running, its output readable as text, its temporary directory
+    under ``tmp`` (a SIGKILLed command cannot remove it)."""
     return subprocess.Popen(
         [str(BIN / "zkstore"), "zookeeper"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
     )
 
 
-def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Any) -> None:
-    process = zookeeper_command()
+def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Path) -> None:
+    process = zookeeper_command(tmp_path)
     try:
         assert process.stdout is not None
         connect_string = process.stdout.readline().strip()
@@ -50,6 +53,7 @@ def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Any) -> None:
     assert "export ZKSTORE_ZK=" in err
     with pytest.raises(OSError):
         four_letter_word("127.0.0.1", int(port), "ruok")
+    assert list(tmp_path.iterdir()) == [], "the temporary data directory is removed at the end"
 
 
 def test_server_can_be_stopped_and_restarted_with_its_data(tmp_path: Any) -> None:
@@ -70,11 +74,15 @@ def test_server_can_be_stopped_and_restarted_with_its_data(tmp_path: Any) -> Non
     assert (tmp_path / "zk").exists(), "a data directory given by the caller is kept"
 
 
-def test_missing_java_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_java_is_explained_and_leaves_no_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(ConfigError, match="Java not found"):
         EmbeddedZooKeeper().start()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_pyspark_is_explained(tmp_path: Any) -> None:
@@ -107,8 +115,8 @@ def _assert_dies_with(parent: subprocess.Popen[str], jvm_pid: int) -> None:
     wait_for(lambda: _gone(jvm_pid), timeout=60, what=f"JVM {jvm_pid} to die with its parent")
 
 
-def test_sigkilled_zookeeper_command_leaves_no_jvm() -> None:
-    process = zookeeper_command()
+def test_sigkilled_zookeeper_command_leaves_no_jvm(tmp_path: Path) -> None:
+    process = zookeeper_command(tmp_path)
     try:
         assert process.stdout is not None and process.stderr is not None
         port = int(process.stdout.readline().strip().rsplit(":", 1)[1])
@@ -121,7 +129,7 @@ def test_sigkilled_zookeeper_command_leaves_no_jvm() -> None:
         process.wait()
 
 
-def test_sigkilled_python_process_holding_a_server_leaves_no_jvm() -> None:
+def test_sigkilled_python_process_holding_a_server_leaves_no_jvm(tmp_path: Path) -> None:
     code = (
         "import sys, time\n"
         "from zkstore.dev.embedded import EmbeddedZooKeeper\n"
@@ -129,7 +137,12 @@ def test_sigkilled_python_process_holding_a_server_leaves_no_jvm() -> None:
         "print(server.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     try:
         assert process.stdout is not None
         jvm_pid = int(process.stdout.readline())

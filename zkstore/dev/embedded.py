@@ -147,7 +147,7 @@ class EmbeddedZooKeeper(Closeable):
         self.port = port or free_port()
         self._port_chosen = not port  # ours to replace if another server takes it first
         self._owns_dir = data_dir is None
-        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="zkstore-zookeeper-"))
+        self._data_dir = Path(data_dir) if data_dir is not None else None
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.extra_config = tuple(extra_config)
@@ -158,6 +158,14 @@ class EmbeddedZooKeeper(Closeable):
     @property
     def connect_string(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The server's directory (configuration, log, data); one this object creates is made
+        at first use, so a server that cannot even launch (no Java) leaves nothing behind."""
+        if self._data_dir is None:
+            self._data_dir = Path(tempfile.mkdtemp(prefix="zkstore-zookeeper-"))
+        return self._data_dir
 
     @property
     def log_path(self) -> Path:
@@ -203,7 +211,7 @@ class EmbeddedZooKeeper(Closeable):
         end = time.monotonic() + timeout
         RACES.call(
             lambda: self._start_once(end),
-            what=f"embedded ZooKeeper in {self.data_dir}",
+            what="embedded ZooKeeper",
             error=StoreUnavailable,
         )
         return self
@@ -311,8 +319,8 @@ class EmbeddedZooKeeper(Closeable):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if remove_data:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
+        if remove_data and self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
 
     def close(self) -> None:
         """Stop, and remove the data directory if this object created it."""
