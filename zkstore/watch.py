@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from zkstore.errors import HandleNotFound, StoreUnavailable
 from zkstore.zk import ZooKeeper
@@ -24,12 +24,27 @@ logger = logging.getLogger(__name__)
 
 _UNREAD = object()
 
-#: What a watch reports: the node's data or its children, ``None`` while the node does not exist.
-WatchedValue = bytes | list[str] | None
+
+class Listing(NamedTuple):
+    """A node's sorted children and their version (its ``cversion``: one more for each child
+    created or deleted), as one listing read them, and the node's creation (``czxid``: a
+    node deleted and made again counts its version from 0 again)."""
+
+    names: list[str]
+    version: int
+    created: int
+
+
+#: What a watch reports: the node's data or its children (or their :class:`Listing`), ``None``
+#: while the node does not exist.
+WatchedValue = bytes | list[str] | Listing | None
 
 
 class NodeWatch:
     """Report ``path``'s data (or, with ``children``, its sorted children) whenever it changes.
+
+    With ``listing`` (and ``children``), the value is a :class:`Listing`: what the children
+    were and how many creations and deletions made them.
 
     ``on_change(value)`` is called once from the creating thread (which raises
     :class:`~zkstore.errors.StoreUnavailable` if the first read fails; with ``report_first``
@@ -46,12 +61,14 @@ class NodeWatch:
         on_change: Callable[[WatchedValue], None],
         *,
         children: bool = False,
+        listing: bool = False,
         report_first: bool = True,
     ) -> None:
         self._zk = zk
         self.path = path
         self._on_change = on_change
         self._children = children
+        self._listing = listing
         self._report_first = report_first
         self._lock = threading.Lock()
         self._stopped = False
@@ -77,6 +94,9 @@ class NodeWatch:
             if self._children:
                 try:
                     names, stat = self._zk.children_and_stat(self.path, watch=self._fired)
+                    if self._listing:
+                        listed = Listing(sorted(names), stat.cversion, stat.czxid)
+                        return listed, (stat.czxid, stat.cversion)
                     return sorted(names), (stat.czxid, stat.cversion)
                 except HandleNotFound:
                     pass

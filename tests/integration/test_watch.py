@@ -104,6 +104,26 @@ def test_a_child_deleted_and_made_again_at_once_is_a_change(zk: ZooKeeper, root:
     assert seen.values == [["job"], ["job"]]
 
 
+def test_a_listing_watch_reports_how_many_creations_and_deletions_made_the_names(
+    zk: ZooKeeper, root: str
+) -> None:
+    """With ``listing``, the names come with their version and their node's creation: a child
+    replaced in one transaction shows as the same names two versions on (members read only
+    the assignments a change may have touched, by these)."""
+    from zkstore.ops import Create, Delete
+    from zkstore.watch import Listing
+
+    path = f"{root}/assignments"
+    zk.ensure_path(f"{path}/job")
+    seen = Seen()
+    NodeWatch(zk, path, seen, children=True, listing=True)
+    first = seen.last()
+    assert isinstance(first, Listing) and first.names == ["job"]
+    zk.commit([Delete(f"{path}/job"), Create(f"{path}/job", b"attempt 2")])
+    wait_for(lambda: len(seen.values) == 2, what="a second report")
+    assert seen.last() == Listing(["job"], first.version + 2, first.created)
+
+
 def test_a_watch_set_before_its_callers_own_read_reports_only_later_changes(
     zk: ZooKeeper, root: str
 ) -> None:
