@@ -592,8 +592,9 @@ class LeaderProcess:
     # -- watches -------------------------------------------------------------------------------
 
     def watch_job(self, job_id: str, *paths: str) -> None:
-        """Wake up when the job's cancel node (and each of ``paths``: its ``running`` node, its
-        assignment) changes. Armed at the end of the batch, for every job of the batch in one
+        """Wake up when the job's cancel or stop node (and each of ``paths``: its ``running``
+        node, its assignment) changes: a ``zkstore jobs stop`` is acted on at once, not at the
+        next periodic pass. Armed at the end of the batch, for every job of the batch in one
         pipelined round; re-armed per look."""
         self._to_watch.setdefault(job_id, []).extend(paths)
 
@@ -604,7 +605,7 @@ class LeaderProcess:
             watcher = self._watchers.get(job_id)
             if watcher is None:
                 watcher = self._watchers[job_id] = _JobWatcher(self, job_id)
-            for path in (layout.cancel(job_id), *paths):
+            for path in (layout.cancel(job_id), layout.stop(job_id), *paths):
                 watches[path] = watcher
         self._to_watch.clear()
         if watches:

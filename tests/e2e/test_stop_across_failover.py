@@ -2,7 +2,8 @@
 restart: the stop request is written, then the leader and the daemon that runs the job are
 SIGKILLed at once (the driver lives on) and started again; the next leader carries the stop on
 from the records, the restarted daemon adopts the driver and ends it, and the job is STOPPED,
-then resumed from its newest checkpoint."""
+then resumed from its newest checkpoint. And a stop of a running job is acted on at once, not
+at the leader's next periodic pass."""
 
 from __future__ import annotations
 
@@ -90,3 +91,32 @@ def test_a_stop_goes_on_across_a_leader_kill_and_a_daemon_restart(
     (out / "finish").write_text("")
     result = client.wait("counts", timeout=60)
     assert (result.outcome, result.attempts) == (SUCCEEDED, 2)
+
+
+def test_a_stop_of_a_running_job_is_acted_on_at_once(
+    local: LocalCluster, runtime_config: StoreConfig, laptop: Path, tmp_path: Path
+) -> None:
+    """The leader learns of the stop request from a watch on its node: before, it saw the
+    request at its next periodic pass over every job (``--reconcile-interval``, 10 s by
+    default), and ``zkstore jobs stop`` waited that long. Here the pass is 600 s away; the
+    stop must be done within a tenth of it."""
+    (laptop / "job.py").write_text(JOB)
+    out = tmp_path / "out"
+    out.mkdir()
+    local.extra_args = ("--end-grace", "2s", "--reconcile-interval", "600")
+    local.start_daemon("d1")
+    local.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    done = script(
+        runtime_config, "submit", "job.py:counts", "--job-id", "counts", "--", str(out), cwd=laptop
+    )
+    assert done.returncode == 0, done.stderr
+    wait_for((out / "last").exists, timeout=60, what="a checkpoint")
+
+    stopped = script(runtime_config, "jobs stop", "counts", timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "STOPPED at attempt 1" in stopped.stdout
+    assert show(runtime_config, "counts")["state"] == STOPPED
+
+    resumed = script(runtime_config, "jobs resume", "counts")
+    assert resumed.returncode == 0, resumed.stderr
+    wait_for((out / "started-2").exists, timeout=60, what="attempt 2 running")
