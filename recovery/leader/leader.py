@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -271,9 +271,16 @@ class LeaderProcess:
         layout = self.cluster.layout
         ids = sorted(started)
         paths = [path for job_id in ids for path in (layout.running(job_id), layout.stop(job_id))]
-        found = self.cluster.zk.get_many(
-            paths, watches={layout.running(job_id): started[job_id] for job_id in ids}
-        )
+        for job_id in ids:  # armed by the read: marked first (see _arm_watches)
+            started[job_id].armed.add(layout.running(job_id))
+        try:
+            found = self.cluster.zk.get_many(
+                paths, watches={layout.running(job_id): started[job_id] for job_id in ids}
+            )
+        except BaseException:
+            for job_id in ids:
+                started[job_id].armed.discard(layout.running(job_id))
+            raise
         looks = set()
         for n, job_id in enumerate(ids):
             running, stop = found[2 * n], found[2 * n + 1]
@@ -599,17 +606,29 @@ class LeaderProcess:
         self._to_watch.setdefault(job_id, []).extend(paths)
 
     def _arm_watches(self) -> None:
+        """Arm the watches the batch asked for, less those armed already that have not fired
+        (a watch that has not fired tells that its node has not changed since it was armed)."""
         layout = self.cluster.layout
-        watches: dict[str, Callable[[object], None]] = {}
+        watches: dict[str, _JobWatcher] = {}
         for job_id, paths in sorted(self._to_watch.items()):
             watcher = self._watchers.get(job_id)
             if watcher is None:
                 watcher = self._watchers[job_id] = _JobWatcher(self, job_id)
             for path in (layout.cancel(job_id), layout.stop(job_id), *paths):
-                watches[path] = watcher
+                if path not in watcher.armed:
+                    watches[path] = watcher
         self._to_watch.clear()
-        if watches:
+        if not watches:
+            return
+        # Marked before they are asked for: a watch that fires at once is taken out after.
+        for path, watcher in watches.items():
+            watcher.armed.add(path)
+        try:
             self.cluster.zk.watch_many(watches)
+        except BaseException:
+            for path, watcher in watches.items():  # some may be armed: asked again, at worst
+                watcher.armed.discard(path)
+            raise
 
 
 class _JobWatcher:
@@ -619,8 +638,16 @@ class _JobWatcher:
     def __init__(self, leader: LeaderProcess, job_id: str) -> None:
         self.leader = leader
         self.job_id = job_id
+        #: the paths this watcher's watches are armed on (added by the loop thread once armed,
+        #: taken out by kazoo's thread as one fires: a session event, which names no path and
+        #: consumes every watch, empties it)
+        self.armed: set[str] = set()
 
     def __call__(self, event: WatchedEvent) -> None:  # kazoo's thread
+        if event.path:
+            self.armed.discard(event.path)
+        else:
+            self.armed.clear()
         created = event.path if event.type == EventType.CREATED else None
         self.leader.loop.post(Event(JOB_CHANGED, self.job_id, data=Fired(self, created)))
 

@@ -15,9 +15,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import LeaderProcess
+from recovery.leader.leader import Fired, LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.settings import DaemonSettings
 from tests import jobs
@@ -265,3 +266,48 @@ def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
     # the result with the assignment's delete (refused as a whole), the result alone, then the
     # rest of the cleanup as in a job's ordinary end
     assert [r for r in finishing if r in WRITES] == ["Transaction"] * 7, finishing
+
+
+def test_a_look_asks_again_only_for_the_watches_that_fired(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A placed job is watched on its cancel, stop, running and assignment nodes. A second look
+    with none of them changed asks for none again (a watch that has not fired is still armed);
+    once one fired, the look after asks for that one only, and it fires again."""
+    layout = cluster.layout
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    with requests_sent(cluster.zk) as placing:
+        leader.reconcile(["j"])
+    assert placing.count("Exists") == 4, placing
+    with requests_sent(cluster.zk) as again:
+        leader.reconcile(["j"])
+    assert "Exists" not in again, "every watch still armed"
+
+    StopStore(cluster).request("j")
+    stopped = events_of(leader, "j", timeout=config.timeout)
+    assert [e.data.created for e in stopped if isinstance(e.data, Fired)] == [layout.stop("j")]
+    assert leader.triage(stopped) == {"j"}, "a stop asked: a look at once"
+    with requests_sent(cluster.zk) as looking:
+        leader.reconcile(["j"])
+    assert looking.count("Exists") == 1, "the stop node's watch, armed again"
+    hands.delete(layout.stop("j"))
+    resumed = events_of(leader, "j", timeout=config.timeout)
+    assert leader.triage(resumed) == {"j"}
+
+
+def test_a_session_event_disarms_every_watch_of_the_job(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """Kazoo fires every pending watch with a session event (no path) when the connection is
+    suspended, and does not set them again: the look after asks for all of them again."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])
+    watcher = leader._watchers["j"]
+    assert len(watcher.armed) == 4
+    watcher(WatchedEvent(EventType.NONE, KazooState.SUSPENDED, None))
+    assert watcher.armed == set()
+    with requests_sent(cluster.zk) as looking:
+        leader.reconcile(["j"])
+    assert looking.count("Exists") == 4, looking
