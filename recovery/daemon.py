@@ -28,10 +28,11 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import FLEET_CHANGED, JOB_CHANGED, LeaderProcess
+from recovery.leader.leader import FLEET_CHANGED, LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.retention import RETENTION
 from recovery.leader.schedules import SCHEDULES
+from recovery.leader.watches import JOB_CHANGED
 from recovery.member.launcher import DriverLauncher
 from recovery.member.member import FleetMember
 from recovery.observe.metrics import LeadershipStats

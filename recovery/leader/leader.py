@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.protocol.states import ZnodeStat
 
 from recovery.leader.actions import JobActions
 from recovery.leader.decide import (
@@ -47,6 +47,7 @@ from recovery.leader.notifier import NotificationSender
 from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
 from recovery.leader.retention import Retention
 from recovery.leader.schedules import ScheduleFiring
+from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches, arming
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (
@@ -72,7 +73,6 @@ from zkstore.watch import NodeWatch
 
 logger = logging.getLogger(__name__)
 
-JOB_CHANGED = "job-changed"
 #: How many cleaned-up jobs the leader remembers, to skip the events their cleanup caused;
 #: one forgotten early costs one look.
 CLEANED_KEPT = 10_000
@@ -111,10 +111,7 @@ class LeaderProcess:
         #: jobs waiting for a driver slot, in the order they started waiting
         #: jobs waiting for a driver slot, in the order they began to wait: their labels
         self._waiting: dict[str, dict[str, str]] = {}
-        #: one watcher per job, so that re-arming never stacks up watchers in kazoo; dropped
-        #: when the job's cleanup is done, which makes the events of its watches stale
-        self._watchers: dict[str, _JobWatcher] = {}
-        self._to_watch: dict[str, list[str]] = {}
+        self.watches = JobWatches(cluster.zk, cluster.layout, self, loop.post)
         #: the jobs this leader cleaned up last, oldest first (see :meth:`outlived`)
         self._cleaned: dict[str, None] = {}
         #: placed attempts whose driver's start leaves nothing to decide (:meth:`expect_start`)
@@ -238,7 +235,7 @@ class LeaderProcess:
         about such a job (its node gone already, garbage, not ephemeral, another attempt's, a
         stop asked) makes it a look."""
         looks: set[str] = set()
-        started: dict[str, _JobWatcher] = {}
+        started: dict[str, JobWatcher] = {}
         layout = self.cluster.layout
         for event in events:
             job_id = event.job_id
@@ -263,7 +260,7 @@ class LeaderProcess:
         if not job.stop_requested and job_lifecycle(job, self.settings).limits == Limits():
             self._quiet_starts[job.job_id] = attempt
 
-    def _confirm_starts(self, started: dict[str, _JobWatcher]) -> set[str]:
+    def _confirm_starts(self, started: dict[str, JobWatcher]) -> set[str]:
         """Read each started driver's node (re-arming its watch) and the job's stop node; the
         jobs whose start is not what :meth:`expect_start` expected, to be looked at."""
         if not started:
@@ -271,16 +268,9 @@ class LeaderProcess:
         layout = self.cluster.layout
         ids = sorted(started)
         paths = [path for job_id in ids for path in (layout.running(job_id), layout.stop(job_id))]
-        for job_id in ids:  # armed by the read: marked first (see _arm_watches)
-            started[job_id].armed.add(layout.running(job_id))
-        try:
-            found = self.cluster.zk.get_many(
-                paths, watches={layout.running(job_id): started[job_id] for job_id in ids}
-            )
-        except BaseException:
-            for job_id in ids:
-                started[job_id].armed.discard(layout.running(job_id))
-            raise
+        watches = {layout.running(job_id): started[job_id] for job_id in ids}
+        with arming(watches.items()):
+            found = self.cluster.zk.get_many(paths, watches=watches)
         looks = set()
         for n, job_id in enumerate(ids):
             running, stop = found[2 * n], found[2 * n + 1]
@@ -325,11 +315,7 @@ class LeaderProcess:
             return False
         if data == REMOVED:
             return job_id in self._cleaned
-        return (
-            isinstance(data, Fired)
-            and data.watcher.leader is self
-            and self._watchers.get(data.watcher.job_id) is not data.watcher
-        )
+        return isinstance(data, Fired) and not self.watches.current(data.watcher)
 
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
@@ -339,7 +325,7 @@ class LeaderProcess:
             self._cleaned.pop(next(iter(self._cleaned)))
         self._dirty.discard(job_id)
         self._waiting.pop(job_id, None)
-        self._watchers.pop(job_id, None)
+        self.watches.forget(job_id)
         self.dependencies.forget(job_id)
         for waiting in self.dependencies.waiters(job_id):  # --after: it ended
             self.post(waiting)
@@ -424,7 +410,7 @@ class LeaderProcess:
             self.actions.flush_starts()
             self.actions.flush_reasons()
         finally:
-            self._arm_watches()
+            self.watches.arm()
 
     def _read_assignments(self, snapshots: Iterable[JobSnapshot]) -> dict[str, Assignment]:
         """The assignments of the jobs whose attempt is placed (a second pipelined round)."""
@@ -600,65 +586,9 @@ class LeaderProcess:
 
     def watch_job(self, job_id: str, *paths: str) -> None:
         """Wake up when the job's cancel or stop node (and each of ``paths``: its ``running``
-        node, its assignment) changes: a ``zkstore jobs stop`` is acted on at once, not at the
-        next periodic pass. Armed at the end of the batch, for every job of the batch in one
-        pipelined round; re-armed per look."""
-        self._to_watch.setdefault(job_id, []).extend(paths)
-
-    def _arm_watches(self) -> None:
-        """Arm the watches the batch asked for, less those armed already that have not fired
-        (a watch that has not fired tells that its node has not changed since it was armed)."""
-        layout = self.cluster.layout
-        watches: dict[str, _JobWatcher] = {}
-        for job_id, paths in sorted(self._to_watch.items()):
-            watcher = self._watchers.get(job_id)
-            if watcher is None:
-                watcher = self._watchers[job_id] = _JobWatcher(self, job_id)
-            for path in (layout.cancel(job_id), layout.stop(job_id), *paths):
-                if path not in watcher.armed:
-                    watches[path] = watcher
-        self._to_watch.clear()
-        if not watches:
-            return
-        # Marked before they are asked for: a watch that fires at once is taken out after.
-        for path, watcher in watches.items():
-            watcher.armed.add(path)
-        try:
-            self.cluster.zk.watch_many(watches)
-        except BaseException:
-            for path, watcher in watches.items():  # some may be armed: asked again, at worst
-                watcher.armed.discard(path)
-            raise
-
-
-class _JobWatcher:
-    """The watcher of one job's nodes: a look at the job, the event's data saying which
-    watcher fired and what (:meth:`LeaderProcess.triage`)."""
-
-    def __init__(self, leader: LeaderProcess, job_id: str) -> None:
-        self.leader = leader
-        self.job_id = job_id
-        #: the paths this watcher's watches are armed on (added by the loop thread once armed,
-        #: taken out by kazoo's thread as one fires: a session event, which names no path and
-        #: consumes every watch, empties it)
-        self.armed: set[str] = set()
-
-    def __call__(self, event: WatchedEvent) -> None:  # kazoo's thread
-        if event.path:
-            self.armed.discard(event.path)
-        else:
-            self.armed.clear()
-        created = event.path if event.type == EventType.CREATED else None
-        self.leader.loop.post(Event(JOB_CHANGED, self.job_id, data=Fired(self, created)))
-
-
-@dataclass(frozen=True)
-class Fired:
-    """A job's watch fired: its watcher, and the node it reports created (None: changed or
-    deleted)."""
-
-    watcher: _JobWatcher
-    created: str | None
+        node, its assignment) changes (:mod:`recovery.leader.watches`): armed at the end of the
+        batch, for every job of the batch in one pipelined round."""
+        self.watches.want(job_id, *paths)
 
 
 def _labels(job: JobSnapshot) -> dict[str, str]:

@@ -18,8 +18,9 @@ import pytest
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import Fired, LeaderProcess
+from recovery.leader.leader import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
+from recovery.leader.watches import Fired
 from recovery.settings import DaemonSettings
 from tests import jobs
 from tests.helpers import HANDS_SESSION, requests_sent
@@ -304,7 +305,7 @@ def test_a_session_event_disarms_every_watch_of_the_job(
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
     leader.reconcile(["j"])
-    watcher = leader._watchers["j"]
+    watcher = leader.watches.watcher("j")
     assert len(watcher.armed) == 4
     watcher(WatchedEvent(EventType.NONE, KazooState.SUSPENDED, None))
     assert watcher.armed == set()
