@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from recovery.member import adoption, processes, registration
 from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
+from recovery.member.assignments import AssignmentView
 from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
 from recovery.member.processes import Liveness, ProcessIdentity
@@ -84,13 +85,9 @@ class FleetMember:
         #: again counts its attempts from 1 again)
         self._placed: dict[str, str] = {}
         self._watch: NodeWatch | None = None
-        #: our assignments' names as the watch last reported them (None: no watch yet); every
-        #: change is reported, and each report makes a look, so a look never misses one
-        self._names: Listing | None = None
-        #: the assignments as the last look read them, and the listing it read them for: a look
-        #: reads only the new ones (:meth:`_assignments`)
-        self._known: dict[str, Assignment] = {}
-        self._known_listing: Listing | None = None
+        self.assignments = AssignmentView(
+            cluster.zk, cluster.layout.member_assignments(self.daemon_id)
+        )
         #: exits that could not be recorded yet (ZooKeeper was unreachable): job id to
         #: (attempt, how it ended, its status version, the process that ended)
         self._unrecorded: dict[str, tuple[int, str, int | None, ProcessIdentity | None]] = {}
@@ -145,7 +142,7 @@ class FleetMember:
     def _listed(self, names: object) -> None:
         """The watch of our assignments reported their names (kazoo's threads): keep them for
         the next look, which need not list them again, and look."""
-        self._names = names if isinstance(names, Listing) else None
+        self.assignments.listed(names if isinstance(names, Listing) else None)
         self._notify()
 
     def ensure_registered(self) -> None:
@@ -170,7 +167,7 @@ class FleetMember:
         """Launch (or, after a restart, adopt) the attempts placed here; kill launches whose
         placement was withdrawn before their driver took ``running``."""
         self._record_exits_left()
-        current = self._assignments()
+        current = self.assignments.read()
         new = {job: a for job, a in current.items() if self._is_new(job, a)}
         for job_id, assignment in self._judged(new):
             self._launch(job_id, assignment)
@@ -182,44 +179,6 @@ class FleetMember:
             if launch.alive and (placed is None or placed.attempt != launch.attempt):
                 self._withdraw(launch)
         self.endings.check(self.launches)
-
-    def _assignments(self) -> dict[str, Assignment]:
-        """Our assignments, read anew only where they may have changed since the last look.
-
-        Only the leader creates and deletes them (a new attempt on the same member deletes the
-        old one and creates the new in one transaction) and only this member writes into one
-        (its ``exited``: :meth:`_record_exit` keeps what it wrote, or forgets the assignment if
-        the write's answer did not come). So if the children's version moved by exactly the
-        names that came and went, every name listed both times is the node the last look read;
-        otherwise (one deleted and made again) all are read again. With many drivers running
-        here, a placement or an end costs one read, not one per driver."""
-        zk = self.cluster.zk
-        directory = self.cluster.layout.member_assignments(self.daemon_id)
-        listing = self._names
-        if listing is None:
-            try:
-                names, stat = zk.children_and_stat(directory)
-                listing = Listing(sorted(names), stat.cversion, stat.czxid)
-            except HandleNotFound:
-                listing = Listing([], 0, 0)
-        last, now = self._known_listing, set(listing.names)
-        current: dict[str, Assignment] = {}
-        if last is not None and last.created == listing.created:
-            before = set(last.names)
-            if listing.version - last.version == len(now - before) + len(before - now):
-                current = {job: a for job, a in self._known.items() if job in now}
-        unread = [name for name in listing.names if name not in current]
-        for name, item in zip(
-            unread, zk.get_many([f"{directory}/{n}" for n in unread]), strict=True
-        ):
-            if item is None:
-                continue  # deleted since the listing: the next listing says so
-            try:
-                current[name] = Assignment.from_znode(item[0], item[1], f"{directory}/{name}")
-            except CorruptRecord as exc:
-                logger.warning("ignoring an unreadable assignment: %s", exc)
-        self._known, self._known_listing = dict(current), listing
-        return current
 
     def _is_new(self, job_id: str, assignment: Assignment) -> bool:
         """An assignment not launched (nor adopted) yet, and not over."""
@@ -616,7 +575,7 @@ class FleetMember:
         conditional on the attempt's status version."""
         layout, zk = self.cluster.layout, self.cluster.zk
         path = layout.assignment(self.daemon_id, job_id)
-        self._known.pop(job_id, None)  # written below: known again only once it is written
+        self.assignments.forget(job_id)  # written below: known again once it is written
         data, stat = zk.get(path)
         assignment = Assignment.from_znode(data, stat, path)
         if assignment.attempt != attempt:
@@ -640,4 +599,4 @@ class FleetMember:
                 Delete(layout.running(job_id), -1 if running.version is None else running.version),
             ]
         zk.commit(ops)
-        self._known[job_id] = replace(ended, version=stat.version + 1)
+        self.assignments.wrote(job_id, replace(ended, version=stat.version + 1))

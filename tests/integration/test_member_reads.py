@@ -93,7 +93,8 @@ def test_an_assignment_replaced_under_the_same_name_is_read_again(
     path = layout.assignment(MEMBER, "j1")
     zk.commit([Delete(path), Create(path, ended("j1", attempt=2))])
     assert reads(member) == 3, "some name was made again: every assignment is read anew"
-    assert member._known["j1"].attempt == 2
+    replaced = member.assignments.known("j1")
+    assert replaced is not None and replaced.attempt == 2
 
 
 def test_an_assignment_the_member_wrote_is_read_again(
@@ -107,9 +108,10 @@ def test_an_assignment_the_member_wrote_is_read_again(
     member.sync()
     member._record_exit("j0", 1, "killed by signal 9", None, None)
     assert reads(member) == 0
-    assert member._known["j0"].exited == "killed by signal 9"
+    written = member.assignments.known("j0")
+    assert written is not None and written.exited == "killed by signal 9"
     data, stat = zk.get(layout.assignment(MEMBER, "j0"))
-    assert member._known["j0"] == Assignment.from_znode(data, stat, "j0")
+    assert written == Assignment.from_znode(data, stat, "j0")
 
     def lost(ops: object) -> None:
         raise StoreUnavailable("the answer was lost")
@@ -132,4 +134,5 @@ def test_a_member_directory_made_again_is_read_whole(cluster: Cluster, member: F
     zk.create(directory)
     zk.create(layout.assignment(MEMBER, "j0"), ended("j0", attempt=3))
     assert reads(member) == 1
-    assert member._known["j0"].attempt == 3
+    made_again = member.assignments.known("j0")
+    assert made_again is not None and made_again.attempt == 3
