@@ -274,6 +274,8 @@ class LeaderProcess:
         looks = set()
         for n, job_id in enumerate(ids):
             running, stop = found[2 * n], found[2 * n + 1]
+            if running is None:  # a read of an absent node sets no watch: the look sets one
+                started[job_id].armed.discard(layout.running(job_id))
             info = self._expected_driver(job_id, running) if stop is None else None
             if info is None:
                 looks.add(job_id)

@@ -171,6 +171,12 @@ def test_a_drivers_start_with_anything_to_decide_is_a_look(
     if case == "gone already":
         hands.delete(cluster.layout.running("j"))
     assert leader.triage(started) == {"j"}
+    if case == "gone already":
+        # The confirming read of the absent node set no watch: the look must set one, so that
+        # the next driver's start is seen.
+        leader.reconcile(["j"])
+        driver_starts(cluster, hands, "j")
+        assert events_of(leader, "j", timeout=config.timeout), "the start after is seen"
 
 
 #: The requests that write to ZooKeeper's log (a failed one too: it is logged and fsynced).
