@@ -80,8 +80,10 @@ def test_missing_java_is_explained_and_leaves_no_directory(
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    server = EmbeddedZooKeeper()
     with pytest.raises(ConfigError, match="Java not found"):
-        EmbeddedZooKeeper().start()
+        server.start()
+    assert "never launched" in server.log_tail()
     assert list(tmp_path.iterdir()) == []
 
 

@@ -303,6 +303,8 @@ class EmbeddedZooKeeper(Closeable):
             process.wait()
 
     def log_tail(self, lines: int = 20) -> str:
+        if self._data_dir is None:
+            return "(no log: never launched)"  # and no directory made just to say so
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
