@@ -32,21 +32,26 @@ spark.stop()
 """
 
 
-def _adopted(daemon: DaemonProcess) -> int:
-    log = daemon.log()
+def _adopted(daemon: DaemonProcess, since: int) -> int:
+    """How many jobs the daemon's log says it adopted or started after its first ``since`` chars.
+
+    Only what came after counts: a job whose driver already ran on this daemon (placed there
+    before the failover) appears in its log before, and is adopted again by the new leader.
+    """
+    log = daemon.log()[since:]
     return len(set(re.findall(r"job (\S+): attempt \d+ (?:runs|started)", log)))
 
 
 def _time_takeover(local: LocalCluster, victim: DaemonProcess, signum: int, jobs: int) -> float:
     """Signal the leader; seconds until another daemon has adopted or started every job."""
     others = [d for d in local.daemons.values() if d is not victim and d.alive]
-    baseline = {d.daemon_id: _adopted(d) for d in others}
+    before = {d.daemon_id: len(d.log()) for d in others}
     start = time.monotonic()
     victim.signal(signum)
     deadline = start + 120
     while time.monotonic() < deadline:
         for daemon in others:
-            if _adopted(daemon) - baseline[daemon.daemon_id] >= jobs:
+            if _adopted(daemon, before[daemon.daemon_id]) >= jobs:
                 return time.monotonic() - start
         time.sleep(0.02)
     raise TimeoutError("the new leader did not take over every job within 120 s")
@@ -63,6 +68,9 @@ def bench_failover(hosts: str, jobs: int, session_timeout: float) -> list[Result
             local.wait_for_leader()
             local.start_daemon("bench-2")
             with Client(config) as client:
+                # Both daemons take jobs: the failover both restarts the lost ones and adopts
+                # the ones still running on the survivor.
+                wait_all_exist(client.cluster.zk, [client.cluster.layout.member("bench-2")], 60)
                 for i in range(jobs):
                     client.submit_function(hold, 600.0, job_id=f"hold-{i:03d}")
                 layout = client.cluster.layout
