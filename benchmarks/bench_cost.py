@@ -386,7 +386,7 @@ def zookeeper_with_pid() -> Iterator[tuple[str, int | None]]:
     if os.environ.get("ZKSTORE_ZK"):
         yield os.environ["ZKSTORE_ZK"], None
         return
-    with EmbeddedZooKeeper() as server:
+    with EmbeddedZooKeeper(short_jvm=False) as server:  # its CPU is counted: a production JVM
         yield server.connect_string, server.pid
 
 

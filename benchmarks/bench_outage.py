@@ -111,7 +111,7 @@ def trial(
 def main(argv: list[str]) -> list[Result]:
     work = Path(tempfile.mkdtemp(prefix="zkstore-outage-"))
     with (
-        ZooKeeperEnsemble(tick_time_ms=2000, work_dir=work / "zk") as ensemble,
+        ZooKeeperEnsemble(tick_time_ms=2000, work_dir=work / "zk", short_jvm=False) as ensemble,
         Blackout(ensemble.connect_string) as blackout,
     ):
         config = StoreConfig(

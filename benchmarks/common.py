@@ -25,11 +25,12 @@ from zkstore.zk import ZooKeeper
 
 @contextmanager
 def zookeeper() -> Iterator[str]:
-    """A ZooKeeper to measure against: ``$ZKSTORE_ZK`` if set, else an embedded one."""
+    """A ZooKeeper to measure against: ``$ZKSTORE_ZK`` if set, else an embedded one with a
+    production server's JVM (not the development server's short one)."""
     if os.environ.get("ZKSTORE_ZK"):
         yield os.environ["ZKSTORE_ZK"]
         return
-    with EmbeddedZooKeeper() as server:
+    with EmbeddedZooKeeper(short_jvm=False) as server:
         yield server.connect_string
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers import wait_for
-from zkstore.dev.embedded import find_java, free_port
+from zkstore.dev.embedded import SHORT_JVM_OPTIONS, find_java, free_port
 
-#: JVM options for the short-lived Spark daemons of the tests (as tests/spark-conf for drivers).
-SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
+#: JVM options for the short-lived Spark daemons of the tests (as tests/spark-conf for drivers,
+#: and as the embedded ZooKeeper runs).
+SHORT_JVM = " ".join(SHORT_JVM_OPTIONS)
 
 
 class S3Server:

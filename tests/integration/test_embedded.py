@@ -15,7 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.helpers import wait_for
-from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
+from zkstore.dev.embedded import EmbeddedZooKeeper, find_java, four_letter_word
 from zkstore.errors import ConfigError
 
 BIN = Path(sys.executable).parent
@@ -72,6 +72,25 @@ def test_server_can_be_stopped_and_restarted_with_its_data(tmp_path: Any) -> Non
     finally:
         server.close()
     assert (tmp_path / "zk").exists(), "a data directory given by the caller is kept"
+
+
+@pytest.mark.parametrize("short_jvm", [True, False], ids=["development", "production"])
+def test_the_servers_jvm_runs_with_the_compiler_it_was_asked_for(short_jvm: bool) -> None:
+    """A development server's JVM compiles with C1 alone (far less CPU for a short life); the
+    benchmarks' runs with the JVM's defaults. Asked of the running JVM itself (``jcmd``)."""
+    jcmd = Path(find_java()).resolve().parent / "jcmd"
+    with EmbeddedZooKeeper(short_jvm=short_jvm) as server:
+        server.start()
+        flags = subprocess.run(
+            [str(jcmd), str(server.pid), "VM.flags"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.split()
+    assert "-XX:+UseSerialGC" in flags
+    assert ("-XX:TieredStopAtLevel=1" in flags) is short_jvm
+    assert ("-XX:CICompilerCount=1" in flags) is short_jvm
 
 
 def test_missing_java_is_explained_and_leaves_no_directory(

@@ -51,6 +51,7 @@ class ZooKeeperEnsemble(Closeable):
         work_dir: str | Path | None = None,
         init_limit: int = 10,
         sync_limit: int = 5,
+        short_jvm: bool = True,
     ) -> None:
         if size < 1:
             raise ValueError("an ensemble needs at least one server")
@@ -67,6 +68,7 @@ class ZooKeeperEnsemble(Closeable):
                 max_session_timeout_ms=20 * tick_time_ms,
                 extra_config=[f"initLimit={init_limit}", f"syncLimit={sync_limit}", *quorum],
                 main_class=QUORUM_MAIN,
+                short_jvm=short_jvm,
             )
             (member.data_dir / "data").mkdir(parents=True, exist_ok=True)
             (member.data_dir / "data" / "myid").write_text(f"{n}\n")
