@@ -124,7 +124,7 @@ class DriverLauncher:
 
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
-        self.log_dir = Path(settings.log_dir or tempfile.mkdtemp(prefix="zkstore-drivers-"))
+        self._log_dir = Path(settings.log_dir) if settings.log_dir else None
         self.work_root = (
             Path(settings.work_dir) if settings.work_dir else default_work_root(settings)
         )
@@ -252,6 +252,14 @@ class DriverLauncher:
         if self.fork_server is not None:
             self.fork_server.close()
         self.shipping.close()
+
+    @property
+    def log_dir(self) -> Path:
+        """Where the drivers' logs go: ``--log-dir``, else a temporary directory made when the
+        first log is written (a daemon that runs no driver here leaves nothing in /tmp)."""
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="zkstore-drivers-"))
+        return self._log_dir
 
     def log_path(self, job_id: str, attempt: int) -> Path:
         return self.log_dir / job_id / f"attempt-{attempt}.log"
