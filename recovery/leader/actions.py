@@ -36,7 +36,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.role import LeaderRole
 from zkstore.cluster.cleanup import clean_up
-from zkstore.errors import HandleExists, HandleNotFound, NotLeader
+from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
 from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.history import AttemptEntry
@@ -67,7 +67,9 @@ class JobActions:
         self.settings = leader.settings
         self._adoptions_reported: set[tuple[str, int]] = set()
         self._reasons: list[tuple[str, list[Op]]] = []
-        self._starts: list[tuple[JobSnapshot, Start, list[Op]]] = []
+        #: each placement of the batch: the job, the action, its ops, and the history's entry
+        #: when the ops make the history (else the entry is told after, by a write of its own)
+        self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry | None]] = []
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -137,6 +139,7 @@ class JobActions:
             assigned=status.updated,
         )
         path = layout.assignment(action.daemon_id, job.job_id)
+        placed = AttemptEntry(action.attempt, action.daemon_id, status.updated)
         ops: list[Op] = [
             SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
             Create(path, assignment.to_bytes()),
@@ -152,7 +155,10 @@ class JobActions:
             fleet.assignments[action.daemon_id] = set()
         elif job.job_id in fleet.assignments[action.daemon_id]:
             ops.insert(1, Delete(path))  # an earlier attempt's, on the same member
-        self._starts.append((job, action, ops))
+        told = action.attempt == 1  # a first placement makes the history in its transaction
+        if told:
+            ops.append(history.first_placement_op(layout.history(job.job_id), placed))
+        self._starts.append((job, action, ops, placed if told else None))
 
     def flush_starts(self) -> None:
         """Write the batch's placements in one pipelined round; a placement that found the job
@@ -160,10 +166,11 @@ class JobActions:
         starts, self._starts = self._starts, []
         if not starts:
             return
-        errors = self.cluster.zk.commit_many([ops for _, _, ops in starts], fence=self.fence)
+        errors = self.cluster.zk.commit_many([ops for _, _, ops, _ in starts], fence=self.fence)
         layout = self.cluster.layout
-        for (job, action, _), error in zip(starts, errors, strict=True):
+        for (job, action, ops, entry), first in zip(starts, errors, strict=True):
             assert action.daemon_id is not None
+            error, told = self._past_planted_history(job, ops, entry, first)
             if error is not None:
                 self.leader.fleet.untake(action.daemon_id, job.job_id)
                 if isinstance(error, NotLeader):
@@ -177,7 +184,9 @@ class JobActions:
             self.leader.expect_start(job, action.attempt)
             if action.ended is not None and job.status is not None:
                 self._remember_end(job, _ending(job, action.ended), action.ended.error)
-            self._remember(job.job_id, AttemptEntry(action.attempt, action.daemon_id, utc_now()))
+            if not told:
+                placed = entry or AttemptEntry(action.attempt, action.daemon_id, utc_now())
+                self._remember(job.job_id, placed)
             logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
@@ -185,6 +194,24 @@ class JobActions:
                 action.daemon_id,
                 action.reason,
             )
+
+    def _past_planted_history(
+        self,
+        job: JobSnapshot,
+        ops: list[Op],
+        entry: AttemptEntry | None,
+        error: ZkStoreError | None,
+    ) -> tuple[ZkStoreError | None, bool]:
+        """A placement's error, and whether its ops told the history (``entry``): one that
+        failed only on a history there already (planted: a first placement never finds one) is
+        committed again without it, and the entry is told by the write that replaces it."""
+        if entry is None:
+            return error, False
+        path = self.cluster.layout.history(job.job_id)
+        if not (isinstance(error, HandleExists) and error.path == path):
+            return error, True
+        untold = [op for op in ops if op.path != path]
+        return self.cluster.zk.commit_many([untold], fence=self.fence)[0], False
 
     def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
         running = job.running
@@ -321,8 +348,9 @@ class JobActions:
             f" (last on {job.outcome.host})" if job.outcome and job.outcome.host else "",
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
-        self._remember_end(job, action.outcome, action.error)
-        self._clean(job, unassigned=unassigned)
+        self._clean(
+            job, unassigned=unassigned, ended=self._end_entry(job, action.outcome, action.error)
+        )
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(
@@ -403,13 +431,30 @@ class JobActions:
 
     def _remember_end(self, job: JobSnapshot, outcome: str, note: str | None) -> None:
         """The end of the job's current attempt (none if it never had one)."""
+        entry = self._end_entry(job, outcome, note)
+        if entry is not None:
+            self._remember(job.job_id, entry)
+
+    def _tell_end(self, job_id: str, entry: AttemptEntry) -> None:
+        """Tell the end of the last attempt in the history of a job whose cleanup did not
+        finish, while the record is there (a cleanup that got as far as deleting the records
+        kept the history, with the end, beside the logs)."""
+        try:
+            there = self.cluster.zk.exists(self.cluster.layout.history(job_id)) is not None
+        except ZkStoreError:  # unreachable: the write says why, or fails the same way
+            there = True
+        if there:
+            self._remember(job_id, entry)
+
+    def _end_entry(self, job: JobSnapshot, outcome: str, note: str | None) -> AttemptEntry | None:
+        """The history's entry for the end of the job's current attempt (None: it never had
+        one)."""
         status = job.status
         if status is None or status.attempt < 1:
-            return
+            return None
         daemon = status.daemon_id or "?"
         outcome = outcome if outcome in history.ENDINGS else history.FAILED
-        entry = AttemptEntry(status.attempt, daemon, status.updated, outcome, utc_now(), note)
-        self._remember(job.job_id, entry)
+        return AttemptEntry(status.attempt, daemon, status.updated, outcome, utc_now(), note)
 
     # -- notifications ---------------------------------------------------------------------------
 
@@ -460,10 +505,31 @@ class JobActions:
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         self._clean(job)
 
-    def _clean(self, job: JobSnapshot, *, unassigned: bool = False) -> None:
+    def _clean(
+        self, job: JobSnapshot, *, unassigned: bool = False, ended: AttemptEntry | None = None
+    ) -> None:
+        """Clean up the job; ``ended``: the end of its last attempt, not yet in its history,
+        which goes beside its logs with the rest, written to the record only if the records
+        stay (the cleanup is not done: the record is kept then, and told)."""
         if not unassigned:
             self._release_assignment(job)
-        if clean_up(self.cluster, job.job_id, fence=self.fence, keep_logs=self.settings.keep_logs):
+        done = False
+        try:
+            kept = None
+            if ended is not None:
+                path = self.cluster.layout.history(job.job_id)
+                kept = history.with_end(self.cluster.zk, path, ended, job_id=job.job_id)
+            done = clean_up(
+                self.cluster,
+                job.job_id,
+                fence=self.fence,
+                keep_logs=self.settings.keep_logs,
+                history=kept,
+            )
+        finally:
+            if ended is not None and not done:
+                self._tell_end(job.job_id, ended)
+        if done:
             self.leader.job_done(job.job_id)
             logger.info("job %s: cleaned up (result kept in results/)", job.job_id)
         else:

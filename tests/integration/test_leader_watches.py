@@ -9,6 +9,7 @@ is looked at as any new job.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -27,8 +28,11 @@ from tests.helpers import HANDS_SESSION, requests_sent
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import forget
 from zkstore.config import StoreConfig
+from zkstore.jobs import history
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
+from zkstore.jobs.history import JobHistory
+from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.states import CLEAN, PENDING, SUCCEEDED
 from zkstore.lifecycle.stopstore import StopStore
@@ -195,25 +199,125 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     with requests_sent(cluster.zk) as placing:
         leader.reconcile(["j"])
     assert cluster.zk.exists(cluster.layout.assignment("m1", "j")) is not None, "placed"
-    # its directory with its status; the status with the assignment; the history's entry
-    assert [r for r in placing if r in WRITES] == ["Transaction"] * 3, placing
+    # its directory with its status; the status with the assignment and the history
+    assert [r for r in placing if r in WRITES] == ["Transaction"] * 2, placing
+    (placed,) = history.read(cluster.zk, cluster.layout.history("j"), JobHistory).entries()
+    assert (placed.attempt, placed.daemon, placed.outcome) == (1, "m1", history.PLACED)
 
     layout = cluster.layout
-    driver_starts(cluster, hands, "j")
-    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
-    hands.commit([Create(layout.outcome("j"), outcome.to_bytes()), Delete(layout.running("j"))])
-    path = layout.assignment("m1", "j")
-    assignment = Assignment.from_znode(*hands.get(path), path)  # its member saw it exit
-    hands.set(path, replace(assignment, exited="succeeded").to_bytes())
+    succeeds(cluster, hands, "j")
     with requests_sent(cluster.zk) as finishing:
         leader.reconcile(["j"])
     result = cluster.results.get("j")
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
     assert cluster.zk.exists(layout.job_dir("j")) is None
     assert cluster.zk.exists(layout.assignment("m1", "j")) is None
-    # the result with the assignment's delete; the history's end; the records; the handle's
-    # mark and then the handle (its payload deleted between them); the result marked clean
-    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 6, finishing
+    # the result with the assignment's delete; the records; the handle's mark and then the
+    # handle (its payload deleted between them); the result marked clean. The history's end
+    # is not written to its record, which goes: it is in the history kept beside the logs.
+    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 5, finishing
+    kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
+    assert kept is not None
+    (ended,) = JobHistory.from_znode(kept, None, "kept").entries()
+    assert (ended.attempt, ended.daemon, ended.outcome) == (1, "m1", history.SUCCEEDED)
+    assert ended.placed == placed.placed and ended.ended is not None
+
+
+def succeeds(cluster: Cluster, hands: ZooKeeper, job_id: str, member_id: str = "m1") -> None:
+    """The driver of attempt 1 starts, records SUCCEEDED, and its member sees it exit."""
+    layout = cluster.layout
+    driver_starts(cluster, hands, job_id)
+    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
+    hands.commit(
+        [Create(layout.outcome(job_id), outcome.to_bytes()), Delete(layout.running(job_id))]
+    )
+    path = layout.assignment(member_id, job_id)
+    assignment = Assignment.from_znode(*hands.get(path), path)
+    hands.set(path, replace(assignment, exited="succeeded").to_bytes())
+
+
+def told(zk: ZooKeeper, data: bytes | None = None, path: str = "") -> list[tuple[Any, ...]]:
+    """The attempts a history tells of: its record at ``path``, or ``data``."""
+    if data is None:
+        record = history.read(zk, path, JobHistory)
+        assert record is not None, f"no history at {path}"
+    else:
+        record = JobHistory.from_znode(data, None, "kept")
+    return [(e.attempt, e.daemon, e.outcome) for e in record.entries()]
+
+
+def test_a_first_placement_that_finds_a_history_there_goes_on_and_replaces_it(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A first placement makes the job's history in its own transaction; a node there already
+    (planted, garbage) must not keep the job from starting: it is placed without it, and the
+    history's separate write replaces the garbage."""
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])  # no member yet: its records made, waiting for a slot
+    path = cluster.layout.history("j")
+    hands.create(path, b"\x00 not a history")
+    member(cluster, hands)
+    leader.reconcile_all()  # the fleet read again: the member joined
+    assert cluster.zk.exists(cluster.layout.assignment("m1", "j")) is not None, "placed"
+    assert told(cluster.zk, path=path) == [(1, "m1", history.PLACED)]
+
+
+def test_a_cleanup_that_must_wait_tells_the_attempts_end_in_the_record_it_keeps(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """The end of a finished job's last attempt goes straight into the history kept beside its
+    logs; a cleanup that cannot finish yet (a checkpoint another session still locks) leaves
+    the records a while, and the end is told there, so that the page says it meanwhile and the
+    copy kept when the cleanup finishes has it."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])
+    checkpoints = cluster.checkpoints("j")
+    checkpoints.add({"step": 1})
+    (name,) = checkpoints.handles.names()
+    lock = f"{checkpoints.handles.node(name)}/locks/another-instance"
+    hands.create(lock, b"", ephemeral=True)
+    succeeds(cluster, hands, "j")
+    leader.reconcile(["j"])
+    result = cluster.results.get("j")
+    assert result is not None and result.state != CLEAN, "recorded; the cleanup waits"
+    path = cluster.layout.history("j")
+    assert told(cluster.zk, path=path) == [(1, "m1", history.SUCCEEDED)]
+
+    hands.delete(lock)
+    leader.reconcile(["j"])
+    result = cluster.results.get("j")
+    assert result is not None and result.state == CLEAN
+    kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
+    assert told(cluster.zk, kept) == [(1, "m1", history.SUCCEEDED)]
+
+
+def test_a_cleanup_that_waits_past_the_records_has_kept_the_end_beside_the_logs(
+    config: StoreConfig,
+    cluster: Cluster,
+    leader: LeaderProcess,
+    hands: ZooKeeper,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A cleanup that waits only for the definition's lock (a driver's session not yet gone)
+    has deleted the records, and kept the history with the end: nothing left to tell, and no
+    warning about a record it could not write."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])
+    lock = f"{cluster.layout.current_jobs}/j/locks/a-driver"
+    hands.create(lock, b"", ephemeral=True)
+    succeeds(cluster, hands, "j")
+    with caplog.at_level(logging.INFO):
+        leader.reconcile(["j"])
+    assert cluster.zk.exists(cluster.layout.job_dir("j")) is None, "the records are gone"
+    kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
+    assert told(cluster.zk, kept) == [(1, "m1", history.SUCCEEDED)]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    hands.delete(lock)
+    leader.reconcile(["j"])
+    result = cluster.results.get("j")
+    assert result is not None and result.state == CLEAN
 
 
 def test_a_new_job_with_no_free_slot_is_created_with_the_reason_it_waits(
@@ -251,11 +355,7 @@ def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
     layout = cluster.layout
     path = layout.assignment("m1", "j")
     assert "j" in leader.fleet.assignments.get("m1", ()), "placed, as the fleet knows"
-    driver_starts(cluster, hands, "j")
-    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
-    hands.commit([Create(layout.outcome("j"), outcome.to_bytes()), Delete(layout.running("j"))])
-    assignment = Assignment.from_znode(*hands.get(path), path)
-    hands.set(path, replace(assignment, exited="succeeded").to_bytes())
+    succeeds(cluster, hands, "j")
     record = cluster.results.create_dirty
 
     def deleted_first(*args: Any, **kwargs: Any) -> Any:
@@ -272,7 +372,7 @@ def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
     assert "j" not in leader.fleet.assignments.get("m1", ()), "the slot is free"
     # the result with the assignment's delete (refused as a whole), the result alone, then the
     # rest of the cleanup as in a job's ordinary end
-    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 7, finishing
+    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 6, finishing
 
 
 def test_a_look_asks_again_only_for_the_watches_that_fired(

@@ -42,9 +42,13 @@ def clean_up(
     *,
     fence: Fence | None = None,
     keep_logs: float = DEFAULT_KEEP_LOGS,
+    history: bytes | None = None,
 ) -> bool:
     """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
     its logs kept for ``keep_logs`` seconds from now.
+
+    The job's attempt history is kept beside its logs: ``history`` if given (the leader's, with
+    the end it has not written to ZooKeeper: a write saved), else the record's.
 
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
@@ -53,7 +57,7 @@ def clean_up(
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
         return False
-    _keep_history(cluster, job_id)
+    _keep_history(cluster, job_id, history)
     try:
         cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
     except NotEmpty:
@@ -77,14 +81,17 @@ def clean_up(
     return True
 
 
-def _keep_history(cluster: Cluster, job_id: str) -> None:
-    """Copy the job's attempt history beside its logs before its records go (for the job page
-    of a finished job). Never fails the cleanup: the history is for people."""
-    found = cluster.zk.get_if_exists(cluster.layout.history(job_id))
-    if found is None:
-        return
+def _keep_history(cluster: Cluster, job_id: str, history: bytes | None = None) -> None:
+    """Copy the job's attempt history (``history``, else its record) beside its logs before its
+    records go (for the job page of a finished job). Never fails the cleanup: the history is
+    for people."""
+    if history is None:
+        found = cluster.zk.get_if_exists(cluster.layout.history(job_id))
+        if found is None:
+            return
+        history = found[0]
     try:
-        JobLogs(cluster.storage, cluster.storage_layout, job_id).keep_history(found[0])
+        JobLogs(cluster.storage, cluster.storage_layout, job_id).keep_history(history)
     except ZkStoreError as exc:
         logger.warning("cleanup of %s: its attempt history not kept (%s)", job_id, exc)
 

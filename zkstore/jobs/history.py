@@ -12,8 +12,13 @@ it tells of, and :func:`remember` never raises but :class:`~zkstore.errors.NotLe
 that is garbage, planted, or lost in an outage costs the page a bar, never a placement or a
 leadership. A leader killed between the state change and the history write leaves a gap: an
 attempt with no placement (the page draws what the status says of the current one) or with no
-end (drawn as "unknown"). The job's record goes with the job's other records
-(:func:`zkstore.cluster.cleanup.clean_up` deletes ``R/jobs/<job>`` whole).
+end (drawn as "unknown"). Two writes are saved on a job's usual path: a first placement makes
+the history in its own transaction (:func:`first_placement_op`; a node there already, which
+only a planted one can be, fails it, and the placement is made again without it), and the end
+of a finished job's last attempt goes into the copy its cleanup keeps (:func:`with_end`), not
+into the record the cleanup deletes. The job's record goes with the job's other records
+(:func:`zkstore.cluster.cleanup.clean_up` deletes ``R/jobs/<job>`` whole, after keeping a copy
+beside the job's logs).
 """
 
 from __future__ import annotations
@@ -235,14 +240,7 @@ def remember(
     """
 
     def once() -> None:
-        found = zk.get_if_exists(path)
-        try:
-            current = None if found is None else kind.from_znode(found[0], found[1], path)
-        except CorruptRecord as exc:
-            logger.warning("%s: replacing an unreadable record (%s)", what, exc)
-            current = None
-        base = current if current is not None else kind(version=None)
-        changed = change(base)
+        found, current, changed = _changed(zk, path, kind, change, what=what)
         if current is not None and changed == current:
             return  # nothing new to tell
         data = changed.to_bytes()
@@ -261,11 +259,42 @@ def remember(
     return True
 
 
-def note_attempt(
-    zk: ZooKeeper, path: str, entry: AttemptEntry, *, fence: Fence, job_id: str
-) -> bool:
-    """Put ``entry`` in the job's history: a placement, or the end of an attempt (whose
-    placement is kept if the history has it)."""
+def _changed(
+    zk: ZooKeeper, path: str, kind: type[H], change: Callable[[H], H], *, what: str
+) -> tuple[tuple[bytes, Any] | None, H | None, H]:
+    """The node at ``path`` as read, its record (None: absent or garbage) and ``change`` of
+    that record (of an empty one for a node absent or garbage)."""
+    found = zk.get_if_exists(path)
+    try:
+        current = None if found is None else kind.from_znode(found[0], found[1], path)
+    except CorruptRecord as exc:
+        logger.warning("%s: replacing an unreadable record (%s)", what, exc)
+        current = None
+    return found, current, change(current if current is not None else kind(version=None))
+
+
+def first_placement_op(path: str, entry: AttemptEntry) -> Create:
+    """The op that makes the history of a job placed for the first time (it has none yet),
+    told by ``entry``: committed with the placement, one write instead of two. A history there
+    already (planted: a first placement never finds one) fails it; :func:`note_attempt` then
+    tells the placement apart."""
+    assert entry.outcome == PLACED
+    return Create(path, JobHistory(version=None).with_entry(entry).to_bytes())
+
+
+def with_end(zk: ZooKeeper, path: str, entry: AttemptEntry, *, job_id: str) -> bytes:
+    """The job's history with the end ``entry`` put in, as :func:`note_attempt` would write it,
+    without writing it: for a cleanup that keeps it beside the logs and deletes the node (a
+    write saved). Raises what the read raises."""
+    _, _, changed = _changed(
+        zk, path, JobHistory, _attempt_change(entry), what=f"history of job {job_id}"
+    )
+    return changed.to_bytes()
+
+
+def _attempt_change(entry: AttemptEntry) -> Callable[[JobHistory], JobHistory]:
+    """How ``entry`` changes a job's history: a placement drops later attempts (another job's,
+    stale); an end keeps its attempt's placement, and is told once."""
 
     def change(history: JobHistory) -> JobHistory:
         known = history.attempts.get(str(entry.attempt))
@@ -281,11 +310,19 @@ def note_attempt(
             merged = replace(entry, daemon=known["daemon"], placed=known["placed"])
         return history.with_entry(merged)
 
+    return change
+
+
+def note_attempt(
+    zk: ZooKeeper, path: str, entry: AttemptEntry, *, fence: Fence, job_id: str
+) -> bool:
+    """Put ``entry`` in the job's history: a placement, or the end of an attempt (whose
+    placement is kept if the history has it)."""
     return remember(
         zk,
         path,
         JobHistory,
-        change,
+        _attempt_change(entry),
         fence=fence,
         what=f"history of job {job_id} (attempt {entry.attempt} {entry.outcome.lower()})",
     )
