@@ -130,21 +130,26 @@ class JobActions:
             reason=None,
             **ended,
         )
+        status_path = layout.status(job.job_id)
         assignment = Assignment(
             version=None,
             job_id=job.job_id,
             daemon_id=action.daemon_id,
             attempt=action.attempt,
-            status_version=job.status.version + 1,
+            status_version=0 if action.new else job.status.version + 1,
             assigned=status.updated,
         )
         path = layout.assignment(action.daemon_id, job.job_id)
         placed = AttemptEntry(action.attempt, action.daemon_id, status.updated)
         ops: list[Op] = [
-            SetData(layout.status(job.job_id), status.to_bytes(), job.status.version),
+            Create(status_path, status.to_bytes())
+            if action.new  # a new job's: its status is made by its placement
+            else SetData(status_path, status.to_bytes(), job.status.version),
             Create(path, assignment.to_bytes()),
             *self._clear_end_ops(job),
         ]
+        if action.make_dir:
+            ops.insert(0, Create(layout.job_dir(job.job_id)))
         if action.ended is not None:
             ops += self._notify(job, *self._attempt_event(job, action.ended))
         fleet = self.leader.fleet
@@ -170,7 +175,7 @@ class JobActions:
         layout = self.cluster.layout
         for (job, action, ops, entry), first in zip(starts, errors, strict=True):
             assert action.daemon_id is not None
-            error, told = self._past_planted_history(job, ops, entry, first)
+            error, told = self._committed_again(job, ops, entry, first)
             if error is not None:
                 self.leader.fleet.untake(action.daemon_id, job.job_id)
                 if isinstance(error, NotLeader):
@@ -178,6 +183,8 @@ class JobActions:
                 logger.info("job %s: not placed (%s); looking again", job.job_id, error)
                 self.leader.post(job.job_id)
                 continue
+            if action.new:
+                logger.info("job %s: submitted (%s)", job.job_id, job.name)
             self.leader.fleet.assigned(action.daemon_id, job.job_id)
             path = layout.assignment(action.daemon_id, job.job_id)
             self.leader.watch_job(job.job_id, layout.running(job.job_id), path)
@@ -195,23 +202,28 @@ class JobActions:
                 action.reason,
             )
 
-    def _past_planted_history(
+    def _committed_again(
         self,
         job: JobSnapshot,
         ops: list[Op],
         entry: AttemptEntry | None,
         error: ZkStoreError | None,
     ) -> tuple[ZkStoreError | None, bool]:
-        """A placement's error, and whether its ops told the history (``entry``): one that
-        failed only on a history there already (planted: a first placement never finds one) is
-        committed again without it, and the entry is told by the write that replaces it."""
-        if entry is None:
-            return error, False
-        path = self.cluster.layout.history(job.job_id)
-        if not (isinstance(error, HandleExists) and error.path == path):
-            return error, True
-        untold = [op for op in ops if op.path != path]
-        return self.cluster.zk.commit_many([untold], fence=self.fence)[0], False
+        """A placement's error, and whether its ops told the history (``entry``). One that
+        failed only on a node there already that it can do without is committed again without
+        it: the job's node (made since the listing that said it was not, by a control change,
+        a stop or a schedule's run) and the history (planted: a first placement never finds
+        one; the entry is then told by the write that replaces it)."""
+        layout = self.cluster.layout
+        told = entry is not None
+        optional = {layout.job_dir(job.job_id), layout.history(job.job_id)}
+        while isinstance(error, HandleExists) and error.path in optional:
+            there = error.path
+            optional.discard(there)
+            told = told and there != layout.history(job.job_id)
+            ops = [op for op in ops if not (isinstance(op, Create) and op.path == there)]
+            error = self.cluster.zk.commit_many([ops], fence=self.fence)[0]
+        return error, told
 
     def _adopt(self, job: JobSnapshot, action: Adopt) -> None:
         running = job.running

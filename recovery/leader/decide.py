@@ -113,6 +113,10 @@ class Start(Action):
     ended: Restart | None = None
     #: a stopped job resumed: its counts of failures and lost attempts start afresh
     resume: bool = False
+    #: a new job's first placement, decided on the status it is to be created with: the
+    #: placement creates the status (and the job's node, ``make_dir``), one write, not two
+    new: bool = False
+    make_dir: bool = False
 
 
 @dataclass(frozen=True)

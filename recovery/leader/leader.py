@@ -401,8 +401,7 @@ class LeaderProcess:
                 fresh.append(snapshot)
             else:
                 plans.append((snapshot, action))
-        for snapshot in self._initialize(fresh, listing):
-            plans.append((snapshot, self._decide(snapshot, None, now)))
+        plans += self._initialize(fresh, listing, now)
         plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))
         try:
             for snapshot, action in plans:
@@ -506,21 +505,44 @@ class LeaderProcess:
         except Exception:
             logger.exception("job %s: could not be quarantined either", job.job_id)
 
-    def _initialize(self, jobs: list[JobSnapshot], listing: Listing | None) -> list[JobSnapshot]:
-        """Create the status (PENDING) of new jobs in one pipelined round; returns their
-        snapshots as they now are. A job somebody else initialized is looked at again."""
+    def _initialize(
+        self, jobs: list[JobSnapshot], listing: Listing | None, now: datetime
+    ) -> list[tuple[JobSnapshot, Action]]:
+        """New jobs, each decided on the status it is to be created with (PENDING, with the
+        reason it waits if no slot is free for it). One placed at once is created by its
+        placement's transaction (one write, not two: :attr:`Start.new`); the others' statuses
+        are created in one pipelined round, and a job somebody else initialized meanwhile is
+        looked at again. Returns each job, as it is to be, with its action."""
         if not jobs:
             return []
-        zk, layout = self.cluster.zk, self.cluster.layout
-        statuses = [
-            self.actions.status(
+        decided = []
+        for job in jobs:
+            status = self.actions.status(
                 job, state=PENDING, attempt=0, failures=0, reason=self._foreseen_wait(job)
             )
-            for job in jobs
-        ]
+            pending = replace(job, status=status.with_version(0))
+            decided.append((pending, self._decide(pending, None, now)))
+        plans: list[tuple[JobSnapshot, Action]] = []
+        waiting: list[tuple[JobSnapshot, Action]] = []
+        for job, action in decided:
+            if isinstance(action, Start):
+                has_dir = listing is not None and job.job_id in listing.job_dirs
+                plans.append((job, replace(action, new=True, make_dir=not has_dir)))
+            else:
+                waiting.append((job, action))
+        made = self._create_statuses([job for job, _ in waiting], listing)
+        return plans + [(job, action) for job, action in waiting if job.job_id in made]
+
+    def _create_statuses(self, jobs: list[JobSnapshot], listing: Listing | None) -> set[str]:
+        """Create the statuses of new jobs that wait (``jobs``, each with the status it is to
+        be created with) in one pipelined round; the ids of those created."""
+        if not jobs:
+            return set()
+        zk, layout = self.cluster.zk, self.cluster.layout
         transactions: list[list[Op]] = []
-        for job, status in zip(jobs, statuses, strict=True):
-            ops: list[Op] = [Create(layout.status(job.job_id), status.to_bytes())]
+        for job in jobs:
+            assert job.status is not None
+            ops: list[Op] = [Create(layout.status(job.job_id), job.status.to_bytes())]
             if listing is None or job.job_id not in listing.job_dirs:
                 ops.insert(0, Create(layout.job_dir(job.job_id)))  # one write to the log, not two
             transactions.append(ops)
@@ -536,8 +558,8 @@ class LeaderProcess:
             retried = zk.commit_many([transactions[i][1:] for i in again], fence=self.fence)
             for i, error in zip(again, retried, strict=True):
                 errors[i] = error
-        initialized = []
-        for job, status, error in zip(jobs, statuses, errors, strict=True):
+        made = set()
+        for job, error in zip(jobs, errors, strict=True):
             if isinstance(error, NotLeader):
                 raise error
             if error is not None:
@@ -545,8 +567,8 @@ class LeaderProcess:
                 self.post(job.job_id)
                 continue
             logger.info("job %s: submitted (%s)", job.job_id, job.name)
-            initialized.append(replace(job, status=status.with_version(0)))
-        return initialized
+            made.add(job.job_id)
+        return made
 
     def _foreseen_wait(self, job: JobSnapshot) -> str | None:
         """Why a new job will wait, if no daemon that can run it has a slot free now: said in

@@ -34,6 +34,7 @@ from zkstore.jobs.graph import ADDED, REMOVED
 from zkstore.jobs.history import JobHistory
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
+from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CLEAN, PENDING, SUCCEEDED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create, Delete
@@ -191,16 +192,17 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
 ) -> None:
     """Every write is a proposal and an fsync in ZooKeeper and a round trip of the leader's
-    loop: a job's records are made in one transaction, not two; its assignment goes with its
-    result; its records are deleted in one transaction, not one per node; and nothing is
-    deleted blindly (a delete of what is not there is a failed write, logged as well)."""
+    loop: a new job placed at once is made and placed in one transaction, not three; its
+    assignment goes with its result; its records are deleted in one transaction, not one per
+    node; and nothing is deleted blindly (a delete of what is not there is a failed write,
+    logged as well)."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
     with requests_sent(cluster.zk) as placing:
         leader.reconcile(["j"])
     assert cluster.zk.exists(cluster.layout.assignment("m1", "j")) is not None, "placed"
-    # its directory with its status; the status with the assignment and the history
-    assert [r for r in placing if r in WRITES] == ["Transaction"] * 2, placing
+    # its node, its status, its assignment and its history, all in one
+    assert [r for r in placing if r in WRITES] == ["Transaction"], placing
     (placed,) = history.read(cluster.zk, cluster.layout.history("j"), JobHistory).entries()
     assert (placed.attempt, placed.daemon, placed.outcome) == (1, "m1", history.PLACED)
 
@@ -244,6 +246,53 @@ def told(zk: ZooKeeper, data: bytes | None = None, path: str = "") -> list[tuple
     else:
         record = JobHistory.from_znode(data, None, "kept")
     return [(e.attempt, e.daemon, e.outcome) for e in record.entries()]
+
+
+def test_a_new_jobs_placement_makes_its_node_unless_it_is_there(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A new job's node may be there before its status (a control change, a stop or a
+    schedule's run made it) without a listing to say so: the placement is made without it."""
+    member(cluster, hands)
+    for job_id in ("a", "b"):
+        cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
+    hands.create(cluster.layout.job_dir("a"))
+    leader.reconcile(["a", "b"])
+    for job_id in ("a", "b"):
+        status = cluster.state.status(job_id)
+        assert status is not None and status.daemon_id == "m1" and status.version == 0
+        path = cluster.layout.assignment("m1", job_id)
+        assert Assignment.from_znode(*cluster.zk.get(path), path).status_version == 0
+
+
+def test_a_new_job_initialized_behind_the_leaders_back_is_placed_at_the_next_look(
+    config: StoreConfig,
+    cluster: Cluster,
+    leader: LeaderProcess,
+    hands: ZooKeeper,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between the leader's read of a new job and its placement, another writer (a deposed
+    leader's last write) creates the status: the placement fails as a whole, its slot is
+    given back, and the job is placed at its next look, from the status that is there."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    layout = cluster.layout
+    flush = leader.actions.flush_starts
+
+    def initialized_first() -> None:
+        status = leader.actions.status(JobSnapshot(job_id="j"), state=PENDING, attempt=0)
+        hands.commit([Create(layout.job_dir("j")), Create(layout.status("j"), status.to_bytes())])
+        flush()
+
+    monkeypatch.setattr(leader.actions, "flush_starts", initialized_first)
+    leader.reconcile(["j"])
+    assert cluster.zk.exists(layout.assignment("m1", "j")) is None, "not placed"
+    assert "j" not in leader.fleet.members["m1"].assigned, "its slot given back"
+    monkeypatch.setattr(leader.actions, "flush_starts", flush)
+    leader.reconcile(["j"])
+    status = cluster.state.status("j")
+    assert status is not None and status.daemon_id == "m1" and status.version == 1
 
 
 def test_a_first_placement_that_finds_a_history_there_goes_on_and_replaces_it(
