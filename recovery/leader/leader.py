@@ -26,8 +26,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from kazoo.protocol.states import ZnodeStat
-
 from recovery.leader.actions import JobActions
 from recovery.leader.decide import (
     Action,
@@ -45,9 +43,10 @@ from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender
 from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
+from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
 from recovery.leader.schedules import ScheduleFiring
-from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches, arming
+from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.errors import (
@@ -62,7 +61,7 @@ from zkstore.errors import (
 from zkstore.jobs import history
 from zkstore.jobs.graph import ADDED, REMOVED, JobGraphWatch
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import Assignment, RunningInfo
+from zkstore.jobs.records import Assignment
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
 from zkstore.lifecycle.limits import Limits
@@ -76,6 +75,9 @@ logger = logging.getLogger(__name__)
 #: How many cleaned-up jobs the leader remembers, to skip the events their cleanup caused;
 #: one forgotten early costs one look.
 CLEANED_KEPT = 10_000
+#: The data of a look the leader scheduled for itself (:meth:`LeaderProcess.post_at`): a wait's
+#: end, a limit's next check, a cleanup to try again.
+TIMER = "timer"
 FLEET_CHANGED = "fleet-changed"
 
 #: Jobs read, decided and acted on together: big enough to pipeline, small enough that the first
@@ -114,8 +116,8 @@ class LeaderProcess:
         self.watches = JobWatches(cluster.zk, cluster.layout, self, loop.post)
         #: the jobs this leader cleaned up last, oldest first (see :meth:`outlived`)
         self._cleaned: dict[str, None] = {}
-        #: placed attempts whose driver's start leaves nothing to decide (:meth:`expect_start`)
-        self._quiet_starts: dict[str, int] = {}
+        #: placed attempts whose driver's start and end leave nothing to decide
+        self.quiet = QuietAttempts(self, self.actions.report_running)
         self.notifier: NotificationSender | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -169,7 +171,7 @@ class LeaderProcess:
         self.loop.post(Event(JOB_CHANGED, args[-1], data=args[0] if len(args) > 1 else None))
 
     def post_at(self, when: float, job_id: str) -> None:
-        self.loop.post_at(when, Event(JOB_CHANGED, job_id))
+        self.loop.post_at(when, Event(JOB_CHANGED, job_id, data=TIMER))
 
     def _fleet_changed(self, _: object) -> None:
         self.loop.post(Event(FLEET_CHANGED))
@@ -229,80 +231,47 @@ class LeaderProcess:
 
     def triage(self, events: Iterable[Event]) -> set[str]:
         """The jobs a turn's events ask the leader to look at (loop thread), less those it
-        need not: the events :meth:`outlived`, and the starts of drivers that leave nothing to
-        decide (:meth:`expect_start`), which one pipelined read of the driver's node and of a
-        stop request confirms, the watch on that node armed again by the read. Anything else
-        about such a job (its node gone already, garbage, not ephemeral, another attempt's, a
-        stop asked) makes it a look."""
+        need not: the events :meth:`outlived`, and the starts and ends of drivers that leave
+        nothing to decide (:mod:`recovery.leader.quiet`), each confirmed with one pipelined
+        read. Any other event about such a job in the same turn makes it a look."""
         looks: set[str] = set()
         started: dict[str, JobWatcher] = {}
+        ended: dict[str, JobWatcher] = {}
         layout = self.cluster.layout
         for event in events:
             job_id = event.job_id
             if job_id is None or self.outlived(event):
                 continue
             fired = event.data
-            if (
-                isinstance(fired, Fired)
-                and fired.created == layout.running(job_id)
-                and job_id in self._quiet_starts
-            ):
-                started[job_id] = fired.watcher
-            else:
-                looks.add(job_id)
-        quiet = {job_id: w for job_id, w in started.items() if job_id not in looks}
-        return looks | self._confirm_starts(quiet)
+            if isinstance(fired, Fired) and self.quiet.expects(job_id):
+                if fired.created == layout.running(job_id):
+                    started[job_id] = fired.watcher
+                    continue
+                if fired.deleted == layout.running(job_id):
+                    ended[job_id] = fired.watcher
+                    continue
+            looks.add(job_id)
+        # a start and an end in one turn: the end is what matters
+        starts = {j: w for j, w in started.items() if j not in looks and j not in ended}
+        ends = {j: w for j, w in ended.items() if j not in looks}
+        return looks | self.quiet.confirm_starts(starts) | self.quiet.confirm_exits(ends)
 
     def expect_start(self, job: JobSnapshot, attempt: int) -> None:
-        """``attempt`` of ``job`` was placed: if its driver's start leaves nothing to decide (no
-        limit to time from it, no stop asked), that start is confirmed by :meth:`triage` with a
-        read instead of a look (a dozen reads). Any look at the job forgets it."""
+        """``attempt`` of ``job`` was placed: if neither its driver's start nor its end leaves
+        anything to decide (no limit to time from its start, no stop asked), each is confirmed
+        by :meth:`triage` with a read instead of a look (a dozen reads). Any look at the job
+        forgets it."""
         if not job.stop_requested and job_lifecycle(job, self.settings).limits == Limits():
-            self._quiet_starts[job.job_id] = attempt
-
-    def _confirm_starts(self, started: dict[str, JobWatcher]) -> set[str]:
-        """Read each started driver's node (re-arming its watch) and the job's stop node; the
-        jobs whose start is not what :meth:`expect_start` expected, to be looked at."""
-        if not started:
-            return set()
-        layout = self.cluster.layout
-        ids = sorted(started)
-        paths = [path for job_id in ids for path in (layout.running(job_id), layout.stop(job_id))]
-        watches = {layout.running(job_id): started[job_id] for job_id in ids}
-        with arming(watches.items()):
-            found = self.cluster.zk.get_many(paths, watches=watches)
-        looks = set()
-        for n, job_id in enumerate(ids):
-            running, stop = found[2 * n], found[2 * n + 1]
-            if running is None:  # a read of an absent node sets no watch: the look sets one
-                started[job_id].armed.discard(layout.running(job_id))
-            info = self._expected_driver(job_id, running) if stop is None else None
-            if info is None:
-                looks.add(job_id)
-            else:
-                self.actions.report_running(job_id, info)
-        return looks
-
-    def _expected_driver(
-        self, job_id: str, node: tuple[bytes, ZnodeStat] | None
-    ) -> RunningInfo | None:
-        """The driver of the expected attempt holding ``running`` in its own session; None for
-        anything else."""
-        if node is None or not node[1].ephemeralOwner:
-            return None
-        path = self.cluster.layout.running(job_id)
-        try:
-            info = RunningInfo.from_znode(node[0], node[1], path)
-        except CorruptRecord:
-            return None
-        return info if info.attempt == self._quiet_starts.get(job_id) else None
+            self.quiet.expect(job.job_id, attempt)
 
     def outlived(self, event: Event) -> bool:
         """Whether ``event`` tells of a job this leader has cleaned up since (loop thread, where
         the cleanups run): one of its watches of the job's nodes, the job leaving the listing,
-        or its driver's exit seen by this daemon's member. The cleanup's own deletes fire the
-        first two (the handle's, the assignment's), the driver exits after its outcome, and a
-        look then reads a dozen nodes to find nothing to do: a look per job saved.
+        its driver's exit seen by this daemon's member, or a look the leader scheduled for
+        itself before (the bound of a wait for a driver's exit, most often). The cleanup's own
+        deletes fire the first two (the handle's, the assignment's), the driver exits after its
+        outcome, and a look then reads a dozen nodes to find nothing to do: a look per job
+        saved. A look asked for by anybody else (:meth:`post`) is never skipped.
 
         A job submitted again under its id is seen through the listing (added), which makes
         its later removal a look again; a watch of an earlier leadership is never stale.
@@ -315,14 +284,14 @@ class LeaderProcess:
         if data == ADDED:
             self._cleaned.pop(job_id, None)
             return False
-        if data == REMOVED:
+        if data in (REMOVED, TIMER):  # a look it had scheduled for itself: the job has moved on
             return job_id in self._cleaned
         return isinstance(data, Fired) and not self.watches.current(data.watcher)
 
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
         self._cleaned[job_id] = None
-        self._quiet_starts.pop(job_id, None)
+        self.quiet.forget(job_id)
         while len(self._cleaned) > CLEANED_KEPT:
             self._cleaned.pop(next(iter(self._cleaned)))
         self._dirty.discard(job_id)
@@ -395,7 +364,7 @@ class LeaderProcess:
         plans: list[tuple[JobSnapshot, Action]] = []
         fresh: list[JobSnapshot] = []
         for snapshot in sorted(snapshots.values(), key=lambda s: position[s.job_id]):
-            self._quiet_starts.pop(snapshot.job_id, None)
+            self.quiet.forget(snapshot.job_id)
             action = self._decide(snapshot, assignments.get(snapshot.job_id), now)
             if isinstance(action, Initialize):
                 fresh.append(snapshot)

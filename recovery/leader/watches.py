@@ -48,16 +48,18 @@ class JobWatcher:
         else:
             self.armed.clear()
         created = event.path if event.type == EventType.CREATED else None
-        self._post(Event(JOB_CHANGED, self.job_id, data=Fired(self, created)))
+        deleted = event.path if event.type == EventType.DELETED else None
+        self._post(Event(JOB_CHANGED, self.job_id, data=Fired(self, created, deleted)))
 
 
 @dataclass(frozen=True)
 class Fired:
-    """A job's watch fired: its watcher, and the node it reports created (None: changed or
-    deleted)."""
+    """A job's watch fired: its watcher, and the node it reports created or deleted (both
+    None: changed, or a session event)."""
 
     watcher: JobWatcher
     created: str | None
+    deleted: str | None = None
 
 
 @contextlib.contextmanager

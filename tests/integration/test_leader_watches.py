@@ -184,6 +184,89 @@ def test_a_drivers_start_with_anything_to_decide_is_a_look(
         assert events_of(leader, "j", timeout=config.timeout), "the start after is seen"
 
 
+def ends_with_outcome(cluster: Cluster, hands: ZooKeeper, job_id: str, attempt: int = 1) -> None:
+    """The driver records its outcome with the delete of its ``running`` node."""
+    layout = cluster.layout
+    outcome = Outcome(version=None, attempt=attempt, outcome=SUCCEEDED, finished=utc_now())
+    hands.commit(
+        [Create(layout.outcome(job_id), outcome.to_bytes()), Delete(layout.running(job_id))]
+    )
+
+
+def test_a_drivers_end_with_its_outcome_costs_a_read_and_its_exit_is_the_look(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A look at the delete of ``running`` would find the outcome and wait for the member to
+    record the exit: a read of the outcome and the assignment says so, and the look comes with
+    the assignment's watch, when the member records the exit."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("plain", jobs.noop))
+    leader.reconcile(["plain"])
+    driver_starts(cluster, hands, "plain")
+    assert leader.triage(events_of(leader, "plain", timeout=config.timeout)) == set()
+    ends_with_outcome(cluster, hands, "plain")
+    ended = events_of(leader, "plain", timeout=config.timeout)
+    with requests_sent(cluster.zk) as sent:
+        assert leader.triage(ended) == set(), "waiting for the exit: no look"
+    assert sorted(sent) == ["GetData", "GetData"], "its outcome and its assignment"
+    path = cluster.layout.assignment("m1", "plain")
+    assignment = Assignment.from_znode(*hands.get(path), path)
+    hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
+    exited = events_of(leader, "plain", timeout=config.timeout)
+    assert leader.triage(exited) == {"plain"}
+    leader.reconcile(["plain"])
+    result = cluster.results.get("plain")
+    assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
+
+
+@pytest.mark.parametrize(
+    "case", ["another attempt's outcome", "the exit recorded", "its member gone", "a stop asked"]
+)
+def test_a_drivers_end_with_anything_to_decide_is_a_look(
+    case: str, config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])
+    driver_starts(cluster, hands, "j")
+    assert leader.triage(events_of(leader, "j", timeout=config.timeout)) == set()
+    if case == "the exit recorded":
+        path = cluster.layout.assignment("m1", "j")
+        assignment = Assignment.from_znode(*hands.get(path), path)
+        hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
+    if case == "its member gone":
+        hands.delete(cluster.layout.member("m1"))
+        leader.fleet_changed()  # as the fleet's watch makes it; its own looks set aside
+        assert "m1" not in leader.fleet.members
+        leader.loop.next_events(timeout=0)
+    if case == "a stop asked":
+        StopStore(cluster).request("j")
+    ends_with_outcome(cluster, hands, "j", attempt=2 if case == "another attempt's outcome" else 1)
+    ended = events_of(leader, "j", timeout=config.timeout)
+    assert leader.triage(ended) == {"j"}
+
+
+def test_a_look_the_leader_scheduled_for_a_job_it_has_cleaned_up_since_is_skipped(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess
+) -> None:
+    """A wait's bound (most often: for a driver's exit) outlives the job's cleanup: a look
+    then would read a dozen nodes to find nothing. Skipped; a look anybody asks for is not."""
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader.reconcile(["j"])  # no member: it waits
+    leader.post_at(time.monotonic(), "j")
+    (timer,) = events_of(leader, "j", timeout=config.timeout)
+    assert not leader.outlived(timer), "the job lives: a look"
+    cluster.state.request_cancel("j")
+    leader.reconcile(["j"])  # cancelled: finished and cleaned up
+    assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
+    assert leader.outlived(timer)
+    leader.post("j")
+    # the cleanup's deletes fired the job's watches too: their events are stale
+    events = events_of(leader, "j", timeout=config.timeout)
+    (asked,) = [e for e in events if e.data is None]
+    assert not leader.outlived(asked)
+
+
 #: The requests that write to ZooKeeper's log (a failed one too: it is logged and fsynced).
 WRITES = ("Transaction", "Create", "Delete", "SetData")
 
