@@ -5,7 +5,8 @@ no limit to time and whose job was asked nothing (no stop: :meth:`QuietAttempts.
 none of that:
 
 - its driver's start (``running`` created): the look would adopt it. One pipelined read of the
-  ``running`` node and of the job's stop node confirms it, and arms the node's watch again.
+  ``running`` node and of the job's stop node confirms it, and arms the node's watch again. A
+  node gone already (a short driver, over by then: the read sets no watch) is taken as its end.
 - its driver's end (``running`` deleted, the outcome recorded with the delete): the look would
   wait until the member records the process's exit (:func:`recovery.leader.decide._exiting`),
   and the watch on the assignment, armed since the placement, tells of that record. One
@@ -67,17 +68,20 @@ class QuietAttempts:
         watches = {layout.running(job_id): started[job_id] for job_id in ids}
         with arming(watches.items()):
             found = self.leader.cluster.zk.get_many(paths, watches=watches)
-        looks = set()
+        looks, gone = set(), {}
         for n, job_id in enumerate(ids):
             running, stop = found[2 * n], found[2 * n + 1]
-            if running is None:  # a read of an absent node sets no watch: the look sets one
+            if running is None:  # a read of an absent node sets no watch
                 started[job_id].armed.discard(layout.running(job_id))
+                if stop is None:  # a short driver, over already: its end is what matters
+                    gone[job_id] = started[job_id]
+                    continue
             info = self._expected_driver(job_id, running) if stop is None else None
             if info is None:
                 looks.add(job_id)
             else:
                 self._report_running(job_id, info)
-        return looks
+        return looks | self.confirm_exits(gone)
 
     def _expected_driver(self, job_id: str, node: Node) -> RunningInfo | None:
         """The driver of the expected attempt holding ``running`` in its own session; None for

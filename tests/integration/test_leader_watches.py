@@ -219,6 +219,28 @@ def test_a_drivers_end_with_its_outcome_costs_a_read_and_its_exit_is_the_look(
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
 
 
+def test_a_short_drivers_start_read_after_its_end_is_taken_as_its_end(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A driver that is over by the time its start is confirmed: its node is gone, and the
+    watch fired by its creation is not there to tell of its delete. Its end is confirmed in the
+    same turn (the outcome and the assignment read), and the look waits for the exit."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("short", jobs.noop))
+    leader.reconcile(["short"])
+    driver_starts(cluster, hands, "short")
+    started = events_of(leader, "short", timeout=config.timeout)
+    ends_with_outcome(cluster, hands, "short")
+    with requests_sent(cluster.zk) as sent:
+        assert leader.triage(started) == set(), "waiting for the exit: no look"
+    assert sorted(sent) == ["GetData"] * 4, "its running and stop nodes, its outcome, assignment"
+    path = cluster.layout.assignment("m1", "short")
+    assignment = Assignment.from_znode(*hands.get(path), path)
+    hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
+    events = events_of(leader, "short", timeout=config.timeout)
+    assert leader.triage(events) == {"short"}
+
+
 @pytest.mark.parametrize(
     "case", ["another attempt's outcome", "the exit recorded", "its member gone", "a stop asked"]
 )
