@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,16 @@ def log_levels(ctx: Any, out: str) -> None:
             seen = now
             mark(out, f"levels-{now[0]}-{now[1]}", python=now[0], spark=now[1])
         time.sleep(0.05)
+
+
+def spark_scratch(ctx: Any, out: str) -> None:
+    """Attempt 1 starts Spark, shuffles (the block manager writes files), records where Spark
+    keeps its scratch and waits to be killed; a later attempt returns at once."""
+    if ctx.attempt > 1:
+        return
+    context = ctx.spark.sparkContext
+    pairs = context.parallelize(range(1000), 4).map(lambda i: (i % 7, i))
+    assert len(pairs.reduceByKey(lambda a, b: a + b).collect()) == 7
+    tmpdir = str(context._jvm.System.getProperty("java.io.tmpdir"))
+    mark(out, "scratch", pid=os.getpid(), tmpdir=tmpdir, names=sorted(os.listdir(tmpdir)))
+    threading.Event().wait()

@@ -638,11 +638,14 @@ def _read_config(fd: int) -> str:
 
 
 def _enter(work_dir: Path | None) -> Path:
-    """Make the attempt's directory (a fresh temporary one if none is given) the current one."""
+    """Make the attempt's directory (a fresh temporary one if none is given) the current one,
+    and the place of Spark's temporary files."""
     directory = work_dir or Path(tempfile.mkdtemp(prefix="zkstore-attempt-"))
     directory.mkdir(parents=True, exist_ok=True)
     os.chdir(directory)
-    return directory.resolve()
+    directory = directory.resolve()
+    workdir.keep_spark_scratch(directory)  # Spark's temporary files go with the attempt
+    return directory
 
 
 if __name__ == "__main__":

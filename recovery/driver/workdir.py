@@ -10,11 +10,20 @@ started it if the driver could not).
 
 The bytes come from the job's definition, which was verified (size, sha256 and, with a signing
 key, HMAC) before it was loaded: nothing here reads anything else.
+
+Spark's own scratch goes there too (:func:`keep_spark_scratch`): the driver JVM's
+``java.io.tmpdir`` is a directory inside it, and Spark keeps under that its temporary
+directories (``spark-*``: added files, its Python workers' files), the block manager's files
+(``blockmgr-*``: shuffle and spilled or cached blocks, which can be large) and the native
+libraries it unpacks, unless ``spark.local.dir`` or ``SPARK_LOCAL_DIRS`` names other places. A
+driver ended with SIGKILL (a timeout, a hung driver, its host's daemon restarted with another
+id) cannot remove them; in ``/tmp`` they stayed for ever, here they go with the directory.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -82,6 +91,25 @@ def lay_out(definition: JobDefinition, directory: Path) -> AttemptDirectory:
 
 
 CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
+
+
+#: The driver JVM's ``java.io.tmpdir``, inside the attempt's directory.
+SPARK_SCRATCH = ".spark-scratch"
+#: Options of the JVM ``spark-submit`` starts (the driver's, in client mode), read by Spark's
+#: launcher, which splits them as a shell would (quotes, backslashes).
+SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
+
+
+def keep_spark_scratch(directory: Path) -> Path:
+    """Make the driver JVM this process starts keep its temporary files in ``directory`` (in
+    :data:`SPARK_SCRATCH`), put before any options the environment gives (a ``java.io.tmpdir``
+    there, an operator's, wins); returns the scratch directory."""
+    scratch = directory / SPARK_SCRATCH
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    quoted = str(scratch).replace("\\", "\\\\").replace('"', '\\"')
+    option = f'"-Djava.io.tmpdir={quoted}"'
+    os.environ[SUBMIT_OPTS] = " ".join(filter(None, [option, os.environ.get(SUBMIT_OPTS)]))
+    return scratch
 
 
 def remove(directory: Path) -> None:

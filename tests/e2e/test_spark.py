@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
 
 from examples import pipeline
-from tests.helpers import REPO, hands_client, run_daemon
+from tests import jobs
+from tests.helpers import REPO, hands_client, run_daemon, written_json
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
@@ -68,3 +71,29 @@ def test_unmodified_script_gets_the_daemons_master(
     expected = collections.Counter(re.findall(r"[a-z]+", text.lower()))
     assert counted == dict(expected)
     assert f"{len(expected)} distinct words (Spark master local[1])" in driver_log
+
+
+def test_a_killed_drivers_spark_scratch_goes_with_its_attempt(
+    spark_config: StoreConfig, tmp_path: Path
+) -> None:
+    """Spark keeps its temporary files, the block manager's (shuffle, spills, cached blocks)
+    and the native libraries it unpacks under the driver JVM's ``java.io.tmpdir``: inside the
+    attempt's directory, which its daemon removes when the driver is killed (a SIGKILLed JVM
+    removes nothing; in /tmp they stayed for ever)."""
+    out = tmp_path / "out"
+    local = run_daemon(spark_config, tmp_path / "runtime")
+    try:
+        with hands_client(spark_config) as client:
+            job_id = client.submit_function(jobs.spark_scratch, str(out), job_id="scratchy")
+            scratch = written_json(out / "scratch", timeout=300, what="Spark up in attempt 1")
+            tmpdir = Path(scratch["tmpdir"])
+            assert tmpdir.name == ".spark-scratch" and tmpdir.parent.name == "scratchy-attempt-1"
+            assert tmpdir.is_relative_to(tmp_path / "runtime"), tmpdir
+            prefixes = {name.split("-")[0] for name in scratch["names"]}
+            assert {"blockmgr", "spark"} <= prefixes, scratch["names"]
+            os.killpg(scratch["pid"], signal.SIGKILL)  # the driver and its JVM, no cleanup
+            result = client.wait(job_id, timeout=300)
+            assert result.outcome == SUCCEEDED and result.attempts == 2, result
+    finally:
+        local.stop()
+    assert not tmpdir.parent.exists(), "the killed attempt's directory, with Spark's scratch"
