@@ -73,8 +73,8 @@ from zkstore.config import ENV_VARS
     "--work-dir",
     type=click.Path(file_okay=False),
     help="where drivers run, one fresh directory per attempt holding the job's shipped files "
-    "and the Spark driver's temporary files, shuffle blocks included unless spark.local.dir "
-    "says otherwise (removed when the attempt ends), and the launch records a restarted "
+    "and one beside it for the Spark driver's temporary files, shuffle blocks included unless "
+    "spark.local.dir says otherwise (both removed when the attempt ends), and the launch records a restarted "
     "daemon adopts its drivers by; keep it across restarts, on a disk with room for shuffle "
     "data [default: <tmp>/zkstore-<uid>/<cluster>-<id>/work]",
 )

@@ -11,25 +11,21 @@ started it if the driver could not).
 The bytes come from the job's definition, which was verified (size, sha256 and, with a signing
 key, HMAC) before it was loaded: nothing here reads anything else.
 
-Spark's own scratch goes there too (:func:`keep_spark_scratch`): the driver JVM's
-``java.io.tmpdir`` is a directory inside it, and Spark keeps under that its temporary
-directories (``spark-*``: added files, its Python workers' files), the block manager's files
-(``blockmgr-*``: shuffle and spilled or cached blocks, which can be large) and the native
-libraries it unpacks, unless ``spark.local.dir`` or ``SPARK_LOCAL_DIRS`` names other places. A
-driver ended with SIGKILL (a timeout, a hung driver, its host's daemon restarted with another
-id) cannot remove them; in ``/tmp`` they stayed for ever, here they go with the directory.
+Spark's own scratch goes beside it (:func:`keep_spark_scratch`,
+:mod:`recovery.member.attemptdir`), so that the job sees only its files in its directory.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from recovery.client.sparkconf import FILES, JARS, PY_FILES, merge_lists
+from recovery.member import attemptdir
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 
 logger = logging.getLogger(__name__)
@@ -93,19 +89,30 @@ def lay_out(definition: JobDefinition, directory: Path) -> AttemptDirectory:
 CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
 
 
-#: The driver JVM's ``java.io.tmpdir``, inside the attempt's directory.
-SPARK_SCRATCH = ".spark-scratch"
 #: Options of the JVM ``spark-submit`` starts (the driver's, in client mode), read by Spark's
 #: launcher, which splits them as a shell would (quotes, backslashes).
 SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 
 
-def keep_spark_scratch(directory: Path) -> Path:
-    """Make the driver JVM this process starts keep its temporary files in ``directory`` (in
-    :data:`SPARK_SCRATCH`), put before any options the environment gives (a ``java.io.tmpdir``
-    there, an operator's, wins); returns the scratch directory."""
-    scratch = directory / SPARK_SCRATCH
-    scratch.mkdir(mode=0o700, exist_ok=True)
+def keep_spark_scratch(directory: Path) -> Path | None:
+    """Make the driver JVM this process starts keep its temporary files beside the attempt's
+    ``directory`` (:func:`recovery.member.attemptdir.scratch`), put before any options the
+    environment gives (a ``java.io.tmpdir`` there, an operator's, wins); returns that place.
+    Spark puts there its temporary directories, the block manager's files and the native
+    libraries it unpacks, unless ``spark.local.dir`` or ``SPARK_LOCAL_DIRS`` names other
+    places. Something there already that is not a directory of this user's (a symbolic link
+    planted beside a driver started by hand in ``/tmp``) is not used: None, Spark's default."""
+    scratch = attemptdir.scratch(directory)
+    try:
+        scratch.mkdir(mode=0o700)
+    except FileExistsError:
+        found = os.lstat(scratch)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            logger.warning(
+                "%s is not a directory of this user's: Spark's scratch stays in its default place",
+                scratch,
+            )
+            return None
     quoted = str(scratch).replace("\\", "\\\\").replace('"', '\\"')
     option = f'"-Djava.io.tmpdir={quoted}"'
     os.environ[SUBMIT_OPTS] = " ".join(filter(None, [option, os.environ.get(SUBMIT_OPTS)]))
@@ -113,5 +120,6 @@ def keep_spark_scratch(directory: Path) -> Path:
 
 
 def remove(directory: Path) -> None:
-    """Remove an attempt's directory and everything in it; a missing one is fine."""
-    shutil.rmtree(directory, ignore_errors=True)
+    """Remove an attempt's directory and everything in it, and Spark's scratch beside it;
+    missing ones are fine."""
+    attemptdir.remove(directory)

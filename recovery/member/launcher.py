@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import socket
 import stat
 import tempfile
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from recovery.member import attemptdir
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.processes import (
     EXIT_NOT_SEEN,
@@ -276,7 +276,7 @@ class DriverLauncher:
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
-        shutil.rmtree(work_dir, ignore_errors=True)  # left by a dead driver of this attempt
+        attemptdir.remove(work_dir)  # left by a dead driver of this attempt
         work_dir.mkdir(parents=True)
         with open(log_path, "ab") as log:
             offset = log.tell()

@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from recovery.member import adoption, processes, registration
+from recovery.member import adoption, attemptdir, processes, registration
 from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
 from recovery.member.assignments import AssignmentView
 from recovery.member.ender import Endings
@@ -393,7 +392,7 @@ class FleetMember:
             verdict.reason,
             verdict.how,
         )
-        shutil.rmtree(self.launcher.work_dir(job_id, assignment.attempt), ignore_errors=True)
+        attemptdir.remove(self.launcher.work_dir(job_id, assignment.attempt))
         self._record_exit_quietly(
             job_id, assignment.attempt, verdict.how, assignment.status_version, verdict.release
         )
@@ -430,7 +429,7 @@ class FleetMember:
                 continue
             work_dir = self.launcher.work_dir(job_id, attempt)
             if not work_dir.exists() or not processes.in_directory(work_dir):
-                shutil.rmtree(work_dir, ignore_errors=True)
+                attemptdir.remove(work_dir)
             self.records.remove(job_id, attempt)
 
     def _await_exit(self, launch: Launch) -> None:
@@ -508,7 +507,7 @@ class FleetMember:
                     self._follow(launch.job_id, assignment, holder, None)
             return
         # The driver removes its working directory itself, unless it was killed.
-        shutil.rmtree(launch.work_dir, ignore_errors=True)
+        attemptdir.remove(launch.work_dir)
         logger.info(
             "driver of %s attempt %d (pid %d) %s",
             launch.job_id,

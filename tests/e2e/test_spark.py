@@ -77,9 +77,9 @@ def test_a_killed_drivers_spark_scratch_goes_with_its_attempt(
     spark_config: StoreConfig, tmp_path: Path
 ) -> None:
     """Spark keeps its temporary files, the block manager's (shuffle, spills, cached blocks)
-    and the native libraries it unpacks under the driver JVM's ``java.io.tmpdir``: inside the
-    attempt's directory, which its daemon removes when the driver is killed (a SIGKILLed JVM
-    removes nothing; in /tmp they stayed for ever)."""
+    and the native libraries it unpacks under the driver JVM's ``java.io.tmpdir``: beside the
+    attempt's directory, and removed with it by its daemon when the driver is killed (a
+    SIGKILLed JVM removes nothing; in /tmp they stayed for ever)."""
     out = tmp_path / "out"
     local = run_daemon(spark_config, tmp_path / "runtime")
     try:
@@ -87,7 +87,7 @@ def test_a_killed_drivers_spark_scratch_goes_with_its_attempt(
             job_id = client.submit_function(jobs.spark_scratch, str(out), job_id="scratchy")
             scratch = written_json(out / "scratch", timeout=300, what="Spark up in attempt 1")
             tmpdir = Path(scratch["tmpdir"])
-            assert tmpdir.name == ".spark-scratch" and tmpdir.parent.name == "scratchy-attempt-1"
+            assert tmpdir.name == "scratchy-attempt-1.spark", tmpdir
             assert tmpdir.is_relative_to(tmp_path / "runtime"), tmpdir
             prefixes = {name.split("-")[0] for name in scratch["names"]}
             assert {"blockmgr", "spark"} <= prefixes, scratch["names"]
@@ -96,4 +96,5 @@ def test_a_killed_drivers_spark_scratch_goes_with_its_attempt(
             assert result.outcome == SUCCEEDED and result.attempts == 2, result
     finally:
         local.stop()
-    assert not tmpdir.parent.exists(), "the killed attempt's directory, with Spark's scratch"
+    assert not tmpdir.exists(), "the killed attempt's scratch goes with its directory"
+    assert not tmpdir.with_suffix("").exists()

@@ -18,6 +18,7 @@ import pytest
 
 import recovery
 from recovery.dev.localcluster import LocalCluster
+from recovery.member import attemptdir
 from tests import jobs
 from tests.cli import local_log, read_until, show, start, zkstore
 from tests.helpers import HANDS_SESSION, wait_for
@@ -386,6 +387,7 @@ def test_a_killed_drivers_directory_is_removed_by_its_daemon(
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not attempt_dir.exists(), timeout=60, what="attempt directory removed")
+    assert not attemptdir.scratch(attempt_dir).exists(), "Spark's scratch beside it too"
     # The lost attempt is placed again (a kill is not the job's failure): stop it there.
     assert zkstore(config, "jobs cancel", "killed").returncode == 0
     assert zkstore(config, "jobs wait", "killed").returncode == 3

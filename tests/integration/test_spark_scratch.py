@@ -1,6 +1,6 @@
 """The driver JVM's temporary directory, as Spark's own launcher passes it to the JVM.
 
-A driver puts ``-Djava.io.tmpdir=<attempt directory>/.spark-scratch`` into ``SPARK_SUBMIT_OPTS``
+A driver puts ``-Djava.io.tmpdir=<attempt directory>.spark`` into ``SPARK_SUBMIT_OPTS``
 (:func:`recovery.driver.workdir.keep_spark_scratch`), which Spark's launcher splits as a shell
 would: a work directory whose path holds spaces, quotes or backslashes must still reach the JVM
 as one option, before the options the environment held (a ``java.io.tmpdir`` there wins). Read
@@ -18,6 +18,7 @@ import pyspark
 import pytest
 
 from recovery.driver import workdir
+from recovery.member import attemptdir
 from zkstore.dev.embedded import find_java
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -46,8 +47,23 @@ def test_the_scratch_reaches_the_driver_jvm_as_one_option_before_the_operators(
     directory.mkdir()
     monkeypatch.setenv(workdir.SUBMIT_OPTS, "-Djava.io.tmpdir=/srv/scratch -Dx=1")
     scratch = workdir.keep_spark_scratch(directory)
-    assert scratch == directory / workdir.SPARK_SCRATCH and scratch.is_dir()
+    assert scratch == attemptdir.scratch(directory) and scratch.is_dir()
+    assert list(directory.iterdir()) == [], "beside the job's directory, not in it"
     assert scratch.stat().st_mode & 0o777 == 0o700
     command = launch_command(dict(os.environ))
     ours = command.index(f"-Djava.io.tmpdir={scratch}")
     assert ours < command.index("-Djava.io.tmpdir=/srv/scratch") < command.index("-Dx=1")
+
+
+def test_a_scratch_place_planted_beside_a_driver_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver started by hand makes its directory in /tmp, where anybody may plant a link
+    where its scratch would go: Spark then keeps its default place, never the link's target."""
+    directory, elsewhere = tmp_path / "zkstore-attempt-x", tmp_path / "theirs"
+    directory.mkdir()
+    elsewhere.mkdir()
+    attemptdir.scratch(directory).symlink_to(elsewhere)
+    monkeypatch.setenv(workdir.SUBMIT_OPTS, "-Dx=1")
+    assert workdir.keep_spark_scratch(directory) is None
+    assert os.environ[workdir.SUBMIT_OPTS] == "-Dx=1"

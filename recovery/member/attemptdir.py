@@ -1,0 +1,33 @@
+"""An attempt's directories on its driver's host, and their removal.
+
+The attempt's directory (``<work dir>/<job>-attempt-<n>``) is its driver's current directory and
+holds the job's shipped files, nothing else (:mod:`recovery.driver.workdir`). Beside it,
+``<job>-attempt-<n>.spark`` holds what Spark keeps while the driver runs: the driver JVM's
+``java.io.tmpdir``, under which Spark makes its temporary directories (``spark-*``), the block
+manager's files (``blockmgr-*``: shuffle data, spilled and cached blocks) and the native
+libraries it unpacks. Both go when the attempt ends: the driver removes them as it exits, its
+member when it sees a driver killed (which can remove nothing), a daemon restarted with its id
+when it finds a dead driver's. In ``/tmp``, a killed driver's would stay for ever.
+
+Neither is ever followed through a symbolic link (:func:`shutil.rmtree` refuses one), and the
+work directory is private to the daemon's user (``launcher.default_work_root``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+#: The suffix of the directory beside an attempt's where Spark keeps its scratch.
+SCRATCH_SUFFIX = ".spark"
+
+
+def scratch(directory: Path) -> Path:
+    """Where the Spark JVM of the attempt whose directory is ``directory`` keeps its files."""
+    return directory.with_name(directory.name + SCRATCH_SUFFIX)
+
+
+def remove(directory: Path) -> None:
+    """Remove an attempt's directory and its scratch beside it; missing ones are fine."""
+    shutil.rmtree(directory, ignore_errors=True)
+    shutil.rmtree(scratch(directory), ignore_errors=True)
