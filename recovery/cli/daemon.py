@@ -74,9 +74,9 @@ from zkstore.config import ENV_VARS
     type=click.Path(file_okay=False),
     help="where drivers run, one fresh directory per attempt holding the job's shipped files "
     "and one beside it for the Spark driver's temporary files, shuffle blocks included unless "
-    "spark.local.dir says otherwise (both removed when the attempt ends), and the launch records a restarted "
-    "daemon adopts its drivers by; keep it across restarts, on a disk with room for shuffle "
-    "data [default: <tmp>/zkstore-<uid>/<cluster>-<id>/work]",
+    "spark.local.dir says otherwise (both removed when the attempt ends), and the launch "
+    "records a restarted daemon adopts its drivers by; keep it across restarts, on a disk "
+    "with room for shuffle data [default: <tmp>/zkstore-<uid>/<cluster>-<id>/work]",
 )
 @click.option(
     "--restart-backoff",
