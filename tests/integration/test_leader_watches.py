@@ -132,6 +132,29 @@ def driver_starts(cluster: Cluster, hands: ZooKeeper, job_id: str, attempt: int 
     hands.create(cluster.layout.running(job_id), running.to_bytes(), ephemeral=True)
 
 
+def placed_and_started(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper, job_id: str
+) -> list[Event]:
+    """A new job placed on member m1 and its driver of attempt 1 started: the start's events."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
+    leader.reconcile([job_id])
+    driver_starts(cluster, hands, job_id)
+    return events_of(leader, job_id, timeout=config.timeout)
+
+
+def looked_at(config: StoreConfig, leader: LeaderProcess, job_id: str) -> bool:
+    """Whether the next events about ``job_id`` make the leader look at it."""
+    return leader.triage(events_of(leader, job_id, timeout=config.timeout)) == {job_id}
+
+
+def without_a_look(leader: LeaderProcess, events: list[Event]) -> list[str]:
+    """``events`` confirmed by the leader with reads, not a look: the requests it sent."""
+    with requests_sent(leader.cluster.zk) as sent:
+        assert leader.triage(events) == set(), "nothing to decide: no look"
+    return sorted(sent)
+
+
 @pytest.fixture
 def hands(config: StoreConfig) -> Iterator[ZooKeeper]:
     """The session of the stand-in member and driver."""
@@ -143,20 +166,14 @@ def hands(config: StoreConfig) -> Iterator[ZooKeeper]:
 def test_a_drivers_start_that_leaves_nothing_to_decide_costs_a_read_not_a_look(
     config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
 ) -> None:
-    member(cluster, hands)
-    cluster.jobs.submit(JobDefinition.for_function("plain", jobs.noop))
-    leader.reconcile(["plain"])
+    started = placed_and_started(config, cluster, leader, hands, "plain")
     status = cluster.state.status("plain")
     assert status is not None and status.daemon_id == "m1", "placed"
-    driver_starts(cluster, hands, "plain")
-    started = events_of(leader, "plain", timeout=config.timeout)
-    with requests_sent(cluster.zk) as sent:
-        assert leader.triage(started) == set(), "nothing to decide: no look"
-    assert sorted(sent) == ["GetData", "GetData"], "its running node (watched) and stop node"
+    sent = without_a_look(leader, started)
+    assert sent == ["GetData", "GetData"], "its running node (watched) and stop node"
     # The read armed the watch again: the driver's end is a look.
     hands.delete(cluster.layout.running("plain"))
-    ended = events_of(leader, "plain", timeout=config.timeout)
-    assert leader.triage(ended) == {"plain"}
+    assert looked_at(config, leader, "plain")
 
 
 @pytest.mark.parametrize(
@@ -199,21 +216,13 @@ def test_a_drivers_end_with_its_outcome_costs_a_read_and_its_exit_is_the_look(
     """A look at the delete of ``running`` would find the outcome and wait for the member to
     record the exit: a read of the outcome and the assignment says so, and the look comes with
     the assignment's watch, when the member records the exit."""
-    member(cluster, hands)
-    cluster.jobs.submit(JobDefinition.for_function("plain", jobs.noop))
-    leader.reconcile(["plain"])
-    driver_starts(cluster, hands, "plain")
-    assert leader.triage(events_of(leader, "plain", timeout=config.timeout)) == set()
+    assert leader.triage(placed_and_started(config, cluster, leader, hands, "plain")) == set()
     ends_with_outcome(cluster, hands, "plain")
     ended = events_of(leader, "plain", timeout=config.timeout)
-    with requests_sent(cluster.zk) as sent:
-        assert leader.triage(ended) == set(), "waiting for the exit: no look"
-    assert sorted(sent) == ["GetData", "GetData"], "its outcome and its assignment"
-    path = cluster.layout.assignment("m1", "plain")
-    assignment = Assignment.from_znode(*hands.get(path), path)
-    hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
-    exited = events_of(leader, "plain", timeout=config.timeout)
-    assert leader.triage(exited) == {"plain"}
+    sent = without_a_look(leader, ended)
+    assert sent == ["GetData", "GetData"], "its outcome and its assignment"
+    exit_seen(cluster, hands, "plain")
+    assert looked_at(config, leader, "plain")
     leader.reconcile(["plain"])
     result = cluster.results.get("plain")
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
@@ -225,20 +234,12 @@ def test_a_short_drivers_start_read_after_its_end_is_taken_as_its_end(
     """A driver that is over by the time its start is confirmed: its node is gone, and the
     watch fired by its creation is not there to tell of its delete. Its end is confirmed in the
     same turn (the outcome and the assignment read), and the look waits for the exit."""
-    member(cluster, hands)
-    cluster.jobs.submit(JobDefinition.for_function("short", jobs.noop))
-    leader.reconcile(["short"])
-    driver_starts(cluster, hands, "short")
-    started = events_of(leader, "short", timeout=config.timeout)
+    started = placed_and_started(config, cluster, leader, hands, "short")
     ends_with_outcome(cluster, hands, "short")
-    with requests_sent(cluster.zk) as sent:
-        assert leader.triage(started) == set(), "waiting for the exit: no look"
-    assert sorted(sent) == ["GetData"] * 4, "its running and stop nodes, its outcome, assignment"
-    path = cluster.layout.assignment("m1", "short")
-    assignment = Assignment.from_znode(*hands.get(path), path)
-    hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
-    events = events_of(leader, "short", timeout=config.timeout)
-    assert leader.triage(events) == {"short"}
+    sent = without_a_look(leader, started)
+    assert sent == ["GetData"] * 4, "its running and stop nodes, its outcome, assignment"
+    exit_seen(cluster, hands, "short")
+    assert looked_at(config, leader, "short")
 
 
 @pytest.mark.parametrize(
@@ -247,15 +248,9 @@ def test_a_short_drivers_start_read_after_its_end_is_taken_as_its_end(
 def test_a_drivers_end_with_anything_to_decide_is_a_look(
     case: str, config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
 ) -> None:
-    member(cluster, hands)
-    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])
-    driver_starts(cluster, hands, "j")
-    assert leader.triage(events_of(leader, "j", timeout=config.timeout)) == set()
+    assert leader.triage(placed_and_started(config, cluster, leader, hands, "j")) == set()
     if case == "the exit recorded":
-        path = cluster.layout.assignment("m1", "j")
-        assignment = Assignment.from_znode(*hands.get(path), path)
-        hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
+        exit_seen(cluster, hands, "j")
     if case == "its member gone":
         hands.delete(cluster.layout.member("m1"))
         leader.fleet_changed()  # as the fleet's watch makes it; its own looks set aside
@@ -264,8 +259,7 @@ def test_a_drivers_end_with_anything_to_decide_is_a_look(
     if case == "a stop asked":
         StopStore(cluster).request("j")
     ends_with_outcome(cluster, hands, "j", attempt=2 if case == "another attempt's outcome" else 1)
-    ended = events_of(leader, "j", timeout=config.timeout)
-    assert leader.triage(ended) == {"j"}
+    assert looked_at(config, leader, "j")
 
 
 def test_a_look_the_leader_scheduled_for_a_job_it_has_cleaned_up_since_is_skipped(
@@ -338,9 +332,14 @@ def succeeds(cluster: Cluster, hands: ZooKeeper, job_id: str, member_id: str = "
     hands.commit(
         [Create(layout.outcome(job_id), outcome.to_bytes()), Delete(layout.running(job_id))]
     )
-    path = layout.assignment(member_id, job_id)
+    exit_seen(cluster, hands, job_id, member_id)
+
+
+def exit_seen(cluster: Cluster, hands: ZooKeeper, job_id: str, member_id: str = "m1") -> None:
+    """The member records its driver's exit in the job's assignment."""
+    path = cluster.layout.assignment(member_id, job_id)
     assignment = Assignment.from_znode(*hands.get(path), path)
-    hands.set(path, replace(assignment, exited="succeeded").to_bytes())
+    hands.set(path, replace(assignment, exited="exited with code 0").to_bytes())
 
 
 def told(zk: ZooKeeper, data: bytes | None = None, path: str = "") -> list[tuple[Any, ...]]:
