@@ -189,6 +189,8 @@ class JobControl:
         while not self._stopped.is_set():
             woken = self._wake.wait(delay)
             self._wake.clear()
+            if self._stopped.is_set():  # the job is over: a change now would reach nothing
+                break
             delay = self._step(refresh=woken or not fresh)
             fresh = False
             if delay < 0:

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from recovery.driver.control import JobControl
 from tests import jobs
-from tests.helpers import crash
+from tests.helpers import crash, requests_sent
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
@@ -317,3 +318,19 @@ def test_a_writer_that_dies_between_storing_and_recording_leaves_a_gap_and_no_ga
     entries, _ = store.history.entries()
     assert gaps(entries) == ([] if recorded else [1])
     assert find_lingering(cluster, min_age=0) == []
+
+
+def test_a_jobs_control_reads_nothing_more_once_the_job_is_over(cluster: Cluster) -> None:
+    """The driver stops its control as the job ends: what it has to acknowledge is written,
+    and nothing is read again (a change now would reach no code: one read per job saved)."""
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    control = JobControl(
+        cluster.control("j"),
+        cluster.checkpoints("j"),
+        attempt=1,
+        fence=Fence(),
+        cancelled=threading.Event(),
+    ).start(give_up=lambda: False)
+    with requests_sent(cluster.zk) as sent:
+        control.stop()
+    assert sent == [], "no control set: nothing to acknowledge, nothing to read"
