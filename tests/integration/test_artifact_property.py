@@ -753,8 +753,8 @@ class Run:
             allowed |= self.own_prefix_files(job)
         try:
             self.jobs[job].release(name)
-        except (UntrustedPayload, AttemptSuperseded):
-            pass
+        except (UntrustedPayload, AttemptSuperseded) as exc:  # refused: nothing may change
+            note(f"release of {job}/{name} refused ({type(exc).__name__})")
         else:
             self.model.live.pop((job, name), None)
             self.model.planted.pop((job, name), None)

@@ -31,7 +31,7 @@ def lingering(config: StoreConfig) -> list[dict[str, object]]:
 
 
 class Crash(Exception):
-    pass
+    """The death of the writer at a step the test names."""
 
 
 def test_an_unreferenced_schedule_payload_is_lingering_and_cleaned_the_referenced_one_never(
