@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,8 +105,7 @@ def keep_spark_scratch(directory: Path) -> Path | None:
     try:
         scratch.mkdir(mode=0o700)
     except FileExistsError:
-        found = os.lstat(scratch)
-        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        if not attemptdir.ours(scratch):
             logger.warning(
                 "%s is not a directory of this user's: Spark's scratch stays in its default place",
                 scratch,

@@ -9,13 +9,17 @@ libraries it unpacks. Both go when the attempt ends: the driver removes them as 
 member when it sees a driver killed (which can remove nothing), a daemon restarted with its id
 when it finds a dead driver's. In ``/tmp``, a killed driver's would stay for ever.
 
-Neither is ever followed through a symbolic link (:func:`shutil.rmtree` refuses one), and the
-work directory is private to the daemon's user (``launcher.default_work_root``).
+Only a directory of this user's is removed: never through a symbolic link, never one somebody
+else made where ours would be (a driver started by hand makes its directory in ``/tmp``, where
+anybody may plant a directory beside it; the daemon's default work directory is private to its
+user, ``launcher.default_work_root``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 #: The suffix of the directory beside an attempt's where Spark keeps its scratch.
@@ -28,6 +32,17 @@ def scratch(directory: Path) -> Path:
 
 
 def remove(directory: Path) -> None:
-    """Remove an attempt's directory and its scratch beside it; missing ones are fine."""
-    shutil.rmtree(directory, ignore_errors=True)
-    shutil.rmtree(scratch(directory), ignore_errors=True)
+    """Remove an attempt's directory and its scratch beside it; missing ones are fine, and so
+    is anything there that is not a directory of this user's (left alone)."""
+    for place in (directory, scratch(directory)):
+        if ours(place):
+            shutil.rmtree(place, ignore_errors=True)
+
+
+def ours(place: Path) -> bool:
+    """Whether ``place`` is a directory (not a link to one) that this user owns."""
+    try:
+        found = os.lstat(place)
+    except OSError:
+        return False
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
