@@ -69,6 +69,18 @@ def absent(path: str) -> tuple[Create, Delete]:
     return (Create(path), Delete(path))
 
 
+def without_existing(
+    ops: list[Op], error: ZkStoreError | None, optional: set[str]
+) -> tuple[list[Op], str] | None:
+    """For a transaction that failed only because a node it creates is there already
+    (``error``), and that can do without creating it (its path in ``optional``): the ops to
+    commit again, and that path. None for any other outcome."""
+    if not isinstance(error, HandleExists) or error.path not in optional:
+        return None
+    there = error.path
+    return [op for op in ops if not (isinstance(op, Create) and op.path == there)], there
+
+
 @dataclass(frozen=True)
 class Guard:
     """Ops that must hold for a transaction to apply, and the error to raise when they do not."""

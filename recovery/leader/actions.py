@@ -47,7 +47,7 @@ from zkstore.jobs.stops import EndRequest
 from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.lifecycle.options import NOTIFY_KEY
-from zkstore.ops import Create, Delete, Op, SetData
+from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.strict import utc_now
 
 logger = logging.getLogger(__name__)
@@ -217,11 +217,10 @@ class JobActions:
         layout = self.cluster.layout
         told = entry is not None
         optional = {layout.job_dir(job.job_id), layout.history(job.job_id)}
-        while isinstance(error, HandleExists) and error.path in optional:
-            there = error.path
+        while (again := without_existing(ops, error, optional)) is not None:
+            ops, there = again
             optional.discard(there)
             told = told and there != layout.history(job.job_id)
-            ops = [op for op in ops if not (isinstance(op, Create) and op.path == there)]
             error = self.cluster.zk.commit_many([ops], fence=self.fence)[0]
         return error, told
 

@@ -53,7 +53,6 @@ from zkstore.errors import (
     ConfigError,
     ConflictError,
     CorruptRecord,
-    HandleExists,
     HandleNotFound,
     NotLeader,
     StoreUnavailable,
@@ -66,7 +65,7 @@ from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snaps
 from zkstore.jobs.states import PENDING, STARTING
 from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.outbox import Outbox
-from zkstore.ops import Create, Delete, Op
+from zkstore.ops import Create, Delete, Op, without_existing
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 
@@ -518,13 +517,13 @@ class LeaderProcess:
         errors = zk.commit_many(transactions, fence=self.fence)
         # The job's directory was there (no listing said, or made since it: a control change,
         # a stop, a schedule's run): the status alone.
-        again = [
-            i
-            for i, error in enumerate(errors)
-            if isinstance(error, HandleExists) and error.path == layout.job_dir(jobs[i].job_id)
-        ]
+        again = {
+            i: retry[0]
+            for i, (job, ops, error) in enumerate(zip(jobs, transactions, errors, strict=True))
+            if (retry := without_existing(ops, error, {layout.job_dir(job.job_id)})) is not None
+        }
         if again:
-            retried = zk.commit_many([transactions[i][1:] for i in again], fence=self.fence)
+            retried = zk.commit_many(list(again.values()), fence=self.fence)
             for i, error in zip(again, retried, strict=True):
                 errors[i] = error
         made = set()
