@@ -599,7 +599,12 @@ class ZooKeeper:
         self._write(f"delete {path}", lambda: self._client.delete_async(path, version), timeout)
 
     def delete_tree(
-        self, path: str, *, fence: Fence | None = None, timeout: float | None = None
+        self,
+        path: str,
+        *,
+        fence: Fence | None = None,
+        shallow: bool = False,
+        timeout: float | None = None,
     ) -> bool:
         """Delete ``path`` and everything under it, deepest first; False if it was already gone.
 
@@ -611,9 +616,26 @@ class ZooKeeper:
         fence is lost deletes nothing more (the guard's error is raised). Idempotent: safe to
         call again after any failure. Raises :class:`NotEmpty` if somebody adds a child
         meanwhile.
+
+        ``shallow``: the tree is expected one level deep (a job's records), so ``path``'s
+        children are deleted with it in one transaction without a listing of each; one that
+        has children of its own makes that transaction change nothing (ZooKeeper refuses to
+        delete it), and the tree is then listed and deleted as above.
         """
         deadline = self._deadline(timeout)
         levels: list[list[str]] = [[path]]
+        if shallow:
+            (children,) = self.children_many([path], timeout=deadline.remaining())
+            if children is None:
+                return False
+            nodes = [f"{path}/{child}" for child in children]
+            if len(nodes) < TREE_BATCH:
+                ops = [Delete(node) for node in (*nodes, path)]
+                try:
+                    self.commit(ops, fence=fence, timeout=deadline.remaining())
+                    return True
+                except (HandleNotFound, NotEmpty):
+                    pass  # deeper than expected, or changed meanwhile: listed level by level
         while levels[-1]:
             found = self.children_many(levels[-1], timeout=deadline.remaining())
             if len(levels) == 1 and found[0] is None:

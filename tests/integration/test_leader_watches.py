@@ -317,6 +317,10 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     # handle (its payload deleted between them); the result marked clean. The history's end
     # is not written to its record, which goes: it is in the history kept beside the logs.
     assert [r for r in finishing if r in WRITES] == ["Transaction"] * 5, finishing
+    # reads: no listing of a record that has no children (the records are one level deep), no
+    # look for the cleanup index entry a DIRTY result always has: the job's snapshot, its
+    # artifacts, its checkpoints and its records are listed; the one look is for a lock
+    assert (finishing.count("GetChildren"), finishing.count("Exists")) == (4, 1), finishing
     kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
     assert kept is not None
     (ended,) = JobHistory.from_znode(kept, None, "kept").entries()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from recovery.cli.main import cli
+from tests.helpers import requests_sent
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobResult
@@ -15,10 +16,14 @@ from zkstore.strict import utc_now
 
 def test_the_index_follows_the_results_state(cluster: Cluster) -> None:
     layout = cluster.layout
-    cluster.results.create_dirty("a", SUCCEEDED, attempts=1)
+    with requests_sent(cluster.zk) as recording:
+        cluster.results.create_dirty("a", SUCCEEDED, attempts=1)
+    assert recording == ["Transaction"], "no look for an index entry a DIRTY result never has"
     assert cluster.results.cleanup_pending() == ["a"]
     assert read_listing(cluster.zk, layout, results=False).cleanup == {"a"}
-    cluster.results.mark_clean("a")
+    with requests_sent(cluster.zk) as cleaning:
+        cluster.results.mark_clean("a")
+    assert cleaning == ["GetData", "Transaction"], "no look for the entry a DIRTY result has"
     assert cluster.results.cleanup_pending() == []
     assert cluster.zk.exists(layout.cleanup_entry("a")) is None
     cluster.zk.create(layout.cleanup_entry("b"))  # stale: planted, or left by an older writer

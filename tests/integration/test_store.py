@@ -371,6 +371,34 @@ def test_a_small_tree_is_deleted_in_one_transaction(zk: ZooKeeper, config: Store
     assert "Transaction" not in sent and "Delete" not in sent, "nothing written for nothing"
 
 
+def test_a_shallow_tree_is_deleted_without_a_listing_of_each_child(
+    zk: ZooKeeper, config: StoreConfig
+) -> None:
+    """A job's records are one level deep: ``shallow`` lists the root alone and deletes it with
+    its children in one transaction. A tree deeper than said (a node planted under a record)
+    makes that transaction change nothing; it is then listed and deleted whole, as any tree."""
+    root = f"{config.base_path}/records"
+    for leaf in ("status", "outcome", "history"):
+        zk.ensure_path(f"{root}/{leaf}")
+    with requests_sent(zk) as sent:
+        assert zk.delete_tree(root, shallow=True) is True
+    assert sent == ["GetChildren", "Transaction"], sent
+    assert zk.exists(root) is None
+    assert zk.delete_tree(root, shallow=True) is False, "gone already"
+
+    nodes = _tree(zk, root)
+    with requests_sent(zk) as sent:
+        assert zk.delete_tree(root, shallow=True) is True
+    assert zk.exists(root) is None and all(zk.exists(node) is None for node in nodes)
+    assert sent.count("Transaction") == 2, "the shallow try, then the whole tree's"
+
+    nodes = _tree(zk, root)
+    fence = Fence.check(f"{config.base_path}/no-such-leader", error=NotLeader)
+    with pytest.raises(NotLeader):
+        zk.delete_tree(root, fence=fence, shallow=True)
+    assert all(zk.exists(node) is not None for node in nodes), "nothing deleted"
+
+
 def test_a_tree_changed_since_its_listing_is_deleted_node_by_node(
     zk: ZooKeeper, other_zk: ZooKeeper, config: StoreConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,7 +59,7 @@ def clean_up(
         return False
     _keep_history(cluster, job_id, history)
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence, shallow=True)
     except NotEmpty:
         logger.info("cleanup of %s: its records changed meanwhile; will retry", job_id)
         return False
@@ -107,7 +107,7 @@ def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None)
         return False
     _keep_history(cluster, job_id)
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence)
+        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence, shallow=True)
     except NotEmpty:
         return False
     return True

@@ -73,13 +73,18 @@ class JobResultStore:
         path = self.layout.result(job_id)
         index = self.layout.cleanup_entry(job_id)
 
+        looked = False  # a first try assumes no stale index entry: no look before the write
+
         def record() -> JobResult:
+            nonlocal looked
             try:
-                self.zk.commit([*self.dirty_ops(result), *extra_ops], fence=fence)
+                ops = self.dirty_ops(result) if looked else self._dirty_ops(result, stale=None)
+                self.zk.commit([*ops, *extra_ops], fence=fence)
             except HandleExists as exc:
                 if exc.path == path:
                     raise HandleExists(f"job {job_id} already has a result", path=path) from None
-                if exc.path == index:  # a stale index entry appeared meanwhile: set it instead
+                if exc.path == index:  # a stale index entry is there: set it instead
+                    looked = True
                     raise TryAgain(str(exc)) from exc
                 raise
             except HandleNotFound as exc:
@@ -124,9 +129,13 @@ class JobResultStore:
         writer older than the index) is set rather than created, so that it never blocks a job
         from finishing.
         """
+        stale = self.zk.exists(self.layout.cleanup_entry(result.job_id))
+        return self._dirty_ops(result, stale=None if stale is None else stale.version)
+
+    def _dirty_ops(self, result: JobResult, *, stale: int | None) -> list[Op]:
+        """:meth:`dirty_ops`, given the version of a stale index entry (``None``: none)."""
         index = self.layout.cleanup_entry(result.job_id)
-        stale = self.zk.exists(index)
-        index_op: Op = Create(index) if stale is None else SetData(index, b"", stale.version)
+        index_op: Op = Create(index) if stale is None else SetData(index, b"", stale)
         return [Create(self.layout.result(result.job_id), result.to_bytes()), index_op]
 
     def mark_clean(
@@ -184,8 +193,10 @@ class JobResultStore:
         with ``drop_index``, delete the job's cleanup index entry in the same transaction."""
         path = self.layout.result(job_id)
         index = self.layout.cleanup_entry(job_id)
+        index_there = True
 
         def update() -> JobResult:
+            nonlocal index_there
             current = self.get(job_id)
             if current is None:
                 raise HandleNotFound(f"job {job_id} has no result", path=path)
@@ -194,14 +205,15 @@ class JobResultStore:
                 return current
             assert current.version is not None
             ops: list[Op] = [SetData(path, changed.to_bytes(), current.version)]
-            if drop_index and self.zk.exists(index) is not None:
+            if drop_index and index_there:  # a DIRTY result has one: no look before
                 ops.append(Delete(index))
             try:
                 self.zk.commit(ops, fence=fence)
             except HandleNotFound as exc:
                 if exc.path != index:
                     raise
-                raise TryAgain(str(exc)) from exc  # the index entry went away meanwhile
+                index_there = False  # none there (dropped by hand, or an older writer)
+                raise TryAgain(str(exc)) from exc
             return changed.with_version(current.version + 1)
 
         return RACES.call(
