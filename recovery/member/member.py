@@ -47,6 +47,7 @@ from zkstore.errors import (
     ConflictError,
     CorruptRecord,
     HandleNotFound,
+    VersionConflict,
     ZkStoreError,
 )
 from zkstore.handle import ZnodeStatLike
@@ -482,7 +483,8 @@ class FleetMember:
         how = describe_exit(launch.exit_code)
         if isinstance(launch.process, processes.Adopted):
             launch.process.close()
-        holder = self._other_holder(launch)
+        running = self._running(launch.job_id)
+        holder = self._other_holder(launch, running)
         if holder is not None:
             logger.warning(
                 "driver of %s attempt %d (pid %d) %s; %s holds the attempt and goes on",
@@ -516,13 +518,18 @@ class FleetMember:
             how,
         )
         self._record_exit_quietly(
-            launch.job_id, launch.attempt, how, launch.status_version, launch.identity
+            launch.job_id,
+            launch.attempt,
+            how,
+            launch.status_version,
+            launch.identity,
+            running=(running,),
         )
 
-    def _other_holder(self, launch: Launch) -> ProcessIdentity | None:
-        """The process holding the ``running`` node of the launch's attempt, if it is not the
-        launch's own driver (None also if nobody holds it, or nobody can tell)."""
-        held = self._running(launch.job_id)
+    def _other_holder(self, launch: Launch, held: RunningInfo | None) -> ProcessIdentity | None:
+        """The process holding the ``running`` node of the launch's attempt (``held``, as read
+        after its driver ended), if it is not the launch's own driver (None also if nobody
+        holds it, or nobody can tell)."""
         if held is None or held.attempt != launch.attempt:
             return None
         holder = running_identity(held)
@@ -535,6 +542,8 @@ class FleetMember:
         how: str,
         status_version: int | None,
         holder: ProcessIdentity | None = None,
+        *,
+        running: tuple[RunningInfo | None] | None = None,
     ) -> None:
         """Record the exit; one that cannot be recorded now (an outage) is kept, in memory and
         in the launch record, and recorded at the next :meth:`sync` (the daemon syncs when its
@@ -542,7 +551,7 @@ class FleetMember:
         wait for its launch deadline to learn that the attempt is gone."""
         self._unrecorded.pop(job_id, None)
         try:
-            self._record_exit(job_id, attempt, how, status_version, holder)
+            self._record_exit(job_id, attempt, how, status_version, holder, running=running)
         except (ConflictError, HandleNotFound) as exc:
             logger.debug("job %s: exit of attempt %d not recorded (%s)", job_id, attempt, exc)
         except ZkStoreError as exc:
@@ -568,20 +577,58 @@ class FleetMember:
         how: str,
         status_version: int | None,
         holder: ProcessIdentity | None,
+        *,
+        running: tuple[RunningInfo | None] | None = None,
     ) -> None:
         """Write ``exited`` into the attempt's assignment and, if ``holder`` (the process that
         ended) still holds the attempt's ``running`` node, delete it in the same transaction,
-        conditional on the attempt's status version."""
+        conditional on the attempt's status version.
+
+        The assignment is written at the version the member knows (its last look, or its own
+        last write), read first only if it knows none or that one is stale. ``running``: the
+        attempt's ``running`` node as read after the process ended (read here if not given):
+        a process that is over takes no node any more, and the delete is conditional anyway.
+        """
         layout, zk = self.cluster.layout, self.cluster.zk
         path = layout.assignment(self.daemon_id, job_id)
+        known = self.assignments.known(job_id)
         self.assignments.forget(job_id)  # written below: known again once it is written
+        if running is None:
+            running = (self._running(job_id),)
+        if known is not None and known.version is not None and known.attempt == attempt:
+            try:
+                self._write_exit(
+                    known, known.version, job_id, attempt, how, status_version, holder, running[0]
+                )
+                return
+            except VersionConflict as exc:
+                if exc.path != path:
+                    raise
+                # changed since the member saw it: read, and write again
         data, stat = zk.get(path)
         assignment = Assignment.from_znode(data, stat, path)
+        self._write_exit(
+            assignment, stat.version, job_id, attempt, how, status_version, holder, running[0]
+        )
+
+    def _write_exit(
+        self,
+        assignment: Assignment,
+        version: int,
+        job_id: str,
+        attempt: int,
+        how: str,
+        status_version: int | None,
+        holder: ProcessIdentity | None,
+        running: RunningInfo | None,
+    ) -> None:
+        """:meth:`_record_exit`'s write, at ``version`` of ``assignment``."""
+        layout, zk = self.cluster.layout, self.cluster.zk
+        path = layout.assignment(self.daemon_id, job_id)
         if assignment.attempt != attempt:
             return  # a newer attempt is placed here now
         ended = Assignment(**{**assignment.as_dict(), "exited": how, "version": None})
-        ops: list[Check | SetData | Delete] = [SetData(path, ended.to_bytes(), stat.version)]
-        running = self._running(job_id)
+        ops: list[Check | SetData | Delete] = [SetData(path, ended.to_bytes(), version)]
         if (
             status_version is not None
             and holder is not None
@@ -598,4 +645,4 @@ class FleetMember:
                 Delete(layout.running(job_id), -1 if running.version is None else running.version),
             ]
         zk.commit(ops)
-        self.assignments.wrote(job_id, replace(ended, version=stat.version + 1))
+        self.assignments.wrote(job_id, replace(ended, version=version + 1))

@@ -136,3 +136,32 @@ def test_a_member_directory_made_again_is_read_whole(cluster: Cluster, member: F
     assert reads(member) == 1
     made_again = member.assignments.known("j0")
     assert made_again is not None and made_again.attempt == 3
+
+
+def test_an_exit_is_written_at_the_version_the_member_knows(
+    cluster: Cluster, member: FleetMember
+) -> None:
+    """Recording a driver's exit reads the attempt's ``running`` node (the caller may pass it,
+    read once the process ended) and writes the assignment at the version the member knows,
+    with no read of it; one changed behind its back since (a stale version) is read and
+    written again, and the exit is recorded either way."""
+    zk, layout = cluster.zk, cluster.layout
+    for n in range(2):
+        zk.create(layout.assignment(MEMBER, f"j{n}"), ended(f"j{n}"))
+    member.sync()
+    with requests_sent(zk) as sent:
+        member._record_exit("j0", 1, "exit 0", 0, None)
+    assert sent == ["GetData", "Transaction"], "the running node read, the assignment written"
+    with requests_sent(zk) as sent:
+        member._record_exit("j0", 1, "exit 1", 0, None, running=(None,))
+    assert sent == ["Transaction"], "at the version its own last write gave it"
+    data, stat = zk.get(layout.assignment(MEMBER, "j0"))
+    assert Assignment.from_znode(data, stat, "j0").exited == "exit 1"
+
+    zk.set(layout.assignment(MEMBER, "j1"), ended("j1"))  # the version moves on
+    with requests_sent(zk) as sent:
+        member._record_exit("j1", 1, "killed by signal 9", 0, None, running=(None,))
+    assert sent == ["Transaction", "GetData", "Transaction"], sent
+    data, stat = zk.get(layout.assignment(MEMBER, "j1"))
+    assert Assignment.from_znode(data, stat, "j1").exited == "killed by signal 9"
+    assert member.assignments.known("j1") == Assignment.from_znode(data, stat, "j1")
