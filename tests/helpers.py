@@ -143,15 +143,18 @@ def alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def requests_sent(zk: ZooKeeper) -> Iterator[list[str]]:
+def requests_sent(zk: ZooKeeper, *, paths: bool = False) -> Iterator[list[str]]:
     """The kinds of the requests ``zk``'s kazoo client sends inside the block, in order
-    (``GetData``, ``Exists``, ...), as they reach its ``_call``."""
+    (``GetData``, ``Exists``, ...), as they reach its ``_call``; with ``paths``, each with the
+    path it is about (``GetData /r/results/j``; a transaction has none)."""
     client = zk.kazoo
     sent: list[str] = []
     real = client._call
 
     def counted(request: object, async_object: object) -> object:
-        sent.append(type(request).__name__)
+        path = getattr(request, "path", None) if paths else None
+        kind = type(request).__name__
+        sent.append(f"{kind} {path}" if isinstance(path, str) else kind)
         return real(request, async_object)
 
     client._call = counted

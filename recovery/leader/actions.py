@@ -40,7 +40,7 @@ from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
 from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.history import AttemptEntry
-from zkstore.jobs.records import Assignment, JobStatus, RunningInfo
+from zkstore.jobs.records import Assignment, JobResult, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
 from zkstore.jobs.stops import EndRequest
@@ -320,9 +320,11 @@ class JobActions:
         # fleet knew of one that is gone already: then the result alone.
         unassign = self._unassign_ops(job)
 
+        recorded: list[JobResult] = []
+
         def record(extra_ops: list[Op]) -> bool:
             try:
-                self.cluster.results.create_dirty(
+                created = self.cluster.results.create_dirty(
                     job.job_id,
                     action.outcome,
                     attempts=attempts,
@@ -339,6 +341,7 @@ class JobActions:
                 )
             except HandleExists:  # recorded already (by us before a crash, or a previous leader)
                 return False
+            recorded.append(created)
             return True
 
         try:
@@ -360,7 +363,10 @@ class JobActions:
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
         self._clean(
-            job, unassigned=unassigned, ended=self._end_entry(job, action.outcome, action.error)
+            job,
+            unassigned=unassigned,
+            ended=self._end_entry(job, action.outcome, action.error),
+            result=recorded[0] if recorded else None,
         )
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
@@ -517,11 +523,17 @@ class JobActions:
         self._clean(job)
 
     def _clean(
-        self, job: JobSnapshot, *, unassigned: bool = False, ended: AttemptEntry | None = None
+        self,
+        job: JobSnapshot,
+        *,
+        unassigned: bool = False,
+        ended: AttemptEntry | None = None,
+        result: JobResult | None = None,
     ) -> None:
         """Clean up the job; ``ended``: the end of its last attempt, not yet in its history,
         which goes beside its logs with the rest, written to the record only if the records
-        stay (the cleanup is not done: the record is kept then, and told)."""
+        stay (the cleanup is not done: the record is kept then, and told); ``result``: the one
+        just recorded, not read again."""
         if not unassigned:
             self._release_assignment(job)
         done = False
@@ -536,6 +548,7 @@ class JobActions:
                 fence=self.fence,
                 keep_logs=self.settings.keep_logs,
                 history=kept,
+                result=result,
             )
         finally:
             if ended is not None and not done:

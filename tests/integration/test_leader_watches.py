@@ -307,7 +307,7 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
 
     layout = cluster.layout
     succeeds(cluster, hands, "j")
-    with requests_sent(cluster.zk) as finishing:
+    with requests_sent(cluster.zk, paths=True) as finishing:
         leader.reconcile(["j"])
     result = cluster.results.get("j")
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
@@ -316,11 +316,14 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     # the result with the assignment's delete; the records; the handle's mark and then the
     # handle (its payload deleted between them); the result marked clean. The history's end
     # is not written to its record, which goes: it is in the history kept beside the logs.
-    assert [r for r in finishing if r in WRITES] == ["Transaction"] * 5, finishing
+    kinds = [r.split()[0] for r in finishing]
+    assert [r for r in kinds if r in WRITES] == ["Transaction"] * 5, finishing
     # reads: no listing of a record that has no children (the records are one level deep), no
     # look for the cleanup index entry a DIRTY result always has: the job's snapshot, its
-    # artifacts, its checkpoints and its records are listed; the one look is for a lock
-    assert (finishing.count("GetChildren"), finishing.count("Exists")) == (4, 1), finishing
+    # artifacts, its checkpoints and its records are listed; the one look is for a lock; the
+    # result is read once, by the snapshot (none yet), not again once the leader wrote it
+    assert (kinds.count("GetChildren"), kinds.count("Exists")) == (4, 1), finishing
+    assert finishing.count(f"GetData {layout.result('j')}") == 1, finishing
     kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
     assert kept is not None
     (ended,) = JobHistory.from_znode(kept, None, "kept").entries()

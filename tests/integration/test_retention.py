@@ -43,3 +43,19 @@ def test_keep_results_is_validated(config: StoreConfig) -> None:
         assert result.exit_code == 2, (bad, result.output)
     help_text = CliRunner().invoke(cli, ["daemon", "--help"]).output
     assert "--keep-results" in help_text and "7d]" in " ".join(help_text.split())
+
+
+def test_a_result_is_marked_clean_over_the_version_its_writer_knows(cluster: Cluster) -> None:
+    """The leader marks the result it recorded with no read of it; a version that is stale by
+    then (the result changed since) is read again, and the result marked clean all the same."""
+    recorded = cluster.results.create_dirty("a", SUCCEEDED, attempts=1)
+    with requests_sent(cluster.zk) as sent:
+        assert cluster.results.mark_clean("a", known=recorded).state == CLEAN
+    assert sent == ["Transaction"], sent
+    stale = cluster.results.create_dirty("b", SUCCEEDED, attempts=1)
+    cluster.results.record_outputs("b", {"model": "file:///m"})  # the version moves on
+    with requests_sent(cluster.zk) as sent:
+        clean = cluster.results.mark_clean("b", known=stale)
+    assert sent == ["Transaction", "GetData", "Transaction"], sent
+    assert clean.state == CLEAN and clean.outputs == {"model": "file:///m"}
+    assert cluster.results.cleanup_pending() == []

@@ -27,6 +27,7 @@ from zkstore.cluster import Cluster
 from zkstore.errors import NotEmpty, ZkStoreError
 from zkstore.jobs.artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
+from zkstore.jobs.records import JobResult
 from zkstore.ops import Fence
 from zkstore.strict import utc_in
 
@@ -43,17 +44,21 @@ def clean_up(
     fence: Fence | None = None,
     keep_logs: float = DEFAULT_KEEP_LOGS,
     history: bytes | None = None,
+    result: JobResult | None = None,
 ) -> bool:
     """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
     its logs kept for ``keep_logs`` seconds from now.
 
     The job's attempt history is kept beside its logs: ``history`` if given (the leader's, with
-    the end it has not written to ZooKeeper: a write saved), else the record's.
+    the end it has not written to ZooKeeper: a write saved), else the record's. ``result``: the
+    job's result as the caller just recorded it (with its version), not read again.
 
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
     """
-    release_for_cleanup(cluster.artifacts(job_id), cluster.results, fence=fence)
+    result = release_for_cleanup(
+        cluster.artifacts(job_id), cluster.results, fence=fence, known=result
+    )
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         logger.info("cleanup of %s: a checkpoint is still locked; will retry", job_id)
         return False
@@ -77,7 +82,8 @@ def clean_up(
     for uri in leftovers:
         cluster.storage.discard(uri)
     cluster.step("cleanup:leftovers-discarded")
-    cluster.results.mark_clean(job_id, fence=fence, logs_until=utc_in(max(0.0, keep_logs)))
+    until = utc_in(max(0.0, keep_logs))
+    cluster.results.mark_clean(job_id, fence=fence, logs_until=until, known=result)
     return True
 
 

@@ -53,7 +53,7 @@ from zkstore.errors import (
 )
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.claims import ArtifactClaims, Claim
-from zkstore.jobs.records import Record
+from zkstore.jobs.records import JobResult, Record
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
 from zkstore.layout import Layout
@@ -419,18 +419,22 @@ def release_dead_attempts(store: ArtifactStore, *, fence: Fence | None) -> list[
 
 
 def release_for_cleanup(
-    store: ArtifactStore, results: JobResultStore, *, fence: Fence | None
-) -> dict[str, str]:
+    store: ArtifactStore,
+    results: JobResultStore,
+    *,
+    fence: Fence | None,
+    known: JobResult | None = None,
+) -> JobResult | None:
     """The job ended (its result is recorded): release every artifact but the outputs to keep,
-    then everything left under the job's own prefix in the storage root; returns the kept
-    outputs (name: URI).
+    then everything left under the job's own prefix in the storage root; returns the job's
+    result as it stands after (its ``outputs``: the kept ones, name: URI).
 
     Outputs to keep (``keep`` and FINISHED, of a SUCCEEDED job) are written into the result
     before anything is deleted, so that a cleanup interrupted after the records are gone still
     knows what not to sweep. Records that cannot be read are logged: nothing says where their
-    data is.
+    data is. ``known``: the result as its writer knows it (read here if not given).
     """
-    result = results.get(store.job_id)
+    result = known if known is not None else results.get(store.job_id)
     records, unreadable = store.all()
     for name, why in unreadable.items():
         logger.error("artifact %s of %s cannot be released: %s", name, store.job_id, why)
@@ -438,7 +442,8 @@ def release_for_cleanup(
     if result is not None and result.outcome == SUCCEEDED:
         new = {r.name: r.uri for r in records if r.keep and r.state == FINISHED}
         if any(kept.get(name) != uri for name, uri in new.items()):
-            kept = results.record_outputs(store.job_id, new, fence=fence).outputs or {}
+            result = results.record_outputs(store.job_id, new, fence=fence)
+            kept = result.outputs or {}
     store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
     # The sweep deletes in storage, where no fence reaches: the fence is checked before the
     # first delete (a job that wrote nothing unregistered costs no check).
@@ -449,4 +454,4 @@ def release_for_cleanup(
         logger.info(
             "cleanup of %s: %d unregistered object(s) under its prefix", store.job_id, swept
         )
-    return kept
+    return result

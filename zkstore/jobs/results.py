@@ -139,11 +139,17 @@ class JobResultStore:
         return [Create(self.layout.result(result.job_id), result.to_bytes()), index_op]
 
     def mark_clean(
-        self, job_id: str, *, fence: Fence | None = None, logs_until: str | None = None
+        self,
+        job_id: str,
+        *,
+        fence: Fence | None = None,
+        logs_until: str | None = None,
+        known: JobResult | None = None,
     ) -> JobResult:
         """Mark the result clean, with the end of its logs' retention if they are kept, and drop
         its cleanup index entry in the same transaction; marking a clean one again is fine, a
-        missing one raises."""
+        missing one raises. ``known``: the result as its writer last wrote it (with its
+        version), written over with no read first; a stale one is read again."""
         return self._update(
             job_id,
             lambda current: (
@@ -153,6 +159,7 @@ class JobResultStore:
             ),
             fence,
             drop_index=True,
+            known=known,
         )
 
     def logs_removed(self, job_id: str, *, fence: Fence | None = None) -> JobResult:
@@ -188,16 +195,21 @@ class JobResultStore:
         fence: Fence | None,
         *,
         drop_index: bool = False,
+        known: JobResult | None = None,
     ) -> JobResult:
-        """Apply ``change`` (None: nothing to do) with a version check, re-reading on conflict;
-        with ``drop_index``, delete the job's cleanup index entry in the same transaction."""
+        """Apply ``change`` (None: nothing to do) with a version check, re-reading on conflict
+        (a first try on ``known``, if given, reads nothing); with ``drop_index``, delete the
+        job's cleanup index entry in the same transaction."""
         path = self.layout.result(job_id)
         index = self.layout.cleanup_entry(job_id)
         index_there = True
 
         def update() -> JobResult:
-            nonlocal index_there
-            current = self.get(job_id)
+            nonlocal index_there, known
+            current = known if known is not None and known.version is not None else None
+            known = None  # a try again (a stale version) reads
+            if current is None:
+                current = self.get(job_id)
             if current is None:
                 raise HandleNotFound(f"job {job_id} has no result", path=path)
             changed = change(current)
