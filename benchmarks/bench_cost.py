@@ -281,7 +281,7 @@ class Cost:
         before, start = self.snapshot(), time.monotonic()
         ids = [self.client.submit_function(noop, job_id=f"{prefix}-{i:04d}") for i in range(count)]
         layout = self.client.cluster.layout
-        wait_all_exist(self.client.cluster.zk, [layout.result(j) for j in ids], timeout, 0.2)
+        wait_all_exist(self.client.cluster.zk, [layout.result(j) for j in ids], timeout)
         deadline = time.monotonic() + 120
         storage = self.client.cluster.storage
         ends = [f"{self.client.cluster.storage_layout.attempt_logs(j, 1)}/end.json" for j in ids]

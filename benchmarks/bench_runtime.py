@@ -75,7 +75,7 @@ def bench_failover(hosts: str, jobs: int, session_timeout: float) -> list[Result
                     client.submit_function(hold, 600.0, job_id=f"hold-{i:03d}")
                 layout = client.cluster.layout
                 running = [layout.running(f"hold-{i:03d}") for i in range(jobs)]
-                wait_all_exist(client.cluster.zk, running, 300, poll=0.5)
+                wait_all_exist(client.cluster.zk, running, 300)
                 killed = _time_takeover(local, first, signal.SIGKILL, jobs)
                 local.start_daemon("bench-3")  # a standby again, for the graceful handover
                 second = local.wait_for_leader(exclude="bench-1")

@@ -7,6 +7,7 @@ import logging
 import os
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -14,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from kazoo.protocol.states import WatchedEvent
 
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
@@ -95,14 +98,45 @@ def hold(ctx: object, seconds: float) -> None:
     time.sleep(seconds)
 
 
-def wait_all_exist(zk: ZooKeeper, paths: list[str], timeout: float, poll: float = 0.05) -> None:
-    """Return once every one of ``paths`` exists; ``TimeoutError`` after ``timeout`` seconds."""
+def wait_all_exist(zk: ZooKeeper, paths: list[str], timeout: float, poll: float = 1.0) -> None:
+    """Return once every one of ``paths`` exists; ``TimeoutError`` after ``timeout`` seconds.
+
+    One pipelined look with a watch on each path, then the watches' news (a node's creation
+    fires its watch); the paths still missing are looked at again every ``poll`` seconds, in
+    case a watch was lost with a connection. A benchmark that polled every path 20 times a
+    second loaded the ZooKeeper it measured: 40 results awaited that way were 80 requests a
+    job, more than the runtime's own.
+    """
+    missing = set(paths)
+    news = threading.Event()
+    lock = threading.Lock()
+
+    def created(event: WatchedEvent) -> None:
+        with lock:
+            missing.discard(event.path)
+        news.set()
+
+    def look(at: list[str]) -> None:
+        found = zk.exists_many(at, watch=created)
+        with lock:
+            missing.difference_update(p for p, stat in zip(at, found, strict=True) if stat)
+
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(stat is not None for stat in zk.exists_many(paths)):
+    look(paths)
+    next_look = time.monotonic() + poll
+    while True:
+        with lock:
+            left = sorted(missing)
+        if not left:
             return
-        time.sleep(poll)
-    raise TimeoutError(f"not every one of {len(paths)} nodes existed within {timeout:g} s")
+        now = time.monotonic()
+        if now >= deadline:
+            raise TimeoutError(f"{len(left)} of {len(paths)} nodes missing after {timeout:g} s")
+        if now >= next_look:
+            look(left)
+            next_look = now + poll
+        news.wait(min(deadline, next_look) - now)
+        news.clear()
 
 
 def connect(hosts: str, timeout: float = 30.0) -> ZooKeeper:
