@@ -18,6 +18,7 @@ computed at run time (``importlib.import_module(name)``) cannot be seen: ship th
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import logging
 import os
@@ -83,25 +84,36 @@ def modules_zip(job_file: Path, limit: int = MAX_MODULES_BYTES) -> ShippedFile |
 _PARSER_LOCK = threading.Lock()
 
 
-def _imported_names(source_file: Path) -> set[str]:
+def _imported_names(source_file: Path) -> frozenset[str]:
     """Top-level module names imported anywhere in ``source_file`` (absolute imports only)."""
     try:
         source = source_file.read_bytes()
+    except OSError as exc:
+        logger.debug("not following the imports of %s: %s", source_file, exc)
+        return frozenset()
+    return _parsed_names(source, str(source_file))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_names(source: bytes, filename: str) -> frozenset[str]:
+    """:func:`_imported_names` of one source: parsed once per content, so that a program
+    submitting many jobs from one module parses it once, not at every submission."""
+    try:
         # CPython 3.11's parser is not safe from several threads at once (it fails with
         # "AST constructor recursion depth mismatch", gh-106905): submissions take turns.
         with _PARSER_LOCK:
-            tree = ast.parse(source, filename=str(source_file))
-    except (SyntaxError, ValueError, OSError) as exc:
+            tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError) as exc:
         # Shipped as it is; Python reports the error when the job imports it.
-        logger.debug("not following the imports of %s: %s", source_file, exc)
-        return set()
+        logger.debug("not following the imports of %s: %s", filename, exc)
+        return frozenset()
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
-    return names
+    return frozenset(names)
 
 
 def _resolve(root: Path, name: str) -> Path | None:

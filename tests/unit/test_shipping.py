@@ -3,6 +3,7 @@ check, and the attempt's working directory. No servers: these are pure functions
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 import sys
@@ -98,6 +99,30 @@ def write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
+
+
+def test_a_module_is_parsed_once_per_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program submitting many jobs from one file parses it once; an edit is parsed again,
+    even one that keeps its size and lands within the file system's timestamp granularity,
+    and what it imports now is followed."""
+    write(tmp_path, {"job.py": "import aa\n", "aa.py": "", "bb.py": ""})
+    parsed: list[str] = []
+    real = ast.parse
+
+    def counting(source: Any, filename: str = "<unknown>", **kwargs: Any) -> Any:
+        parsed.append(Path(filename).name)
+        return real(source, filename, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", counting)
+    job = tmp_path / "job.py"
+    for _ in range(3):
+        assert sorted(local_imports(job)) == ["aa"]
+    assert parsed == ["job.py", "aa.py"], parsed
+    job.write_text("import bb\n")
+    assert sorted(local_imports(job)) == ["bb"]
+    assert parsed[2:] == ["job.py", "bb.py"], parsed
 
 
 def test_local_imports_follow_the_job_into_its_directory_only(tmp_path: Path) -> None:
