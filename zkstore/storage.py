@@ -470,6 +470,14 @@ def _write_local_exclusive(path: str, data: bytes) -> None:
             # A concurrent discard removed a (then empty) directory of the path, even while
             # makedirs was making the next one: make them again.
             raise TryAgain(str(exc)) from exc
+        except FileExistsError as exc:
+            # makedirs found the directory there and then not there (a concurrent discard
+            # removed it, empty, between its two looks), or a temporary name was taken: again.
+            # Never "the object exists": that is os.link's answer, below. A file where the
+            # directory goes is no race.
+            if os.path.lexists(directory) and not os.path.isdir(directory):
+                raise NotADirectoryError(f"{directory} is not a directory") from exc
+            raise TryAgain(str(exc)) from exc
 
     temp, fd = RACES.call(open_temp, what=f"creating {path}", error=StoreUnavailable)
     try:

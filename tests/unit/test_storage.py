@@ -116,3 +116,36 @@ def test_local_discard_removes_empty_directories(tmp_path: Any) -> None:
     storage.discard(ref.uri)
     assert not (tmp_path / "storage" / "c").exists()
     assert (tmp_path / "storage").exists()
+
+
+def test_a_write_outlives_a_discard_removing_its_directory_meanwhile(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A discard of the last object of a directory removes the directory; a write into it at
+    that moment can find it there and then gone within one ``makedirs`` (which then raises
+    FileExistsError, as it did to a submission racing the leader's cleanup of the job's last
+    run). The write makes the directory again; it never takes the race for an object of that
+    name existing already (which it then failed to read: PayloadMissing)."""
+    storage = make_storage("file", tmp_path, None)
+    real = os.makedirs
+    raced: list[str] = []
+
+    def racing(name: Any, mode: int = 0o777, exist_ok: bool = False) -> None:
+        if not raced:  # found there by mkdir, removed before makedirs' isdir look
+            raced.append(str(name))
+            real(name, mode, exist_ok=True)
+            os.rmdir(name)
+            raise FileExistsError(17, "File exists", str(name))
+        real(name, mode, exist_ok)
+
+    monkeypatch.setattr(os, "makedirs", racing)
+    ref = storage.write("c/jobs/a/definition", b"payload")
+    assert raced and storage.read(ref) == b"payload"
+
+
+def test_a_file_where_the_directory_goes_is_refused(tmp_path: Any) -> None:
+    storage = make_storage("file", tmp_path, None)
+    (tmp_path / "storage" / "c" / "jobs").mkdir(parents=True)
+    (tmp_path / "storage" / "c" / "jobs" / "a").write_bytes(b"not a directory")
+    with pytest.raises(UntrustedPayload, match="not a regular file"):
+        storage.write("c/jobs/a/definition", b"payload")
