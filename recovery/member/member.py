@@ -593,56 +593,38 @@ class FleetMember:
         path = layout.assignment(self.daemon_id, job_id)
         known = self.assignments.known(job_id)
         self.assignments.forget(job_id)  # written below: known again once it is written
-        if running is None:
-            running = (self._running(job_id),)
+        held = running[0] if running is not None else self._running(job_id)
+        release: list[Check | SetData | Delete] = []
+        if (
+            status_version is not None
+            and holder is not None
+            and held is not None
+            and held.attempt == attempt
+            and adoption.same_process(running_identity(held), holder)
+        ):
+            # The driver died holding running: its session has not expired yet, but the
+            # process is gone (we reaped it, or its pidfd said so). Release the node now, only
+            # if it is still this attempt's (the status version), so that the leader need not
+            # wait for the expiry.
+            release = [
+                Check(layout.status(job_id), status_version),
+                Delete(layout.running(job_id), -1 if held.version is None else held.version),
+            ]
+
+        def write(assignment: Assignment, version: int) -> None:
+            if assignment.attempt != attempt:
+                return  # a newer attempt is placed here now
+            ended = Assignment(**{**assignment.as_dict(), "exited": how, "version": None})
+            zk.commit([SetData(path, ended.to_bytes(), version), *release])
+            self.assignments.wrote(job_id, replace(ended, version=version + 1))
+
         if known is not None and known.version is not None and known.attempt == attempt:
             try:
-                self._write_exit(
-                    known, known.version, job_id, attempt, how, status_version, holder, running[0]
-                )
+                write(known, known.version)
                 return
             except VersionConflict as exc:
                 if exc.path != path:
                     raise
                 # changed since the member saw it: read, and write again
         data, stat = zk.get(path)
-        assignment = Assignment.from_znode(data, stat, path)
-        self._write_exit(
-            assignment, stat.version, job_id, attempt, how, status_version, holder, running[0]
-        )
-
-    def _write_exit(
-        self,
-        assignment: Assignment,
-        version: int,
-        job_id: str,
-        attempt: int,
-        how: str,
-        status_version: int | None,
-        holder: ProcessIdentity | None,
-        running: RunningInfo | None,
-    ) -> None:
-        """:meth:`_record_exit`'s write, at ``version`` of ``assignment``."""
-        layout, zk = self.cluster.layout, self.cluster.zk
-        path = layout.assignment(self.daemon_id, job_id)
-        if assignment.attempt != attempt:
-            return  # a newer attempt is placed here now
-        ended = Assignment(**{**assignment.as_dict(), "exited": how, "version": None})
-        ops: list[Check | SetData | Delete] = [SetData(path, ended.to_bytes(), version)]
-        if (
-            status_version is not None
-            and holder is not None
-            and running is not None
-            and running.attempt == attempt
-            and adoption.same_process(running_identity(running), holder)
-        ):
-            # The driver died holding running: its session has not expired yet, but the
-            # process is gone (we reaped it, or its pidfd said so). Release the node now, only
-            # if it is still this attempt's (the status version), so that the leader need not
-            # wait for the expiry.
-            ops += [
-                Check(layout.status(job_id), status_version),
-                Delete(layout.running(job_id), -1 if running.version is None else running.version),
-            ]
-        zk.commit(ops)
-        self.assignments.wrote(job_id, replace(ended, version=version + 1))
+        write(Assignment.from_znode(data, stat, path), stat.version)
