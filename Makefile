@@ -32,7 +32,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	.ci/timed mypy $(BIN)/mypy
 
+# The suite's Spark JVMs map Spark's classes from an archive made once per virtual environment
+# (tests/spark_jvm.py: about half of a small job's start); made beside lint and the type checker.
 pytest: $(STAMP)
+	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
 	.ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each

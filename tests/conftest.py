@@ -29,6 +29,7 @@ import pytest
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
+from tests import spark_jvm
 from tests.helpers import (
     HANDS_SESSION,
     MONITOR_ID,
@@ -50,9 +51,9 @@ from zkstore.zk import ZooKeeper
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The suite's Spark JVMs (drivers of this process and of every daemon started from it, their
-# executors) read tests/spark-conf/spark-defaults.conf: short-JVM settings, far less CPU.
-os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark-conf"))
+# The suite's Spark drivers (this process's and every daemon's started from it) run short JVMs
+# that map Spark's classes from an archive (tests/spark_jvm.py): far less CPU for each start.
+os.environ.update(spark_jvm.driver_environment())
 
 
 @pytest.fixture(scope="session")
@@ -284,6 +285,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             + ", ".join(misplaced)
         )
     _longest_files_first(items)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return spark_jvm.report()
 
 
 def pytest_configure(config: pytest.Config) -> None:

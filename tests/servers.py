@@ -16,12 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import spark_jvm
 from tests.helpers import wait_for
-from zkstore.dev.embedded import SHORT_JVM_OPTIONS, find_java, free_port
-
-#: JVM options for the short-lived Spark daemons of the tests (as tests/spark-conf for drivers,
-#: and as the embedded ZooKeeper runs).
-SHORT_JVM = " ".join(SHORT_JVM_OPTIONS)
+from zkstore.dev.embedded import find_java, free_port
 
 
 class S3Server:
@@ -89,7 +86,7 @@ class Standalone:
             "SPARK_LOG_DIR": str(self.work),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PATH": "/usr/bin:/bin",
-            "SPARK_DAEMON_JAVA_OPTS": SHORT_JVM,
+            **spark_jvm.daemon_environment(name),
         }
         log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.processes.append(
