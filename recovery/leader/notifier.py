@@ -142,10 +142,10 @@ class NotificationSender:
         self._count(delivered, failed, errors, done)
         rest = [p for p in pending if not p.due(now)]
         done.waiting = len(rest)
-        for item in rest:
-            assert item.entry.next_try is not None
-            at = parse_time(item.entry.next_try)
-            done.next_due = at if done.next_due is None else min(done.next_due, at)
+        # Due next: the entries not due in this round, and those it failed (at their new try;
+        # settled or not: an entry changed meanwhile is read again then, at worst early).
+        next_tries = [item.entry.next_try for item in rest] + [at for _, _, at in failed]
+        done.next_due = min((parse_time(at) for at in next_tries if at is not None), default=None)
         return done
 
     def _drop_old(self, pending: list[Pending], now: datetime, done: Round) -> list[Pending]:

@@ -31,7 +31,7 @@ from zkstore.lifecycle.outbox import (
 )
 from zkstore.lifecycle.policy import Backoff
 from zkstore.ops import Fence, SetData
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)
 #: A round against a receiver that answers at once takes milliseconds; one that times out,
@@ -200,6 +200,48 @@ def test_the_thread_delivers_new_events_promptly(
     finally:
         sender.stop(timeout=FAST.deadline * 2)
     assert not sender.running
+
+
+def test_the_thread_tries_a_refused_event_again_after_its_backoff_not_its_poll(
+    cluster: Cluster, receiver: NotificationReceiver
+) -> None:
+    """A refused POST is tried again when its backoff says, though nothing else happens: the
+    round that failed it knows its next try (a sender that forgot it slept for its whole poll,
+    30 s by default, while its log said "next in 0.9 s")."""
+    receiver.fail = lambda n, key: n == 0
+    fence, _ = lead(cluster)
+    outbox = Outbox(cluster.zk, cluster.layout)
+    settings = SenderSettings(deadline=2.0, backoff=FAST.backoff, poll=3600.0)
+    sender = NotificationSender(outbox, fence=fence, settings=settings).start()
+    try:
+        event = Event("refused", 1, SUCCEEDED, utc_now())
+        record(cluster, fence, [event], [receiver.url()])
+        wait_for(
+            lambda: receiver.snapshot()[1][event.key] == 1,
+            timeout=BOUND,
+            what="the second try's delivery",
+        )
+    finally:
+        sender.stop(timeout=settings.deadline * 2)
+    assert [key for key, _ in receiver.snapshot()[0]] == [event.key, event.key]
+
+
+def test_a_round_says_when_its_refused_events_are_due_again(
+    cluster: Cluster, receiver: NotificationReceiver
+) -> None:
+    receiver.fail = lambda n, key: n == 0
+    fence, _ = lead(cluster)
+    outbox = Outbox(cluster.zk, cluster.layout)
+    outbox.ensure()
+    record(cluster, fence, events(2), [receiver.url()])
+    sender = NotificationSender(outbox, fence=fence, settings=FAST)
+    now = datetime.now(UTC)
+    done = sender.run_once(now)
+    assert (done.failed, done.waiting) == (2, 0)
+    assert done.next_due is not None
+    assert now < done.next_due <= now + timedelta(seconds=FAST.backoff.max_delay)
+    pending, _ = outbox.pending()
+    assert done.next_due == min(parse_time(p.entry.next_try or "") for p in pending)
 
 
 def test_the_thread_survives_a_round_that_fails(
