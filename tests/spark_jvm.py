@@ -45,7 +45,7 @@ spark.stop()
 """
 
 
-def _spark_home() -> Path:
+def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
@@ -111,7 +111,7 @@ def make_archive() -> Path:
             "PYSPARK_PYTHON": sys.executable,
         }
         run = subprocess.run(
-            [str(_spark_home() / "bin" / "spark-submit"), str(script)],
+            [str(spark_home() / "bin" / "spark-submit"), str(script)],
             env=env,
             capture_output=True,
             text=True,
