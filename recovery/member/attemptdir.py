@@ -33,8 +33,11 @@ def scratch(directory: Path) -> Path:
 
 def remove(directory: Path) -> None:
     """Remove an attempt's directory and its scratch beside it; missing ones are fine, and so
-    is anything there that is not a directory of this user's (left alone)."""
-    for place in (directory, scratch(directory)):
+    is anything there that is not a directory of this user's (left alone). The scratch goes
+    first: the attempt's directory is what says an attempt left something here, so while
+    anything is left, it is too (a removal cut short is done again by the next, and whoever
+    sees the directory gone sees everything gone)."""
+    for place in (scratch(directory), directory):
         if ours(place):
             shutil.rmtree(place, ignore_errors=True)
 
