@@ -59,6 +59,13 @@ TEMP_MARKER = ".tmp-"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def is_temporary(uri: str) -> bool:
+    """Whether ``uri`` is a local write's temporary file (``.<name>.tmp-<random>``, published
+    by a link to ``<name>`` once complete, then removed by its writer): a write in flight, or
+    one whose writer died."""
+    return TEMP_MARKER in uri.rsplit("/", 1)[-1]
+
+
 @dataclass(frozen=True)
 class StoredObject:
     """One object found by :meth:`StateStorage.list`."""

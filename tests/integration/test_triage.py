@@ -5,6 +5,7 @@ installed ``zkstore`` script, against real servers, with crashes between the ste
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner, Result
@@ -218,6 +219,35 @@ def test_a_crash_between_the_steps_is_finished_by_running_again(
 
 
 # -- forget -------------------------------------------------------------------------------------
+
+
+def test_a_resubmission_racing_the_cleanup_is_refused_and_its_write_left_to_it(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's cleanup of a finished job discards what is left under the job's storage
+    prefix, where a submission of the same id may be writing its payload meanwhile (to be
+    refused: the id has a result). The cleanup runs here between the writer's temporary file
+    and its publication: it must leave that file to its writer, whose submission is refused with
+    JobFinished. (It discarded the file, and the writer failed with PayloadMissing: seen in a
+    soak run of tests/e2e/test_triage.py.)"""
+    cluster.jobs.submit(JobDefinition.for_function("daily", jobs.noop))
+    cluster.results.create_dirty("daily", FAILED, attempts=1, error="boom")
+    definitions = cluster.storage.path_of(
+        cluster.storage.url(cluster.storage_layout.definitions("daily"))
+    )
+    link, cleaned = os.link, []
+
+    def cleanup_in_between(temp: str, path: str) -> None:
+        if definitions in path and not cleaned:
+            cleaned.append(clean_up(cluster, "daily"))
+        link(temp, path)
+
+    monkeypatch.setattr(os, "link", cleanup_in_between)
+    with pytest.raises(JobFinished):
+        cluster.jobs.submit(JobDefinition.for_function("daily", jobs.noop))
+    monkeypatch.setattr(os, "link", link)
+    assert cleaned == [True]
+    nothing_of(cluster, "daily")  # the refused writer's payload discarded by the writer
 
 
 def test_forget_frees_a_finished_id_and_only_that(cluster: Cluster, config: StoreConfig) -> None:

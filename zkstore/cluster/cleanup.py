@@ -29,6 +29,7 @@ from zkstore.jobs.artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import JobResult
 from zkstore.ops import Fence
+from zkstore.storage import is_temporary
 from zkstore.strict import utc_in
 
 logger = logging.getLogger(__name__)
@@ -72,10 +73,13 @@ def clean_up(
         logger.info("cleanup of %s: its definition is still locked; will retry", job_id)
         return False
     logs = cluster.storage_layout.logs(job_id)
+    # Not a write in flight: a submission of the same id may be writing its payload meanwhile
+    # (it will be refused, the id has a result, and removes its own file); a temporary file
+    # left by a writer that died is the operator's lingering cleanup's, past its minimum age.
     leftovers = [
         found.uri
         for found in cluster.storage.list(cluster.storage_layout.job(job_id))
-        if not cluster.storage.is_under(found.uri, logs)
+        if not cluster.storage.is_under(found.uri, logs) and not is_temporary(found.uri)
     ]
     if leftovers:  # deletes in storage, where no fence reaches: checked just before
         cluster.zk.ensure_fence(fence)

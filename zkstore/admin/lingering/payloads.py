@@ -13,7 +13,7 @@ from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
 from zkstore.jobs.logs import is_log_key, logs_kept
 from zkstore.layout import job_record_dir
-from zkstore.storage import TEMP_MARKER, StoredObject
+from zkstore.storage import StoredObject, is_temporary
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
 
 
@@ -38,7 +38,7 @@ class OrphanPayload(Kind):
             record = job_record_dir(key)
             if record is not None and owned(inventory, job):
                 continue  # the living job's own record (its cleanup removes it)
-            if TEMP_MARKER in item.uri.rsplit("/", 1)[-1]:
+            if is_temporary(item.uri):
                 detail = "partial write (temporary file)"
             elif record is not None:
                 detail = f"{record} of a job that is gone"
