@@ -67,10 +67,15 @@ def options() -> str:
     return " ".join([*SHORT_JVM_OPTIONS, *shared])
 
 
+def _environment(options_variable: str) -> dict[str, str]:
+    """The empty configuration directory, and this module's options in ``options_variable``."""
+    CONF_DIR.mkdir(parents=True, exist_ok=True)
+    return {"SPARK_CONF_DIR": str(CONF_DIR), options_variable: options()}
+
+
 def driver_environment() -> dict[str, str]:
     """The variables the suite's drivers (this process's and every daemon's it starts) need."""
-    CONF_DIR.mkdir(parents=True, exist_ok=True)
-    return {"SPARK_CONF_DIR": str(CONF_DIR), "SPARK_SUBMIT_OPTS": options()}
+    return _environment("SPARK_SUBMIT_OPTS")
 
 
 def report() -> str:
@@ -85,9 +90,7 @@ def daemon_environment(role: str) -> dict[str, str]:
     """The variables of a standalone ``master`` or ``worker``: the worker's options reach the
     executors it starts, which inherit its environment (``JAVA_TOOL_OPTIONS``: every JVM reads
     it, and says so on its standard error)."""
-    CONF_DIR.mkdir(parents=True, exist_ok=True)
-    variable = "JAVA_TOOL_OPTIONS" if role == "worker" else "SPARK_DAEMON_JAVA_OPTS"
-    return {"SPARK_CONF_DIR": str(CONF_DIR), variable: options()}
+    return _environment("JAVA_TOOL_OPTIONS" if role == "worker" else "SPARK_DAEMON_JAVA_OPTS")
 
 
 def make_archive() -> Path:
