@@ -183,7 +183,8 @@ class Daemon:
 
     def _turn(self) -> None:
         """One pass: wait for events, handle them, reconcile periodically."""
-        events = self.loop.next_events(timeout=0.5)
+        pending = self.is_leader and self.leader is not None and self.leader.cleanups_pending
+        events = self.loop.next_events(timeout=0.0 if pending else 0.5)
         try:
             for event in events:
                 if event.kind != JOB_CHANGED:
@@ -197,6 +198,7 @@ class Daemon:
                 if time.monotonic() - self._last_reconcile > self.settings.reconcile_interval:
                     self._last_reconcile = time.monotonic()
                     self.leader.reconcile_all()
+                self.leader.clean_up_finished()
             if events:
                 self._outage.clear("store", "ZooKeeper and storage answer again")
         except NotLeader as exc:

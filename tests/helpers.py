@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +37,7 @@ from zkstore.zk import ZooKeeper
 
 if TYPE_CHECKING:
     from recovery.client.client import Client
+    from recovery.leader.leader import LeaderProcess
     from tests.servers import S3Server
     from zkstore.jobs.records import QuarantineEntry
 
@@ -47,6 +48,15 @@ SESSION_TIMEOUT = 3.0
 #: expiry (a test about expiry expires a session of its own). At the harness's 4 s, such
 #: sessions expired under the soak's two busy loops, and their nodes went with them.
 HANDS_SESSION = 30.0
+
+
+def leader_turn(leader: LeaderProcess, job_ids: Iterable[str]) -> None:
+    """What the daemon's turns do with events about ``job_ids``: the leader looks at them,
+    then cleans up every job it finished (the daemon's loop does so at the end of its turns,
+    after its member's launches)."""
+    leader.reconcile(job_ids)
+    while leader.cleanups_pending:
+        leader.clean_up_finished()
 
 
 def connected(hosts: str, *, session_timeout: float, timeout: float) -> ZooKeeper:
@@ -146,13 +156,17 @@ def alive(pid: int) -> bool:
 def requests_sent(zk: ZooKeeper, *, paths: bool = False) -> Iterator[list[str]]:
     """The kinds of the requests ``zk``'s kazoo client sends inside the block, in order
     (``GetData``, ``Exists``, ...), as they reach its ``_call``; with ``paths``, each with the
-    path it is about (``GetData /r/results/j``; a transaction has none)."""
+    path it is about (``GetData /r/results/j``; a transaction with those of its operations,
+    comma-separated)."""
     client = zk.kazoo
     sent: list[str] = []
     real = client._call
 
     def counted(request: object, async_object: object) -> object:
         path = getattr(request, "path", None) if paths else None
+        operations = getattr(request, "operations", None) if paths else None
+        if operations:
+            path = ",".join(str(getattr(op, "path", "")) for op in operations)
         kind = type(request).__name__
         sent.append(f"{kind} {path}" if isinstance(path, str) else kind)
         return real(request, async_object)

@@ -8,7 +8,9 @@ A Start places the attempt: the status (STARTING, the attempt, the member) and t
 ``R/assignments/<member>/<job>`` are written in one transaction, and the member launches the
 driver. When an attempt ends (restart, finish, quarantine), its assignment is removed, which frees
 the member's slot. A failed or lost attempt's artifacts are released when the restart is
-recorded, and again (whatever is left) before the next attempt is placed.
+recorded, and again (whatever is left) before the next attempt is placed. A finished job's result
+is recorded (and its slot freed) at once; its cleanup waits until the leader has placed what the
+freed slots can take (:meth:`JobActions.finished`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -70,6 +72,9 @@ class JobActions:
         #: each placement of the batch: the job, the action, its ops, and the history's entry
         #: when the ops make the history (else the entry is told after, by a write of its own)
         self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry | None]] = []
+        #: the cleanups of the jobs finished since the last were done, by job: each is the
+        #: finished job's snapshot and its cleanup, with what the result's record left for it
+        self._finished: dict[str, tuple[JobSnapshot, Callable[[], None]]] = {}
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -362,12 +367,29 @@ class JobActions:
             f" (last on {job.outcome.host})" if job.outcome and job.outcome.host else "",
             f": {action.error.splitlines()[-1]}" if action.error else "",
         )
-        self._clean(
+        ended = self._end_entry(job, action.outcome, action.error)
+        result = recorded[0] if recorded else None
+        self._finished[job.job_id] = (
             job,
-            unassigned=unassigned,
-            ended=self._end_entry(job, action.outcome, action.error),
-            result=recorded[0] if recorded else None,
+            lambda: self._clean(job, unassigned=unassigned, ended=ended, result=result),
         )
+
+    @property
+    def cleanups_pending(self) -> bool:
+        return bool(self._finished)
+
+    def finishing(self, job_id: str) -> bool:
+        """Whether the job's result is recorded and its cleanup still to be done."""
+        return job_id in self._finished
+
+    def finished(self) -> Iterator[tuple[JobSnapshot, Callable[[], None]]]:
+        """The cleanups of the finished jobs, oldest first: the caller runs each, after the
+        placements its freed slot allowed. One that raises stays, to be done first next time
+        (a takeover finds its result DIRTY and cleans up from there)."""
+        while self._finished:
+            job_id = next(iter(self._finished))
+            yield self._finished[job_id]
+            self._finished.pop(job_id, None)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(
@@ -520,7 +542,11 @@ class JobActions:
         return clear_end_ops(self.cluster.layout, job.job_id, existing)
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
-        self._clean(job)
+        finished = self._finished.pop(job.job_id, None)  # this leader recorded its result
+        if finished is not None:
+            finished[1]()
+        else:
+            self._clean(job)
 
     def _clean(
         self,
@@ -572,7 +598,6 @@ class JobActions:
         member = job.status.daemon_id if job.status is not None else None
         if member is not None:
             self.leader.fleet.release(member, job.job_id)
-            self.leader.slot_freed()
 
     def _release_assignment(self, job: JobSnapshot) -> None:
         ops = self._unassign_ops(job)

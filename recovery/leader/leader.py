@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from recovery.leader.actions import JobActions
+from recovery.leader.actions import CLEANUP_RETRY, JobActions
 from recovery.leader.decide import (
     Action,
     CleanUp,
@@ -118,6 +118,8 @@ class LeaderProcess:
         #: placed attempts whose driver's start and end leave nothing to decide
         self.quiet = QuietAttempts(self, self.actions.report_running)
         self.notifier: NotificationSender | None = None
+        #: when the cleanups of finished jobs may be tried again after an outage stopped one
+        self._cleanups_resume = 0.0
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -278,14 +280,16 @@ class LeaderProcess:
         data, job_id = event.data, event.job_id
         if job_id is None:
             return False
-        if event.kind != JOB_CHANGED:  # its driver's exit, seen by this daemon's member
-            return job_id in self._cleaned
         if data == ADDED:
             self._cleaned.pop(job_id, None)
             return False
+        # its result recorded, its cleanup to come: what it does is all that is left to do
+        over = job_id in self._cleaned or self.actions.finishing(job_id)
+        if event.kind != JOB_CHANGED:  # its driver's exit, seen by this daemon's member
+            return over
         if data in (REMOVED, TIMER):  # a look it had scheduled for itself: the job has moved on
-            return job_id in self._cleaned
-        return isinstance(data, Fired) and not self.watches.current(data.watcher)
+            return over
+        return isinstance(data, Fired) and (over or not self.watches.current(data.watcher))
 
     def job_done(self, job_id: str) -> None:
         """The job's cleanup finished: forget it."""
@@ -331,6 +335,12 @@ class LeaderProcess:
         look at the few jobs an event names uses the fleet this leader keeps, which counts its
         own placements and releases (five reads a look saved; the periodic pass corrects any
         drift).
+
+        A job the batch finishes has its result recorded and its slot freed at once; the slots
+        freed are given to the jobs waiting longest for one in the same turn, and the finished
+        jobs are cleaned up after (:meth:`clean_up_finished`): in a backlog of short jobs a slot
+        waited for the cleanups of every job that ended in the same turn, then a turn more for
+        the look its freeing asked for, then for its member's launch behind more cleanups.
         """
         waiting = {job_id: place for place, job_id in enumerate(self._waiting)}
         ids = sorted(
@@ -343,7 +353,40 @@ class LeaderProcess:
             if not self._fleet_read or (listing is not None and first > 0):
                 self._read_fleet()
             self._reconcile_batch(ids[first : first + BATCH], listing)
+            self._fill_freed_slots()
         self.slot_freed()
+
+    def _fill_freed_slots(self) -> None:
+        """Place the jobs waiting longest for the slots this turn freed, in this turn (a look at
+        each, as :meth:`slot_freed` would ask for): a slot is refilled before the cleanups of the
+        jobs that freed it, not after them and a turn of the loop."""
+        if self.active and self.fleet.free_slots > 0 and self._waiting:
+            ready = self.fleet.could_start(self._waiting.items())
+            if ready:
+                self._reconcile_batch(ready, None)
+
+    @property
+    def cleanups_pending(self) -> bool:
+        """Whether jobs this leader finished wait for their cleanup, to be tried now."""
+        return self.actions.cleanups_pending and time.monotonic() >= self._cleanups_resume
+
+    def clean_up_finished(self) -> None:
+        """Clean up the jobs whose results this leader recorded (:meth:`JobActions.finished`),
+        each guarded as an action is (loop thread, at the end of a turn): at least one, then
+        until an event waits. The member of this daemon launches what the turn placed on it
+        from that event, so the cleanups (a dozen writes and storage deletes each) come after
+        the launches, not before; those left are done at the end of the next turns, which do
+        not wait for events while any is left."""
+        if not self.cleanups_pending:
+            return
+        for done, (job, clean) in enumerate(self.actions.finished()):
+            if not self.active or (done and self.loop.has_events()):
+                return
+            try:
+                self._guarded(job, "CleanUp", clean)
+            except StoreUnavailable:  # kept, and tried again in a while, not at every turn
+                self._cleanups_resume = time.monotonic() + CLEANUP_RETRY
+                raise
 
     def _reconcile_batch(self, ids: list[str], listing: Listing | None) -> None:
         """Placements are taken from the fleet as starts are decided, so that one batch never
@@ -448,10 +491,13 @@ class LeaderProcess:
         return replace(start, daemon_id=member)
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:
+        self._guarded(job, type(action).__name__, lambda: self.actions.apply(job, action))
+
+    def _guarded(self, job: JobSnapshot, what: str, act: Callable[[], None]) -> None:
         """Act for one job. Leadership lost: stop; outage: raise (it is nobody's job's fault);
         a conflict: look again; anything else: the job is broken, the others go on."""
         try:
-            self.actions.apply(job, action)
+            act()
         except NotLeader:
             logger.warning("job %s: leadership lost while acting; stopping", job.job_id)
             self.leadership.revoke()
@@ -462,8 +508,8 @@ class LeaderProcess:
             logger.info("job %s: %s; looking again", job.job_id, exc)
             self.post(job.job_id)
         except Exception as exc:
-            logger.exception("job %s: %s failed", job.job_id, type(action).__name__)
-            self._quarantine_broken(job, f"{type(action).__name__} failed: {exc!r}")
+            logger.exception("job %s: %s failed", job.job_id, what)
+            self._quarantine_broken(job, f"{what} failed: {exc!r}")
 
     def _quarantine_broken(self, job: JobSnapshot, reason: str) -> None:
         try:

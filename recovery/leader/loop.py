@@ -64,6 +64,11 @@ class Loop:
         with self._timer_lock:
             heapq.heappush(self._timers, (when, next(self._counter), event))
 
+    def has_events(self) -> bool:
+        """Whether an event waits (a timer not counted): the loop's thread has work to come
+        back to."""
+        return not self._queue.empty()
+
     def next_events(self, timeout: float) -> list[Event]:
         """Wait up to ``timeout`` for events (or the next timer); return every one pending."""
         deadline = time.monotonic() + timeout

@@ -51,7 +51,3 @@ class LeaderRole(Protocol):
     def job_done(self, job_id: str) -> None:
         """Forget ``job_id``: it left the current jobs."""
         ...
-
-    def slot_freed(self) -> None:
-        """A driver slot was freed: offer it to the jobs waiting for one."""
-        ...

@@ -30,7 +30,7 @@ from recovery.leader.leader import LeaderProcess
 from recovery.leader.loop import Leadership, Loop
 from recovery.leader.retention import Retention
 from recovery.settings import DaemonSettings
-from tests.helpers import expire_session
+from tests.helpers import expire_session, leader_turn
 from zkstore.admin.acl import walk
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
@@ -178,7 +178,7 @@ def test_a_deposed_leader_deletes_and_creates_nothing(
     leaders.append(successor)
     assert successor.leads()
     new = successor.process()
-    new.reconcile(["done", "bare", "fresh"])
+    leader_turn(new, ["done", "bare", "fresh"])
     Retention(new).run_pass()
     cluster, layout = successor.cluster, successor.cluster.layout
     result = cluster.results.get("done")

@@ -4,7 +4,8 @@ A job's cleanup deletes nodes the leader watches (its assignment, its cancel nod
 of those watches arrive after the job is gone, and a look at it then reads a dozen nodes to find
 nothing to do; the job listing tells of the handle's delete too. They are told apart
 (``LeaderProcess.outlived``) and skipped by the daemon; a job submitted again under the same id
-is looked at as any new job.
+is looked at as any new job. So are the events of a job whose result is recorded and whose
+cleanup waits for the slots it freed to be refilled (the last tests).
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from typing import Any
 import pytest
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
+from recovery.leader import actions
 from recovery.leader.election import LeaderElection
 from recovery.leader.leader import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.watches import Fired
 from recovery.settings import DaemonSettings
 from tests import jobs
-from tests.helpers import HANDS_SESSION, requests_sent
+from tests.helpers import HANDS_SESSION, leader_turn, requests_sent, wait_for
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import forget
 from zkstore.config import StoreConfig
+from zkstore.errors import StoreUnavailable
 from zkstore.jobs import history
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
@@ -68,7 +71,7 @@ def test_the_events_of_a_cleaned_up_jobs_watches_are_told_apart(
     config: StoreConfig, cluster: Cluster, leader: LeaderProcess
 ) -> None:
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])  # no member: it waits for a slot, its cancel node watched
+    leader_turn(leader, ["j"])  # no member: it waits for a slot, its cancel node watched
     cluster.state.request_cancel("j")
     (fired,) = events_of(leader, "j", timeout=config.timeout)
     assert not leader.outlived(fired), "the job lives: its watch's event is a look"
@@ -79,7 +82,7 @@ def test_the_events_of_a_cleaned_up_jobs_watches_are_told_apart(
     (removed_early,) = events_of(leader, "j", timeout=config.timeout)
     assert not leader.outlived(removed_early), "not cleaned up by this leader: a look"
 
-    leader.reconcile(["j"])  # cancelled: finished and cleaned up in the same look
+    leader_turn(leader, ["j"])  # cancelled: finished and cleaned up in the same look
     assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
     assert leader.outlived(fired), "the job is gone: its watches' events are stale"
     leader.post(REMOVED, "j")  # its handle's delete, told by the listing
@@ -93,7 +96,7 @@ def test_the_events_of_a_cleaned_up_jobs_watches_are_told_apart(
     leader.post(ADDED, "j")
     (added,) = events_of(leader, "j", timeout=config.timeout)
     assert not leader.outlived(added)
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     cluster.state.request_cancel("j")
     (again,) = events_of(leader, "j", timeout=config.timeout)
     assert not leader.outlived(again)
@@ -107,7 +110,7 @@ def test_a_watch_of_an_earlier_leadership_is_never_taken_for_stale(
     """The next leadership of the daemon has none of the earlier one's watchers: their events
     are looks, as before (its first reconcile may have read a node before it changed)."""
     cluster.jobs.submit(JobDefinition.for_function("k", jobs.noop))
-    leader.reconcile(["k"])
+    leader_turn(leader, ["k"])
     cluster.state.request_cancel("k")
     (fired,) = events_of(leader, "k", timeout=config.timeout)
     settings = DaemonSettings(store=config, daemon_id="d1")
@@ -138,7 +141,7 @@ def placed_and_started(
     """A new job placed on member m1 and its driver of attempt 1 started: the start's events."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
-    leader.reconcile([job_id])
+    leader_turn(leader, [job_id])
     driver_starts(cluster, hands, job_id)
     return events_of(leader, job_id, timeout=config.timeout)
 
@@ -185,7 +188,7 @@ def test_a_drivers_start_with_anything_to_decide_is_a_look(
     member(cluster, hands)
     summary = {"timeout": 3600.0} if case == "a limit" else None
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop), summary=summary)
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     if case == "a stop asked":
         StopStore(cluster).request("j")
     driver_starts(cluster, hands, "j", attempt=2 if case == "another attempt's driver" else 1)
@@ -196,7 +199,7 @@ def test_a_drivers_start_with_anything_to_decide_is_a_look(
     if case == "gone already":
         # The confirming read of the absent node set no watch: the look must set one, so that
         # the next driver's start is seen.
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
         driver_starts(cluster, hands, "j")
         assert events_of(leader, "j", timeout=config.timeout), "the start after is seen"
 
@@ -223,7 +226,7 @@ def test_a_drivers_end_with_its_outcome_costs_a_read_and_its_exit_is_the_look(
     assert sent == ["GetData", "GetData"], "its outcome and its assignment"
     exit_seen(cluster, hands, "plain")
     assert looked_at(config, leader, "plain")
-    leader.reconcile(["plain"])
+    leader_turn(leader, ["plain"])
     result = cluster.results.get("plain")
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
 
@@ -268,12 +271,12 @@ def test_a_look_the_leader_scheduled_for_a_job_it_has_cleaned_up_since_is_skippe
     """A wait's bound (most often: for a driver's exit) outlives the job's cleanup: a look
     then would read a dozen nodes to find nothing. Skipped; a look anybody asks for is not."""
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])  # no member: it waits
+    leader_turn(leader, ["j"])  # no member: it waits
     leader.post_at(time.monotonic(), "j")
     (timer,) = events_of(leader, "j", timeout=config.timeout)
     assert not leader.outlived(timer), "the job lives: a look"
     cluster.state.request_cancel("j")
-    leader.reconcile(["j"])  # cancelled: finished and cleaned up
+    leader_turn(leader, ["j"])  # cancelled: finished and cleaned up
     assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
     assert leader.outlived(timer)
     leader.post("j")
@@ -298,7 +301,7 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
     with requests_sent(cluster.zk) as placing:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     assert cluster.zk.exists(cluster.layout.assignment("m1", "j")) is not None, "placed"
     # its node, its status, its assignment and its history, all in one
     assert [r for r in placing if r in WRITES] == ["Transaction"], placing
@@ -308,7 +311,7 @@ def test_a_no_op_jobs_life_costs_the_leader_one_write_per_step(
     layout = cluster.layout
     succeeds(cluster, hands, "j")
     with requests_sent(cluster.zk, paths=True) as finishing:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     result = cluster.results.get("j")
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
     assert cluster.zk.exists(layout.job_dir("j")) is None
@@ -368,7 +371,7 @@ def test_a_new_jobs_placement_makes_its_node_unless_it_is_there(
     for job_id in ("a", "b"):
         cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
     hands.create(cluster.layout.job_dir("a"))
-    leader.reconcile(["a", "b"])
+    leader_turn(leader, ["a", "b"])
     for job_id in ("a", "b"):
         status = cluster.state.status(job_id)
         assert status is not None and status.daemon_id == "m1" and status.version == 0
@@ -397,11 +400,11 @@ def test_a_new_job_initialized_behind_the_leaders_back_is_placed_at_the_next_loo
         flush()
 
     monkeypatch.setattr(leader.actions, "flush_starts", initialized_first)
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     assert cluster.zk.exists(layout.assignment("m1", "j")) is None, "not placed"
     assert "j" not in leader.fleet.members["m1"].assigned, "its slot given back"
     monkeypatch.setattr(leader.actions, "flush_starts", flush)
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     status = cluster.state.status("j")
     assert status is not None and status.daemon_id == "m1" and status.version == 1
 
@@ -413,7 +416,7 @@ def test_a_first_placement_that_finds_a_history_there_goes_on_and_replaces_it(
     (planted, garbage) must not keep the job from starting: it is placed without it, and the
     history's separate write replaces the garbage."""
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])  # no member yet: its records made, waiting for a slot
+    leader_turn(leader, ["j"])  # no member yet: its records made, waiting for a slot
     path = cluster.layout.history("j")
     hands.create(path, b"\x00 not a history")
     member(cluster, hands)
@@ -431,21 +434,21 @@ def test_a_cleanup_that_must_wait_tells_the_attempts_end_in_the_record_it_keeps(
     copy kept when the cleanup finishes has it."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     checkpoints = cluster.checkpoints("j")
     checkpoints.add({"step": 1})
     (name,) = checkpoints.handles.names()
     lock = f"{checkpoints.handles.node(name)}/locks/another-instance"
     hands.create(lock, b"", ephemeral=True)
     succeeds(cluster, hands, "j")
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     result = cluster.results.get("j")
     assert result is not None and result.state != CLEAN, "recorded; the cleanup waits"
     path = cluster.layout.history("j")
     assert told(cluster.zk, path=path) == [(1, "m1", history.SUCCEEDED)]
 
     hands.delete(lock)
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     result = cluster.results.get("j")
     assert result is not None and result.state == CLEAN
     kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
@@ -464,18 +467,18 @@ def test_a_cleanup_that_waits_past_the_records_has_kept_the_end_beside_the_logs(
     warning about a record it could not write."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     lock = f"{cluster.layout.current_jobs}/j/locks/a-driver"
     hands.create(lock, b"", ephemeral=True)
     succeeds(cluster, hands, "j")
     with caplog.at_level(logging.INFO):
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     assert cluster.zk.exists(cluster.layout.job_dir("j")) is None, "the records are gone"
     kept = JobLogs(cluster.storage, cluster.storage_layout, "j").kept_history()
     assert told(cluster.zk, kept) == [(1, "m1", history.SUCCEEDED)]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     hands.delete(lock)
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     result = cluster.results.get("j")
     assert result is not None and result.state == CLEAN
 
@@ -488,11 +491,11 @@ def test_a_new_job_with_no_free_slot_is_created_with_the_reason_it_waits(
     member(cluster, hands)  # 4 slots
     for n in range(4):
         cluster.jobs.submit(JobDefinition.for_function(f"busy{n}", jobs.noop))
-    leader.reconcile([f"busy{n}" for n in range(4)])
+    leader_turn(leader, [f"busy{n}" for n in range(4)])
     assert len(leader.fleet.assignments["m1"]) == 4, "every slot taken"
     cluster.jobs.submit(JobDefinition.for_function("queued", jobs.noop))
     with requests_sent(cluster.zk) as queuing:
-        leader.reconcile(["queued"])
+        leader_turn(leader, ["queued"])
     assert [r for r in queuing if r in WRITES] == ["Transaction"], queuing
     status = cluster.state.status("queued")
     assert status is not None and status.state == PENDING
@@ -511,7 +514,7 @@ def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
     a whole and the result is recorded alone; the member's slot is freed either way."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     layout = cluster.layout
     path = layout.assignment("m1", "j")
     assert "j" in leader.fleet.assignments.get("m1", ()), "placed, as the fleet knows"
@@ -525,7 +528,7 @@ def test_an_assignment_gone_behind_the_leaders_back_leaves_the_result_recorded(
 
     monkeypatch.setattr(cluster.results, "create_dirty", deleted_first)
     with requests_sent(cluster.zk) as finishing:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     result = cluster.results.get("j")
     assert result is not None and result.outcome == SUCCEEDED and result.state == CLEAN
     assert cluster.zk.exists(layout.job_dir("j")) is None
@@ -545,10 +548,10 @@ def test_a_look_asks_again_only_for_the_watches_that_fired(
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
     with requests_sent(cluster.zk) as placing:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     assert placing.count("Exists") == 4, placing
     with requests_sent(cluster.zk) as again:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     assert "Exists" not in again, "every watch still armed"
 
     StopStore(cluster).request("j")
@@ -556,7 +559,7 @@ def test_a_look_asks_again_only_for_the_watches_that_fired(
     assert [e.data.created for e in stopped if isinstance(e.data, Fired)] == [layout.stop("j")]
     assert leader.triage(stopped) == {"j"}, "a stop asked: a look at once"
     with requests_sent(cluster.zk) as looking:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     assert looking.count("Exists") == 1, "the stop node's watch, armed again"
     hands.delete(layout.stop("j"))
     resumed = events_of(leader, "j", timeout=config.timeout)
@@ -570,11 +573,102 @@ def test_a_session_event_disarms_every_watch_of_the_job(
     suspended, and does not set them again: the look after asks for all of them again."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
-    leader.reconcile(["j"])
+    leader_turn(leader, ["j"])
     watcher = leader.watches.watcher("j")
     assert len(watcher.armed) == 4
     watcher(WatchedEvent(EventType.NONE, KazooState.SUSPENDED, None))
     assert watcher.armed == set()
     with requests_sent(cluster.zk) as looking:
-        leader.reconcile(["j"])
+        leader_turn(leader, ["j"])
     assert looking.count("Exists") == 4, looking
+
+
+def test_a_freed_slot_is_refilled_in_the_turn_that_frees_it_before_the_cleanup(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A backlog of short jobs: the look at a job whose driver ended records its result (its
+    slot freed with it) and places the job waiting longest in the same turn; the finished job's
+    cleanup (a dozen writes and storage deletes) comes after, and the events of the job in
+    between are not looks. Before, the slot waited for every cleanup of the turn, then for a
+    turn more: the look its freeing asked for."""
+    member(cluster, hands)  # 4 slots
+    for n in range(4):
+        cluster.jobs.submit(JobDefinition.for_function(f"busy{n}", jobs.noop))
+    leader_turn(leader, [f"busy{n}" for n in range(4)])
+    cluster.jobs.submit(JobDefinition.for_function("queued", jobs.noop))
+    leader_turn(leader, ["queued"])
+    assert cluster.state.status("queued").state == PENDING  # type: ignore[union-attr]
+    layout = cluster.layout
+    succeeds(cluster, hands, "busy0")
+
+    with requests_sent(cluster.zk, paths=True) as turn:
+        leader.reconcile(["busy0"])
+    writes = [r for r in turn if r.split()[0] in WRITES]
+    assert len(writes) == 2, writes
+    assert layout.result("busy0") in writes[0], "first the result, with the assignment's delete"
+    assert layout.assignment("m1", "queued") in writes[1], "then the placement, in the same turn"
+    assert cluster.zk.exists(layout.job_dir("busy0")) is not None, "not cleaned up yet"
+    assert leader.cleanups_pending and leader.actions.finishing("busy0")
+    # the assignment's delete fired the leader's watch: nothing is left to decide for busy0
+    assert leader.triage(events_of(leader, "busy0", timeout=config.timeout)) == set()
+
+    leader.clean_up_finished()
+    result = cluster.results.get("busy0")
+    assert result is not None and result.state == CLEAN
+    assert cluster.zk.exists(layout.job_dir("busy0")) is None
+    assert not leader.cleanups_pending
+
+
+def test_the_cleanups_give_way_to_the_next_event_one_at_least_each_time(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """The daemon's member launches what the turn placed on it from an event of the loop: the
+    cleanups stop when one waits (after at least one), and go on at the end of the next turn."""
+    member(cluster, hands)
+    for name in ("a", "b"):
+        cluster.jobs.submit(JobDefinition.for_function(name, jobs.noop))
+    leader_turn(leader, ["a", "b"])
+    for name in ("a", "b"):
+        succeeds(cluster, hands, name)
+    leader.reconcile(["a", "b"])
+    leader.loop.post(Event("assignments"))  # the member's watch: its turn comes first
+    leader.clean_up_finished()
+    assert [leader.actions.finishing(name) for name in ("a", "b")] == [False, True]
+    assert cluster.zk.exists(cluster.layout.job_dir("a")) is None
+    leader.clean_up_finished()  # the next turn
+    assert not leader.cleanups_pending
+    assert cluster.zk.exists(cluster.layout.job_dir("b")) is None
+
+
+def test_a_cleanup_an_outage_stopped_is_kept_and_tried_again_after_a_while(
+    config: StoreConfig,
+    cluster: Cluster,
+    leader: LeaderProcess,
+    hands: ZooKeeper,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Storage or ZooKeeper unavailable in a cleanup: the daemon's turn reports the outage;
+    the cleanup is kept (its result is DIRTY, for a successor too) and tried again after
+    ``CLEANUP_RETRY``, not at every turn (the loop does not wait for events while one is
+    pending: it would spin)."""
+    member(cluster, hands)
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    leader_turn(leader, ["j"])
+    succeeds(cluster, hands, "j")
+    leader.reconcile(["j"])
+
+    def unavailable(*args: object, **kwargs: object) -> bool:
+        raise StoreUnavailable("storage unreachable (injected)")
+
+    monkeypatch.setattr(actions, "clean_up", unavailable)
+    with pytest.raises(StoreUnavailable):
+        leader.clean_up_finished()
+    assert leader.actions.finishing("j") and not leader.cleanups_pending, "kept, not now"
+    leader.clean_up_finished()  # a turn meanwhile: nothing tried
+    monkeypatch.undo()
+    retried = wait_for(lambda: leader.cleanups_pending, timeout=2 * actions.CLEANUP_RETRY)
+    assert retried, f"tried again within {2 * actions.CLEANUP_RETRY} s"
+    leader.clean_up_finished()
+    assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
+    result = cluster.results.get("j")
+    assert result is not None and result.state == CLEAN
