@@ -182,7 +182,8 @@ class Daemon:
         logger.warning("SECURITY WARNING: %s (--strict-acl refuses to start)", message)
 
     def _turn(self) -> None:
-        """One pass: wait for events, handle them, reconcile periodically."""
+        """One pass: wait for events (not while a finished job's cleanup is left to do), handle
+        them, reconcile periodically, then clean up finished jobs until an event waits."""
         pending = self.is_leader and self.leader is not None and self.leader.cleanups_pending
         events = self.loop.next_events(timeout=0.0 if pending else 0.5)
         try:
