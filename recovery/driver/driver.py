@@ -128,6 +128,11 @@ class Driver:
         self._report_lock = threading.Lock()
         self._reported = False
         self._started: str | None = None  # when this attempt took ``running``
+        #: when the transaction that took ``running`` was sent (monotonic): its answer is the
+        #: lease's first, no heartbeat needed to start it
+        self._took_running_at = 0.0
+        #: whether an outcome write was tried (a try again looks whether the node is there)
+        self._outcome_tried = False
         self._beats: HeartbeatGate | None = None  # ctx.heartbeat()'s gate (progress timeout)
         self._beat_version: int | None = None  # the heartbeat node's, once written
         self._job_name = job_id
@@ -148,7 +153,9 @@ class Driver:
             if not self._take_running():
                 return DriverExit.REFUSED
             took_running = True
-            self.lease = SessionLease(self.cluster.zk, self.running_path).start()
+            self.lease = SessionLease(self.cluster.zk, self.running_path).start(
+                answered=self._took_running_at
+            )
             self.cluster.zk.add_listener(self._on_state)
             threading.Thread(target=self._monitor, name="driver-monitor", daemon=True).start()
             self._watch_cancel()
@@ -200,6 +207,7 @@ class Driver:
         # reads it, and one write to ZooKeeper's log instead of two.
         handles = self.cluster.jobs.handles
         lock = handles.lock_op(self.job_id)
+        self._took_running_at = time.monotonic()
         try:
             self.cluster.zk.commit(
                 [
@@ -543,7 +551,12 @@ class Driver:
     def _write_outcome(self, record: Outcome, deadline: Deadline) -> None:
         path = self.cluster.layout.outcome(self.job_id)
         data = record.to_bytes()
-        exists = self.cluster.zk.exists(path, timeout=deadline.remaining()) is not None
+        # The first attempt's first try creates the job's first outcome without a look (a
+        # refusal is read back and tried again, with one); a restart sets its predecessor's.
+        exists = False
+        if self.attempt > 1 or self._outcome_tried:
+            exists = self.cluster.zk.exists(path, timeout=deadline.remaining()) is not None
+        self._outcome_tried = True
         write = SetData(path, data) if exists else Create(path, data)
         self.cluster.step("outcome:writing")
         ops = [write, Delete(self.running_path)]

@@ -49,7 +49,8 @@ def default_margin(session_timeout: float) -> float:
 class SessionLease:
     """Heartbeats on ``path`` from a daemon thread; :meth:`remaining` says how long is left.
 
-    Thread-safe. :meth:`start` makes one heartbeat first, so the lease starts from a known answer.
+    Thread-safe. The lease starts from a known answer: the one :meth:`start` is told of, or a
+    heartbeat it makes first.
     """
 
     def __init__(
@@ -75,8 +76,14 @@ class SessionLease:
         granted = self.zk.granted_session_timeout
         return granted - (default_margin(granted) if self._margin is None else self._margin)
 
-    def start(self) -> SessionLease:
-        self.beat()
+    def start(self, *, answered: float | None = None) -> SessionLease:
+        """Start the heartbeats. ``answered``: when a request that proves the session (the
+        creation of ``path``, an ephemeral node of this session) was sent, its answer received;
+        the lease counts from it. Without it, a heartbeat first."""
+        if answered is None:
+            self.beat()
+        else:
+            self._acknowledged = answered  # not this object's making, later: from the send
         threading.Thread(target=self._run, name="session-lease", daemon=True).start()
         return self
 

@@ -21,8 +21,8 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import REPO
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import JobStatus
-from zkstore.jobs.states import STARTING, SUCCEEDED
+from zkstore.jobs.records import JobStatus, Outcome
+from zkstore.jobs.states import FAILED, STARTING, SUCCEEDED
 from zkstore.strict import utc_now
 
 JOB = "lossy"
@@ -145,3 +145,20 @@ def test_an_outcome_that_cannot_be_written_within_the_lease_is_given_up_at_error
 
 def logged_at(line: str) -> float:
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def test_a_first_attempts_outcome_over_one_already_there_is_set_not_dropped(
+    client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """A first attempt creates its outcome without looking for one first (a request saved
+    on every job); if one is there all the same (a stray write of an earlier life of the id),
+    the create is refused, read back, and the next try sets it: recorded, not dropped."""
+    out = tmp_path / "out"
+    place_attempt_1(client, out)
+    stray = Outcome(version=None, attempt=1, outcome=FAILED, finished=utc_now(), error="stray")
+    client.cluster.zk.create(client.cluster.layout.outcome(JOB), stray.to_bytes())
+    driver = run_driver(runtime_config, tmp_path)
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    recorded = client.cluster.state.outcome(JOB)
+    assert recorded is not None and (recorded.attempt, recorded.outcome) == (1, SUCCEEDED)
+    assert " ERROR " not in driver.stderr, driver.stderr[-3000:]

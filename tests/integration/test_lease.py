@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from recovery.driver.lease import SessionLease
-from tests.helpers import connected, expire_session, holds_for, wait_for
+from tests.helpers import connected, expire_session, holds_for, requests_sent, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.zk import ZooKeeper
@@ -55,6 +55,32 @@ def test_lease_is_lost_at_once_when_the_session_expired(config: StoreConfig) -> 
         expire_session(zk)  # kazoo reconnects at once with a new session; the node is gone
         wait_for(lambda: lease.lost, timeout=30, what="the lease to be lost")
         assert lease.remaining() == float("-inf")
+        lease.stop()
+    finally:
+        zk.stop()
+
+
+def test_a_lease_started_from_the_nodes_creation_sends_no_heartbeat_first(
+    config: StoreConfig,
+) -> None:
+    """The driver's transaction that creates its ``running`` node is an answered request of
+    its session: the lease counts from when it was sent, without a heartbeat (a request saved
+    on every run); the heartbeats come at their interval after."""
+    zk = ZooKeeper(config.zk_hosts, session_timeout=4.0, timeout=3.0).start()
+    try:
+        path = f"{config.root}-running"
+        sent = time.monotonic()
+        zk.create(path, b"{}", ephemeral=True)
+        lease = SessionLease(zk, path, interval=0.2)
+        with requests_sent(zk) as first:
+            lease.start(answered=sent)
+        assert first == [], "no heartbeat first"
+        before = time.monotonic()
+        assert lease.time_left() <= sent + lease.length - before, "counted from the send"
+        assert lease.remaining() > 0
+        with requests_sent(zk) as later:
+            wait_for(lambda: later, timeout=10 * lease.interval, what="a heartbeat")
+        assert later[0] == "Exists"
         lease.stop()
     finally:
         zk.stop()
