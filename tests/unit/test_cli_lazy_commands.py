@@ -11,6 +11,7 @@ from recovery.cli import joboptions
 from recovery.cli.main import cli
 from zkstore.cli.base import LazyGroup
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
+from zkstore.jobs.states import JobState
 
 
 def test_every_named_command_loads_and_says_what_the_table_says() -> None:
@@ -52,3 +53,17 @@ def test_the_version_is_the_package_literal() -> None:
 def test_submit_shows_the_definitions_default_of_lost_attempts() -> None:
     """The option's default is a literal (no cloudpickle for a usage error): it agrees."""
     assert joboptions.DEFAULT_MAX_LOST_ATTEMPTS == DEFAULT_MAX_LOST_ATTEMPTS
+
+
+def test_jobs_list_help_names_every_state_a_job_shows() -> None:
+    """What ``jobs list`` may print in its STATE column, its help explains: every job state but
+    the kinds of an attempt's end (TIMED_OUT, STUCK) and a driver's BROKEN report, which no
+    job shows (its job is quarantined)."""
+    ctx = click.Context(cli)
+    jobs = cli.get_command(ctx, "jobs")
+    assert isinstance(jobs, click.Group)
+    listing = jobs.get_command(ctx, "list")
+    assert listing is not None and listing.help is not None
+    words = set(listing.help.replace(",", " ").replace("(", " ").split())
+    shown = set(JobState) - {JobState.TIMED_OUT, JobState.STUCK, JobState.BROKEN}
+    assert sorted(shown - words) == []

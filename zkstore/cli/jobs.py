@@ -100,9 +100,10 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     """List the jobs of the cluster with their state.
 
     States: SUBMITTED, PENDING, STARTING, RUNNING, PAUSED (blocked at a pause point by
-    zkstore control pause), RESTARTING (waiting for the next attempt),
-    CLEANING (finished, cleanup in progress), QUARANTINED, and the outcomes SUCCEEDED, FAILED,
-    CANCELLED (shown with --all).
+    zkstore control pause), ENDED (its attempt's outcome recorded, not yet acted on by the
+    leader), RESTARTING (waiting for the next attempt), CLEANING (finished, cleanup in
+    progress), QUARANTINED, STOPPING and STOPPED (zkstore jobs stop), and the outcomes
+    SUCCEEDED, FAILED, CANCELLED (shown with --all).
     """
     from zkstore.jobs.snapshot import read_listing, read_snapshots
     from zkstore.service.jobs import describe
