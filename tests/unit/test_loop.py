@@ -19,3 +19,16 @@ def test_loop_timers_fire_in_order_and_not_early() -> None:
     )
     assert seen == ["a", "b"]
     assert time.monotonic() - start >= 0.3
+
+
+def test_the_loop_says_whether_an_event_waits_timers_not_counted() -> None:
+    """The leader's cleanups give way to a waiting event (the member's launches come from
+    one); a timer not yet due is no reason to stop, nor one due but not yet taken."""
+    loop = Loop()
+    assert not loop.has_events()
+    loop.post_at(time.monotonic() - 1.0, Event("due"))
+    assert not loop.has_events()
+    loop.post(Event("assignments"))
+    assert loop.has_events()
+    assert [e.kind for e in loop.next_events(0.0)] == ["assignments", "due"]
+    assert not loop.has_events()
