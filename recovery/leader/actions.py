@@ -9,8 +9,8 @@ A Start places the attempt: the status (STARTING, the attempt, the member) and t
 driver. When an attempt ends (restart, finish, quarantine), its assignment is removed, which frees
 the member's slot. A failed or lost attempt's artifacts are released when the restart is
 recorded, and again (whatever is left) before the next attempt is placed. A finished job's result
-is recorded (and its slot freed) at once; its cleanup waits until the leader has placed what the
-freed slots can take (:meth:`JobActions.finished`).
+is recorded (and its slot freed) at once; its cleanup is kept in :attr:`JobActions.finished`
+until the leader has placed what the freed slots can take (:mod:`recovery.leader.finished`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -36,6 +36,7 @@ from recovery.leader.decide import (
     Start,
     Wait,
 )
+from recovery.leader.finished import RETRY, FinishedJobs
 from recovery.leader.role import LeaderRole
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
@@ -56,8 +57,6 @@ logger = logging.getLogger(__name__)
 
 HOST = socket.gethostname()
 
-CLEANUP_RETRY = 2.0
-
 
 class JobActions:
     """The leader's hands: one method per action, each for one job."""
@@ -72,9 +71,8 @@ class JobActions:
         #: each placement of the batch: the job, the action, its ops, and the history's entry
         #: when the ops make the history (else the entry is told after, by a write of its own)
         self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry | None]] = []
-        #: the cleanups of the jobs finished since the last were done, by job: each is the
-        #: finished job's snapshot and its cleanup, with what the result's record left for it
-        self._finished: dict[str, tuple[JobSnapshot, Callable[[], None]]] = {}
+        #: the jobs whose results this leadership recorded, their cleanups still to run
+        self.finished = FinishedJobs()
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -369,27 +367,9 @@ class JobActions:
         )
         ended = self._end_entry(job, action.outcome, action.error)
         result = recorded[0] if recorded else None
-        self._finished[job.job_id] = (
-            job,
-            lambda: self._clean(job, unassigned=unassigned, ended=ended, result=result),
+        self.finished.add(
+            job, lambda: self._clean(job, unassigned=unassigned, ended=ended, result=result)
         )
-
-    @property
-    def cleanups_pending(self) -> bool:
-        return bool(self._finished)
-
-    def finishing(self, job_id: str) -> bool:
-        """Whether the job's result is recorded and its cleanup still to be done."""
-        return job_id in self._finished
-
-    def finished(self) -> Iterator[tuple[JobSnapshot, Callable[[], None]]]:
-        """The cleanups of the finished jobs, oldest first: the caller runs each, after the
-        placements its freed slot allowed. One that raises stays, to be done first next time
-        (a takeover finds its result DIRTY and cleans up from there)."""
-        while self._finished:
-            job_id = next(iter(self._finished))
-            yield self._finished[job_id]
-            self._finished.pop(job_id, None)
 
     def _quarantine(self, job: JobSnapshot, action: QuarantineJob) -> None:
         self.cluster.quarantine.move_in(
@@ -542,9 +522,9 @@ class JobActions:
         return clear_end_ops(self.cluster.layout, job.job_id, existing)
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
-        finished = self._finished.pop(job.job_id, None)  # this leader recorded its result
-        if finished is not None:
-            finished[1]()
+        kept = self.finished.take(job.job_id)  # this leadership recorded its result
+        if kept is not None:
+            kept()
         else:
             self._clean(job)
 
@@ -583,7 +563,7 @@ class JobActions:
             self.leader.job_done(job.job_id)
             logger.info("job %s: cleaned up (result kept in results/)", job.job_id)
         else:
-            self.leader.post_at(time.monotonic() + CLEANUP_RETRY, job.job_id)
+            self.leader.post_at(time.monotonic() + RETRY, job.job_id)
 
     # -- assignments -----------------------------------------------------------------------------
 

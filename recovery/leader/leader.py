@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from recovery.leader.actions import CLEANUP_RETRY, JobActions
+from recovery.leader.actions import JobActions
 from recovery.leader.decide import (
     Action,
     CleanUp,
@@ -118,8 +118,6 @@ class LeaderProcess:
         #: placed attempts whose driver's start and end leave nothing to decide
         self.quiet = QuietAttempts(self, self.actions.report_running)
         self.notifier: NotificationSender | None = None
-        #: when the cleanups of finished jobs may be tried again after an outage stopped one
-        self._cleanups_resume = 0.0
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -284,7 +282,7 @@ class LeaderProcess:
             self._cleaned.pop(job_id, None)
             return False
         # its result recorded, its cleanup to come: what it does is all that is left to do
-        over = job_id in self._cleaned or self.actions.finishing(job_id)
+        over = job_id in self._cleaned or job_id in self.actions.finished
         if event.kind != JOB_CHANGED:  # its driver's exit, seen by this daemon's member
             return over
         if data in (REMOVED, TIMER):  # a look it had scheduled for itself: the job has moved on
@@ -367,26 +365,17 @@ class LeaderProcess:
 
     @property
     def cleanups_pending(self) -> bool:
-        """Whether jobs this leader finished wait for their cleanup, to be tried now."""
-        return self.actions.cleanups_pending and time.monotonic() >= self._cleanups_resume
+        """Whether a job this leadership finished waits for its cleanup, to run now."""
+        return self.active and self.actions.finished.due
 
     def clean_up_finished(self) -> None:
-        """Clean up the jobs whose results this leader recorded (:meth:`JobActions.finished`),
-        each guarded as an action is (loop thread, at the end of a turn): at least one, then
-        until an event waits. The member of this daemon launches what the turn placed on it
-        from that event, so the cleanups (a dozen writes and storage deletes each) come after
-        the launches, not before; those left are done at the end of the next turns, which do
-        not wait for events while any is left."""
-        if not self.cleanups_pending:
-            return
-        for done, (job, clean) in enumerate(self.actions.finished()):
-            if not self.active or (done and self.loop.has_events()):
-                return
-            try:
-                self._guarded(job, "CleanUp", clean)
-            except StoreUnavailable:  # kept, and tried again in a while, not at every turn
-                self._cleanups_resume = time.monotonic() + CLEANUP_RETRY
-                raise
+        """Clean up the jobs whose results this leadership recorded (loop thread, at the end
+        of a turn: :mod:`recovery.leader.finished`), each guarded as an action is."""
+        if self.cleanups_pending:
+            self.actions.finished.run(
+                lambda job, cleanup: self._guarded(job, "CleanUp", cleanup),
+                give_way=lambda: not self.active or self.loop.has_events(),
+            )
 
     def _reconcile_batch(self, ids: list[str], listing: Listing | None) -> None:
         """Placements are taken from the fleet as starts are decided, so that one batch never

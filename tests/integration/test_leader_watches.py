@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from recovery.leader import actions
+from recovery.leader import actions, finished
 from recovery.leader.election import LeaderElection
 from recovery.leader.leader import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
@@ -608,7 +608,7 @@ def test_a_freed_slot_is_refilled_in_the_turn_that_frees_it_before_the_cleanup(
     assert layout.result("busy0") in writes[0], "first the result, with the assignment's delete"
     assert layout.assignment("m1", "queued") in writes[1], "then the placement, in the same turn"
     assert cluster.zk.exists(layout.job_dir("busy0")) is not None, "not cleaned up yet"
-    assert leader.cleanups_pending and leader.actions.finishing("busy0")
+    assert leader.cleanups_pending and "busy0" in leader.actions.finished
     # the assignment's delete fired the leader's watch: nothing is left to decide for busy0
     assert leader.triage(events_of(leader, "busy0", timeout=config.timeout)) == set()
 
@@ -633,7 +633,7 @@ def test_the_cleanups_give_way_to_the_next_event_one_at_least_each_time(
     leader.reconcile(["a", "b"])
     leader.loop.post(Event("assignments"))  # the member's watch: its turn comes first
     leader.clean_up_finished()
-    assert [leader.actions.finishing(name) for name in ("a", "b")] == [False, True]
+    assert [name in leader.actions.finished for name in ("a", "b")] == [False, True]
     assert cluster.zk.exists(cluster.layout.job_dir("a")) is None
     leader.clean_up_finished()  # the next turn
     assert not leader.cleanups_pending
@@ -649,7 +649,7 @@ def test_a_cleanup_an_outage_stopped_is_kept_and_tried_again_after_a_while(
 ) -> None:
     """Storage or ZooKeeper unavailable in a cleanup: the daemon's turn reports the outage;
     the cleanup is kept (its result is DIRTY, for a successor too) and tried again after
-    ``CLEANUP_RETRY``, not at every turn (the loop does not wait for events while one is
+    ``finished.RETRY``, not at every turn (the loop does not wait for events while one is
     pending: it would spin)."""
     member(cluster, hands)
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
@@ -663,11 +663,11 @@ def test_a_cleanup_an_outage_stopped_is_kept_and_tried_again_after_a_while(
     monkeypatch.setattr(actions, "clean_up", unavailable)
     with pytest.raises(StoreUnavailable):
         leader.clean_up_finished()
-    assert leader.actions.finishing("j") and not leader.cleanups_pending, "kept, not now"
+    assert "j" in leader.actions.finished and not leader.cleanups_pending, "kept, not now"
     leader.clean_up_finished()  # a turn meanwhile: nothing tried
     monkeypatch.undo()
-    retried = wait_for(lambda: leader.cleanups_pending, timeout=2 * actions.CLEANUP_RETRY)
-    assert retried, f"tried again within {2 * actions.CLEANUP_RETRY} s"
+    retried = wait_for(lambda: leader.cleanups_pending, timeout=2 * finished.RETRY)
+    assert retried, f"tried again within {2 * finished.RETRY} s"
     leader.clean_up_finished()
     assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
     result = cluster.results.get("j")
