@@ -73,6 +73,8 @@ class NodeWatch:
         self._lock = threading.Lock()
         self._stopped = False
         self._last: Any = _UNREAD
+        #: whether the last read found no node (a record watched: nothing to read)
+        self.absent = False
         zk.add_listener(self._on_state)
         try:
             self._arm()
@@ -103,7 +105,8 @@ class NodeWatch:
             # A watched record is absent most of the time (a cancel, an end, a control object):
             # one request tells so and watches for its creation; its data is read only if it is
             # there (both watches are one watcher: it fires once per change).
-            if self._zk.exists(self.path, watch=self._fired) is None:
+            self.absent = self._zk.exists(self.path, watch=self._fired) is None
+            if self.absent:
                 return None, None
             if self._children:
                 continue  # it appeared after the listing failed: list it

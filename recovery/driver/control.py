@@ -128,9 +128,10 @@ class JobControl:
                         lambda _: self._wake.set(),
                         report_first=False,
                     )
-                self._start_from(
-                    self.store.desired(), self._previous_ack(), self.checkpoints.newest_handle()
-                )
+                # the watch's own look found no control object: nothing to read (one request
+                # a run); one made since has fired the watch, and the thread reads it
+                desired = Desired({}, None) if self._watch.absent else self.store.desired()
+                self._start_from(desired, self._previous_ack(), self.checkpoints.newest_handle())
             except StoreUnavailable as exc:
                 logger.warning("control waits for the store: %s", exc)
                 raise TryAgain(str(exc)) from exc

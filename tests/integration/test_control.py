@@ -13,7 +13,7 @@ import pytest
 
 from recovery.driver.control import JobControl
 from tests import jobs
-from tests.helpers import crash, requests_sent
+from tests.helpers import crash, requests_sent, wait_for
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
@@ -334,3 +334,35 @@ def test_a_jobs_control_reads_nothing_more_once_the_job_is_over(cluster: Cluster
     with requests_sent(cluster.zk) as sent:
         control.stop()
     assert sent == [], "no control set: nothing to acknowledge, nothing to read"
+
+
+def start_control(cluster: Cluster, job_id: str) -> JobControl:
+    return JobControl(
+        cluster.control(job_id),
+        cluster.checkpoints(job_id),
+        attempt=1,
+        fence=Fence(),
+        cancelled=threading.Event(),
+    ).start(give_up=lambda: False)
+
+
+def test_a_jobs_control_with_no_object_reads_none_at_its_start(cluster: Cluster) -> None:
+    """Most jobs are never controlled: the watch's own look (one ``exists``) says there is no
+    object, and the driver does not read it as well (a request a run). One set before the
+    start is read and in effect from the start; one set right after reaches the job."""
+    cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
+    with requests_sent(cluster.zk, paths=True) as sent:
+        control = start_control(cluster, "j")
+    path = cluster.layout.control("j")
+    assert f"Exists {path}" in sent and f"GetData {path}" not in sent, sent
+    cluster.control("j").set({"rows": 5})
+    wait_for(lambda: control.config.get("rows") == 5, timeout=10, what="the change applied")
+    control.stop()
+
+    cluster.jobs.submit(JobDefinition.for_function("k", jobs.noop))
+    cluster.control("k").set({"rows": 7})
+    with requests_sent(cluster.zk, paths=True) as sent:
+        control = start_control(cluster, "k")
+    assert f"GetData {cluster.layout.control('k')}" in sent, sent
+    assert control.config.get("rows") == 7, "in effect from the start"
+    control.stop()
