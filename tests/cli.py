@@ -78,7 +78,7 @@ def run(config: StoreConfig, *words: str, env: dict[str, str] | None = None) -> 
     return zkstore(config, "", *words, env=env, connection_first=False)
 
 
-def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(9)) -> Ran:
+def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(10)) -> Ran:
     """A command run in this process that must answer: an exit code among ``codes`` (the
     documented ones by default) and never a traceback or an internal error."""
     ran = run(config, *words)

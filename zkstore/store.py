@@ -29,6 +29,7 @@ from kazoo.protocol.states import ZnodeStat
 from zkstore.entries import Broken, Entry, GetAllResult, new_instance_id
 from zkstore.errors import (
     CorruptHandle,
+    CorruptRecord,
     FenceLost,
     HandleExists,
     HandleNotFound,
@@ -400,7 +401,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
             return False
         try:
             return Handle.from_znode(data, stat, node).uri == uri
-        except CorruptHandle:
+        except CorruptRecord:  # garbage, or a newer protocol's handle: not ours either way
             return False
 
     def _is_marked(self, node: str) -> bool:
@@ -532,7 +533,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
             path = f"{self.path}/{name}"
             try:
                 good.append((name, Handle.from_znode(item[0], item[1], path)))
-            except CorruptHandle as exc:
+            except CorruptRecord as exc:  # CorruptHandle, or NewerRecord (a newer protocol's)
                 broken.append(Broken(name, path, exc))
         return good, broken
 

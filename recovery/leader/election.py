@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from zkstore.errors import (
     ConflictError,
+    CorruptRecord,
     HandleExists,
     HandleNotFound,
     NotLeader,
@@ -34,9 +35,10 @@ from zkstore.errors import (
 )
 from zkstore.jobs import history
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import LeaderInfo
+from zkstore.jobs.records import LeaderInfo, MemberInfo
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence
+from zkstore.protocol import PROTOCOL
 from zkstore.retry import RACES
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper, is_own_ephemeral
@@ -123,32 +125,75 @@ class LeaderElection:
     def contenders(self) -> list[Contender]:
         names = self.zk.children(self.layout.election)
         ordered = sorted((n for n in names if n[-_SEQUENCE_DIGITS:].isdigit()), key=_sequence)
+        return self._parse(ordered)
+
+    @staticmethod
+    def _parse(names: list[str]) -> list[Contender]:
         contenders = []
-        for name in ordered:
+        for name in names:
             match = _NAME_RE.fullmatch(name)
             contenders.append(Contender(name, match.group("id") if match else name))
         return contenders
 
-    def check(self) -> bool:
+    def check(self, *, leading: bool = False) -> bool:
         """True if we lead now; otherwise watch our predecessor and return False.
 
+        A contender about to take office (``leading`` False) steps aside for a contender whose
+        daemon speaks a newer fleet protocol (it contends again, behind it); one that leads
+        already stays: a newer daemon wins the next election, never deposes a working leader.
         Raises :class:`NotLeader` if our contender node is gone (the session expired): the caller
         must :meth:`contend` again.
         """
-        if self._node is None:
-            raise NotLeader("not contending")
-        ours = self._node.rsplit("/", 1)[1]
         while True:
+            if self._node is None:
+                raise NotLeader("not contending")
+            ours = self._node.rsplit("/", 1)[1]
             names = [c.name for c in self.contenders()]
             if ours not in names:
                 self._node = None
                 raise NotLeader(f"contender node {ours} is gone (session expired?)")
             index = names.index(ours)
             if index == 0:
-                return True
+                newer = None if leading else self._newer_contender(names[1:])
+                if newer is None:
+                    return True
+                self._step_aside(newer)
+                continue
             predecessor = f"{self.layout.election}/{names[index - 1]}"
             if self.zk.exists(predecessor, watch=self._on_predecessor) is not None:
                 return False
+
+    def _newer_contender(self, others: list[str]) -> MemberInfo | None:
+        """A contender whose daemon speaks a newer fleet protocol than this code, if any: it
+        should lead, so that the records a newer protocol writes are acted on by a leader that
+        reads them. Read only when this daemon would take office (never to depose a leader); a
+        contender whose member record cannot be read counts as no newer."""
+        ids = sorted({c.daemon_id for c in self._parse(others)} - {self.daemon_id})
+        paths = [f"{self.layout.members}/{daemon_id}" for daemon_id in ids if "/" not in daemon_id]
+        newest: MemberInfo | None = None
+        for path, item in zip(paths, self.zk.get_many(paths), strict=True):
+            if item is None:
+                continue
+            try:
+                member = MemberInfo.from_znode(item[0], item[1], path)
+            except CorruptRecord:
+                continue
+            if member.protocol > PROTOCOL and (newest is None or member.protocol > newest.protocol):
+                newest = member
+        return newest
+
+    def _step_aside(self, newer: MemberInfo) -> None:
+        """Leave the head of the queue to ``newer``: contend again, at its end."""
+        logger.info(
+            "not taking leadership: daemon %s (zkstore %s) speaks fleet protocol %d, this one "
+            "%d; contending again behind it",
+            newer.daemon_id,
+            newer.release or "?",
+            newer.protocol,
+            PROTOCOL,
+        )
+        self.resign()
+        self.contend()
 
     def _on_predecessor(self, event: object) -> None:
         self._notify()

@@ -42,10 +42,12 @@ from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
 from recovery.member.processes import Liveness, ProcessIdentity
 from recovery.settings import DaemonSettings
-from zkstore.cluster import Cluster
+from zkstore import __version__, protocol
+from zkstore.cluster import Cluster, fleet
 from zkstore.errors import (
     ConflictError,
     CorruptRecord,
+    FleetVersionError,
     HandleNotFound,
     VersionConflict,
     ZkStoreError,
@@ -117,9 +119,18 @@ class FleetMember:
             labels=dict(self.settings.labels) or None,
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
+            speaks=protocol.PROTOCOL,
+            serves_from=protocol.MIN_PROTOCOL,
+            release=__version__,
         )
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
+        try:  # after the record exists: see zkstore.cluster.fleet on finalizing meanwhile
+            fleet.admit(zk, layout, self.daemon_id)
+        except FleetVersionError:
+            with contextlib.suppress(HandleNotFound):
+                zk.delete(layout.member(self.daemon_id))
+            raise
         zk.ensure_path(layout.member_assignments(self.daemon_id))
         # A log shipper killed (with its host's processes) left its requests: ship them again.
         self.launcher.shipping.ensure_running()

@@ -16,10 +16,12 @@ from recovery.leader.election import LeaderElection
 from tests.helpers import expire_session, pause, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
-from zkstore.jobs.records import JobStatus
+from zkstore.jobs.records import JobStatus, MemberInfo
 from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
+from zkstore.protocol import PROTOCOL
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -148,3 +150,55 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
         daemon.request_stop()
         thread.join(timeout=30)
         server.close()
+
+
+def _member(zk: ZooKeeper, config: StoreConfig, daemon_id: str, speaks: int) -> None:
+    """A live daemon's member record (in ``zk``'s session) speaking fleet protocol ``speaks``."""
+    layout = Layout(config.base_path)
+    zk.ensure_path(layout.members)
+    info = MemberInfo(
+        version=None,
+        daemon_id=daemon_id,
+        host="h",
+        pid=1,
+        started=utc_now(),
+        speaks=speaks,
+        serves_from=1,
+        release="9.9.9",
+    )
+    zk.create(layout.member(daemon_id), info.to_bytes(), ephemeral=True)
+
+
+def test_a_contender_steps_aside_for_one_of_a_newer_protocol_when_it_would_take_office(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    """Issue 45: a mixed fleet is led by a daemon that reads the newest records. d0 is first
+    in line but d1 speaks a newer protocol: d0 contends again behind the others and d1 leads."""
+    (a, b, c), (_, b_event, _) = elections(sessions, config)
+    for i, election in enumerate((a, b, c)):
+        _member(sessions[i], config, election.daemon_id, PROTOCOL + 1 if i == 1 else PROTOCOL)
+        election.contend()
+    assert [b.check(), c.check()] == [False, False]  # each watches its predecessor
+    assert a.check() is False, "d0 leaves the head of the queue to the newer d1"
+    assert [x.daemon_id for x in a.contenders()] == ["d1", "d2", "d0"]
+    assert b_event.wait(5), "d1 is told its predecessor went away"
+    assert b.check() is True
+    assert c.check() is False
+    b.resign()  # the newer one goes: the older ones lead again, in their order
+    wait_for(c.check, 5, "d2 leads once the newer d1 is gone")
+    assert a.check() is False
+
+
+def test_a_leader_is_not_deposed_by_a_newer_contender(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    """A newer daemon wins the next election; a working leader keeps leading."""
+    (a, b, _), _ = elections(sessions, config)
+    _member(sessions[0], config, "d0", PROTOCOL)
+    a.contend()
+    assert a.check() is True
+    _member(sessions[1], config, "d1", PROTOCOL + 1)
+    b.contend()
+    assert a.check(leading=True) is True, "the leader stays"
+    assert b.check() is False
+    assert [x.daemon_id for x in a.contenders()] == ["d0", "d1"]
