@@ -30,6 +30,7 @@
     │   ├── CorruptPayload                         size or sha256 do not match the handle
     │   ├── UntrustedPayload                       HMAC missing or wrong, URI outside the root
     │   └── IncompatiblePayload                    another Python minor version, wrong content
+    │       └── ForeignPython                      ... written by another Python minor version
     ├── SerializationError                1   400  a value cannot be serialized
     │   └── TooLarge                          1   413  over a size or count limit (a handle, a
     │                                                  znode, a transaction, a payload, a history
@@ -239,6 +240,11 @@ class UntrustedPayload(PayloadError):
 class IncompatiblePayload(PayloadError):
     """The payload was written by another Python minor version, in an unknown format, or holds
     something other than what its kind promises."""
+
+
+class ForeignPython(IncompatiblePayload):
+    """The payload was written by another Python minor version: a process of that version can
+    read it (a job's code unpickles only where it was pickled), this one cannot."""
 
 
 class SerializationError(ZkStoreError):

@@ -16,9 +16,9 @@ from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import IncompatiblePayload, JobFinished, JobQuarantined
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.sealed import DefinitionSerializer
 from zkstore.layout import Layout, StorageLayout, validate_job_id
 from zkstore.ops import Fence
-from zkstore.serializers import PickleSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.watch import NodeWatch, WatchedValue
@@ -49,7 +49,7 @@ class JobGraphStore:
             zk,
             layout.current_jobs,
             storage,
-            PickleSerializer(),
+            DefinitionSerializer(),
             payload_prefix=storage_layout.definitions,
             instance_id=instance_id,
             on_step=on_step,

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 
 from zkstore.cluster import Cluster
 from zkstore.errors import (
+    ForeignPython,
     HandleExists,
     HandleNotFound,
-    IncompatiblePayload,
     JobFinished,
     JobQuarantined,
     OutcomeUnknown,
@@ -48,6 +48,7 @@ from zkstore.jobs.dependencies import (
     parse_summary,
 )
 from zkstore.jobs.records import CancelRequest
+from zkstore.jobs.sealed import DefinitionSerializer
 from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout, StorageLayout
 from zkstore.ops import Create, Fence, Op
@@ -75,7 +76,6 @@ from zkstore.schedules.runs import AFTER_SCHEDULE, is_run_of, run_id, run_summar
 from zkstore.schedules.store import ScheduleStore, commit_settled
 from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import NewRun, Transaction, build_fire
-from zkstore.serializers import PickleSerializer
 from zkstore.storage import StateStorage
 from zkstore.store import is_marked
 from zkstore.strict import utc_now
@@ -132,7 +132,7 @@ class Firer:
         self.schedules = schedules
         self.instance_id = instance_id
         self._on_step = on_step
-        self._serializer: PickleSerializer[JobDefinition] = PickleSerializer()
+        self._serializer = DefinitionSerializer()
         self._definitions: dict[str, tuple[str, JobDefinition]] = {}
 
     @classmethod
@@ -209,7 +209,7 @@ class Firer:
             return self._skip(context, state, before, window, admission.reason)
         try:
             handle = self._write_run(spec, window, job, admission.replace)
-        except IncompatiblePayload:
+        except ForeignPython:
             raise  # written by another Python: a leader that can read it will fire the window
         except PayloadError as exc:  # damaged for good: every window would fail the same way
             reason = f"the schedule's definition cannot be read: {exc}"
