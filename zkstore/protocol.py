@@ -28,7 +28,7 @@ from typing import Any
 from zkstore.errors import NewerRecord
 
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
-PROTOCOL = 1
+PROTOCOL = 2
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).
 MIN_PROTOCOL = 1
 #: The field that marks a JSON record written with a feature past protocol 1.
@@ -47,8 +47,19 @@ class Feature:
     what: str
 
 
-#: Every feature gated on the fleet's protocol, by name (none past protocol 1 yet).
-FEATURES: dict[str, Feature] = {}
+ARGUMENTS_APART = "arguments-apart"
+
+#: Every feature gated on the fleet's protocol, by name.
+FEATURES: dict[str, Feature] = {
+    # A function job's arguments pickled apart from its function (JobDefinition.arguments):
+    # a driver of protocol 1 would unpack the function alone as (function, args).
+    ARGUMENTS_APART: Feature(
+        ARGUMENTS_APART,
+        2,
+        "a function job's arguments pickled apart from its code (jobs resume --definition "
+        "keeping a function job's arguments)",
+    ),
+}
 
 
 def speaks(protocol: int) -> bool:
@@ -57,10 +68,10 @@ def speaks(protocol: int) -> bool:
 
 
 def describe() -> str:
-    """``protocol 1`` or ``protocol 3 (serves 2-3)``: what ``--version`` says."""
+    """``fleet protocol 1`` or ``fleet protocol 3, serves 2-3``: what ``--version`` says."""
     if MIN_PROTOCOL == PROTOCOL:
         return f"fleet protocol {PROTOCOL}"
-    return f"fleet protocol {PROTOCOL} (serves {MIN_PROTOCOL}-{PROTOCOL})"
+    return f"fleet protocol {PROTOCOL}, serves {MIN_PROTOCOL}-{PROTOCOL}"
 
 
 def check_record(raw: Mapping[str, Any], path: str, *, field: str = FIELD) -> None:

@@ -32,7 +32,7 @@ import cloudpickle
 from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
 from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
-from zkstore.cluster import Cluster, triage
+from zkstore.cluster import Cluster, fleet, triage
 from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
@@ -49,9 +49,13 @@ from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_reco
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.stored import stored_summary
+from zkstore.protocol import ARGUMENTS_APART, FEATURES
 from zkstore.schedules.records import SchedulePaths
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a client's reading of the fleet's protocol is used for (it only ever grows).
+FLEET_READ_EVERY = 30.0
 
 
 class RunOptions(TypedDict, total=False):
@@ -70,6 +74,16 @@ class Client(Closeable):
     def __init__(self, config: StoreConfig | None = None, *, cluster: Cluster | None = None):
         self._owns = cluster is None
         self.cluster = cluster or Cluster.open(config or StoreConfig.from_env())
+        self._fleet: tuple[float, int] | None = None
+
+    def fleet_allows(self, feature: str) -> bool:
+        """True if the fleet is finalized at ``feature``'s protocol (:mod:`zkstore.protocol`),
+        read at most every :data:`FLEET_READ_EVERY` seconds: a fleet's protocol only grows, so
+        a stale answer only makes a submission write what an older protocol wrote."""
+        now = time.monotonic()
+        if self._fleet is None or now - self._fleet[0] > FLEET_READ_EVERY:
+            self._fleet = (now, fleet.current(self.cluster.zk, self.cluster.layout))
+        return fleet.allows(self._fleet[1], FEATURES[feature])
 
     def close(self) -> None:
         if self._owns:
@@ -180,6 +194,7 @@ class Client(Closeable):
         name: str | None,
         shipment: Shipment,
         run: RunOptions,
+        kept: JobDefinition | None = None,
     ) -> JobDefinition:
         self._check_size(shipment)
         with _pickled_by_value(by_value):
@@ -188,6 +203,8 @@ class Client(Closeable):
                 function,
                 args=args,
                 name=name,
+                apart=self.fleet_allows(ARGUMENTS_APART),
+                kept=kept,
                 spark_conf=shipment.spark_conf,
                 files=shipment.files,
                 **run,
@@ -338,10 +355,17 @@ class Client(Closeable):
     ) -> JobDefinition:
         """The definition ``FILE.py[:FUNCTION]`` makes for the existing job ``current`` (its
         id and name kept): new code for ``zkstore jobs resume --definition``. ``args`` None
-        keeps the job's arguments (a function's are unpickled with its old code, here, with
-        the new file's directory importable). Not stored: see
+        keeps the job's arguments: a script's (text), or a function job's pickled apart from
+        its code (fleet protocol 2), taken over as bytes: nothing of the job is unpickled here
+        (:class:`ConfigError` for arguments that travel inside a function's old code, or a
+        function's for a script). Not stored: see
         :meth:`zkstore.lifecycle.stopstore.StopStore.resume`."""
         path, function_name = parse_target(target)
+        if args is None and function_name is None and current.kind == FUNCTION:
+            raise ConfigError(
+                f"job {current.job_id}'s arguments are a function's (pickled): give the "
+                "script's arguments after --"
+            )
         shipment = prepare(path, needs or Dependencies(), conf)
         run = RunOptions(
             max_attempts=current.max_attempts,
@@ -362,20 +386,15 @@ class Client(Closeable):
         with importable(path.parent, shipment.import_paths):
             function, module = load_function(path, function_name)
             try:
-                if args is None:
-                    old: Sequence[Any] = (
-                        current.load_function()[1] if current.kind == FUNCTION else current.args
-                    )
-                else:
-                    old = args
                 return self._function_definition(
                     function,
-                    old,
+                    current.args if args is None else args,  # a script's text arguments
                     by_value=module,
                     job_id=current.job_id,
                     name=current.name,
                     shipment=shipment,
                     run=run,
+                    kept=current if args is None and current.kind == FUNCTION else None,
                 )
             finally:
                 sys.modules.pop(module.__name__, None)

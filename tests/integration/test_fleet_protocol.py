@@ -218,3 +218,20 @@ def test_a_fleet_record_of_a_newer_protocol_is_newer_not_garbage(cluster: Cluste
     cluster.zk.set(cluster.layout.fleet, b'{"protocol": 99, "current": 99, "since": "x"}')
     with pytest.raises(NewerRecord):
         fleet.read(cluster.zk, cluster.layout)
+
+
+def test_a_submission_writes_what_the_fleets_protocol_reads(config: StoreConfig) -> None:
+    """Arguments apart from the code (protocol 2) only in a fleet finalized at 2: a cluster of
+    the old protocol gets the one pickle every release's driver unpacks."""
+    from recovery.client.client import Client
+    from tests import jobs
+
+    legacy = config.with_changes(root=f"{config.root}-legacy")
+    with ZooKeeper(legacy.zk_hosts, timeout=5).start() as zk:
+        zk.ensure_path(Layout(legacy.base_path).current_jobs)  # made before the fleet protocol
+    for cfg, apart in ((legacy, False), (config, True)):
+        with Client(cfg) as client:
+            job_id = client.submit_function(jobs.steps, "/tmp/x", 1, 0.0, job_id="j1")
+            definition = client.cluster.jobs.recover(job_id, lock=False).state
+            assert (definition.arguments is not None) is apart, cfg.root
+            assert definition.load_function()[1] == ("/tmp/x", 1, 0.0)

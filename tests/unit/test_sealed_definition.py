@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from zkstore.errors import IncompatiblePayload
+from zkstore.errors import ConfigError, IncompatiblePayload
 from zkstore.jobs import definition as definition_module
 from zkstore.jobs.definition import JobDefinition, ShippedFile
 from zkstore.jobs.sealed import DefinitionSerializer, open_sealed
@@ -115,3 +115,29 @@ def test_garbage_is_refused_as_not_a_definition() -> None:
     with pytest.raises(IncompatiblePayload, match="not a zkstore pickle"):
         DefinitionSerializer().loads(b"no header at all")
     assert PICKLE_MAGIC  # the header every definition carries
+
+
+def test_a_function_jobs_arguments_travel_apart_from_its_code_or_with_it() -> None:
+    """Fleet protocol 2: two pickles (new code can take the arguments over as bytes); before,
+    one pickle of (function, args), which every release reads."""
+    apart = JobDefinition.for_function("j", add, args=(1, 2))
+    assert apart.arguments is not None and pickle.loads(apart.arguments) == (1, 2)
+    assert apart.load_function()[1] == (1, 2)
+    together = JobDefinition.for_function("j", add, args=(1, 2), apart=False)
+    assert together.arguments is None and pickle.loads(together.code or b"")[1] == (1, 2)
+    assert together.load_function()[1] == (1, 2)
+
+
+def test_new_code_takes_a_jobs_arguments_over_as_bytes() -> None:
+    old = JobDefinition.for_function("j", add, args=(40, 2))
+
+    def renamed(ctx: Any, a: int, b: int) -> int:
+        return a * b
+
+    new = JobDefinition.for_function("j", renamed, args=("ignored",), kept=old)
+    assert new.arguments == old.arguments and new.args_shown == old.args_shown
+    function, args = new.load_function()
+    assert args == (40, 2) and function(None, *args) == 80
+    legacy = JobDefinition.for_function("j", add, args=(1,), apart=False)
+    with pytest.raises(ConfigError, match="give them again after --"):
+        JobDefinition.for_function("j", renamed, kept=legacy)

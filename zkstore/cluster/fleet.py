@@ -184,6 +184,11 @@ def new_cluster_ops(layout: Layout) -> list[Op]:
     return [Create(layout.fleet, record.to_bytes())]
 
 
+def allows(protocol_now: int, feature: Feature) -> bool:
+    """True if a fleet at ``protocol_now`` may use ``feature`` (and this code knows it)."""
+    return feature.protocol <= min(protocol_now, protocol.PROTOCOL)
+
+
 def require(zk: ZooKeeper, layout: Layout, feature: Feature) -> None:
     """Return if the fleet is finalized at ``feature``'s protocol or above; else raise
     :class:`FleetVersionError` saying what to do (which daemons to upgrade, or to finalize)."""
