@@ -184,6 +184,12 @@ class Daemon:
         """
         assert self.cluster is not None
         nodes = check_cluster_root(self.cluster.zk, self.cluster.layout)
+        auth = self.settings.store.zk_auth
+        if auth is not None and auth.scheme != "digest":
+            logger.warning(
+                "ZooKeeper credentials are SASL: drivers hold the cluster's identity (a job's "
+                "own identity is derived from digest credentials only; docs/operating.md)"
+            )
         if not any(node.is_open for node in nodes):
             return
         message = describe_open(nodes)

@@ -28,7 +28,7 @@ from typing import Any
 from zkstore.errors import NewerRecord
 
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
-PROTOCOL = 2
+PROTOCOL = 3
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).
 MIN_PROTOCOL = 1
 #: The field that marks a JSON record written with a feature past protocol 1.
@@ -48,6 +48,7 @@ class Feature:
 
 
 ARGUMENTS_APART = "arguments-apart"
+JOB_IDENTITIES = "job-identities"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -58,6 +59,14 @@ FEATURES: dict[str, Feature] = {
         2,
         "a function job's arguments pickled apart from its code (jobs resume --definition "
         "keeping a function job's arguments)",
+    ),
+    # Drivers authenticated as their job (zkstore.identity), not as the cluster: a node made
+    # by a daemon of protocol 2 carries no ACL entry for the job, and its driver could not
+    # write its own records there.
+    JOB_IDENTITIES: Feature(
+        JOB_IDENTITIES,
+        3,
+        "drivers with ZooKeeper identities of their own job (per-job ACLs)",
     ),
 }
 

@@ -50,13 +50,10 @@ from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_reco
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.stored import stored_summary
-from zkstore.protocol import ARGUMENTS_APART, FEATURES
+from zkstore.protocol import ARGUMENTS_APART
 from zkstore.schedules.records import SchedulePaths
 
 logger = logging.getLogger(__name__)
-
-#: Seconds a client's reading of the fleet's protocol is used for (it only ever grows).
-FLEET_READ_EVERY = 30.0
 
 
 class RunOptions(TypedDict, total=False):
@@ -75,16 +72,8 @@ class Client(Closeable):
     def __init__(self, config: StoreConfig | None = None, *, cluster: Cluster | None = None):
         self._owns = cluster is None
         self.cluster = cluster or Cluster.open(config or StoreConfig.from_env())
-        self._fleet: tuple[float, int] | None = None
-
-    def fleet_allows(self, feature: str) -> bool:
-        """True if the fleet is finalized at ``feature``'s protocol (:mod:`zkstore.protocol`),
-        read at most every :data:`FLEET_READ_EVERY` seconds: a fleet's protocol only grows, so
-        a stale answer only makes a submission write what an older protocol wrote."""
-        now = time.monotonic()
-        if self._fleet is None or now - self._fleet[0] > FLEET_READ_EVERY:
-            self._fleet = (now, fleet.current(self.cluster.zk, self.cluster.layout))
-        return fleet.allows(self._fleet[1], FEATURES[feature])
+        #: what a submission may write (a stale reading writes an older protocol's way)
+        self.fleet = fleet.FleetReading(self.cluster.zk, self.cluster.layout)
 
     def close(self) -> None:
         if self._owns:
@@ -371,7 +360,7 @@ class Client(Closeable):
                     what.function,
                     args=args,
                     name=name,
-                    apart=self.fleet_allows(ARGUMENTS_APART),
+                    apart=self.fleet.allows(ARGUMENTS_APART),
                     kept=kept,
                     spark_conf=shipment.spark_conf,
                     files=shipment.files,

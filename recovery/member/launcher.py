@@ -40,6 +40,7 @@ from recovery.member.processes import (
 )
 from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
 from recovery.settings import DaemonSettings
+from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
 from zkstore.jobs.states import DriverExit
@@ -214,6 +215,7 @@ class DriverLauncher:
         status_version: int,
         work_dir: Path,
         log_path: Path,
+        config: str,
     ) -> ForkedProcess | None:
         """The driver, forked by the fork server; None if there is none or it failed (then it
         is started as a new process)."""
@@ -227,7 +229,7 @@ class DriverLauncher:
                 self.environment(),
                 str(work_dir),
                 str(log_path),
-                self.settings.store.for_job(job_id).to_json(),
+                config,
             )
         except OSError as exc:
             logger.warning("fork server: %s; starting the driver as a new process", exc)
@@ -235,12 +237,18 @@ class DriverLauncher:
         return driver
 
     def _spawn(
-        self, job_id: str, attempt: int, status_version: int, work_dir: Path, log_path: Path
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        work_dir: Path,
+        log_path: Path,
+        config: str,
     ) -> DriverProcess:
         """The driver as a new Python process (its configuration through a pipe)."""
         return spawn_with_config(
             lambda fd: self.command(job_id, attempt, status_version, fd, work_dir, log_path),
-            self.settings.store.for_job(job_id).to_json(),
+            config,
             log=log_path,
             env=self.environment(),
             cwd=work_dir,
@@ -267,12 +275,29 @@ class DriverLauncher:
     def work_dir(self, job_id: str, attempt: int) -> Path:
         return self.work_root / f"{job_id}-attempt-{attempt}"
 
-    def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
-        """Start the driver of ``attempt``; raises OSError if the process cannot be started.
+    def driver_config(self, job_id: str, *, own_identity: bool = False) -> str:
+        """What a driver of ``job_id`` is given through its pipe: its job's signing key, and
+        with ``own_identity`` its job's ZooKeeper identity instead of the cluster's
+        (:mod:`zkstore.identity`; the cluster's digest credentials only)."""
+        store = self.settings.store
+        driver = (
+            identity.driver_identity(store.zk_auth, store.cluster_id, job_id, store.zk_read_acl)
+            if own_identity
+            else None
+        )
+        zk_driver = driver.to_json() if driver is not None else None
+        return store.for_job(job_id, zk_driver=zk_driver).to_json()
+
+    def launch(
+        self, job_id: str, attempt: int, status_version: int, *, own_identity: bool = False
+    ) -> Launch:
+        """Start the driver of ``attempt`` (with its job's ZooKeeper identity if
+        ``own_identity``); raises OSError if the process cannot be started.
 
         The caller has made sure that no driver of the attempt lives on this host (see
         :mod:`recovery.member.adoption`): a working directory left over is a dead driver's.
         """
+        config = self.driver_config(job_id, own_identity=own_identity)
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
@@ -280,12 +305,12 @@ class DriverLauncher:
         work_dir.mkdir(parents=True)
         with open(log_path, "ab") as log:
             offset = log.tell()
-        forked = self._fork(job_id, attempt, status_version, work_dir, log_path)
+        forked = self._fork(job_id, attempt, status_version, work_dir, log_path, config)
         process: DriverProcess
         if forked is not None:
             process, ticks = forked, forked.start_ticks
         else:
-            process = self._spawn(job_id, attempt, status_version, work_dir, log_path)
+            process = self._spawn(job_id, attempt, status_version, work_dir, log_path, config)
             ticks = start_ticks(process.pid)  # our unreaped child: its pid is still its own
         logger.debug(
             "started driver of %s attempt %d (pid %d, log %s)",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -182,6 +183,26 @@ def new_cluster_ops(layout: Layout) -> list[Op]:
     committed with the creation of its ``currentJobs`` (which an existing cluster has)."""
     record = FleetRecord(version=None, current=protocol.PROTOCOL, since=utc_now(), by=_who())
     return [Create(layout.fleet, record.to_bytes())]
+
+
+class FleetReading:
+    """The fleet's protocol as last read, read again at most every ``every`` seconds: a
+    fleet's protocol only grows, so a stale reading only makes its reader use an older
+    protocol's way (what a client submits, what identity a member gives a driver)."""
+
+    def __init__(self, zk: ZooKeeper, layout: Layout, *, every: float = 30.0) -> None:
+        self.zk = zk
+        self.layout = layout
+        self.every = every
+        self._read: tuple[float, int] | None = None
+
+    def allows(self, feature: str) -> bool:
+        """True if the fleet is finalized at the protocol of ``feature`` (a name of
+        :data:`zkstore.protocol.FEATURES`)."""
+        now = time.monotonic()
+        if self._read is None or now - self._read[0] > self.every:
+            self._read = (now, current(self.zk, self.layout))
+        return allows(self._read[1], protocol.FEATURES[feature])
 
 
 def allows(protocol_now: int, feature: Feature) -> bool:
