@@ -39,8 +39,10 @@ from zkstore.errors import (
     ConfigError,
     CorruptRecord,
     HandleExists,
+    HandleNotFound,
     JobFinished,
     JobQuarantined,
+    PayloadError,
     WaitTimeout,
 )
 from zkstore.handle import SummaryValue
@@ -112,6 +114,7 @@ class Client(Closeable):
             existing = stored_summary(self.cluster.zk, self.cluster.layout, job_id)
             found = ["it cannot be read"] if existing is None else []
             found = found or differences(existing or {}, {**definition.summary(), **extra})
+            found = found or self._not_authentic(job_id)
             if found:  # the same error class (exit 5), saying how this submission differs
                 raise type(exc)(
                     f"{exc}; this submission differs from it: {'; '.join(found)}", path=exc.path
@@ -120,6 +123,20 @@ class Client(Closeable):
             return job_id
         logger.info("submitted %s (%s)", job_id, definition.entry_point)
         return job_id
+
+    def _not_authentic(self, job_id: str) -> list[str]:
+        """Why the live job ``job_id`` is not one a client of this cluster submitted (its
+        payload does not verify: under its prefix, size, sha256, its job's signature), as a
+        job's code that planted the id with this submission's summary would make it; empty if
+        it is (or it is no longer live: its result or quarantine entry is the leader's)."""
+        try:
+            handle = self.cluster.jobs.handles.get_handle(job_id)
+            self.cluster.jobs.verify_definition(job_id, handle)
+        except HandleNotFound:
+            return []
+        except PayloadError as exc:
+            return [f"its definition does not verify ({exc}): it was not submitted by a client"]
+        return []
 
     def _refuse_schedule_run_id(self, job_id: str) -> None:
         """A plain submission may not take the id of a schedule's future (or past) run."""

@@ -25,13 +25,14 @@ from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import CancelRequest, read_record
 from zkstore.jobs.states import SUCCEEDED
-from zkstore.ops import Fence, Op
+from zkstore.ops import Create, Fence, Op
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import FIRED, MISSED, SKIPPED, ScheduleSpec
-from zkstore.schedules.runs import run_id
+from zkstore.schedules.runs import run_id, run_summary
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import build_fire
+from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage
 
 START = datetime(2026, 11, 24, 2, tzinfo=UTC)
@@ -241,6 +242,46 @@ def test_a_job_that_took_a_runs_id_is_not_taken_for_the_run(leader: Leader) -> N
     assert report.fired == []
     ((window, reason),) = report.skipped
     assert window == START + timedelta(hours=1) and "taken" in reason
+    last = leader.schedules.get(NAME).state.history[-1]
+    assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
+
+
+def test_a_run_id_planted_with_the_runs_own_summary_blocks_the_window_visibly(
+    leader: Leader,
+) -> None:
+    """Issue 43: job code creates a future run's id with the summary the run will have (its
+    schedule and window), pointing at a payload it signed with its own key. The fire does not
+    take it for the run: the window is recorded skipped as blocked, saying how to clear it."""
+    create(leader)
+    window = START + timedelta(hours=1)
+    job = run_id(NAME, window)
+    cluster = leader.cluster
+    config = cluster.config
+    assert config.signing_key is not None
+    own = JobKey(
+        config.cluster_id, "planter", derive_job_key(config.signing_key, "default", "planter")
+    )
+    planter = StateStorage(config.storage_url, signer=Signer(job_key=own))
+    forged = JobDefinition.for_function(job, noop)
+    body = cluster.jobs.handles.serializer.dumps(forged)
+    with pytest.raises(UntrustedPayload):  # its own key signs nothing under the run's prefix
+        planter.write(cluster.storage_layout.definitions(job), body, suffix=".pkl")
+    ref = StateStorage(config.storage_url).write(  # unsigned, as a writer without the key
+        cluster.storage_layout.definitions(job), body, suffix=".pkl"
+    )
+    summary = {**forged.summary(), **run_summary(NAME, window)}
+    handle = Handle.for_payload(ref, "planter", summary)
+    cluster.zk.commit(
+        [
+            Create(cluster.layout.job_handle(job), handle.to_bytes()),
+            Create(f"{cluster.layout.job_handle(job)}/locks"),
+        ]
+    )
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    assert report.fired == []
+    ((skipped_window, reason),) = report.skipped
+    assert skipped_window == window and reason.startswith(f"blocked: the job id {job} is taken")
+    assert "does not verify" in reason and f"zkstore jobs cancel {job}" in reason
     last = leader.schedules.get(NAME).state.history[-1]
     assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
 

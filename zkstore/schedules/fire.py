@@ -287,12 +287,45 @@ class Firer:
         name = context.spec.name
         job = run_id(name, window)
         summary = self._summary_of(job)
-        if summary is None or not is_run_of(summary, name, window):
-            reason = f"the job id {job} is taken by a job that is not this schedule's run"
+        problem = (
+            "its summary names another schedule or window"
+            if summary is None or not is_run_of(summary, name, window)
+            else self._not_a_copy(context.spec, job)
+        )
+        if problem is not None:
+            reason = (
+                f"blocked: the job id {job} is taken by a job that is not this schedule's run "
+                f"({problem}); remove it (zkstore jobs cancel {job}, or zkstore quarantine "
+                f"purge {job} --yes, then zkstore jobs forget {job}) and a later window fires"
+            )
+            logger.error("schedule %s: window %s: %s", name, window, reason)
             return self._skip(context, state, before, window, reason)
         logger.warning("schedule %s: its run %s of %s exists already", name, job, window)
         context.report.fired.append((window, job))
         return self._record(context, state, (*before, fired(window, job)))
+
+    def _not_a_copy(self, spec: ScheduleSpec, job: str) -> str | None:
+        """Why the live job ``job`` is not this schedule's run, or None if it is: its payload
+        verifies as the job's (its prefix, size, sha256 and signature, which only a holder of
+        the cluster key can make for that id) and holds the schedule's code. A job's code
+        that planted the id (its own key signs nothing of another id) is not taken for the
+        run. A finished or quarantined run is judged by its summary (the leader's records)."""
+        try:
+            handle = self.jobs.handles.get_handle(job)
+        except HandleNotFound:
+            return None  # finished or quarantined: its summary said it is the run
+        try:
+            found = self.jobs.verify_definition(job, handle)
+        except PayloadError as exc:
+            return f"its definition does not verify: {exc}"
+        mine = self._definition(spec)
+        if (found.code, found.source, found.function_name) != (
+            mine.code,
+            mine.source,
+            mine.function_name,
+        ):
+            return "its code is not the schedule's"
+        return None
 
     # -- reads -----------------------------------------------------------------------------------
 
