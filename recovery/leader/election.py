@@ -24,6 +24,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recovery.member import processes
+from recovery.member.processes import Liveness, ProcessIdentity
 from zkstore.errors import (
     ConflictError,
     CorruptRecord,
@@ -51,6 +53,22 @@ _NAME_RE = re.compile(r"(?P<id>.+)-(?P<marker>[0-9a-f]{32})-n_(?P<seq>\d{10})")
 
 def _sequence(name: str) -> int:
     return int(name[-_SEQUENCE_DIGITS:])
+
+
+def _holder(data: bytes) -> ProcessIdentity | None:
+    """The process a contender node names (None if it cannot be told: garbage, or written
+    by a daemon older than the start time in it)."""
+    try:
+        found = json.loads(data)
+        pid, ticks, boot = found["pid"], found.get("start_ticks"), found.get("boot_id")
+        host = found["host"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(pid, int) and isinstance(host, str)):
+        return None
+    if not (isinstance(ticks, int) and isinstance(boot, str)):
+        return None
+    return ProcessIdentity(host, pid, ticks, boot)
 
 
 @dataclass(frozen=True)
@@ -94,10 +112,18 @@ class LeaderElection:
         """
         if self._node is not None and self.owns_node():
             return self._node
+        self._clear_dead_self()
         marker = uuid.uuid4().hex
         prefix = f"{self.layout.election}/{self.daemon_id}-{marker}-n_"
+        me = processes.this_process()
         data = json.dumps(
-            {"id": self.daemon_id, "host": socket.gethostname(), "pid": os.getpid()}
+            {
+                "id": self.daemon_id,
+                "host": me.host,
+                "pid": me.pid,
+                "start_ticks": me.start_ticks,
+                "boot_id": me.boot_id,
+            }
         ).encode()
         try:
             node = self.zk.create(prefix, data, ephemeral=True, sequence=True, makepath=True)
@@ -109,6 +135,33 @@ class LeaderElection:
         self._node = node
         logger.info("contending for leadership as %s", node.rsplit("/", 1)[1])
         return node
+
+    def _clear_dead_self(self) -> None:
+        """Delete the contender nodes of this daemon id that an earlier process of ours left
+        and that is verifiably dead (this host and boot, no process with its pid and start
+        time: a SIGKILL, an OOM kill): until its session expired, a dead leader's node would
+        keep leadership vacant. The delete is conditional on the version read; what cannot be
+        checked (another host, an older node without a start time) is left to its session."""
+        try:
+            names = self.zk.children(self.layout.election)
+        except HandleNotFound:
+            return
+        ours = [n for n in names if (m := _NAME_RE.fullmatch(n)) and m["id"] == self.daemon_id]
+        paths = [f"{self.layout.election}/{name}" for name in ours]
+        for path, item in zip(paths, self.zk.get_many(paths), strict=True):
+            holder = _holder(item[0]) if item is not None else None
+            if holder is None or processes.probe(holder) is not Liveness.DEAD:
+                continue
+            assert item is not None
+            logger.warning(
+                "daemon %s: its earlier contender %s (pid %d on this host) is dead; removing "
+                "it now instead of waiting for its session to expire",
+                self.daemon_id,
+                path.rsplit("/", 1)[1],
+                holder.pid,
+            )
+            with contextlib.suppress(HandleNotFound, ConflictError):
+                self.zk.delete(path, version=item[1].version)
 
     def _find(self, marker: str) -> str | None:
         for name in self.zk.children(self.layout.election):
