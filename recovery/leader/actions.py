@@ -32,6 +32,7 @@ from recovery.leader.decide import (
     NoSlot,
     QuarantineJob,
     RecordStopped,
+    ReleaseSlot,
     Restart,
     Start,
     Wait,
@@ -80,6 +81,7 @@ class JobActions:
             Finish: self._finish,
             CleanUp: self._clean_up,
             QuarantineJob: self._quarantine,
+            ReleaseSlot: lambda job, _: self._release_assignment(job),
             EndAttempt: self._end_attempt,
             RecordStopped: self._record_stopped,
         }
@@ -378,7 +380,8 @@ class JobActions:
             fence=self.fence,
             extra_ops=self._notify(job, (outbox.QUARANTINED, action.reason)),
         )
-        self._release_assignment(job)
+        if not job.driver_present:  # a live driver's slot stays counted until it is gone
+            self._release_assignment(job)
         logger.warning(
             "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
         )

@@ -81,6 +81,8 @@ class Local:
     member_alive: bool = False
     #: how the attempt's driver process ended, as its member recorded it (None: not ended)
     exited: str | None = None
+    #: the job's assignment still counts against its member's driver slots
+    assigned: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,14 @@ class CleanUp(Action):
 
 @dataclass(frozen=True)
 class QuarantineJob(Action):
-    """The job cannot be run: move it to quarantine with the reason."""
+    """The job cannot be run: move it to quarantine with the reason. Its assignment (a driver
+    slot) is released with it, unless a driver of it still runs: then that driver's slot stays
+    counted until it is gone (:class:`ReleaseSlot`)."""
+
+
+@dataclass(frozen=True)
+class ReleaseSlot(Action):
+    """A quarantined job's driver is gone: release the driver slot it held."""
 
 
 def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime) -> Action:
@@ -252,6 +261,8 @@ def _settled(
                 return exiting
         return CleanUp(reason=f"result {job.result.outcome} recorded, cleanup unfinished")
     if job.quarantined:
+        if local.assigned and not job.driver_present:
+            return ReleaseSlot(reason="quarantined, and its last driver is gone")
         return Nothing(reason="quarantined")
     for record in ("result", "handle", "status"):
         if record in job.errors:

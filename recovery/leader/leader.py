@@ -439,7 +439,8 @@ class LeaderProcess:
         member = job.status.daemon_id if job.status is not None else None
         attempt = job.status.attempt if job.status is not None else None
         exited = assignment.exited if assignment and assignment.attempt == attempt else None
-        return Local(member_alive=member in self.fleet.members, exited=exited)
+        assigned = member is not None and job.job_id in self.fleet.assignments.get(member, ())
+        return Local(member_alive=member in self.fleet.members, exited=exited, assigned=assigned)
 
     # -- guarded decisions and actions ---------------------------------------------------------
 

@@ -65,3 +65,32 @@ def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
     assert result.outcome == CANCELLED
     wait_for(lambda: client.status(job_id).state == CANCELLED, timeout=60, what="cleaned up")
     assert local.driver_pid(job_id) is None
+
+
+def test_a_quarantined_jobs_live_driver_keeps_its_slot_until_it_is_gone(
+    local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """Issue 50: the driver of a job quarantined while it runs still holds a driver slot: a
+    daemon of one slot takes no other job until that driver is gone, then takes it."""
+    import os
+    import signal
+
+    local.start_daemon("d1", "--max-drivers", "1")
+    local.wait_for_leader(timeout=START)
+    out = tmp_path / "out"
+    held = client.submit_function(job.sum_of_squares, str(out), None, 0.2, job_id="held")
+    wait_for(lambda: len(job.progress_times(out)) >= 2, timeout=90, what="progress")
+    pid = local.driver_pid(held)
+    assert pid is not None
+    client.cluster.zk.set(client.cluster.layout.job_handle(held), b"{garbage")
+    wait_for(lambda: client.status(held).state == QUARANTINED, timeout=60, what="quarantined")
+    other = client.submit_function(job.sum_of_squares, str(tmp_path / "o"), 2, 0.01, job_id="next")
+
+    def waits_for_a_slot() -> bool:
+        status = client.status(other).status
+        return status is not None and "slot" in (status.reason or "")
+
+    wait_for(waits_for_a_slot, timeout=60, what="the next job waiting for the slot")
+    assert client.status(other).state == "PENDING" and alive(pid)
+    os.kill(pid, signal.SIGKILL)
+    assert client.wait(other, timeout=120).outcome == "SUCCEEDED"

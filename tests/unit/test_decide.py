@@ -16,6 +16,7 @@ from recovery.leader.decide import (
     Local,
     Nothing,
     QuarantineJob,
+    ReleaseSlot,
     Restart,
     Start,
     Wait,
@@ -214,6 +215,26 @@ def test_quarantined_or_removed_jobs_are_left_alone() -> None:
     entry = QuarantineEntry(version=0, job_id="j", reason="r", since=T)
     assert isinstance(decided(job(quarantine=entry, status=status(PENDING))), Nothing)
     assert isinstance(decided(job(marked=True, status=status(PENDING))), Nothing)
+
+
+def test_a_quarantined_jobs_slot_is_released_once_its_driver_is_gone() -> None:
+    """Issue 50: quarantined while its driver runs, the job keeps its slot counted; released
+    by the look that finds the driver gone."""
+    entry = QuarantineEntry(version=0, job_id="j", reason="r", since=T)
+    placed = Local(member_alive=True, assigned=True)
+    still = decide(job(quarantine=entry, status=status(), running=running()), placed, SETTINGS, NOW)
+    assert isinstance(still, Nothing)
+    gone = decide(job(quarantine=entry, status=status()), placed, SETTINGS, NOW)
+    assert isinstance(gone, ReleaseSlot)
+    assert isinstance(decide(job(quarantine=entry, status=status()), ALIVE, SETTINGS, NOW), Nothing)
+
+
+def test_a_job_with_a_record_of_a_newer_protocol_is_left_alone() -> None:
+    """Issue 45: not garbage, never quarantined: a newer daemon acts on it."""
+    newer = job(errors={"handle": "written at fleet protocol 9"}, newer=frozenset({"handle"}))
+    action = decided(newer)
+    assert isinstance(action, Nothing) and "needs a newer daemon" in action.reason
+    assert newer.state == "NEEDS_UPGRADE"
 
 
 def test_corrupt_status_goes_to_quarantine() -> None:
