@@ -366,3 +366,26 @@ def test_a_jobs_control_with_no_object_reads_none_at_its_start(cluster: Cluster)
     assert f"GetData {cluster.layout.control('k')}" in sent, sent
     assert control.config.get("rows") == 7, "in effect from the start"
     control.stop()
+
+
+def test_control_set_replaces_an_unreadable_object_and_says_what_it_held(
+    cluster: Cluster, config: StoreConfig
+) -> None:
+    """Issue 50: a control object garbled (by hand, or planted) is not a dead end that only a
+    raw ZooKeeper delete fixes: ``zkstore control set`` replaces it, at its version, and says
+    what it replaced; a newer zkstore's object is not garbage and stays."""
+    from tests.cli import run
+    from tests.helpers import plant
+
+    submitted(cluster, "g")
+    path = cluster.layout.control("g")
+    plant(cluster.zk, path, b"{not json at all")
+    ran = run(config, "control", "set", "g", "rate=10")
+    assert ran.returncode == 0, ran.stderr
+    assert "replaced an unreadable control object (version 0), which held: {not json" in (
+        ran.stderr
+    )
+    assert cluster.control("g").desired() == Desired({"rate": 10}, 1)
+    plant(cluster.zk, path, b'{"protocol": 99, "values": {}}')
+    newer = run(config, "control", "set", "g", "rate=11")
+    assert newer.returncode == 9 and "needs a newer daemon" in newer.stderr, newer.stderr

@@ -28,6 +28,7 @@ from zkstore.errors import (
     HandleExists,
     HandleNotFound,
     JobNotFound,
+    NewerRecord,
     SerializationError,
     StoreUnavailable,
     VersionConflict,
@@ -44,7 +45,7 @@ from zkstore.layout import Layout, StorageLayout, validate_job_id
 from zkstore.ops import Check, Create, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain
 from zkstore.storage import StateStorage
-from zkstore.strict import utc_now
+from zkstore.strict import escape_control, utc_now
 from zkstore.watch import NodeWatch
 from zkstore.zk import ZooKeeper
 
@@ -59,6 +60,8 @@ class Desired:
 
     values: dict[str, Any]
     version: int | None
+    #: what an unreadable object held (cut short), which a change replaces
+    replaced: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ class ControlStore:
         merge = _Merge(dict(updates), replace, tuple(remove))
 
         def set_once() -> ControlChange:
-            current = self.desired()
+            current = self._replaceable()
             if expect_version is not None and current.version != expect_version:
                 raise VersionConflict(
                     f"job {self.job_id}: control is at version "
@@ -191,12 +194,32 @@ class ControlStore:
 
         return RACES.call(set_once, what=f"control of job {self.job_id}", path=self.path)
 
+    def _replaceable(self) -> Desired:
+        """The desired object, or, when the node holds something no reader takes for one
+        (garbage, planted by hand), what it held: a change replaces it at its version. One
+        written by a newer zkstore is not garbage (:class:`NewerRecord` is raised)."""
+        try:
+            return self.desired()
+        except NewerRecord:
+            raise
+        except CorruptRecord:
+            found = self.zk.get_if_exists(self.path)
+            if found is None:
+                return Desired({}, None)
+            text = escape_control(found[0][:200].decode("utf-8", errors="replace"))
+            return Desired({}, found[1].version, replaced=text)
+
     def _store(
         self, current: Desired, merged: dict[str, Any], by: str, warnings: tuple[str, ...]
     ) -> ControlChange:
         changes = diff(current.values, merged)
         when = utc_now()
-        if not changes and current.version is not None:
+        if current.replaced is not None:
+            warnings += (
+                f"replaced an unreadable control object (version {current.version}), which "
+                f"held: {current.replaced}",
+            )
+        elif not changes and current.version is not None:
             return ControlChange(
                 self.job_id, current.version, current.version, merged, {}, by, when, warnings
             )
