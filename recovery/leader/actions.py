@@ -382,6 +382,7 @@ class JobActions:
         )
         if not job.driver_present:  # a live driver's slot stays counted until it is gone
             self._release_assignment(job)
+        self.leader.job_quarantined(job.job_id)
         logger.warning(
             "job %s: quarantined at attempt %s (%s)", job.job_id, job.attempt, action.reason
         )

@@ -229,6 +229,11 @@ class LeaderProcess:
         for job in (job_id, *self.dependencies.waiters(job_id)):
             self.post(job)
 
+    def job_quarantined(self, job_id: str) -> None:
+        """Look at the jobs waiting for ``job_id`` (``--after``): their reason says so now."""
+        for waiting in self.dependencies.waiters(job_id):
+            self.post(waiting)
+
     def triage(self, events: Iterable[Event]) -> set[str]:
         """The jobs a turn's events ask the leader to look at (loop thread), less those it
         need not: the events :meth:`outlived`, and the starts and ends of drivers that leave

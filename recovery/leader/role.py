@@ -51,3 +51,7 @@ class LeaderRole(Protocol):
     def job_done(self, job_id: str) -> None:
         """Forget ``job_id``: it left the current jobs."""
         ...
+
+    def job_quarantined(self, job_id: str) -> None:
+        """``job_id`` went to quarantine: look at the jobs waiting for it."""
+        ...

@@ -9,6 +9,7 @@ from pathlib import Path
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show, zkstore
 from tests.helpers import wait_for
+from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 
 GATED = """
@@ -71,3 +72,51 @@ def test_after_waits_for_its_job_then_runs_or_fails_with_the_reason(
     assert ended["outcome"] == "FAILED"
     assert ended["error"] == ("job a ended SUCCEEDED; this job runs only after it ended FAILED")
     assert not Path(f"{out}-c").exists(), "c never ran"
+
+
+def test_a_job_waiting_for_a_quarantined_job_says_so_and_fails_when_it_is_purged(
+    local: LocalCluster, runtime_config: StoreConfig, laptop: Path
+) -> None:
+    """Issue 50: b waits --after a, and a is quarantined (its handle garbled, found by the
+    leader's periodic look): b's reason says so and names what ends the wait; a purged
+    (FAILED), b fails with the reason; one waiting for any end runs."""
+    config = runtime_config
+    (laptop / "gated.py").write_text(GATED)
+    (laptop / "mark.py").write_text(MARK)
+    local.start_daemon("d1", "--reconcile-interval", "1")
+    out = laptop / "out"
+    for job_id, target, words in (
+        ("a", "gated.py:run", ()),
+        ("b", "mark.py:run", ("--after", "a")),
+        ("e", "mark.py:run", ("--after", "a:ENDED")),
+    ):
+        done = script(
+            config,
+            "submit",
+            target,
+            "--job-id",
+            job_id,
+            *words,
+            "--",
+            f"{out}-{job_id}",
+            cwd=laptop,
+        )
+        assert done.returncode == 0, done.stderr
+    wait_for(Path(f"{out}-a-started").exists, timeout=60, what="a running")
+    wait_for(lambda: show(config, "b")["waiting"], timeout=30, what="b waiting")
+    with Cluster.open(config) as cluster:
+        cluster.zk.set(cluster.layout.job_handle("a"), b"{garbage")
+    waiting = wait_for(
+        lambda: "quarantine" in (show(config, "b")["waiting"] or "") and show(config, "b"),
+        timeout=30,
+        what="b's reason naming a's quarantine",
+    )["waiting"]
+    assert waiting.startswith("waiting for job a to end SUCCEEDED: it is in quarantine")
+    assert "zkstore quarantine purge a --yes" in waiting
+    purged = script(config, "quarantine purge", "a", "--yes")
+    assert purged.returncode == 0, purged.stderr
+    failed = wait_for(lambda: show(config, "b")["result"], timeout=60, what="b's result")
+    assert failed["outcome"] == "FAILED"
+    assert failed["error"].startswith("job a ended FAILED"), failed["error"]
+    ran = wait_for(lambda: show(config, "e")["result"], timeout=60, what="e's result")
+    assert ran["outcome"] == "SUCCEEDED"

@@ -153,7 +153,12 @@ def decide(dependencies: Sequence[Dependency], seen: Mapping[str, Seen]) -> Verd
                     FAILED, f"{name} ended {found.outcome}; this job runs only after it {required}"
                 )
         elif found.quarantined:
-            waits.append(f"waiting for {name} to {wanted}: it is in quarantine")
+            waits.append(
+                f"waiting for {name} to {wanted}: it is in quarantine (zkstore quarantine "
+                f"release {dependency.job_id} runs it again; zkstore quarantine purge "
+                f"{dependency.job_id} --yes ends it FAILED, and this job with it unless it "
+                "waits for any end)"
+            )
         elif found.present:
             waits.append(f"waiting for {name} to {wanted}")
         elif dependency.schedule is not None:
