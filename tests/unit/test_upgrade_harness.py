@@ -134,7 +134,11 @@ def test_a_job_after_another_must_start_after_its_end(tmp_path: Path) -> None:
     assert checks.ran_after(after, dependency) == ["after started 1.0 s before dep ended"]
 
 
-def test_a_schedule_run_on_a_second_attempt_is_a_violation() -> None:
+def test_a_schedule_run_whose_code_ran_twice_is_a_violation() -> None:
     once = Run("tick-1", None, (Attempt(1, 0.0),))
     twice = Run("tick-2", None, (Attempt(1, 0.0), Attempt(2, 3.0)))
-    assert checks.runs_once([once, twice]) == ["schedule run tick-2: attempts [1, 2], not [1]"]
+    replaced = Run("tick-3", None, (Attempt(2, 0.0),))  # its first attempt never ran
+    assert checks.runs_once([once, twice, replaced]) == [
+        "schedule run tick-2: ran as attempts [1, 2]"
+    ]
+    assert checks.replaced([once, twice, replaced]) == ["tick-3 (attempt 2)"]

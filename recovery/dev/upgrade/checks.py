@@ -95,11 +95,23 @@ def ran_after(item: Job, dependency: Job) -> list[str]:
 
 
 def runs_once(runs: list[Run]) -> list[str]:
-    """Every run of the schedule ran one attempt (none restarted by an upgrade)."""
+    """Every run of the schedule ran its code once: a run with two attempts' markers was
+    restarted. (One marker of a later attempt is not a restart: that run's first attempt was
+    placed on a daemon that stopped before its driver ran anything, and was re-placed, counted
+    lost; :func:`replaced` lists them.)"""
     return [
-        f"schedule run {run.job_id}: attempts {[a.attempt for a in run.attempts]}, not [1]"
+        f"schedule run {run.job_id}: ran as attempts {[a.attempt for a in run.attempts]}"
         for run in runs
-        if [a.attempt for a in run.attempts] != [1]
+        if len(run.attempts) > 1
+    ]
+
+
+def replaced(runs: list[Run]) -> list[str]:
+    """The runs whose code ran once, on a later attempt than the first."""
+    return [
+        f"{run.job_id} (attempt {run.attempts[0].attempt})"
+        for run in runs
+        if len(run.attempts) == 1 and run.attempts[0].attempt != 1
     ]
 
 
