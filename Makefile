@@ -1,6 +1,7 @@
 # The front door: `make test` sets everything up on a fresh machine (Python 3.11 + Java 17) and
 # runs lint, the type checker and the whole suite; `make demo` tells the failover story;
-# `make chaos` drives seeded faults into a real ZooKeeper ensemble (CHAOS_RUNS, CHAOS_SEED).
+# `make chaos` drives seeded faults into a real ZooKeeper ensemble (CHAOS_RUNS, CHAOS_SEED);
+# `make upgrade-test` runs the previous release and this code in one fleet.
 
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -14,7 +15,7 @@ CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
 .PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest bench bench-smoke chaos venv clean \
-	browser-test import-graph
+	browser-test import-graph upgrade-test
 
 venv: $(STAMP)
 
@@ -91,5 +92,10 @@ bench-smoke: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python -m recovery.dev.chaos --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
+# The previous release (CHANGELOG.md, built once under .upgrade/) and this code in one fleet:
+# upgraded one daemon at a time with jobs running, back, and again (docs/testing.md).
+upgrade-test: $(STAMP)
+	$(BIN)/python -m recovery.dev.upgrade
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .upgrade

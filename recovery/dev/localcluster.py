@@ -116,13 +116,45 @@ class LocalCluster:
         env.update(self.extra_env)
         return env
 
-    def start_daemon(self, daemon_id: str, *args: str) -> DaemonProcess:
-        """Start ``zkstore daemon --id daemon_id [args]`` (its log in ``work_dir/<id>.log``)."""
+    def start_daemon(
+        self, daemon_id: str, *args: str, python: str | os.PathLike[str] | None = None
+    ) -> DaemonProcess:
+        """Start ``zkstore daemon --id daemon_id [args]`` (its log in ``work_dir/<id>.log``).
+
+        ``python``: the interpreter of another installation of zkstore (a virtual environment
+        of an earlier release, for the upgrade test) instead of this process's; its daemon,
+        fork server and drivers run that installation's code."""
         log_path = self.work_dir / f"{daemon_id}.log"
         self.work_dir.mkdir(parents=True, exist_ok=True)
         port = free_port() if self.http else None
-        command = [
-            sys.executable,
+        command = self.daemon_command(daemon_id, *args, python=python, port=port)
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                lifeline.wrap(command, death_signal=signal.SIGTERM),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                # ``python -m`` puts the working directory first on the path (the daemon's
+                # and its fork server's): another installation's daemon must not import the
+                # checkout this process may run in.
+                cwd=self.work_dir if python is not None else None,
+            )
+        url = f"http://127.0.0.1:{port}" if port else None
+        daemon = DaemonProcess(daemon_id, process, log_path, url)
+        self.daemons[daemon_id] = daemon
+        return daemon
+
+    def daemon_command(
+        self,
+        daemon_id: str,
+        *args: str,
+        python: str | os.PathLike[str] | None = None,
+        port: int | None = None,
+    ) -> list[str]:
+        """The command line of a daemon of this cluster (HTTP on ``port``, else off)."""
+        return [
+            str(python) if python is not None else sys.executable,
             "-m",
             "recovery.cli.main",
             *(["-v"] if self.verbose else []),
@@ -143,18 +175,6 @@ class LocalCluster:
             *self.extra_args,
             *args,
         ]
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen(
-                lifeline.wrap(command, death_signal=signal.SIGTERM),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.environment(),
-            )
-        url = f"http://127.0.0.1:{port}" if port else None
-        daemon = DaemonProcess(daemon_id, process, log_path, url)
-        self.daemons[daemon_id] = daemon
-        return daemon
 
     def storage_option_args(self) -> list[str]:
         return storage_option_args(self.config)
