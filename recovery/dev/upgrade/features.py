@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkstore.protocol import ARGUMENTS_APART, FEATURES, Feature
+from zkstore.protocol import ARGUMENTS_APART, FEATURES, JOB_IDENTITIES, Feature
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,11 @@ GATED: Mapping[str, Refused | FallsBack] = {
     ARGUMENTS_APART: FallsBack(
         "submit and jobs resume --definition keep a function job's arguments inside its "
         "pickled code, as protocol 1 did"
+    ),
+    JOB_IDENTITIES: FallsBack(
+        "a daemon gives its drivers the cluster's ZooKeeper identity, as protocol 2 did (the "
+        "nodes it makes carry the jobs' ACL entries either way: only an older daemon's lack "
+        "them, and the member grants them before a driver of its own identity starts)"
     ),
 }
 
