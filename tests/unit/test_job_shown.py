@@ -111,3 +111,32 @@ def _zip(*names: str) -> bytes:
         for name in names:
             archive.writestr(name, "")
     return buffer.getvalue()
+
+
+def test_a_running_jobs_error_is_none_whatever_an_earlier_attempt_left() -> None:
+    """Issue 50: attempt 1 failed, attempt 2 runs (here paused, then being stopped): the
+    ERROR column shows nothing; the earlier error stays the labelled ``last_error``."""
+    from zkstore.jobs.control.records import ControlAck
+    from zkstore.jobs.records import JobStatus, RunningInfo
+    from zkstore.jobs.snapshot import JobSnapshot
+    from zkstore.jobs.stops import StopRequest
+    from zkstore.service.jobs import describe, job_error
+
+    now = "2026-11-28T00:00:00Z"
+    status = JobStatus(version=3, state="STARTING", attempt=2, updated=now, last_error="boom")
+    running = RunningInfo(version=0, attempt=2, host="h", pid=7, started=now)
+    paused = ControlAck(version=0, attempt=2, applied_version=0, paused=True)
+    for snapshot in (
+        JobSnapshot("j", status=status, running=running),
+        JobSnapshot("j", status=status, running=running, control=paused),
+        JobSnapshot(
+            "j",
+            status=status,
+            running=running,
+            stop=StopRequest(version=0, requested=now, by="me", reason="r"),
+        ),
+    ):
+        assert job_error(snapshot) is None, snapshot.state
+        assert describe(snapshot)["last_error"] == "boom"
+    waiting = JobStatus(version=4, state="RESTARTING", attempt=1, updated=now, last_error="boom")
+    assert job_error(JobSnapshot("j", status=waiting)) == "boom", "between attempts: its error"

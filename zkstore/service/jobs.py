@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
-from zkstore.jobs.states import RUNNING, STARTING, SUCCEEDED
+from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stops import redact_url
 from zkstore.strict import parse_time
 
@@ -58,8 +58,9 @@ def job_error(job: JobSnapshot) -> str | None:
     """The job's error as a user wants it: its result's, else its last failed attempt's (an
     attempt that just ended, or the one the leader recorded), else why it is quarantined.
 
-    A job whose next attempt is starting or running has no error: the earlier attempt's is its
-    ``last_error`` (and ``jobs show`` says how that attempt ended), not the job's.
+    A job whose next attempt is starting or running (paused, being stopped) has no error: the
+    earlier attempt's is its ``last_error`` (and ``jobs show`` says how that attempt ended),
+    not the job's.
     """
     if job.newer:  # NEEDS_UPGRADE: what this reader cannot read, not an error of the job
         first = sorted(job.newer)[0]
@@ -70,8 +71,8 @@ def job_error(job: JobSnapshot) -> str | None:
     current = job.status.attempt if job.status is not None else None
     if ended is not None and ended.error and (current is None or ended.attempt == current):
         return ended.error
-    if job.state in (STARTING, RUNNING):
-        return None
+    if job.driver_present or job.state in (STARTING, RUNNING, PAUSED):
+        return None  # an attempt starts or runs: an earlier one's error is its last_error
     if job.status is not None and job.status.last_error:
         return job.status.last_error
     return job.quarantine.reason if job.quarantine is not None else None
