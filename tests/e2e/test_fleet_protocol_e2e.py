@@ -81,12 +81,15 @@ def test_a_job_of_a_newer_protocol_is_left_alone_and_shown_as_needing_a_newer_da
 
             lingering = script(runtime_config, "handles lingering", "--min-age", "0s")
             assert "future" not in lingering.stdout, lingering.stdout
+            assert daemon.alive
+            refused = script(runtime_config, "handles cleanup", "--min-age", "0s", "--yes")
+            assert refused.returncode == 2 and "while daemons are up (d1)" in refused.stderr
+            local.stop()  # no daemon up: a cleanup of any age may run
             cleanup = script(runtime_config, "handles cleanup", "--min-age", "0s", "--yes")
             assert cleanup.returncode == 0, cleanup.stderr
             assert storage.fs.exists(storage.path_of(storage.url(payload_key))), (
                 "its payload is a newer zkstore's to judge"
             )
-            assert daemon.alive
     finally:
         local.stop()
     assert "Traceback" not in daemon.log()

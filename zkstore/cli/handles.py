@@ -35,6 +35,27 @@ from zkstore.store import MAX_PUBLISH_DELAY
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
 
 
+def _refuse_young_while_daemons_run(cluster: Cluster, min_age: float) -> None:
+    """A payload is published at most :data:`MAX_PUBLISH_DELAY` after it was written (by a
+    client, or by a leader firing a schedule): while daemons run, removing one younger than
+    twice that could take a payload a writer is about to publish. Refused then; without a
+    daemon up, a warning."""
+    members = cluster.zk.children_many([cluster.layout.members])[0] or []
+    if members:
+        shown = ", ".join(sorted(members)[:5])
+        raise UsageFailure(
+            f"--min-age {min_age:g}s is below {SAFE_MIN_AGE:g}s while daemons are up ({shown}): "
+            "a payload a writer is about to publish could be taken (payloads are published "
+            f"within {MAX_PUBLISH_DELAY:g} s of being written); give --min-age "
+            f"{SAFE_MIN_AGE:g}s or more, or --writers-stopped once none submits or fires"
+        )
+    click.echo(
+        f"warning: --min-age {min_age:g}s is below {SAFE_MIN_AGE:g}s: a payload written by a "
+        "client stalled that long could be removed before its handle is published",
+        err=True,
+    )
+
+
 def human_age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -234,6 +255,12 @@ def lingering(connection: Connection, fmt: str, min_age: float) -> None:
 @min_age_option
 @click.option("--dry-run", is_flag=True, help="show what would be done; change nothing")
 @click.option("--yes", is_flag=True, help="really do it")
+@click.option(
+    "--writers-stopped",
+    is_flag=True,
+    help="no client submits and no schedule fires now: with daemons up, a --min-age below "
+    f"{SAFE_MIN_AGE:g}s is refused without it",
+)
 @artifact_root_option
 def cleanup(
     connection: Connection,
@@ -241,6 +268,7 @@ def cleanup(
     min_age: float,
     dry_run: bool,
     yes: bool,
+    writers_stopped: bool,
     artifact_roots: tuple[str, ...],
 ) -> None:
     """Remove exactly what `handles lingering` reports as garbage.
@@ -257,13 +285,9 @@ def cleanup(
     """
     if dry_run == yes:
         raise UsageFailure("say --dry-run to look, or --yes to clean up")
-    if yes and min_age < SAFE_MIN_AGE:
-        click.echo(
-            f"warning: --min-age {min_age:g}s is below {SAFE_MIN_AGE:g}s: a payload written by a "
-            "writer stalled that long could be removed before its handle is published",
-            err=True,
-        )
     with Cluster.open(with_roots(connection.config, artifact_roots)) as cluster:
+        if yes and min_age < SAFE_MIN_AGE and not writers_stopped:
+            _refuse_young_while_daemons_run(cluster, min_age)
         findings = [f for f in find_lingering(cluster, min_age=min_age) if f.garbage]
         with progress(len(findings), "cleaning up") as advance:
             results = Cleaner(cluster, dry_run=dry_run).clean(findings, progress=advance)

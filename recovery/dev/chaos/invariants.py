@@ -78,7 +78,17 @@ def _store_checks(run: RunCluster) -> list[str]:
     verify = _zkstore(run, "handles", "verify", "--format", "json")
     if verify.returncode != 0 or json.loads(verify.stdout)["problems"]:
         violations.append(f"handles verify: {verify.stdout.strip()} {verify.stderr.strip()}")
-    cleanup = _zkstore(run, "handles", "cleanup", "--min-age", "0", "--yes", "--format", "json")
+    cleanup = _zkstore(
+        run,
+        "handles",
+        "cleanup",
+        "--min-age",
+        "0",
+        "--writers-stopped",
+        "--yes",
+        "--format",
+        "json",
+    )
     if cleanup.returncode != 0:
         violations.append(f"handles cleanup failed: {cleanup.stderr.strip()}")
     lingering = _zkstore(run, "handles", "lingering", "--min-age", "0", "--format", "json")

@@ -380,7 +380,9 @@ class Scenario:
         verify = fleet.run(self.new, "handles", "verify", "--format", "json")
         if verify.returncode != 0 or json.loads(verify.stdout)["problems"]:
             found.append(f"handles verify: {verify.stdout.strip()} {verify.line()}")
-        cleanup = fleet.run(self.new, "handles", "cleanup", "--min-age", "0", "--yes")
+        cleanup = fleet.run(
+            self.new, "handles", "cleanup", "--min-age", "0", "--writers-stopped", "--yes"
+        )
         if cleanup.returncode != 0:
             found.append(f"handles cleanup: {cleanup.line()}")
         lingering = fleet.run(
