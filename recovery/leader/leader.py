@@ -61,7 +61,7 @@ from zkstore.errors import (
 from zkstore.jobs import history
 from zkstore.jobs.graph import ADDED, REMOVED, JobGraphWatch
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import Assignment
+from zkstore.jobs.records import Assignment, Outcome
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
 from zkstore.lifecycle.limits import Limits
@@ -396,6 +396,7 @@ class LeaderProcess:
         )
         self._collect_stale_assignments(ids, snapshots)
         assignments = self._read_assignments(snapshots.values())
+        self._read_outcomes_of_exits(snapshots, assignments)
         now = datetime.now(UTC)
         position = {job_id: place for place, job_id in enumerate(ids)}
         plans: list[tuple[JobSnapshot, Action]] = []
@@ -418,6 +419,36 @@ class LeaderProcess:
             self.actions.flush_reasons()
         finally:
             self.watches.arm()
+
+    def _read_outcomes_of_exits(
+        self, snapshots: dict[str, JobSnapshot], assignments: dict[str, Assignment]
+    ) -> None:
+        """The outcome of each attempt whose exit its member recorded and whose snapshot has
+        none, read again now. A look lists a job's records first and reads the assignments
+        last: a short driver's outcome written between the two (before its exit) was not in
+        the list, and its exit must not be taken for an attempt that left none (it would run
+        again). The exit is recorded after the outcome, so a read after the exit sees it."""
+        missed = [
+            job_id
+            for job_id, assignment in assignments.items()
+            if assignment.exited is not None
+            and snapshots[job_id].outcome is None
+            and "outcome" not in snapshots[job_id].errors
+        ]
+        if not missed:
+            return
+        layout = self.cluster.layout
+        paths = [layout.outcome(job_id) for job_id in missed]
+        for job_id, path, item in zip(missed, paths, self.cluster.zk.get_many(paths), strict=True):
+            if item is None:
+                continue
+            snap = snapshots[job_id]
+            try:
+                outcome = Outcome.from_znode(item[0], item[1], path)
+            except CorruptRecord as exc:
+                snap.errors["outcome"] = str(exc)
+                continue
+            snapshots[job_id] = replace(snap, outcome=outcome)
 
     def _read_assignments(self, snapshots: Iterable[JobSnapshot]) -> dict[str, Assignment]:
         """The assignments of the jobs whose attempt is placed (a second pipelined round)."""

@@ -672,3 +672,35 @@ def test_a_cleanup_an_outage_stopped_is_kept_and_tried_again_after_a_while(
     assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
     result = cluster.results.get("j")
     assert result is not None and result.state == CLEAN
+
+
+def test_a_short_drivers_outcome_made_after_a_looks_listing_is_read_once_its_exit_is_seen(
+    config: StoreConfig,
+    cluster: Cluster,
+    leader: LeaderProcess,
+    hands: ZooKeeper,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen in the upgrade test: a look lists a job's records (its driver still runs), the
+    driver records its outcome and exits, its member records the exit, and the look then reads
+    the assignment: an exit with no outcome in the list was taken for a lost attempt, and the
+    job ran again. The outcome is read again once an exit is seen: SUCCEEDED, one attempt."""
+    placed_and_started(config, cluster, leader, hands, "brief")
+    real = leader.cluster.zk.children_many
+    job_dir = cluster.layout.job_dir("brief")
+
+    def listed_before_the_end(paths: Any, **kwargs: Any) -> Any:
+        found = real(paths, **kwargs)
+        if job_dir in paths:
+            succeeds_after_listing()
+        return found
+
+    def succeeds_after_listing() -> None:
+        monkeypatch.setattr(leader.cluster.zk, "children_many", real)
+        ends_with_outcome(cluster, hands, "brief")
+        exit_seen(cluster, hands, "brief")
+
+    monkeypatch.setattr(leader.cluster.zk, "children_many", listed_before_the_end)
+    leader_turn(leader, ["brief"])
+    result = cluster.results.get("brief")
+    assert result is not None and result.outcome == SUCCEEDED and result.attempts == 1
