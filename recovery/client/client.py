@@ -52,6 +52,7 @@ from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_reco
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.stored import stored_summary
+from zkstore.lifecycle.options import SUMMARY_KEYS
 from zkstore.protocol import ARGUMENTS_APART
 from zkstore.schedules.records import SchedulePaths
 
@@ -113,7 +114,9 @@ class Client(Closeable):
         except (HandleExists, JobFinished, JobQuarantined) as exc:
             existing = stored_summary(self.cluster.zk, self.cluster.layout, job_id)
             found = ["it cannot be read"] if existing is None else []
-            found = found or differences(existing or {}, {**definition.summary(), **extra})
+            found = found or differences(
+                existing or {}, {**definition.summary(), **extra}, also=sorted(SUMMARY_KEYS)
+            )
             found = found or self._not_authentic(job_id)
             if found:  # the same error class (exit 5), saying how this submission differs
                 raise type(exc)(

@@ -149,3 +149,26 @@ def test_an_idempotency_id_planted_with_the_submissions_summary_is_not_taken(
     again = zkstore(config, "submit", f"{job}:run", "--idempotency-key", "k1", "--", "d", env=env)
     assert again.returncode == 5, (again.stdout, again.stderr)
     assert "its definition does not verify" in again.stderr
+
+
+def test_a_resubmission_with_other_run_options_is_refused_naming_them(
+    config: StoreConfig, laptop: Path
+) -> None:
+    """Issue 49: a resubmission with another --timeout or --notify printed the id and exited
+    0 while the job kept its old options: every option that changes how the job runs is
+    compared (through the installed script)."""
+    job = job_file(laptop)
+    base = (f"{job}:run", "--job-id", "etl-t", "--timeout", "10m")
+    first = script(config, "submit", *base, "--", "d")
+    assert first.returncode == 0, first.stderr
+    same = script(config, "submit", *base, "--", "d")
+    assert (same.returncode, same.stdout) == (0, "etl-t\n"), same.stderr
+    longer = script(
+        config, "submit", f"{job}:run", "--job-id", "etl-t", "--timeout", "20m", "--", "d"
+    )
+    assert longer.returncode == 5 and "timeout: 600 there, 1200 here" in longer.stderr, (
+        longer.stderr
+    )
+    notify = script(config, "submit", *base, "--notify", "https://example.com/hook", "--", "d")
+    assert notify.returncode == 5, notify.stderr
+    assert "notify: none there, 'https://example.com/hook' here" in notify.stderr

@@ -91,14 +91,21 @@ def fingerprint(
     return {CODE: code, OPTIONS: options}
 
 
-def differences(existing: Mapping[str, SummaryValue], new: Mapping[str, SummaryValue]) -> list[str]:
+def differences(
+    existing: Mapping[str, SummaryValue],
+    new: Mapping[str, SummaryValue],
+    *,
+    also: Sequence[str] = (),
+) -> list[str]:
     """How the submission whose summary is ``new`` differs from the job stored with
-    ``existing`` (empty: the same submission). Each item is one sentence for people."""
+    ``existing`` (empty: the same submission). Each item is one sentence for people. ``also``:
+    more summary keys that change how the job runs (the lifecycle's: ``--timeout``,
+    ``--notify``, the retry pacing), compared as they are stored."""
     if CODE not in existing or OPTIONS not in existing:
         return ["the existing job carries no fingerprint (an older zkstore submitted it)"]
     found = [
-        f"{key}: {existing.get(key)!r} there, {new.get(key)!r} here"
-        for key in COMPARED
+        f"{key}: {_shown(existing.get(key))} there, {_shown(new.get(key))} here"
+        for key in (*COMPARED, *sorted(also))
         if existing.get(key) != new.get(key)
     ]
     if existing[CODE] != new.get(CODE):
@@ -106,6 +113,12 @@ def differences(existing: Mapping[str, SummaryValue], new: Mapping[str, SummaryV
     if existing[OPTIONS] != new.get(OPTIONS) and not found:
         found.append("the Spark configuration (--conf) differs")
     return found
+
+
+def _shown(value: SummaryValue) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # seconds, as the options were given: 600, not 600.0
+    return "none" if value is None else repr(value)
 
 
 def check_resubmission(
