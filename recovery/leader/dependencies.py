@@ -14,6 +14,7 @@ any line leaves the job PENDING and the next look decides again.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -24,8 +25,9 @@ from zkstore.jobs.records import JobResult
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import FAILED
 from zkstore.layout import Layout
-from zkstore.schedules.records import SchedulePaths, ScheduleState
-from zkstore.schedules.runs import dependencies_of
+from zkstore.schedules.records import FIRED, SchedulePaths, ScheduleState
+from zkstore.schedules.runs import dependencies_of, split_run_id
+from zkstore.schedules.timing import format_time
 from zkstore.strict import parse_time
 from zkstore.zk import ZooKeeper
 
@@ -53,6 +55,7 @@ class DependencyGate:
         dependencies = dependencies_of(job.handle.summary)
         if not dependencies:
             return None
+        dependencies = self._as_runs(dependencies)
         verdict = decide(dependencies, self._seen(dependencies))
         if verdict.state == WAITING:
             for dependency in dependencies:
@@ -71,6 +74,36 @@ class DependencyGate:
     def forget(self, job_id: str) -> None:
         for waiting in self._waiters.values():
             waiting.discard(job_id)
+
+    def _as_runs(self, dependencies: tuple[Dependency, ...]) -> tuple[Dependency, ...]:
+        """``--after NAME-<stamp>`` of a schedule's run its schedule has not made yet: a
+        dependency on that schedule's window (the job waits until the window is decided, as
+        ``--after-schedule`` does), not on a job that does not exist (which fails at once).
+        One pipelined round, for the dependencies that look like runs only."""
+        candidates = [
+            (d, found)
+            for d in dependencies
+            if d.schedule is None and (found := split_run_id(d.job_id)) is not None
+        ]
+        if not candidates:
+            return dependencies
+        reads = []
+        for dependency, (name, _) in candidates:
+            reads += [
+                self.layout.job_handle(dependency.job_id),
+                self.layout.result(dependency.job_id),
+                self.layout.quarantine_entry(dependency.job_id),
+                self.paths.schedule(name),
+            ]
+        stats = iter(self.zk.exists_many(reads))
+        runs: dict[str, Dependency] = {}
+        for dependency, (name, window) in candidates:
+            handle, result, quarantined, spec = (next(stats) for _ in range(4))
+            if handle is None and result is None and quarantined is None and spec is not None:
+                runs[dependency.job_id] = replace(
+                    dependency, schedule=name, window=format_time(window)
+                )
+        return tuple(runs.get(d.job_id, d) for d in dependencies)
 
     def _seen(self, dependencies: tuple[Dependency, ...]) -> dict[str, Seen]:
         """One pipelined round over every dependency's handle, result and quarantine entry,
@@ -95,12 +128,14 @@ class DependencyGate:
                     ).outcome
                 except CorruptRecord:
                     unreadable = True  # never taken for absent: the job waits
-            decided, gone = False, False
+            decided, gone, fate = False, False, None
             if dependency.schedule is not None:
                 spec, state = next(found), next(found)
                 gone = spec is None
-                decided = state is not None and _decided(
-                    state, paths.state(dependency.schedule), dependency.window
+                decided, fate = (
+                    _decided(state, paths.state(dependency.schedule), dependency.window)
+                    if state is not None
+                    else (False, None)
                 )
             seen[dependency.job_id] = Seen(
                 present=handle is not None or quarantined is not None or unreadable,
@@ -108,17 +143,29 @@ class DependencyGate:
                 quarantined=quarantined is not None,
                 window_decided=decided,
                 schedule_gone=gone,
+                window_fate=fate,
             )
         return seen
 
 
-def _decided(found: tuple[bytes, ZnodeStat], path: str, window: str | None) -> bool:
-    """True if the schedule's state shows ``window`` decided (its newest decided window is at
-    or after it). An unreadable state decides nothing: the job waits."""
+def _decided(
+    found: tuple[bytes, ZnodeStat], path: str, window: str | None
+) -> tuple[bool, str | None]:
+    """Whether the schedule's state shows ``window`` decided (its newest decided window is at
+    or after it), and what its history says of it (``skipped: <why>``, ``missed``; None if it
+    has no entry for it). An unreadable state decides nothing: the job waits."""
     try:
         state = ScheduleState.from_znode(found[0], found[1], path)
     except CorruptRecord:
-        return False
+        return False, None
     if state.last is None or window is None:
-        return False
-    return parse_time(state.last) >= parse_time(window)
+        return False, None
+    when = parse_time(window)
+    if parse_time(state.last) < when:
+        return False, None
+    for entry in state.history:
+        first, last = parse_time(entry.window), parse_time(entry.through or entry.window)
+        if first <= when <= last and entry.outcome != FIRED:
+            told = entry.outcome.lower()
+            return True, f"{told}: {entry.reason}" if entry.reason else told
+    return True, None

@@ -81,3 +81,65 @@ def test_a_chained_run_waits_for_the_same_window_and_fails_with_it(
     assert not list(out.glob("report-*")), "a report run never ran"
     for name in ("extract", "load", "broken", "report"):
         assert script(config, "schedules delete", name, "--yes").returncode == 0
+
+
+def test_submit_after_a_run_not_made_yet_waits_for_its_window(
+    local: LocalCluster, runtime_config: StoreConfig, laptop: Path
+) -> None:
+    """Issue 49: ``submit --after NAME-<stamp>`` of a run its schedule makes later (the README's
+    tour) waited for nothing: it failed at once, "no job". Now it waits for the window, then
+    runs once the run succeeded; a plain unknown id still fails at once."""
+    from datetime import UTC, datetime, timedelta
+
+    config, out = runtime_config, laptop / "out"
+    (laptop / "jobs.py").write_text(JOBS)
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    done = script(
+        config,
+        "schedules create",
+        "daily",
+        "jobs.py:mark",
+        "--cron",
+        EVERY,
+        "--",
+        str(out),
+        cwd=laptop,
+    )
+    assert done.returncode == 0, done.stderr
+    now = datetime.now(UTC)
+    window = (now + timedelta(seconds=15 - now.second % 5)).replace(microsecond=0)
+    run = f"daily-{window.strftime('%Y%m%dT%H%M%SZ')}"
+    after = script(
+        config,
+        "submit",
+        "jobs.py:mark",
+        "--job-id",
+        "after-run",
+        "--after",
+        run,
+        "--",
+        str(out),
+        cwd=laptop,
+    )
+    assert after.returncode == 0, after.stderr
+    waiting = wait_for(lambda: show(config, "after-run")["waiting"], timeout=30, what="waiting")
+    assert waiting.startswith("waiting for schedule daily to fire its window"), waiting
+    ran = wait_for(lambda: show(config, "after-run")["result"], timeout=90, what="its result")
+    assert ran["outcome"] == "SUCCEEDED"
+    assert (out / run).exists() and (out / "after-run").exists()
+    ghost = script(
+        config,
+        "submit",
+        "jobs.py:mark",
+        "--job-id",
+        "ghost-after",
+        "--after",
+        "nothing-1",
+        "--",
+        str(out),
+        cwd=laptop,
+    )
+    assert ghost.returncode == 0
+    failed = wait_for(lambda: show(config, "ghost-after")["result"], timeout=30, what="failed")
+    assert failed["outcome"] == "FAILED" and "no job nothing-1" in failed["error"]

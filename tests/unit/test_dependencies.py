@@ -104,8 +104,15 @@ def test_a_chained_run_waits_for_its_schedule_to_fire_the_window() -> None:
     assert dependency.job_id == "extract-20261124T020000Z" and dependency.schedule == "extract"
     waiting = decide([dependency], {})
     assert waiting.state == WAITING and "extract" in (waiting.reason or "")
-    skipped = decide([dependency], {dependency.job_id: Seen(window_decided=True)})
-    assert skipped.state == FAILED and "did not run" in (skipped.reason or "")
+    fate = Seen(window_decided=True, window_fate="skipped: paused")
+    skipped = decide([dependency], {dependency.job_id: fate})
+    assert skipped.state == FAILED
+    assert skipped.reason == (
+        "schedule extract did not run its window 2026-11-24T02:00:00Z (skipped: paused)"
+    )
+    none = decide([dependency], {dependency.job_id: Seen(window_decided=True)})
+    assert none.state == FAILED and "has no window at 2026-11-24T02:00:00Z" in (none.reason or "")
+    assert "the same --start-at, or a --cron for both" in (none.reason or "")
     gone = decide([dependency], {dependency.job_id: Seen(schedule_gone=True)})
     assert gone.state == FAILED and "deleted" in (gone.reason or "")
     running = decide([dependency], {dependency.job_id: Seen(present=True)})

@@ -125,6 +125,9 @@ class Seen:
     quarantined: bool = False
     window_decided: bool = False
     schedule_gone: bool = False
+    #: what the schedule's history says of the window, once decided (``skipped: <why>``,
+    #: ``missed``; None: no entry, the window is not one of the schedule's, or too old)
+    window_fate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,10 +169,18 @@ def decide(dependencies: Sequence[Dependency], seen: Mapping[str, Seen]) -> Verd
             if found.schedule_gone:
                 return Verdict(FAILED, f"{schedule} was deleted before its run {name} was made")
             if found.window_decided:
+                if found.window_fate is not None:
+                    return Verdict(
+                        FAILED,
+                        f"{schedule} did not run its window {dependency.window} "
+                        f"({found.window_fate})",
+                    )
                 return Verdict(
                     FAILED,
-                    f"{schedule} did not run its window {dependency.window} (skipped or "
-                    "missed: see its history)",
+                    f"{schedule} has no window at {dependency.window} in its history: its "
+                    "windows fall at other times (two --every schedules chained with "
+                    "--after-schedule need windows at the same times: the same --start-at, or "
+                    "a --cron for both)",
                 )
             waits.append(f"waiting for {schedule} to fire its window {dependency.window}")
         else:

@@ -67,6 +67,20 @@ def window_of(schedule: str, job_id: str) -> datetime | None:
         return None
 
 
+def split_run_id(job_id: str) -> tuple[str, datetime] | None:
+    """``(schedule, window)`` if ``job_id`` has the form of a run's id (``NAME-<stamp>``,
+    NAME a valid schedule name), else None; whether that schedule exists is not known here."""
+    found = re.fullmatch(r"(.+)-(\d{8}T\d{6}Z)", job_id)
+    if found is None:
+        return None
+    try:
+        validate_name(found.group(1))
+        window = datetime.strptime(found.group(2), _STAMP).replace(tzinfo=UTC)
+    except (ConfigError, ValueError):
+        return None
+    return found.group(1), window
+
+
 def run_summary(schedule: str, window: datetime) -> dict[str, SummaryValue]:
     """The fields a run's handle adds to its job's summary."""
     return {SCHEDULE: schedule, SCHEDULED: format_time(window)}
