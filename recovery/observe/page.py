@@ -336,8 +336,9 @@ def _role(daemon: DaemonInfo, now: float) -> str:
             else ""
         )
         return (
-            f"{_badge('LOST', 'FAILED')} <span class='muted'>gone{since}; its "
-            f"{_e(daemon.used)} attempt(s) not re-placed yet</span>"
+            f"{_badge('GONE', 'RESTARTING')} <span class='muted'>left the fleet{since}; "
+            f"{_e(daemon.used)} attempt(s) still placed on it (their drivers may live on: "
+            "adopted when it is back, placed again once they are known gone)</span>"
         )
     return ("leader" if daemon.leader else "member") + (" (drained)" if daemon.drained else "")
 

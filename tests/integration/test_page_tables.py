@@ -80,4 +80,5 @@ def test_tables_say_why_where_how_and_when(cluster: Cluster) -> None:
     assert "driver" not in FINISHED_HEADERS and "checkpoint" not in FINISHED_HEADERS
 
     gone = cells(page, "gone")
-    assert gone[3].startswith("LOST gone; its 1 attempt(s) not re-placed yet"), gone
+    assert gone[3].startswith("GONE left the fleet; 1 attempt(s) still placed on it"), gone
+    assert "not re-placed" not in gone[3], "it says what is known, not what may happen"

@@ -81,8 +81,8 @@ def test_a_killed_driver_is_told_as_lost_with_why_never_as_starting_again() -> N
     )
     assert lines == [
         "RUNNING attempt 1 on host-a pid 100",
-        "attempt 1: its driver on host-a is gone without an outcome; the leader will count it "
-        "as lost and place the next attempt",
+        "attempt 1: its driver on host-a is gone without an outcome; waiting for the leader "
+        "to record how it ended",
         f"attempt 1 was lost: {KILLED} (lost attempts do not count against --max-attempts: "
         "1 of 10 allowed)",
         "STARTING attempt 2 on host-b",
@@ -141,3 +141,31 @@ def test_ctrl_c_says_the_job_goes_on_and_how_to_follow_it() -> None:
 
 def test_a_pending_job_without_a_reason() -> None:
     assert state_line(snap(status=status(PENDING, 0))) == "PENDING: waiting for its first start"
+
+
+def test_a_driver_the_leader_ended_is_told_as_ended_with_why_not_as_lost() -> None:
+    """Issue 49: on a timeout, ``submit --wait`` said the driver was "gone without an
+    outcome; the leader will count it as lost", then "attempt 1 failed: TIMED_OUT"."""
+    from zkstore.jobs.stops import EndRequest
+
+    on_a = status(STARTING, 1, daemon_id="host-a")
+    end = EndRequest(
+        version=0,
+        attempt=1,
+        reason="TIMED_OUT",
+        requested=T,
+        grace_ms=0,
+        detail="it ran longer than --timeout 1s",
+        leader="d1",
+    )
+    lines = told(
+        snap(status=on_a, running=running(1)),
+        snap(status=on_a, end=end),
+        snap(status=status(RESTARTING, 1, daemon_id="host-a", failures=1, last_error="timed out")),
+    )
+    assert lines[1] == (
+        "attempt 1: its driver on host-a was ended by the leader (TIMED_OUT: it ran longer "
+        "than --timeout 1s)"
+    )
+    assert not any("lost" in line for line in lines), lines
+

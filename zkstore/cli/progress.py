@@ -142,9 +142,16 @@ def _driver_gone(seen: Followed, job: JobSnapshot) -> str | None:
     ):
         return None
     where = f" on {status.daemon_id}" if status.daemon_id else ""
+    end = job.end
+    if end is not None and end.attempt == seen.running:
+        detail = f": {end.detail}" if end.detail else ""
+        return (
+            f"attempt {seen.running}: its driver{where} was ended by the leader "
+            f"({end.reason}{detail})"
+        )
     return (
-        f"attempt {seen.running}: its driver{where} is gone without an outcome; the leader "
-        "will count it as lost and place the next attempt"
+        f"attempt {seen.running}: its driver{where} is gone without an outcome; waiting for "
+        "the leader to record how it ended"
     )
 
 
