@@ -63,15 +63,23 @@ def stop_job(
 
     with Client(connection.config) as client:
         cluster = client.cluster
-        request = StopStore(cluster).request(
+        request, made = StopStore(cluster).ask(
             job_id, checkpoint=checkpoint, timeout=checkpoint_timeout, reason=reason
         )
-        asked = (
-            f"; a checkpoint is asked for (up to {request.timeout_ms / 1000:g} s)"
-            if request.checkpoint
-            else ""
-        )
-        click.echo(f"{job_id}: stop requested by {request.by or '?'}{asked}", err=True)
+        if not made:
+            asked = " (with a checkpoint)" if request.checkpoint else ""
+            click.echo(
+                f"{job_id}: a stop was requested already, at {request.requested} by "
+                f"{request.by or '?'}{asked}: waiting for it",
+                err=True,
+            )
+        else:
+            asked = (
+                f"; a checkpoint is asked for (up to {request.timeout_ms / 1000:g} s)"
+                if request.checkpoint
+                else ""
+            )
+            click.echo(f"{job_id}: stop requested by {request.by or '?'}{asked}", err=True)
         if no_wait:
             return
         deadline = time.monotonic() + request.timeout_ms / 1000 + END_MARGIN
@@ -148,6 +156,7 @@ def resume_job(
         definition = None
         changes = target is not None or given or removed or max_attempts or max_lost_attempts
         if changes:
+            store.check_resumable(job_id)  # before the definition is read: why it is not
             current = client.cluster.jobs.recover(job_id, lock=False).state
             new = None
             if target is not None:
@@ -161,5 +170,5 @@ def resume_job(
             kept = dict(getattr(current, "lifecycle", None) or {})
             options = {k: v for k, v in {**kept, **given}.items() if k not in removed}
             definition = dataclasses.replace(definition, lifecycle=options)
-        resumed = store.resume(job_id, definition=definition)
+        resumed = store.resume(job_id, definition=definition, new_code=target is not None)
         click.echo(resumed.describe())

@@ -59,8 +59,8 @@ def test_submit_options_travel_in_the_handle_and_resume_changes_them(
     resumed = zkstore(config, "jobs resume", "j", "--timeout", "off", "--retry-delay", "1m")
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == (
-        "job j resumes with its new definition, from the start (it has no checkpoint)"
-    )
+        "job j resumes with its new options, from the start (it has no checkpoint)"
+    ), "issue 49: no new definition was given, only options"
     summary = cluster.jobs.handles.get("j", lock=False).handle.summary
     assert "timeout" not in summary and summary["retry_delay"] == 60
     assert summary["progress_timeout"] == 600, "what was not given is kept"
@@ -78,3 +78,53 @@ def test_submit_refuses_a_bad_lifecycle_option(config: StoreConfig, tmp_path: Pa
     ):
         done = zkstore(config, "submit", "job.py:run", *words, "--", "x", cwd=tmp_path)
         assert done.returncode == 2 and says in done.stderr, (words, done.stderr)
+
+
+def test_resumes_edges_say_what_is_so(
+    config: StoreConfig, cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 49: resume --definition of a finished job exits 5 saying it finished (it exited
+    4 with a raw ZooKeeper path); a second resume of a job that was resumed and runs again
+    says so and exits 0 (running it again finishes, as the docs say), where it said "stop it
+    first"; a second jobs stop does not repeat "a checkpoint is asked for"."""
+    from zkstore.jobs import history
+    from zkstore.jobs.history import JobHistory
+
+    (tmp_path / "job.py").write_text(JOB_FILE)
+    assert (
+        zkstore(config, "submit", "job.py:run", "--job-id", "f", "--", "d", cwd=tmp_path).returncode
+        == 0
+    )
+    cluster.results.create_dirty("f", "SUCCEEDED", attempts=1)
+    finished = zkstore(config, "jobs resume", "f", "--definition", "job.py:run", cwd=tmp_path)
+    assert finished.returncode == 5, finished.stderr
+    assert "already finished" in finished.stderr and "/currentJobs" not in finished.stderr
+
+    assert (
+        zkstore(config, "submit", "job.py:run", "--job-id", "r", "--", "d", cwd=tmp_path).returncode
+        == 0
+    )
+    cluster.zk.ensure_path(cluster.layout.job_dir("r"))
+    running = JobStatus(version=None, state="STARTING", attempt=2, updated=utc_now())
+    cluster.zk.create(cluster.layout.status("r"), running.to_bytes())
+    told = JobHistory(
+        version=None,
+        attempts={
+            "1": {"daemon": "d1", "placed": utc_now(), "outcome": STOPPED, "ended": utc_now()}
+        },
+    )
+    cluster.zk.create(cluster.layout.history("r"), told.to_bytes())
+    again = zkstore(config, "jobs resume", "r")
+    assert (again.returncode, again.stdout.strip()) == (
+        0,
+        "job r was resumed already: its next attempt is placed",
+    ), again.stderr
+    changed = zkstore(config, "jobs resume", "r", "--timeout", "5m")
+    assert changed.returncode == 5 and "was resumed already" in changed.stderr
+    assert history.read(cluster.zk, cluster.layout.history("r"), JobHistory) is not None
+
+    first = zkstore(config, "jobs stop", "r", "--checkpoint", "--no-wait")
+    assert "a checkpoint is asked for" in first.stderr, first.stderr
+    second = zkstore(config, "jobs stop", "r", "--checkpoint", "--no-wait")
+    assert "a stop was requested already" in second.stderr, second.stderr
+    assert "a checkpoint is asked for" not in second.stderr

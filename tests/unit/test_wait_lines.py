@@ -168,4 +168,3 @@ def test_a_driver_the_leader_ended_is_told_as_ended_with_why_not_as_lost() -> No
         "than --timeout 1s)"
     )
     assert not any("lost" in line for line in lines), lines
-

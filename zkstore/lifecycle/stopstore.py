@@ -29,6 +29,7 @@ from typing import Any
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConfigError,
+    CorruptRecord,
     HandleExists,
     HandleNotFound,
     JobFinished,
@@ -38,8 +39,10 @@ from zkstore.errors import (
     WrongState,
 )
 from zkstore.handle import SummaryValue
+from zkstore.jobs import history
 from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.history import JobHistory
 from zkstore.jobs.records import JobStatus, read_record
 from zkstore.jobs.state import who
 from zkstore.lifecycle.records import StopRequest, stop_path
@@ -67,6 +70,8 @@ class Resumed:
     checkpoint_id: int | None
     checkpoint_created: str | None
     already: bool = False
+    #: the replaced definition brings new code (else only the options changed)
+    new_code: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,7 +84,12 @@ class Resumed:
         }
 
     def describe(self) -> str:
-        code = "with its new definition" if self.definition_version is not None else "as it was"
+        if self.already:
+            return f"job {self.job_id} was resumed already: its next attempt is placed"
+        if self.definition_version is None:
+            code = "as it was"
+        else:
+            code = "with its new definition" if self.new_code else "with its new options"
         if self.checkpoint_id is None:
             return f"job {self.job_id} resumes {code}, from the start (it has no checkpoint)"
         return (
@@ -122,6 +132,19 @@ class StopStore:
 
         Raises :class:`JobNotFound`, :class:`JobFinished`, :class:`JobQuarantined`.
         """
+        return self.ask(job_id, checkpoint=checkpoint, timeout=timeout, by=by, reason=reason)[0]
+
+    def ask(
+        self,
+        job_id: str,
+        *,
+        checkpoint: bool = False,
+        timeout: float = DEFAULT_CHECKPOINT_TIMEOUT,
+        by: str | None = None,
+        reason: str | None = None,
+    ) -> tuple[StopRequest, bool]:
+        """:meth:`request`, and whether this call made the request (False: an earlier one
+        stands, and is what is returned)."""
         if not 0 <= timeout <= MAX_CHECKPOINT_TIMEOUT:
             raise ConfigError(
                 f"a stop waits 0 to {MAX_CHECKPOINT_TIMEOUT / 86400:g} days for its checkpoint"
@@ -140,7 +163,8 @@ class StopStore:
         if stored.checkpoint and stored.token is not None:
             self._ask_checkpoint(job_id, stored.token)
         self.cluster.step("stop:checkpoint-asked")
-        return stored
+        made = (stored.requested, stored.token) == (record.requested, record.token)
+        return stored, made
 
     def _create(self, job_id: str, record: StopRequest) -> StopRequest:
         """Create the stop node (the job's directory too, for a job no leader saw yet); the
@@ -190,6 +214,7 @@ class StopStore:
         *,
         definition: JobDefinition | None = None,
         summary: dict[str, SummaryValue] | None = None,
+        new_code: bool = False,
     ) -> Resumed:
         """Resume a STOPPED job, with ``definition`` (and ``summary`` keys: its lifecycle
         options) if given. Idempotent: a job resumed already (stop request gone, status still
@@ -201,6 +226,8 @@ class StopStore:
         """
         status = self.status(job_id)
         stop = self.request_of(job_id)
+        if stop is None and self._resumed_since_stopped(job_id, status):
+            return self._resumed(job_id, None, already=True)
         self._check_resumable(job_id, status, stop)
         assert status is not None and status.version is not None
         if stop is None:
@@ -232,7 +259,34 @@ class StopStore:
                 "(zkstore jobs show) and resume it again if it is still STOPPED"
             ) from exc
         self.cluster.step("resume:requested")
-        return self._resumed(job_id, version)
+        return self._resumed(job_id, version, new_code=new_code)
+
+    def check_resumable(self, job_id: str) -> None:
+        """Raise as :meth:`resume` would for a job it cannot resume (before anybody reads its
+        definition to change it): :class:`JobNotFound`, :class:`JobFinished`,
+        :class:`JobQuarantined`, :class:`WrongState`. A job resumed already passes."""
+        status = self.status(job_id)
+        stop = self.request_of(job_id)
+        if stop is None and self._resumed_since_stopped(job_id, status):
+            raise WrongState(
+                f"job {job_id} was resumed already ({status.state if status else '?'}): "
+                f"stop it again (zkstore jobs stop {job_id}) to give it a new definition"
+            )
+        self._check_resumable(job_id, status, stop)
+
+    def _resumed_since_stopped(self, job_id: str, status: JobStatus | None) -> bool:
+        """True if the job's last stopped attempt is behind it: it was resumed (running the
+        command again is a no-op, as the docs say)."""
+        if status is None or status.state == STOPPED or status.attempt < 2:
+            return False
+        try:
+            kept = history.read(self.zk, self.layout.history(job_id), JobHistory)
+        except CorruptRecord:
+            return False
+        if kept is None:
+            return False
+        stopped = [n for n, entry in kept.attempts.items() if entry.get("outcome") == STOPPED]
+        return bool(stopped) and max(int(n) for n in stopped) < status.attempt
 
     def _check_resumable(
         self, job_id: str, status: JobStatus | None, stop: StopRequest | None
@@ -258,7 +312,9 @@ class StopStore:
             )
             raise WrongState(f"job {job_id} is {state}, not STOPPED: {hint}")
 
-    def _resumed(self, job_id: str, version: int | None, *, already: bool = False) -> Resumed:
+    def _resumed(
+        self, job_id: str, version: int | None, *, already: bool = False, new_code: bool = False
+    ) -> Resumed:
         newest = self.cluster.checkpoints(job_id).newest_handle()
         checkpoint_id = newest.summary.get("checkpoint_id") if newest is not None else None
         return Resumed(
@@ -267,4 +323,5 @@ class StopStore:
             checkpoint_id if isinstance(checkpoint_id, int) else None,
             newest.created if newest is not None else None,
             already=already,
+            new_code=new_code,
         )
