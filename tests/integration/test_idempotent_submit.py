@@ -49,7 +49,7 @@ def test_the_same_submission_again_prints_the_existing_id_and_another_exits_5_na
     assert "max_attempts: 3 there, 5 here" in options.stderr
 
     arguments = zkstore(config, "submit", f"{job}:run", "--job-id", "etl-1", "--", "2026-11-25")
-    assert arguments.returncode == 5 and "the code differs" in arguments.stderr
+    assert arguments.returncode == 5 and "only the arguments differ" in arguments.stderr
 
     job.write_text(JOB.replace("return day", "return day * 2"))
     code = zkstore(config, "submit", f"{job}:run", "--job-id", "etl-1", "--", "2026-11-24")

@@ -401,3 +401,32 @@ def test_planted_follow_requests_are_refused(tmp_path: Path) -> None:
     ):
         with pytest.raises(ValueError):
             FollowRequest.parse(bad)
+
+
+def test_a_reader_that_goes_away_is_a_quiet_end(cluster: Cluster, config: StoreConfig) -> None:
+    """Issue 49: ``zkstore jobs logs JOB | head`` printed "internal error: BrokenPipeError" and
+    exited 1; a closed pipe is a quiet end, as for every Unix tool (the installed script)."""
+    import subprocess
+
+    from tests import jobs
+    from tests.cli import BIN, connection
+    from zkstore.jobs.definition import JobDefinition
+    from zkstore.jobs.logs import JobLogs
+
+    cluster.jobs.submit(JobDefinition.for_function("talker", jobs.noop))
+    logs = JobLogs(cluster.storage, cluster.storage_layout, "talker")
+    line = b"a line of a chatty job's output, long enough to fill a pipe soon\n"
+    for seq in range(4):
+        logs.write_chunk(1, seq, line * 4096)
+    logs.finish(1, chunks=4, size=4 * 4096 * len(line))
+    reader = subprocess.Popen(
+        [str(BIN / "zkstore"), "jobs", "logs", "talker", "--attempt", "1", *connection(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.read(100).startswith(b"a line")
+    reader.stdout.close()  # as head does once it has its lines
+    stderr = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 0, stderr
+    assert stderr == "", stderr

@@ -43,8 +43,8 @@ def test_the_same_script_from_another_directory_is_the_same() -> None:
 @pytest.mark.parametrize(
     "changes,named",
     [
-        ({"source": "print('bye')\n"}, "the code differs"),
-        ({"args": ["2026-11-25"]}, "the code differs"),
+        ({"source": "print('bye')\n"}, "the code differs (its source or its shipped files)"),
+        ({"args": ["2026-11-25"]}, "only the arguments differ (after --)"),
         ({"max_attempts": 5}, "max_attempts: 3 there, 5 here"),
         ({"require": {"gpu": "a100"}}, "require"),
         ({"spark_conf": {"spark.executor.memory": "4g"}}, "the Spark configuration"),
@@ -66,8 +66,15 @@ def test_a_shipped_files_content_is_compared_not_only_its_name() -> None:
     one = script(files=(ShippedFile("lookup.csv", "file", b"a,b\n"),))
     two = script(files=(ShippedFile("lookup.csv", "file", b"a,c\n"),))
     assert differences(summary(one), summary(two)) == [
-        "the code differs (its source, its arguments or its shipped files)"
+        "the code differs (its source or its shipped files)"
     ]
+
+
+def test_a_job_stored_without_the_programs_digest_is_told_apart_by_its_code_only() -> None:
+    """A job an older zkstore stored has no "program" digest: what differs cannot be split."""
+    old = {k: v for k, v in summary(script()).items() if k != "program"}
+    found = differences(old, summary(script(args=["2026-11-25"])))
+    assert found == ["the code differs (its source, its arguments or its shipped files)"]
 
 
 def test_dependencies_are_part_of_the_submission() -> None:

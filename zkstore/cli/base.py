@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +50,11 @@ class ZkStoreGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:
+            # The reader went away (``zkstore jobs logs JOB | head``): a quiet end, as for
+            # every Unix tool; what is left in stdout's buffer goes nowhere at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         # The last line of defence of "never a traceback": a bug must not print one either.

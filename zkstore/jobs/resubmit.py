@@ -41,6 +41,9 @@ from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.strict import check_text
 
 CODE, OPTIONS = "code", "options"
+#: the digest of the code without its arguments (a submission's summary since 0.3; an older
+#: one has none): tells "only the arguments differ" from "the code differs"
+PROGRAM = "program"
 #: Summary fields compared as they are, in the order differences are named.
 COMPARED = ("name", "kind", "entry", "max_attempts", "max_lost", "require", "files", "after")
 MAX_KEY_CHARS = 200
@@ -67,17 +70,19 @@ def fingerprint(
     dependencies field, if any.
     """
     files = sorted([f.name, f.role, hashlib.sha256(f.data).hexdigest()] for f in definition.files)
+    program: str | None = None
+    base = {"kind": definition.kind, "function": definition.function_name, "files": files}
     if definition.kind == SCRIPT:
         what: dict[str, Any] = {"source": definition.source, "args": list(definition.args)}
+        program = _digest({**base, "source": definition.source})
     elif source is not None:
         pickled = pickle.dumps(tuple(args or ()), protocol=4)
         what = {"module": source, "args": hashlib.sha256(pickled).hexdigest()}
+        program = _digest({**base, "module": source})
     else:
         pickled = (definition.code or b"") + (definition.arguments or b"")
         what = {"pickled": hashlib.sha256(pickled).hexdigest()}
-    code = _digest(
-        {"kind": definition.kind, "function": definition.function_name, "files": files, **what}
-    )
+    code = _digest({**base, **what})
     options = _digest(
         {
             "name": definition.name,
@@ -88,7 +93,10 @@ def fingerprint(
             "after": after or "",
         }
     )
-    return {CODE: code, OPTIONS: options}
+    found: dict[str, SummaryValue] = {CODE: code, OPTIONS: options}
+    if program is not None:
+        found[PROGRAM] = program
+    return found
 
 
 def differences(
@@ -109,7 +117,14 @@ def differences(
         if existing.get(key) != new.get(key)
     ]
     if existing[CODE] != new.get(CODE):
-        found.append("the code differs (its source, its arguments or its shipped files)")
+        if PROGRAM in existing and PROGRAM in new:
+            found.append(
+                "the code differs (its source or its shipped files)"
+                if existing[PROGRAM] != new[PROGRAM]
+                else "only the arguments differ (after --)"
+            )
+        else:
+            found.append("the code differs (its source, its arguments or its shipped files)")
     if existing[OPTIONS] != new.get(OPTIONS) and not found:
         found.append("the Spark configuration (--conf) differs")
     return found

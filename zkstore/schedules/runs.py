@@ -40,12 +40,12 @@ _STAMP_RE = re.compile(r"-(\d{8}T\d{6}Z)")
 
 def validate_name(name: str) -> str:
     """``name`` if it can name a schedule (a safe id of at most 100 characters)."""
-    validate_id(name, "schedule name")
-    if len(name) > MAX_SCHEDULE_NAME_CHARS:
+    if isinstance(name, str) and len(name) > MAX_SCHEDULE_NAME_CHARS:  # before the id's 128
         raise ConfigError(
             f"a schedule name is at most {MAX_SCHEDULE_NAME_CHARS} characters (its runs' job "
             "ids add the window's time)"
         )
+    validate_id(name, "schedule name")
     return name
 
 
