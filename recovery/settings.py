@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.secrecy import read_secret_file
 
 DEFAULT_SPARK_MASTER = "local[2]"
 #: Where a daemon serves HTTP unless told otherwise: loopback only, so nothing is exposed by
@@ -63,15 +64,27 @@ def parse_http_address(value: str) -> HttpAddress | None:
     return HttpAddress(match.group("host").strip("[]"), int(match.group("port")))
 
 
+#: The option that names a file holding each token instead of its variable.
+TOKEN_FILE_OPTIONS = {API_TOKEN_ENV: "--api-token-file", READ_TOKEN_ENV: "--api-read-token-file"}
+
+
 def api_token_from_env(
-    environ: Mapping[str, str] | None = None, *, variable: str = API_TOKEN_ENV
+    environ: Mapping[str, str] | None = None,
+    *,
+    variable: str = API_TOKEN_ENV,
+    file: str | None = None,
 ) -> str | None:
     """The API token in ``variable`` (the change token by default; :data:`READ_TOKEN_ENV` for
-    the read token), or None if unset; a token too short to be safe is refused (and never
-    shown: the message names the variable, not its value)."""
-    token = (os.environ if environ is None else environ).get(variable) or None
+    the read token), or in ``file`` if one is given (its option,
+    :data:`TOKEN_FILE_OPTIONS`, wins over the variable), or None if unset; a token too short to
+    be safe is refused (and never shown: the message names where it came from, not its value)."""
+    if file is not None:
+        source = f"{TOKEN_FILE_OPTIONS[variable]} {file}"
+        token: str | None = read_secret_file(file, TOKEN_FILE_OPTIONS[variable])
+    else:
+        source, token = variable, (os.environ if environ is None else environ).get(variable) or None
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
-        raise ConfigError(f"{variable} is too short: use at least {MIN_TOKEN_CHARS} characters")
+        raise ConfigError(f"{source} is too short: use at least {MIN_TOKEN_CHARS} characters")
     return token.strip() if token is not None else None
 
 

@@ -22,7 +22,7 @@ from recovery.settings import (
     spark_master_from_env,
 )
 from zkstore.cli.artifacts import artifact_root_option, with_roots
-from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.base import Connection, cli, command_environment, connection_options
 from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS
@@ -158,6 +158,16 @@ from zkstore.config import ENV_VARS
     help="how long a cancelled job's driver has to stop by itself (its code sees "
     "ctx.cancelled) before it records CANCELLED and exits anyway",
 )
+@click.option(
+    "--api-token-file",
+    metavar="FILE",
+    help=f"file holding the HTTP API's change token (its first line) [env {API_TOKEN_ENV}]",
+)
+@click.option(
+    "--api-read-token-file",
+    metavar="FILE",
+    help=f"file holding the HTTP API's read token (its first line) [env {READ_TOKEN_ENV}]",
+)
 @daemon_notify_option
 @artifact_root_option
 @click.pass_context
@@ -182,6 +192,8 @@ def daemon(
     launch_timeout: float,
     end_grace: float,
     cancel_grace: float,
+    api_token_file: str | None,
+    api_read_token_file: str | None,
     notify: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
@@ -202,6 +214,7 @@ def daemon(
     store = with_roots(connection.config, artifact_roots).with_changes(
         session_timeout=session_timeout
     )
+    environ = command_environment()
     if max_drivers is None:  # after the checks: a usage error stays one line
         from recovery.capacity import default_max_drivers, explain, read_host_size
 
@@ -223,8 +236,10 @@ def daemon(
         keep_logs=keep_logs,
         http=parse_http_address(explicit_http or DEFAULT_HTTP),
         http_required=explicit_http is not None,
-        api_token=api_token_from_env(),
-        api_read_token=api_token_from_env(variable=READ_TOKEN_ENV),
+        api_token=api_token_from_env(environ, file=api_token_file),
+        api_read_token=api_token_from_env(
+            environ, variable=READ_TOKEN_ENV, file=api_read_token_file
+        ),
         http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
         end_grace=end_grace,
