@@ -69,21 +69,26 @@ def process_files() -> dict[str, bytes]:
     return files
 
 
-def memory() -> bytes:
-    """The process's writable private memory (heap, anonymous mappings, stacks)."""
+def process_memory(pid: int | str) -> bytes:
+    """The writable private memory of process ``pid`` (heap, anonymous mappings, stacks; freed
+    memory included); raises OSError if it may not be read."""
     chunks = []
-    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
         for line in maps:
             fields = line.split()
-            addresses, perms = fields[0], fields[1]
             path = fields[5] if len(fields) > 5 else ""
-            if not perms.startswith("rw") or (path and not path.startswith("[")):
+            if not fields[1].startswith("rw") or (path and not path.startswith("[")):
                 continue
-            start, end = (int(a, 16) for a in addresses.split("-"))
-            with contextlib.suppress(OSError, ValueError):
+            start, end = (int(a, 16) for a in fields[0].split("-"))
+            with contextlib.suppress(OSError, ValueError, OverflowError):
                 mem.seek(start)
                 chunks.append(mem.read(end - start))
     return b"\0".join(chunks)
+
+
+def memory() -> bytes:
+    """The process's writable private memory (heap, anonymous mappings, stacks)."""
+    return process_memory("self")
 
 
 def expose(ctx: Any, out: str, other_job: str) -> None:
@@ -113,3 +118,42 @@ def expose(ctx: Any, out: str, other_job: str) -> None:
         found["write_other"] = f"{type(exc).__name__}: {exc}"
     (target / "found.json").write_text(json.dumps(found))
     (target / "memory.bin").write_bytes(memory())
+
+
+def scan_processes(ctx: Any, out: str, gate: str) -> None:
+    """Once ``gate`` exists, read what this process may of every process of the host: its
+    ``cmdline``, ``environ`` and writable memory (``maps`` and ``mem``), as hostile job code
+    would. Writes each read to ``<out>/<pid>-<what>.bin`` and ``<out>/scan.json``: per process,
+    its name, its real user and, for each entry, ``read`` or the error that refused it."""
+    import time
+
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the gate {gate} never opened")
+        time.sleep(0.02)
+    found: dict[str, dict[str, Any]] = {}
+    for entry in sorted(Path("/proc").glob("[0-9]*"), key=lambda p: int(p.name)):
+        pid = entry.name
+        seen: dict[str, Any] = {}
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        for line in status.splitlines():
+            if line.startswith("Name:"):
+                seen["name"] = line.split(":", 1)[1].strip()
+            if line.startswith("Uid:"):
+                seen["uid"] = int(line.split()[1])
+        for what in ("cmdline", "environ", "mem"):
+            try:
+                data = process_memory(pid) if what == "mem" else (entry / what).read_bytes()
+            except OSError as exc:
+                seen[what] = f"{type(exc).__name__}: {exc.strerror}"
+                continue
+            seen[what] = "read"
+            (target / f"{pid}-{what}.bin").write_bytes(data)
+        found[pid] = seen
+    (target / "scan.json").write_text(json.dumps({"self": os.getpid(), "processes": found}))

@@ -14,6 +14,10 @@ starts as a clean single-threaded process; the child then runs
 same arguments, in its own session, its output in the attempt's log file, its configuration (its
 job's signing key included) through a pipe it reads once and closes.
 
+The server is not dumpable (:mod:`zkstore.secrecy`): job code running as its user cannot read
+its memory or environment in ``/proc``. Its drivers are made dumpable again as they start (what
+they hold is their own job's; see :mod:`zkstore.secrecy` for why), its log shipper is not.
+
 The server never reads a configuration: the daemon writes each into a pipe of its own and hands
 the server the pipe's read end over a Unix socket (``SCM_RIGHTS``), which the child inherits and
 the server closes. So no configuration ever sits in the server's memory, where every later
@@ -53,6 +57,7 @@ from typing import Any
 
 from recovery.member.processes import start_ticks
 from recovery.proctitle import driver_title, fork_server_title, set_title, shipper_title
+from zkstore import secrecy
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +72,7 @@ def serve(preload: Sequence[str] = ()) -> int:
     """Answer requests on stdin until it closes; fork a driver per request; report exits.
     ``preload``: more modules to import before any fork (the storage backend the daemon's
     configuration names, which fsspec would otherwise import in every driver)."""
+    secrecy.set_dumpable(False)
     daemon_id = os.environ.get(MEMBER_ENV)  # the launcher's environment names its daemon
     if daemon_id:
         set_title(fork_server_title(daemon_id))  # ps: "zkstore fork-server ID"
@@ -189,7 +195,7 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
             set_title(title)
         if request.get("nice"):
             os.nice(int(request["nice"]))
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
@@ -202,6 +208,8 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
         sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if request.get("kind", "driver") == "driver":
+            secrecy.set_dumpable(True)  # the server is not; its drivers are (zkstore.secrecy)
         module = _MAINS[request.get("kind", "driver")]
         argv = [str(fds[a]) if a in fds else a for a in request["argv"]]
         sys.argv = [module, *argv]
