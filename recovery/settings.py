@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pwd
 import re
 import socket
 import sys
@@ -89,6 +90,38 @@ def api_token_from_env(
 
 
 @dataclass(frozen=True)
+class DriverUser:
+    """A Unix user this daemon's drivers run as (``zkstore daemon --driver-user``), looked up
+    once at the start: its ids, its groups (the supplementary ones of the group database, as a
+    login gets them) and its home."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    home: str
+
+
+def driver_users(values: Iterable[str]) -> tuple[DriverUser, ...]:
+    """The users of ``--driver-user`` (repeatable, comma-separated names), each looked up; a
+    user that does not exist, root, or a name given twice is refused (ConfigError)."""
+    names = [n.strip() for value in values for n in value.split(",") if n.strip()]
+    if len(set(names)) != len(names):
+        raise ConfigError("--driver-user names a user twice")
+    users = []
+    for name in names:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise ConfigError(f"--driver-user {name[:40]!r}: no such user on this host") from None
+        if entry.pw_uid == 0:
+            raise ConfigError(f"--driver-user {name}: drivers would run as root")
+        groups = tuple(sorted(set(os.getgrouplist(name, entry.pw_gid))))
+        users.append(DriverUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir or "/"))
+    return tuple(users)
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     """How one recovery daemon behaves.
 
@@ -105,7 +138,9 @@ class DaemonSettings:
     ``http_required``, an address in use only costs a warning. ``api_token`` enables the API's
     changes; ``api_read_token``, when set, guards the reads that may carry secrets.
     ``http_allowed_hosts`` are the host names the HTTP side answers to besides ``localhost`` and
-    addresses (None: the name in ``http``; see :mod:`recovery.observe.access`).
+    addresses (None: the name in ``http``; see :mod:`recovery.observe.access`). ``driver_users``:
+    the users drivers run as (none: the daemon's own); one is every driver's, several are one
+    per running driver (:mod:`recovery.member.driveruser`).
     """
 
     store: StoreConfig
@@ -135,6 +170,7 @@ class DaemonSettings:
     api_read_token: str | None = field(default=None, repr=False)
     http_allowed_hosts: tuple[str, ...] | None = None
     keep_results: float | None = DEFAULT_KEEP_RESULTS
+    driver_users: tuple[DriverUser, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):
@@ -156,6 +192,12 @@ class DaemonSettings:
             raise ConfigError("Spark master is empty")
         if self.keep_logs < 0:
             raise ConfigError("log retention must not be negative")
+        if len(self.driver_users) > 1 and self.max_drivers > len(self.driver_users):
+            raise ConfigError(
+                f"--max-drivers {self.max_drivers} is more than the {len(self.driver_users)} "
+                "users of --driver-user: each running driver gets a user of its own (give one "
+                "user for all drivers, or as many as slots)"
+            )
 
     def backoff(self, failures: int) -> float:
         """Delay before the next attempt after ``failures`` failed ones (exponential, capped)."""

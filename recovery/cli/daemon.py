@@ -17,6 +17,7 @@ from recovery.settings import (
     DaemonSettings,
     api_token_from_env,
     default_daemon_id,
+    driver_users,
     parse_allowed_hosts,
     parse_http_address,
     spark_master_from_env,
@@ -168,6 +169,16 @@ from zkstore.config import ENV_VARS
     metavar="FILE",
     help=f"file holding the HTTP API's read token (its first line) [env {READ_TOKEN_ENV}]",
 )
+@click.option(
+    "--driver-user",
+    "driver_user_names",
+    multiple=True,
+    metavar="USER[,USER...]",
+    help="run every driver (its Spark JVM and job code) as USER, never as the daemon's user "
+    "(needs root, or CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_KILL); "
+    "with several users, each running driver gets one no other process uses, and "
+    "--max-drivers is at most their number",
+)
 @daemon_notify_option
 @artifact_root_option
 @click.pass_context
@@ -194,6 +205,7 @@ def daemon(
     cancel_grace: float,
     api_token_file: str | None,
     api_read_token_file: str | None,
+    driver_user_names: tuple[str, ...],
     notify: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
@@ -215,12 +227,22 @@ def daemon(
         session_timeout=session_timeout
     )
     environ = command_environment()
+    users = driver_users(driver_user_names)
+    if users:
+        from recovery.member.driveruser import check_privileges
+
+        check_privileges()
     if max_drivers is None:  # after the checks: a usage error stays one line
         from recovery.capacity import default_max_drivers, explain, read_host_size
 
         host = read_host_size()
         max_drivers = default_max_drivers(host)
         logging.getLogger(__name__).info("--max-drivers not given: %s", explain(host))
+        if len(users) > 1 and max_drivers > len(users):
+            max_drivers = len(users)
+            logging.getLogger(__name__).info(
+                "--max-drivers: %d, one per --driver-user", max_drivers
+            )
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),
@@ -246,13 +268,15 @@ def daemon(
         cancel_grace=cancel_grace,
         start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
+        driver_users=users,
     )
+    process = Daemon(settings)  # what it checks at its start refuses it before it says it runs
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
         f"{store.storage_url}, Spark {settings.spark_master}",
         err=True,
     )
-    sys.exit(Daemon(settings).run())
+    sys.exit(process.run())
 
 
 def _log_at_info(ctx: click.Context) -> None:

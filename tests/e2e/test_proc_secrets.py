@@ -184,3 +184,25 @@ def check_tokens(url: str) -> None:
     assert status("GET", "/api/v1/jobs", READ_TOKEN) == 200
     assert status("POST", "/api/v1/jobs/nosuchjob/cancel", READ_TOKEN) == 401
     assert status("POST", "/api/v1/jobs/nosuchjob/cancel", CHANGE_TOKEN) == 404
+
+
+def test_a_daemon_that_is_not_root_refuses_driver_users_in_one_line(
+    runtime_config: StoreConfig, other_users: list[User], their_python: str
+) -> None:
+    user, python = other_users[0], their_python
+    command = [python, str(BIN / "zkstore"), "daemon", "--driver-user", "nobody"]
+    done = subprocess.run(
+        [*command, "--http", "off", *connection(runtime_config)],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+        cwd="/",
+        timeout=120,
+        **as_user(user),  # type: ignore[call-overload]
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "zkstore: usage error: --driver-user needs root or the capabilities CAP_CHOWN, "
+        f"CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID: this daemon runs as uid {user.uid} "
+        "without CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID"
+    ]

@@ -62,13 +62,19 @@ def test_a_signing_key_file_signs_and_checks_and_wins_over_the_variable(
         assert KEY not in done.stdout + done.stderr and OTHER not in done.stdout + done.stderr
 
 
-def test_the_daemon_refuses_token_files_it_cannot_use(config: StoreConfig, tmp_path: Path) -> None:
+def test_the_daemon_refuses_token_files_and_driver_users_it_cannot_use(
+    config: StoreConfig, tmp_path: Path
+) -> None:
     token = secret(tmp_path, "token", "a-token-of-the-http-api-0123", mode=0o604)
     short = secret(tmp_path, "short", "tiny")
     cases = {
         ("--api-token-file", str(token)): f"--api-token-file {token}: other users may read",
         ("--api-read-token-file", str(short)): f"--api-read-token-file {short} is too short",
         ("--api-token-file", str(tmp_path / "none")): "No such file or directory",
+        ("--driver-user", "no-such-user-zk"): "--driver-user 'no-such-user-zk': no such user",
+        ("--driver-user", "root"): "--driver-user root: drivers would run as root",
+        ("--driver-user", "daemon", "--driver-user", "daemon"): "names a user twice",
+        ("--driver-user", "daemon,bin", "--max-drivers", "3"): "--max-drivers 3 is more than",
     }
     for words, why in cases.items():
         done = zkstore(config, "daemon", "--id", "d1", "--http", "off", *words)

@@ -1,15 +1,25 @@
 """Secrets given as files (``--signing-key-file``, ``--api-token-file``,
-``--api-read-token-file``, ``--zk-auth-file``): what is refused, each with one line that names
-the file and never a secret."""
+``--api-read-token-file``, ``--zk-auth-file``) and ``--driver-user``'s checks: what is refused,
+each with one line that names the file or the user and never a secret."""
 
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 import pytest
 
-from recovery.settings import API_TOKEN_ENV, READ_TOKEN_ENV, api_token_from_env
+from recovery.member.driveruser import NEEDED, missing_capabilities
+from recovery.settings import (
+    API_TOKEN_ENV,
+    READ_TOKEN_ENV,
+    DaemonSettings,
+    DriverUser,
+    api_token_from_env,
+    driver_users,
+)
+from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.secrecy import read_secret_file
 
@@ -80,3 +90,39 @@ def test_an_api_token_file_wins_over_the_variable_and_is_checked_like_it(tmp_pat
     short = secret_file(tmp_path, "short\n")
     with pytest.raises(ConfigError, match=f"^--api-read-token-file {short} is too short"):
         api_token_from_env({}, variable=READ_TOKEN_ENV, file=str(short))
+
+
+def test_driver_users_are_looked_up_and_root_or_strangers_refused() -> None:
+    nobody = pwd.getpwnam("nobody")
+    (found,) = driver_users(["nobody"])
+    assert (found.name, found.uid, found.gid) == ("nobody", nobody.pw_uid, nobody.pw_gid)
+    assert nobody.pw_gid in found.groups
+    for values, why in (
+        (["root"], "drivers would run as root"),
+        (["no-such-user-here"], "'no-such-user-here': no such user on this host"),
+        (["nobody,nobody"], "names a user twice"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            driver_users(values)
+
+
+def test_a_pool_of_users_bounds_the_driver_slots() -> None:
+    pool = tuple(DriverUser(f"u{n}", 5000 + n, 5000, (5000,), "/") for n in range(2))
+    DaemonSettings(store=StoreConfig(), max_drivers=2, driver_users=pool)
+    DaemonSettings(store=StoreConfig(), max_drivers=8, driver_users=pool[:1])  # one for all
+    with pytest.raises(ConfigError, match="--max-drivers 3 is more than the 2 users"):
+        DaemonSettings(store=StoreConfig(), max_drivers=3, driver_users=pool)
+
+
+def test_a_daemon_that_is_not_root_needs_the_capabilities() -> None:
+    everything = "CapEff:\t000001ffffffffff\n"
+    nothing = "CapEff:\t0000000000000000\n"
+    only_set_ids = f"CapEff:\t{(1 << 6 | 1 << 7):016x}\n"
+    assert missing_capabilities(nothing, euid=0) == []
+    assert missing_capabilities(everything, euid=1000) == []
+    assert missing_capabilities(nothing, euid=1000) == list(NEEDED)
+    assert missing_capabilities(only_set_ids, euid=1000) == [
+        "CAP_CHOWN",
+        "CAP_DAC_OVERRIDE",
+        "CAP_KILL",
+    ]
