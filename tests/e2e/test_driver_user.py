@@ -60,6 +60,24 @@ def print_logs(local: LocalCluster) -> None:
         print(f"----- {log} -----\n{log.read_text(errors='replace')[-3000:]}")
 
 
+def driver_files(pid: int, directory: Path) -> dict[str, bytes]:
+    """What a driver holds on its host besides its memory: its ``environ`` and ``cmdline`` as
+    the kernel shows them, and every file in its attempt's directory and Spark's scratch."""
+    found = {what: Path(f"/proc/{pid}/{what}").read_bytes() for what in ("environ", "cmdline")}
+    for place in (directory, Path(f"{directory}.spark")):
+        for path in place.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                found[str(path)] = path.read_bytes()
+    assert len(found) > 3, found.keys()
+    return found
+
+
+def assert_no_secret_in(found: dict[str, bytes]) -> None:
+    for name, data in found.items():
+        for secret in (KEY, KEY.hex().encode(), TOKEN.encode()):
+            assert secret not in data, f"a secret in {name}"
+
+
 def on_s3(config: StoreConfig, s3: S3Server) -> StoreConfig:
     return config.with_changes(
         storage_url=f"s3://{s3.new_bucket()}/zkstore",
@@ -93,6 +111,7 @@ def test_a_spark_job_runs_as_the_driver_user_across_a_failover(
         with hands_client(config) as client:
             job = client.submit_function(secret_jobs.spark_identity, str(out), job_id="who")
             one = written_json(out / "attempt-1", timeout=300, what="attempt 1 ran Spark")
+            assert_no_secret_in(driver_files(one["pid"], Path(one["cwd"])))
             local.start_daemon("d2", "--driver-user", second.name)
             members = f"{config.base_path}/members/d2"
             wait_for(lambda: local.zk.exists(members), timeout=60, what="d2 a member")
