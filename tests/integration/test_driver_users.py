@@ -19,7 +19,7 @@ import pytest
 from recovery.member import attemptdir
 from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings, driver_users
-from tests.helpers import wait_for
+from tests.helpers import alive, wait_for
 from tests.users import User, shared_directory
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
@@ -90,6 +90,9 @@ def test_a_driver_runs_as_its_user_in_a_directory_of_its_own(
             launch.process.kill()
             launch.process.wait()
         launcher.close()
+        shipper = launcher.shipping.pid  # it stores the killed driver's log, then exits
+        if shipper is not None:
+            wait_for(lambda: not alive(shipper), timeout=60, what="the log shipper gone")
     assert launch is not None
     planted = base / "victim"
     planted.mkdir()
