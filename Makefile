@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 4
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
 
-.PHONY: test test-deep test-fast test-soak demo lint typecheck pytest bench bench-smoke chaos venv clean \
+.PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest bench bench-smoke chaos venv clean \
 	browser-test import-graph
 
 venv: $(STAMP)
@@ -51,6 +51,15 @@ test-deep: $(STAMP)
 # The package graph (the module cycles, none, and each package's imports): docs/design.md's layers.
 import-graph: $(STAMP)
 	$(BIN)/python .ci/import-graph
+
+# The runtime's end-to-end flows again with ZooKeeper credentials, where every driver holds
+# its own job's identity (zkstore/identity.py): checkpoints, artifacts, control, heartbeats,
+# schedules, adoption. .ci/run runs this after make test.
+CREDENTIAL_TESTS ?= tests/e2e/test_artifacts_runtime.py tests/e2e/test_control_e2e.py \
+	tests/e2e/test_restart_adoption.py tests/e2e/test_runtime.py tests/e2e/test_attempt_timeouts.py \
+	tests/e2e/test_hung_drivers.py tests/e2e/test_schedules_e2e.py
+test-credentials: $(STAMP)
+	ZKSTORE_TEST_CREDENTIALS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(CREDENTIAL_TESTS)
 
 # The pure tests alone (no server, no process): seconds, for the edit-test loop.
 test-fast: $(STAMP)

@@ -40,7 +40,13 @@ from recovery.proctitle import daemon_title, set_title
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
-from zkstore.errors import ConfigError, NotLeader, StoreUnavailable, ZkStoreError
+from zkstore.errors import (
+    ConfigError,
+    FleetVersionError,
+    NotLeader,
+    StoreUnavailable,
+    ZkStoreError,
+)
 from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
 
@@ -78,6 +84,8 @@ class Daemon:
         self.stats = LeadershipStats()
         self.http: HttpSide | None = None
         self._outage = Throttle(logger)
+        #: why the daemon stopped by itself (the fleet no longer admits it), raised by run()
+        self._refused: FleetVersionError | None = None
 
     # -- control -------------------------------------------------------------------------------
 
@@ -150,6 +158,8 @@ class Daemon:
                 self._turn()
         finally:
             self._shutdown()
+        if self._refused is not None:
+            raise self._refused
         return 0
 
     def _connect(self) -> bool:
@@ -174,6 +184,12 @@ class Daemon:
         """
         assert self.cluster is not None
         nodes = check_cluster_root(self.cluster.zk, self.cluster.layout)
+        auth = self.settings.store.zk_auth
+        if auth is not None and auth.scheme != "digest":
+            logger.warning(
+                "ZooKeeper credentials are SASL: drivers hold the cluster's identity (a job's "
+                "own identity is derived from digest credentials only; docs/operating.md)"
+            )
         if not any(node.is_open for node in nodes):
             return
         message = describe_open(nodes)
@@ -207,6 +223,10 @@ class Daemon:
         except StoreUnavailable as exc:
             self._outage.warning("store", "ZooKeeper or storage unavailable: %s", exc)
             self.loop.post_at(time.monotonic() + 1.0, Event(ELECTION))
+        except FleetVersionError as exc:  # re-registering after a new session, finalized past us
+            logger.error("stopping: %s", exc)
+            self._refused = exc
+            self.request_stop()
         except ZkStoreError as exc:
             logger.error("unexpected store error: %s: %s", type(exc).__name__, exc)
 
@@ -258,7 +278,7 @@ class Daemon:
             self.election.contend()
             self._must_contend = False
         try:
-            leading = self.election.check()
+            leading = self.election.check(leading=self.is_leader)
         except NotLeader:
             self._must_contend = True
             self.loop.post(Event(ELECTION))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -54,6 +55,7 @@ def zkstore(
     from recovery.cli.main import cli
 
     options = connection(config)
+    env = with_credentials(config, env)
     args = (
         [*command.split(), *options, *words]
         if connection_first
@@ -78,7 +80,7 @@ def run(config: StoreConfig, *words: str, env: dict[str, str] | None = None) -> 
     return zkstore(config, "", *words, env=env, connection_first=False)
 
 
-def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(9)) -> Ran:
+def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(10)) -> Ran:
     """A command run in this process that must answer: an exit code among ``codes`` (the
     documented ones by default) and never a traceback or an internal error."""
     ran = run(config, *words)
@@ -120,7 +122,7 @@ def script(
         text=True,
         timeout=timeout,
         cwd=cwd,
-        env=env,
+        env=with_credentials(config, env) if config else env,
     )
 
 
@@ -132,7 +134,16 @@ def start(config: StoreConfig, command: str, *words: str, cwd: Path) -> subproce
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        env=with_credentials(config, None),
     )
+
+
+def with_credentials(config: StoreConfig, env: dict[str, str] | None) -> dict[str, str] | None:
+    """``env`` with ``config``'s ZooKeeper credentials (the command runs as the cluster), if it
+    has any and ``env`` names none."""
+    if config.zk_auth is None or (env is not None and "ZKSTORE_ZK_AUTH" in env):
+        return env
+    return {**(os.environ if env is None else env), "ZKSTORE_ZK_AUTH": config.zk_auth.to_text()}
 
 
 def read_until(stream: Any, marker: str, seen: list[str]) -> None:

@@ -85,7 +85,9 @@ def root() -> str:
 
 @pytest.fixture
 def config(zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any) -> StoreConfig:
-    return StoreConfig(
+    """The test's cluster. ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes it with
+    ZooKeeper credentials (drivers then hold their job's identity: zkstore.identity)."""
+    config = StoreConfig(
         zk_hosts=zk_server.connect_string,
         root=root,
         storage_url=f"file://{tmp_path}/storage",
@@ -95,6 +97,9 @@ def config(zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any) -> StoreConfi
         # moment on a loaded machine (seen at load 13: a write answered after 3 s).
         timeout=4.0,
     )
+    if os.environ.get("ZKSTORE_TEST_CREDENTIALS"):
+        config = config.with_changes(zk_auth=ZkAuth.parse(f"alice:{SECRET}"))
+    return config
 
 
 @pytest.fixture

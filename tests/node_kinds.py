@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from zkstore.cluster.fleet import FleetRecord
 from zkstore.handle import Handle
 from zkstore.jobs.artifacts import Artifact
 from zkstore.jobs.claims import Claim
@@ -90,6 +91,11 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         _record(
             MemberInfo, daemon_id="d1", host="h", pid=1, slots=4, started=NOW, labels={"gpu": "a"}
         ).to_bytes(),
+    ),
+    "fleet": (
+        "fleet",
+        lambda data, path: FleetRecord.from_znode(data, None, path),
+        _record(FleetRecord, current=1, since=NOW, by="zkstore 0.2.0 on h").to_bytes(),
     ),
     "drained": (
         "drain_mark",

@@ -248,3 +248,57 @@ def neighbour(ctx: Any, out: str, other: str) -> None:
     child = subprocess.Popen(["sleep", "600"])
     _mark(out, ctx.job_id, {**_who(), "theirs": str(theirs), "tries": tries, "child": child.pid})
     threading.Event().wait()
+
+
+def reach_out(ctx: Any, out: str, victim: str) -> None:
+    """What job code can do with its driver's ZooKeeper credentials, found in its own memory:
+    open a session of its own and try to write outside its job (another job's status and
+    running node, a result, an outbox entry, a schedule, a handle, the leader's and the
+    fleet's records). Writes ``{what: "written" | "denied" | error}`` to ``out``."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    from zkstore.config import StoreConfig
+
+    configs = [o for o in gc.get_objects() if isinstance(o, StoreConfig)]
+    found: dict[str, Any] = {
+        "cluster_credentials": any(c.zk_auth is not None for c in configs),
+        "driver_identity": any(c.zk_driver for c in configs),
+    }
+    config = next(c for c in configs if c.zk_driver)
+    auth = [
+        ("digest", str(config.zk_driver[key]).removeprefix("digest:"))  # type: ignore[index]
+        for key in ("drivers", "job")
+    ]
+    client = KazooClient(hosts=config.zk_hosts, auth_data=auth)
+    client.start(timeout=20)
+    base = config.base_path
+    attempts = {
+        "victim status": lambda: client.set(f"{base}/jobs/{victim}/status", b"{}"),
+        "victim running": lambda: client.create(f"{base}/jobs/{victim}/running", b"{}"),
+        "victim result": lambda: client.create(f"{base}/results/{victim}", b"{}"),
+        "outbox entry": lambda: client.create(
+            f"{base}/notifications/{victim}~1~FAILED~x", b"{}", makepath=True
+        ),
+        "schedule": lambda: client.create(f"{base}/schedules/planted", b"{}"),
+        "own handle": lambda: client.set(f"{base}/currentJobs/{ctx.job_id}", b"{}"),
+        "a new job": lambda: client.create(f"{base}/currentJobs/planted", b"{}"),
+        "fleet": lambda: client.set(f"{base}/fleet", b"{}"),
+        "victim lock": lambda: client.create(f"{base}/currentJobs/{victim}/locks/x", b""),
+        "own spark record": lambda: (
+            client.set(f"{base}/jobs/{ctx.job_id}/outcome", b"{}")
+            if client.exists(f"{base}/jobs/{ctx.job_id}/outcome")
+            else client.create(f"{base}/jobs/{ctx.job_id}/spark", b"{}", ephemeral=True)
+        ),
+    }
+    for what, attempt in attempts.items():
+        try:
+            attempt()
+            found[what] = "written"
+        except NoAuthError:
+            found[what] = "denied"
+        except Exception as exc:  # a node absent or present: says nothing of the rights
+            found[what] = type(exc).__name__
+    client.stop()
+    client.close()
+    Path(out).write_text(json.dumps(found))

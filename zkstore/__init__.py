@@ -4,4 +4,4 @@ Payloads (cloudpickled job definitions, checkpoint metadata) live in object stor
 ZooKeeper holds small JSON handles pointing at them, with version checks on every update.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.3.0.dev0"

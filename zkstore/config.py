@@ -241,6 +241,9 @@ class StoreConfig:
     #: the only places the runtime and ``handles cleanup`` ever delete artifact data
     artifact_roots: tuple[str, ...] = ()
     job_key: JobKey | None = field(default=None, repr=False)
+    #: a driver's ZooKeeper identity in place of ``zk_auth`` (the drivers' and its job's
+    #: credentials, :class:`zkstore.identity.DriverIdentity` as JSON; :meth:`for_job`)
+    zk_driver: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         hosts = self.zk_hosts.split("/", 1)[0]
@@ -285,13 +288,18 @@ class StoreConfig:
         """What signs and checks this configuration's payloads."""
         return Signer(self.signing_key, self.job_key)
 
-    def for_job(self, job_id: str) -> StoreConfig:
+    def for_job(self, job_id: str, *, zk_driver: Mapping[str, Any] | None = None) -> StoreConfig:
         """The configuration a driver of ``job_id`` gets: the cluster's signing key replaced by
-        the key derived for that job (nothing else changes; without a signing key, none)."""
+        the key derived for that job (without a signing key, none); with ``zk_driver`` (the
+        job's ZooKeeper identity, :func:`zkstore.identity.driver_identity`), the cluster's
+        ZooKeeper credentials replaced by it."""
+        changed = self
+        if zk_driver is not None:
+            changed = replace(changed, zk_auth=None, zk_read_acl=(), zk_driver=dict(zk_driver))
         if self.signing_key is None:
-            return self
+            return changed
         key = derive_job_key(self.signing_key, self.cluster_id, validate_id(job_id, "job id"))
-        return replace(self, signing_key=None, job_key=JobKey(self.cluster_id, job_id, key))
+        return replace(changed, signing_key=None, job_key=JobKey(self.cluster_id, job_id, key))
 
     @property
     def base_path(self) -> str:
@@ -343,6 +351,7 @@ class StoreConfig:
         values["zk_auth"] = self.zk_auth.to_text() if self.zk_auth is not None else None
         values["zk_read_acl"] = list(self.zk_read_acl)
         values["artifact_roots"] = list(self.artifact_roots)
+        values["zk_driver"] = dict(self.zk_driver) if self.zk_driver is not None else None
         values["job_key"] = (
             {"job_id": self.job_key.job_id, "key": self.job_key.key.hex()}
             if self.job_key is not None

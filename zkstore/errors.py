@@ -23,12 +23,14 @@
     │   ├── DaemonNotFound                         no daemon with that id is up or known
     │   └── ArtifactNotFound                       the job registered no artifact of that name
     ├── CorruptRecord                     1   502  a znode holds something that is not a record
-    │   └── CorruptHandle                          ... a handle, in particular
+    │   ├── CorruptHandle                          ... a handle, in particular
+    │   └── NewerRecord                   9        ... one written at a newer fleet protocol
     ├── PayloadError                      1   502  a payload cannot be trusted or read
     │   ├── PayloadMissing                         the object the handle points at is gone
     │   ├── CorruptPayload                         size or sha256 do not match the handle
     │   ├── UntrustedPayload                       HMAC missing or wrong, URI outside the root
     │   └── IncompatiblePayload                    another Python minor version, wrong content
+    │       └── ForeignPython                      ... written by another Python minor version
     ├── SerializationError                1   400  a value cannot be serialized
     │   └── TooLarge                          1   413  over a size or count limit (a handle, a
     │                                                  znode, a transaction, a payload, a history
@@ -37,7 +39,10 @@
     ├── JobDidNotSucceed                  1   500  a job followed to its end FAILED
     │   └── JobEndedCancelled             3        ... it was CANCELLED
     ├── WaitTimeout                       7   504  a job did not end (or acknowledge) in time
-    └── AccessDenied                      8   502  ZooKeeper refused our credentials or rights
+    ├── AccessDenied                      8   502  ZooKeeper refused our credentials or rights
+    └── FleetVersionError                 9   409  the fleet's protocol does not allow it (a
+                                                   feature the fleet is not finalized for, a
+                                                   daemon too old or too new for the fleet)
 
 Each class carries its exit code (``exit_code``) and its HTTP status (``http_status``): the
 command line and the HTTP API decide them here and nowhere else. The statuses of the 5xx family
@@ -67,6 +72,7 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 6
     TIMEOUT = 7
     ACCESS_DENIED = 8
+    FLEET = 9
 
 
 EXIT_OK = ExitCode.OK
@@ -78,6 +84,7 @@ EXIT_CONFLICT = ExitCode.CONFLICT
 EXIT_UNAVAILABLE = ExitCode.UNAVAILABLE
 EXIT_TIMEOUT = ExitCode.TIMEOUT
 EXIT_ACCESS_DENIED = ExitCode.ACCESS_DENIED
+EXIT_FLEET = ExitCode.FLEET
 
 
 class ZkStoreError(Exception):
@@ -199,6 +206,19 @@ class CorruptHandle(CorruptRecord):
     """A znode's data is not a valid handle; the message names the path."""
 
 
+class NewerRecord(CorruptRecord):
+    """A record (or handle) written at a fleet protocol newer than this code speaks: not
+    garbage, and never quarantined or deleted for it; the job needs a newer daemon
+    (:mod:`zkstore.protocol`). ``protocol`` is the one it was written at."""
+
+    exit_code = EXIT_FLEET
+    http_status = 409
+
+    def __init__(self, message: str, *, protocol: int) -> None:
+        super().__init__(message)
+        self.protocol = protocol
+
+
 class PayloadError(ZkStoreError):
     """A payload cannot be returned: it is missing, corrupt, untrusted or incompatible."""
 
@@ -220,6 +240,11 @@ class UntrustedPayload(PayloadError):
 class IncompatiblePayload(PayloadError):
     """The payload was written by another Python minor version, in an unknown format, or holds
     something other than what its kind promises."""
+
+
+class ForeignPython(IncompatiblePayload):
+    """The payload was written by another Python minor version: a process of that version can
+    read it (a job's code unpickles only where it was pickled), this one cannot."""
 
 
 class SerializationError(ZkStoreError):
@@ -270,3 +295,12 @@ class AccessDenied(ZkStoreError):
 
     exit_code = EXIT_ACCESS_DENIED
     http_status = 502
+
+
+class FleetVersionError(ZkStoreError):
+    """The fleet's protocol does not allow the operation: a feature the fleet has not been
+    finalized for (some daemon is older), or a daemon that cannot serve the fleet's protocol
+    (too old for it, or too new). The message says what to upgrade or run."""
+
+    exit_code = EXIT_FLEET
+    http_status = 409

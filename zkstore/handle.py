@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from zkstore import protocol
 from zkstore.errors import CorruptHandle, SerializationError, TooLarge
 from zkstore.strict import check_text, load_object, parse_time, utc_now
 
@@ -122,6 +123,11 @@ class Handle:
     def parse(cls, data: bytes, path: str) -> Handle:
         try:
             record = load_object(data, max_bytes=MAX_HANDLE_BYTES, max_depth=1)
+        except ValueError as exc:
+            raise CorruptHandle(f"{path}: not a valid handle ({exc})") from None
+        # A handle of a newer format was written by a newer protocol's feature: not garbage.
+        protocol.check_record(record, path, field="format")
+        try:
             return cls._from_record(record)
         except ValueError as exc:
             raise CorruptHandle(f"{path}: not a valid handle ({exc})") from None

@@ -5,6 +5,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/leader/election/<contender>         EPHEMERAL_SEQUENTIAL, one per daemon
     R/leader/info                         EPHEMERAL JSON of the current leader
     R/leader/history                      JSON the last leaders, the daemons seen leaving
+    R/fleet                               JSON the fleet protocol the cluster is finalized at
     R/currentJobs/<job>                   JSON handle of the job definition
     R/currentJobs/<job>/locks/<owner>     EPHEMERAL lock of a store instance using it
     R/jobs/<job>/status                   JSON status, written by the leader
@@ -188,6 +189,10 @@ class Layout:
 
     def cleanup_entry(self, job_id: str) -> str:
         return f"{self.cleanup}/{validate_job_id(job_id)}"
+
+    @property
+    def fleet(self) -> str:
+        return f"{self.base}/fleet"
 
     @property
     def members(self) -> str:

@@ -14,7 +14,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import cloudpickle
 
-from zkstore.errors import CorruptPayload, IncompatiblePayload, SerializationError
+from zkstore.errors import (
+    CorruptPayload,
+    ForeignPython,
+    IncompatiblePayload,
+    SerializationError,
+)
 
 T = TypeVar("T")
 
@@ -72,15 +77,20 @@ class PickleSerializer(Generic[T]):
     def check(self, data: bytes) -> None:
         header = self.header(data)
         if header["python"] != python_version():
-            raise IncompatiblePayload(
+            raise ForeignPython(
                 f"payload was written by Python {header['python']} "
                 f"(cloudpickle {header.get('cloudpickle', '?')}); this is Python "
                 f"{python_version()}: run it with Python {header['python']} or resubmit it"
             )
 
+    @staticmethod
+    def body(data: bytes) -> bytes:
+        """The pickle after the header (call :meth:`check` first)."""
+        return data[len(PICKLE_MAGIC) + data[len(PICKLE_MAGIC) :].index(b"\n") + 1 :]
+
     def loads(self, data: bytes) -> T:
         self.check(data)
-        body = data[len(PICKLE_MAGIC) + data[len(PICKLE_MAGIC) :].index(b"\n") + 1 :]
+        body = self.body(data)
         try:
             state: T = pickle.loads(body)
         # Unpickling runs code from the payload's writer (verified first), so any exception can

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Generic, TypeVar
@@ -29,6 +29,7 @@ from kazoo.protocol.states import ZnodeStat
 from zkstore.entries import Broken, Entry, GetAllResult, new_instance_id
 from zkstore.errors import (
     CorruptHandle,
+    CorruptRecord,
     FenceLost,
     HandleExists,
     HandleNotFound,
@@ -135,19 +136,22 @@ class ZooKeeperStateHandleStore(Generic[T]):
         fence: Fence | None = None,
         stem: str = "",
         lock: bool = True,
+        with_ops: Sequence[Op] = (),
     ) -> Handle:
         """Store ``state`` and publish its handle under ``name``, locked by this instance
-        (unless ``lock`` is False).
+        (unless ``lock`` is False), in one transaction with ``with_ops`` (what the caller
+        records with the entry: a schedule's state, say; their failure fails the publish).
 
         Raises :class:`HandleExists` if a live entry has that name (a node marked for deletion is
-        removed first, then replaced), ``fence.error`` if the fence is lost, or
-        :class:`OutcomeUnknown` if the answer was lost and could not be resolved (payload kept).
-        On every other failure the new payload is discarded.
+        removed first, then replaced), ``fence.error`` if the fence is lost, the error of a
+        failing op of ``with_ops`` (with its ``path``), or :class:`OutcomeUnknown` if the answer
+        was lost and could not be resolved (payload kept). On every other failure the new
+        payload is discarded.
         """
         node = self.node(name)
         handle, written = self._write_payload(name, state, summary, stem)
         self._step("add:payload-written")
-        ops = self.publish_ops(name, handle, lock=lock)
+        ops = [*self.publish_ops(name, handle, lock=lock), *with_ops]
 
         def publish() -> None:
             self._commit(
@@ -400,7 +404,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
             return False
         try:
             return Handle.from_znode(data, stat, node).uri == uri
-        except CorruptHandle:
+        except CorruptRecord:  # garbage, or a newer protocol's handle: not ours either way
             return False
 
     def _is_marked(self, node: str) -> bool:
@@ -532,7 +536,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
             path = f"{self.path}/{name}"
             try:
                 good.append((name, Handle.from_znode(item[0], item[1], path)))
-            except CorruptHandle as exc:
+            except CorruptRecord as exc:  # CorruptHandle, or NewerRecord (a newer protocol's)
                 broken.append(Broken(name, path, exc))
         return good, broken
 

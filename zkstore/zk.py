@@ -61,6 +61,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
+from zkstore.identity import AclPolicy, DriverIdentity
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.polling import PollingHandler
 from zkstore.retry import JITTER, TryAgain, within
@@ -168,11 +169,16 @@ class ZooKeeper:
         client_id: tuple[int, bytes] | None = None,
         auth: ZkAuth | None = None,
         read_acl: Sequence[str] = (),
+        driver: DriverIdentity | None = None,
+        acl_policy: AclPolicy | None = None,
     ) -> None:
         self.hosts = hosts
         self.timeout = timeout
         self.session_timeout = session_timeout
         self.auth = auth
+        self.driver = driver
+        #: the ACL of each node this session creates, by its path (None: :attr:`acl` for all)
+        self.acl_policy = acl_policy
         self.acl = default_acl(auth, read_acl)
         self._connected = threading.Event()
         self._listeners: list[Callable[[str], None]] = []
@@ -185,7 +191,7 @@ class ZooKeeper:
                 default_acl=self.acl,
                 handler=PollingHandler(),
                 logger=_kazoo_logger(),
-                **_kazoo_auth(auth),
+                **(_kazoo_auth(auth) if driver is None else {"auth_data": driver.auth_data()}),
             )
         except (ValueError, KazooException) as exc:
             raise ConfigError(f"invalid ZooKeeper connect string {hosts!r}: {exc}") from exc
@@ -199,11 +205,26 @@ class ZooKeeper:
     @classmethod
     def from_config(cls, config: StoreConfig, **overrides: Any) -> ZooKeeper:
         """A session with ``config``'s hosts, timeouts and credentials (``overrides`` win)."""
+        driver = DriverIdentity.from_json(config.zk_driver) if config.zk_driver else None
+        policy = None
+        if driver is not None:
+            policy = AclPolicy(
+                config.base_path, config.cluster_id, driver=driver, read_ids=driver.read_ids
+            )
+        elif config.zk_auth is not None and config.zk_auth.scheme == DIGEST:
+            policy = AclPolicy(
+                config.base_path,
+                config.cluster_id,
+                cluster=config.zk_auth,
+                read_ids=config.zk_read_acl,
+            )
         options: dict[str, Any] = {
             "session_timeout": config.session_timeout,
             "timeout": config.timeout,
             "auth": config.zk_auth,
             "read_acl": config.zk_read_acl,
+            "driver": driver,
+            "acl_policy": policy,
         }
         options.update(overrides)
         return cls(config.zk_hosts, **options)
@@ -211,7 +232,13 @@ class ZooKeeper:
     @property
     def identity(self) -> str:
         """Who this session is, for messages (never the secret)."""
+        if self.driver is not None:
+            return self.driver.describe()
         return self.auth.describe() if self.auth is not None else "a client without credentials"
+
+    def _acl(self, path: str) -> list[ACL] | None:
+        """The ACL a node created at ``path`` gets (None: the session's default)."""
+        return None if self.acl_policy is None else self.acl_policy.acl_for(path)
 
     # -- session -------------------------------------------------------------------------------
 
@@ -547,7 +574,12 @@ class ZooKeeper:
         created: str = self._write(
             f"create {path}",
             lambda: self._client.create_async(
-                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+                path,
+                data,
+                acl=self._acl(path),
+                ephemeral=ephemeral,
+                sequence=sequence,
+                makepath=makepath,
             ),
             timeout,
         )
@@ -560,7 +592,9 @@ class ZooKeeper:
         :class:`HandleExists` / :class:`HandleNotFound` it met. Outages raise."""
         deadline = self._deadline(timeout)
         self._await(deadline, f"create of {len(paths)} nodes")
-        pending = [self._client.create_async(p, b"", ephemeral=ephemeral) for p in paths]
+        pending = [
+            self._client.create_async(p, b"", acl=self._acl(p), ephemeral=ephemeral) for p in paths
+        ]
         errors: list[ZkStoreError | None] = []
         for path, async_result in zip(paths, pending, strict=True):
             try:
@@ -579,7 +613,9 @@ class ZooKeeper:
         deadline = self._deadline(timeout)
         within(deadline.seconds).call(
             lambda: self._write(
-                f"ensure {path}", lambda: self._client.ensure_path_async(path), deadline.remaining()
+                f"ensure {path}",
+                lambda: self._client.ensure_path_async(path, acl=self._acl(path)),
+                deadline.remaining(),
             ),
             what=f"ensure {path}",
             retry_on=(OutcomeUnknown,),
@@ -739,7 +775,7 @@ class ZooKeeper:
                 transaction.check(op.path, op.version)
             elif isinstance(op, Create):
                 size += len(op.data)
-                transaction.create(op.path, op.data, ephemeral=op.ephemeral)
+                transaction.create(op.path, op.data, acl=self._acl(op.path), ephemeral=op.ephemeral)
             elif isinstance(op, SetData):
                 size += len(op.data)
                 transaction.set_data(op.path, op.data, op.version)

@@ -54,6 +54,9 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "jobs": sorted(member.assigned),
                 "started": info.started,
                 "up": True,
+                "release": info.release,
+                "protocol": info.protocol,
+                "min_protocol": info.min_protocol,
             }
         )
     for daemon_id in sorted(drained_only):
@@ -74,7 +77,9 @@ def list_daemons(connection: Connection, fmt: str) -> None:
 
     \b
     JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
-    started, up}.
+    started, up, release, protocol, min_protocol} (the last three: the daemon's zkstore
+    release, the fleet protocol it speaks and the oldest it serves; release null for a
+    daemon older than 0.2.0).
     """
     with Cluster.open(connection.config) as cluster:
         items = fleet_report(cluster)
@@ -90,7 +95,7 @@ def list_daemons(connection: Connection, fmt: str) -> None:
         }
         for item in items
     ]
-    columns = ["id", "leader", "host", "state", "slots", "labels", "age", "jobs"]
+    columns = ["id", "leader", "host", "state", "slots", "labels", "release", "age", "jobs"]
     emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
 
 

@@ -131,7 +131,8 @@ def resume_job(
     """Start a STOPPED job's next attempt from its newest checkpoint.
 
     With --definition FILE.py[:FUNCTION] the job runs that code from now on (its id, name,
-    checkpoints and, unless -- ARGS are given, arguments kept); the lifecycle options
+    checkpoints and, unless -- ARGS are given, arguments kept: a function job submitted
+    before fleet protocol 2 must be given them again); the lifecycle options
     (--timeout, --retry-delay, --notify ...; off removes a limit) and --max-attempts change what
     the job had. Prints which checkpoint it resumes from.
     """

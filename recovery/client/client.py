@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypedDict
@@ -32,14 +33,16 @@ import cloudpickle
 from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
 from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
 from zkstore.closing import Closeable
-from zkstore.cluster import Cluster, triage
+from zkstore.cluster import Cluster, fleet, triage
 from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
     CorruptRecord,
     HandleExists,
+    HandleNotFound,
     JobFinished,
     JobQuarantined,
+    PayloadError,
     WaitTimeout,
 )
 from zkstore.handle import SummaryValue
@@ -49,6 +52,7 @@ from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_reco
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.stored import stored_summary
+from zkstore.protocol import ARGUMENTS_APART
 from zkstore.schedules.records import SchedulePaths
 
 logger = logging.getLogger(__name__)
@@ -70,6 +74,8 @@ class Client(Closeable):
     def __init__(self, config: StoreConfig | None = None, *, cluster: Cluster | None = None):
         self._owns = cluster is None
         self.cluster = cluster or Cluster.open(config or StoreConfig.from_env())
+        #: what a submission may write (a stale reading writes an older protocol's way)
+        self.fleet = fleet.FleetReading(self.cluster.zk, self.cluster.layout)
 
     def close(self) -> None:
         if self._owns:
@@ -108,6 +114,7 @@ class Client(Closeable):
             existing = stored_summary(self.cluster.zk, self.cluster.layout, job_id)
             found = ["it cannot be read"] if existing is None else []
             found = found or differences(existing or {}, {**definition.summary(), **extra})
+            found = found or self._not_authentic(job_id)
             if found:  # the same error class (exit 5), saying how this submission differs
                 raise type(exc)(
                     f"{exc}; this submission differs from it: {'; '.join(found)}", path=exc.path
@@ -116,6 +123,20 @@ class Client(Closeable):
             return job_id
         logger.info("submitted %s (%s)", job_id, definition.entry_point)
         return job_id
+
+    def _not_authentic(self, job_id: str) -> list[str]:
+        """Why the live job ``job_id`` is not one a client of this cluster submitted (its
+        payload does not verify: under its prefix, size, sha256, its job's signature), as a
+        job's code that planted the id with this submission's summary would make it; empty if
+        it is (or it is no longer live: its result or quarantine entry is the leader's)."""
+        try:
+            handle = self.cluster.jobs.handles.get_handle(job_id)
+            self.cluster.jobs.verify_definition(job_id, handle)
+        except HandleNotFound:
+            return []
+        except PayloadError as exc:
+            return [f"its definition does not verify ({exc}): it was not submitted by a client"]
+        return []
 
     def _refuse_schedule_run_id(self, job_id: str) -> None:
         """A plain submission may not take the id of a schedule's future (or past) run."""
@@ -152,46 +173,18 @@ class Client(Closeable):
         module = sys.modules.get(getattr(function, "__module__", "") or "")
         by_value = module if module is not None and _is_user_module(module) else None
         origin = getattr(by_value, "__file__", None)
-        shipment = prepare(Path(origin) if origin else None, needs or Dependencies(), conf)
-        return self.submit(
-            self._function_definition(
-                function,
-                args,
-                by_value=by_value,
-                job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
-                name=name,
-                shipment=shipment,
-                run=RunOptions(
-                    max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
-                ),
+        definition = self._definition(
+            _Function(function, by_value),
+            args,
+            shipment=prepare(Path(origin) if origin else None, needs or Dependencies(), conf),
+            job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
+            name=name,
+            run=RunOptions(
+                max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
             ),
-            after=after,
-            source=_source_of(Path(origin)) if origin else None,
-            args=args,
         )
-
-    def _function_definition(
-        self,
-        function: Callable[..., Any],
-        args: Sequence[Any],
-        *,
-        by_value: ModuleType | None,
-        job_id: str,
-        name: str | None,
-        shipment: Shipment,
-        run: RunOptions,
-    ) -> JobDefinition:
-        self._check_size(shipment)
-        with _pickled_by_value(by_value):
-            return JobDefinition.for_function(
-                job_id,
-                function,
-                args=args,
-                name=name,
-                spark_conf=shipment.spark_conf,
-                files=shipment.files,
-                **run,
-            )
+        source = _source_of(Path(origin)) if origin else None
+        return self.submit(definition, after=after, source=source, args=args)
 
     def submit_script(
         self,
@@ -209,44 +202,17 @@ class Client(Closeable):
         """Submit an unmodified PySpark script (restarted from scratch after a failure), with
         the modules it imports from its directory and the files in ``needs``."""
         script = Path(path)
-        shipment = prepare(script, needs or Dependencies(), conf)
-        run = RunOptions(
-            max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
-        )
         return self.submit(
-            self._script_definition(
-                script, args, job_id=job_id, name=name, shipment=shipment, run=run
+            self._definition(
+                script,
+                args,
+                shipment=prepare(script, needs or Dependencies(), conf),
+                job_id=job_id,
+                name=name,
+                run=RunOptions(
+                    max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+                ),
             )
-        )
-
-    def _script_definition(
-        self,
-        script: Path,
-        args: Sequence[str],
-        *,
-        job_id: str | None,
-        name: str | None,
-        shipment: Shipment,
-        run: RunOptions,
-    ) -> JobDefinition:
-        try:
-            source = script.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{script}: cannot read it: {exc}") from exc
-        try:
-            compile(source, str(script), "exec")
-        except SyntaxError as exc:
-            raise ConfigError(f"{script}:{exc.lineno}: syntax error: {exc.msg}") from exc
-        self._check_size(shipment)
-        return JobDefinition.for_script(
-            job_id_or_default(job_id, script.stem),
-            source,
-            filename=str(script.resolve()),
-            args=list(args),
-            name=name if name is not None else script.name,
-            spark_conf=shipment.spark_conf,
-            files=shipment.files,
-            **run,
         )
 
     def submit_file(
@@ -298,34 +264,20 @@ class Client(Closeable):
         (the job runs in its own directory, elsewhere); with ``check_paths=False`` they are
         passed as they are. ``warn`` receives the warnings (default: the log).
         """
-        path, function_name = parse_target(target)
-        shipment = prepare(path, needs or Dependencies(), conf)
-        if check_paths:
-            check_arguments(args, shipment.names(), warn or logger.warning)
         run = RunOptions(
             max_attempts=max_attempts,
             max_lost_attempts=max_lost_attempts,
             require=require,
             lifecycle=dict(lifecycle or {}),
         )
-        if function_name is None:
-            return self._script_definition(
-                path, args, job_id=job_id, name=name, shipment=shipment, run=run
-            )
-        with importable(path.parent, shipment.import_paths):
-            function, module = load_function(path, function_name)
-            try:
-                return self._function_definition(
-                    function,
-                    args,
-                    by_value=module,
-                    job_id=job_id_or_default(job_id, f"{path.stem}-{function_name}"),
-                    name=name if name is not None else f"{path.name}:{function_name}",
-                    shipment=shipment,
-                    run=run,
-                )
-            finally:
-                sys.modules.pop(module.__name__, None)
+        checked = (
+            (lambda names: check_arguments(args, names, warn or logger.warning))
+            if (check_paths)
+            else None
+        )
+        return self._definition_of_file(
+            target, args, conf=conf, needs=needs, job_id=job_id, name=name, run=run, check=checked
+        )
 
     def file_definition(
         self,
@@ -337,48 +289,118 @@ class Client(Closeable):
         needs: Dependencies | None = None,
     ) -> JobDefinition:
         """The definition ``FILE.py[:FUNCTION]`` makes for the existing job ``current`` (its
-        id and name kept): new code for ``zkstore jobs resume --definition``. ``args`` None
-        keeps the job's arguments (a function's are unpickled with its old code, here, with
-        the new file's directory importable). Not stored: see
+        id, name and options kept): new code for ``zkstore jobs resume --definition``. ``args``
+        None keeps the job's arguments: a script's (text), or a function job's pickled apart
+        from its code (fleet protocol 2), taken over as bytes: nothing of the job is unpickled
+        here (:class:`ConfigError` for arguments that travel inside a function's old code, or a
+        function's for a script). Not stored: see
         :meth:`zkstore.lifecycle.stopstore.StopStore.resume`."""
-        path, function_name = parse_target(target)
-        shipment = prepare(path, needs or Dependencies(), conf)
+        if args is None and parse_target(target)[1] is None and current.kind == FUNCTION:
+            raise ConfigError(
+                f"job {current.job_id}'s arguments are a function's (pickled): give the "
+                "script's arguments after --"
+            )
         run = RunOptions(
             max_attempts=current.max_attempts,
             max_lost_attempts=current.max_lost_attempts,
             require=current.require,
             lifecycle=dict(getattr(current, "lifecycle", None) or {}),
         )
+        return self._definition_of_file(
+            target,
+            current.args if args is None else args,
+            conf=conf,
+            needs=needs,
+            job_id=current.job_id,
+            name=current.name,
+            run=run,
+            kept=current if args is None and current.kind == FUNCTION else None,
+        )
+
+    def _definition_of_file(
+        self,
+        target: str,
+        args: Sequence[Any],
+        *,
+        conf: Mapping[str, str] | None,
+        needs: Dependencies | None,
+        job_id: str | None,
+        name: str | None,
+        run: RunOptions,
+        check: Callable[[set[str]], None] | None = None,
+        kept: JobDefinition | None = None,
+    ) -> JobDefinition:
+        """``FILE.py[:FUNCTION]``'s definition: its files prepared, its module imported (with
+        its own directory importable) only as long as it takes to pickle the function."""
+        path, function_name = parse_target(target)
+        shipment = prepare(path, needs or Dependencies(), conf)
+        if check is not None:
+            check(shipment.names())
         if function_name is None:
-            kept: Sequence[Any] = current.args if args is None else args
-            return self._script_definition(
-                path,
-                [str(arg) for arg in kept],
-                job_id=current.job_id,
-                name=current.name,
-                shipment=shipment,
-                run=run,
+            return self._definition(
+                path, args, shipment=shipment, job_id=job_id, name=name, run=run
             )
         with importable(path.parent, shipment.import_paths):
             function, module = load_function(path, function_name)
             try:
-                if args is None:
-                    old: Sequence[Any] = (
-                        current.load_function()[1] if current.kind == FUNCTION else current.args
-                    )
-                else:
-                    old = args
-                return self._function_definition(
-                    function,
-                    old,
-                    by_value=module,
-                    job_id=current.job_id,
-                    name=current.name,
+                return self._definition(
+                    _Function(function, module),
+                    args,
                     shipment=shipment,
+                    job_id=job_id_or_default(job_id, f"{path.stem}-{function_name}"),
+                    name=name if name is not None else f"{path.name}:{function_name}",
                     run=run,
+                    kept=kept,
                 )
             finally:
                 sys.modules.pop(module.__name__, None)
+
+    def _definition(
+        self,
+        what: Path | _Function,
+        args: Sequence[Any],
+        *,
+        shipment: Shipment,
+        job_id: str | None,
+        name: str | None,
+        run: RunOptions,
+        kept: JobDefinition | None = None,
+    ) -> JobDefinition:
+        """The one definition builder: a script (its path) or a function, with its shipment
+        and run options; a function job's ``kept`` arguments taken over (see
+        :meth:`file_definition`)."""
+        self._check_size(shipment)
+        if isinstance(what, _Function):
+            with _pickled_by_value(what.by_value):
+                return JobDefinition.for_function(
+                    job_id_or_default(job_id, getattr(what.function, "__name__", "job")),
+                    what.function,
+                    args=args,
+                    name=name,
+                    apart=self.fleet.allows(ARGUMENTS_APART),
+                    kept=kept,
+                    spark_conf=shipment.spark_conf,
+                    files=shipment.files,
+                    **run,
+                )
+        try:
+            source = what.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{what}: cannot read it: {exc}") from exc
+        try:
+            compile(source, str(what), "exec")
+        except SyntaxError as exc:
+            raise ConfigError(f"{what}:{exc.lineno}: syntax error: {exc.msg}") from exc
+        return JobDefinition.for_script(
+            job_id_or_default(job_id, what.stem),
+            source,
+            filename=str(what.resolve()),
+            args=[str(arg) for arg in args],
+            name=name if name is not None else what.name,
+            spark_conf=shipment.spark_conf,
+            files=shipment.files,
+            **run,
+        )
 
     def _check_size(self, shipment: Shipment) -> None:
         limit = self.cluster.config.max_payload_bytes
@@ -478,6 +500,14 @@ class Client(Closeable):
 
 
 _BY_VALUE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _Function:
+    """A function to submit, and its module if its code must travel by value."""
+
+    function: Callable[..., Any]
+    by_value: ModuleType | None
 
 
 def _source_of(path: Path) -> str | None:

@@ -230,6 +230,9 @@ def _settled(
     job: JobSnapshot, local: Local, settings: DaemonSettings, now: datetime
 ) -> Action | None:
     """The action for a job that is finished, quarantined, gone or unreadable; else None."""
+    if job.newer:  # a newer protocol's record: not garbage, and not ours to act on
+        records = ", ".join(sorted(job.newer))
+        return Nothing(reason=f"needs a newer daemon (its {records} written at a newer protocol)")
     if job.result is not None:
         if job.result.state != DIRTY:
             return Nothing(reason="finished")

@@ -24,8 +24,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from recovery.member import processes
+from recovery.member.processes import Liveness, ProcessIdentity
 from zkstore.errors import (
     ConflictError,
+    CorruptRecord,
     HandleExists,
     HandleNotFound,
     NotLeader,
@@ -34,9 +37,10 @@ from zkstore.errors import (
 )
 from zkstore.jobs import history
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import LeaderInfo
+from zkstore.jobs.records import LeaderInfo, MemberInfo
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence
+from zkstore.protocol import PROTOCOL
 from zkstore.retry import RACES
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper, is_own_ephemeral
@@ -49,6 +53,22 @@ _NAME_RE = re.compile(r"(?P<id>.+)-(?P<marker>[0-9a-f]{32})-n_(?P<seq>\d{10})")
 
 def _sequence(name: str) -> int:
     return int(name[-_SEQUENCE_DIGITS:])
+
+
+def _holder(data: bytes) -> ProcessIdentity | None:
+    """The process a contender node names (None if it cannot be told: garbage, or written
+    by a daemon older than the start time in it)."""
+    try:
+        found = json.loads(data)
+        pid, ticks, boot = found["pid"], found.get("start_ticks"), found.get("boot_id")
+        host = found["host"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(pid, int) and isinstance(host, str)):
+        return None
+    if not (isinstance(ticks, int) and isinstance(boot, str)):
+        return None
+    return ProcessIdentity(host, pid, ticks, boot)
 
 
 @dataclass(frozen=True)
@@ -92,10 +112,18 @@ class LeaderElection:
         """
         if self._node is not None and self.owns_node():
             return self._node
+        self._clear_dead_self()
         marker = uuid.uuid4().hex
         prefix = f"{self.layout.election}/{self.daemon_id}-{marker}-n_"
+        me = processes.this_process()
         data = json.dumps(
-            {"id": self.daemon_id, "host": socket.gethostname(), "pid": os.getpid()}
+            {
+                "id": self.daemon_id,
+                "host": me.host,
+                "pid": me.pid,
+                "start_ticks": me.start_ticks,
+                "boot_id": me.boot_id,
+            }
         ).encode()
         try:
             node = self.zk.create(prefix, data, ephemeral=True, sequence=True, makepath=True)
@@ -107,6 +135,33 @@ class LeaderElection:
         self._node = node
         logger.info("contending for leadership as %s", node.rsplit("/", 1)[1])
         return node
+
+    def _clear_dead_self(self) -> None:
+        """Delete the contender nodes of this daemon id that an earlier process of ours left
+        and that is verifiably dead (this host and boot, no process with its pid and start
+        time: a SIGKILL, an OOM kill): until its session expired, a dead leader's node would
+        keep leadership vacant. The delete is conditional on the version read; what cannot be
+        checked (another host, an older node without a start time) is left to its session."""
+        try:
+            names = self.zk.children(self.layout.election)
+        except HandleNotFound:
+            return
+        ours = [n for n in names if (m := _NAME_RE.fullmatch(n)) and m["id"] == self.daemon_id]
+        paths = [f"{self.layout.election}/{name}" for name in ours]
+        for path, item in zip(paths, self.zk.get_many(paths), strict=True):
+            holder = _holder(item[0]) if item is not None else None
+            if holder is None or processes.probe(holder) is not Liveness.DEAD:
+                continue
+            assert item is not None
+            logger.warning(
+                "daemon %s: its earlier contender %s (pid %d on this host) is dead; removing "
+                "it now instead of waiting for its session to expire",
+                self.daemon_id,
+                path.rsplit("/", 1)[1],
+                holder.pid,
+            )
+            with contextlib.suppress(HandleNotFound, ConflictError):
+                self.zk.delete(path, version=item[1].version)
 
     def _find(self, marker: str) -> str | None:
         for name in self.zk.children(self.layout.election):
@@ -123,32 +178,75 @@ class LeaderElection:
     def contenders(self) -> list[Contender]:
         names = self.zk.children(self.layout.election)
         ordered = sorted((n for n in names if n[-_SEQUENCE_DIGITS:].isdigit()), key=_sequence)
+        return self._parse(ordered)
+
+    @staticmethod
+    def _parse(names: list[str]) -> list[Contender]:
         contenders = []
-        for name in ordered:
+        for name in names:
             match = _NAME_RE.fullmatch(name)
             contenders.append(Contender(name, match.group("id") if match else name))
         return contenders
 
-    def check(self) -> bool:
+    def check(self, *, leading: bool = False) -> bool:
         """True if we lead now; otherwise watch our predecessor and return False.
 
+        A contender about to take office (``leading`` False) steps aside for a contender whose
+        daemon speaks a newer fleet protocol (it contends again, behind it); one that leads
+        already stays: a newer daemon wins the next election, never deposes a working leader.
         Raises :class:`NotLeader` if our contender node is gone (the session expired): the caller
         must :meth:`contend` again.
         """
-        if self._node is None:
-            raise NotLeader("not contending")
-        ours = self._node.rsplit("/", 1)[1]
         while True:
+            if self._node is None:
+                raise NotLeader("not contending")
+            ours = self._node.rsplit("/", 1)[1]
             names = [c.name for c in self.contenders()]
             if ours not in names:
                 self._node = None
                 raise NotLeader(f"contender node {ours} is gone (session expired?)")
             index = names.index(ours)
             if index == 0:
-                return True
+                newer = None if leading else self._newer_contender(names[1:])
+                if newer is None:
+                    return True
+                self._step_aside(newer)
+                continue
             predecessor = f"{self.layout.election}/{names[index - 1]}"
             if self.zk.exists(predecessor, watch=self._on_predecessor) is not None:
                 return False
+
+    def _newer_contender(self, others: list[str]) -> MemberInfo | None:
+        """A contender whose daemon speaks a newer fleet protocol than this code, if any: it
+        should lead, so that the records a newer protocol writes are acted on by a leader that
+        reads them. Read only when this daemon would take office (never to depose a leader); a
+        contender whose member record cannot be read counts as no newer."""
+        ids = sorted({c.daemon_id for c in self._parse(others)} - {self.daemon_id})
+        paths = [f"{self.layout.members}/{daemon_id}" for daemon_id in ids if "/" not in daemon_id]
+        newest: MemberInfo | None = None
+        for path, item in zip(paths, self.zk.get_many(paths), strict=True):
+            if item is None:
+                continue
+            try:
+                member = MemberInfo.from_znode(item[0], item[1], path)
+            except CorruptRecord:
+                continue
+            if member.protocol > PROTOCOL and (newest is None or member.protocol > newest.protocol):
+                newest = member
+        return newest
+
+    def _step_aside(self, newer: MemberInfo) -> None:
+        """Leave the head of the queue to ``newer``: contend again, at its end."""
+        logger.info(
+            "not taking leadership: daemon %s (zkstore %s) speaks fleet protocol %d, this one "
+            "%d; contending again behind it",
+            newer.daemon_id,
+            newer.release or "?",
+            newer.protocol,
+            PROTOCOL,
+        )
+        self.resign()
+        self.contend()
 
     def _on_predecessor(self, event: object) -> None:
         self._notify()

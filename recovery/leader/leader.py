@@ -54,6 +54,7 @@ from zkstore.errors import (
     ConflictError,
     CorruptRecord,
     HandleNotFound,
+    NewerRecord,
     NotLeader,
     StoreUnavailable,
 )
@@ -496,6 +497,8 @@ class LeaderProcess:
             # A conditional write found the world changed (a node created or gone meanwhile).
             logger.info("job %s: %s; looking again", job.job_id, exc)
             self.post(job.job_id)
+        except NewerRecord as exc:  # not broken: a newer daemon's to act on (invariant 16)
+            logger.warning("job %s: %s failed, left alone: %s", job.job_id, what, exc)
         except Exception as exc:
             logger.exception("job %s: %s failed", job.job_id, what)
             self._quarantine_broken(job, f"{what} failed: {exc!r}")

@@ -26,8 +26,8 @@ from recovery.leader.loop import Event
 from recovery.leader.role import LeaderRole
 from zkstore.errors import (
     CorruptRecord,
+    ForeignPython,
     HandleNotFound,
-    IncompatiblePayload,
     NotLeader,
     OutcomeUnknown,
     PayloadError,
@@ -110,7 +110,7 @@ class ScheduleFiring:
             return RETRY
         except HandleNotFound:
             return None  # deleted meanwhile
-        except IncompatiblePayload as exc:
+        except ForeignPython as exc:
             self._throttle.log(
                 name,
                 logging.ERROR,

@@ -46,6 +46,7 @@ from recovery.member.processes import (
 )
 from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
 from recovery.settings import DaemonSettings, DriverUser
+from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
 from zkstore.jobs.states import DriverExit
@@ -231,6 +232,7 @@ class DriverLauncher:
         status_version: int,
         work_dir: Path,
         log_path: Path,
+        config: str,
         user: DriverUser | None,
     ) -> ForkedProcess | None:
         """The driver, forked by the fork server (as ``user``); None if there is none or it
@@ -245,7 +247,7 @@ class DriverLauncher:
                 self.environment(user),
                 str(work_dir),
                 str(log_path),
-                self.settings.store.for_job(job_id).to_json(),
+                config,
                 user=user,
             )
         except OSError as exc:
@@ -260,23 +262,24 @@ class DriverLauncher:
         status_version: int,
         work_dir: Path,
         log_path: Path,
+        config: str,
         user: DriverUser | None,
     ) -> DriverProcess:
         """The driver as a new Python process (its configuration through a pipe), as
         ``user``."""
         return spawn_with_config(
             lambda fd: self.command(job_id, attempt, status_version, fd, work_dir, log_path),
-            self.settings.store.for_job(job_id).to_json(),
+            config,
             log=log_path,
             env=self.environment(user),
             cwd=work_dir,
             user=user,
         )
 
-    def adopted(self, identity: ProcessIdentity) -> None:
+    def adopted(self, driver: ProcessIdentity) -> None:
         """A live driver of an earlier life of this daemon is followed again (its user busy)."""
         if self.driver_users is not None:
-            self.driver_users.adopted(identity)
+            self.driver_users.adopted(driver)
 
     def driver_gone(self, launch: Launch) -> None:
         """The launch's driver has exited: with a pool of users, nothing is left running as
@@ -312,12 +315,29 @@ class DriverLauncher:
     def work_dir(self, job_id: str, attempt: int) -> Path:
         return self.work_root / f"{job_id}-attempt-{attempt}"
 
-    def launch(self, job_id: str, attempt: int, status_version: int) -> Launch:
-        """Start the driver of ``attempt``; raises OSError if the process cannot be started.
+    def driver_config(self, job_id: str, *, own_identity: bool = False) -> str:
+        """What a driver of ``job_id`` is given through its pipe: its job's signing key, and
+        with ``own_identity`` its job's ZooKeeper identity instead of the cluster's
+        (:mod:`zkstore.identity`; the cluster's digest credentials only)."""
+        store = self.settings.store
+        driver = (
+            identity.driver_identity(store.zk_auth, store.cluster_id, job_id, store.zk_read_acl)
+            if own_identity
+            else None
+        )
+        zk_driver = driver.to_json() if driver is not None else None
+        return store.for_job(job_id, zk_driver=zk_driver).to_json()
+
+    def launch(
+        self, job_id: str, attempt: int, status_version: int, *, own_identity: bool = False
+    ) -> Launch:
+        """Start the driver of ``attempt`` (with its job's ZooKeeper identity if
+        ``own_identity``); raises OSError if the process cannot be started.
 
         The caller has made sure that no driver of the attempt lives on this host (see
         :mod:`recovery.member.adoption`): a working directory left over is a dead driver's.
         """
+        config = self.driver_config(job_id, own_identity=own_identity)
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
@@ -326,20 +346,22 @@ class DriverLauncher:
             attemptdir.remove(work_dir, self.driver_uids)  # left by a dead driver of it
             attemptdir.make(work_dir, (user.uid, user.gid) if user is not None else None)
             offset = open_log(log_path)
-            forked = self._fork(job_id, attempt, status_version, work_dir, log_path, user)
+            forked = self._fork(job_id, attempt, status_version, work_dir, log_path, config, user)
             process: DriverProcess
             if forked is not None:
                 process, ticks = forked, forked.start_ticks
             else:
-                process = self._spawn(job_id, attempt, status_version, work_dir, log_path, user)
+                process = self._spawn(
+                    job_id, attempt, status_version, work_dir, log_path, config, user
+                )
                 ticks = start_ticks(process.pid)  # our unreaped child: its pid is its own
         except BaseException:
             if user is not None and self.driver_users is not None:
                 self.driver_users.release(user)
             raise
-        identity = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
+        driver = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
         if user is not None and self.driver_users is not None:
-            self.driver_users.started(user, identity)
+            self.driver_users.started(user, driver)
         logger.debug(
             "started driver of %s attempt %d (pid %d, log %s)",
             job_id,
@@ -348,8 +370,8 @@ class DriverLauncher:
             log_path,
         )
         self.launched += 1
-        self.shipping.follow(job_id, attempt, log_path, identity, offset=offset)
-        return Launch(job_id, attempt, status_version, process, log_path, work_dir, identity)
+        self.shipping.follow(job_id, attempt, log_path, driver, offset=offset)
+        return Launch(job_id, attempt, status_version, process, log_path, work_dir, driver)
 
 
 def open_log(path: Path) -> int:

@@ -42,10 +42,13 @@ from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
 from recovery.member.processes import Liveness, ProcessIdentity
 from recovery.settings import DaemonSettings
-from zkstore.cluster import Cluster
+from zkstore import __version__, protocol
+from zkstore.admin.acl import grant_job
+from zkstore.cluster import Cluster, fleet
 from zkstore.errors import (
     ConflictError,
     CorruptRecord,
+    FleetVersionError,
     HandleNotFound,
     VersionConflict,
     ZkStoreError,
@@ -54,6 +57,7 @@ from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.resign import resign_job
 from zkstore.ops import Check, Delete, Fence, SetData
+from zkstore.protocol import JOB_IDENTITIES
 from zkstore.strict import utc_now
 from zkstore.watch import Listing, NodeWatch
 from zkstore.zk import is_own_ephemeral
@@ -97,6 +101,8 @@ class FleetMember:
         self._swept = False
         #: attempts the leader ended (timeout, stuck, stop), being ended here
         self.endings = Endings(cluster.zk, cluster.layout, notify, self.driver_exited)
+        #: the fleet's protocol, for what a driver is given (its job's identity)
+        self.fleet = fleet.FleetReading(cluster.zk, cluster.layout)
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -117,9 +123,18 @@ class FleetMember:
             labels=dict(self.settings.labels) or None,
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
+            speaks=protocol.PROTOCOL,
+            serves_from=protocol.MIN_PROTOCOL,
+            release=__version__,
         )
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
+        try:  # after the record exists: see zkstore.cluster.fleet on finalizing meanwhile
+            fleet.admit(zk, layout, self.daemon_id)
+        except FleetVersionError:
+            with contextlib.suppress(HandleNotFound):
+                zk.delete(layout.member(self.daemon_id))
+            raise
         zk.ensure_path(layout.member_assignments(self.daemon_id))
         # A log shipper killed (with its host's processes) left its requests: ship them again.
         self.launcher.shipping.ensure_running()
@@ -274,6 +289,7 @@ class FleetMember:
         """Start the driver of a new assignment; its launch record is written first (so that a
         restart at any moment knows that it may have started) and completed once it runs."""
         self._resign(job_id, assignment)
+        own_identity = self._grant(job_id)
         record = LaunchRecord(
             job_id=job_id,
             attempt=assignment.attempt,
@@ -284,7 +300,9 @@ class FleetMember:
         )
         try:
             self.records.write(record)
-            launch = self.launcher.launch(job_id, assignment.attempt, assignment.status_version)
+            launch = self.launcher.launch(
+                job_id, assignment.attempt, assignment.status_version, own_identity=own_identity
+            )
         except OSError as exc:
             logger.error("job %s: cannot start a driver: %s", job_id, exc)
             self._record_exit_quietly(job_id, assignment.attempt, f"could not start: {exc}", None)
@@ -322,6 +340,23 @@ class FleetMember:
             )
         except ZkStoreError as exc:
             logger.warning("job %s: handles not re-signed before the launch: %s", job_id, exc)
+
+    def _grant(self, job_id: str) -> bool:
+        """Whether the driver gets its job's ZooKeeper identity (a fleet finalized at the
+        protocol of per-job identities, digest credentials); before it does, the job's nodes
+        made before that protocol get the ACL that lets it write its own records. A failure
+        there is logged and the driver gets the cluster's identity, as before."""
+        zk = self.cluster.zk
+        if zk.acl_policy is None or not self.fleet.allows(JOB_IDENTITIES):
+            return False
+        try:
+            changed = grant_job(zk, self.cluster.layout, job_id)
+        except ZkStoreError as exc:
+            logger.warning("job %s: its nodes not opened to its own identity: %s", job_id, exc)
+            return False
+        if changed:
+            logger.info("job %s: %d node(s) opened to its own identity", job_id, changed)
+        return True
 
     def _track(self, launch: Launch, assigned: str | None) -> None:
         """Wait for the driver's exit on a thread of its own (which only posts)."""

@@ -25,6 +25,7 @@ from recovery.observe.view import ClusterView, Observed, read_view
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.states import (
     CLEANING,
+    NEEDS_UPGRADE,
     OUTCOMES,
     QUARANTINED,
     RUNNING,
@@ -36,7 +37,15 @@ from zkstore.strict import parse_time
 logger = logging.getLogger(__name__)
 
 #: Every state a job can be shown in, so that a state with no job is a 0, not a gap.
-JOB_STATES = (SUBMITTED, *STATUS_STATES, RUNNING, CLEANING, QUARANTINED, *OUTCOMES)
+JOB_STATES = (
+    SUBMITTED,
+    *STATUS_STATES,
+    RUNNING,
+    CLEANING,
+    QUARANTINED,
+    NEEDS_UPGRADE,
+    *OUTCOMES,
+)
 
 
 @dataclass

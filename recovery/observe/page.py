@@ -53,7 +53,8 @@ td.err { color:#b42318; max-width:420px; overflow-wrap:anywhere; }
 .RUNNING { background:#d1fadf; color:#05603a; } .SUCCEEDED { background:#d1e9ff; color:#1849a9; }
 .FAILED, .QUARANTINED { background:#fee4e2; color:#b42318; }
 .CANCELLED { background:#f2f4f7; color:#475467; }
-.RESTARTING, .STARTING, .CLEANING, .STOPPING { background:#fef0c7; color:#93370d; }
+.RESTARTING, .STARTING, .CLEANING, .STOPPING, .NEEDS_UPGRADE { background:#fef0c7;
+  color:#93370d; }
 .STOPPED { background:#e9d7fe; color:#53389e; }
 .leader { background:#14213d; color:#fff; }
 a { color:#1849a9; text-decoration:none; } a:hover { text-decoration:underline; }

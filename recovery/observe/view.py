@@ -62,6 +62,9 @@ class DaemonInfo:
     lost: bool = False
     #: since when it is gone (the leader saw it leave: ``R/leader/history``), if known
     lost_since: str | None = None
+    #: its zkstore release and the fleet protocol it speaks (a lost daemon's are unknown)
+    release: str | None = None
+    protocol: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,8 @@ class DaemonInfo:
             "drained": self.drained,
             "lost": self.lost,
             "lost_since": self.lost_since,
+            "release": self.release,
+            "protocol": self.protocol,
         }
 
 
@@ -191,6 +196,8 @@ def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo
             used=len(member.assigned),
             labels=member.labels,
             drained=member.drained,
+            release=member.info.release,
+            protocol=member.info.protocol,
         )
         for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id)
     ]

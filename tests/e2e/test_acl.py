@@ -3,6 +3,7 @@ password gets one clear line, and the secret never leaves the process."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -144,13 +145,42 @@ def test_every_node_of_a_running_cluster_carries_the_acl(
 
 
 def check_every_node(config: StoreConfig, top: str | None = None) -> set[str]:
-    """Every node under ``top`` (default: the test's root) carries exactly our ACL."""
-    expected = sorted(map(repr, default_acl(config.zk_auth, config.zk_read_acl) or []))
+    """Every node under ``top`` (default: the test's root) carries exactly our ACL: the
+    cluster's, and where a job's driver writes, its job's (:mod:`zkstore.identity`)."""
+    outside = sorted(map(repr, default_acl(config.zk_auth, config.zk_read_acl) or []))
     with ZooKeeper.from_config(config).start() as zk:
+        assert zk.acl_policy is not None
         nodes = set(walk(zk, top or config.root))
         for node in nodes:
+            inside = node.startswith(config.base_path + "/")
+            expected = sorted(map(repr, zk.acl_policy.acl_for(node))) if inside else outside
             assert sorted(map(repr, zk.get_acls(node)[0])) == expected, node
     return nodes
+
+
+def test_job_code_with_its_drivers_credentials_writes_nothing_outside_its_job(
+    secure: StoreConfig, local: LocalCluster, tmp_path: Path
+) -> None:
+    """Issue 43: the driver holds its job's ZooKeeper identity, not the cluster's; job code
+    that finds it and opens its own session is denied every write outside its job."""
+    from tests import secret_jobs
+
+    local.start_daemon("d1")
+    local.wait_for_leader()
+    found = tmp_path / "found.json"
+    with hands_client(secure) as client:
+        victim = client.submit_function(jobs.steps, str(tmp_path / "v"), 1, 0.01, job_id="victim")
+        assert client.wait(victim, timeout=120).outcome == SUCCEEDED
+        client.submit_function(jobs.steps, str(tmp_path / "w"), 200, 0.2, job_id="waiting")
+        wait_for(lambda: local.driver_pid("waiting"), timeout=60, what="a second job running")
+        job = client.submit_function(secret_jobs.reach_out, str(found), "waiting", job_id="r")
+        assert client.wait(job, timeout=120).outcome == SUCCEEDED
+        client.cancel("waiting")
+    result = json.loads(found.read_text())
+    assert result.pop("cluster_credentials") is False, "the cluster's credentials reached it"
+    assert result.pop("driver_identity") is True
+    assert result.pop("own spark record") == "written", "its own records are its own"
+    assert result == dict.fromkeys(result, "denied"), result
 
 
 def test_daemon_warns_about_an_open_root_and_strict_acl_refuses(

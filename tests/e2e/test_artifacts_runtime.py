@@ -18,7 +18,7 @@ import pytest
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import artifact_jobs
-from tests.cli import BIN, connection, show, zkstore
+from tests.cli import BIN, connection, show, with_credentials, zkstore
 from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -69,6 +69,7 @@ def test_a_driver_killed_mid_staging_is_cleaned_before_attempt_2_which_reuses_jo
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=with_credentials(runtime_config, None),
     )
     try:
         wait_for((out / "staged-1-attempt-1").exists, timeout=90, what="staging")

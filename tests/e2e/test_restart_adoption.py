@@ -23,7 +23,7 @@ from recovery.client.client import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.shipping import SHIPPER_NICENESS
-from tests.cli import connection
+from tests.cli import connection, with_credentials
 from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
@@ -84,6 +84,7 @@ def stored_log(config: StoreConfig, job_id: str) -> str:
         capture_output=True,
         text=True,
         timeout=60,
+        env=with_credentials(config, None),
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
+from tests.cli import with_credentials
 from tests.helpers import (
     SESSION_TIMEOUT,
     assert_nothing_left,
@@ -262,7 +263,7 @@ def test_dynamic_configuration_reaches_the_running_job(
     wait_for(lambda: "waiting" in jobs.read_marks(str(out)), timeout=30, what="job waiting")
     connection = ["--zk", runtime_config.zk_hosts, "--root", runtime_config.root]
     connection += ["--storage", runtime_config.storage_url]
-    runner = CliRunner()
+    runner = CliRunner(env=with_credentials(runtime_config, {}))
     assert runner.invoke(cli, ["control", "set", job_id, "rate=10", *connection]).exit_code == 0
     done = runner.invoke(
         cli, ["control", "set", job_id, "go=true", "--format", "json", *connection]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,13 +16,17 @@ from typing import Any
 import pytest
 
 from recovery.leader.election import LeaderElection
+from recovery.member import processes
+from recovery.member.processes import boot_id, start_ticks
 from tests.helpers import expire_session, pause, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
-from zkstore.jobs.records import JobStatus
+from zkstore.jobs.records import JobStatus, MemberInfo
 from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
+from zkstore.protocol import PROTOCOL
+from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -148,3 +155,111 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
         daemon.request_stop()
         thread.join(timeout=30)
         server.close()
+
+
+def _member(zk: ZooKeeper, config: StoreConfig, daemon_id: str, speaks: int) -> None:
+    """A live daemon's member record (in ``zk``'s session) speaking fleet protocol ``speaks``."""
+    layout = Layout(config.base_path)
+    zk.ensure_path(layout.members)
+    info = MemberInfo(
+        version=None,
+        daemon_id=daemon_id,
+        host="h",
+        pid=1,
+        started=utc_now(),
+        speaks=speaks,
+        serves_from=1,
+        release="9.9.9",
+    )
+    zk.create(layout.member(daemon_id), info.to_bytes(), ephemeral=True)
+
+
+def test_a_contender_steps_aside_for_one_of_a_newer_protocol_when_it_would_take_office(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    """Issue 45: a mixed fleet is led by a daemon that reads the newest records. d0 is first
+    in line but d1 speaks a newer protocol: d0 contends again behind the others and d1 leads."""
+    (a, b, c), (_, b_event, _) = elections(sessions, config)
+    for i, election in enumerate((a, b, c)):
+        _member(sessions[i], config, election.daemon_id, PROTOCOL + 1 if i == 1 else PROTOCOL)
+        election.contend()
+    assert [b.check(), c.check()] == [False, False]  # each watches its predecessor
+    assert a.check() is False, "d0 leaves the head of the queue to the newer d1"
+    assert [x.daemon_id for x in a.contenders()] == ["d1", "d2", "d0"]
+    assert b_event.wait(5), "d1 is told its predecessor went away"
+    assert b.check() is True
+    assert c.check() is False
+    b.resign()  # the newer one goes: the older ones lead again, in their order
+    wait_for(c.check, 5, "d2 leads once the newer d1 is gone")
+    assert a.check() is False
+
+
+def test_a_leader_is_not_deposed_by_a_newer_contender(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    """A newer daemon wins the next election; a working leader keeps leading."""
+    (a, b, _), _ = elections(sessions, config)
+    _member(sessions[0], config, "d0", PROTOCOL)
+    a.contend()
+    assert a.check() is True
+    _member(sessions[1], config, "d1", PROTOCOL + 1)
+    b.contend()
+    assert a.check(leading=True) is True, "the leader stays"
+    assert b.check() is False
+    assert [x.daemon_id for x in a.contenders()] == ["d0", "d1"]
+
+
+def _planted_contender(zk: ZooKeeper, config: StoreConfig, daemon_id: str, **data: object) -> str:
+    """A contender node of ``daemon_id`` in ``zk``'s session (alive until it is closed), as an
+    earlier process of that daemon left it."""
+    layout = Layout(config.base_path)
+    body = json.dumps({"id": daemon_id, "host": socket.gethostname(), **data}).encode()
+    return zk.create(
+        f"{layout.election}/{daemon_id}-{'0' * 32}-n_", body, ephemeral=True, sequence=True
+    )
+
+
+def _dead_process() -> tuple[int, int]:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    ticks = start_ticks(child.pid)
+    child.wait()
+    assert ticks is not None
+    return child.pid, ticks
+
+
+def test_a_daemon_restarted_after_its_leader_died_leads_at_once(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    """Issue 50: d1 led, was SIGKILLed and is started again with its id. Its old contender
+    node, in a session that has not expired, names a process of this host and boot that is
+    dead: the new d1 removes it and leads now, not a session timeout later. A node of a live
+    process, or one that names no start time (an older daemon's), is left to its session."""
+    old_session, other, mine = sessions
+    pid, ticks = _dead_process()
+    dead = _planted_contender(
+        old_session, config, "d1", pid=pid, start_ticks=ticks, boot_id=boot_id()
+    )
+    me = processes.this_process()
+    live = _planted_contender(
+        other, config, "d2", pid=me.pid, start_ticks=me.start_ticks, boot_id=me.boot_id
+    )
+    restarted = LeaderElection(mine, Layout(config.base_path), "d1", lambda: None)
+    restarted.contend()
+    assert old_session.exists(dead) is None, "the dead process's node was removed"
+    assert other.exists(live) is not None, "d2's (another daemon id) is never touched"
+    assert restarted.check() is False, "d2 was there before it"
+    other.delete(live)
+    assert restarted.check() is True
+
+
+def test_a_contender_of_its_own_id_that_cannot_be_checked_is_left_to_its_session(
+    sessions: list[ZooKeeper], config: StoreConfig
+) -> None:
+    old_session, _, mine = sessions
+    me = processes.this_process()
+    alive = _planted_contender(
+        old_session, config, "d1", pid=me.pid, start_ticks=me.start_ticks, boot_id=me.boot_id
+    )
+    older = _planted_contender(old_session, config, "d1", pid=1)  # no start time: unknowable
+    LeaderElection(mine, Layout(config.base_path), "d1", lambda: None).contend()
+    assert old_session.exists(alive) is not None and old_session.exists(older) is not None

@@ -110,3 +110,42 @@ def test_a_plain_submit_cannot_take_a_schedules_run_id(
     assert taken.returncode == 2 and "run of schedule nightly" in taken.stderr
     free = zkstore(config, "submit", f"{job}:run", "--job-id", "other-20261125T020000Z")
     assert free.returncode == 0, free.stderr
+
+
+def test_an_idempotency_id_planted_with_the_submissions_summary_is_not_taken(
+    config: StoreConfig, laptop: Path
+) -> None:
+    """Issue 43: job code pre-creates the id an --idempotency-key gives, with the very summary
+    the submission will have, pointing at a payload it could write (not signed with that id's
+    key, which it does not hold). The submission does not take it for its own: exit 5."""
+    import json
+
+    from zkstore.handle import Handle
+    from zkstore.ops import Create
+    from zkstore.storage import StateStorage
+
+    job = job_file(laptop)
+    scratch = config.with_changes(root=f"{config.root}-scratch")
+    first = zkstore(scratch, "submit", f"{job}:run", "--idempotency-key", "k1", "--", "d")
+    assert first.returncode == 0, first.stderr
+    job_id = first.stdout.strip()
+    signed = config.with_changes(signing_key=b"the cluster's key")
+    with Cluster.open(scratch) as there, Cluster.open(signed) as cluster:
+        summary = json.loads(there.zk.get(there.layout.job_handle(job_id))[0])
+        for core in ("format", "uri", "size", "sha256", "created", "writer", "hmac"):
+            summary.pop(core, None)
+        body = there.storage.read(there.jobs.handles.get_handle(job_id).ref)
+        ref = StateStorage(config.storage_url).write(
+            cluster.storage_layout.definitions(job_id), body, suffix=".pkl"
+        )
+        planted = Handle.for_payload(ref, "planter", summary)
+        cluster.zk.commit(
+            [
+                Create(cluster.layout.job_handle(job_id), planted.to_bytes()),
+                Create(f"{cluster.layout.job_handle(job_id)}/locks"),
+            ]
+        )
+    env = {"ZKSTORE_SIGNING_KEY": "the cluster's key"}
+    again = zkstore(config, "submit", f"{job}:run", "--idempotency-key", "k1", "--", "d", env=env)
+    assert again.returncode == 5, (again.stdout, again.stderr)
+    assert "its definition does not verify" in again.stderr

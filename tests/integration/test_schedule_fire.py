@@ -21,16 +21,18 @@ from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader, OutcomeUnknown, UntrustedPayload, VersionConflict
+from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import CancelRequest, read_record
 from zkstore.jobs.states import SUCCEEDED
-from zkstore.ops import Fence, Op
+from zkstore.ops import Create, Fence, Op
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import FIRED, MISSED, SKIPPED, ScheduleSpec
-from zkstore.schedules.runs import run_id
+from zkstore.schedules.runs import run_id, run_summary
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.schedules.transaction import NewRun, build_fire
+from zkstore.schedules.transaction import build_fire
+from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage
 
 START = datetime(2026, 11, 24, 2, tzinfo=UTC)
@@ -148,21 +150,56 @@ def test_a_fire_built_from_a_stale_read_fails_atomically(leader: Leader) -> None
     create(leader)
     stale = leader.schedules.get(NAME)
     leader.firer.fire(NAME, leader.fence, at(1))
-    other = leader.firer._write_run(stale.spec, START + timedelta(hours=1, minutes=30), "x-1", None)
+    other, summary = leader.firer._run_of(
+        stale.spec, START + timedelta(hours=1, minutes=30), "x-1", None
+    )
     assert stale.spec.version is not None and stale.state.version is not None
     transaction = build_fire(
-        leader.cluster.layout,
         leader.schedules.paths,
         NAME,
         spec_version=stale.spec.version,
         state=stale.state,
         state_version=stale.state.version,
         leader=leader.fence,
-        run=NewRun("x-1", other),
     )
     with pytest.raises(VersionConflict):
-        leader.cluster.zk.commit(list(transaction.ops), fence=transaction.fence)
+        leader.cluster.jobs.submit(
+            other, summary=summary, fence=transaction.fence, with_ops=transaction.ops
+        )
     assert current_jobs(leader.cluster) == [run_id(NAME, START + timedelta(hours=1))]
+    assert not [f for f in find_lingering(leader.cluster, min_age=0) if f.kind == ORPHAN_PAYLOAD]
+
+
+def test_a_fire_and_a_submission_publish_the_same_handle_for_the_same_definition(
+    leader: Leader,
+) -> None:
+    """Issue 46: one way to make a job. The run a fire made, and the same definition with the
+    same summary submitted to that id again through the job store, have the same payload
+    (byte for byte) and the same handle, but for what names that payload and when it was
+    made (its key, its signature over that key, its creation time)."""
+    create(leader)
+    leader.firer.fire(NAME, leader.fence, at(1))
+    job = run_id(NAME, START + timedelta(hours=1))
+    jobs = leader.cluster.jobs
+    fired = jobs.handles.get_handle(job)
+    definition = jobs.recover(job, lock=False).state
+    payload = leader.cluster.storage.read(jobs.handles.payload_ref(job, fired))
+    extra = {k: v for k, v in fired.summary.items() if k not in definition.summary()}
+    assert set(extra) >= {"schedule", "scheduled"}
+    assert jobs.remove(job)
+    submitted = jobs.submit(definition, summary=extra)
+    assert leader.cluster.storage.read(jobs.handles.payload_ref(job, submitted)) == payload
+
+    def named_apart(handle: Handle) -> dict[str, object]:
+        fields = json.loads(handle.to_bytes())
+        return {k: v for k, v in fields.items() if k not in ("uri", "hmac", "created")}
+
+    assert named_apart(submitted) == named_apart(fired)
+    assert submitted.to_bytes().replace(submitted.uri.encode(), b"U").replace(
+        (submitted.hmac or "").encode(), b"H"
+    ).replace(submitted.created.encode(), b"C") == fired.to_bytes().replace(
+        fired.uri.encode(), b"U"
+    ).replace((fired.hmac or "").encode(), b"H").replace(fired.created.encode(), b"C")
 
 
 def test_a_lost_state_never_makes_a_second_run_of_a_window(leader: Leader) -> None:
@@ -209,6 +246,46 @@ def test_a_job_that_took_a_runs_id_is_not_taken_for_the_run(leader: Leader) -> N
     assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
 
 
+def test_a_run_id_planted_with_the_runs_own_summary_blocks_the_window_visibly(
+    leader: Leader,
+) -> None:
+    """Issue 43: job code creates a future run's id with the summary the run will have (its
+    schedule and window), pointing at a payload it signed with its own key. The fire does not
+    take it for the run: the window is recorded skipped as blocked, saying how to clear it."""
+    create(leader)
+    window = START + timedelta(hours=1)
+    job = run_id(NAME, window)
+    cluster = leader.cluster
+    config = cluster.config
+    assert config.signing_key is not None
+    own = JobKey(
+        config.cluster_id, "planter", derive_job_key(config.signing_key, "default", "planter")
+    )
+    planter = StateStorage(config.storage_url, signer=Signer(job_key=own))
+    forged = JobDefinition.for_function(job, noop)
+    body = cluster.jobs.handles.serializer.dumps(forged)
+    with pytest.raises(UntrustedPayload):  # its own key signs nothing under the run's prefix
+        planter.write(cluster.storage_layout.definitions(job), body, suffix=".pkl")
+    ref = StateStorage(config.storage_url).write(  # unsigned, as a writer without the key
+        cluster.storage_layout.definitions(job), body, suffix=".pkl"
+    )
+    summary = {**forged.summary(), **run_summary(NAME, window)}
+    handle = Handle.for_payload(ref, "planter", summary)
+    cluster.zk.commit(
+        [
+            Create(cluster.layout.job_handle(job), handle.to_bytes()),
+            Create(f"{cluster.layout.job_handle(job)}/locks"),
+        ]
+    )
+    report = leader.firer.fire(NAME, leader.fence, at(1))
+    assert report.fired == []
+    ((skipped_window, reason),) = report.skipped
+    assert skipped_window == window and reason.startswith(f"blocked: the job id {job} is taken")
+    assert "does not verify" in reason and f"zkstore jobs cancel {job}" in reason
+    last = leader.schedules.get(NAME).state.history[-1]
+    assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
+
+
 # -- leadership and crashes -----------------------------------------------------------------------
 
 
@@ -232,7 +309,7 @@ def test_a_deposed_leaders_fire_fails_atomically(signed: StoreConfig) -> None:
         ]
 
 
-@pytest.mark.parametrize("step", ["fire:payload-written", "fire:committed"])
+@pytest.mark.parametrize("step", ["add:payload-written", "fire:committed"])
 def test_a_crash_between_building_and_committing_leaves_one_run_at_most(
     signed: StoreConfig, step: str
 ) -> None:
@@ -257,7 +334,7 @@ def test_a_crash_between_building_and_committing_leaves_one_run_at_most(
         history = after.schedules.get(NAME).state.history
         assert [e.job for e in history if e.outcome == FIRED] == [job]
         orphans = [f.target for f in find_lingering(cluster, min_age=0) if f.kind == ORPHAN_PAYLOAD]
-        if step == "fire:payload-written":
+        if step == "add:payload-written":
             assert report.fired == [(START + timedelta(hours=1), job)]
             assert len(orphans) == 1 and f"/jobs/{job}/definition/" in orphans[0]
         else:

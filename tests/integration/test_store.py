@@ -21,6 +21,7 @@ from zkstore.errors import (
     HandleExists,
     HandleNotFound,
     InvalidName,
+    NewerRecord,
     NotEmpty,
     NotLeader,
     OutcomeUnknown,
@@ -509,11 +510,14 @@ def test_corrupt_truncated_or_missing_payload(
 def test_get_all_reports_corrupt_handles(store: Any, zk: ZooKeeper, path: str) -> None:
     store.add("a", {"v": 1})
     store.add("b", {"v": 2})
-    zk.set(f"{path}/a", b'{"format": 99}')
+    zk.set(f"{path}/a", b'{"format": 0}')
     result = store.get_all()
     assert [e.name for e in result.entries] == ["b"]
     assert [b.name for b in result.broken] == ["a"]
     assert isinstance(result.broken[0].error, CorruptHandle)
+    zk.set(f"{path}/a", b'{"format": 99}')  # a newer protocol's: broken here, but not garbage
+    (broken,) = store.get_all().broken
+    assert isinstance(broken.error, NewerRecord) and not isinstance(broken.error, CorruptHandle)
 
 
 def test_get_all_with_locks_and_many_entries(store: Any, zk: ZooKeeper, path: str) -> None:

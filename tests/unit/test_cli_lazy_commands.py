@@ -7,8 +7,10 @@ from __future__ import annotations
 import click
 from click.testing import CliRunner
 
+import zkstore
 from recovery.cli import joboptions
 from recovery.cli.main import cli
+from zkstore import protocol
 from zkstore.cli.base import LazyGroup
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.states import JobState
@@ -44,10 +46,11 @@ def test_help_lists_every_command_once() -> None:
     assert names == sorted(set(cli.lazy) | {"demo", "zookeeper"})
 
 
-def test_the_version_is_the_package_literal() -> None:
+def test_the_version_is_the_package_literal_with_the_fleet_protocol() -> None:
     result = CliRunner().invoke(cli, ["--version"], prog_name="zkstore")
     assert result.exit_code == 0
-    assert result.stdout == "zkstore, version 0.1.0\n"
+    assert result.stdout == f"zkstore {zkstore.__version__} ({protocol.describe()})\n"
+    assert f"fleet protocol {protocol.PROTOCOL}" in result.stdout
 
 
 def test_submit_shows_the_definitions_default_of_lost_attempts() -> None:

@@ -7,9 +7,17 @@ import json
 import pytest
 
 from zkstore.config import StoreConfig, parse_storage_options
-from zkstore.errors import ConfigError, CorruptHandle, InvalidJobId, SerializationError
+from zkstore.errors import (
+    ConfigError,
+    CorruptHandle,
+    CorruptRecord,
+    InvalidJobId,
+    NewerRecord,
+    SerializationError,
+)
 from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.layout import Layout, validate_job_id
+from zkstore.protocol import PROTOCOL
 
 
 def test_explicit_values_win_over_environment() -> None:
@@ -96,7 +104,7 @@ def test_handle_round_trip_and_size() -> None:
         b"",
         b"\xff\xfe",
         b"[]",
-        b'{"format": 2}',
+        b'{"format": 0}',
         json.dumps(
             {
                 "format": 1,
@@ -144,6 +152,16 @@ def test_handle_round_trip_and_size() -> None:
 def test_garbage_handles_are_refused_with_the_path(data: bytes) -> None:
     with pytest.raises(CorruptHandle, match="/jobs/a"):
         Handle.parse(data, "/jobs/a")
+
+
+def test_a_handle_of_a_newer_format_is_newer_not_garbage() -> None:
+    """A newer protocol's handle is not garbage: NewerRecord (a CorruptRecord, so that every
+    reader that survives garbage survives it), saying it needs a newer daemon."""
+    data = json.dumps({"format": PROTOCOL + 1, "anything": "a newer writer's"}).encode()
+    with pytest.raises(NewerRecord, match=r"/jobs/a.*needs a newer daemon") as raised:
+        Handle.parse(data, "/jobs/a")
+    assert raised.value.protocol == PROTOCOL + 1
+    assert isinstance(raised.value, CorruptRecord) and not isinstance(raised.value, CorruptHandle)
 
 
 def test_oversized_handle_cannot_be_built() -> None:

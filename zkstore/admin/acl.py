@@ -94,8 +94,8 @@ def describe_open(nodes: Sequence[NodeAcl]) -> str:
     more = f" and {len(opened) - 3} more" if len(opened) > 3 else ""
     return (
         f"ZooKeeper ACL lets anyone change this cluster: {shown}{more}; anybody who reaches "
-        "ZooKeeper can submit code to run or erase results. Set ZKSTORE_ZK_AUTH and run "
-        "'zkstore acl apply --yes'"
+        "ZooKeeper, any job's code included, can submit code to run, erase results or write "
+        "another job's records. Set ZKSTORE_ZK_AUTH and run 'zkstore acl apply --yes'"
     )
 
 
@@ -132,11 +132,11 @@ def apply_acl(
     are left alone. A node that vanishes meanwhile is skipped; one we may not administer raises
     :class:`~zkstore.errors.AccessDenied`.
     """
-    wanted = zk.acl
-    if wanted is None:
+    if zk.acl is None:
         raise ConfigError("no credentials configured (ZKSTORE_ZK_AUTH): there is no ACL to apply")
     checked = changed = 0
     for path in walk(zk, layout.base):
+        wanted = zk.acl if zk.acl_policy is None else zk.acl_policy.acl_for(path)
         try:
             acl, stat = zk.get_acls(path)
             differs = sorted(map(repr, acl)) != sorted(map(repr, wanted))
@@ -149,3 +149,36 @@ def apply_acl(
         if on_node is not None:
             on_node(path, differs)
     return ApplyResult(checked, changed)
+
+
+def grant_job(zk: ZooKeeper, layout: Layout, job_id: str) -> int:
+    """Give the nodes of ``job_id`` that were made before per-job identities (a fleet below
+    protocol 3, :mod:`zkstore.identity`) the ACL they get now, so that its driver, with its
+    job's identity, can write its own records there. Returns how many were changed (0 when
+    the job's directory grants the job already: everything since was made with it).
+
+    Idempotent; a node that goes meanwhile is skipped, one changed meanwhile set again.
+    """
+    policy = zk.acl_policy
+    if policy is None:
+        return 0
+    job = policy.job_entry(job_id)
+    top = layout.job_dir(job_id)
+    try:
+        acl, _ = zk.get_acls(top)
+    except HandleNotFound:
+        return 0  # made by the leader's placement, with the policy
+    if any(entry.id == job for entry in acl):
+        return 0
+    changed = 0
+    locks = f"{layout.job_handle(job_id)}/locks"
+    for path in [*walk(zk, top), *walk(zk, locks)]:
+        try:
+            acl, stat = zk.get_acls(path)
+            wanted = policy.acl_for(path)
+            if sorted(map(repr, acl)) != sorted(map(repr, wanted)):
+                zk.set_acls(path, wanted, version=stat.aversion)
+                changed += 1
+        except HandleNotFound:
+            continue
+    return changed

@@ -16,6 +16,7 @@ from typing import Any
 from zkstore.errors import (
     CorruptHandle,
     CorruptRecord,
+    NewerRecord,
     StoreUnavailable,
     UntrustedPayload,
     ZkStoreError,
@@ -46,6 +47,8 @@ class HandleRecord:
     mtime: float
     error: str | None = None
     locks: tuple[str, ...] | None = None
+    #: written at a newer fleet protocol than this code speaks: not damage, left alone
+    newer: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class Inventory:
     quarantine: dict[str, QuarantineEntry] = field(default_factory=dict)
     current_jobs: set[str] = field(default_factory=set)
     record_errors: dict[str, str] = field(default_factory=dict)
+    #: jobs with a handle or record written at a newer fleet protocol: what they reference
+    #: cannot be told here, so nothing of theirs is lingering (a newer zkstore decides)
+    newer_jobs: set[str] = field(default_factory=set)
 
     def referenced_uris(self) -> set[str]:
         """Every payload URI a handle points at, marked and quarantined handles included."""
@@ -110,11 +116,13 @@ def _read_handles(
         if item is None:
             continue  # removed meanwhile
         data, stat = item
-        handle, error = None, None
+        handle, error, newer = None, None, False
         try:
             handle = Handle.from_znode(data, stat, path)
-        except CorruptHandle as exc:
-            error = str(exc)
+        except CorruptRecord as exc:  # CorruptHandle, or NewerRecord
+            error, newer = str(exc), isinstance(exc, NewerRecord)
+        if newer:
+            inventory.newer_jobs.add(job)
         inventory.handles.append(
             HandleRecord(
                 path=path,
@@ -127,6 +135,7 @@ def _read_handles(
                 mtime=stat.mtime / 1000.0,
                 error=error,
                 locks=tuple(locks[i]) if locks is not None else None,
+                newer=newer,
             )
         )
 
@@ -166,6 +175,8 @@ def _read_records(
             inventory.results[job] = JobResult.from_znode(item[0], item[1], path)
         except CorruptRecord as exc:
             inventory.record_errors[path] = str(exc)
+            if isinstance(exc, NewerRecord):
+                inventory.newer_jobs.add(job)
     quarantine_items = zk.get_many([f"{layout.quarantine}/{j}" for j in quarantined])
     for job, item in zip(quarantined, quarantine_items, strict=True):
         if item is None:
@@ -175,6 +186,8 @@ def _read_records(
             entry = QuarantineEntry.from_znode(item[0], item[1], path)
         except CorruptRecord as exc:
             inventory.record_errors[path] = str(exc)
+            if isinstance(exc, NewerRecord):
+                inventory.newer_jobs.add(job)
             continue
         inventory.quarantine[job] = entry
         copy = _quarantined_handle(entry, path)

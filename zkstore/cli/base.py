@@ -4,7 +4,8 @@ Exit codes are decided once, from the class of the error (see :mod:`zkstore.erro
 1 the operation failed; 2 usage error (bad flags, bad configuration, invalid job id); 4 no such
 job; 5 conflict or wrong state (exists already, finished, quarantined, changed meanwhile);
 6 ZooKeeper or storage unavailable; 7 a wait timed out; 8 ZooKeeper denied access (credentials
-or ACL). Failures print one line on stderr, never a traceback (``-vv`` logs it).
+or ACL); 9 the fleet's protocol does not allow it (a daemon too old, an upgrade not finalized).
+Failures print one line on stderr, never a traceback (``-vv`` logs it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 import click
 
-from zkstore import __version__
+from zkstore import __version__, protocol
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 from zkstore.secrecy import read_secret_file
@@ -317,7 +318,12 @@ class LazyGroup(ZkStoreGroup):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="more logging on stderr (-vv for everything)")
-@click.version_option(__version__, package_name="zkstore", prog_name="zkstore")
+@click.version_option(
+    __version__,
+    package_name="zkstore",
+    prog_name="zkstore",
+    message=f"%(prog)s %(version)s ({protocol.describe()})",
+)
 def cli(verbose: int) -> None:
     """zkstore: a high-availability job store and recovery runtime for PySpark.
 
@@ -339,6 +345,11 @@ for _name, _module, _help in (
         "control",
         "zkstore.cli.control",
         "Change a running job (ctx.config in the job) and see what it applied.",
+    ),
+    (
+        "fleet",
+        "zkstore.cli.fleet",
+        "The fleet's protocol: which daemons run which release, and finalizing an upgrade.",
     ),
     (
         "handles",

@@ -102,8 +102,9 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     States: SUBMITTED, PENDING, STARTING, RUNNING, PAUSED (blocked at a pause point by
     zkstore control pause), ENDED (its attempt's outcome recorded, not yet acted on by the
     leader), RESTARTING (waiting for the next attempt), CLEANING (finished, cleanup in
-    progress), QUARANTINED, STOPPING and STOPPED (zkstore jobs stop), and the outcomes
-    SUCCEEDED, FAILED, CANCELLED (shown with --all).
+    progress), QUARANTINED, STOPPING and STOPPED (zkstore jobs stop), NEEDS_UPGRADE (a
+    record written by a newer zkstore: left alone until a newer daemon acts on it), and the
+    outcomes SUCCEEDED, FAILED, CANCELLED (shown with --all).
     """
     from zkstore.jobs.snapshot import read_listing, read_snapshots
     from zkstore.service.jobs import describe

@@ -7,12 +7,15 @@ quarantine, checkpoint and artifact stores, all sharing one instance id.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from zkstore.artifacts import ArtifactSpace
 from zkstore.closing import Closeable
+from zkstore.cluster import fleet
 from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
+from zkstore.errors import HandleExists
 from zkstore.jobs.artifacts import ArtifactStore
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.jobs.claims import ArtifactClaims
@@ -22,6 +25,7 @@ from zkstore.jobs.quarantine import QuarantineStore
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.state import JobStateStore
 from zkstore.layout import Layout, StorageLayout
+from zkstore.ops import Create
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
@@ -91,10 +95,23 @@ class Cluster(Closeable):
             self.zk.start()
         if ensure_layout:
             paths = list(self.layout.base_paths())
-            for path, stat in zip(paths, self.zk.exists_many(paths), strict=True):
-                if stat is None:
-                    self.zk.ensure_path(path)
+            missing = [
+                p for p, stat in zip(paths, self.zk.exists_many(paths), strict=True) if not stat
+            ]
+            if self.layout.current_jobs in missing:
+                self._make_new_cluster()
+            for path in missing:
+                self.zk.ensure_path(path)
         return self
+
+    def _make_new_cluster(self) -> None:
+        """A cluster without ``currentJobs`` is new: make it with its fleet record at this
+        code's protocol, in one transaction (nothing older can have written anything in it).
+        Another process making it at the same moment wins; so does an existing record."""
+        self.zk.ensure_path(self.layout.base)
+        # made meanwhile (or a fleet record without currentJobs): the rest is ensured after
+        with contextlib.suppress(HandleExists):
+            self.zk.commit([Create(self.layout.current_jobs), *fleet.new_cluster_ops(self.layout)])
 
     def step(self, name: str) -> None:
         """Between two steps of a multi-step write: tests inject crashes here."""

@@ -7,10 +7,12 @@ host can run it. The whole definition is one payload, verified (size, sha256, HM
 unpickled; the handle carries a small summary (name, kind, entry, submitted, max_attempts,
 python, files) so that listing jobs never reads or unpickles a payload.
 
-A function job's function and arguments are cloudpickled on their own (``code``) inside the
-definition: they may refer to the job's shipped modules, so the driver unpickles them only after
-it has put those modules on its path (:meth:`JobDefinition.load_function`). They come from the
-same verified payload.
+A function job's function and arguments are cloudpickled on their own inside the definition:
+they may refer to the job's shipped modules, so the driver unpickles them only after it has put
+those modules on its path (:meth:`JobDefinition.load_function`). They come from the same verified
+payload. From fleet protocol 2 on the function (``code``) and its arguments (``arguments``) are
+two pickles, so that new code can take a job's arguments over without anybody but the driver
+unpickling them (``zkstore jobs resume --definition``); before, ``code`` held both.
 """
 
 from __future__ import annotations
@@ -98,6 +100,9 @@ class JobDefinition:
     filename: str | None = None
     code: bytes | None = field(default=None, repr=False)
     function_name: str | None = None
+    #: a function job's arguments, pickled apart from its function (fleet protocol 2); None:
+    #: ``code`` holds both, as ``(function, args)``
+    arguments: bytes | None = field(default=None, repr=False)
     files: tuple[ShippedFile, ...] = ()
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     max_attempts: int = 3
@@ -120,14 +125,7 @@ class JobDefinition:
             raise ConfigError(f"job name must be 1-{MAX_NAME_CHARS} characters")
         if not self.name.isprintable():
             raise ConfigError("job name must be printable")
-        if self.kind == SCRIPT:
-            if not isinstance(self.source, str) or self.code is not None:
-                raise ConfigError("a script job needs its source and no function")
-        elif self.kind == FUNCTION:
-            if not isinstance(self.code, bytes) or self.source is not None:
-                raise ConfigError("a function job needs its pickled function and no source")
-        else:
-            raise ConfigError(f"unknown job kind {self.kind!r}")
+        self._check_kind()
         if (
             not isinstance(self.max_attempts, int)
             or not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT
@@ -144,6 +142,20 @@ class JobDefinition:
         if len(_labels(self.require)) > MAX_REQUIRE_CHARS:
             raise ConfigError(f"the requirements take more than {MAX_REQUIRE_CHARS} characters")
         _check_unique([f.name for f in self.files])
+
+    def _check_kind(self) -> None:
+        if self.kind == SCRIPT:
+            if not isinstance(self.source, str) or self.code is not None:
+                raise ConfigError("a script job needs its source and no function")
+            if self.arguments is not None:
+                raise ConfigError("a script job's arguments are text, in args")
+        elif self.kind == FUNCTION:
+            if not isinstance(self.code, bytes) or self.source is not None:
+                raise ConfigError("a function job needs its pickled function and no source")
+            if self.arguments is not None and not isinstance(self.arguments, bytes):
+                raise ConfigError("a function job's arguments are pickled bytes")
+        else:
+            raise ConfigError(f"unknown job kind {self.kind!r}")
 
     @classmethod
     def for_script(
@@ -175,13 +187,34 @@ class JobDefinition:
         *,
         args: Sequence[Any] = (),
         name: str | None = None,
+        apart: bool = True,
+        kept: JobDefinition | None = None,
         **options: Unpack[JobOptions],
     ) -> JobDefinition:
         """``function(ctx, *args)``; both are cloudpickled now (:class:`SerializationError` if
-        they cannot be), by value for code that cloudpickle was told to ship by value."""
+        they cannot be), by value for code that cloudpickle was told to ship by value. With
+        ``apart`` (fleet protocol 2) the arguments are a pickle of their own; without, one
+        pickle holds both, as every release reads. ``kept``: the job whose arguments (pickled
+        apart) the new code takes over, never unpickled here; ``args`` are then ignored."""
         function_name = str(getattr(function, "__name__", "function"))
+        arguments: bytes | None = None
         try:
-            code = cloudpickle.dumps((function, tuple(args)), protocol=pickle.DEFAULT_PROTOCOL)
+            if kept is not None:
+                if kept.arguments is None:
+                    raise ConfigError(
+                        f"job {kept.job_id}'s arguments travel inside its old code (it was "
+                        "submitted before fleet protocol 2), which only its driver unpickles: "
+                        "give them again after --"
+                    )
+                code = cloudpickle.dumps(function, protocol=pickle.DEFAULT_PROTOCOL)
+                arguments, args_shown = kept.arguments, kept.args_shown
+            elif apart:
+                code = cloudpickle.dumps(function, protocol=pickle.DEFAULT_PROTOCOL)
+                arguments = cloudpickle.dumps(tuple(args), protocol=pickle.DEFAULT_PROTOCOL)
+                args_shown = args_text(args, script=False)
+            else:
+                code = cloudpickle.dumps((function, tuple(args)), protocol=pickle.DEFAULT_PROTOCOL)
+                args_shown = args_text(args, script=False)
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
             raise SerializationError(f"cannot serialize function {function_name}: {exc}") from exc
         return cls(
@@ -189,9 +222,10 @@ class JobDefinition:
             name=name if name is not None else function_name,
             kind=FUNCTION,
             code=code,
+            arguments=arguments,
             function_name=function_name,
             filename=getattr(getattr(function, "__code__", None), "co_filename", None),
-            args_shown=args_text(args, script=False),
+            args_shown=args_shown,
             **_run_fields(options),
         )
 
@@ -205,7 +239,10 @@ class JobDefinition:
                 f"job {self.job_id} has no pickled code: written by an older zkstore; resubmit it"
             )
         try:
-            function, args = pickle.loads(self.code)
+            if self.arguments is None:
+                function, args = pickle.loads(self.code)
+            else:
+                function, args = pickle.loads(self.code), pickle.loads(self.arguments)
         # Unpickling imports the modules the function refers to: any error means "this
         # environment cannot load it" (a module neither shipped nor installed, most often).
         except Exception as exc:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import IncompatiblePayload, JobFinished, JobQuarantined
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.sealed import DefinitionSerializer
 from zkstore.layout import Layout, StorageLayout, validate_job_id
-from zkstore.ops import Fence
-from zkstore.serializers import PickleSerializer
+from zkstore.ops import Fence, Op
 from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.watch import NodeWatch, WatchedValue
@@ -49,7 +49,7 @@ class JobGraphStore:
             zk,
             layout.current_jobs,
             storage,
-            PickleSerializer(),
+            DefinitionSerializer(),
             payload_prefix=storage_layout.definitions,
             instance_id=instance_id,
             on_step=on_step,
@@ -62,15 +62,21 @@ class JobGraphStore:
         fence: Fence | None = None,
         keep_lock: bool = False,
         summary: Mapping[str, SummaryValue] | None = None,
+        with_ops: Sequence[Op] = (),
     ) -> Handle:
-        """Store a new job; durable once this returns. ``summary`` adds fields to the handle's
-        summary (``after``, the submission's fingerprint).
+        """Store a new job; durable once this returns. The one way a job is made: a client's
+        submission and a schedule's fire both come here. ``summary`` adds fields to the
+        handle's summary (``after``, the submission's fingerprint, a run's schedule and window);
+        ``with_ops`` are committed in the same transaction, under ``fence`` too (a schedule's
+        state, the previous run's cancel).
 
-        Raises :class:`HandleExists` if the job id is in use, :class:`JobFinished` if it
-        already has a result, :class:`JobQuarantined` if it is in quarantine. Unless
-        ``keep_lock``, the job is published without this instance's lock (taking one only to
-        drop it would be two more writes), so that a long-lived client never blocks the job's
-        cleanup.
+        Raises :class:`HandleExists` if the job id is in use (or an op of ``with_ops`` meets a
+        node that exists: its ``path`` says which), :class:`JobFinished` if it already has a
+        result, :class:`JobQuarantined` if it is in quarantine, ``fence``'s error, or what an
+        op of ``with_ops`` raises. Unless ``keep_lock``, the job is published without this
+        instance's lock (taking one only to drop it would be two more writes), so that a
+        long-lived client never blocks the job's cleanup. A crash at any line leaves the job
+        published with its payload, or an orphan payload (invariant 1).
         """
         job_id = definition.job_id
         not_quarantined = Fence.absent(
@@ -78,14 +84,14 @@ class JobGraphStore:
             error=JobQuarantined,
             description=f"job {job_id} is in quarantine",
         )
-        handle = self.handles.add(
+        return self.handles.add(
             job_id,
             definition,
             summary={**definition.summary(), **(summary or {})},
-            fence=self.not_finished(job_id) + not_quarantined + fence,
+            fence=(fence or Fence()) + self.not_finished(job_id) + not_quarantined,
             lock=keep_lock,
+            with_ops=with_ops,
         )
-        return handle
 
     def not_finished(self, job_id: str) -> Fence:
         """A fence that fails with :class:`JobFinished` while the job has a result (kept for

@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
+from zkstore import protocol
 from zkstore.errors import CorruptHandle, CorruptRecord
 from zkstore.handle import Handle, ZnodeStatLike
 from zkstore.jobs.states import (
@@ -99,7 +100,12 @@ class Record:
         """Parse strictly (see :mod:`zkstore.strict`); anything else raises
         :class:`~zkstore.errors.CorruptRecord` naming ``path``."""
         try:
-            values = cls._values(load_object(data, max_bytes=cls.max_bytes))
+            raw = load_object(data, max_bytes=cls.max_bytes)
+        except ValueError as exc:
+            raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({exc})") from None
+        protocol.check_record(raw, path)  # a newer writer's record: not garbage
+        try:
+            values = cls._values(raw)
         except ValueError as exc:
             raise CorruptRecord(f"{path}: not a valid {cls.__name__} record ({exc})") from None
         record = cls(version=stat.version if stat is not None else None, **values)
@@ -358,11 +364,27 @@ class MemberInfo(Record):
     #: the daemon process's start time and boot (see :class:`RunningInfo`)
     start_ticks: int | None = None
     boot_id: str | None = None
+    #: the fleet protocols the daemon serves (:mod:`zkstore.protocol`) and its release; a
+    #: record without them is a daemon older than the fleet protocol: protocol 1
+    speaks: int | None = None
+    serves_from: int | None = None
+    release: str | None = None
 
-    optional = frozenset({"labels", "start_ticks", "boot_id"})
+    optional = frozenset({"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release"})
     wide = frozenset({"start_ticks"})  # see RunningInfo
     times = frozenset({"started"})
+    #: (not stored as ``protocol``: that field marks a record written at a newer protocol)
     stored = {"daemon_id": "member_id"}
+
+    @property
+    def protocol(self) -> int:
+        """The newest fleet protocol this daemon speaks (1 for a daemon older than them)."""
+        return self.speaks if self.speaks is not None else 1
+
+    @property
+    def min_protocol(self) -> int:
+        """The oldest fleet protocol this daemon can serve."""
+        return self.serves_from if self.serves_from is not None else 1
 
     @classmethod
     def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:

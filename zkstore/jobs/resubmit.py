@@ -73,7 +73,8 @@ def fingerprint(
         pickled = pickle.dumps(tuple(args or ()), protocol=4)
         what = {"module": source, "args": hashlib.sha256(pickled).hexdigest()}
     else:
-        what = {"pickled": hashlib.sha256(definition.code or b"").hexdigest()}
+        pickled = (definition.code or b"") + (definition.arguments or b"")
+        what = {"pickled": hashlib.sha256(pickled).hexdigest()}
     code = _digest(
         {"kind": definition.kind, "function": definition.function_name, "files": files, **what}
     )

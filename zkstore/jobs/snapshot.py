@@ -21,7 +21,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from zkstore.errors import CorruptRecord, InvalidJobId, JobFinished, JobNotFound, JobQuarantined
+from zkstore.errors import (
+    CorruptRecord,
+    InvalidJobId,
+    JobFinished,
+    JobNotFound,
+    JobQuarantined,
+    NewerRecord,
+)
 from zkstore.handle import Handle
 from zkstore.jobs.control.records import ControlAck
 from zkstore.jobs.records import (
@@ -38,6 +45,7 @@ from zkstore.jobs.states import (
     CLEAN,
     CLEANING,
     ENDED,
+    NEEDS_UPGRADE,
     PAUSED,
     QUARANTINED,
     RUNNING,
@@ -88,6 +96,13 @@ class JobSnapshot:
     #: or with a progress timeout only)
     newest_checkpoint: Handle | None = None
     errors: dict[str, str] = field(default_factory=dict)
+    #: the records (keys of ``errors``) written at a newer fleet protocol than this code's:
+    #: the job is left alone, shown as needing a newer daemon
+    newer: frozenset[str] = frozenset()
+
+    @property
+    def needs_newer_daemon(self) -> bool:
+        return bool(self.newer)
 
     @property
     def in_current_jobs(self) -> bool:
@@ -149,6 +164,8 @@ class JobSnapshot:
     @property
     def state(self) -> str:
         """One word for people: the result, QUARANTINED, RUNNING, or the leader's status."""
+        if self.newer:
+            return NEEDS_UPGRADE
         if self.result is not None:
             return self.result.outcome if self.result.state == CLEAN else CLEANING
         if self.quarantined:
@@ -215,13 +232,24 @@ class JobSnapshot:
         return self.result.attempts if self.result is not None else None
 
 
-def _parse(record: type[R], found: Any, path: str, errors: dict[str, str], key: str) -> R | None:
+def _parse(
+    record: type[R],
+    found: Any,
+    path: str,
+    errors: dict[str, str],
+    key: str,
+    newer: set[str] | None = None,
+) -> R | None:
+    """``found`` parsed as ``record``, or None (absent, or unreadable: then ``errors[key]``
+    says why, and ``newer`` gets ``key`` if it was written at a newer fleet protocol)."""
     if found is None:
         return None
     try:
         parsed = record.from_znode(found[0], found[1], path)
     except CorruptRecord as exc:
         errors[key] = str(exc)
+        if isinstance(exc, NewerRecord) and newer is not None:
+            newer.add(key)
         return None
     owner = getattr(parsed, "job_id", None)
     if owner is not None and owner != path.rsplit("/", 1)[1]:
@@ -445,35 +473,29 @@ def _read_lifecycle(
 
 def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot:
     errors: dict[str, str] = {}
-    handle = None
+    newer: set[str] = set()
     marked = False
     if items["handle"] is not None:
         marked = is_marked(items["handle"][1])
-        try:
-            data, stat = items["handle"]
-            handle = Handle.from_znode(data, stat, layout.job_handle(job_id))
-        except CorruptRecord as exc:
-            errors["handle"] = str(exc)
     session = items["running"][1].ephemeralOwner if items["running"] is not None else None
+
+    def parse(record: type[R], key: str, path: str) -> R | None:
+        return _parse(record, items[key], path, errors, key, newer)
+
     return JobSnapshot(
         job_id=job_id,
-        handle=handle,
+        handle=parse(Handle, "handle", layout.job_handle(job_id)),  # type: ignore[type-var]
         marked=marked,
-        status=_parse(JobStatus, items["status"], layout.status(job_id), errors, "status"),
-        running=_parse(RunningInfo, items["running"], layout.running(job_id), errors, "running"),
+        status=parse(JobStatus, "status", layout.status(job_id)),
+        running=parse(RunningInfo, "running", layout.running(job_id)),
         running_session=session,
-        outcome=_parse(Outcome, items["outcome"], layout.outcome(job_id), errors, "outcome"),
-        cancel=_parse(CancelRequest, items["cancel"], layout.cancel(job_id), errors, "cancel"),
-        stop=_parse(StopRequest, items["stop"], layout.stop(job_id), errors, "stop"),
-        result=_parse(JobResult, items["result"], layout.result(job_id), errors, "result"),
-        quarantine=_parse(
-            QuarantineEntry,
-            items["quarantine"],
-            layout.quarantine_entry(job_id),
-            errors,
-            "quarantine",
-        ),
+        outcome=parse(Outcome, "outcome", layout.outcome(job_id)),
+        cancel=parse(CancelRequest, "cancel", layout.cancel(job_id)),
+        stop=parse(StopRequest, "stop", layout.stop(job_id)),
+        result=parse(JobResult, "result", layout.result(job_id)),
+        quarantine=parse(QuarantineEntry, "quarantine", layout.quarantine_entry(job_id)),
         errors=errors,
+        newer=frozenset(newer),
     )
 
 

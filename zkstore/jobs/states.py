@@ -18,6 +18,9 @@ A job's state, as ``jobs list`` and the API show it, is derived from all of its 
     STOPPING      a stop was asked (``zkstore jobs stop``); its attempt is being ended
     STOPPED       the job was stopped and holds no slot: not finished (no result), its
                   checkpoints kept; ``zkstore jobs resume`` starts its next attempt
+    NEEDS_UPGRADE a record of the job was written at a newer fleet protocol than this reader
+                  speaks: left alone (never quarantined), until a newer daemon acts on it
+                  (shown only: never written)
 
 How the leader ended an attempt (the ``end`` request, and ``status.ended`` afterwards):
 
@@ -58,6 +61,7 @@ class JobState(StrEnum):
     STOPPED = "STOPPED"
     TIMED_OUT = "TIMED_OUT"
     STUCK = "STUCK"
+    NEEDS_UPGRADE = "NEEDS_UPGRADE"
 
 
 class ResultState(StrEnum):
@@ -128,6 +132,7 @@ STOPPING = JobState.STOPPING
 STOPPED = JobState.STOPPED
 TIMED_OUT = JobState.TIMED_OUT
 STUCK = JobState.STUCK
+NEEDS_UPGRADE = JobState.NEEDS_UPGRADE
 
 #: What the leader writes in a job's ``status``. STOPPED is read as garbage (the job
 #: quarantined) by daemons older than it: upgrade every daemon before the first stop.

@@ -27,7 +27,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.ops import Check, Fence, Guard, absent
 
 #: What the new code brings when a definition is replaced: everything that says what runs.
-CODE_FIELDS = ("kind", "args", "source", "filename", "code", "function_name", "files")
+CODE_FIELDS = ("kind", "args", "source", "filename", "code", "arguments", "function_name", "files")
 #: What may be changed besides the code (the options of ``submit`` a definition holds).
 OPTION_FIELDS = ("spark_conf", "max_attempts", "max_lost_attempts", "require")
 

@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 
 from zkstore.cluster import Cluster
 from zkstore.errors import (
+    ForeignPython,
     HandleExists,
     HandleNotFound,
-    IncompatiblePayload,
     JobFinished,
     JobQuarantined,
     OutcomeUnknown,
@@ -37,7 +37,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import Handle, SummaryValue
+from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.dependencies import (
     AFTER,
@@ -47,9 +47,10 @@ from zkstore.jobs.dependencies import (
     format_after,
     parse_summary,
 )
+from zkstore.jobs.graph import JobGraphStore
 from zkstore.jobs.records import CancelRequest
 from zkstore.jobs.stored import stored_summary
-from zkstore.layout import Layout, StorageLayout
+from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, Op
 from zkstore.retry import RACES, TryAgain
 from zkstore.schedules.due import (
@@ -74,9 +75,7 @@ from zkstore.schedules.records import (
 from zkstore.schedules.runs import AFTER_SCHEDULE, is_run_of, run_id, run_summary
 from zkstore.schedules.store import ScheduleStore, commit_settled
 from zkstore.schedules.timing import format_time
-from zkstore.schedules.transaction import NewRun, Transaction, build_fire
-from zkstore.serializers import PickleSerializer
-from zkstore.storage import StateStorage
+from zkstore.schedules.transaction import Transaction, build_fire
 from zkstore.store import is_marked
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
@@ -118,34 +117,21 @@ class Firer:
         self,
         zk: ZooKeeper,
         layout: Layout,
-        storage: StateStorage,
-        storage_layout: StorageLayout,
+        jobs: JobGraphStore,
         schedules: ScheduleStore,
         *,
-        instance_id: str,
         on_step: Callable[[str], None] | None = None,
     ) -> None:
         self.zk = zk
         self.layout = layout
-        self.storage = storage
-        self.storage_layout = storage_layout
+        self.jobs = jobs
         self.schedules = schedules
-        self.instance_id = instance_id
         self._on_step = on_step
-        self._serializer: PickleSerializer[JobDefinition] = PickleSerializer()
         self._definitions: dict[str, tuple[str, JobDefinition]] = {}
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, schedules: ScheduleStore) -> Firer:
-        return cls(
-            cluster.zk,
-            cluster.layout,
-            cluster.storage,
-            cluster.storage_layout,
-            schedules,
-            instance_id=cluster.instance_id,
-            on_step=cluster.step,
-        )
+        return cls(cluster.zk, cluster.layout, cluster.jobs, schedules, on_step=cluster.step)
 
     def _step(self, name: str) -> None:
         if self._on_step is not None:
@@ -208,33 +194,30 @@ class Firer:
             assert admission.reason is not None
             return self._skip(context, state, before, window, admission.reason)
         try:
-            handle = self._write_run(spec, window, job, admission.replace)
-        except IncompatiblePayload:
+            definition, summary = self._run_of(spec, window, job, admission.replace)
+        except ForeignPython:
             raise  # written by another Python: a leader that can read it will fire the window
         except PayloadError as exc:  # damaged for good: every window would fail the same way
             reason = f"the schedule's definition cannot be read: {exc}"
             logger.error("schedule %s: window %s not fired: %s", spec.name, window, reason)
             return self._skip(context, state, before, window, reason)
-        self._step("fire:payload-written")
         new = state.recording((*before, fired(window, job)), context.now)
-        run = NewRun(job, handle, self._cancel_ops(admission.replace, spec.name, job, window))
-        transaction = self._transaction(context, state, new, run)
-        try:
-            commit_settled(
-                self.zk,
-                list(transaction.ops),
-                fence=transaction.fence,
-                applied=lambda: self._published(job, handle.uri),
+        cancel = self._cancel_ops(admission.replace, spec.name, job, window)
+        recorded = self._transaction(context, state, new)
+        try:  # the one way a job is made (invariant 1, the publish's fences), with the window
+            self.jobs.submit(
+                definition,
+                summary=summary,
+                fence=recorded.fence,
+                with_ops=(*recorded.ops, *cancel),
             )
         except OutcomeUnknown:
             raise  # the handle may be published: its payload is kept
         except (HandleExists, JobFinished, JobQuarantined) as exc:
-            self.storage.discard(handle.uri)
             if isinstance(exc, HandleExists) and exc.path != self.layout.job_handle(job):
                 raise TryAgain(f"the previous run's cancel changed meanwhile: {exc}") from exc
             return self._taken(context, state, before, window)
         except ZkStoreError as exc:
-            self.storage.discard(handle.uri)
             _conflict(exc)
             raise
         self._step("fire:committed")
@@ -245,23 +228,17 @@ class Firer:
         return new.with_version(state.version + 1)
 
     def _transaction(
-        self,
-        context: _Round,
-        state: ScheduleState,
-        new: ScheduleState,
-        run: NewRun | None = None,
+        self, context: _Round, state: ScheduleState, new: ScheduleState
     ) -> Transaction:
         spec = context.spec
         assert spec.version is not None and state.version is not None
         return build_fire(
-            self.layout,
             self.schedules.paths,
             spec.name,
             spec_version=spec.version,
             state=new,
             state_version=state.version,
             leader=context.leader,
-            run=run,
         )
 
     def _record(
@@ -310,12 +287,45 @@ class Firer:
         name = context.spec.name
         job = run_id(name, window)
         summary = self._summary_of(job)
-        if summary is None or not is_run_of(summary, name, window):
-            reason = f"the job id {job} is taken by a job that is not this schedule's run"
+        problem = (
+            "its summary names another schedule or window"
+            if summary is None or not is_run_of(summary, name, window)
+            else self._not_a_copy(context.spec, job)
+        )
+        if problem is not None:
+            reason = (
+                f"blocked: the job id {job} is taken by a job that is not this schedule's run "
+                f"({problem}); remove it (zkstore jobs cancel {job}, or zkstore quarantine "
+                f"purge {job} --yes, then zkstore jobs forget {job}) and a later window fires"
+            )
+            logger.error("schedule %s: window %s: %s", name, window, reason)
             return self._skip(context, state, before, window, reason)
         logger.warning("schedule %s: its run %s of %s exists already", name, job, window)
         context.report.fired.append((window, job))
         return self._record(context, state, (*before, fired(window, job)))
+
+    def _not_a_copy(self, spec: ScheduleSpec, job: str) -> str | None:
+        """Why the live job ``job`` is not this schedule's run, or None if it is: its payload
+        verifies as the job's (its prefix, size, sha256 and signature, which only a holder of
+        the cluster key can make for that id) and holds the schedule's code. A job's code
+        that planted the id (its own key signs nothing of another id) is not taken for the
+        run. A finished or quarantined run is judged by its summary (the leader's records)."""
+        try:
+            handle = self.jobs.handles.get_handle(job)
+        except HandleNotFound:
+            return None  # finished or quarantined: its summary said it is the run
+        try:
+            found = self.jobs.verify_definition(job, handle)
+        except PayloadError as exc:
+            return f"its definition does not verify: {exc}"
+        mine = self._definition(spec)
+        if (found.code, found.source, found.function_name) != (
+            mine.code,
+            mine.source,
+            mine.function_name,
+        ):
+            return "its code is not the schedule's"
+        return None
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -342,15 +352,6 @@ class Firer:
             return PreviousRun(job, live=True, state="not ended yet")
         return PreviousRun(job, live=False, state="gone")
 
-    def _published(self, job: str, uri: str) -> bool:
-        found = self.zk.get_if_exists(self.layout.job_handle(job))
-        if found is None:
-            return False
-        try:
-            return Handle.from_znode(found[0], found[1], "").uri == uri
-        except ZkStoreError:
-            return False
-
     def _state_version(self, name: str) -> int | None:
         stat = self.zk.exists(self.schedules.paths.state(name))
         return None if stat is None else int(stat.version)
@@ -367,25 +368,19 @@ class Firer:
             self._definitions[spec.name] = cached
         return cached[1]
 
-    def _write_run(
+    def _run_of(
         self, spec: ScheduleSpec, window: datetime, job: str, replaced: str | None
-    ) -> Handle:
-        """Write the run's copy of the definition (under the run's prefix, signed with its
-        key); the handle that will publish it."""
+    ) -> tuple[JobDefinition, dict[str, SummaryValue]]:
+        """The run's copy of the definition (its own id and submission time; published under
+        the run's prefix, signed with its key, by the job store) and what its summary adds: its
+        schedule and window, what it waits for."""
         copy = replace(self._definition(spec), job_id=job, submitted=utc_now())
-        summary: dict[str, SummaryValue] = {**copy.summary(), **run_summary(spec.name, window)}
+        summary: dict[str, SummaryValue] = dict(run_summary(spec.name, window))
         if spec.after_schedule is not None:
             summary[AFTER_SCHEDULE] = spec.after_schedule
         if replaced is not None:
             summary[AFTER] = format_after(self._replacing(replaced))
-        ref = self.storage.write(
-            self.storage_layout.definitions(job), self._serializer.dumps(copy), suffix=".pkl"
-        )
-        try:
-            return Handle.for_payload(ref, self.instance_id, summary)
-        except ZkStoreError:
-            self.storage.discard(ref.uri)
-            raise
+        return copy, summary
 
     def _replacing(self, previous: str) -> list[Dependency]:
         """What a ``replace`` run waits for: the previous run to end, and whatever that run

@@ -42,13 +42,13 @@ from zkstore.errors import (
 )
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.sealed import DefinitionSerializer
 from zkstore.ops import Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain, within
 from zkstore.schedules.keys import ScheduleSigner
 from zkstore.schedules.records import SchedulePaths, ScheduleSpec, ScheduleState
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.timing import format_time
-from zkstore.serializers import PickleSerializer
 from zkstore.storage import StateStorage
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
@@ -95,7 +95,7 @@ class ScheduleStore:
         self.storage = storage
         self.instance_id = instance_id or new_instance_id()
         self._on_step = on_step
-        self._serializer: PickleSerializer[JobDefinition] = PickleSerializer()
+        self._serializer = DefinitionSerializer()
 
     @classmethod
     def for_config(

@@ -61,6 +61,9 @@ def job_error(job: JobSnapshot) -> str | None:
     A job whose next attempt is starting or running has no error: the earlier attempt's is its
     ``last_error`` (and ``jobs show`` says how that attempt ended), not the job's.
     """
+    if job.newer:  # NEEDS_UPGRADE: what this reader cannot read, not an error of the job
+        first = sorted(job.newer)[0]
+        return f"needs a newer daemon: {job.errors.get(first, first)}"
     if job.result is not None:
         return job.result.error if job.result.outcome != SUCCEEDED else None
     ended = job.attempt_outcome

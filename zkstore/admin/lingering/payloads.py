@@ -35,6 +35,8 @@ class OrphanPayload(Kind):
                 continue
             key = cluster.storage.key_of(item.uri)
             job = _job_of(key) or "?"
+            if job in inventory.newer_jobs:
+                continue  # what its newer records reference is a newer zkstore's to tell
             record = job_record_dir(key)
             if record is not None and owned(inventory, job):
                 continue  # the living job's own record (its cleanup removes it)
@@ -82,7 +84,7 @@ class DanglingHandle(Kind):
         suspects = [
             (record, damage)
             for record in look.inventory.handles
-            if not record.marked and record.kind in (JOB, CHECKPOINT)
+            if not record.marked and not record.newer and record.kind in (JOB, CHECKPOINT)
             if (damage := _damage(cluster, record, objects)) is not None
         ]
         if not suspects:
