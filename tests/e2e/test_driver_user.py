@@ -44,7 +44,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def base() -> Iterator[Path]:
     """Outside pytest's directory (private to root): the drivers pass through it."""
-    place = shared_directory("zkstore-drivers-")
+    place = shared_directory("zkstore-driver-users-")
     for where in ("out", "out/spark", "out/pool"):  # what jobs of every user saw
         (place / where).mkdir()
         (place / where).chmod(0o1777)
