@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pwd
 import re
 import socket
 import sys
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.secrecy import read_secret_file
 
 DEFAULT_SPARK_MASTER = "local[2]"
 #: Where a daemon serves HTTP unless told otherwise: loopback only, so nothing is exposed by
@@ -63,16 +65,60 @@ def parse_http_address(value: str) -> HttpAddress | None:
     return HttpAddress(match.group("host").strip("[]"), int(match.group("port")))
 
 
+#: The option that names a file holding each token instead of its variable.
+TOKEN_FILE_OPTIONS = {API_TOKEN_ENV: "--api-token-file", READ_TOKEN_ENV: "--api-read-token-file"}
+
+
 def api_token_from_env(
-    environ: Mapping[str, str] | None = None, *, variable: str = API_TOKEN_ENV
+    environ: Mapping[str, str] | None = None,
+    *,
+    variable: str = API_TOKEN_ENV,
+    file: str | None = None,
 ) -> str | None:
     """The API token in ``variable`` (the change token by default; :data:`READ_TOKEN_ENV` for
-    the read token), or None if unset; a token too short to be safe is refused (and never
-    shown: the message names the variable, not its value)."""
-    token = (os.environ if environ is None else environ).get(variable) or None
+    the read token), or in ``file`` if one is given (its option,
+    :data:`TOKEN_FILE_OPTIONS`, wins over the variable), or None if unset; a token too short to
+    be safe is refused (and never shown: the message names where it came from, not its value)."""
+    if file is not None:
+        source = f"{TOKEN_FILE_OPTIONS[variable]} {file}"
+        token: str | None = read_secret_file(file, TOKEN_FILE_OPTIONS[variable])
+    else:
+        source, token = variable, (os.environ if environ is None else environ).get(variable) or None
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
-        raise ConfigError(f"{variable} is too short: use at least {MIN_TOKEN_CHARS} characters")
+        raise ConfigError(f"{source} is too short: use at least {MIN_TOKEN_CHARS} characters")
     return token.strip() if token is not None else None
+
+
+@dataclass(frozen=True)
+class DriverUser:
+    """A Unix user this daemon's drivers run as (``zkstore daemon --driver-user``), looked up
+    once at the start: its ids, its groups (the supplementary ones of the group database, as a
+    login gets them) and its home."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    home: str
+
+
+def driver_users(values: Iterable[str]) -> tuple[DriverUser, ...]:
+    """The users of ``--driver-user`` (repeatable, comma-separated names), each looked up; a
+    user that does not exist, root, or a name given twice is refused (ConfigError)."""
+    names = [n.strip() for value in values for n in value.split(",") if n.strip()]
+    if len(set(names)) != len(names):
+        raise ConfigError("--driver-user names a user twice")
+    users = []
+    for name in names:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise ConfigError(f"--driver-user {name[:40]!r}: no such user on this host") from None
+        if entry.pw_uid == 0:
+            raise ConfigError(f"--driver-user {name}: drivers would run as root")
+        groups = tuple(sorted(set(os.getgrouplist(name, entry.pw_gid))))
+        users.append(DriverUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir or "/"))
+    return tuple(users)
 
 
 @dataclass(frozen=True)
@@ -92,7 +138,9 @@ class DaemonSettings:
     ``http_required``, an address in use only costs a warning. ``api_token`` enables the API's
     changes; ``api_read_token``, when set, guards the reads that may carry secrets.
     ``http_allowed_hosts`` are the host names the HTTP side answers to besides ``localhost`` and
-    addresses (None: the name in ``http``; see :mod:`recovery.observe.access`).
+    addresses (None: the name in ``http``; see :mod:`recovery.observe.access`). ``driver_users``:
+    the users drivers run as (none: the daemon's own); one is every driver's, several are one
+    per running driver (:mod:`recovery.member.driveruser`).
     """
 
     store: StoreConfig
@@ -122,6 +170,7 @@ class DaemonSettings:
     api_read_token: str | None = field(default=None, repr=False)
     http_allowed_hosts: tuple[str, ...] | None = None
     keep_results: float | None = DEFAULT_KEEP_RESULTS
+    driver_users: tuple[DriverUser, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):
@@ -143,6 +192,12 @@ class DaemonSettings:
             raise ConfigError("Spark master is empty")
         if self.keep_logs < 0:
             raise ConfigError("log retention must not be negative")
+        if len(self.driver_users) > 1 and self.max_drivers > len(self.driver_users):
+            raise ConfigError(
+                f"--max-drivers {self.max_drivers} is more than the {len(self.driver_users)} "
+                "users of --driver-user: each running driver gets a user of its own (give one "
+                "user for all drivers, or as many as slots)"
+            )
 
     def backoff(self, failures: int) -> float:
         """Delay before the next attempt after ``failures`` failed ones (exponential, capped)."""

@@ -39,6 +39,7 @@ from tests.helpers import (
     make_storage,
 )
 from tests.servers import S3Server, Standalone
+from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
@@ -206,6 +207,20 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def other_users() -> Iterator[list[User]]:
+    """Two Unix users of the test module's own, removed after it (root only: skips otherwise)."""
+    with unix_users(2) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def their_python(other_users: list[User]) -> Iterator[str]:
+    """A Python that :func:`other_users` can run, with this suite's packages."""
+    with public_python(other_users[0]) as found:
+        yield found
 
 
 @pytest.fixture

@@ -69,21 +69,26 @@ def process_files() -> dict[str, bytes]:
     return files
 
 
-def memory() -> bytes:
-    """The process's writable private memory (heap, anonymous mappings, stacks)."""
+def process_memory(pid: int | str) -> bytes:
+    """The writable private memory of process ``pid`` (heap, anonymous mappings, stacks; freed
+    memory included); raises OSError if it may not be read."""
     chunks = []
-    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
         for line in maps:
             fields = line.split()
-            addresses, perms = fields[0], fields[1]
             path = fields[5] if len(fields) > 5 else ""
-            if not perms.startswith("rw") or (path and not path.startswith("[")):
+            if not fields[1].startswith("rw") or (path and not path.startswith("[")):
                 continue
-            start, end = (int(a, 16) for a in addresses.split("-"))
-            with contextlib.suppress(OSError, ValueError):
+            start, end = (int(a, 16) for a in fields[0].split("-"))
+            with contextlib.suppress(OSError, ValueError, OverflowError):
                 mem.seek(start)
                 chunks.append(mem.read(end - start))
     return b"\0".join(chunks)
+
+
+def memory() -> bytes:
+    """The process's writable private memory (heap, anonymous mappings, stacks)."""
+    return process_memory("self")
 
 
 def expose(ctx: Any, out: str, other_job: str) -> None:
@@ -113,6 +118,136 @@ def expose(ctx: Any, out: str, other_job: str) -> None:
         found["write_other"] = f"{type(exc).__name__}: {exc}"
     (target / "found.json").write_text(json.dumps(found))
     (target / "memory.bin").write_bytes(memory())
+
+
+def scan_processes(ctx: Any, out: str, gate: str) -> None:
+    """Once ``gate`` exists, read what this process may of every process of the host: its
+    ``cmdline``, ``environ`` and writable memory (``maps`` and ``mem``), as hostile job code
+    would. Writes each read to ``<out>/<pid>-<what>.bin`` and ``<out>/scan.json``: per process,
+    its name, its real user and, for each entry, ``read`` or the error that refused it."""
+    import time
+
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the gate {gate} never opened")
+        time.sleep(0.02)
+    found: dict[str, dict[str, Any]] = {}
+    for entry in sorted(Path("/proc").glob("[0-9]*"), key=lambda p: int(p.name)):
+        pid = entry.name
+        seen: dict[str, Any] = {}
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        for line in status.splitlines():
+            if line.startswith("Name:"):
+                seen["name"] = line.split(":", 1)[1].strip()
+            if line.startswith("Uid:"):
+                seen["uid"] = int(line.split()[1])
+        for what in ("cmdline", "environ", "mem"):
+            try:
+                data = process_memory(pid) if what == "mem" else (entry / what).read_bytes()
+            except OSError as exc:
+                seen[what] = f"{type(exc).__name__}: {exc.strerror}"
+                continue
+            seen[what] = "read"
+            (target / f"{pid}-{what}.bin").write_bytes(data)
+        found[pid] = seen
+    (target / "scan.json").write_text(json.dumps({"self": os.getpid(), "processes": found}))
+
+
+def _mark(out: str, name: str, data: dict[str, Any]) -> None:
+    """Write ``<out>/<name>`` atomically (the test may read it at any moment)."""
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    temporary = target / f".{name}.{os.getpid()}"
+    temporary.write_text(json.dumps(data))
+    temporary.replace(target / name)
+
+
+def _who() -> dict[str, Any]:
+    """Who this process is and where: its user, its working directory's owner and mode."""
+    import pwd
+    import stat
+
+    here = Path.cwd()
+    found = os.stat(here)
+    return {
+        "pid": os.getpid(),
+        "uid": os.getuid(),
+        "user": pwd.getpwuid(os.getuid()).pw_name,
+        "home": os.environ.get("HOME"),
+        "cwd": str(here),
+        "cwd_uid": found.st_uid,
+        "cwd_mode": stat.S_IMODE(found.st_mode),
+    }
+
+
+def spark_identity(ctx: Any, out: str) -> None:
+    """Run a Spark action and record who the driver and its JVM are, what the JVM was started
+    with (system properties, command line, environment) and what this process's environment
+    holds; attempt 1 then waits to be killed, a later one returns."""
+    context = ctx.spark.sparkContext
+    total = context.parallelize(range(100), 2).map(lambda i: i * i).sum()
+    properties = context._jvm.System.getProperties()
+    names = list(properties.stringPropertyNames())
+    jvm: dict[str, str] = {}
+    for entry in Path("/proc").glob("[0-9]*"):  # the JVM: a child of this driver
+        with contextlib.suppress(OSError, ValueError):
+            stat_line = (entry / "stat").read_text()
+            if int(stat_line[stat_line.rfind(")") + 2 :].split()[1]) == os.getpid():
+                command = (entry / "cmdline").read_bytes()
+                if b"java" in command:
+                    environ = (entry / "environ").read_bytes()
+                    jvm = {"cmdline": command.decode(errors="replace")}
+                    jvm["environ"] = environ.decode(errors="replace")
+    print(f"attempt {ctx.attempt} runs as {_who()['user']}", flush=True)
+    _mark(
+        out,
+        f"attempt-{ctx.attempt}",
+        {
+            **_who(),
+            "total": int(total),
+            "spark_user": context.sparkUser(),
+            "properties": {str(n): str(properties.getProperty(n)) for n in names},
+            "environ": dict(os.environ),
+            "jvm": jvm,
+        },
+    )
+    if ctx.attempt == 1:
+        import threading
+
+        threading.Event().wait()
+
+
+def neighbour(ctx: Any, out: str, other: str) -> None:
+    """Record who this driver is, then try to list and read the working directory of the
+    attempt of job ``other`` (beside its own) once it exists, and record what happened; start a
+    child in the driver's process group; wait to be ended."""
+    import subprocess
+    import threading
+    import time
+
+    (Path.cwd() / "mine.txt").write_text("this job's own file")
+    theirs = Path.cwd().parent / f"{other}-attempt-1"
+    deadline = time.monotonic() + 120
+    while not theirs.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tries: dict[str, str] = {}
+    for what in ("list", "read"):
+        try:
+            found = os.listdir(theirs) if what == "list" else (theirs / "mine.txt").read_text()
+            tries[what] = f"read: {found!r}"
+        except OSError as exc:
+            tries[what] = type(exc).__name__
+    # In the driver's process group: a SIGTERM to the driver leaves it, a SIGKILL of the group
+    # ends it.
+    child = subprocess.Popen(["sleep", "600"])
+    _mark(out, ctx.job_id, {**_who(), "theirs": str(theirs), "tries": tries, "child": child.pid})
+    threading.Event().wait()
 
 
 def reach_out(ctx: Any, out: str, victim: str) -> None:

@@ -17,12 +17,13 @@ from recovery.settings import (
     DaemonSettings,
     api_token_from_env,
     default_daemon_id,
+    driver_users,
     parse_allowed_hosts,
     parse_http_address,
     spark_master_from_env,
 )
 from zkstore.cli.artifacts import artifact_root_option, with_roots
-from zkstore.cli.base import Connection, cli, connection_options
+from zkstore.cli.base import Connection, cli, command_environment, connection_options
 from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS
@@ -158,6 +159,26 @@ from zkstore.config import ENV_VARS
     help="how long a cancelled job's driver has to stop by itself (its code sees "
     "ctx.cancelled) before it records CANCELLED and exits anyway",
 )
+@click.option(
+    "--api-token-file",
+    metavar="FILE",
+    help=f"file holding the HTTP API's change token (its first line) [env {API_TOKEN_ENV}]",
+)
+@click.option(
+    "--api-read-token-file",
+    metavar="FILE",
+    help=f"file holding the HTTP API's read token (its first line) [env {READ_TOKEN_ENV}]",
+)
+@click.option(
+    "--driver-user",
+    "driver_user_names",
+    multiple=True,
+    metavar="USER[,USER...]",
+    help="run every driver (its Spark JVM and job code) as USER, never as the daemon's user "
+    "(needs root, or CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_KILL); "
+    "with several users, each running driver gets one no other process uses, and "
+    "--max-drivers is at most their number",
+)
 @daemon_notify_option
 @artifact_root_option
 @click.pass_context
@@ -182,6 +203,9 @@ def daemon(
     launch_timeout: float,
     end_grace: float,
     cancel_grace: float,
+    api_token_file: str | None,
+    api_read_token_file: str | None,
+    driver_user_names: tuple[str, ...],
     notify: str | None,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
@@ -202,12 +226,23 @@ def daemon(
     store = with_roots(connection.config, artifact_roots).with_changes(
         session_timeout=session_timeout
     )
+    environ = command_environment()
+    users = driver_users(driver_user_names)
+    if users:
+        from recovery.member.driveruser import check_privileges
+
+        check_privileges()
     if max_drivers is None:  # after the checks: a usage error stays one line
         from recovery.capacity import default_max_drivers, explain, read_host_size
 
         host = read_host_size()
         max_drivers = default_max_drivers(host)
         logging.getLogger(__name__).info("--max-drivers not given: %s", explain(host))
+        if len(users) > 1 and max_drivers > len(users):
+            max_drivers = len(users)
+            logging.getLogger(__name__).info(
+                "--max-drivers: %d, one per --driver-user", max_drivers
+            )
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),
@@ -223,21 +258,25 @@ def daemon(
         keep_logs=keep_logs,
         http=parse_http_address(explicit_http or DEFAULT_HTTP),
         http_required=explicit_http is not None,
-        api_token=api_token_from_env(),
-        api_read_token=api_token_from_env(variable=READ_TOKEN_ENV),
+        api_token=api_token_from_env(environ, file=api_token_file),
+        api_read_token=api_token_from_env(
+            environ, variable=READ_TOKEN_ENV, file=api_read_token_file
+        ),
         http_allowed_hosts=parse_allowed_hosts(allowed_hosts) if allowed_hosts else None,
         keep_results=keep_results,
         end_grace=end_grace,
         cancel_grace=cancel_grace,
         start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
+        driver_users=users,
     )
+    process = Daemon(settings)  # what it checks at its start refuses it before it says it runs
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
         f"{store.storage_url}, Spark {settings.spark_master}",
         err=True,
     )
-    sys.exit(Daemon(settings).run())
+    sys.exit(process.run())
 
 
 def _log_at_info(ctx: click.Context) -> None:

@@ -4,12 +4,18 @@ jobs wait, daemons, demo), attached to the same click group by name.
 Nothing here imports a command: the root group imports a command's module when that command is
 used (:class:`zkstore.cli.base.LazyGroup`), so ``zkstore --version``, ``--help`` and a usage
 error answer after importing click and the group only.
+
+Before anything else, every command (the daemon included) makes its process undumpable and
+takes the secret variables out of its environment (:mod:`zkstore.secrecy`): job code running as
+the same user reads neither in ``/proc``.
 """
 
 from __future__ import annotations
 
+from zkstore import secrecy
 from zkstore.cli import cli
-from zkstore.cli.base import DevCommand, LazyGroup
+from zkstore.cli.base import DevCommand, LazyGroup, TakenSecrets
+from zkstore.config import SECRET_ENV_VARS
 
 assert isinstance(cli, LazyGroup)
 cli.add_lazy(
@@ -41,7 +47,9 @@ cli.add_command(
 
 
 def main() -> None:
-    cli(prog_name="zkstore")
+    secrecy.set_dumpable(False)
+    taken = secrecy.take_from_environment(sorted(SECRET_ENV_VARS))
+    cli(prog_name="zkstore", obj=TakenSecrets(taken))
 
 
 if __name__ == "__main__":

@@ -74,6 +74,8 @@ class LocalCluster:
         http: bool = False,
         extra_env: dict[str, str] | None = None,
         verbose: bool = True,
+        python: str = sys.executable,
+        user: tuple[int, int] | None = None,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
@@ -85,6 +87,10 @@ class LocalCluster:
         self.http = http
         self.extra_env = dict(extra_env or {})
         self.verbose = verbose
+        #: the Python that runs the daemons (and so their fork servers and drivers)
+        self.python = python
+        #: the (uid, gid) the daemons run as (None: this process's; another needs root)
+        self.user = user
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -128,9 +134,13 @@ class LocalCluster:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         port = free_port() if self.http else None
         command = self.daemon_command(daemon_id, *args, python=python, port=port)
+        interpreter = str(python) if python is not None else self.python
+        as_user = (
+            {"user": self.user[0], "group": self.user[1], "extra_groups": []} if self.user else {}
+        )
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                lifeline.wrap(command, death_signal=signal.SIGTERM),
+                lifeline.wrap(command, death_signal=signal.SIGTERM, python=interpreter),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -139,6 +149,7 @@ class LocalCluster:
                 # and its fork server's): another installation's daemon must not import the
                 # checkout this process may run in.
                 cwd=self.work_dir if python is not None else None,
+                **as_user,  # type: ignore[call-overload]
             )
         url = f"http://127.0.0.1:{port}" if port else None
         daemon = DaemonProcess(daemon_id, process, log_path, url)
@@ -154,7 +165,7 @@ class LocalCluster:
     ) -> list[str]:
         """The command line of a daemon of this cluster (HTTP on ``port``, else off)."""
         return [
-            str(python) if python is not None else sys.executable,
+            str(python) if python is not None else self.python,
             "-m",
             "recovery.cli.main",
             *(["-v"] if self.verbose else []),

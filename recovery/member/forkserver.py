@@ -14,6 +14,13 @@ starts as a clean single-threaded process; the child then runs
 same arguments, in its own session, its output in the attempt's log file, its configuration (its
 job's signing key included) through a pipe it reads once and closes.
 
+The server is not dumpable (:mod:`zkstore.secrecy`): job code running as its user cannot read
+its memory or environment in ``/proc``. Its drivers are made dumpable again as they start (what
+they hold is their own job's; see :mod:`zkstore.secrecy` for why), its log shipper is not. With
+``--driver-user``, a request names the user a driver runs as: the child opens its log, then
+takes that user's groups, group and user (:func:`recovery.member.driveruser.become`) before the
+driver's code runs.
+
 The server never reads a configuration: the daemon writes each into a pipe of its own and hands
 the server the pipe's read end over a Unix socket (``SCM_RIGHTS``), which the child inherits and
 the server closes. So no configuration ever sits in the server's memory, where every later
@@ -24,7 +31,8 @@ Protocol, over the server's stdin (a Unix socket: requests, each line sent with 
 descriptors) and stdout (answers), one JSON object per line::
 
     -> {"id": 1, "kind": "driver", "argv": [...], "env": {...}, "cwd": "...", "log": "...",
-        "nice": 0}                                      + the read end of its configuration pipe
+        "nice": 0, "user": null | {"uid": 1001, "gid": 1001, "groups": [1001]}}
+                                                        + the read end of its configuration pipe
     <- {"id": 1, "pid": 4242, "start": 98765}  or {"id": 1, "error": "..."}
     <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
 
@@ -51,8 +59,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from recovery.member.driveruser import become
 from recovery.member.processes import start_ticks
 from recovery.proctitle import driver_title, fork_server_title, set_title, shipper_title
+from recovery.settings import DriverUser
+from zkstore import secrecy
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +78,7 @@ def serve(preload: Sequence[str] = ()) -> int:
     """Answer requests on stdin until it closes; fork a driver per request; report exits.
     ``preload``: more modules to import before any fork (the storage backend the daemon's
     configuration names, which fsspec would otherwise import in every driver)."""
+    secrecy.set_dumpable(False)
     daemon_id = os.environ.get(MEMBER_ENV)  # the launcher's environment names its daemon
     if daemon_id:
         set_title(fork_server_title(daemon_id))  # ps: "zkstore fork-server ID"
@@ -189,7 +201,7 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
             set_title(title)
         if request.get("nice"):
             os.nice(int(request["nice"]))
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)
@@ -202,6 +214,11 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
         sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        user = request.get("user")
+        if user is not None:  # before anything of the job runs, and for good
+            become(int(user["uid"]), int(user["gid"]), [int(g) for g in user["groups"]])
+        if request.get("kind", "driver") == "driver":
+            secrecy.set_dumpable(True)  # the server is not; its drivers are (zkstore.secrecy)
         module = _MAINS[request.get("kind", "driver")]
         argv = [str(fds[a]) if a in fds else a for a in request["argv"]]
         sys.argv = [module, *argv]
@@ -302,11 +319,12 @@ class ForkServer:
         *,
         kind: str = "driver",
         nice: int = 0,
+        user: DriverUser | None = None,
     ) -> ForkedProcess:
         """Fork a driver (or, with ``kind="shipper"``, the log shipper) with ``argv``
         (``{config_fd}`` stands for its configuration pipe, which holds ``config``), at
-        ``nice``. Raises OSError if the server cannot do it (the caller falls back to a new
-        process)."""
+        ``nice``, as ``user`` (None: the server's). Raises OSError if the server cannot do it
+        (the caller falls back to a new process)."""
         with self._lock:
             self._start_if_needed()
             assert self._process is not None and self._requests is not None
@@ -320,6 +338,11 @@ class ForkServer:
                 "cwd": cwd,
                 "log": log,
                 "nice": nice,
+                "user": (
+                    {"uid": user.uid, "gid": user.gid, "groups": list(user.groups)}
+                    if user is not None
+                    else None
+                ),
             }
             pipes: list[int] = []
             try:

@@ -14,6 +14,11 @@ workers that run job code inherit or can read. It holds its own job's signing ke
 cluster's (:meth:`zkstore.config.StoreConfig.for_job`), so that job code reading the driver's
 memory can sign nothing of another job. The daemon's own secret variables (the cluster's signing
 key, the API tokens) are removed from the driver's environment.
+
+With ``--driver-user`` (:mod:`recovery.member.driveruser`), each driver runs as a user of the
+daemon's pool, in a directory owned by that user (mode 0700), with that user's ``HOME``,
+``USER`` and ``LOGNAME``; its log file stays the daemon's (mode 0600, opened before the driver
+changes its user).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from recovery.member import attemptdir
+from recovery.member import attemptdir, driveruser
+from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.processes import (
     EXIT_NOT_SEEN,
@@ -39,7 +45,7 @@ from recovery.member.processes import (
     start_ticks,
 )
 from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
-from recovery.settings import DaemonSettings
+from recovery.settings import DaemonSettings, DriverUser
 from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
@@ -129,6 +135,12 @@ class DriverLauncher:
         self.work_root = (
             Path(settings.work_dir) if settings.work_dir else default_work_root(settings)
         )
+        #: who drivers run as: None, the daemon's user; else its --driver-user pool
+        self.driver_users = DriverUserPool(settings.driver_users) if settings.driver_users else None
+        #: the users other than ours whose attempt directories this daemon removes
+        self.driver_uids = self.driver_users.uids if self.driver_users else frozenset()
+        if settings.driver_users:
+            driveruser.prepare(settings, self.work_root, self.environment)
         #: drivers started so far (a metric)
         self.launched = 0
         self.fork_server: ForkServer | None = (
@@ -168,8 +180,13 @@ class DriverLauncher:
         logger.info("log shipper started (pid %d)", pid)
         return pid
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, user: DriverUser | None = None) -> dict[str, str]:
+        """The environment of the daemon's children (fork server, log shipper, drivers): the
+        daemon's own less every secret variable; a driver of ``user`` gets that user's home and
+        name."""
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
+        if user is not None:
+            env.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
         env[DRIVER_OF_ENV] = self.settings.store.base_path
         env[DRIVER_MEMBER_ENV] = self.settings.daemon_id
         env[ENV_VARS["spark_master"]] = self.settings.spark_master
@@ -216,9 +233,10 @@ class DriverLauncher:
         work_dir: Path,
         log_path: Path,
         config: str,
+        user: DriverUser | None,
     ) -> ForkedProcess | None:
-        """The driver, forked by the fork server; None if there is none or it failed (then it
-        is started as a new process)."""
+        """The driver, forked by the fork server (as ``user``); None if there is none or it
+        failed (then it is started as a new process)."""
         if self.fork_server is None:
             return None
         argv = self.command(job_id, attempt, status_version, -1, work_dir, log_path)[3:]
@@ -226,10 +244,11 @@ class DriverLauncher:
         try:
             driver = self.fork_server.fork(
                 argv,
-                self.environment(),
+                self.environment(user),
                 str(work_dir),
                 str(log_path),
                 config,
+                user=user,
             )
         except OSError as exc:
             logger.warning("fork server: %s; starting the driver as a new process", exc)
@@ -244,15 +263,36 @@ class DriverLauncher:
         work_dir: Path,
         log_path: Path,
         config: str,
+        user: DriverUser | None,
     ) -> DriverProcess:
-        """The driver as a new Python process (its configuration through a pipe)."""
+        """The driver as a new Python process (its configuration through a pipe), as
+        ``user``."""
         return spawn_with_config(
             lambda fd: self.command(job_id, attempt, status_version, fd, work_dir, log_path),
             config,
             log=log_path,
-            env=self.environment(),
+            env=self.environment(user),
             cwd=work_dir,
+            user=user,
         )
+
+    def adopted(self, driver: ProcessIdentity) -> None:
+        """A live driver of an earlier life of this daemon is followed again (its user busy)."""
+        if self.driver_users is not None:
+            self.driver_users.adopted(driver)
+
+    def driver_gone(self, launch: Launch) -> None:
+        """The launch's driver has exited: with a pool of users, nothing is left running as
+        its user (:meth:`DriverUserPool.ended`)."""
+        ended = self.driver_users.ended(launch.identity) if self.driver_users else None
+        if ended is not None and ended[1]:
+            logger.warning(
+                "job %s: attempt %d: SIGKILL to %d process(es) its driver left running as %s",
+                launch.job_id,
+                launch.attempt,
+                ended[1],
+                ended[0],
+            )
 
     def close(self) -> None:
         """Stop the fork server (the drivers it forked go on) and let the log shipper go once
@@ -301,17 +341,27 @@ class DriverLauncher:
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
-        attemptdir.remove(work_dir)  # left by a dead driver of this attempt
-        work_dir.mkdir(parents=True)
-        with open(log_path, "ab") as log:
-            offset = log.tell()
-        forked = self._fork(job_id, attempt, status_version, work_dir, log_path, config)
-        process: DriverProcess
-        if forked is not None:
-            process, ticks = forked, forked.start_ticks
-        else:
-            process = self._spawn(job_id, attempt, status_version, work_dir, log_path, config)
-            ticks = start_ticks(process.pid)  # our unreaped child: its pid is still its own
+        user = self.driver_users.take() if self.driver_users is not None else None
+        try:
+            attemptdir.remove(work_dir, self.driver_uids)  # left by a dead driver of it
+            attemptdir.make(work_dir, (user.uid, user.gid) if user is not None else None)
+            offset = open_log(log_path)
+            forked = self._fork(job_id, attempt, status_version, work_dir, log_path, config, user)
+            process: DriverProcess
+            if forked is not None:
+                process, ticks = forked, forked.start_ticks
+            else:
+                process = self._spawn(
+                    job_id, attempt, status_version, work_dir, log_path, config, user
+                )
+                ticks = start_ticks(process.pid)  # our unreaped child: its pid is its own
+        except BaseException:
+            if user is not None and self.driver_users is not None:
+                self.driver_users.release(user)
+            raise
+        driver = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
+        if user is not None and self.driver_users is not None:
+            self.driver_users.started(user, driver)
         logger.debug(
             "started driver of %s attempt %d (pid %d, log %s)",
             job_id,
@@ -320,9 +370,19 @@ class DriverLauncher:
             log_path,
         )
         self.launched += 1
-        identity = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
-        self.shipping.follow(job_id, attempt, log_path, identity, offset=offset)
-        return Launch(job_id, attempt, status_version, process, log_path, work_dir, identity)
+        self.shipping.follow(job_id, attempt, log_path, driver, offset=offset)
+        return Launch(job_id, attempt, status_version, process, log_path, work_dir, driver)
+
+
+def open_log(path: Path) -> int:
+    """Make the log file of a driver if missing, readable by this daemon's user only (its
+    log shipper reads it; drivers write into it through the descriptor they are given, never
+    by its name); returns where the next output begins in it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
 
 
 def storage_modules(url: str) -> list[str]:
@@ -343,14 +403,20 @@ def default_work_root(settings: DaemonSettings) -> Path:
     """``<tmp>/zkstore-<uid>/<cluster>-<daemon id>/work``: the same for every start of a daemon
     of one id and cluster, so that a restarted daemon finds its launch records (and its live
     drivers' directories) again. The per-user directory must be private: anyone could otherwise
-    plant a record (or a symlink) there."""
+    plant a record (or a symlink) there; with ``--driver-user`` others may pass through it
+    (mode 0711) to their attempts' directories, never list or change it."""
     base = Path(tempfile.gettempdir()) / f"zkstore-{os.getuid()}"
+    passed = 0o711 if settings.driver_users else 0o700
     try:
-        base.mkdir(mode=0o700, exist_ok=True)
+        base.mkdir(mode=passed, exist_ok=True)
         info = os.lstat(base)
+        if stat.S_IMODE(info.st_mode) == 0o700 and passed != 0o700 and info.st_uid == os.getuid():
+            base.chmod(passed)
+            info = os.lstat(base)
     except OSError as exc:
         raise ConfigError(f"cannot make {base}: {exc}; pass --work-dir") from exc
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+    private = 0o066 if settings.driver_users else 0o077
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & private:
         raise ConfigError(f"{base} is not a private directory of this user: pass --work-dir")
     cluster = re.sub(r"[^A-Za-z0-9._-]", "_", settings.store.base_path.strip("/"))
     return base / f"{cluster}-{settings.daemon_id}" / "work"

@@ -393,6 +393,7 @@ class FleetMember:
             identity,
             adopted=True,
         )
+        self.launcher.adopted(identity)
         if record is None or record.identity != identity:
             fresh = LaunchRecord(
                 job_id=job_id,
@@ -428,7 +429,9 @@ class FleetMember:
             verdict.reason,
             verdict.how,
         )
-        attemptdir.remove(self.launcher.work_dir(job_id, assignment.attempt))
+        attemptdir.remove(
+            self.launcher.work_dir(job_id, assignment.attempt), self.launcher.driver_uids
+        )
         self._record_exit_quietly(
             job_id, assignment.attempt, verdict.how, assignment.status_version, verdict.release
         )
@@ -465,7 +468,7 @@ class FleetMember:
                 continue
             work_dir = self.launcher.work_dir(job_id, attempt)
             if not work_dir.exists() or not processes.in_directory(work_dir):
-                attemptdir.remove(work_dir)
+                attemptdir.remove(work_dir, self.launcher.driver_uids)
             self.records.remove(job_id, attempt)
 
     def _await_exit(self, launch: Launch) -> None:
@@ -515,6 +518,7 @@ class FleetMember:
         """
         if not self.endings.release(launch):
             return  # ended by the leader: recorded once nothing of its process group lives
+        self.launcher.driver_gone(launch)
         how = describe_exit(launch.exit_code)
         if isinstance(launch.process, processes.Adopted):
             launch.process.close()
@@ -544,7 +548,7 @@ class FleetMember:
                     self._follow(launch.job_id, assignment, holder, None)
             return
         # The driver removes its working directory itself, unless it was killed.
-        attemptdir.remove(launch.work_dir)
+        attemptdir.remove(launch.work_dir, self.launcher.driver_uids)
         logger.info(
             "driver of %s attempt %d (pid %d) %s",
             launch.job_id,

@@ -31,6 +31,10 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from recovery.settings import DriverUser
 
 logger = logging.getLogger(__name__)
 
@@ -199,10 +203,12 @@ def spawn_with_config(
     log: Path,
     env: dict[str, str],
     cwd: Path | str,
+    user: DriverUser | None = None,
 ) -> subprocess.Popen[bytes]:
     """A new process in its own session, ``command(fd)`` reading ``config`` from the pipe
-    ``fd`` (never its environment or command line), its output appended to ``log``. Raises
-    OSError if it cannot be started."""
+    ``fd`` (never its environment or command line), its output appended to ``log``, as
+    ``user`` (its groups, group and user: this process's if None). Raises OSError if it cannot
+    be started."""
     read_end, write_end = os.pipe()
     try:
         # A configuration is a few hundred bytes: it fits the pipe's buffer before the child runs.
@@ -219,6 +225,9 @@ def spawn_with_config(
                 cwd=cwd,
                 start_new_session=True,
                 pass_fds=(read_end,),
+                user=user.uid if user is not None else None,
+                group=user.gid if user is not None else None,
+                extra_groups=list(user.groups) if user is not None else None,
             )
     finally:
         os.close(read_end)

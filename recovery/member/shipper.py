@@ -61,6 +61,7 @@ from recovery.member.shipping import (
     private_dir,
     write_atomically,
 )
+from zkstore import secrecy
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.logship import GIVE_UP, INTERVAL, MAX_BACKOFF, LogShipper
@@ -331,6 +332,9 @@ def _daemon_alive(directory: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before the configuration comes in (storage credentials): forked by the fork server, it is
+    # undumpable already; started as a new process, it is not yet (zkstore.secrecy).
+    secrecy.set_dumpable(False)
     parser = argparse.ArgumentParser(prog="python -m recovery.member.shipper", description=__doc__)
     parser.add_argument("--config-fd", type=int, required=True)
     parser.add_argument("--dir", type=Path, required=True)

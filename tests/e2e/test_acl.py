@@ -95,6 +95,7 @@ def test_wrong_password_gets_one_clear_line_from_the_cli(secure: StoreConfig) ->
 def test_secret_never_in_help_or_verbose_logs(secure: StoreConfig, tmp_path: Path) -> None:
     secret_file = tmp_path / "zk-auth"
     secret_file.write_text(f"alice:{SECRET}\n")
+    secret_file.chmod(0o600)  # a secret file others may read is refused
     outputs = [
         zkstore(secure, f"alice:{SECRET}", *words, "--help")
         for words in (["jobs", "list"], ["daemon"], ["submit"], ["acl", "apply"])

@@ -11,24 +11,7 @@ import uuid
 from pathlib import Path
 
 from recovery.member.forkserver import ForkServer
-
-
-def writable_memory(pid: int) -> bytes:
-    """The private writable memory of process ``pid`` (heap, anonymous mappings, stacks)."""
-    chunks = []
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
-        for line in maps:
-            fields = line.split()
-            path = fields[5] if len(fields) > 5 else ""
-            if not fields[1].startswith("rw") or (path and not path.startswith("[")):
-                continue
-            start, end = (int(a, 16) for a in fields[0].split("-"))
-            try:
-                mem.seek(start)
-                chunks.append(mem.read(end - start))
-            except (OSError, ValueError):
-                continue
-    return b"".join(chunks)
+from tests.secret_jobs import process_memory
 
 
 def test_no_configuration_sits_in_the_fork_servers_memory(tmp_path: Path) -> None:
@@ -55,7 +38,7 @@ def test_no_configuration_sits_in_the_fork_servers_memory(tmp_path: Path) -> Non
             assert driver.wait() == 2 and shipper.wait() == 2
         process = server._process
         assert process is not None
-        memory = writable_memory(process.pid)
+        memory = process_memory(process.pid)
         assert len(memory) > 1_000_000, "the server's heap was read"
         assert b"recovery.driver.driver" in memory, "and holds what it has imported"
         for secret in secrets:

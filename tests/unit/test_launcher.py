@@ -10,6 +10,7 @@ import pytest
 from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
+from zkstore.errors import ConfigError
 
 
 def settings(tmp_path: Path, **changes: object) -> DaemonSettings:
@@ -50,3 +51,28 @@ def test_a_given_log_directory_is_used_and_nothing_temporary_is_made(
     launcher = DriverLauncher(settings(tmp_path, log_dir=str(tmp_path / "logs")))
     assert launcher.log_path("j", 1) == tmp_path / "logs" / "j" / "attempt-1.log"
     assert list(temp.iterdir()) == []
+
+
+def test_the_default_work_directory_is_private_or_passable_by_driver_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Private to the daemon's user (0700); with --driver-user, its drivers pass through it to
+    their attempts' directories (0711), an existing private one included, and may still not list
+    or change it."""
+    import os
+    import stat
+
+    from recovery.member.launcher import default_work_root
+    from recovery.settings import DriverUser
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    base = tmp_path / f"zkstore-{os.getuid()}"
+    plain = settings(tmp_path)
+    assert default_work_root(plain).is_relative_to(base)
+    assert stat.S_IMODE(base.stat().st_mode) == 0o700
+    users = (DriverUser("driver", 4242, 4242, (4242,), "/"),)
+    default_work_root(settings(tmp_path, driver_users=users))
+    assert stat.S_IMODE(base.stat().st_mode) == 0o711
+    base.chmod(0o755)
+    with pytest.raises(ConfigError, match="not a private directory of this user"):
+        default_work_root(settings(tmp_path, driver_users=users))

@@ -15,7 +15,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ import click
 from zkstore import __version__, protocol
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
+from zkstore.secrecy import read_secret_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -106,11 +107,31 @@ class UsageFailure(click.ClickException):
         click.echo(f"zkstore: usage error: {self.format_message()}", err=True)
 
 
+@dataclass(frozen=True)
+class TakenSecrets:
+    """The secret variables the console script took out of its environment as it started
+    (:func:`zkstore.secrecy.take_from_environment`), for the command to build its configuration
+    from: click's ``obj`` of the root context."""
+
+    values: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+def command_environment() -> Mapping[str, str]:
+    """The environment a command's configuration is read from: ``os.environ`` and the secret
+    variables taken out of it at the start (none when the command runs inside another program,
+    a test's click runner: then they are still in ``os.environ``)."""
+    ctx = click.get_current_context(silent=True)
+    taken = ctx.find_object(TakenSecrets) if ctx is not None else None
+    return {**os.environ, **taken.values} if taken is not None else os.environ
+
+
 @dataclass
 class Connection:
     """The connection options of one command, turned into a validated config on first use."""
 
     options: dict[str, Any] = field(default_factory=dict)
+    #: where ``ZKSTORE_*`` are read from (:func:`command_environment`)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
     _config: StoreConfig | None = None
 
     @property
@@ -121,29 +142,24 @@ class Connection:
             auth_file = opts.pop("zk_auth_file", None)
             if auth_file is not None:
                 opts["zk_auth"] = read_secret_file(auth_file, "--zk-auth-file")
+            key_file = opts.pop("signing_key_file", None)
+            if key_file is not None:
+                opts["signing_key"] = read_secret_file(key_file, "--signing-key-file")
             opts["zk_read_acl"] = opts.get("zk_read_acl") or None
             self._config = StoreConfig.from_env(
-                storage_options=parse_storage_options(pairs) or None, **opts
+                self.environ, storage_options=parse_storage_options(pairs) or None, **opts
             )
         return self._config
 
 
-def read_secret_file(path: str, what: str) -> str:
-    """The first line of a secret file (a mounted Kubernetes or Docker secret, say)."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            return file.readline().strip()
-    except OSError as exc:
-        raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from exc
-
-
 def connection_options(func: F) -> F:
-    """Add --zk, --root, --cluster-id, --storage, --storage-option, --timeout, --zk-auth-file
-    and --zk-read-acl to a command.
+    """Add --zk, --root, --cluster-id, --storage, --storage-option, --timeout, --zk-auth-file,
+    --zk-read-acl and --signing-key-file to a command.
 
     Each falls back to its ``ZKSTORE_*`` variable, then to the default; flags win. No secret is
     ever a flag's value or shown as a default: credentials come from ``ZKSTORE_ZK_AUTH`` or a
-    file named by ``--zk-auth-file``.
+    file named by ``--zk-auth-file``, the signing key from ``ZKSTORE_SIGNING_KEY`` or a file
+    named by ``--signing-key-file`` (:func:`zkstore.secrecy.read_secret_file`).
     """
     return _connection_options(func, "--timeout")
 
@@ -209,6 +225,12 @@ def _connection_options(func: F, timeout_flag: str) -> F:
             "repeatable (digest:monitor:HASH, sasl:monitor) "
             f"[env {ENV_VARS['zk_read_acl']}, comma-separated]",
         ),
+        click.option(
+            "--signing-key-file",
+            metavar="FILE",
+            help="file holding the cluster's signing key (its first line), readable by its "
+            f"owner (and group) only [env {ENV_VARS['signing_key']} holds it directly]",
+        ),
     ]
 
     @functools.wraps(func)
@@ -221,10 +243,11 @@ def _connection_options(func: F, timeout_flag: str) -> F:
             "storage_option",
             "zk_auth_file",
             "zk_read_acl",
+            "signing_key_file",
         )
         given = {n: kwargs.pop(n) for n in names}
         given["timeout"] = kwargs.pop(dest)
-        connection = Connection(given)
+        connection = Connection(given, command_environment())
         return func(*args, connection=connection, **kwargs)
 
     for option in reversed(options):

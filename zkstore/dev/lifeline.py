@@ -31,12 +31,15 @@ def supported() -> bool:
     return sys.platform.startswith("linux")
 
 
-def wrap(command: Sequence[str], *, death_signal: int = signal.SIGKILL) -> list[str]:
-    """``command`` wrapped so that it receives ``death_signal`` when this process dies."""
+def wrap(
+    command: Sequence[str], *, death_signal: int = signal.SIGKILL, python: str | None = None
+) -> list[str]:
+    """``command`` wrapped so that it receives ``death_signal`` when this process dies (the
+    wrapper run by ``python``, this process's by default)."""
     if not supported():
         return list(command)
     return [
-        sys.executable,
+        python or sys.executable,
         "-m",
         "zkstore.dev.lifeline",
         str(os.getpid()),

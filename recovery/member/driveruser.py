@@ -1,0 +1,293 @@
+"""Drivers as other users (``zkstore daemon --driver-user USER[,USER...]``).
+
+On a host where the daemon runs as root (or holds the capabilities it needs, :data:`NEEDED`),
+every driver, and so its Spark JVM and the Python workers that run job code, runs as another
+user: job code can then read nothing of the daemon's (its memory, its environment, its files,
+its launch records) and, with a user per driver, nothing of another job's. As YARN's container
+executor runs containers as the submitting user.
+
+- **One user**: every driver runs as it: the daemon is out of reach, the drivers of one host are
+  not out of each other's.
+- **Several users** (a pool): each running driver gets a user no other process of the host
+  uses (:class:`DriverUserPool`), so two jobs never share one (``--max-drivers`` is at most the
+  pool's size); an attempt's directory is its driver's, mode 0700, out of reach of the others.
+  When a driver has exited, what it left in its session as its user is killed, so the user is
+  free for the next one. A pool is one daemon's: two daemons of a host need users of their own.
+
+Who does what: the member makes the attempt's directory (and Spark's scratch beside it) owned by
+the driver's user, mode 0700, in a work directory of the daemon's that the drivers may pass
+through (0711) but neither list nor change; the fork server's child opens the log file (the
+daemon's, mode 0600: its log shipper reads it), then changes its groups, group and user
+(:func:`become`) before it runs the driver, which never regains root. The member still adopts,
+ends (SIGTERM, SIGKILL of the group) and buries such drivers, and removes their directories
+(:func:`recovery.member.attemptdir.remove` with the pool's users as owners it may remove:
+never through a symbolic link, which a driver may plant in its own directory).
+
+:func:`prepare` checks at the daemon's start, before anything runs, that all this can work: the
+privileges, the work directory, and that each user can run this daemon's Python and reach the
+work directory (a Python under ``/root`` cannot be run by anyone else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import stat
+import subprocess
+import threading
+from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
+
+from recovery.member.processes import Liveness, ProcessIdentity, probe
+from recovery.settings import DaemonSettings, DriverUser
+from zkstore.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+#: The capabilities a daemon that is not root needs (``CapEff`` bit numbers): to change a
+#: driver's user and groups, give it its directory, remove that directory, signal its group.
+NEEDED = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7}
+#: What a probe runs as each user: the daemon's Python, zkstore's packages (where the rest of
+#: what a driver imports is installed; a driver's whole imports cost 0.3 s of CPU per user), a
+#: look into the work directory.
+_PROBE = "import os, sys, zkstore, recovery; os.chdir(sys.argv[1])"
+#: Seconds a probe may take (the imports of a driver, on a loaded host).
+PROBE_TIMEOUT = 60.0
+
+
+def missing_capabilities(status: str, euid: int) -> list[str]:
+    """The capabilities of :data:`NEEDED` that a process with ``status`` (the text of
+    ``/proc/self/status``) and effective user ``euid`` lacks: none for root."""
+    if euid == 0:
+        return []
+    effective = 0
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            effective = int(line.split()[1], 16)
+    return [name for name, bit in NEEDED.items() if not effective >> bit & 1]
+
+
+def prepare(
+    settings: DaemonSettings, work_root: Path, environment: Callable[[DriverUser], dict[str, str]]
+) -> None:
+    """Check, at the daemon's start, that its drivers can run as ``settings.driver_users``
+    (each with its ``environment``); make the work directory (mode 0711: the drivers pass
+    through it, never list or change it). Raises ConfigError with one line saying what is
+    wrong."""
+    check_privileges()
+    make_work_root(work_root)
+    if settings.store.storage_url.startswith("file:"):
+        logger.warning(
+            "--driver-user with local storage %s: every driver user must be able to read and "
+            "write it (a group of theirs); object storage (s3://...) needs nothing",
+            settings.store.storage_url,
+        )
+    probe_users(settings.driver_users, settings.python, work_root, environment)
+
+
+def check_privileges() -> None:
+    """Raise ConfigError (one line) unless this process may run drivers as other users."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        status = ""
+    missing = missing_capabilities(status, os.geteuid())
+    if missing:
+        raise ConfigError(
+            "--driver-user needs root or the capabilities " + ", ".join(NEEDED) + ": this "
+            f"daemon runs as uid {os.geteuid()} without {', '.join(missing)}"
+        )
+
+
+def make_work_root(work_root: Path) -> None:
+    """The work directory, made 0711 if missing; refused (ConfigError) if it is not this
+    user's or others may change it (a driver could plant a link where its next attempt's
+    directory goes)."""
+    for place in [*reversed(work_root.parents), work_root]:
+        if not place.exists():
+            with contextlib.suppress(FileExistsError):
+                place.mkdir(mode=0o711)
+    found = os.lstat(work_root)
+    mode = stat.S_IMODE(found.st_mode)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid() or mode & 0o022:
+        raise ConfigError(
+            f"work directory {work_root} must be a directory of this user's that nobody else "
+            f"may change (it is mode {mode:04o}, owner uid {found.st_uid}): chmod 711 it, or "
+            "pass another --work-dir"
+        )
+
+
+def probe_users(
+    users: Iterable[DriverUser],
+    python: str,
+    work_root: Path,
+    environment: Callable[[DriverUser], dict[str, str]],
+) -> None:
+    """Run :data:`_PROBE` with ``python`` as each user at once (in its driver's
+    ``environment``); ConfigError naming the first that failed."""
+    running: list[tuple[DriverUser, subprocess.Popen[str]]] = []
+    try:
+        for user in users:
+            try:
+                process = subprocess.Popen(
+                    [python, "-c", _PROBE, str(work_root)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    cwd="/",
+                    env=environment(user),
+                    user=user.uid,
+                    group=user.gid,
+                    extra_groups=list(user.groups),
+                )
+            except OSError as exc:
+                raise _cannot(user, f"{exc.strerror or exc}: {python}") from exc
+            running.append((user, process))
+        for user, process in running:
+            try:
+                _, error = process.communicate(timeout=PROBE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise _cannot(user, f"{python} did not start within {PROBE_TIMEOUT:g} s") from None
+            if process.returncode != 0:
+                lines = [line for line in error.strip().splitlines() if line.strip()]
+                raise _cannot(user, lines[-1][:300] if lines else f"exit {process.returncode}")
+    finally:
+        for _, process in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def _cannot(user: DriverUser, why: str) -> ConfigError:
+    return ConfigError(f"--driver-user {user.name} cannot run this daemon's drivers: {why}")
+
+
+def become(uid: int, gid: int, groups: Collection[int]) -> None:
+    """In a forked driver, before anything of the job runs: take the user's groups, group and
+    user (real, effective and saved: root is never regained). Raises OSError if any is not
+    what was asked afterwards."""
+    os.setgroups(list(groups))
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError(f"could not become uid {uid} gid {gid}")
+
+
+def _users_of(pid: int | str) -> set[int]:
+    """The users process ``pid`` runs as (real, effective, saved, filesystem); raises OSError
+    if it is gone."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("Uid:"):
+                return set(map(int, line.split()[1:5]))
+    return set()
+
+
+def users_with_processes(uids: Collection[int]) -> set[int]:
+    """Which of ``uids`` any process of this host runs as."""
+    found: set[int] = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            found.update(_users_of(entry.name) & set(uids))
+    return found
+
+
+def _session_of(pid: int | str) -> int:
+    """The session of process ``pid`` (field 6 of ``/proc/<pid>/stat``); OSError if gone."""
+    with open(f"/proc/{pid}/stat") as stat_file:
+        text = stat_file.read()
+    return int(text[text.rfind(")") + 2 :].split()[3])
+
+
+def end_leftovers(uid: int, session: int) -> int:
+    """SIGKILL every process that runs as ``uid`` in the session ``session`` (a driver's: it
+    leads its own, and what it starts stays in it unless it makes a new one); returns how many.
+    A session's number is not a new process's pid while anything is in it, so these are the
+    driver's; each is signalled through a pidfd taken before it is checked, so a pid reused
+    meanwhile is never hit."""
+    ended = 0
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if uid not in _users_of(entry.name) or _session_of(entry.name) != session:
+                continue
+            pidfd = os.pidfd_open(int(entry.name))
+            try:
+                if uid in _users_of(entry.name) and _session_of(entry.name) == session:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    ended += 1
+            finally:
+                os.close(pidfd)
+    return ended
+
+
+class DriverUserPool:
+    """Who the next driver runs as: the one user, or a user of the pool that no process of
+    this host uses and no driver this daemon started is about to. Thread-safe."""
+
+    def __init__(self, users: Iterable[DriverUser]) -> None:
+        self.users = tuple(users)
+        self._lock = threading.Lock()
+        #: users handed out by this daemon: the driver's identity once it runs, None before
+        self._given: dict[int, ProcessIdentity | None] = {}
+
+    @property
+    def uids(self) -> frozenset[int]:
+        return frozenset(user.uid for user in self.users)
+
+    def take(self) -> DriverUser:
+        """A user for a new driver; OSError if every user of the pool is busy (a process of a
+        driver, or one it left behind, runs as each)."""
+        if len(self.users) == 1:
+            return self.users[0]
+        with self._lock:
+            busy = users_with_processes(self.uids)
+            for uid, driver in list(self._given.items()):
+                if driver is None or probe(driver) is Liveness.ALIVE:
+                    busy.add(uid)
+                else:
+                    del self._given[uid]
+            for user in self.users:
+                if user.uid not in busy:
+                    self._given[user.uid] = None
+                    return user
+        raise OSError(
+            "every --driver-user is busy: processes run as each of "
+            + ", ".join(user.name for user in self.users)
+        )
+
+    def started(self, user: DriverUser, driver: ProcessIdentity) -> None:
+        """``user`` runs the driver ``driver``: busy until that process is gone."""
+        if len(self.users) > 1:
+            with self._lock:
+                self._given[user.uid] = driver
+
+    def adopted(self, driver: ProcessIdentity) -> None:
+        """A live driver this daemon did not start in this life (a restart adopted it): its
+        user, if one of the pool's, is its."""
+        if len(self.users) > 1:
+            with contextlib.suppress(OSError):
+                for uid in _users_of(driver.pid) & self.uids:
+                    with self._lock:
+                        self._given[uid] = driver
+
+    def ended(self, driver: ProcessIdentity) -> tuple[str, int] | None:
+        """The driver ``driver`` is gone: what it left running in its session as its user (a
+        child it did not end, its JVM's workers) is killed, so that the user is free for the
+        next driver. Returns the user's name and how many were killed; None if no user of the
+        pool was the driver's. What left the session (a daemon of the job's) keeps the user
+        busy until it ends: :meth:`take` passes over it."""
+        with self._lock:
+            uid = next((u for u, d in self._given.items() if d == driver), None)
+            if uid is None:
+                return None
+            del self._given[uid]
+            name = next(user.name for user in self.users if user.uid == uid)
+            return name, end_leftovers(uid, driver.pid)
+
+    def release(self, user: DriverUser) -> None:
+        """The driver of ``user`` could not be started."""
+        with self._lock:
+            self._given.pop(user.uid, None)
