@@ -98,7 +98,7 @@ class DependencyGate:
         stats = iter(self.zk.exists_many(reads))
         runs: dict[str, Dependency] = {}
         for dependency, (name, window) in candidates:
-            handle, result, quarantined, spec = (next(stats) for _ in range(4))
+            handle, result, quarantined, spec = next(stats), next(stats), next(stats), next(stats)
             if handle is None and result is None and quarantined is None and spec is not None:
                 runs[dependency.job_id] = replace(
                     dependency, schedule=name, window=format_time(window)

@@ -94,7 +94,7 @@ class UpgradeTest:
     def table(self) -> str:
         rows = [(p.name, f"{p.seconds:.1f} s", "; ".join(p.notes)) for p in self.phases]
         rows.append(("total", f"{time.monotonic() - self.began:.1f} s", ""))
-        width = [max(len(r[i]) for r in rows) for i in range(2)]
+        width = [max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)]
         return "\n".join(
             f"{r[0].ljust(width[0])}  {r[1].rjust(width[1])}  {r[2]}".rstrip() for r in rows
         )
