@@ -371,7 +371,9 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._process = subprocess.Popen(
-                [self._python, "-m", "recovery.member.forkserver", *self._preload],
+                # -P: not the daemon's working directory first on the path (a recovery/ or
+                # zkstore/ package there would be imported by every driver forked from it)
+                [self._python, "-P", "-m", "recovery.member.forkserver", *self._preload],
                 stdin=theirs.fileno(),
                 stdout=subprocess.PIPE,
                 env=self._env,

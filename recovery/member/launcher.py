@@ -207,6 +207,7 @@ class DriverLauncher:
     ) -> list[str]:
         return [
             self.settings.python,
+            "-P",  # its working directory (the job's files) is not first on the path
             "-m",
             "recovery.driver.driver",
             "--config-fd",
@@ -239,7 +240,8 @@ class DriverLauncher:
         failed (then it is started as a new process)."""
         if self.fork_server is None:
             return None
-        argv = self.command(job_id, attempt, status_version, -1, work_dir, log_path)[3:]
+        command = self.command(job_id, attempt, status_version, -1, work_dir, log_path)
+        argv = command[command.index("recovery.driver.driver") + 1 :]  # the driver's own
         argv[argv.index("--config-fd") + 1] = "{config_fd}"  # the server makes the pipe
         try:
             driver = self.fork_server.fork(

@@ -7,6 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from recovery.member.forkserver import ForkServer
 from tests.helpers import wait_for
 
@@ -51,3 +53,26 @@ def test_a_dead_fork_server_is_started_again_and_its_childrens_ends_are_still_se
         assert code == 2 and server._process is not first, "a new server forked the next one"
     finally:
         server.close()
+
+
+def test_a_package_in_the_daemons_working_directory_is_not_imported_by_its_drivers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m`` puts the working directory first on the path: a daemon started where a
+    ``zkstore/`` or ``recovery/`` package lies would have its fork server, and every driver
+    forked from it, import that code instead of the installed one. The server runs with -P."""
+    planted = tmp_path / "cwd"
+    marker = tmp_path / "imported"
+    for package in ("zkstore", "recovery"):
+        (planted / package).mkdir(parents=True)
+        (planted / package / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'a').write({package!r})\n"
+        )
+    monkeypatch.chdir(planted)
+    server = ForkServer(sys.executable, dict(os.environ), lambda _: None)
+    try:
+        code, log = fork_driver(server, tmp_path, "--help")
+        assert code == 0 and "--config-fd" in log.read_text(), "the installed driver ran"
+    finally:
+        server.close()
+    assert not marker.exists(), marker.read_text()
