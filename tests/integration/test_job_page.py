@@ -149,4 +149,7 @@ def test_a_lost_daemon_says_since_when(cluster: Cluster) -> None:
     assert (lost.daemon_id, lost.lost_since) == ("gone", since)
     assert lost.as_dict()["lost_since"] == since
     page = render(view, daemon_id="d1", leading=True, cluster_id="c")
-    assert re.search(rf"gone since {re.escape(since)} \(1\ds ago\); its 1 attempt", page)
+    assert re.search(
+        rf"left the fleet since {re.escape(since)} \(1\ds ago\); 1 attempt\(s\) still placed",
+        page,
+    )
