@@ -9,7 +9,6 @@ import sys
 
 import click
 
-from recovery.leader.placement import parse_labels
 from recovery.settings import (
     API_TOKEN_ENV,
     DEFAULT_HTTP,
@@ -22,6 +21,7 @@ from recovery.settings import (
     parse_http_address,
     spark_master_from_env,
 )
+from recovery.shared.fleet import parse_labels
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, cli, command_environment, connection_options
 from zkstore.cli.lifecycle import daemon_notify_option

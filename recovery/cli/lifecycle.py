@@ -147,7 +147,7 @@ def resume_job(
     given = lifecycle_summary({k: v for k, v in lifecycle.items() if v is not None})
     removed = {k for k, v in lifecycle.items() if v is not None and k not in given}
     from recovery.client.client import Client
-    from recovery.client.sparkconf import parse_spark_conf
+    from recovery.shared.sparkconf import parse_spark_conf
     from zkstore.lifecycle.redefine import redefined
     from zkstore.lifecycle.stopstore import StopStore
 

@@ -41,7 +41,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery.client.sparkconf import spark_submit_args
 from recovery.driver import sparkapp, workdir
 from recovery.driver.artifacts import JobArtifacts
 from recovery.driver.context import (
@@ -52,9 +51,10 @@ from recovery.driver.context import (
 from recovery.driver.control import JobControl
 from recovery.driver.heartbeat import HeartbeatGate
 from recovery.driver.lease import SessionLease
-from recovery.member import processes
 from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
+from recovery.shared import processes
+from recovery.shared.sparkconf import spark_submit_args
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (

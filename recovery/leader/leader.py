@@ -42,12 +42,13 @@ from recovery.leader.election import LeaderElection
 from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender
-from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
+from recovery.leader.placement import Fleet, read_fleet
 from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
 from recovery.leader.schedules import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
+from recovery.shared.fleet import format_labels, parse_labels
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConfigError,

@@ -112,7 +112,7 @@ def launch_of(process: subprocess.Popen[bytes], work_dir: Path, log: Path) -> La
     }
     names = {f.name for f in dataclasses.fields(Launch)}
     if "identity" in names:
-        from recovery.member.processes import ProcessIdentity
+        from recovery.shared.processes import ProcessIdentity
 
         identity = ProcessIdentity(socket.gethostname(), process.pid, None, boot_id())
         values["identity"] = identity
