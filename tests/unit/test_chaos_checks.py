@@ -8,6 +8,7 @@ import pytest
 
 from recovery.dev.chaos import job
 from recovery.dev.chaos.runner import Options, RunReport, plan, table
+from recovery.dev.chaos.schedules import Verdict
 
 
 def attempt(n: int, start: float, last: float) -> job.Attempt:
@@ -56,11 +57,11 @@ def test_plan_is_seeded_and_covers_every_scenario() -> None:
 
 def test_table_counts_violations_per_scenario() -> None:
     reports = [
-        RunReport("a", None, [], 1.0, 10.0),
-        RunReport("a", None, ["x"], 3.0, 10.0),
+        RunReport("a", None, [], 1.0, 10.0, Verdict(windows=2, delays=[0.5, 4.0])),
+        RunReport("a", None, ["x"], 3.0, 10.0, Verdict(windows=1, delays=[1.0])),
         RunReport("b", None, [], float("nan"), 10.0),
     ]
     lines = table(reports).splitlines()
-    assert lines[1].split() == ["a", "2", "1", "2.0", "3.0"]
-    assert lines[2].split() == ["b", "1", "0", "-", "-"]
+    assert lines[1].split() == ["a", "2", "1", "2.0", "3.0", "1.0", "4.0"]
+    assert lines[2].split() == ["b", "1", "0", "-", "-", "-", "-"]
     assert lines[3].split() == ["all", "3", "1"]

@@ -23,7 +23,9 @@ from recovery.dev.chaos.world import RunCluster
 class Fault:
     """What was done, from when to when (``time.time()``). ``restarts_nothing``: the fault
     only restarted daemons, so that no job may have run a second attempt (the design's
-    invariant: a daemon's restart is invisible to its jobs)."""
+    invariant: a daemon's restart is invisible to its jobs), and so that a schedule's window
+    may wait at most a session timeout and a second longer than the run's quickest (the
+    schedule's bound, :meth:`~recovery.dev.chaos.probe.ScheduleProbe.check`)."""
 
     description: str
     start: float
@@ -174,7 +176,7 @@ SINGLE: dict[str, Scenario] = {
 }
 
 #: Scenarios that run more (or longer) jobs than the default: a rolling restart of the three
-#: daemons while twelve jobs run.
+#: daemons while twelve jobs run (in fifteen slots: the schedule's runs find one free).
 LOADS: dict[str, Load] = {"daemon-restart": Load(jobs=12, steps=120)}
 
 

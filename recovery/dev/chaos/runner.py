@@ -27,6 +27,7 @@ from pathlib import Path
 from recovery.dev.chaos import invariants, job
 from recovery.dev.chaos.faults import LOADS, SCENARIOS, Fault, Load
 from recovery.dev.chaos.probe import ScheduleProbe
+from recovery.dev.chaos.schedules import Verdict
 from recovery.dev.chaos.world import RunCluster, World
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class RunReport:
     recovery: float
     seconds: float
     #: what the schedule's checker counted (windows, runs, delays)
-    schedule: str = ""
+    schedule: Verdict = field(default_factory=Verdict)
 
 
 @dataclass
@@ -75,7 +76,7 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
     run = RunCluster(world, f"run{index:03d}", session_timeout=options.session_timeout)
     fault: Fault | None = None
     violations: list[str] = []
-    schedule = ""
+    schedule = Verdict()
     recovery = float("nan")
     try:
         run.start()
@@ -92,7 +93,8 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
         world.heal()
         # The schedule first, then stopped: the invariants' cleanup (minimum age 0) must not
         # meet the payload of a fire in flight (written, its transaction not yet committed).
-        found, schedule = probe.check(options.job_timeout)
+        bound = run.config.session_timeout + 1.0 if fault.restarts_nothing else None
+        found, schedule = probe.check(options.job_timeout, bound)
         probe.stop()
         violations = invariants.check(run, options.job_timeout, fault) + found
         recovery = max(
@@ -120,11 +122,23 @@ def _wait_progress(run: RunCluster, steps: int, timeout: float) -> None:
 
 
 def table(reports: Sequence[RunReport]) -> str:
-    """scenario, runs, violations, time to recover (median, max)."""
-    rows = [("scenario", "runs", "violations", "recover median s", "recover max s")]
+    """scenario, runs, violations, time to recover (median, max), the schedule's windows'
+    delay (median, max)."""
+    rows = [
+        (
+            "scenario",
+            "runs",
+            "violations",
+            "recover median s",
+            "recover max s",
+            "window delay median s",
+            "window delay max s",
+        )
+    ]
     for scenario in dict.fromkeys(r.scenario for r in reports):
         mine = [r for r in reports if r.scenario == scenario]
         times = [r.recovery for r in mine if r.recovery == r.recovery]
+        delays = [d for r in mine for d in r.schedule.delays]
         rows.append(
             (
                 scenario,
@@ -132,10 +146,12 @@ def table(reports: Sequence[RunReport]) -> str:
                 str(sum(len(r.violations) for r in mine)),
                 f"{statistics.median(times):.1f}" if times else "-",
                 f"{max(times):.1f}" if times else "-",
+                f"{statistics.median(delays):.1f}" if delays else "-",
+                f"{max(delays):.1f}" if delays else "-",
             )
         )
     total = sum(len(r.violations) for r in reports)
-    rows.append(("all", str(len(reports)), str(total), "", ""))
+    rows.append(("all", str(len(reports)), str(total), "", "", "", ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -158,8 +174,8 @@ def run_all(options: Options) -> list[RunReport]:
                 f"  ({report.seconds:.0f} s)  {what}",
                 flush=True,
             )
-            if report.schedule:
-                print(f"    schedule: {report.schedule}", flush=True)
+            if report.schedule.windows:
+                print(f"    schedule: {report.schedule.counts()}", flush=True)
             for violation in report.violations:
                 print(f"    violation: {violation}", flush=True)
             if report.violations and not options.keep_going:

@@ -125,6 +125,12 @@ class World(Closeable):
         self.ensemble.close()
 
 
+#: Driver slots per daemon, the same on every machine (the default follows the cores): three
+#: daemons hold the largest load's twelve jobs with a slot to spare for the schedule's runs,
+#: which would otherwise wait for a job to end, not for the fault.
+SLOTS = 5
+
+
 class RunCluster(Closeable):
     """One run's cluster: three daemons and the jobs submitted to it."""
 
@@ -133,7 +139,12 @@ class RunCluster(Closeable):
         self.run_id = run_id
         self.config = world.config(run_id, session_timeout)
         self.work_dir = world.work_dir / run_id
-        self.local = LocalCluster(self.config, self.work_dir, restart_backoff=0.5)
+        self.local = LocalCluster(
+            self.config,
+            self.work_dir,
+            restart_backoff=0.5,
+            extra_args=("--max-drivers", str(SLOTS)),
+        )
         self.client: Client | None = None
         self.jobs: dict[str, tuple[Path, int | None]] = {}
 
