@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 
+from recovery.cli.bounds import bounds_from, bounds_options
 from recovery.leader.placement import parse_labels
 from recovery.settings import (
     API_TOKEN_ENV,
@@ -26,6 +28,7 @@ from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS
+from zkstore.lifecycle.destinations import Destinations
 
 
 @cli.command()
@@ -160,9 +163,11 @@ from zkstore.config import ENV_VARS
 )
 @daemon_notify_option
 @artifact_root_option
+@bounds_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
+    /,
     connection: Connection,
     spark_master: str | None,
     session_timeout: float,
@@ -183,6 +188,7 @@ def daemon(
     end_grace: float,
     cancel_grace: float,
     notify: str | None,
+    **limits: Any,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -202,6 +208,9 @@ def daemon(
     store = with_roots(connection.config, artifact_roots).with_changes(
         session_timeout=session_timeout
     )
+    bounds = bounds_from(limits)
+    if notify:
+        Destinations.parse(bounds.notify_allowed).check_url(notify)
     if max_drivers is None:  # after the checks: a usage error stays one line
         from recovery.capacity import default_max_drivers, explain, read_host_size
 
@@ -231,6 +240,7 @@ def daemon(
         cancel_grace=cancel_grace,
         start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
+        bounds=bounds,
     )
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "

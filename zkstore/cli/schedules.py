@@ -65,6 +65,8 @@ def show_schedule(name: str, connection: Connection, fmt: str) -> None:
     if fmt == "json":
         return
     head = {k: v for k, v in found.items() if k not in ("history", "job", "error")}
+    if head.get("behind") is not None:
+        head["behind"] = f"{head['behind']:,} windows behind"
     emit(head, fmt)
     click.echo("")
     emit(
