@@ -83,6 +83,11 @@ class DaemonMetrics:
             ["route"],
             registry=self.registry,
         )
+        self.refused_connections = Counter(
+            "zkstore_http_connections_refused",
+            "HTTP connections answered 503 and closed: --http-max-connections were open",
+            registry=self.registry,
+        )
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
