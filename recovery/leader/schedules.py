@@ -9,11 +9,11 @@ fenced transaction, so a deposed leader creates nothing and a new leader never m
 of a window (a crash at any line leaves each window decided once or not at all).
 
 A pass fires at most the leadership's budget of windows (``--schedule-fire-budget``, shared by
-every schedule, taken in turn from where the last pass stopped) and gives way once anything else
-waits on the loop: a schedule's backlog (a ``--catchup all``, a long outage) is worked off over
-several passes, a moment apart, with the placements and results of every other job handled
-between them (invariant 15). A schedule whose windows are closer than the cluster's minimum
-(``--schedule-min-interval``) is not fired at all, and said so at ERROR.
+every schedule, taken in turn from where the last pass stopped) and gives way, after any fire,
+once anything else waits on the loop: a schedule's backlog (a ``--catchup all``, a long
+outage) is worked off over several passes, a moment apart, with the placements and results of
+every other job handled between them (invariant 15). A schedule whose windows are closer than
+the cluster's minimum (``--schedule-min-interval``) is not fired at all, and said so at ERROR.
 
 One schedule never blocks the others (invariant 6): each is fired under its own guard. Losing
 leadership stops the pass (:class:`~zkstore.errors.NotLeader` is raised); an outage ends the pass
@@ -134,7 +134,9 @@ class ScheduleFiring:
         """Fire one schedule under its guard, at most ``budget`` windows; seconds until it
         needs a pass again (None: never, it has no next window), and what it did."""
         try:
-            report = self.firer.fire(name, self.leader.fence, limit=budget)
+            report = self.firer.fire(
+                name, self.leader.fence, limit=budget, give_way=self.leader.loop.has_events
+            )
         except NotLeader:
             raise
         except StoreUnavailable:

@@ -116,8 +116,8 @@ def test_a_pass_gives_way_to_waiting_events(
         create(cluster, config, name)
     leader.loop.post(Event("something-else"))  # a placement or a result waits
     leader.schedules.run_pass()
-    # the first schedule's turn fired (progress), then the pass gave way
-    assert [fired(cluster, config, n) for n in ("alpha", "beta")] == [BUDGET, 0]
+    # one window fired (progress), then the pass gave way
+    assert [fired(cluster, config, n) for n in ("alpha", "beta")] == [1, 0]
     assert next_pass(leader.loop)  # and comes back a moment later
 
 
@@ -131,6 +131,7 @@ def test_a_schedule_under_the_minimum_interval_is_not_fired(
     create(cluster, config, "hourly")
     with caplog.at_level(logging.ERROR):
         leader.schedules.run_pass()
+        leader.loop.next_events(timeout=0)  # the loop serves the runs' looks between passes
         leader.schedules.run_pass()
     assert fired(cluster, config, "flood") == 0
     assert fired(cluster, config, "hourly") == BACKLOG - 2  # 5 + 5 of the 12

@@ -169,9 +169,11 @@ class Firer:
         *,
         limit: int = FIRE_BATCH,
         rounds: int = MAX_ROUNDS,
+        give_way: Callable[[], bool] | None = None,
     ) -> FireReport:
         """Decide and record every window of schedule ``name`` due at ``now`` (default: the
-        clock), firing at most ``limit`` windows in at most ``rounds`` plans: call again once
+        clock), firing at most ``limit`` windows in at most ``rounds`` plans, and none after
+        ``give_way`` says other work waits (asked after each fire): call again once
         ``report.next`` has come (and soon if a backlog is left: ``report.more``).
 
         Raises :class:`~zkstore.errors.NotLeader` (stop leading), :class:`HandleNotFound` (the
@@ -186,7 +188,7 @@ class Firer:
         report = FireReport(name)
 
         def one_round() -> Plan:
-            return self._round(name, leader, moment, limit - len(report.fired), report)
+            return self._round(name, leader, moment, limit - len(report.fired), report, give_way)
 
         for _ in range(rounds):
             decided = RACES.call(
@@ -195,10 +197,18 @@ class Firer:
             report.more = decided.more
             if not decided.more or len(report.fired) >= limit:
                 break
+            if give_way is not None and give_way():
+                break
         return report
 
     def _round(
-        self, name: str, leader: Fence, now: datetime, limit: int, report: FireReport
+        self,
+        name: str,
+        leader: Fence,
+        now: datetime,
+        limit: int,
+        report: FireReport,
+        give_way: Callable[[], bool] | None = None,
     ) -> Plan:
         schedule = self.schedules.get(name)
         gap = shortest_gap(schedule.spec.timing())
@@ -213,6 +223,8 @@ class Firer:
         state = schedule.state
         for step in steps(decided):
             state = self._commit_step(context, state, step)
+            if step.fire is not None and give_way is not None and give_way():
+                return replace(decided, more=True)  # the rest is planned again, later
         return decided
 
     def _commit_step(self, context: _Round, state: ScheduleState, step: Step) -> ScheduleState:
