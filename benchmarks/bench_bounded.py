@@ -136,7 +136,8 @@ def spec(name: str, **fields: Any) -> ScheduleSpec:
 
 
 @contextmanager
-def slow_connections(url: str, count: int) -> Iterator[None]:
+def slow(url: str, count: int) -> Iterator[None]:
+    """``count`` connections that send half a request and stop."""
     host, port = url.removeprefix("http://").split(":")
     held = []
     for _ in range(count):
@@ -150,16 +151,20 @@ def slow_connections(url: str, count: int) -> Iterator[None]:
             conn.close()
 
 
-def webhooks(client: Client, silent: Receiver, events: int) -> None:
+@contextmanager
+def webhooks(client: Client, silent: Receiver, events: int = 100) -> Iterator[None]:
     """``events`` events of another job waiting for a receiver that never answers, written
     into the outbox as a leader writes them (as if that job had failed that many times)."""
     found = [Event("hooks-flood", n, ATTEMPT_FAILED, utc_now()) for n in range(1, events + 1)]
     for first in range(0, events, 50):
         batch = found[first : first + 50]
         client.cluster.zk.commit(notification_ops(client.cluster.layout, batch, [silent.url]))
+    yield
 
 
 def bench_loads(hosts: str, jobs: int, connections: int) -> list[Result]:
+    """Each load against the quiet cluster measured just before it (a shared machine's load
+    drifts: a quiet figure taken minutes earlier says little)."""
     huge, silent = Receiver(huge=True), Receiver(huge=False)
     with tempfile.TemporaryDirectory() as tmp:
         config = file_config(hosts, tmp, timeout=30.0)
@@ -169,41 +174,57 @@ def bench_loads(hosts: str, jobs: int, connections: int) -> list[Result]:
         try:
             daemon = local.start_daemon("bounded")
             local.wait_for_leader()
-            assert daemon.url is not None
+            url = daemon.url or ""
             with Client(config) as client:
                 submit_to_result(client, "warm", 2)
-                quiet = submit_to_result(client, "quiet", jobs)
-                now = datetime.now(UTC)
-                flood_spec = spec("flood", every=1, catchup="all", start_at="2020-01-01T00:00:00Z")
-                plant(config, client, flood_spec)
-                flood = submit_to_result(client, "flood", jobs)
-                scan_spec = spec(
-                    "scan",
-                    cron="*/10 * * * * *",
-                    catchup="none",
-                    start_at="1970-01-01T00:00:00Z",
-                    end_at=format_time(now - timedelta(minutes=1)),
-                )
-                plant(config, client, scan_spec)
-                scan = submit_to_result(client, "scan", jobs)
-                webhooks(client, silent, events=100)
-                hooked = submit_to_result(client, "hooked", jobs, notify=huge.url)
-                with slow_connections(daemon.url, connections):
-                    slow = submit_to_result(client, "slow", jobs)
+                loads: list[tuple[str, Callable[[], Any], str | None]] = [
+                    ("the flood schedule (refused)", lambda: planted(config, client, FLOOD), None),
+                    ("a per-10s cron back to 1970", lambda: planted(config, client, scan()), None),
+                    (f"{connections} slow HTTP connections", lambda: slow(url, connections), None),
+                    ("webhooks of 128 MB or none", lambda: webhooks(client, silent), huge.url),
+                ]
+                return [measure(client, jobs, n, *load) for n, load in enumerate(loads)]
         finally:
             local.stop()
             huge.stop()
             silent.stop()
-    detail = f"median of {jobs} no-op jobs, submit to result; quiet {quiet:.2f} s"
-    return [
-        Result(f"ordinary jobs beside the {what}", ours, quiet, GOAL, detail=detail)
-        for what, ours in (
-            ("flood schedule (refused by the leader)", flood),
-            ("per-10s cron scanned back to 1970", scan),
-            ("webhooks answering 128 MB or never", hooked),
-            (f"{connections} slow HTTP connections", slow),
-        )
-    ]
+
+
+def measure(
+    client: Client, jobs: int, n: int, what: str, load: Callable[[], Any], notify: str | None
+) -> Result:
+    """The ordinary jobs' median under ``load`` against the quiet one just before."""
+    quiet = submit_to_result(client, f"quiet-{n}", jobs)
+    with load():
+        loaded = submit_to_result(client, f"load-{n}", jobs, notify)
+    detail = f"median of {jobs} no-op jobs, submit to result; quiet just before: {quiet:.3f} s"
+    return Result(f"ordinary jobs beside {what}", loaded, quiet, GOAL, detail=detail)
+
+
+#: the issue's flood: --every 1s --start-at 2020-01-01 --catchup all, past the command line
+FLOOD = {"every": 1, "catchup": "all", "start_at": "2020-01-01T00:00:00Z"}
+
+
+def scan() -> dict[str, Any]:
+    """A cron of a window every 10 s from 1970, ended a minute ago (no window on time)."""
+    ended = format_time(datetime.now(UTC) - timedelta(minutes=1))
+    return {
+        "cron": "*/10 * * * * *",
+        "catchup": "none",
+        "start_at": "1970-01-01T00:00:00Z",
+        "end_at": ended,
+    }
+
+
+@contextmanager
+def planted(config: StoreConfig, client: Client, fields: dict[str, Any]) -> Iterator[None]:
+    """A schedule planted for the time of a measure, deleted after it."""
+    name = "flood" if "every" in fields else "scan"
+    plant(config, client, spec(name, **fields))
+    try:
+        yield
+    finally:
+        ScheduleStore.for_config(config, client.cluster.zk).delete(name)
 
 
 def bench_fire(hosts: str, windows: int, jobs: int) -> list[Result]:

@@ -57,7 +57,8 @@ def check_bounds(spec: ScheduleSpec, now: datetime, min_interval: int) -> None:
         return
     late = count(timing, None, now)
     if late > spec.catchup_limit:
-        first = split(timing, timing.start - ONE_SECOND, now, spec.catchup_limit) + ONE_SECOND
+        edge = split(timing, timing.start - ONE_SECOND, now, spec.catchup_limit)
+        first = next(iter(timing.after(edge)), now)  # the oldest of the newest N windows
         raise OutOfBounds(
             f"--start-at {format_time(timing.start)} lies {late:,} windows back, over "
             f"--catchup-max {spec.catchup_limit:,} of --catchup all: start at "
