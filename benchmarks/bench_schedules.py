@@ -106,7 +106,11 @@ def bench_latency(hosts: str, fires: int) -> list[Result]:
     with tempfile.TemporaryDirectory() as tmp:
         config = file_config(hosts, tmp, timeout=10.0, session_timeout=6.0)
         out = Path(tmp) / "out"
-        local = LocalCluster(config, Path(tmp) / "runtime", extra_args=("--max-drivers", "32"))
+        local = LocalCluster(
+            config,
+            Path(tmp) / "runtime",
+            extra_args=("--max-drivers", "32", "--schedule-min-interval", "1s"),
+        )
         try:
             local.start_daemon("bench-1")
             local.wait_for_leader()

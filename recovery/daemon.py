@@ -294,7 +294,12 @@ class Daemon:
         leadership = Leadership(fence=self.election.fence())
         self._leadership = leadership
         self.leader = LeaderProcess(
-            self.cluster, self.settings, leadership, self.loop, self.election
+            self.cluster,
+            self.settings,
+            leadership,
+            self.loop,
+            self.election,
+            refused=self.stats.refused,
         )
         logger.info("daemon %s is the leader", self.settings.daemon_id)
         self._last_reconcile = time.monotonic()

@@ -43,6 +43,8 @@ from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
@@ -55,6 +57,12 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # The suite's Spark drivers (this process's and every daemon's started from it) run short JVMs
 # that map Spark's classes from an archive (tests/spark_jvm.py): far less CPU for each start.
 os.environ.update(spark_jvm.driver_environment())
+
+# The suite's schedules fire every few seconds and its webhook receivers listen on loopback:
+# the bounds a production cluster keeps (a 10 s minimum, global destinations only) are lowered
+# for the commands and daemons it starts (recovery.dev.localcluster passes these on); the tests
+# of the bounds set their own.
+os.environ.update({MIN_INTERVAL_ENV: "1s", ALLOWED_ENV: "127.0.0.1"})
 
 
 @pytest.fixture(scope="session")

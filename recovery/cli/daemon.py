@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 
+from recovery.cli.bounds import bounds_from, bounds_options
 from recovery.settings import (
     API_TOKEN_ENV,
     DEFAULT_HTTP,
@@ -27,6 +29,7 @@ from zkstore.cli.base import Connection, cli, command_environment, connection_op
 from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS
+from zkstore.lifecycle.destinations import Destinations
 
 
 @cli.command()
@@ -181,9 +184,11 @@ from zkstore.config import ENV_VARS
 )
 @daemon_notify_option
 @artifact_root_option
+@bounds_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
+    /,
     connection: Connection,
     spark_master: str | None,
     session_timeout: float,
@@ -207,6 +212,7 @@ def daemon(
     api_read_token_file: str | None,
     driver_user_names: tuple[str, ...],
     notify: str | None,
+    **limits: Any,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -227,6 +233,9 @@ def daemon(
         session_timeout=session_timeout
     )
     environ = command_environment()
+    bounds = bounds_from(limits)
+    if notify:
+        Destinations.parse(bounds.notify_allowed).check_url(notify)
     users = driver_users(driver_user_names)
     if users:
         from recovery.member.driveruser import check_privileges
@@ -269,6 +278,7 @@ def daemon(
         start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
         driver_users=users,
+        bounds=bounds,
     )
     process = Daemon(settings)  # what it checks at its start refuses it before it says it runs
     click.echo(

@@ -28,6 +28,8 @@ from zkstore.dev import lifeline
 from zkstore.errors import CorruptRecord, HandleNotFound
 from zkstore.jobs.records import LeaderInfo, RunningInfo, read_record
 from zkstore.layout import Layout
+from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,10 @@ class DaemonProcess:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+
+#: the caller's bounds on submitters (tests, benchmarks) reach the daemons started here
+PASSED_ON = frozenset({MIN_INTERVAL_ENV, ALLOWED_ENV})
 
 
 class LocalCluster:
@@ -101,7 +107,9 @@ class LocalCluster:
         return self._zk
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_") or k in PASSED_ON
+        }
         env.update(
             {
                 ENV_VARS["zk_hosts"]: self.config.zk_hosts,

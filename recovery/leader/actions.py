@@ -53,6 +53,7 @@ from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.lifecycle.options import NOTIFY_KEY
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.strict import utc_now
+from zkstore.throttle import Throttle
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ class JobActions:
         self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry | None]] = []
         #: the jobs whose results this leadership recorded, their cleanups still to run
         self.finished = FinishedJobs()
+        #: an event not sent (its job's bound reached) is said once a minute per job
+        self._refusals = Throttle(logger)
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -497,10 +500,26 @@ class JobActions:
 
     def _notify(self, job: JobSnapshot, *events: tuple[str, str | None]) -> list[Op]:
         """The outbox entries of ``events`` (state, reason) of the job's current attempt, for
-        the daemon's ``--notify`` and the job's own URL: committed with the state change."""
+        the daemon's ``--notify`` and the job's own URL: committed with the state change. An
+        event past the job's (or the outbox's) bound is not written, and said so."""
         urls: list[str | None] = [*self.settings.notify, job.summary_text(NOTIFY_KEY)]
-        if not any(urls):
+        targets = outbox.notification_targets(urls)
+        if not targets:
             return []
+        counts = self.leader.outbox_counts
+        admitted = [e for e in events if counts.admit(job.job_id, e[0], len(targets))]
+        for state, _ in sorted(set(events) - set(admitted)):
+            self._refusals.log(
+                job.job_id,
+                logging.WARNING,
+                "job %s: its %s event is not sent: %d of its events wait undelivered in the "
+                "outbox (at most %d a job, --notify-max-per-job; %d in all)",
+                job.job_id,
+                state,
+                counts.waiting(job.job_id),
+                counts.per_job,
+                counts.total,
+            )
         attempt = job.status.attempt if job.status is not None else 0
         at = utc_now()
         return outbox.notification_ops(
@@ -515,9 +534,9 @@ class JobActions:
                     name=job.name,
                     cluster=self.cluster.config.cluster_id,
                 )
-                for state, reason in events
+                for state, reason in admitted
             ],
-            urls,
+            targets,
         )
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:

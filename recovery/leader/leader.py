@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -41,7 +42,7 @@ from recovery.leader.dependencies import DependencyGate, Waiting
 from recovery.leader.election import LeaderElection
 from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
-from recovery.leader.notifier import NotificationSender
+from recovery.leader.notifier import NotificationSender, SenderSettings
 from recovery.leader.placement import Fleet, read_fleet
 from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
@@ -65,8 +66,10 @@ from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import Assignment, Outcome
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
+from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.outbox import Outbox
+from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Create, Delete, Op, without_existing
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
@@ -96,7 +99,9 @@ class LeaderProcess:
         leadership: Leadership,
         loop: Loop,
         election: LeaderElection,
+        refused: Counter[str] | None = None,
     ) -> None:
+        """``refused``: the daemon's count of events not sent (a metric across leaderships)."""
         self.cluster = cluster
         self.settings = settings
         self.leadership = leadership
@@ -120,6 +125,8 @@ class LeaderProcess:
         #: placed attempts whose driver's start and end leave nothing to decide
         self.quiet = QuietAttempts(self, self.actions.report_running)
         self.notifier: NotificationSender | None = None
+        bounds = settings.bounds
+        self.outbox_counts = OutboxCounts(bounds.notify_per_job, refused=refused)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -131,9 +138,13 @@ class LeaderProcess:
         layout = self.cluster.layout
         # Events are committed with the state changes they report, from the first one on: the
         # outbox exists before any, and its sender delivers what earlier leaders left.
+        bounds = self.settings.bounds
         self.notifier = NotificationSender(
             Outbox(self.cluster.zk, layout),
             fence=self.fence,
+            settings=SenderSettings(per_host=bounds.notify_per_host),
+            destinations=Destinations.parse(bounds.notify_allowed),
+            counts=self.outbox_counts,
             on_fence_lost=lambda _: self.leadership.revoke(),
         ).start()
         self._watches = [

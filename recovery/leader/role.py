@@ -14,6 +14,7 @@ from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Fence
 
 
@@ -26,6 +27,8 @@ class LeaderRole(Protocol):
     fence: Fence
     loop: Loop
     fleet: Fleet
+    #: the outbox's entries per job, and what more may be written (invariant 15)
+    outbox_counts: OutboxCounts
 
     @property
     def active(self) -> bool:

@@ -47,8 +47,9 @@ from zkstore.jobs.snapshot import read_snapshot
 from zkstore.service.jobs import attempts_text, describe, job_error
 from zkstore.strict import parse_time
 
-#: Lines of the latest attempt's log shown under the picture.
+#: Lines of the latest attempt's log shown under the picture, and the most of its end read.
 TAIL_LINES = 40
+TAIL_BYTES = 64 * 1024
 #: Attempts linked to their logs (the newest).
 LOG_LINKS = 20
 
@@ -106,7 +107,7 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
     if found:
         latest = found[max(found)]
         with contextlib.suppress(ZkStoreError):
-            tail = logs.tail(latest, TAIL_LINES).decode("utf-8", "replace")
+            tail = logs.tail(latest, TAIL_LINES, max_bytes=TAIL_BYTES).decode("utf-8", "replace")
     return JobPage(
         item=item,
         now=datetime.now(UTC),

@@ -42,9 +42,15 @@ class Limit(Duration):
 
 
 class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
-    """An http(s) URL for notifications, or ``off`` ("")."""
+    """An http(s) URL for notifications, or ``off`` (""); with ``check_destination``, one
+    whose address (after resolving its name) notifications may go to, as
+    ``ZKSTORE_NOTIFY_ALLOWED_HOSTS`` says (:mod:`zkstore.lifecycle.destinations`: a refused
+    one is a usage error in one line)."""
 
     name = "url|off"
+
+    def __init__(self, *, check_destination: bool = True) -> None:
+        self.check_destination = check_destination
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value).strip()
@@ -55,6 +61,10 @@ class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
         problem = url_problem(text)
         if problem is not None:
             self.fail(problem, param, ctx)
+        if self.check_destination:
+            from zkstore.lifecycle.destinations import Destinations
+
+            Destinations.from_env().check_url(text)
         return text
 
 
@@ -167,11 +177,12 @@ def lifecycle_summary(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def daemon_notify_option(func: F) -> F:
-    """``zkstore daemon --notify URL``: where every job's events go (with the job's own)."""
+    """``zkstore daemon --notify URL``: where every job's events go (with the job's own); its
+    destination is checked by the daemon, against its ``--notify-allowed-hosts``."""
     return click.option(
         "--notify",
         "notify",
-        type=NotifyUrl(),
+        type=NotifyUrl(check_destination=False),
         default=None,
         metavar="URL",
         help="POST a JSON event for every job's state changes that users care about to URL "

@@ -139,11 +139,12 @@ class RunCluster(Closeable):
         self.run_id = run_id
         self.config = world.config(run_id, session_timeout)
         self.work_dir = world.work_dir / run_id
+        # the probe's schedule fires every 3 s: under the 10 s a production cluster keeps
         self.local = LocalCluster(
             self.config,
             self.work_dir,
             restart_backoff=0.5,
-            extra_args=("--max-drivers", str(SLOTS)),
+            extra_args=("--max-drivers", str(SLOTS), "--schedule-min-interval", "1s"),
         )
         self.client: Client | None = None
         self.jobs: dict[str, tuple[Path, int | None]] = {}
