@@ -50,6 +50,7 @@ from recovery.leader.schedules import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
 from recovery.shared.fleet import format_labels, parse_labels
+from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.errors import (
     ConfigError,
@@ -106,6 +107,8 @@ class LeaderProcess:
         self.settings = settings
         self.leadership = leadership
         self.fence = leadership.fence
+        #: ZooKeeper's time: what schedule windows are decided by, not this host's clock
+        self.clock = ServerClock(cluster.zk, cluster.layout.leader_clock)
         self.loop = loop
         self.election = election
         self.actions = JobActions(self)

@@ -12,6 +12,7 @@ from typing import Protocol
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
+from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.lifecycle.outboxcap import OutboxCounts
@@ -27,6 +28,8 @@ class LeaderRole(Protocol):
     fence: Fence
     loop: Loop
     fleet: Fleet
+    #: ZooKeeper's time (:mod:`zkstore.clock`)
+    clock: ServerClock
     #: the outbox's entries per job, and what more may be written (invariant 15)
     outbox_counts: OutboxCounts
 

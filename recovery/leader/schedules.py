@@ -28,7 +28,6 @@ import bisect
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from recovery.leader.loop import Event
 from recovery.leader.role import LeaderRole
@@ -131,11 +130,17 @@ class ScheduleFiring:
         return ordered[cut:] + ordered[:cut]
 
     def _fire(self, name: str, budget: int) -> tuple[float | None, FireReport | None]:
-        """Fire one schedule under its guard, at most ``budget`` windows; seconds until it
-        needs a pass again (None: never, it has no next window), and what it did."""
+        """Fire one schedule under its guard, at most ``budget`` windows due by ZooKeeper's
+        time (a host's clock off is no window off); seconds until it needs a pass again (None:
+        never, it has no next window), and what it did."""
         try:
+            now = self.leader.clock.now()
             report = self.firer.fire(
-                name, self.leader.fence, limit=budget, give_way=self.leader.loop.has_events
+                name,
+                self.leader.fence,
+                now=now,
+                limit=budget,
+                give_way=self.leader.loop.has_events,
             )
         except NotLeader:
             raise
@@ -170,7 +175,7 @@ class ScheduleFiring:
         self._started(report)
         if report.next is None:
             return None, report
-        return max(0.0, (report.next - datetime.now(UTC)).total_seconds()), report
+        return max(0.0, (report.next - now).total_seconds()), report
 
     def _started(self, report: FireReport) -> None:
         """Look at the new runs (and the jobs chained after them) at once, not only when the

@@ -62,6 +62,8 @@ PRESENCE_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]]
     ),
     ("cleanup", lambda layout: layout.cleanup_entry("v-cleanup"), [("jobs", "show", "v-cleanup")]),
     ("election", lambda layout: f"{layout.election}/planted", [("daemons", "list")]),
+    # the leader's clock: only the stamps of its own writes are read (zkstore/clock.py)
+    ("leader clock", lambda layout: layout.leader_clock, [("schedules", "list")]),
 ]
 
 #: The kinds of the cluster: (kind, its path, CLI commands).
