@@ -29,7 +29,7 @@ import pytest
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests import spark_jvm
+from tests import machine_speed, spark_jvm
 from tests.helpers import (
     HANDS_SESSION,
     MONITOR_ID,
@@ -287,11 +287,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _longest_files_first(items)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return spark_jvm.report()
+#: The machine's speed when the run started (:mod:`tests.machine_speed`), measured once by the
+#: process that reports (never by each xdist worker).
+SPEED_AT_START = pytest.StashKey[float]()
+
+
+def _reports(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [spark_jvm.report()]
+    if SPEED_AT_START in config.stash:
+        lines.append(machine_speed.describe(config.stash[SPEED_AT_START]))
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The machine's speed at the start and at the end of the run, even under ``-q`` (which
+    prints no header): what every time this run printed is to be read beside."""
+    if SPEED_AT_START in config.stash:
+        start, end = config.stash[SPEED_AT_START], machine_speed.loop_seconds()
+        terminalreporter.write_line(machine_speed.describe(start, end))
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if _reports(config):  # before the workers start, which load the machine
+        config.stash[SPEED_AT_START] = machine_speed.loop_seconds()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
