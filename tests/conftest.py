@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,27 @@ def hands(config: StoreConfig) -> Iterator[ZooKeeper]:
 
 
 @pytest.fixture
+def stand_in_session(config: StoreConfig) -> Iterator[Callable[[], ZooKeeper]]:
+    """Opens the session of a stand-in driver (a test that plays a driver: its ``running``
+    node, its heartbeats, its fenced writes), one per call, on ``config``'s servers and
+    credentials with a session of :data:`~tests.helpers.HANDS_SESSION`: what it holds lives as
+    long as the test says, whatever the load (at the harness's 4 s such sessions expired under
+    the soak's busy loops, and with them the nodes the test stood on). Its ``stop()`` is the
+    driver's death: its ephemeral nodes go at once; the sessions left open close with the test.
+    A test about a session's expiry expires a session of its own."""
+    opened: list[ZooKeeper] = []
+
+    def open_session() -> ZooKeeper:
+        zk = ZooKeeper.from_config(config, session_timeout=HANDS_SESSION)
+        opened.append(zk.start(timeout=HANDS_SESSION))
+        return zk
+
+    yield open_session
+    for zk in opened:
+        zk.stop()
+
+
+@pytest.fixture
 def runtime_config(config: StoreConfig) -> StoreConfig:
     """The test's cluster with the short session timeout of the end-to-end tests."""
     return config.with_changes(session_timeout=SESSION_TIMEOUT)
@@ -235,6 +256,7 @@ SERVER_FIXTURES = frozenset(
         "any_storage",
         "local",
         "client",
+        "stand_in_session",
     }
 )
 
