@@ -75,6 +75,7 @@ from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
 from zkstore.jobs.stops import Heartbeat
+from zkstore.lifecycle.limits import least_heartbeat_interval
 from zkstore.lifecycle.ops import heartbeat_ops
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
 from zkstore.retry import RACES, WHILE_STANDING, TryAgain
@@ -421,7 +422,8 @@ class Driver:
         """The gate of ``ctx.heartbeat()``: only for a job with a progress timeout."""
         value = (getattr(definition, "lifecycle", None) or {}).get("progress_timeout")
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            self._beats = HeartbeatGate(float(value))
+            least = least_heartbeat_interval(self.config.lowered_minimums)
+            self._beats = HeartbeatGate(float(value), least_interval=least)
         return self._beats
 
     def _beat(self) -> None:
