@@ -17,6 +17,10 @@ its sha256 and size, so a signed payload cannot be replayed as another job's, an
 another cluster's: a handle copied elsewhere points at a key that does not belong there, and a
 payload copied to another key no longer verifies. The key that signs a job's payloads is that
 job's own, derived from the cluster's (:mod:`zkstore.signing`).
+
+Why one module: the rules of a payload (only under the root, only regular files, create-only,
+size and sha256 and HMAC before a byte is returned) must hold the same for every backend, and
+they are read best beside each backend's way of keeping them.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ a payload is written (create-only, fresh key) before the transaction that publis
 discarded only after the handle stopped pointing at it (replaced, or marked for deletion). A crash
 can leave an orphan payload, never a dangling live handle. A node marked for deletion counts as
 absent everywhere; :meth:`ZooKeeperStateHandleStore.remove` finishes it.
+
+Why one module: invariant 1 is an order of writes and deletes across add, replace, release
+and remove; one class keeps that order in one place, where a reviewer can see it whole.
 """
 
 from __future__ import annotations

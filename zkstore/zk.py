@@ -17,6 +17,12 @@ Transactions are built from the ops of :mod:`zkstore.ops` and committed with
 :meth:`ZooKeeper.commit`, which inspects every result (kazoo's context-manager form of a
 transaction silently discards failures); a fence makes the whole write conditional on the
 writer's own standing (its election node, its attempt's records).
+
+Why one module: every ZooKeeper call of the product passes through :class:`ZooKeeper`, and
+what makes a call safe (its deadline, reads retried and writes never, kazoo's errors translated,
+the ACL of what it creates, a transaction's every result inspected) is one contract that must
+not differ from call to call. Split by kind of call, the next call would again be written
+missing one of them.
 """
 
 from __future__ import annotations

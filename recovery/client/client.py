@@ -11,6 +11,11 @@ ever had a result can never run again.
     with Client() as client:                           # ZKSTORE_* environment or defaults
         job_id = client.submit_file("etl.py:run", args=["2026-11-21"])
         result = client.wait(job_id)                   # JobResult: outcome, attempts, error
+
+Why one module: it is the public Python API (``Client``, ``submit``, ``RunOptions``) that the
+README documents, one import for a user; what it builds on (the job file's target and module,
+what is shipped with it, the submission's one publish path in :mod:`zkstore.jobs.graph`) lives
+apart.
 """
 
 from __future__ import annotations

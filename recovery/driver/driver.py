@@ -21,6 +21,11 @@ heartbeat), or its session expired, the driver kills its Spark JVM and exits wit
 by the time the session could expire and another attempt start, this one has stopped. That stop
 comes from a thread of its own, which only reads the clock: no write that waits for ZooKeeper can
 hold it back.
+
+Why one module: steps 1-4 are one sequence with one exit path (every way out reports or
+withholds the outcome and releases ``running`` the same way), and their order is the design.
+What stands alone already lives apart: the lease, the heartbeat, the working directory, the
+control values, the Spark application's record, the resources.
 """
 
 from __future__ import annotations

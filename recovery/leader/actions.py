@@ -11,6 +11,10 @@ the member's slot. A failed or lost attempt's artifacts are released when the re
 recorded, and again (whatever is left) before the next attempt is placed. A finished job's result
 is recorded (and its slot freed) at once; its cleanup is kept in :attr:`JobActions.finished`
 until the leader has placed what the freed slots can take (:mod:`recovery.leader.finished`).
+
+Why one module: one method per action of :mod:`.decide`, all on one fenced writer, so that
+each action reads side by side with the decision that asked for it and every write carries the
+same fence; a module per action would repeat the writer and hide that they share it.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ with their own streak, both reset by a run of ``--retry-reset-after``.
 Records that exist but cannot be read are never taken for absent: an unreadable ``running``
 node is a live driver (the node's going away is what says a driver died), an unreadable cancel
 node still asks the job to stop, an unreadable handle, status or result quarantines the job.
+
+Why one module: one pure function over every state a job can be in, read top to bottom:
+the order of its branches is the precedence of the lifecycle (a stop before a limit, a limit
+before a restart), which a split by state would hide.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ parse is quarantined from the snapshot, without a driver).
 One job never blocks the others (invariant 6): each job's decision and action run under a guard
 that turns anything unexpected into "this job is broken" (a log line with the job id, and
 quarantine); only an outage or the loss of leadership stops a batch.
+
+Why one module: what is left here is one leadership grant's wiring (the fence, the fleet's
+view, the watches, the timers, the batch of jobs to reconcile), state that every duty reads on
+the one loop thread. The decisions (:mod:`.decide`), the actions (:mod:`.actions`), the
+lifecycle, placement, the finished jobs' cleanup and the schedules already live apart.
 """
 
 from __future__ import annotations

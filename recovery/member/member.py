@@ -24,6 +24,11 @@ Their log shipper is a process of its own (one per daemon) and goes on.
 Running drivers are not stopped when this member's own session is suspended or lost: each
 driver holds its own session and stops itself before that session can expire (invariant 4); a
 lost member session only makes the leader place new attempts elsewhere.
+
+Why one module: launches, exits, withdrawn assignments and adoptions all change one table of
+this member's attempts under one lock, and each change's order against the others is what keeps
+an attempt launched once. The verdicts on adoption, the launcher, the ending of drivers and the
+assignments' reads already live apart.
 """
 
 from __future__ import annotations

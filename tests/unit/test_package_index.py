@@ -171,3 +171,29 @@ def test_the_index_parser() -> None:
         ("bare", ""),
         ("solo", ".py"),
     ]
+
+
+#: a product module longer than this says at its top why it is one module
+LONG = 500
+
+
+def _modules() -> list[Path]:
+    return sorted(
+        path
+        for top in PRODUCT
+        for path in (REPO / top).rglob("*.py")
+        if "__pycache__" not in path.parts
+    )
+
+
+def test_a_long_module_says_why_it_is_one() -> None:
+    long = [
+        f"{path.relative_to(REPO)} ({lines} lines)"
+        for path in _modules()
+        if (lines := len(path.read_text().splitlines())) > LONG
+        and "Why one module:" not in _docstring(path)
+    ]
+    assert not long, (
+        f"over {LONG} lines without a reason: split it, or add a paragraph starting "
+        f"'Why one module:' to its docstring: " + ", ".join(long)
+    )

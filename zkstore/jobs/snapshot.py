@@ -12,6 +12,10 @@ with a checkpoint or has a progress timeout (a children call, then one read). A 
 takeover pays one more read per job (the stop node; an index of stopped jobs would save it)
 and nothing else for running jobs without a stop or a limit. The daemon reconciles from
 snapshots; the CLI lists them.
+
+Why one module: the two rounds of pipelined reads depend on each other's answers (the second
+round reads only what the first says can matter), and the parse of each record is kept beside
+the read that fetched it.
 """
 
 from __future__ import annotations
