@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
+from recovery.shared.processes import exists
 from zkstore.closing import Closeable
 
 logger = logging.getLogger(__name__)
@@ -314,16 +315,6 @@ def _kill_all(netns: str) -> None:
             os.kill(int(pid), signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_leftovers() -> list[str]:
     """Remove the namespaces and links of runs whose process is gone (killed before its
     cleanup); returns their names. Those of a live process are its own, and stay."""
@@ -338,12 +329,12 @@ def remove_leftovers() -> list[str]:
     namespaces = [line.split()[0] for line in ip("netns", "list").splitlines() if line.strip()]
     for name in links:
         match = _NAME.match(name)
-        if match and match.group(3) is None and not _alive(int(match.group(1))):
+        if match and match.group(3) is None and not exists(int(match.group(1))):
             ip("link", "del", name, check=False)
             removed.append(name)
     for name in namespaces:
         match = _NAME.match(name)
-        if match and match.group(3) is not None and not _alive(int(match.group(1))):
+        if match and match.group(3) is not None and not exists(int(match.group(1))):
             _kill_all(name)
             ip("netns", "del", name, check=False)
             removed.append(name)

@@ -62,7 +62,7 @@ from typing import Any
 from recovery.member.driveruser import become
 from recovery.proctitle import driver_title, fork_server_title, set_title, shipper_title
 from recovery.settings import DriverUser
-from recovery.shared.processes import start_ticks
+from recovery.shared.processes import exists, start_ticks
 from zkstore import secrecy
 
 logger = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ class ForkedProcess:
         self._ended.set()
 
     def poll(self) -> int | None:
-        if not self._ended.is_set() and not self._server.alive and not _exists(self.pid):
+        if not self._ended.is_set() and not self._server.alive and not exists(self.pid):
             self._exited(-signal.SIGKILL)  # its exit code was lost with the server
         return self.returncode
 
@@ -269,16 +269,6 @@ class ForkedProcess:
         if not self._ended.is_set():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ForkServer:

@@ -94,6 +94,17 @@ def this_process() -> ProcessIdentity:
     return ProcessIdentity(socket.gethostname(), pid, start_ticks(pid), boot_id())
 
 
+def exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host now (any user's, a zombie included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def identify(pid: int) -> ProcessIdentity:
     """The identity of process ``pid`` of this host now (start time None if it is gone)."""
     return ProcessIdentity(socket.gethostname(), pid, start_ticks(pid), boot_id())
