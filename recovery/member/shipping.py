@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -198,6 +199,33 @@ class Shipping:
             self._daemon_lock = -1
         with contextlib.suppress(OSError):  # no shipper: nobody to tell
             nudge(self.directory)
+
+    def finished(self, timeout: float) -> bool:
+        """After :meth:`close`: True once no shipper runs (its service lock is free) and no
+        attempt is left to follow, within ``timeout`` seconds; False if a shipper still works
+        then (it goes on: a driver's output is never cut short for this)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._idle():
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)  # the shipper stores its last chunks and exits
+
+    def _idle(self) -> bool:
+        try:
+            if any(REQUEST_NAME.fullmatch(p.name) for p in self.directory.iterdir()):
+                return False
+            fd = os.open(self.directory / SERVICE_LOCK, os.O_RDWR | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return True  # no shipper ever ran here
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+        return True
 
     def follow(
         self,
