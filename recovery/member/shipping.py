@@ -216,16 +216,9 @@ class Shipping:
         try:
             if any(REQUEST_NAME.fullmatch(p.name) for p in self.directory.iterdir()):
                 return False
-            fd = os.open(self.directory / SERVICE_LOCK, os.O_RDWR | os.O_NOFOLLOW)
         except FileNotFoundError:
             return True  # no shipper ever ran here
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
-        return True
+        return not is_held(self.directory / SERVICE_LOCK)
 
     def follow(
         self,
@@ -288,6 +281,21 @@ class Shipping:
         argv = shipper_argv(self.directory, self.daemon_id, self._interval)
         self.pid = self._start(argv, shipper_config(self._config), self.directory / SHIPPER_LOG)
         self._started = identify(self.pid)
+
+
+def is_held(path: Path) -> bool:
+    """Whether a process holds a lock (flock) on ``path``: False if it cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def nudge(directory: Path) -> bool:

@@ -6,16 +6,14 @@ nothing in /tmp after a clean stop."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import connection, script, show
+from tests.cli import connection, script, show, show_schedule
 from tests.helpers import BIN, wait_for
 from tests.servers import NotificationReceiver
 from zkstore.config import StoreConfig
@@ -38,11 +36,7 @@ def mark(ctx, out):
 """
 
 
-def shown(config: StoreConfig, name: str) -> dict[str, Any]:
-    done = script(config, "schedules show", name, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    found: dict[str, Any] = json.loads(done.stdout)
-    return found
+shown = show_schedule
 
 
 def test_the_call_deadline_is_store_timeout_and_the_old_spelling_warns(tmp_path: Path) -> None:

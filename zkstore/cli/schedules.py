@@ -93,14 +93,16 @@ def when_options(*, update: bool) -> Callable[[F], F]:
     ``--after-schedule``. For ``create`` with their defaults; for ``update`` all None (not
     given: unchanged), ``--end-at`` and ``--after-schedule`` also taking ``off``."""
     off = "|off" if update else ""
+
+    def defaulted(flag: str, default: str, **keywords: Any) -> Callable[[F], F]:
+        """An option with create's default; update's is None (unchanged)."""
+        return click.option(
+            flag, default=None if update else default, show_default=not update, **keywords
+        )
+
     options = [
         click.option("--cron", metavar="EXPR", help='cron expression: "0 2 * * *", @daily, ...'),
-        click.option(
-            "--timezone",
-            default=None if update else "UTC",
-            show_default=not update,
-            help="the cron's wall clock",
-        ),
+        defaulted("--timezone", "UTC", help="the cron's wall clock"),
         click.option(
             "--every",
             metavar="DURATION",
@@ -108,18 +110,16 @@ def when_options(*, update: bool) -> Callable[[F], F]:
             "without --start-at, windows fall at multiples of it since 1970-01-01T00:00:00Z "
             "(--every 15m: :00, :15, :30, :45)",
         ),
-        click.option(
+        defaulted(
             "--concurrency",
+            CONCURRENCY[0],
             type=click.Choice(CONCURRENCY),
-            default=None if update else CONCURRENCY[0],
-            show_default=not update,
             help="a window whose previous run still lives: run both (allow), skip it "
             "(forbid), or cancel the previous run and start once it is gone (replace)",
         ),
-        click.option(
+        defaulted(
             "--catchup",
-            default=None if update else "latest",
-            show_default=not update,
+            "latest",
             help="windows that passed while no daemon led: none, latest, all, or a number of them",
         ),
         click.option(

@@ -24,6 +24,7 @@ from dataclasses import replace
 from zkstore.errors import OutcomeUnknown, VersionConflict, ZkStoreError
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.shown import LIMIT_KEYS, RETRY_KEYS
 from zkstore.ops import SetData
 from zkstore.retry import RACES
 from zkstore.schedules.records import Change, ScheduleSpec
@@ -42,21 +43,8 @@ WHEN_FIELDS = (
     "catchup_max",
     "after_schedule",
 )
-#: The definition summary's keys of how a run runs (the lifecycle's and the attempt limits).
-RUN_KEYS = (
-    "max_attempts",
-    "max_lost",
-    "timeout",
-    "start_timeout",
-    "progress_timeout",
-    "retry_delay",
-    "retry_max_delay",
-    "retry_jitter",
-    "retry_reset_after",
-    "lost_retry_delay",
-    "lost_retry_max_delay",
-    "notify",
-)
+#: The definition summary's keys of how a run runs (the attempt limits and the lifecycle's).
+RUN_KEYS = ("max_attempts", "max_lost", *LIMIT_KEYS, *RETRY_KEYS, "notify")
 
 
 def update(
@@ -161,7 +149,8 @@ def _shown(key: str, value: object) -> str:
         return "-"
     if key == "notify" and isinstance(value, str):
         return redact_url(value)
-    if key in ("every", *RUN_KEYS[2:]) and key != "retry_jitter" and isinstance(value, int | float):
+    seconds = ("every", *LIMIT_KEYS, *RETRY_KEYS)
+    if key in seconds and key != "retry_jitter" and isinstance(value, int | float):
         return f"{value:g}s"
     return str(value)
 
