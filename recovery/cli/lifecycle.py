@@ -148,7 +148,9 @@ def resume_job(
     (--timeout, --retry-delay, --notify ...; off removes a limit) and --max-attempts change what
     the job had. Prints which checkpoint it resumes from.
     """
-    given = lifecycle_summary({k: v for k, v in lifecycle.items() if v is not None})
+    given = lifecycle_summary(
+        {k: v for k, v in lifecycle.items() if v is not None}, connection.config.lowered_minimums
+    )
     removed = {k for k, v in lifecycle.items() if v is not None and k not in given}
     from recovery.client.client import Client
     from recovery.shared.sparkconf import parse_spark_conf

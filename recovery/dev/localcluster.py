@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,7 @@ class LocalCluster:
         verbose: bool = True,
         python: str = sys.executable,
         user: tuple[int, int] | None = None,
+        hosts: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
@@ -97,6 +99,9 @@ class LocalCluster:
         self.python = python
         #: the (uid, gid) the daemons run as (None: this process's; another needs root)
         self.user = user
+        #: the command prefix that starts the daemon of an id on a host of its own
+        #: (``ip netns exec NAME``, :mod:`recovery.dev.hosts`); its drivers run there too
+        self.hosts = {daemon_id: list(prefix) for daemon_id, prefix in (hosts or {}).items()}
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -141,7 +146,10 @@ class LocalCluster:
         log_path = self.work_dir / f"{daemon_id}.log"
         self.work_dir.mkdir(parents=True, exist_ok=True)
         port = free_port() if self.http else None
-        command = self.daemon_command(daemon_id, *args, python=python, port=port)
+        command = [
+            *self.hosts.get(daemon_id, ()),
+            *self.daemon_command(daemon_id, *args, python=python, port=port),
+        ]
         interpreter = str(python) if python is not None else self.python
         as_user = (
             {"user": self.user[0], "group": self.user[1], "extra_groups": []} if self.user else {}

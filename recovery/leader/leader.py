@@ -52,6 +52,7 @@ from recovery.settings import DaemonSettings
 from recovery.shared.fleet import format_labels, parse_labels
 from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
+from zkstore.cluster.fleet import FleetReading
 from zkstore.errors import (
     ConfigError,
     ConflictError,
@@ -109,6 +110,8 @@ class LeaderProcess:
         self.fence = leadership.fence
         #: ZooKeeper's time: what schedule windows are decided by, not this host's clock
         self.clock = ServerClock(cluster.zk, cluster.layout.leader_clock)
+        #: the fleet's protocol: which records the leader may write (zkstore/protocol.py)
+        self.protocol = FleetReading(cluster.zk, cluster.layout)
         self.loop = loop
         self.election = election
         self.actions = JobActions(self)

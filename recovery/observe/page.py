@@ -403,6 +403,7 @@ refreshes every {REFRESH_SECONDS} s Â· {home}<a href="/api/v1/cluster">API</a> Â
 #: The pieces another page of the site (:mod:`recovery.observe.jobpage`) is built with.
 escape = _e
 badge = _badge
+table = _table
 since = _since
 section = _section
 document = _document

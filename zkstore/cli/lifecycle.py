@@ -21,6 +21,7 @@ from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
 
 if TYPE_CHECKING:  # the records import the ZooKeeper client: loaded when an option is used
+    from zkstore.config import LoweredMinimums
     from zkstore.lifecycle.options import Lifecycle
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -161,13 +162,17 @@ def lifecycle_from(params: Mapping[str, Any], base: Lifecycle | None = None) -> 
         raise UsageFailure(str(exc)) from exc
 
 
-def lifecycle_summary(params: Mapping[str, Any]) -> dict[str, Any]:
+def lifecycle_summary(
+    params: Mapping[str, Any], lowered: LoweredMinimums | None = None
+) -> dict[str, Any]:
     """The handle summary keys of the lifecycle options given in ``params`` (those not given
-    are left out: the daemon's defaults apply), validated together; :class:`UsageFailure`
-    (exit 2) for a combination that is not valid. A limit or URL turned ``off`` is left out."""
-    from zkstore.lifecycle.options import SUMMARY_KEYS
+    are left out: the daemon's defaults apply), validated together (against the product's
+    minimums, or the tests' ``lowered`` ones); :class:`UsageFailure` (exit 2) for a combination
+    that is not valid. A limit or URL turned ``off`` is left out."""
+    from zkstore.lifecycle.limits import least_limits
+    from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
 
-    lifecycle_from(params)
+    lifecycle_from(params, Lifecycle(limits=least_limits(lowered)))
     given = {key: params.get(key) for key in SUMMARY_KEYS if params.get(key) is not None}
     return {
         key: value

@@ -296,8 +296,7 @@ class HistoryEntry:
         if not isinstance(raw, dict):
             raise ValueError("a history entry is not an object")
         known = {f.name for f in fields(cls)}
-        if set(raw) - known:
-            raise ValueError("a history entry has unknown fields")
+        raw = {k: v for k, v in raw.items() if k in known}  # a newer writer's: ignored
         for key in ("window", "through"):
             if raw.get(key) is not None:
                 parse_time(raw[key])

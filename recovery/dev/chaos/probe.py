@@ -91,6 +91,14 @@ class ScheduleProbe:
         )
         return [f"schedule: {v}" for v in verdict.violations], verdict
 
+    def next_window(self) -> float:
+        """When the schedule's next window comes (epoch seconds)."""
+        schedule = self._read()
+        assert schedule is not None, "the schedule is there while the run lasts"
+        window = schedule.spec.timing().next_after(datetime.now(UTC))
+        assert window is not None, "an --every schedule always has a next window"
+        return window.timestamp()
+
     def stop(self) -> None:
         """Delete the schedule: a fire in flight fails its transaction (the spec is gone) and
         discards its payload; no fire follows."""
