@@ -11,14 +11,19 @@ A page marks a session with two comments around its code block::
 The session file is a shell script, one command a line, run in order by bash in a fresh
 directory (the session's folder ``docs/sessions/NAME/`` copied into it, if there is one)
 against an embedded ZooKeeper and a storage directory of its own (``ZKSTORE_ZK``,
-``ZKSTORE_STORAGE``); a command may start a daemon in the background (``&``). Each command is
+``ZKSTORE_STORAGE``); a command may start a daemon in the background (``&``), its output sent
+to a file (the line's output ends when every process holding it has closed it). Each command is
 printed as ``$ COMMAND`` followed by what it printed (stdout and stderr, as a terminal shows
 them). A line starting with ``#:`` runs without being shown (waiting for a window, setting a
 variable for the next lines: ``#: export X=1``); other comments are left out. The temporary
-directory is shown as ``/tmp/demo``. Every process a session started is ended with it.
+directory is shown as ``/tmp/demo``. Every process a session started is ended with it. The
+session sees none of the caller's ``ZKSTORE_*`` variables (a test suite's lowered minimums
+would show in it): what it prints is what a new user's shell prints.
 
 Nothing in the page between the markers is written by hand: run this after a change that the
-session shows, and commit what it wrote.
+session shows (``make transcripts`` runs every page), and commit what it wrote. ``--check``
+runs nothing: it says which page's block does not show its session's commands as the session
+file has them now (a session changed and not run again).
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ def run_session(script: Path, repo: Path) -> str:
         if folder.is_dir():
             shutil.copytree(folder, work, dirs_exist_ok=True)
         bin_dir = Path(sys.executable).parent
+        own = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
         env = {
-            **os.environ,
+            **own,
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "ZKSTORE_STORAGE": f"file://{work}/storage",
             "REPO": str(repo),
@@ -85,6 +91,33 @@ def _commands(text: str) -> list[str]:
     ]
 
 
+def shown_commands(script: str) -> list[str]:
+    """The commands a session shows (``$ COMMAND`` in its transcript), in order."""
+    return [c for c in _commands(script) if not c.startswith("#:")]
+
+
+def stale(page: Path, repo: Path) -> list[str]:
+    """What is wrong with ``page``'s marked blocks without running them: a session file that
+    is missing, or a block whose ``$`` lines are not its session's shown commands."""
+    problems = []
+    for match in MARK.finditer(page.read_text()):
+        script = repo / match.group("script")
+        if not script.is_file():
+            problems.append(f"{page}: {match.group('script')}: no such session")
+            continue
+        shown = [
+            line.removeprefix("$ ")
+            for line in match.group("body").splitlines()
+            if line.startswith("$ ")
+        ]
+        if shown != shown_commands(script.read_text()):
+            problems.append(
+                f"{page}: the block of {match.group('script')} does not show its commands as "
+                "they are now: run python -m recovery.dev.transcript " + str(page)
+            )
+    return problems
+
+
 def _run(command: str, cwd: Path, env: dict[str, str], sessions: list[int]) -> str:
     """Run one command with the variables the session exported so far; its output."""
     exports = cwd / ".exports"
@@ -105,15 +138,28 @@ def _run(command: str, cwd: Path, env: dict[str, str], sessions: list[int]) -> s
 
 
 def _end(sessions: list[int]) -> None:
-    """SIGTERM what each command left running (its daemons), then SIGKILL what stays."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for group in sessions:
-            try:
-                os.killpg(group, sig)
-            except ProcessLookupError:
-                continue
-        if sig == signal.SIGTERM:
-            time.sleep(STOP_GRACE)  # the daemons' clean stop
+    """SIGTERM what each command left running (its daemons), wait up to :data:`STOP_GRACE`
+    for their clean stop, then SIGKILL what stays."""
+    for group in _alive(sessions):
+        _signal(group, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    while _alive(sessions) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for group in _alive(sessions):
+        _signal(group, signal.SIGKILL)
+
+
+def _alive(groups: list[int]) -> list[int]:
+    return [group for group in groups if _signal(group, 0)]
+
+
+def _signal(group: int, sig: int) -> bool:
+    """Send ``sig`` to the process group; False if it has no process left."""
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def regenerate(page: Path, repo: Path) -> str:
@@ -128,14 +174,21 @@ def regenerate(page: Path, repo: Path) -> str:
 
 def main(argv: list[str]) -> int:
     repo = Path(__file__).resolve().parents[2]
-    for name in argv or [str(p) for p in sorted((repo / "docs").glob("*.md"))]:
-        page = Path(name)
-        text = page.read_text()
-        if MARK.search(text) is None:
+    check = "--check" in argv
+    names = [a for a in argv if a != "--check"]
+    pages = [Path(n) for n in names] or [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    problems: list[str] = []
+    for page in pages:
+        if MARK.search(page.read_text()) is None:
+            continue
+        if check:
+            problems += stale(page, repo)
             continue
         page.write_text(regenerate(page, repo))
         print(f"{page}: regenerated", file=sys.stderr)
-    return 0
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
