@@ -21,7 +21,7 @@ CHAOS_SEED ?=
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 
 .PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest bench bench-smoke chaos venv clean \
-	browser-test import-graph upgrade-test
+	browser-test import-graph upgrade-test transcripts transcripts-check
 
 venv: $(STAMP)
 
@@ -102,6 +102,15 @@ chaos: $(STAMP)
 # upgraded one daemon at a time with jobs running, back, and again (docs/testing.md).
 upgrade-test: $(STAMP)
 	$(BIN)/python -m recovery.dev.upgrade
+
+# The docs' real sessions (docs/sessions/*.sh) run again into the blocks the pages mark, against
+# an embedded ZooKeeper (a few minutes: one runs a Spark pipeline); commit what changed.
+# transcripts-check runs nothing: a block that does not show its session's commands fails.
+transcripts: $(STAMP)
+	$(PYCACHE) $(BIN)/python -m recovery.dev.transcript
+
+transcripts-check: $(STAMP)
+	$(BIN)/python -m recovery.dev.transcript --check
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .upgrade

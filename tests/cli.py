@@ -163,6 +163,14 @@ def show(config: StoreConfig, job_id: str) -> dict[str, Any]:
     return shown
 
 
+def show_schedule(config: StoreConfig, name: str) -> dict[str, Any]:
+    """``zkstore schedules show NAME --format json`` (the installed script)."""
+    done = script(config, "schedules show", name, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
 def local_log(uri: str) -> str:
     """The text of a driver log whose location ``jobs show`` gave (``file://host/path``)."""
     assert uri.startswith("file://"), uri

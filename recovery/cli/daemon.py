@@ -71,7 +71,7 @@ from zkstore.lifecycle.destinations import Destinations
     "--log-dir",
     type=click.Path(file_okay=False),
     help="where driver logs go on this host, one file per attempt (each is also shipped to "
-    "storage: zkstore jobs logs) [default: a temporary directory]",
+    "storage: zkstore jobs logs) [default: .logs in the work directory]",
 )
 @click.option(
     "--work-dir",

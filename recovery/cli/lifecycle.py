@@ -2,10 +2,10 @@
 
 ``stop`` writes the stop request (:class:`zkstore.lifecycle.stopstore.StopStore`), then follows
 the job until the leader recorded STOPPED: with ``--checkpoint`` the live attempt is asked for a
-checkpoint first and given ``--timeout`` for it; then its driver is ended (SIGTERM, the daemon's
-``--end-grace``, SIGKILL of its process group). ``resume`` starts the next attempt from the
-newest checkpoint, with new code (``--definition FILE.py[:FUNCTION]``) and options if given,
-and says which checkpoint that is. Both are thin: what they write and when is the store's.
+checkpoint first and given ``--checkpoint-timeout`` for it; then its driver is ended (SIGTERM,
+the daemon's ``--end-grace``, SIGKILL of its process group). ``resume`` starts the next attempt
+from the newest checkpoint, with new code (``--definition FILE.py[:FUNCTION]``) and options if
+given, and says which checkpoint that is. Both are thin: what they write and when is the store's.
 
 The client and the store are imported inside the commands: naming them on the ``jobs`` group
 costs ``zkstore jobs --help`` nothing (issue 27).
@@ -24,7 +24,12 @@ import click
 
 from zkstore.cli.base import Connection, store_timeout_connection_options
 from zkstore.cli.jobs import jobs
-from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary, stop_options
+from zkstore.cli.lifecycle import (
+    attempt_options,
+    lifecycle_options,
+    lifecycle_summary,
+    stop_options,
+)
 from zkstore.errors import JobFinished, WaitTimeout
 from zkstore.jobs.states import STOPPED
 
@@ -52,9 +57,9 @@ def stop_job(
     """Stop a job without finishing it: it keeps its checkpoints and holds no driver slot.
 
     With --checkpoint, the running attempt is asked for a checkpoint first (ctx.checkpoint
-    answers it) and given --timeout for it; then its driver is ended (SIGTERM, then SIGKILL of
-    its process group after the daemon's --end-grace). The job is STOPPED until `zkstore jobs
-    resume` starts it again from its newest checkpoint, with new code if you give it.
+    answers it) and given --checkpoint-timeout for it; then its driver is ended (SIGTERM, then
+    SIGKILL of its process group after the daemon's --end-grace). The job is STOPPED until
+    `zkstore jobs resume` starts it again from its newest checkpoint, with new code if you give it.
     Exit 0 once STOPPED, 7 if that took longer than expected (the stop goes on).
     """
     from recovery.client.client import Client
@@ -123,8 +128,7 @@ def stop_job(
     metavar="PROP=VALUE",
     help="Spark property for the new code (with --definition); repeatable",
 )
-@click.option("--max-attempts", type=click.IntRange(1, 1000), default=None)
-@click.option("--max-lost-attempts", type=click.IntRange(1, 1000), default=None)
+@attempt_options
 @lifecycle_options
 def resume_job(
     job_id: str,

@@ -1,6 +1,8 @@
 """``zkstore schedules create``: a job definition built as ``submit`` builds it (the same job
-options), stored once as a schedule (:mod:`zkstore.schedules.store`); the leader runs it at every
-window. The other schedule commands are the store's (:mod:`zkstore.cli.schedules`)."""
+options and run options: one option stack, :mod:`recovery.cli.joboptions` and
+:func:`zkstore.cli.lifecycle.lifecycle_options`), stored once as a schedule
+(:mod:`zkstore.schedules.store`); the leader runs it at every window. The other schedule
+commands are the store's (:mod:`zkstore.cli.schedules`)."""
 
 from __future__ import annotations
 
@@ -9,128 +11,89 @@ from typing import Any
 
 import click
 
-from recovery.cli.joboptions import job_options, job_settings
+from recovery.cli.joboptions import job_options, split_job_options
 from recovery.client.client import Client
-from zkstore.cli.base import Connection, connection_options
-from zkstore.cli.schedules import schedules
-from zkstore.errors import ConfigError
+from zkstore.cli.base import Connection, store_timeout_connection_options
+from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary
+from zkstore.cli.schedules import WHEN_KEYS, interval_note, new_spec, schedules, when_options
+from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.schedules.limits import check_bounds, min_interval_from_env
-from zkstore.schedules.records import (
-    ALLOW,
-    CONCURRENCY,
-    DEFAULT_CATCHUP_MAX,
-    LATEST,
-    MAX_CATCHUP_MAX,
-    ScheduleSpec,
-    parse_catchup,
-)
+from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import (
-    format_time,
-    parse_cron,
-    parse_every,
-    parse_moment,
-    parse_timezone,
-)
+from zkstore.schedules.timing import shares_windows
 from zkstore.schedules.view import next_window
-from zkstore.strict import utc_now
 
 
 @schedules.command("create", context_settings={"ignore_unknown_options": False})
 @click.argument("schedule_name", metavar="NAME")
 @click.argument("target", metavar="FILE.py[:FUNCTION]")
 @click.argument("args", nargs=-1, metavar="[-- ARGS...]")
-@connection_options
-@click.option("--cron", metavar="EXPR", help='cron expression: "0 2 * * *", @daily, ...')
-@click.option("--timezone", default="UTC", show_default=True, help="the cron's wall clock")
-@click.option("--every", metavar="DURATION", help="a fixed interval instead: 90s, 10m, 1h30m")
-@click.option(
-    "--concurrency",
-    type=click.Choice(CONCURRENCY),
-    default=ALLOW,
-    show_default=True,
-    help="a window whose previous run still lives: run both (allow), skip it (forbid), or "
-    "cancel the previous run and start once it is gone (replace)",
-)
-@click.option(
-    "--catchup",
-    default=LATEST,
-    show_default=True,
-    help="windows that passed while no daemon led: none, latest, all, or a number of them",
-)
-@click.option(
-    "--catchup-max",
-    type=click.IntRange(1, MAX_CATCHUP_MAX),
-    metavar="N",
-    help=f"--catchup all runs at most the newest N late windows (the older ones are recorded "
-    f"missed); a --start-at further back than N windows is refused [default "
-    f"{DEFAULT_CATCHUP_MAX}]",
-)
-@click.option("--start-at", metavar="TIME", help="first window at or after this time")
-@click.option("--end-at", metavar="TIME", help="no window at or after this time")
-@click.option(
-    "--after-schedule",
-    metavar="NAME",
-    help="each run waits for that schedule's run of the same window to succeed",
-)
+@store_timeout_connection_options
+@when_options(update=False)
 @job_options
+@lifecycle_options
 def create_schedule(
     schedule_name: str,
     target: str,
     args: tuple[str, ...],
     connection: Connection,
-    cron: str | None,
-    timezone: str,
-    every: str | None,
-    concurrency: str,
-    catchup: str,
-    catchup_max: int | None,
-    start_at: str | None,
-    end_at: str | None,
-    after_schedule: str | None,
-    **job: Any,
+    **options: Any,
 ) -> None:
     """Run FILE.py[:FUNCTION] at every window of --cron or --every, each window once.
 
     Each window's run is a job named NAME-<window, UTC> (NAME-20261124T020000Z), with the
-    job options given here; `schedules show NAME` lists the recent windows and how many it
-    is behind. Prints NAME and the next window. Windows closer than the cluster's minimum
-    (ZKSTORE_SCHEDULE_MIN_INTERVAL, default 10s) are refused, as is a --start-at more than
-    --catchup-max windows back with --catchup all.
+    job options and run options given here, as submit takes them (--timeout is each run's
+    time limit; --notify, the retry pacing); `schedules show NAME` lists them, the recent
+    windows and how many it is behind. Prints NAME and the next window. Windows closer than
+    the cluster's minimum (ZKSTORE_SCHEDULE_MIN_INTERVAL, default 10s) are refused, as is a
+    --start-at more than --catchup-max windows back with --catchup all, and an
+    --after-schedule whose windows are not this schedule's.
     """
     name = validate_name(schedule_name)
-    if (cron is None) == (every is None):
-        raise ConfigError("give one of --cron EXPR and --every DURATION")
-    zone = parse_timezone(timezone)
-    if after_schedule is not None and validate_name(after_schedule) == name:
-        raise ConfigError("--after-schedule names the schedule itself")
-    spec = ScheduleSpec(
-        version=None,
-        name=name,
-        created=utc_now(),
-        cron=None if cron is None else parse_cron(cron),
-        every=None if every is None else parse_every(every),
-        timezone=timezone,
-        concurrency=concurrency,
-        catchup=parse_catchup(catchup),
-        start_at=None if start_at is None else format_time(parse_moment(start_at, zone)),
-        end_at=None if end_at is None else format_time(parse_moment(end_at, zone)),
-        after_schedule=after_schedule,
-        catchup_max=catchup_max,
-    )
-    check_bounds(spec, datetime.now(UTC), min_interval_from_env())
+    when = {key: options.pop(key) for key in WHEN_KEYS}
+    job, lifecycle = split_job_options(options)
+    now = datetime.now(UTC)
+    spec = new_spec(name, now, **when)
+    check_bounds(spec, now, min_interval_from_env())
     with Client(connection.config) as client:
+        store = ScheduleStore.for_config(connection.config, client.cluster.zk)
+        if spec.after_schedule is not None:
+            check_chain(spec, store)
         definition = client.definition_for_file(
             target,
             list(args),
             job_id=name,
             warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
-            **job_settings(**job),
+            lifecycle=lifecycle_summary(lifecycle),
+            **job,
         )
-        store = ScheduleStore.for_config(connection.config, client.cluster.zk)
         created = store.create(spec, definition)
     click.echo(name)
+    note = interval_note(created.spec, when["every"], aligned=when["start_at"] is None)
+    if note is not None:
+        click.echo(note, err=True)
     upcoming = next_window(created.spec, datetime.now(UTC))
     if upcoming is not None:
         click.echo(f"next window: {upcoming}", err=True)
+
+
+def check_chain(spec: ScheduleSpec, store: ScheduleStore) -> None:
+    """Refuse (:class:`ConfigError`, exit 2) an ``--after-schedule`` of an ``--every``
+    schedule whose windows are not all windows of this one's: every run would wait for a
+    window the other schedule never has, and fail. A schedule not made yet is not judged."""
+    other = spec.after_schedule
+    assert other is not None
+    try:
+        theirs = store.spec(other)
+    except HandleNotFound:
+        return
+    if shares_windows(spec.timing(), theirs.timing()):
+        return
+    raise ConfigError(
+        f"--after-schedule {other}: its windows (every {theirs.every}s from "
+        f"{theirs.start_at or theirs.created}) are not all this schedule's (every "
+        f"{spec.every}s from {spec.start_at}): a run of a window {other} does not have would "
+        f"fail; give --every a multiple of {theirs.every}s without --start-at (windows at "
+        "multiples of the interval), the same --start-at as its, or a --cron for both"
+    )

@@ -9,4 +9,5 @@ so); ``zkstore demo`` is a dev command, loaded by name.
                      network's faults between them (root only)
     chaos/           the chaos run: randomized faults on a real ensemble, the invariants checked
     upgrade/         the upgrade test: the previous release and this code in one fleet
+    transcript.py    the docs' real sessions (docs/sessions/*.sh) run again into their pages
 """

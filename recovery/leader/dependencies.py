@@ -15,17 +15,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
+from datetime import timedelta
 
 from kazoo.protocol.states import ZnodeStat
 
 from recovery.leader.decide import Action, Finish, NoSlot
-from zkstore.errors import CorruptRecord
+from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.jobs.dependencies import WAITING, Dependency, Seen, decide
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import FAILED
 from zkstore.layout import Layout
-from zkstore.schedules.records import FIRED, SchedulePaths, ScheduleState
+from zkstore.schedules.records import FIRED, SchedulePaths, ScheduleSpec, ScheduleState
 from zkstore.schedules.runs import dependencies_of, split_run_id
 from zkstore.schedules.timing import format_time
 from zkstore.strict import parse_time
@@ -128,7 +129,7 @@ class DependencyGate:
                     ).outcome
                 except CorruptRecord:
                     unreadable = True  # never taken for absent: the job waits
-            decided, gone, fate = False, False, None
+            decided, gone, fate, no_window = False, False, None, False
             if dependency.schedule is not None:
                 spec, state = next(found), next(found)
                 gone = spec is None
@@ -137,6 +138,9 @@ class DependencyGate:
                     if state is not None
                     else (False, None)
                 )
+                if spec is not None and not decided:
+                    path = paths.schedule(dependency.schedule)
+                    no_window = not _is_window(spec, path, dependency.window)
             seen[dependency.job_id] = Seen(
                 present=handle is not None or quarantined is not None or unreadable,
                 outcome=outcome,
@@ -144,8 +148,23 @@ class DependencyGate:
                 window_decided=decided,
                 schedule_gone=gone,
                 window_fate=fate,
+                no_such_window=no_window,
             )
         return seen
+
+
+def _is_window(found: tuple[bytes, ZnodeStat], path: str, window: str | None) -> bool:
+    """Whether ``window`` is one of the schedule's windows as its spec says now (a run id
+    names a time, any time). An unreadable spec, or one this host cannot time (an unknown
+    time zone), says yes: the job waits, as for an undecided window."""
+    if window is None:
+        return True
+    try:
+        timing = ScheduleSpec.from_znode(found[0], found[1], path).timing()
+    except (CorruptRecord, ConfigError):
+        return True
+    when = parse_time(window)
+    return timing.next_after(when - timedelta(seconds=1)) == when
 
 
 def _decided(

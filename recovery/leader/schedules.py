@@ -1,12 +1,14 @@
 """The leader fires schedules: every window once, at its time, on the leader's loop thread.
 
 On takeover the leader fires every schedule once (the windows that passed while nobody led are
-decided there, per the schedule's ``--catchup``); after that, one timer is armed for the earliest
-next window over all schedules, and a watch on ``R/schedules`` fires a pass at once when a
-schedule is created or deleted. A pass calls :meth:`~zkstore.schedules.fire.Firer.fire` for each
-schedule with the leadership's fence: each window's run, its state and its history entry are one
-fenced transaction, so a deposed leader creates nothing and a new leader never makes a second run
-of a window (a crash at any line leaves each window decided once or not at all).
+decided there, per the schedule's ``--catchup``); after that, one timer is armed for the
+earliest next window over all schedules, and a watch on ``R/schedules`` fires a pass at once
+when a schedule is created or deleted, a watch on each schedule's spec when it is changed
+(``schedules update``, ``pause``, ``resume``: the timer may be set for a window the change
+moved). A pass calls :meth:`~zkstore.schedules.fire.Firer.fire` for each schedule with the
+leadership's fence: each window's run, its state and its history entry are one fenced
+transaction, so a deposed leader creates nothing and a new leader never makes a second run of a
+window (a crash at any line leaves each window decided once or not at all).
 
 A pass fires at most the leadership's budget of windows (``--schedule-fire-budget``, shared by
 every schedule, taken in turn from where the last pass stopped) and gives way, after any fire,
@@ -78,6 +80,8 @@ class ScheduleFiring:
         #: the schedule the last pass stopped after: the next pass begins with the one after it
         self._cursor = ""
         self._watch: NodeWatch | None = None
+        #: a data watch on each schedule's spec (made by the passes, on the loop thread)
+        self._specs: dict[str, NodeWatch] = {}
         self._throttle = Throttle(logger)
         #: the monotonic time the pending timer is set for (None: none pending)
         self._timer: float | None = None
@@ -91,9 +95,31 @@ class ScheduleFiring:
     def stop(self) -> None:
         if self._watch is not None:
             self._watch.stop()
+        for watch in self._specs.values():
+            watch.stop()
+        self._specs.clear()
+
+    def _watch_specs(self, names: list[str]) -> None:
+        """A watch on each schedule's spec, whose changes post a pass (loop thread; not its
+        first read: this pass reads the spec anyway). A watch that cannot be set now is set
+        by a later pass."""
+        for gone in set(self._specs) - set(names):
+            self._specs.pop(gone).stop()
+        for name in names:
+            if name in self._specs:
+                continue
+            try:
+                self._specs[name] = NodeWatch(
+                    self.leader.cluster.zk,
+                    self.store.paths.schedule(name),
+                    self._changed,
+                    report_first=False,
+                )
+            except StoreUnavailable:
+                return
 
     def _changed(self, _: object) -> None:
-        """Kazoo's thread: a schedule was created or deleted; a pass on the loop."""
+        """Kazoo's thread: a schedule was created, changed or deleted; a pass on the loop."""
         self.leader.loop.post(Event(SCHEDULES, data=self.leader))
 
     def run_pass(self) -> None:
@@ -105,7 +131,9 @@ class ScheduleFiring:
         self._timer = None
         soonest: float | None = None
         budget, backlog = self.budget, False
-        for name in self._in_turn(self.store.names()):
+        names = self.store.names()
+        self._watch_specs(names)
+        for name in self._in_turn(names):
             if not self.leader.active:
                 return
             if budget <= 0 or (budget < self.budget and self.leader.loop.has_events()):

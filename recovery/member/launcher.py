@@ -23,9 +23,11 @@ changes its user).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import shutil
 import socket
 import stat
 import tempfile
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 from recovery.member import driveruser
+from recovery.member.adoption import LAUNCHES
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
@@ -59,6 +62,10 @@ logger = logging.getLogger(__name__)
 DRIVER_OF_ENV = "ZKSTORE_DRIVER_OF"
 #: Names the daemon (fleet member) that launched a driver.
 DRIVER_MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
+#: the drivers' logs, in the work directory, without --log-dir
+LOGS = ".logs"
+#: how long a stopping daemon waits for its log shipper to store the last lines (seconds)
+SHIPPER_FINISH = 10.0
 
 #: What each exit of a driver process means (:class:`zkstore.jobs.states.DriverExit`).
 EXIT_MEANINGS: dict[int, str] = {
@@ -132,10 +139,12 @@ class DriverLauncher:
 
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
-        self._log_dir = Path(settings.log_dir) if settings.log_dir else None
         self.work_root = (
             Path(settings.work_dir) if settings.work_dir else default_work_root(settings)
         )
+        #: where the drivers' logs go: --log-dir, else beside the launch records (the same for
+        #: every start of the daemon, removed with them: see :meth:`close`)
+        self.log_dir = Path(settings.log_dir) if settings.log_dir else self.work_root / LOGS
         #: who drivers run as: None, the daemon's user; else its --driver-user pool
         self.driver_users = DriverUserPool(settings.driver_users) if settings.driver_users else None
         #: the users other than ours whose attempt directories this daemon removes
@@ -299,18 +308,23 @@ class DriverLauncher:
 
     def close(self) -> None:
         """Stop the fork server (the drivers it forked go on) and let the log shipper go once
-        it has stored what it follows."""
+        it has stored what it follows. A daemon of the default directories whose drivers have
+        all ended (no launch record left) and whose shipper has stored everything removes its
+        directory under ``<tmp>/zkstore-<uid>/`` (and that one, if it is left empty): a clean
+        stop leaves nothing in /tmp. With a live driver, everything stays for its adoption."""
         if self.fork_server is not None:
             self.fork_server.close()
         self.shipping.close()
-
-    @property
-    def log_dir(self) -> Path:
-        """Where the drivers' logs go: ``--log-dir``, else a temporary directory made when the
-        first log is written (a daemon that runs no driver here leaves nothing in /tmp)."""
-        if self._log_dir is None:
-            self._log_dir = Path(tempfile.mkdtemp(prefix="zkstore-drivers-"))
-        return self._log_dir
+        settings = self.settings
+        if settings.work_dir or settings.log_dir or settings.driver_users:
+            return
+        launches = self.work_root / LAUNCHES / settings.daemon_id
+        if any(launches.glob("*.json")) or not self.shipping.finished(SHIPPER_FINISH):
+            return
+        tree = self.work_root.parent  # <tmp>/zkstore-<uid>/<cluster>-<daemon id>
+        shutil.rmtree(tree, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            tree.parent.rmdir()  # other daemons' directories keep it
 
     def log_path(self, job_id: str, attempt: int) -> Path:
         return self.log_dir / job_id / f"attempt-{attempt}.log"

@@ -57,6 +57,7 @@ from recovery.member.shipping import (
     SERVICE_LOCK,
     WAKE,
     FollowRequest,
+    is_held,
     private_dir,
     write_atomically,
 )
@@ -318,17 +319,7 @@ def _has_reader(fifo: Path) -> bool:
 
 def _daemon_alive(directory: Path) -> bool:
     """Whether a daemon of the directory's id holds its lock."""
-    try:
-        fd = os.open(directory / DAEMON_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_held(directory / DAEMON_LOCK)
 
 
 def main(argv: list[str] | None = None) -> int:

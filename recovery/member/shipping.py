@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -199,6 +200,26 @@ class Shipping:
         with contextlib.suppress(OSError):  # no shipper: nobody to tell
             nudge(self.directory)
 
+    def finished(self, timeout: float) -> bool:
+        """After :meth:`close`: True once no shipper runs (its service lock is free) and no
+        attempt is left to follow, within ``timeout`` seconds; False if a shipper still works
+        then (it goes on: a driver's output is never cut short for this)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._idle():
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)  # the shipper stores its last chunks and exits
+
+    def _idle(self) -> bool:
+        try:
+            if any(REQUEST_NAME.fullmatch(p.name) for p in self.directory.iterdir()):
+                return False
+        except FileNotFoundError:
+            return True  # no shipper ever ran here
+        return not is_held(self.directory / SERVICE_LOCK)
+
     def follow(
         self,
         job_id: str,
@@ -260,6 +281,21 @@ class Shipping:
         argv = shipper_argv(self.directory, self.daemon_id, self._interval)
         self.pid = self._start(argv, shipper_config(self._config), self.directory / SHIPPER_LOG)
         self._started = identify(self.pid)
+
+
+def is_held(path: Path) -> bool:
+    """Whether a process holds a lock (flock) on ``path``: False if it cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def nudge(directory: Path) -> bool:

@@ -49,7 +49,7 @@ def test_unreachable_zookeeper_is_one_clear_line_not_a_hang(tmp_path: Path) -> N
             "list",
             "--zk",
             "127.0.0.1:9",
-            "--timeout",
+            "--store-timeout",
             "1",
             "--storage",
             f"file://{tmp_path}",

@@ -114,3 +114,49 @@ def test_daemon_http_settings_fail_as_usage_errors_without_showing_the_token(
             assert last.startswith("zkstore: usage error: ") and message in last, done.stderr
             assert "short-secret" not in done.stderr + done.stdout
             assert "Traceback" not in done.stderr
+
+
+def test_a_second_daemon_on_the_default_port_runs_and_says_the_fix(
+    runtime_config: StoreConfig, tmp_path: Path
+) -> None:
+    """Issue 49.8: two daemons on one host, the second without ``--http``, met on the shared
+    default port. The second runs without the HTTP side and says so, naming the fix, as its
+    ``--http`` given explicitly would have refused to start (the test above)."""
+    from recovery.settings import DEFAULT_HTTP
+    from tests.cli import BIN, connection, read_until, script, with_credentials
+
+    host, port = DEFAULT_HTTP.rsplit(":", 1)
+    first = socket.socket()  # the first daemon's address
+    try:
+        first.bind((host, int(port)))
+        first.listen()
+    except OSError:  # something on this host serves there already: in use all the same
+        pass
+    env = with_credentials(runtime_config, {**os.environ, "TMPDIR": str(tmp_path)})
+    daemon = subprocess.Popen(
+        [str(BIN / "zkstore"), "daemon", *connection(runtime_config), "--id", "second"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        seen: list[str] = []
+        read_until(daemon.stderr, "running without the HTTP API", seen)
+        assert f"cannot serve HTTP on {DEFAULT_HTTP}" in seen[-1], seen
+        assert "(--http HOST:PORT or off)" in seen[-1], seen
+        wait_for(
+            lambda: "second" in script(runtime_config, "daemons list").stdout,
+            timeout=60,
+            what="the second daemon in the fleet",
+        )
+        daemon.terminate()
+        daemon.communicate(timeout=60)
+    finally:
+        first.close()
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    assert daemon.returncode == 0

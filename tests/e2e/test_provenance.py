@@ -75,7 +75,9 @@ def test_each_attempt_names_the_definition_it_ran(
         )
         assert made.returncode == 0, made.stderr
         wait_for(out.exists, timeout=120, what="attempt 1 running")
-        stopped = script(config, "jobs stop", "etl", "--timeout", f"{END_GRACE * 4 + 30:g}s")
+        stopped = script(
+            config, "jobs stop", "etl", "--checkpoint-timeout", f"{END_GRACE * 4 + 30:g}s"
+        )
         assert stopped.returncode == 0, stopped.stderr
         assert show(config, "etl")["state"] == STOPPED
         resumed = script(config, "jobs resume", "etl", "--definition", "v2/job.py:run", cwd=laptop)

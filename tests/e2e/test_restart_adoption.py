@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,6 +93,14 @@ def stored_log(config: StoreConfig, job_id: str) -> str:
     return done.stdout
 
 
+def daemon_row(url: str, daemon_id: str) -> str:
+    """The status page's row of ``daemon_id`` in its daemons table, as text ("" if absent)."""
+    with urllib.request.urlopen(f"{url}/", timeout=30) as answer:
+        page = answer.read().decode()
+    row = re.search(rf"<tr><td><code>{re.escape(daemon_id)}</code></td>.*?</tr>", page, re.S)
+    return "" if row is None else re.sub(r"<[^>]+>", "", row.group(0))
+
+
 def restart_under_jobs(
     local: LocalCluster,
     client: Client,
@@ -101,8 +111,12 @@ def restart_under_jobs(
     leader: bool,
 ) -> None:
     """Two daemons, four jobs (two on each); stop one with ``how`` and start it again with its
-    id while its two jobs run; everything checked while they still run, then they end."""
+    id while its two jobs run; everything checked while they still run, then they end. While a
+    daemon stopped with SIGTERM is away, the other's status page says what is known of it:
+    gone, its attempts still placed on it, their drivers possibly alive (issue 49.4: it said
+    "LOST ... its 2 attempt(s) not re-placed yet" of drivers alive and about to be adopted)."""
     local.extra_args = ("--max-drivers", "2")
+    local.http = True
     for name in ("d1", "d2"):
         local.start_daemon(name)
     first = local.wait_for_leader(timeout=START).daemon_id
@@ -121,6 +135,16 @@ def restart_under_jobs(
 
     local.daemons[victim].signal(how)
     local.daemons[victim].process.wait(timeout=START)
+    if how == signal.SIGTERM:  # its session closed: it left the fleet at once
+        survivor = local.daemons[next(n for n in ("d1", "d2") if n != victim)]
+        assert survivor.url is not None
+        row = wait_for(
+            lambda: "GONE" in (r := daemon_row(survivor.url or "", victim)) and r,
+            timeout=START,
+            what="the stopped daemon shown as gone",
+        )
+        assert "left the fleet" in row and "2 attempt(s) still placed on it" in row, row
+        assert "LOST" not in row and "not re-placed" not in row, row
     again = local.start_daemon(victim)
     wait_for(lambda: member_pid(client, victim) == again.pid, START, what="registered again")
     assert again.alive, again.log()[-2000:]

@@ -123,6 +123,27 @@ def test_submit_after_a_run_not_made_yet_waits_for_its_window(
         cwd=laptop,
     )
     assert after.returncode == 0, after.stderr
+    # A time that is none of a schedule's windows: its run is never made, said at once (it
+    # waited for the schedule's next window after that time to be decided: a day here).
+    nightly = script(
+        config,
+        *("schedules create", "nightly", "jobs.py:mark", "--cron", "0 2 * * *", "--", str(out)),
+        cwd=laptop,
+    )
+    assert nightly.returncode == 0, nightly.stderr
+    off = f"nightly-{(now + timedelta(days=1)).strftime('%Y%m%d')}T013000Z"
+    never = script(
+        config,
+        *("submit", "jobs.py:mark", "--job-id", "never", "--after", off, "--", str(out)),
+        cwd=laptop,
+    )
+    assert never.returncode == 0, never.stderr
+    failed = wait_for(lambda: show(config, "never")["result"], timeout=30, what="its failure")
+    assert failed["outcome"] == "FAILED"
+    assert failed["error"] == (
+        f"schedule nightly has no window at {off[8:12]}-{off[12:14]}-{off[14:16]}T01:30:00Z: "
+        f"its run job {off} is never made (zkstore schedules show nightly says when it fires)"
+    ), failed
     waiting = wait_for(lambda: show(config, "after-run")["waiting"], timeout=30, what="waiting")
     assert waiting.startswith("waiting for schedule daily to fire its window"), waiting
     ran = wait_for(lambda: show(config, "after-run")["result"], timeout=90, what="its result")

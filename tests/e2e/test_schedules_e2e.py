@@ -14,13 +14,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from recovery.dev.chaos.schedules import check, expected_windows, read_runs, recorded
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.cli import script
+from tests.cli import script, show_schedule
 from tests.helpers import SESSION_TIMEOUT, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -39,11 +38,7 @@ def job_file(folder: Path) -> Path:
     return path
 
 
-def shown(config: StoreConfig, name: str) -> dict[str, Any]:
-    done = script(config, "schedules show", name, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    found: dict[str, Any] = json.loads(done.stdout)
-    return found
+shown = show_schedule
 
 
 def schedule_of(config: StoreConfig, name: str) -> Schedule:

@@ -59,7 +59,13 @@ def test_a_stop_goes_on_across_a_leader_kill_and_a_daemon_restart(
     runs_on = show(runtime_config, "counts")["daemon"]
 
     asked = script(
-        runtime_config, "jobs stop", "counts", "--checkpoint", "--timeout", "30s", "--no-wait"
+        runtime_config,
+        "jobs stop",
+        "counts",
+        "--checkpoint",
+        "--checkpoint-timeout",
+        "30s",
+        "--no-wait",
     )
     assert asked.returncode == 0, asked.stderr
     # The leader dies at once, and so does the daemon that runs the job (its driver lives on).

@@ -91,7 +91,9 @@ def test_stop_upgrade_and_resume_the_pipeline(
         assert submitted.returncode == 0, submitted.stderr
         wait_for(lambda: len(days(out / "v1-days")) >= 1, timeout=180, what="day 1 done")
 
-        stopped = script(config, "jobs stop", "sales", "--checkpoint", "--timeout", "60s")
+        stopped = script(
+            config, "jobs stop", "sales", "--checkpoint", "--checkpoint-timeout", "60s"
+        )
         assert stopped.returncode == 0, stopped.stderr
         line = stopped.stdout.strip()
         match = re.fullmatch(

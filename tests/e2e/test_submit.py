@@ -20,7 +20,7 @@ import recovery
 from recovery.dev.localcluster import LocalCluster
 from recovery.shared import attemptdir
 from tests import jobs
-from tests.cli import local_log, read_until, show, start, zkstore
+from tests.cli import local_log, read_until, script, show, start, zkstore
 from tests.helpers import HANDS_SESSION, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -163,6 +163,30 @@ def test_failed_job_shows_its_error_and_what_it_was_after_it_finished(
     listed = zkstore(config, "jobs list", "--all").stdout.splitlines()
     row = next(line for line in listed if line.startswith("ko "))
     assert row.endswith("ValueError: bad input data")
+
+
+def test_submit_wait_tells_a_timed_out_attempt_as_ended_not_lost(
+    config: StoreConfig, laptop: Path, daemon: LocalCluster
+) -> None:
+    """Issue 49.4: on a timeout ``submit --wait`` first said the driver was "gone without an
+    outcome; the leader will count it as lost", then "attempt 1 failed: TIMED_OUT". It says
+    what is known: the leader ended it, and why."""
+    (laptop / "slow.py").write_text(
+        "import time\n\n\ndef run(ctx):\n    while True:\n        time.sleep(0.1)\n"
+    )
+    done = script(
+        config,
+        "submit",
+        *("slow.py:run", "--job-id", "slow", "--timeout", "2s"),
+        *("--max-attempts", "1", "--wait", "--wait-timeout", "2m"),
+        cwd=laptop,
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1, lines
+    assert lines[-1].startswith("slow: FAILED after 1 attempt(s)") and "TIMED_OUT" in lines[-1]
+    assert not [line for line in lines if "lost" in line], lines
+    gone = [line for line in lines if "attempt 1: its driver" in line]
+    assert all("was ended by the leader (TIMED_OUT" in line for line in gone), lines
 
 
 def test_jobs_wait_reattaches_with_the_exit_codes_of_submit_wait(

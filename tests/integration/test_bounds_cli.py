@@ -130,3 +130,21 @@ def test_a_daemon_refuses_its_own_notify_url_unless_allowed(config: StoreConfig)
     assert "127.0.0.1 is a loopback address" in done.stderr
     bad = zkstore(config, "daemon", "--notify-allowed-hosts", "http://x/", env=DEFAULTS)
     assert bad.returncode == 2 and "not a host name, an address or a CIDR block" in bad.stderr
+
+
+def test_a_schedule_name_has_one_limit_and_says_it(
+    config: StoreConfig, cluster: Cluster, job: str
+) -> None:
+    """Issue 49.8: the name limit was stated as 128 and as 100 characters (the installed
+    script): 100 is the one that counts, since a run's job id adds the window's time."""
+    from tests.cli import script
+
+    too_long = script(config, "schedules create", "n" * 101, job, "--every", "1h")
+    assert too_long.returncode == 2, too_long.stderr
+    assert too_long.stderr == (
+        "zkstore: usage error: a schedule name is at most 100 characters (its runs' job ids "
+        "add the window's time)\n"
+    )
+    longest = script(config, "schedules create", "n" * 100, job, "--every", "1h")
+    assert longest.returncode == 0, longest.stderr
+    assert cluster.zk.children(cluster.layout.schedules) == ["n" * 100]

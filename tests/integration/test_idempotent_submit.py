@@ -171,4 +171,4 @@ def test_a_resubmission_with_other_run_options_is_refused_naming_them(
     )
     notify = script(config, "submit", *base, "--notify", "https://example.com/hook", "--", "d")
     assert notify.returncode == 5, notify.stderr
-    assert "notify: none there, 'https://example.com/hook' here" in notify.stderr
+    assert "notify: not given (the default) there, 'https://example.com/hook' here" in notify.stderr

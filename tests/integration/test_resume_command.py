@@ -1,12 +1,12 @@
-"""``zkstore jobs resume`` and ``zkstore submit`` with lifecycle options, in this process
-(click's runner) against the real ZooKeeper: what the handle carries for the leader, options
+"""``zkstore jobs resume`` and ``zkstore submit`` with lifecycle options, through the installed
+script against the real ZooKeeper: what the handle carries for the leader, options
 changed and limits turned off at resume, and the errors a user meets."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli import zkstore
+from tests.cli import script
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobStatus
@@ -21,7 +21,7 @@ def test_submit_options_travel_in_the_handle_and_resume_changes_them(
     config: StoreConfig, cluster: Cluster, tmp_path: Path
 ) -> None:
     (tmp_path / "job.py").write_text(JOB_FILE)
-    done = zkstore(
+    done = script(
         config,
         "submit",
         "job.py:run",
@@ -49,14 +49,14 @@ def test_submit_options_travel_in_the_handle_and_resume_changes_them(
     assert summary["notify"] == "https://hooks.example.com/T/SECRET"
 
     # Not stopped: resume says so (exit 5) and changes nothing.
-    refused = zkstore(config, "jobs resume", "j", "--timeout", "off")
+    refused = script(config, "jobs resume", "j", "--timeout", "off")
     assert refused.returncode == 5 and "not STOPPED" in refused.stderr
 
     status = JobStatus(version=None, state=STOPPED, attempt=1, updated=utc_now())
     cluster.zk.ensure_path(cluster.layout.job_dir("j"))
     cluster.zk.create(cluster.layout.status("j"), status.to_bytes())
     StopStore(cluster).request("j")
-    resumed = zkstore(config, "jobs resume", "j", "--timeout", "off", "--retry-delay", "1m")
+    resumed = script(config, "jobs resume", "j", "--timeout", "off", "--retry-delay", "1m")
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == (
         "job j resumes with its new options, from the start (it has no checkpoint)"
@@ -76,7 +76,7 @@ def test_submit_refuses_a_bad_lifecycle_option(config: StoreConfig, tmp_path: Pa
         (("--notify", "ftp://x"), "http"),
         (("--retry-delay", "10m", "--retry-max-delay", "1m"), "max"),
     ):
-        done = zkstore(config, "submit", "job.py:run", *words, "--", "x", cwd=tmp_path)
+        done = script(config, "submit", "job.py:run", *words, "--", "x", cwd=tmp_path)
         assert done.returncode == 2 and says in done.stderr, (words, done.stderr)
 
 
@@ -92,16 +92,16 @@ def test_resumes_edges_say_what_is_so(
 
     (tmp_path / "job.py").write_text(JOB_FILE)
     assert (
-        zkstore(config, "submit", "job.py:run", "--job-id", "f", "--", "d", cwd=tmp_path).returncode
+        script(config, "submit", "job.py:run", "--job-id", "f", "--", "d", cwd=tmp_path).returncode
         == 0
     )
     cluster.results.create_dirty("f", "SUCCEEDED", attempts=1)
-    finished = zkstore(config, "jobs resume", "f", "--definition", "job.py:run", cwd=tmp_path)
+    finished = script(config, "jobs resume", "f", "--definition", "job.py:run", cwd=tmp_path)
     assert finished.returncode == 5, finished.stderr
     assert "already finished" in finished.stderr and "/currentJobs" not in finished.stderr
 
     assert (
-        zkstore(config, "submit", "job.py:run", "--job-id", "r", "--", "d", cwd=tmp_path).returncode
+        script(config, "submit", "job.py:run", "--job-id", "r", "--", "d", cwd=tmp_path).returncode
         == 0
     )
     cluster.zk.ensure_path(cluster.layout.job_dir("r"))
@@ -114,17 +114,17 @@ def test_resumes_edges_say_what_is_so(
         },
     )
     cluster.zk.create(cluster.layout.history("r"), told.to_bytes())
-    again = zkstore(config, "jobs resume", "r")
+    again = script(config, "jobs resume", "r")
     assert (again.returncode, again.stdout.strip()) == (
         0,
         "job r was resumed already: its next attempt is placed",
     ), again.stderr
-    changed = zkstore(config, "jobs resume", "r", "--timeout", "5m")
+    changed = script(config, "jobs resume", "r", "--timeout", "5m")
     assert changed.returncode == 5 and "was resumed already" in changed.stderr
     assert history.read(cluster.zk, cluster.layout.history("r"), JobHistory) is not None
 
-    first = zkstore(config, "jobs stop", "r", "--checkpoint", "--no-wait")
+    first = script(config, "jobs stop", "r", "--checkpoint", "--no-wait")
     assert "a checkpoint is asked for" in first.stderr, first.stderr
-    second = zkstore(config, "jobs stop", "r", "--checkpoint", "--no-wait")
+    second = script(config, "jobs stop", "r", "--checkpoint", "--no-wait")
     assert "a stop was requested already" in second.stderr, second.stderr
     assert "a checkpoint is asked for" not in second.stderr

@@ -113,6 +113,12 @@ def test_a_chained_run_waits_for_its_schedule_to_fire_the_window() -> None:
     none = decide([dependency], {dependency.job_id: Seen(window_decided=True)})
     assert none.state == FAILED and "has no window at 2026-11-24T02:00:00Z" in (none.reason or "")
     assert "the same --start-at, or a --cron for both" in (none.reason or "")
+    never = decide([dependency], {dependency.job_id: Seen(no_such_window=True)})
+    assert never.state == FAILED and never.reason == (
+        "schedule extract has no window at 2026-11-24T02:00:00Z: its run job "
+        "extract-20261124T020000Z is never made (zkstore schedules show extract says when it "
+        "fires)"
+    )
     gone = decide([dependency], {dependency.job_id: Seen(schedule_gone=True)})
     assert gone.state == FAILED and "deleted" in (gone.reason or "")
     running = decide([dependency], {dependency.job_id: Seen(present=True)})

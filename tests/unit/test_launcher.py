@@ -24,22 +24,20 @@ def settings(tmp_path: Path, **changes: object) -> DaemonSettings:
     )
 
 
-def test_the_default_log_directory_is_made_only_when_a_log_is_written(
+def test_the_default_log_directory_is_in_the_work_directory_the_same_for_every_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without --log-dir a daemon that runs no driver here leaves nothing in /tmp (the suite
-    once left hundreds of empty zkstore-drivers-* directories there)."""
+    """Without --log-dir the logs go to ``.logs`` in the work directory: no temporary
+    directory per start (issue 49: each start left a ``zkstore-drivers-*`` in /tmp), and a
+    restarted daemon finds the logs of the drivers it adopts."""
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     launcher = DriverLauncher(settings(tmp_path))
-    launcher.close()
-    assert list(temp.iterdir()) == []
     path = launcher.log_path("j", 2)
-    made = list(temp.iterdir())
-    assert len(made) == 1 and made[0].name.startswith("zkstore-drivers-")
-    assert path == made[0] / "j" / "attempt-2.log"
-    assert launcher.log_path("j", 3).parent == path.parent, "one directory for every log"
+    assert path == tmp_path / "work" / ".logs" / "j" / "attempt-2.log"
+    assert DriverLauncher(settings(tmp_path)).log_path("j", 2) == path
+    assert list(temp.iterdir()) == []
 
 
 def test_a_given_log_directory_is_used_and_nothing_temporary_is_made(

@@ -145,7 +145,16 @@ def test_urls_are_checked_and_shown_redacted() -> None:
 
 def test_stop_options() -> None:
     assert json.loads(run(stop).output) == [False, 300.0]
-    assert json.loads(run(stop, "--checkpoint", "--timeout", "2m").output) == [True, 120.0]
+    given = run(stop, "--checkpoint", "--checkpoint-timeout", "2m")
+    assert json.loads(given.stdout) == [True, 120.0] and not given.stderr
+
+
+def test_stop_timeout_is_the_old_spelling_of_checkpoint_timeout() -> None:
+    """Issue 49: one meaning per flag name: ``jobs stop --timeout`` (the checkpoint's wait)
+    is deprecated for ``--checkpoint-timeout``; still taken, with a warning."""
+    old = CliRunner().invoke(stop, ["--checkpoint", "--timeout", "2m"])
+    assert json.loads(old.stdout) == [True, 120.0]
+    assert "use --checkpoint-timeout" in old.stderr
 
 
 def test_lifecycle_validates_what_it_holds() -> None:

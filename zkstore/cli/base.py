@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from zkstore import __version__, protocol
+from zkstore.cli.types import Duration
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 from zkstore.secrecy import read_secret_file
@@ -153,27 +154,39 @@ class Connection:
 
 
 def connection_options(func: F) -> F:
-    """Add --zk, --root, --cluster-id, --storage, --storage-option, --timeout, --zk-auth-file,
-    --zk-read-acl and --signing-key-file to a command.
+    """Add --zk, --root, --cluster-id, --storage, --storage-option, --store-timeout,
+    --zk-auth-file, --zk-read-acl and --signing-key-file to a command.
 
     Each falls back to its ``ZKSTORE_*`` variable, then to the default; flags win. No secret is
     ever a flag's value or shown as a default: credentials come from ``ZKSTORE_ZK_AUTH`` or a
     file named by ``--zk-auth-file``, the signing key from ``ZKSTORE_SIGNING_KEY`` or a file
     named by ``--signing-key-file`` (:func:`zkstore.secrecy.read_secret_file`).
+
+    ``--timeout``, the deadline's old spelling on these commands, is still accepted (hidden),
+    with a warning on stderr: across the command line ``--timeout`` is a run's time limit
+    (``submit``, ``schedules create``, ``jobs resume``).
     """
-    return _connection_options(func, "--timeout")
+    return _connection_options(func, old_spelling=True)
 
 
 def store_timeout_connection_options(func: F) -> F:
-    """:func:`connection_options` with the deadline of one operation as ``--store-timeout``:
-    for the commands whose ``--timeout`` is a job's (``submit --timeout``, ``jobs stop
-    --timeout``)."""
-    return _connection_options(func, "--store-timeout")
+    """:func:`connection_options` without the deadline's old spelling: for the commands whose
+    ``--timeout`` is a run's time limit (``submit``, ``schedules create``, ``jobs resume``)
+    or that never took it (``jobs stop``)."""
+    return _connection_options(func, old_spelling=False)
 
 
-def _connection_options(func: F, timeout_flag: str) -> F:
+#: What the deadline of one ZooKeeper or storage operation may be, in seconds.
+STORE_TIMEOUT_RANGE = (0.1, 600.0)
+OLD_TIMEOUT_WARNING = (
+    "zkstore: warning: --timeout as the deadline of one ZooKeeper or storage operation is "
+    "deprecated: use --store-timeout (--timeout is a run's time limit, as in submit)"
+)
+
+
+def _connection_options(func: F, *, old_spelling: bool) -> F:
     """See :func:`connection_options`."""
-    dest = timeout_flag.removeprefix("--").replace("-", "_")
+    deadline = Duration(STORE_TIMEOUT_RANGE)
     options = [
         click.option(
             "--zk",
@@ -205,10 +218,11 @@ def _connection_options(func: F, timeout_flag: str) -> F:
             "FSSPEC_S3_* variables work too",
         ),
         click.option(
-            timeout_flag,
-            dest,
-            type=click.FloatRange(0.1, 600),
-            help="deadline of one ZooKeeper or storage operation, seconds [default 5]",
+            "--store-timeout",
+            type=deadline,
+            metavar="DURATION",
+            help="deadline of one ZooKeeper or storage operation (5s, 1m; a plain number is "
+            "seconds) [default 5s]",
         ),
         click.option(
             "--zk-auth-file",
@@ -246,10 +260,17 @@ def _connection_options(func: F, timeout_flag: str) -> F:
             "signing_key_file",
         )
         given = {n: kwargs.pop(n) for n in names}
-        given["timeout"] = kwargs.pop(dest)
+        given["timeout"] = kwargs.pop("store_timeout")
+        old = kwargs.pop("old_timeout", None)
+        if old is not None:
+            click.echo(OLD_TIMEOUT_WARNING, err=True)
+            if given["timeout"] is None:
+                given["timeout"] = old
         connection = Connection(given, command_environment())
         return func(*args, connection=connection, **kwargs)
 
+    if old_spelling:
+        options.append(click.option("--timeout", "old_timeout", type=deadline, hidden=True))
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]

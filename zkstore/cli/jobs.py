@@ -249,10 +249,9 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _lifecycle_lines(item: dict[str, Any]) -> dict[str, Any]:
-    """The lifecycle's lines of ``jobs show``: the limits and retry options, the notify URL
-    (redacted), a stop under way, an attempt being ended."""
-    lifecycle, stop, ending = item.get("lifecycle") or {}, item.get("stop"), item.get("ending")
+def run_option_lines(lifecycle: dict[str, Any]) -> dict[str, Any]:
+    """The lines of a job's (or a schedule's runs') options of how it runs: ``limits``,
+    ``retry`` and ``notify`` (redacted already)."""
     limits = [
         f"--{key.replace('_', '-')} {lifecycle[key]:g}s"
         for key in ("timeout", "start_timeout", "progress_timeout")
@@ -267,6 +266,15 @@ def _lifecycle_lines(item: dict[str, Any]) -> dict[str, Any]:
         "limits": ", ".join(limits) or None,
         "retry": ", ".join(retry) or None,
         "notify": lifecycle.get("notify"),
+    }
+
+
+def _lifecycle_lines(item: dict[str, Any]) -> dict[str, Any]:
+    """The lifecycle's lines of ``jobs show``: the limits and retry options, the notify URL
+    (redacted), a stop under way, an attempt being ended."""
+    lifecycle, stop, ending = item.get("lifecycle") or {}, item.get("stop"), item.get("ending")
+    return {
+        **run_option_lines(lifecycle),
         "last_ended": lifecycle.get("last_ended"),
         "stop": None
         if stop is None

@@ -10,6 +10,7 @@ applies the defaults, ``jobs resume`` keeps what the job had.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -181,6 +182,19 @@ def lifecycle_summary(
     }
 
 
+def attempt_options(func: F) -> F:
+    """``--max-attempts`` and ``--max-lost-attempts`` as a change (default None: unchanged),
+    for ``jobs resume`` and ``schedules update``."""
+    for flag in ("--max-lost-attempts", "--max-attempts"):
+        func = click.option(
+            flag,
+            type=click.IntRange(1, 1000),
+            default=None,
+            help="change the job's " + flag.removeprefix("--").replace("-", " ") + " (as submit)",
+        )(func)
+    return func
+
+
 def daemon_notify_option(func: F) -> F:
     """``zkstore daemon --notify URL``: where every job's events go (with the job's own); its
     destination is checked by the daemon, against its ``--notify-allowed-hosts``."""
@@ -196,20 +210,46 @@ def daemon_notify_option(func: F) -> F:
 
 
 def stop_options(func: F) -> F:
-    """``zkstore jobs stop``'s ``--checkpoint`` and ``--timeout``."""
-    func = click.option(
-        "--timeout",
-        "checkpoint_timeout",
-        type=Duration(),
-        default="5m",
-        show_default=True,
-        metavar="DURATION",
-        help="with --checkpoint: how long to wait for the checkpoint before ending the driver "
-        "anyway (it then resumes from its newest checkpoint).",
-    )(func)
-    return click.option(
-        "--checkpoint/--no-checkpoint",
-        default=False,
-        help="ask the job for a checkpoint first (the control plane's checkpoint request) and "
-        "wait for it, then end the driver.",
-    )(func)
+    """``zkstore jobs stop``'s ``--checkpoint`` and ``--checkpoint-timeout`` (``--timeout``, its
+    old spelling, still accepted with a warning: across the command line ``--timeout`` is a
+    run's time limit)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        old = kwargs.pop("old_checkpoint_timeout")
+        if old is not None:
+            click.echo(
+                "zkstore: warning: jobs stop --timeout is deprecated: use --checkpoint-timeout "
+                "(--timeout is a run's time limit, as in submit)",
+                err=True,
+            )
+            if kwargs["checkpoint_timeout"] is None:
+                kwargs["checkpoint_timeout"] = old
+        if kwargs["checkpoint_timeout"] is None:
+            kwargs["checkpoint_timeout"] = DEFAULT_CHECKPOINT_TIMEOUT
+        return func(*args, **kwargs)
+
+    options = [
+        click.option(
+            "--checkpoint/--no-checkpoint",
+            default=False,
+            help="ask the job for a checkpoint first (the control plane's checkpoint request) "
+            "and wait for it, then end the driver.",
+        ),
+        click.option(
+            "--checkpoint-timeout",
+            type=Duration(),
+            default=None,
+            metavar="DURATION",
+            help="with --checkpoint: how long to wait for the checkpoint before ending the "
+            "driver anyway (it then resumes from its newest checkpoint). Default: 5m.",
+        ),
+        click.option("--timeout", "old_checkpoint_timeout", type=Duration(), hidden=True),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
+#: ``jobs stop --checkpoint``'s wait for the checkpoint, in seconds.
+DEFAULT_CHECKPOINT_TIMEOUT = 300.0

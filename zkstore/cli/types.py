@@ -11,19 +11,28 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
-    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds."""
+    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds; with ``bounds`` (the fewest and most
+    seconds), within them."""
 
     name = "duration"
+
+    def __init__(self, bounds: tuple[float, float] | None = None) -> None:
+        self.bounds = bounds
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
         if isinstance(value, int | float):
-            return float(value)
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(value))
-        if not match:
-            self.fail(f"{value!r} is not a duration like 30s, 10m, 2h", param, ctx)
-        return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+            seconds = float(value)
+        else:
+            match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(value))
+            if not match:
+                self.fail(f"{value!r} is not a duration like 30s, 10m, 2h", param, ctx)
+            seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+        if self.bounds is not None and not self.bounds[0] <= seconds <= self.bounds[1]:
+            low, high = self.bounds
+            self.fail(f"{value} is not between {low:g} s and {high:g} s", param, ctx)
+        return seconds
 
 
 class Retention(Duration):

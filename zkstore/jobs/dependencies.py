@@ -128,6 +128,8 @@ class Seen:
     #: what the schedule's history says of the window, once decided (``skipped: <why>``,
     #: ``missed``; None: no entry, the window is not one of the schedule's, or too old)
     window_fate: str | None = None
+    #: the schedule, as its spec says now, has no window at that time: its run is never made
+    no_such_window: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,12 @@ def decide(dependencies: Sequence[Dependency], seen: Mapping[str, Seen]) -> Verd
             schedule = f"schedule {dependency.schedule}"
             if found.schedule_gone:
                 return Verdict(FAILED, f"{schedule} was deleted before its run {name} was made")
+            if found.no_such_window:
+                return Verdict(
+                    FAILED,
+                    f"{schedule} has no window at {dependency.window}: its run {name} is never "
+                    f"made (zkstore schedules show {dependency.schedule} says when it fires)",
+                )
             if found.window_decided:
                 if found.window_fate is not None:
                     return Verdict(

@@ -131,9 +131,11 @@ def differences(
 
 
 def _shown(value: SummaryValue) -> str:
+    """A summary value for people: a missing one is the option not given, whose default
+    applies (Python's ``None`` said nothing of that)."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # seconds, as the options were given: 600, not 600.0
-    return "none" if value is None else repr(value)
+    return "not given (the default)" if value is None else repr(value)
 
 
 def check_resubmission(

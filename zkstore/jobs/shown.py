@@ -70,3 +70,28 @@ def zipped_modules(data: bytes) -> str | None:
         head, sep, _ = name.partition("/")
         top.add(f"{head}/" if sep else head.removesuffix(".py"))
     return cut(", ".join(sorted(top)), MAX_MODULES_BYTES) if top else None
+
+
+#: The lifecycle's summary keys (``submit --timeout ...``; see zkstore.lifecycle.options).
+LIMIT_KEYS = ("timeout", "start_timeout", "progress_timeout")
+RETRY_KEYS = (
+    "retry_delay",
+    "retry_max_delay",
+    "retry_jitter",
+    "retry_reset_after",
+    "lost_retry_delay",
+    "lost_retry_max_delay",
+)
+
+
+def run_options_shown(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of how a job runs that a handle's summary carries: its limits and retry
+    options (seconds; missing: the daemon's defaults) and its notification URL redacted
+    (``scheme://host:port/...``: a webhook's path is often its secret)."""
+    from zkstore.jobs.stops import redact_url
+
+    found: dict[str, Any] = {k: summary[k] for k in (*LIMIT_KEYS, *RETRY_KEYS) if k in summary}
+    notify = summary.get("notify")
+    if isinstance(notify, str) and notify:
+        found["notify"] = redact_url(notify)
+    return found

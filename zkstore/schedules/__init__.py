@@ -10,6 +10,7 @@ The modules, from the bottom::
     keys.py          a schedule's signing key
     limits.py        the bounds a cluster sets: the minimum interval, --catchup-max (pure)
     store.py         create, read, list, pause, resume, delete
+    update.py        ``schedules update``: one version-checked write, the change recorded
     due.py           the pure decision: which windows fire, are skipped or missed, and the
                      concurrency policy
     transaction.py   the one fenced transaction of a fire

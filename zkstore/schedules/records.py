@@ -4,9 +4,11 @@
 
     R/schedules/<name>          JSON ScheduleSpec: when (cron or every, time zone, bounds), the
                                 policies (concurrency, catchup, grace), paused, the schedule it
-                                chains after, and the handle of its definition (the job options
-                                of submit are in that definition, as for a job). Written by the
-                                command line (create, pause, resume: compare-and-set).
+                                chains after, the handle of its definition (the job options and
+                                run options of submit are in that definition, as for a job), and
+                                the last :data:`CHANGES_LIMIT` changes (``schedules update``:
+                                when, by whom, what). Written by the command line (create,
+                                update, pause, resume: compare-and-set).
     R/schedules/<name>/state    JSON ScheduleState: the newest window decided, the newest run,
                                 counts, and the last :data:`HISTORY_LIMIT` decisions (fired with
                                 the job id, skipped with why, missed). Written by the leader
@@ -57,6 +59,9 @@ MAX_GRACE = 86400
 FIRED, SKIPPED, MISSED = "fired", "skipped", "missed"
 HISTORY_LIMIT = 50
 MAX_REASON_CHARS = 300
+#: A spec keeps its newest changes (``schedules update``), each said in at most
+#: :data:`MAX_REASON_CHARS` characters: at most about 8 KB.
+CHANGES_LIMIT = 20
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,9 @@ class ScheduleSpec(Record):
     #: ``--catchup all`` fires at most this many late windows (None: the default, 1000; a
     #: daemon older than the field ignores it and fires them all)
     catchup_max: int | None = None
+    #: the newest :data:`CHANGES_LIMIT` changes, oldest first (``schedules update``); a reader
+    #: older than the field ignores it (a record's unknown fields are ignored)
+    changes: tuple[Change, ...] = ()
 
     optional = frozenset(
         {
@@ -139,10 +147,31 @@ class ScheduleSpec(Record):
             "resumed_at",
             "after_schedule",
             "catchup_max",
+            "changes",
         }
     )
     times = frozenset({"created", "start_at", "end_at", "paused_at", "resumed_at"})
     choices = {"concurrency": CONCURRENCY}
+
+    @classmethod
+    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        values = super()._values({k: v for k, v in raw.items() if k != "changes"})
+        changes = raw.get("changes")
+        if changes is not None:
+            if not isinstance(changes, list) or len(changes) > CHANGES_LIMIT:
+                raise ValueError(f"changes is not a list of at most {CHANGES_LIMIT} entries")
+            values["changes"] = tuple(Change.parse(entry) for entry in changes)
+        return values
+
+    def to_bytes(self) -> bytes:
+        data = {k: v for k, v in asdict(self).items() if k not in ("version", "changes")}
+        if self.changes:
+            data["changes"] = [asdict(change) for change in self.changes]
+        return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+    def changed(self, change: Change) -> ScheduleSpec:
+        """This spec with ``change`` recorded (the oldest dropped past the limit)."""
+        return replace(self, changes=(*self.changes, change)[-CHANGES_LIMIT:])
 
     @property
     def catchup_limit(self) -> int:
@@ -206,6 +235,37 @@ class ScheduleSpec(Record):
         if self.paused and self.paused_at is None:
             return "paused without paused_at"
         return None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a schedule (``schedules update``): when, by whom, and what changed
+    (``every: 15s -> 30s; timeout: - -> 1m``), in at most :data:`MAX_REASON_CHARS`
+    characters."""
+
+    at: str
+    by: str
+    what: str
+
+    def __post_init__(self) -> None:
+        for name in ("by", "what"):
+            clean = escape_control(getattr(self, name))
+            if len(clean) > MAX_REASON_CHARS:
+                clean = clean[: MAX_REASON_CHARS - 3] + "..."
+            object.__setattr__(self, name, clean)
+
+    @classmethod
+    def parse(cls, raw: Any) -> Change:
+        """Strictly; :class:`ValueError` saying why not."""
+        if not isinstance(raw, dict) or set(raw) != {"at", "by", "what"}:
+            raise ValueError("a change is not an object of at, by and what")
+        parse_time(raw["at"])
+        for key in ("by", "what"):
+            value = raw[key]
+            if not isinstance(value, str) or len(value) > MAX_REASON_CHARS:
+                raise ValueError(f"a change's {key} is not text of at most {MAX_REASON_CHARS}")
+            check_text(value, f"a change's {key}")
+        return cls(**raw)
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ class ScheduleStore:
                 Create(self.paths.schedule(name), stored.to_bytes()),
                 Create(self.paths.state(name), state.to_bytes()),
             ]
-            self._commit(ops, applied=lambda: self._points_at(name, ref.uri))
+            self.commit(ops, applied=lambda: self._points_at(name, ref.uri))
         except OutcomeUnknown:
             raise
         except ZkStoreError as exc:
@@ -174,7 +174,7 @@ class ScheduleStore:
                 changed = replace(spec, paused=False, resumed_at=moment)
             assert spec.version is not None
             path = self.paths.schedule(name)
-            self._commit(
+            self.commit(
                 [SetData(path, changed.to_bytes(), spec.version)],
                 applied=lambda: self.spec(name).paused == paused,
             )
@@ -203,7 +203,7 @@ class ScheduleStore:
                 handle: Handle | None = ScheduleSpec.from_znode(found[0], found[1], path).handle
             except CorruptRecord:
                 handle = None  # garbage: delete the nodes, leave any payload for cleanup
-            self._commit(ops, applied=lambda: self.zk.exists(path) is None)
+            self.commit(ops, applied=lambda: self.zk.exists(path) is None)
             return True, handle
 
         deleted, handle = RACES.call(
@@ -216,12 +216,23 @@ class ScheduleStore:
             return False
         self._step("delete:deleted")
         if handle is not None and self.storage.is_under(handle.uri, self.paths.definitions(name)):
-            with contextlib.suppress(StoreUnavailable):
-                self.storage.discard(handle.uri)
+            self.discard_quietly(handle.uri)
         return True
 
-    def _commit(self, ops: list[Op], *, applied: Callable[[], bool]) -> None:
+    def commit(self, ops: list[Op], *, applied: Callable[[], bool]) -> None:
+        """Commit ``ops``, a lost answer settled by ``applied`` (:func:`commit_settled`)."""
         commit_settled(self.zk, ops, applied=applied)
+
+    @property
+    def serializer(self) -> DefinitionSerializer:
+        """How definitions are written (and read sealed)."""
+        return self._serializer
+
+    def discard_quietly(self, uri: str) -> None:
+        """Delete a payload no record names any more; storage out of reach leaves it to
+        ``handles cleanup`` (an orphan under the schedule's prefix)."""
+        with contextlib.suppress(StoreUnavailable):
+            self.storage.discard(uri)
 
     def _points_at(self, name: str, uri: str) -> bool:
         try:

@@ -28,8 +28,13 @@ nothing below applies. At a daylight-saving change:
 - ``--every DURATION`` counts real elapsed seconds from its anchor; the time zone plays no part.
 
 **Bounds.** Windows are at or after ``start`` and strictly before ``end``. For ``every``, the
-windows are ``start + k * every`` (``start`` is ``--start-at``, or creation plus one interval:
-the first run comes one interval after the schedule is made).
+windows are ``start + k * every``. ``start`` is ``--start-at``; without it, ``schedules create``
+stores the first multiple of the interval since the epoch after creation
+(:func:`aligned_start`), so windows fall at multiples of the interval as cron's fall on the
+clock (``--every 15m``: :00, :15, :30, :45 of every hour): two schedules of the same interval,
+or of intervals one a multiple of the other, share windows, which ``--after-schedule`` needs.
+A schedule created before that stored no start: its windows are creation plus one interval,
+plus multiples of it (:meth:`~zkstore.schedules.records.ScheduleSpec.timing`), as before.
 """
 
 from __future__ import annotations
@@ -131,6 +136,27 @@ def parse_moment(text: str, zone: ZoneInfo) -> datetime:
     if not 1970 <= moment.astimezone(UTC).year <= 9000:
         raise ConfigError(f"{text!r} is out of range")
     return ceil_second(moment.astimezone(UTC))
+
+
+#: Where aligned ``--every`` windows are counted from.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def aligned_start(every: int, now: datetime) -> datetime:
+    """The first multiple of ``every`` seconds since :data:`EPOCH` strictly after ``now``:
+    the first window of an ``--every`` schedule created at ``now`` without ``--start-at``."""
+    elapsed = int((now - EPOCH).total_seconds() // 1)
+    return EPOCH + timedelta(seconds=(elapsed // every + 1) * every)
+
+
+def shares_windows(mine: Timing, theirs: Timing) -> bool:
+    """True if every window of ``mine`` (an interval) is also one of ``theirs`` (an interval)
+    where both run: the same grid, ``mine``'s interval a multiple of ``theirs``'. Two cron
+    schedules, or a cron and an interval, are not judged here (True)."""
+    if mine.every is None or theirs.every is None:
+        return True
+    offset = int((mine.start - theirs.start).total_seconds())
+    return mine.every % theirs.every == 0 and offset % theirs.every == 0
 
 
 def ceil_second(moment: datetime) -> datetime:

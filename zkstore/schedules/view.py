@@ -10,10 +10,12 @@ A schedule whose records are garbage is listed with ``error`` set, never raised.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
+from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.layout import Layout
 from zkstore.schedules.due import behind
@@ -105,12 +107,17 @@ def broken_row(broken: BrokenSchedule) -> dict[str, Any]:
 
 
 def detail(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, Any]:
-    """``show``: the row, the definition's summary and the recent windows, newest first."""
+    """``show``: the row, the definition's summary (what its runs are, and the options of how
+    they run: ``lifecycle``), the recent windows, newest first, and the schedule's changes
+    (``schedules update``), newest first."""
     summary = dict(schedule.spec.handle.summary)
+    keys = ("name", "kind", "entry", "max_attempts", "max_lost")
     return {
         **row(schedule, now, last_state),
-        "job": {key: summary.get(key) for key in ("name", "kind", "entry", "max_attempts")},
+        "job": {key: summary.get(key) for key in keys},
+        "lifecycle": run_options_shown(summary),
         "history": [entry.to_json() for entry in reversed(schedule.state.history)],
+        "changes": [asdict(change) for change in reversed(schedule.spec.changes)],
     }
 
 
@@ -143,7 +150,8 @@ def showing(
     try:
         schedule = store.get(name)
     except CorruptRecord as exc:
-        return {**broken_row(BrokenSchedule(name, exc)), "job": None, "history": []}
+        broken = broken_row(BrokenSchedule(name, exc))
+        return {**broken, "job": None, "lifecycle": None, "history": [], "changes": []}
     last = schedule.state.last_run
     try:
         states = run_states(store.zk, layout, [last]) if last is not None else {}

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.history import AttemptEntry, JobHistory
 from zkstore.jobs.resources import ResourceReports
+from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
-from zkstore.jobs.stops import redact_url
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
 from zkstore.strict import parse_time
 
@@ -204,28 +204,12 @@ def _schedule_of(job: JobSnapshot) -> dict[str, str] | None:
     return None
 
 
-#: The lifecycle's summary keys (``submit --timeout ...``; see zkstore.lifecycle.options).
-_LIMITS = ("timeout", "start_timeout", "progress_timeout")
-_RETRY = (
-    "retry_delay",
-    "retry_max_delay",
-    "retry_jitter",
-    "retry_reset_after",
-    "lost_retry_delay",
-    "lost_retry_max_delay",
-)
-
-
 def lifecycle_of(job: JobSnapshot) -> dict[str, Any] | None:
     """The job's limits and retry options as submitted (seconds; the daemon's defaults for
     the rest), its notification URL redacted (``scheme://host:port/...``: a webhook's path is
     often its secret), and how the leader ended its last attempt (TIMED_OUT, STUCK), if it
     did. None when it has none of these."""
-    summary = job.summary
-    found: dict[str, Any] = {k: summary[k] for k in (*_LIMITS, *_RETRY) if k in summary}
-    notify = summary.get("notify")
-    if isinstance(notify, str) and notify:
-        found["notify"] = redact_url(notify)
+    found = run_options_shown(job.summary)
     status = job.status
     if status is not None and status.ended is not None:
         found["last_ended"] = status.ended
