@@ -43,7 +43,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from benchmarks.common import Result, file_config, show_all, wait_all_exist, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import StoreConfig
 from zkstore.handle import SummaryValue

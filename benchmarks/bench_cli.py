@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Result, file_config, show_all, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 
 BASELINE_IMPORTS = "import kazoo.client, click, fsspec"

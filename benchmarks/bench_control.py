@@ -22,7 +22,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from benchmarks.common import Result, connect, fresh_root, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.control import ControlAck, ControlStore

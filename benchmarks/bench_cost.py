@@ -65,7 +65,7 @@ from benchmarks.profiles import (
     summarize_spy,
     summarize_zkcalls,
 )
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import ZkAuth
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word

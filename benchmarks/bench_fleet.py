@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.bench_backlog import _submit_many
 from benchmarks.common import Result, file_config, fresh_root, hold, show_all, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import utc_now

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Result
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
@@ -96,7 +96,7 @@ def trial(
     ended = {
         line.split(") ", 1)[-1]
         for line in local.daemons["d1"].log().splitlines()
-        if "recovery.member.member" in line
+        if "recovery.member.fleetmember" in line
         and any(f"driver of {j} attempt 1 " in line for j in outs)
     }
     why = "; ".join(sorted(ended)) or "-"

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common import Result, connect, file_config, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.retention import PAGE, PAGE_DELAY
 from zkstore.jobs.records import JobResult

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Result, file_config, hold, show_all, wait_all_exist, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 
 TRIVIAL_SCRIPT = """\

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Result, file_config, fresh_root, s3_server, show_all, zookeeper
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos.schedules import read_runs, scheduled_run
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.election import LeaderElection

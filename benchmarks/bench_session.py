@@ -38,7 +38,7 @@ from pathlib import Path
 from benchmarks.bench_backlog import noop
 from benchmarks.bench_fleet import bench_host_loss
 from benchmarks.common import Result, file_config, hold, show_all
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from recovery.driver.lease import default_margin
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word

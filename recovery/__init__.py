@@ -33,7 +33,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from recovery.client.client import Client, submit
+    from recovery.client.api import Client, submit
     from recovery.client.shipping import Dependencies
     from recovery.driver.context import JobCancelled, JobContext
     from zkstore.errors import JobNotFound, WaitTimeout
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 # Imported on first use: Spark's Python workers import this package to unpickle job code, and
 # must not pay for the ZooKeeper client's imports.
 _HOMES = {
-    "Client": "recovery.client.client",
-    "submit": "recovery.client.client",
+    "Client": "recovery.client.api",
+    "submit": "recovery.client.api",
     "Dependencies": "recovery.client.shipping",
     "JobCancelled": "recovery.driver.signals",
     "JobContext": "recovery.driver.context",

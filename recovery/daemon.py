@@ -6,8 +6,8 @@ listener also revokes the current leadership flag, so that a SUSPENDED leader st
 once, before its session can expire). Leadership is re-granted, with a fresh token and a full
 reconcile, whenever the session is connected and our contender node is first.
 
-Every daemon is a member of the fleet (:mod:`recovery.member.member`): it registers itself with its
-driver slots and labels, and launches the attempts the leader places on it. A second daemon
+Every daemon is a member of the fleet (:mod:`recovery.member.fleetmember`): it registers itself
+with its driver slots and labels, and launches the attempts the leader places on it. A second daemon
 with the id of a live one refuses to start; a daemon restarted with its id takes its record over
 at once from its own dead predecessor on this host (waits for the session of any other), and
 adopts the drivers that predecessor left running.
@@ -28,13 +28,13 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import FLEET_CHANGED, LeaderProcess
+from recovery.leader.grant import FLEET_CHANGED, LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.retention import RETENTION
 from recovery.leader.schedules import SCHEDULES
 from recovery.leader.watches import JOB_CHANGED
+from recovery.member.fleetmember import FleetMember
 from recovery.member.launcher import DriverLauncher
-from recovery.member.member import FleetMember
 from recovery.observe.metrics import LeadershipStats
 from recovery.proctitle import daemon_title, set_title
 from recovery.settings import DaemonSettings

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import machine_speed, spark_jvm
 from tests.helpers import (

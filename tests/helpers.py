@@ -36,8 +36,8 @@ from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 if TYPE_CHECKING:
-    from recovery.client.client import Client
-    from recovery.leader.leader import LeaderProcess
+    from recovery.client.api import Client
+    from recovery.leader.grant import LeaderProcess
     from tests.servers import S3Server
     from zkstore.jobs.records import QuarantineEntry
 
@@ -85,7 +85,7 @@ def hands_client(config: StoreConfig) -> Client:
     :data:`HANDS_SESSION`: at the harness's 4 s, kazoo dropped its connection after a stall of
     two thirds of that, and the soak saw a ``jobs wait`` find no connection within its 4 s. The
     daemons and drivers keep ``config``'s timeouts."""
-    from recovery.client.client import Client
+    from recovery.client.api import Client
 
     return Client(config.with_changes(session_timeout=HANDS_SESSION))
 

@@ -62,7 +62,7 @@ def stop_job(
     `zkstore jobs resume` starts it again from its newest checkpoint, with new code if you give it.
     Exit 0 once STOPPED, 7 if that took longer than expected (the stop goes on).
     """
-    from recovery.client.client import Client
+    from recovery.client.api import Client
     from zkstore.jobs.snapshot import read_snapshot
     from zkstore.lifecycle.stopstore import StopStore
 
@@ -152,7 +152,7 @@ def resume_job(
         {k: v for k, v in lifecycle.items() if v is not None}, connection.config.lowered_minimums
     )
     removed = {k for k, v in lifecycle.items() if v is not None and k not in given}
-    from recovery.client.client import Client
+    from recovery.client.api import Client
     from recovery.shared.sparkconf import parse_spark_conf
     from zkstore.lifecycle.redefine import redefined
     from zkstore.lifecycle.stopstore import StopStore

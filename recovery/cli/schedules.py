@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from recovery.cli.joboptions import job_options, split_job_options
-from recovery.client.client import Client
+from recovery.client.api import Client
 from zkstore.cli.base import Connection, store_timeout_connection_options
 from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary
 from zkstore.cli.schedules import WHEN_KEYS, interval_note, new_spec, schedules, when_options

@@ -27,7 +27,7 @@ from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary
 from zkstore.cli.types import Duration
 
 if TYPE_CHECKING:
-    from recovery.client.client import Client
+    from recovery.client.api import Client
     from zkstore.cli.progress import Followed
     from zkstore.jobs.records import LeaderInfo
     from zkstore.jobs.snapshot import JobSnapshot
@@ -93,7 +93,7 @@ def submit(
     Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
     """
-    from recovery.client.client import Client
+    from recovery.client.api import Client
 
     job, lifecycle = split_job_options(options)
     summary = lifecycle_summary(lifecycle, connection.config.lowered_minimums)
@@ -123,7 +123,7 @@ def wait_job(job_id: str, connection: Connection, wait_timeout: float | None) ->
     Prints its state as it changes and exits with its outcome, as submit --wait does:
     0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 4 no such job, 5 quarantined, 7 --wait-timeout reached.
     """
-    from recovery.client.client import Client
+    from recovery.client.api import Client
     from zkstore.layout import validate_job_id
 
     validate_job_id(job_id)

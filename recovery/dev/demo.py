@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig

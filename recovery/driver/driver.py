@@ -22,6 +22,11 @@ by the time the session could expire and another attempt start, this one has sto
 comes from a thread of its own, which only reads the clock: no write that waits for ZooKeeper can
 hold it back.
 
+Why its name repeats its package's: ``python -m recovery.driver.driver`` is the command line
+that every daemon spawns a driver with, a daemon of the previous release too; during a rolling
+upgrade that daemon runs on while the new package is installed under it, and a renamed module
+would fail each driver it starts until it is restarted.
+
 Why one module: steps 1-4 are one sequence with one exit path (every way out reports or
 withholds the outcome and releases ``running`` the same way), and their order is the design.
 What stands alone already lives apart: the lease, the heartbeat, the working directory, the

@@ -4,7 +4,7 @@
 
     election.py      leader election with a fence ZooKeeper enforces
     loop.py          the daemon's single acting thread: events, timers, fenced actions
-    leader.py        one leadership: batches of jobs, guarded decisions
+    grant.py         one leadership: batches of jobs, guarded decisions
     role.py          what the leader's helpers (actions, retention) may use of a leadership
     decide.py        what to do next for one job: a pure function of what is visible
     lifecycle.py     what the decision needs of a job's lifecycle, from its snapshot (pure):

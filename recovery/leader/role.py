@@ -1,6 +1,6 @@
 """What the leader's helpers (its actions, its retention passes) may use of one leadership.
 
-:class:`~recovery.leader.leader.LeaderProcess` is the one implementation; the helpers are typed
+:class:`~recovery.leader.grant.LeaderProcess` is the one implementation; the helpers are typed
 against this protocol so that they sit below the leader in the import graph (the leader builds
 them, they never import it).
 """

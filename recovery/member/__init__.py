@@ -4,7 +4,7 @@ its drivers across its own restarts and records how each ended.
 ::
 
     registration.py  taking the daemon's id: its member record, from a dead predecessor at once
-    member.py        the member: assignments followed, attempts launched, exits recorded
+    fleetmember.py   the member: assignments followed, attempts launched, exits recorded
     assignments.py   the member's view of its assignments: only those a change may have touched
                      are read again
     adoption.py      the verdict on an attempt this life did not start (adopt, bury, leave, launch)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import artifact_jobs
 from tests.cli import BIN, connection, show, with_credentials, zkstore

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, alive, wait_for, written_json

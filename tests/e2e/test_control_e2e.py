@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
 from tests.cli import zkstore

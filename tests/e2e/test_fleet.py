@@ -16,7 +16,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from recovery.cli.main import cli
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import answers, every_command_answers

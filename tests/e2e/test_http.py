@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
 from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for

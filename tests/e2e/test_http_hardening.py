@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster, free_port
 from recovery.observe.access import AllowedHosts
 from recovery.observe.server import is_loopback

@@ -14,7 +14,7 @@ import os
 import signal
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
 from tests.helpers import (

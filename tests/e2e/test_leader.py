@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import wait_quarantined

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests.cli import script
 from tests.helpers import wait_for

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import hands_client, wait_for

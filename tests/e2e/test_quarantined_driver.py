@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import connection

@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.shipping import SHIPPER_NICENESS

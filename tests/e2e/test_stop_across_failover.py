@@ -11,7 +11,7 @@ import json
 import signal
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, wait_for

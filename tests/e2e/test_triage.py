@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import run

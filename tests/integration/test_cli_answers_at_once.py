@@ -15,7 +15,7 @@ import sys
 from tests.cli import connection
 from zkstore.config import StoreConfig
 
-HEAVY = ("kazoo.client", "fsspec", "cloudpickle", "recovery.client.client", "zkstore.cluster")
+HEAVY = ("kazoo.client", "fsspec", "cloudpickle", "recovery.client.api", "zkstore.cluster")
 
 PROBE = """
 import atexit, json, sys

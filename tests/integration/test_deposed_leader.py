@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import LeaderProcess
+from recovery.leader.grant import LeaderProcess
 from recovery.leader.loop import Leadership, Loop
 from recovery.leader.retention import Retention
 from recovery.settings import DaemonSettings

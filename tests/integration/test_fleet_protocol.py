@@ -223,7 +223,7 @@ def test_a_fleet_record_of_a_newer_protocol_is_newer_not_garbage(cluster: Cluste
 def test_a_submission_writes_what_the_fleets_protocol_reads(config: StoreConfig) -> None:
     """Arguments apart from the code (protocol 2) only in a fleet finalized at 2: a cluster of
     the old protocol gets the one pickle every release's driver unpacks."""
-    from recovery.client.client import Client
+    from recovery.client.api import Client
     from tests import jobs
 
     legacy = config.with_changes(root=f"{config.root}-legacy")

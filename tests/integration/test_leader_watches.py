@@ -21,7 +21,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from recovery.leader import actions, finished
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import LeaderProcess
+from recovery.leader.grant import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.watches import Fired
 from recovery.settings import DaemonSettings

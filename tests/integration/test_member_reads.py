@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from recovery.member.fleetmember import FleetMember
 from recovery.member.launcher import DriverLauncher
-from recovery.member.member import FleetMember
 from recovery.settings import DaemonSettings
 from tests.helpers import requests_sent
 from zkstore.cluster import Cluster

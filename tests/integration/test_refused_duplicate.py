@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from recovery.member.fleetmember import FleetMember
 from recovery.member.launcher import DriverLauncher, Launch
-from recovery.member.member import FleetMember
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.leader import LeaderProcess
+from recovery.leader.grant import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.schedules import BACKLOG_PAUSE, SCHEDULES
 from recovery.settings import Bounds, DaemonSettings

@@ -197,3 +197,20 @@ def test_a_long_module_says_why_it_is_one() -> None:
         f"over {LONG} lines without a reason: split it, or add a paragraph starting "
         f"'Why one module:' to its docstring: " + ", ".join(long)
     )
+
+
+#: modules named as their package, each with the reason in its docstring
+NAMED_AS_PACKAGE = {"recovery/driver/driver.py": "Why its name repeats its package's:"}
+
+
+def test_no_module_is_named_as_its_package() -> None:
+    repeated = [
+        path.relative_to(REPO).as_posix() for path in _modules() if path.stem == path.parent.name
+    ]
+    unexplained = [
+        name for name in repeated if NAMED_AS_PACKAGE.get(name, "\0") not in _docstring(REPO / name)
+    ]
+    assert not unexplained, (
+        "a module named as its package says nothing its folder does not: name it for what it "
+        "holds (" + ", ".join(unexplained) + ")"
+    )

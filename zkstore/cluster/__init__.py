@@ -3,7 +3,7 @@ span several stores of one job.
 
 ::
 
-    cluster.py   :class:`Cluster`: one ZooKeeper session, the storage and every job store
+    connection.py  :class:`Cluster`: one ZooKeeper session, the storage and every job store
     fleet.py     the fleet's protocol: ``R/fleet``, the gate on newer features, a daemon's
                  admission, finalization
     cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
@@ -13,6 +13,6 @@ span several stores of one job.
 These sit above :mod:`zkstore.jobs` (one store per kind of record) and never below it.
 """
 
-from zkstore.cluster.cluster import Cluster
+from zkstore.cluster.connection import Cluster
 
 __all__ = ["Cluster"]

@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos.schedules import (
     Verdict,
     check,

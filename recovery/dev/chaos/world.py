@@ -26,7 +26,7 @@ from typing import Any
 
 import fsspec
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos import job
 from recovery.dev.chaos.ledger import Ledger
 from recovery.dev.chaos.probe import ScheduleProbe

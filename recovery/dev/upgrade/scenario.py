@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from recovery.client.client import Client
+from recovery.client.api import Client
 from recovery.dev.chaos import job as chaos_job
 from recovery.dev.chaos.probe import NAME, ScheduleProbe
 from recovery.dev.chaos.schedules import read_runs

@@ -7,7 +7,7 @@ away, a member recording a driver's exit, a cancel request, a timer, a freed slo
 joining or leaving) reconciles that job again. Every write carries the leadership's fence, so a
 deposed leader's writes fail inside ZooKeeper.
 
-The leader places, members launch (:mod:`recovery.member.member`): a Start is written as the
+The leader places, members launch (:mod:`recovery.member.fleetmember`): a Start is written as the
 attempt's status (STARTING, the member) and its assignment in one transaction. The leader never
 reads a payload. A definition is verified once, by the driver, before it is unpickled; a driver that
 cannot load it reports BROKEN, and that is what quarantines the job (a handle that does not even
