@@ -27,6 +27,7 @@ SUITES = [
     "cli",
     "lifecycle",
     "schedules",
+    "spark_resume",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -46,6 +47,7 @@ SMOKE = {
     "cli": ["--rounds", "1", "--jobs", "5"],
     "lifecycle": ["--rounds", "20", "--events", "20"],
     "schedules": ["--fires", "5", "--latency-fires", "5"],
+    "spark_resume": ["--runs", "1"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session"}

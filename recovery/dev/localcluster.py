@@ -76,6 +76,8 @@ class LocalCluster:
         verbose: bool = True,
         python: str = sys.executable,
         user: tuple[int, int] | None = None,
+        warm_drivers: int = 0,
+        class_data: str = "off",
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
@@ -91,6 +93,12 @@ class LocalCluster:
         self.python = python
         #: the (uid, gid) the daemons run as (None: this process's; another needs root)
         self.user = user
+        #: ``--warm-drivers`` and ``--class-data`` of every daemon, through their variables (a
+        #: daemon's own arguments win; an older release ignores them): none and off unless
+        #: asked, so that a cluster of many daemons starts no JVM nobody uses, nor makes an
+        #: archive per daemon
+        self.warm_drivers = warm_drivers
+        self.class_data = class_data
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -119,6 +127,8 @@ class LocalCluster:
             env[ENV_VARS["zk_read_acl"]] = ",".join(self.config.zk_read_acl)
         if self.config.artifact_roots:
             env[ENV_VARS["artifact_roots"]] = ",".join(self.config.artifact_roots)
+        env["ZKSTORE_WARM_DRIVERS"] = str(self.warm_drivers)
+        env["ZKSTORE_CLASS_DATA"] = self.class_data
         env.update(self.extra_env)
         return env
 

@@ -427,8 +427,11 @@ class SparkApp(Record):
     master: str = ""
     ui: str | None = None
     started: str = ""
+    #: the driver JVM the attempt got and why (``warm: ...``, ``cold: ...``); optional, read
+    #: by nothing but people (a reader of an older release ignores it)
+    jvm: str | None = None
 
-    optional = frozenset({"ui"})
+    optional = frozenset({"ui", "jvm"})
     times = frozenset({"started"})
 
 
