@@ -78,6 +78,7 @@ class LocalCluster:
         user: tuple[int, int] | None = None,
         warm_drivers: int = 0,
         class_data: str = "off",
+        daemon_args: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
@@ -99,6 +100,8 @@ class LocalCluster:
         #: archive per daemon
         self.warm_drivers = warm_drivers
         self.class_data = class_data
+        #: more arguments of one daemon (by id), at each of its starts
+        self.daemon_args = dict(daemon_args or {})
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -194,6 +197,7 @@ class LocalCluster:
             f"127.0.0.1:{port}" if port else "off",
             *self.storage_option_args(),
             *self.extra_args,
+            *self.daemon_args.get(daemon_id, ()),
             *args,
         ]
 
@@ -248,6 +252,17 @@ class LocalCluster:
 
     def stop(self, *, timeout: float = 20.0) -> None:
         """SIGTERM every daemon, then stop the drivers left behind."""
+        self.stop_daemons(timeout=timeout)
+        for pid in self.driver_processes():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
+
+    def stop_daemons(self, *, timeout: float = 20.0) -> None:
+        """SIGTERM every daemon and wait for it (SIGKILL after ``timeout``); their drivers and
+        anything else they left are not touched."""
         for daemon in self.daemons.values():
             daemon.signal(signal.SIGTERM)
         for daemon in self.daemons.values():
@@ -256,12 +271,17 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 daemon.process.kill()
                 daemon.process.wait()
+
+    def spark_jvms(self) -> list[int]:
+        """Pids of the Java processes of this cluster still alive here: the Spark JVMs of its
+        drivers, its daemons' warm drivers and archive making (their environment names the
+        cluster, as a driver's does)."""
+        found = []
         for pid in self.driver_processes():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk = None
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                    found.append(pid)
+        return found
 
     def driver_processes(self, member: str | None = None) -> list[int]:
         """Pids of driver processes of this cluster (of one daemon, if ``member`` is given)

@@ -3,8 +3,10 @@
 One run: a fresh cluster (its own cluster id and storage prefix) with three daemons on the
 shared ensemble and S3 server; a mix of checkpointing jobs and a schedule firing every 3 s
 (:mod:`.probe`); one scenario's fault injected while they run; then every invariant checked
-(:mod:`.invariants`, and the schedule's: every window exactly one run, none early) and the
-servers healed for the next run. The seed is printed first: ``--seed`` replays the same
+(:mod:`.invariants`, and the schedule's: every window exactly one run, none early); then the
+daemons stopped and the Spark JVMs of the run counted (one daemon keeps a warm driver JVM:
+none may be left, whatever the fault did to its daemon), and the servers healed for the next
+run. The seed is printed first: ``--seed`` replays the same
 scenarios, targets and durations.
 
 Time to recover is the longest stall of any job's progress across the fault (jobs step every
@@ -43,6 +45,8 @@ class RunReport:
     seconds: float
     #: what the schedule's checker counted (windows, runs, delays)
     schedule: str = ""
+    #: Spark JVMs left behind once the run's daemons stopped (a violation unless 0)
+    jvms_left: int = 0
 
 
 @dataclass
@@ -103,11 +107,24 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
         logger.exception("run %d (%s) broke", index, scenario)
         violations.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
+        run.close()
+        if run.jvms_left:
+            violations.append(
+                f"{len(run.jvms_left)} Spark JVM(s) of the run left behind after its daemons "
+                f"stopped: pids {', '.join(map(str, run.jvms_left))}"
+            )
         if violations:
             (run.work_dir / "logs.txt").write_text(run.logs())
-        run.close()
         world.heal()
-    return RunReport(scenario, fault, violations, recovery, time.monotonic() - began, schedule)
+    return RunReport(
+        scenario,
+        fault,
+        violations,
+        recovery,
+        time.monotonic() - began,
+        schedule,
+        len(run.jvms_left),
+    )
 
 
 def _wait_progress(run: RunCluster, steps: int, timeout: float) -> None:
@@ -155,7 +172,7 @@ def run_all(options: Options) -> list[RunReport]:
             what = report.fault.description if report.fault else "no fault injected"
             print(
                 f"run {index:3d} {scenario:17s} {status:14s} recover {report.recovery:5.1f} s"
-                f"  ({report.seconds:.0f} s)  {what}",
+                f"  ({report.seconds:.0f} s, JVMs left {report.jvms_left})  {what}",
                 flush=True,
             )
             if report.schedule:
