@@ -13,6 +13,12 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 4
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
+# The suite's Python processes cache their bytecode in the virtual environment, whatever the
+# shell says: with PYTHONDONTWRITEBYTECODE set (as in this machine's environment) every daemon,
+# fork server, driver, script and test process compiled each module of zkstore and recovery it
+# imported, and pytest rewrote every test module's asserts, at each start. The prefix keeps every
+# cache out of the tree (and out of the directories whose modules jobs ship).
+PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 
 .PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest bench bench-smoke chaos venv clean \
 	browser-test import-graph upgrade-test
@@ -37,7 +43,7 @@ typecheck: $(STAMP)
 # (tests/spark_jvm.py: about half of a small job's start); made beside lint and the type checker.
 pytest: $(STAMP)
 	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
-	.ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PYCACHE) .ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.
@@ -47,7 +53,7 @@ test: $(STAMP)
 # The property tests at their full number of examples (make test runs a quarter of them);
 # .ci/run runs this after make test.
 test-deep: $(STAMP)
-	ZKSTORE_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m property $(PYTEST_ARGS)
+	$(PYCACHE) ZKSTORE_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m property $(PYTEST_ARGS)
 
 # The package graph (the module cycles, none, and each package's imports): docs/design.md's layers.
 import-graph: $(STAMP)
@@ -64,7 +70,7 @@ test-credentials: $(STAMP)
 
 # The pure tests alone (no server, no process): seconds, for the edit-test loop.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m unit $(PYTEST_ARGS)
+	$(PYCACHE) $(BIN)/python -m pytest -q -m unit $(PYTEST_ARGS)
 
 # The suite again and again while two busy loops load the CPU: SOAK_RUNS full runs must all pass.
 SOAK_RUNS ?= 5

@@ -28,6 +28,7 @@ SUITES = [
     "lifecycle",
     "schedules",
     "spark_resume",
+    "bounded",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -48,6 +49,7 @@ SMOKE = {
     "lifecycle": ["--rounds", "20", "--events", "20"],
     "schedules": ["--fires", "5", "--latency-fires", "5"],
     "spark_resume": ["--runs", "1"],
+    "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session"}

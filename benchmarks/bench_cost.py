@@ -67,6 +67,7 @@ from benchmarks.profiles import (
 )
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
+from zkstore.config import ZkAuth
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
@@ -320,8 +321,11 @@ def one_daemon(
     cprofile: Path | None,
     zkcalls: bool,
     s3: S3 | None = None,
+    credentials: bool = False,
 ) -> Iterator[Cost]:
     config = file_config(hosts, tmp, timeout=30.0)
+    if credentials:  # digest credentials: each driver holds its own job's identity
+        config = config.with_changes(zk_auth=ZkAuth.parse("bench:cost-of-credentials"))
     if s3 is not None:  # payloads and logs on S3 (its server's CPU is not counted)
         config = config.with_changes(
             storage_url=f"s3://{s3.bucket}{config.root}", storage_options=s3.options
@@ -450,7 +454,9 @@ def _bench_cost(args: argparse.Namespace, s3: S3 | None) -> Result:
             flush=True,
         )
         cprofile = Path(args.cprofile) if args.cprofile else None
-        with one_daemon(hosts, zk_pid, tmp, args.slots, cprofile, args.zk_calls, s3) as cost:
+        with one_daemon(
+            hosts, zk_pid, tmp, args.slots, cprofile, args.zk_calls, s3, args.credentials
+        ) as cost:
             idle = cost.idle(args.idle)
             print(
                 "  idle, CPU ms per second: "
@@ -519,6 +525,12 @@ def main(argv: list[str] | None = None) -> list[Result]:
         "--s3",
         action="store_true",
         help="payloads and logs on a moto S3 server in this process (its CPU not counted)",
+    )
+    parser.add_argument(
+        "--credentials",
+        action="store_true",
+        help="ZooKeeper digest credentials: every node carries its ACL, every driver holds "
+        "its own job's identity (issue 43: what per-job identities cost)",
     )
     parser.add_argument("--floor", nargs=2, metavar=("HOSTS", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

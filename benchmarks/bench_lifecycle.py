@@ -27,6 +27,7 @@ from benchmarks.common import Result, connect, fresh_root, zookeeper
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from zkstore.errors import NotLeader
 from zkstore.layout import Layout
+from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.limits import heartbeat_interval
 from zkstore.lifecycle.ops import heartbeat_ops
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, Outbox, notification_ops
@@ -130,7 +131,12 @@ def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, flo
                 for i in range(chunk, min(events, chunk + 50))
             ]
             zk.commit(notification_ops(layout, batch, [receiver.url]), fence=fence)
-        sender = NotificationSender(outbox, fence=fence, settings=SenderSettings(deadline=10))
+        sender = NotificationSender(
+            outbox,
+            fence=fence,
+            settings=SenderSettings(deadline=10),
+            destinations=Destinations.parse("127.0.0.1"),  # the receiver is on loopback
+        )
         start = time.perf_counter()
         deadline = time.monotonic() + 600
         while outbox.pending()[0]:
@@ -141,7 +147,7 @@ def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, flo
         assert receiver.count >= events, receiver.count
 
         async def raw_posts() -> None:
-            limit = asyncio.Semaphore(SenderSettings().concurrency)
+            limit = asyncio.Semaphore(SenderSettings().per_host)
             async with aiohttp.ClientSession() as session:
 
                 async def one(i: int) -> None:

@@ -26,13 +26,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
-from recovery.member.processes import identify
 from recovery.member.shipping import Shipping, start_process
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.server import HttpServer
 from recovery.settings import DaemonSettings, HttpAddress
+from recovery.shared.processes import identify
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs

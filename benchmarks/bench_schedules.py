@@ -33,7 +33,7 @@ from recovery.dev.chaos.schedules import read_runs, scheduled_run
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.election import LeaderElection
 from zkstore.cluster import Cluster
-from zkstore.config import StoreConfig
+from zkstore.config import StoreConfig, ZkAuth
 from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import ScheduleSpec
@@ -101,12 +101,19 @@ def bench_fire(config: StoreConfig, fires: int, kind: str) -> list[Result]:
         ]
 
 
-def bench_latency(hosts: str, fires: int) -> list[Result]:
-    """Scheduled time -> the run's job function started, against submit -> started."""
+def bench_latency(hosts: str, fires: int, credentials: bool = False) -> list[Result]:
+    """Scheduled time -> the run's job function started, against submit -> started
+    (``credentials``: with digest credentials, each driver authenticated as its own job)."""
     with tempfile.TemporaryDirectory() as tmp:
         config = file_config(hosts, tmp, timeout=10.0, session_timeout=6.0)
+        if credentials:
+            config = config.with_changes(zk_auth=ZkAuth.parse("bench:cost-of-credentials"))
         out = Path(tmp) / "out"
-        local = LocalCluster(config, Path(tmp) / "runtime", extra_args=("--max-drivers", "32"))
+        local = LocalCluster(
+            config,
+            Path(tmp) / "runtime",
+            extra_args=("--max-drivers", "32", "--schedule-min-interval", "1s"),
+        )
         try:
             local.start_daemon("bench-1")
             local.wait_for_leader()
@@ -179,10 +186,16 @@ def main(argv: list[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fires", type=int, default=200)
     parser.add_argument("--latency-fires", type=int, default=200)
+    parser.add_argument(
+        "--credentials",
+        action="store_true",
+        help="the latency rows with ZooKeeper digest credentials: every driver holds its own "
+        "job's identity (issue 43: what per-job identities cost submit -> running)",
+    )
     args = parser.parse_args(argv)
     results: list[Result] = []
     with zookeeper() as hosts:
-        results += show_all(bench_latency(hosts, args.latency_fires))
+        results += show_all(bench_latency(hosts, args.latency_fires, args.credentials))
     with zookeeper() as hosts, tempfile.TemporaryDirectory() as tmp, s3_server() as s3:
         local = StoreConfig(zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/s")
         results += show_all(bench_fire(local, args.fires, "file"))

@@ -5,6 +5,26 @@ receive a :class:`JobContext` and may raise or catch :class:`JobCancelled`.
 
 The names are imported on first use: Spark's Python workers import ``recovery.executor`` for
 every job resource, and must not pay for the ZooKeeper client they never use.
+
+The runtime's pieces, from the top (a module imports only from its own layer and those below:
+``make lint``)::
+
+    cli/           the runtime's commands (daemon, submit, jobs wait, daemons, jobs stop and
+                   resume, schedules create), named on the store's command group
+    dev/           the demo, a local cluster of daemon processes, the chaos and upgrade tests
+    daemon.py      the daemon process: one member, a leader while elected, the HTTP side
+    observe/       every daemon's HTTP side: health, a JSON API, metrics, the status page
+    leader/        the leader role inside a daemon: election, the acting loop, decisions and
+                   their fenced actions
+    member/        this daemon as a fleet member: its drivers launched, adopted and ended, their
+                   exits recorded and their logs shipped
+    driver/        the driver process: one attempt of one job, and the ``ctx`` the job gets
+    client/        the submit side: :class:`Client`, :func:`submit`, what a job takes along
+    executor/      what runs in Spark's Python workers: a job's executor-side resources
+    shared/        what two of the runtime's processes need, below all of them
+    settings.py    the daemon's validated settings (every role reads them)
+    capacity.py    the default of ``--max-drivers`` from the host's cores and memory
+    proctitle.py   process titles naming the role and the job
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from recovery.proctitle import daemon_title, set_title
 from recovery.settings import DaemonSettings
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
+from zkstore.config import TEST_MINIMUMS_ENV
 from zkstore.errors import (
     ConfigError,
     FleetVersionError,
@@ -110,6 +111,10 @@ class Daemon:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
             logger.debug("process title: %s", set_title(daemon_title(self.settings.daemon_id)))
+        lowered = self.settings.store.lowered_minimums
+        if lowered is not None:  # the test suite's (zkstore.config.TEST_MINIMUMS_ENV): said loudly
+            shown = ", ".join(f"{name} {value:g} s" for name, value in lowered.lowered().items())
+            logger.warning("%s lowers product minimums (tests only): %s", TEST_MINIMUMS_ENV, shown)
         if self.settings.http is not None:  # aiohttp's server: imported only to serve (0.2 s)
             from recovery.observe.server import start_http
 
@@ -295,7 +300,12 @@ class Daemon:
         leadership = Leadership(fence=self.election.fence())
         self._leadership = leadership
         self.leader = LeaderProcess(
-            self.cluster, self.settings, leadership, self.loop, self.election
+            self.cluster,
+            self.settings,
+            leadership,
+            self.loop,
+            self.election,
+            refused=self.stats.refused,
         )
         logger.info("daemon %s is the leader", self.settings.daemon_id)
         self._last_reconcile = time.monotonic()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL
 from zkstore.secrecy import read_secret_file
 
 DEFAULT_SPARK_MASTER = "local[2]"
@@ -40,7 +41,7 @@ def default_daemon_id() -> str:
 
 def is_warm_master(master: str) -> bool:
     """Whether warm drivers serve ``master``: local mode and a standalone master, whose
-    scheduler a context makes by itself (:mod:`recovery.member.sparkjvm.settings`)."""
+    scheduler a context makes by itself (:mod:`recovery.shared.sparkjvm`)."""
     return (
         re.fullmatch(r"local(\[[0-9]+\]|\[\*\]|\[[0-9*]+, *[0-9]+\])?|spark://\S+", master)
         is not None
@@ -96,6 +97,46 @@ def api_token_from_env(
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
         raise ConfigError(f"{source} is too short: use at least {MIN_TOKEN_CHARS} characters")
     return token.strip() if token is not None else None
+
+
+# -- the bounds on what submitters send (invariant 15, issue 44) -------------------------------
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one submitter may cost the cluster (the daemon's ``--schedule-*``, ``--notify-*``
+    and ``--http-*`` limits; :mod:`recovery.cli.bounds`).
+
+    ``schedule_min_interval``: the fewest seconds between two windows of a schedule the leader
+    fires; ``schedule_fire_budget``: windows one pass of the leader fires over every schedule.
+    ``notify_allowed``: notification destinations allowed although not global (names,
+    addresses, CIDR blocks: :mod:`zkstore.lifecycle.destinations`); ``notify_per_job``: a
+    job's undelivered events kept at most (its outcome always is); ``notify_per_host``: POSTs
+    at once to one receiver. ``http_max_connections``: open HTTP connections at most (more are
+    answered 503 and closed); ``http_timeout``: the longest a connection may take to send a
+    request or to take an answer; ``http_workers``: threads that serve the HTTP side's reads.
+    """
+
+    schedule_min_interval: int = DEFAULT_MIN_INTERVAL
+    schedule_fire_budget: int = 20
+    notify_allowed: tuple[str, ...] = ()
+    notify_per_job: int = 100
+    notify_per_host: int = 2
+    http_max_connections: int = 128
+    http_timeout: float = 15.0
+    http_workers: int = 4
+
+    def __post_init__(self) -> None:
+        counts = (
+            self.schedule_min_interval,
+            self.schedule_fire_budget,
+            self.notify_per_job,
+            self.notify_per_host,
+            self.http_max_connections,
+            self.http_workers,
+        )
+        if min(counts) < 1 or self.http_timeout <= 0:
+            raise ConfigError("the --schedule-*, --notify-* and --http-* bounds must be positive")
 
 
 @dataclass(frozen=True)
@@ -185,6 +226,7 @@ class DaemonSettings:
     driver_users: tuple[DriverUser, ...] = ()
     warm_drivers: int = 0
     class_data: str = "off"
+    bounds: Bounds = field(default_factory=Bounds)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", self.daemon_id):

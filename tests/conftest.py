@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import pytest
 
 from recovery.client.client import Client
 from recovery.dev.localcluster import LocalCluster
-from tests import spark_jvm
+from tests import machine_speed, spark_jvm
 from tests.helpers import (
     HANDS_SESSION,
     MONITOR_ID,
@@ -43,6 +43,8 @@ from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
@@ -55,6 +57,12 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # The suite's Spark drivers (this process's and every daemon's started from it) run short JVMs
 # that map Spark's classes from an archive (tests/spark_jvm.py): far less CPU for each start.
 os.environ.update(spark_jvm.driver_environment())
+
+# The suite's schedules fire every few seconds and its webhook receivers listen on loopback:
+# the bounds a production cluster keeps (a 10 s minimum, global destinations only) are lowered
+# for the commands and daemons it starts (recovery.dev.localcluster passes these on); the tests
+# of the bounds set their own.
+os.environ.update({MIN_INTERVAL_ENV: "1s", ALLOWED_ENV: "127.0.0.1"})
 
 
 @pytest.fixture(scope="session")
@@ -151,6 +159,27 @@ def hands(config: StoreConfig) -> Iterator[ZooKeeper]:
     try:
         yield zk
     finally:
+        zk.stop()
+
+
+@pytest.fixture
+def stand_in_session(config: StoreConfig) -> Iterator[Callable[[], ZooKeeper]]:
+    """Opens the session of a stand-in driver (a test that plays a driver: its ``running``
+    node, its heartbeats, its fenced writes), one per call, on ``config``'s servers and
+    credentials with a session of :data:`~tests.helpers.HANDS_SESSION`: what it holds lives as
+    long as the test says, whatever the load (at the harness's 4 s such sessions expired under
+    the soak's busy loops, and with them the nodes the test stood on). Its ``stop()`` is the
+    driver's death: its ephemeral nodes go at once; the sessions left open close with the test.
+    A test about a session's expiry expires a session of its own."""
+    opened: list[ZooKeeper] = []
+
+    def open_session() -> ZooKeeper:
+        zk = ZooKeeper.from_config(config, session_timeout=HANDS_SESSION)
+        opened.append(zk.start(timeout=HANDS_SESSION))
+        return zk
+
+    yield open_session
+    for zk in opened:
         zk.stop()
 
 
@@ -255,6 +284,7 @@ SERVER_FIXTURES = frozenset(
         "any_storage",
         "local",
         "client",
+        "stand_in_session",
     }
 )
 
@@ -307,11 +337,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _longest_files_first(items)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return spark_jvm.report()
+#: The machine's speed when the run started (:mod:`tests.machine_speed`), measured once by the
+#: process that reports (never by each xdist worker).
+SPEED_AT_START = pytest.StashKey[float]()
+
+
+def _reports(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [spark_jvm.report()]
+    if SPEED_AT_START in config.stash:
+        lines.append(machine_speed.describe(config.stash[SPEED_AT_START]))
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The machine's speed at the start and at the end of the run, even under ``-q`` (which
+    prints no header): what every time this run printed is to be read beside."""
+    if SPEED_AT_START in config.stash:
+        start, end = config.stash[SPEED_AT_START], machine_speed.loop_seconds()
+        terminalreporter.write_line(machine_speed.describe(start, end))
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if _reports(config):  # before the workers start, which load the machine
+        config.stash[SPEED_AT_START] = machine_speed.loop_seconds()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -3,7 +3,7 @@
 Spec keys: config (StoreConfig JSON), op, job, step, and per op:
 
 - ``send``: a notification sender (its own leadership node as fence) delivers one round and
-  dies at ``notify:posted``, after a receiver answered 2xx and before the entry is deleted;
+  dies at ``notify:posted``, after a receiver answered 2xx and before that entry is deleted;
 - ``stop``: ``StopStore.request(job, checkpoint=True)``;
 - ``resume``: ``StopStore.resume(job)`` with a new definition (a script printing ``marker``).
 
@@ -18,6 +18,7 @@ from recovery.leader.notifier import NotificationSender, SenderSettings
 from tests.crash_cluster import crashing_cluster
 from zkstore.errors import NotLeader
 from zkstore.jobs.definition import JobDefinition
+from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import Outbox
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Fence
@@ -33,6 +34,7 @@ def main(spec: dict[str, Any]) -> int:
             Outbox(cluster.zk, cluster.layout),
             fence=fence,
             settings=SenderSettings(deadline=5.0),
+            destinations=Destinations.parse("127.0.0.1"),  # the test's receiver
             on_step=cluster.step,
         )
         sender.run_once()

@@ -315,6 +315,7 @@ PRESENCE_ONLY = {
     "election": "a contender: its name orders it, its data is for people",
     "cleanup_entry": "the cleanup index: present iff the job's result is DIRTY",
     "locks": "R/currentJobs/<job>/locks and its EPHEMERAL children: present while used",
+    "leader_clock": "its write stamps are ZooKeeper's time (zkstore/clock.py); its data is empty",
 }
 
 #: Layout methods that name parents of many nodes, not a node kind of their own.

@@ -212,3 +212,105 @@ class NotificationReceiver:
     def snapshot(self) -> tuple[list[tuple[str, dict[str, Any]]], Counter[str]]:
         with self._lock:
             return list(self.requests), Counter(self.delivered)
+
+
+class HostileReceiver:
+    """A webhook receiver on 127.0.0.1 that answers the way no receiver should (a raw TCP
+    server: it needs no HTTP library's manners), for the notification bounds' tests.
+
+    ``mode`` "huge": a 200 whose body is ``huge`` bytes, written as fast as the sender takes
+    them (``sent`` counts what it took before it closed); "silent": reads the request and
+    answers nothing until ``release`` is set (``held`` counts the requests held); "error": a
+    500 whose body says ``SECRET-BODY`` (a receiver's words must never be stored).
+    """
+
+    def __init__(self, mode: str, huge: int = 128 * 1024 * 1024) -> None:
+        import socket
+
+        self.mode, self.huge = mode, huge
+        self.sent = 0
+        self.held = 0
+        self.requests = 0
+        #: connections served to their end (the sender closed, or the answer was sent)
+        self.finished = 0
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._listener.getsockname()[1])
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self) -> HostileReceiver:
+        self._accepting.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.release.set()
+        self._accepting.join(5)
+        for thread in self._threads:
+            thread.join(5)
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: Any) -> None:
+        try:
+            self._answer(conn)
+        finally:
+            with self._lock:
+                self.finished += 1
+
+    def _answer(self, conn: Any) -> None:
+        with conn:
+            conn.settimeout(30)
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                with self._lock:
+                    self.requests += 1
+                if self.mode == "silent":
+                    with self._lock:
+                        self.held += 1
+                    self.release.wait()
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                elif self.mode == "error":
+                    text = b"SECRET-BODY: internal details of the receiver"
+                    conn.sendall(
+                        b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: "
+                        + str(len(text)).encode()
+                        + b"\r\n\r\n"
+                        + text
+                    )
+                else:
+                    head = f"HTTP/1.1 200 OK\r\nContent-Length: {self.huge}\r\n\r\n".encode()
+                    conn.sendall(head)
+                    block = b"x" * 65536
+                    while self.sent < self.huge and not self._stop.is_set():
+                        conn.sendall(block)
+                        with self._lock:
+                            self.sent += len(block)
+            except OSError:
+                return  # the sender closed: what it took is counted

@@ -6,6 +6,7 @@ Precedence: explicit values (command-line flags, keyword arguments) win over the
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -52,6 +53,66 @@ SECRET_ENV_VARS = frozenset(
         ENV_VARS["api_read_token"],
     }
 )
+
+# -- test-only: lowered product minimums (docs/testing.md) ------------------------------------
+#: The variable that lowers product minimums for the test suite: ``name=seconds,...`` with the
+#: names of :class:`LoweredMinimums`. Never a flag, never in ``--help``; refused unless every
+#: ZooKeeper server is a loopback address (one host: never an HA deployment), and a daemon that
+#: applies it says so at start (WARNING). It changes no default: it only lets a test ask for
+#: less than a product minimum.
+TEST_MINIMUMS_ENV = "ZKSTORE_TEST_MINIMUMS"
+
+
+@dataclass(frozen=True)
+class LoweredMinimums:
+    """Product minimums lowered for the tests (:data:`TEST_MINIMUMS_ENV`); None keeps the
+    product's. ``progress_timeout``: the least ``--progress-timeout`` accepted (the product's
+    30 s); ``heartbeat_interval``: the least time between a driver's heartbeat writes (5 s).
+    A lowered value above the product's changes nothing (the product's applies)."""
+
+    progress_timeout: float | None = None
+    heartbeat_interval: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in self.lowered().items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ConfigError(f"{TEST_MINIMUMS_ENV}: {name} must be a positive number")
+
+    def lowered(self) -> dict[str, float]:
+        """The minimums lowered (name -> seconds), for the daemon's warning."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def parse(cls, text: str) -> LoweredMinimums:
+        """``progress_timeout=2,heartbeat_interval=0.5``; :class:`ConfigError` naming the
+        variable for anything else."""
+        values: dict[str, float] = {}
+        for pair in (p.strip() for p in text.split(",")):
+            name, sep, raw = pair.partition("=")
+            if not sep or name.strip() not in cls.__dataclass_fields__:
+                known = ", ".join(cls.__dataclass_fields__)
+                raise ConfigError(f"{TEST_MINIMUMS_ENV}: want NAME=SECONDS,... (NAME: {known})")
+            try:
+                values[name.strip()] = float(raw)
+            except ValueError:
+                raise ConfigError(f"{TEST_MINIMUMS_ENV}: {name.strip()} is not a number") from None
+        return cls(**values)
+
+
+def loopback_only(zk_hosts: str) -> bool:
+    """Whether every server of a connect string is a loopback address (``127.0.0.1``,
+    ``[::1]``, ``localhost``): names are not resolved, so a name that resolves to loopback
+    does not count."""
+    for host in zk_hosts.split("/", 1)[0].split(","):
+        name = host.strip().rsplit(":", 1)[0].strip("[]")
+        if name != "localhost":
+            try:
+                if not ipaddress.ip_address(name).is_loopback:
+                    return False
+            except ValueError:
+                return False
+    return True
+
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._\-\[\]:]+:\d{1,5}")
@@ -244,6 +305,8 @@ class StoreConfig:
     #: a driver's ZooKeeper identity in place of ``zk_auth`` (the drivers' and its job's
     #: credentials, :class:`zkstore.identity.DriverIdentity` as JSON; :meth:`for_job`)
     zk_driver: Mapping[str, Any] | None = field(default=None, repr=False)
+    #: test-only (:data:`TEST_MINIMUMS_ENV`): product minimums lowered; None in production
+    lowered_minimums: LoweredMinimums | None = None
 
     def __post_init__(self) -> None:
         hosts = self.zk_hosts.split("/", 1)[0]
@@ -281,6 +344,11 @@ class StoreConfig:
             raise ConfigError(
                 f"{ENV_VARS['zk_read_acl']} needs {ENV_VARS['zk_auth']}: without credentials "
                 "every node is open anyway"
+            )
+        if self.lowered_minimums is not None and not loopback_only(self.zk_hosts):
+            raise ConfigError(
+                f"{TEST_MINIMUMS_ENV} is for the test suite only: refused with a ZooKeeper that "
+                "is not on this host's loopback"
             )
 
     @property
@@ -340,6 +408,8 @@ class StoreConfig:
             roots = values["artifact_roots"].split(",")
             values["artifact_roots"] = tuple(r.strip() for r in roots if r.strip())
         values.update({k: v for k, v in explicit.items() if v is not None})
+        if env.get(TEST_MINIMUMS_ENV) and "lowered_minimums" not in values:
+            values["lowered_minimums"] = LoweredMinimums.parse(env[TEST_MINIMUMS_ENV])
         return cls(**values)
 
     def to_json(self) -> str:
@@ -369,6 +439,8 @@ class StoreConfig:
                 values["zk_auth"] = ZkAuth.parse(values["zk_auth"])
             values["zk_read_acl"] = tuple(values.get("zk_read_acl") or ())
             values["artifact_roots"] = tuple(values.get("artifact_roots") or ())
+            if values.get("lowered_minimums") is not None:
+                values["lowered_minimums"] = LoweredMinimums(**values["lowered_minimums"])
             if values.get("job_key") is not None:
                 job = values["job_key"]
                 values["job_key"] = JobKey(

@@ -5,7 +5,12 @@
     ZkStoreError                         exit HTTP
     ├── ConfigError                       2   400  bad configuration or bad input (a usage error)
     │   ├── InvalidJobId                           a job id that could become a path (``../x``)
-    │   └── InvalidName                            an entry name that is not one safe segment
+    │   ├── InvalidName                            an entry name that is not one safe segment
+    │   ├── OutOfBounds                            past a bound the cluster sets: a schedule's
+    │   │                                          interval under the minimum, a catch-up
+    │   │                                          further back than --catchup-max
+    │   └── RefusedDestination                     a notification URL whose address is not
+    │                                              allowed (loopback, private, link-local...)
     ├── StoreUnavailable                  6   503  ZooKeeper or storage not reached in time
     │   └── OutcomeUnknown                         a write was sent; whether it applied is unknown
     ├── ConflictError                     5   409  the store is reachable but says no
@@ -108,6 +113,14 @@ class InvalidJobId(ConfigError):
 
 class InvalidName(ConfigError):
     """An entry or record name that is not a single safe path segment."""
+
+
+class OutOfBounds(ConfigError):
+    """Past a bound the cluster sets on what a submitter may ask for (invariant 15)."""
+
+
+class RefusedDestination(ConfigError):
+    """A notification URL names (or resolves to) an address notifications may not go to."""
 
 
 class StoreUnavailable(ZkStoreError):

@@ -119,6 +119,11 @@ class Layout:
         return f"{self.base}/leader/info"
 
     @property
+    def leader_clock(self) -> str:
+        """The node whose write stamps tell a leader ZooKeeper's time (:mod:`zkstore.clock`)."""
+        return f"{self.base}/leader/clock"
+
+    @property
     def leader_history(self) -> str:
         """The last leaders and the daemons seen leaving (:mod:`zkstore.jobs.history`)."""
         return f"{self.base}/leader/history"

@@ -9,6 +9,11 @@ about a quarter of a kazoo I/O thread's CPU (profiled in every daemon and driver
 ``select(2)``), with the same answer: a descriptor that is readable, hung up or in error is
 listed as readable, one that is only writable as writable, and a descriptor that is not open
 raises ``ValueError`` as kazoo's does.
+
+It also bounds the TCP connect to one server (``connect_timeout``): kazoo waits up to the whole
+session timeout for a server that does not answer (a host cut off drops the SYN silently),
+while it gives the handshake after it the session timeout shared among the servers. A client
+leaving a silent server for the next one would lose its session's time on the first connect.
 """
 
 from __future__ import annotations
@@ -57,7 +62,18 @@ def poll_select(
 
 
 class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]
-    """kazoo's threading handler (its threads, queues and timeouts) with :func:`poll_select`."""
+    """kazoo's threading handler (its threads, queues and timeouts) with :func:`poll_select`,
+    and a TCP connect of at most ``connect_timeout`` seconds (None: kazoo's own)."""
+
+    def __init__(self, *, connect_timeout: float | None = None) -> None:
+        super().__init__()
+        self.connect_timeout = connect_timeout
 
     def select(self, *args: Any, **kwargs: Any) -> tuple[list[Any], list[Any], list[Any]]:
         return poll_select(*args, **kwargs)
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        timeout = kwargs.get("timeout")
+        if self.connect_timeout is not None and timeout is not None:
+            kwargs["timeout"] = min(timeout, self.connect_timeout)
+        return super().create_connection(*args, **kwargs)

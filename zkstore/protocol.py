@@ -49,6 +49,7 @@ class Feature:
 
 ARGUMENTS_APART = "arguments-apart"
 JOB_IDENTITIES = "job-identities"
+ATTEMPT_PROVENANCE = "attempt-provenance"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -67,6 +68,13 @@ FEATURES: dict[str, Feature] = {
         JOB_IDENTITIES,
         3,
         "drivers with ZooKeeper identities of their own job (per-job ACLs)",
+    ),
+    # Each attempt's definition (digest, what it runs) in the job's history: a daemon of
+    # protocol 2 refuses a history entry with fields it does not know as garbage.
+    ATTEMPT_PROVENANCE: Feature(
+        ATTEMPT_PROVENANCE,
+        3,
+        "each attempt's definition in the job's history (which code an attempt ran)",
     ),
 }
 

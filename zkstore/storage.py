@@ -375,6 +375,16 @@ class StateStorage:
             raise UntrustedPayload(f"{uri}: over {max_bytes} bytes")
         return data
 
+    def fetch_range(self, uri: str, start: int, length: int) -> bytes:
+        """At most ``length`` bytes of an object without a handle, from byte ``start`` (a
+        block of a log chunk, read from its end); unverified, as :meth:`fetch`.
+        :class:`PayloadMissing` if absent."""
+        path = self.path_of(uri)
+        with storage_errors(f"read {uri}"):
+            if self._local:
+                return _read_local_regular(path, length, offset=start)
+            return bytes(self.fs.cat_file(path, start=start, end=start + length))
+
     def probe(self) -> bool:
         """True if the storage answers (one metadata request on the root); never raises."""
         try:
@@ -448,13 +458,15 @@ def _modified(info: Mapping[str, Any]) -> datetime:
     return datetime.now(UTC)
 
 
-def _read_local_regular(path: str, limit: int) -> bytes:
-    """Read at most ``limit`` bytes of the regular file at ``path``; never block on a FIFO or a
-    device, never read a directory (:class:`IsADirectoryError`)."""
+def _read_local_regular(path: str, limit: int, offset: int = 0) -> bytes:
+    """Read at most ``limit`` bytes of the regular file at ``path`` from ``offset``; never
+    block on a FIFO or a device, never read a directory (:class:`IsADirectoryError`)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IsADirectoryError(f"{path} is not a regular file")
+        if offset:
+            os.lseek(fd, offset, os.SEEK_SET)
         chunks = []
         while limit > 0 and (chunk := os.read(fd, min(limit, 1 << 20))):
             chunks.append(chunk)

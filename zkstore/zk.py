@@ -22,6 +22,7 @@ writer's own standing (its election node, its attempt's records).
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -87,6 +88,11 @@ PIPELINE_WINDOW = 1000
 #: The most deletes :meth:`ZooKeeper.delete_tree` puts in one transaction (each a path and a
 #: version: far under the server's 1 MB request limit).
 TREE_BATCH = 500
+
+
+def _server_count(hosts: str) -> int:
+    """How many servers a connect string names (``h1:p,h2:p/chroot``)."""
+    return max(1, len(hosts.split("/", 1)[0].split(",")))
 
 
 def default_acl(auth: ZkAuth | None, read_ids: Sequence[str] = ()) -> list[ACL] | None:
@@ -189,7 +195,8 @@ class ZooKeeper:
                 client_id=client_id,
                 connection_retry={"max_tries": -1, "max_delay": 1.0},
                 default_acl=self.acl,
-                handler=PollingHandler(),
+                # kazoo's own share of the session for the handshake with one server
+                handler=PollingHandler(connect_timeout=session_timeout / _server_count(hosts)),
                 logger=_kazoo_logger(),
                 **(_kazoo_auth(auth) if driver is None else {"auth_data": driver.auth_data()}),
             )
@@ -330,6 +337,27 @@ class ZooKeeper:
     @property
     def connected(self) -> bool:
         return self._connected.is_set()
+
+    def drop_connection(self) -> bool:
+        """Close the connection to the current server, not the session: kazoo connects to the
+        next server of its list, and the session goes on there if it is alive. True if there
+        was a connection to close.
+
+        For a server that went silent (cut off, its packets dropped): kazoo declares a
+        connection dead only when its ping goes unanswered, and it pings only after a third of
+        the session without a request of ours (every request counts as a ping). A client that
+        keeps asking, as a driver's lease does, would otherwise stay with that server until its
+        session is lost, though the other servers answer.
+        """
+        sock = getattr(self._client._connection, "_socket", None)
+        if sock is None:
+            return False
+        try:  # kazoo's thread, waiting on the socket, reads its end and reconnects
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # closed meanwhile: kazoo is reconnecting already
+            return False
+        logger.info("dropped the connection to a ZooKeeper server that does not answer")
+        return True
 
     @property
     def session_id(self) -> int | None:

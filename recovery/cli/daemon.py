@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 
-from recovery.leader.placement import parse_labels
+from recovery.cli.bounds import bounds_from, bounds_options
 from recovery.settings import (
     API_TOKEN_ENV,
     DEFAULT_HTTP,
@@ -22,11 +23,13 @@ from recovery.settings import (
     parse_http_address,
     spark_master_from_env,
 )
+from recovery.shared.fleet import parse_labels
 from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, cli, command_environment, connection_options
 from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS
+from zkstore.lifecycle.destinations import Destinations
 
 
 @cli.command()
@@ -200,9 +203,11 @@ from zkstore.config import ENV_VARS
 )
 @daemon_notify_option
 @artifact_root_option
+@bounds_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
+    /,
     connection: Connection,
     spark_master: str | None,
     session_timeout: float,
@@ -228,6 +233,7 @@ def daemon(
     warm_drivers: int | None,
     class_data: str | None,
     notify: str | None,
+    **limits: Any,
 ) -> None:
     """Run the recovery daemon on this host (start one on two or more hosts).
 
@@ -248,6 +254,9 @@ def daemon(
         session_timeout=session_timeout
     )
     environ = command_environment()
+    bounds = bounds_from(limits)
+    if notify:
+        Destinations.parse(bounds.notify_allowed).check_url(notify)
     users = driver_users(driver_user_names)
     if users:
         from recovery.member.driveruser import check_privileges
@@ -294,6 +303,7 @@ def daemon(
         driver_users=users,
         warm_drivers=warm_drivers,
         class_data=_class_data(class_data),
+        bounds=bounds,
     )
     process = Daemon(settings)  # what it checks at its start refuses it before it says it runs
     click.echo(

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from recovery.leader.placement import format_labels, read_fleet
+from recovery.shared.fleet import format_labels, read_fleet
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster

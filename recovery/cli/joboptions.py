@@ -103,8 +103,8 @@ def job_settings(
 ) -> dict[str, Any]:
     """What :func:`job_options` gave, as :meth:`recovery.Client.definition_for_file` takes it."""
     from recovery.client.shipping import Dependencies
-    from recovery.client.sparkconf import parse_spark_conf
-    from recovery.leader.placement import parse_labels
+    from recovery.shared.fleet import parse_labels
+    from recovery.shared.sparkconf import parse_spark_conf
 
     return {
         "name": name,

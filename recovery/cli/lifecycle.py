@@ -144,10 +144,12 @@ def resume_job(
     (--timeout, --retry-delay, --notify ...; off removes a limit) and --max-attempts change what
     the job had. Prints which checkpoint it resumes from.
     """
-    given = lifecycle_summary({k: v for k, v in lifecycle.items() if v is not None})
+    given = lifecycle_summary(
+        {k: v for k, v in lifecycle.items() if v is not None}, connection.config.lowered_minimums
+    )
     removed = {k for k, v in lifecycle.items() if v is not None and k not in given}
     from recovery.client.client import Client
-    from recovery.client.sparkconf import parse_spark_conf
+    from recovery.shared.sparkconf import parse_spark_conf
     from zkstore.lifecycle.redefine import redefined
     from zkstore.lifecycle.stopstore import StopStore
 

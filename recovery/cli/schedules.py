@@ -14,10 +14,13 @@ from recovery.client.client import Client
 from zkstore.cli.base import Connection, connection_options
 from zkstore.cli.schedules import schedules
 from zkstore.errors import ConfigError
+from zkstore.schedules.limits import check_bounds, min_interval_from_env
 from zkstore.schedules.records import (
     ALLOW,
     CONCURRENCY,
+    DEFAULT_CATCHUP_MAX,
     LATEST,
+    MAX_CATCHUP_MAX,
     ScheduleSpec,
     parse_catchup,
 )
@@ -56,6 +59,14 @@ from zkstore.strict import utc_now
     show_default=True,
     help="windows that passed while no daemon led: none, latest, all, or a number of them",
 )
+@click.option(
+    "--catchup-max",
+    type=click.IntRange(1, MAX_CATCHUP_MAX),
+    metavar="N",
+    help=f"--catchup all runs at most the newest N late windows (the older ones are recorded "
+    f"missed); a --start-at further back than N windows is refused [default "
+    f"{DEFAULT_CATCHUP_MAX}]",
+)
 @click.option("--start-at", metavar="TIME", help="first window at or after this time")
 @click.option("--end-at", metavar="TIME", help="no window at or after this time")
 @click.option(
@@ -74,6 +85,7 @@ def create_schedule(
     every: str | None,
     concurrency: str,
     catchup: str,
+    catchup_max: int | None,
     start_at: str | None,
     end_at: str | None,
     after_schedule: str | None,
@@ -82,8 +94,10 @@ def create_schedule(
     """Run FILE.py[:FUNCTION] at every window of --cron or --every, each window once.
 
     Each window's run is a job named NAME-<window, UTC> (NAME-20261124T020000Z), with the
-    job options given here; `schedules show NAME` lists the recent windows. Prints NAME and
-    the next window.
+    job options given here; `schedules show NAME` lists the recent windows and how many it
+    is behind. Prints NAME and the next window. Windows closer than the cluster's minimum
+    (ZKSTORE_SCHEDULE_MIN_INTERVAL, default 10s) are refused, as is a --start-at more than
+    --catchup-max windows back with --catchup all.
     """
     name = validate_name(schedule_name)
     if (cron is None) == (every is None):
@@ -103,7 +117,9 @@ def create_schedule(
         start_at=None if start_at is None else format_time(parse_moment(start_at, zone)),
         end_at=None if end_at is None else format_time(parse_moment(end_at, zone)),
         after_schedule=after_schedule,
+        catchup_max=catchup_max,
     )
+    check_bounds(spec, datetime.now(UTC), min_interval_from_env())
     with Client(connection.config) as client:
         definition = client.definition_for_file(
             target,

@@ -96,7 +96,7 @@ def submit(
     from recovery.client.client import Client
 
     job, lifecycle = split_job_options(options)
-    summary = lifecycle_summary(lifecycle)
+    summary = lifecycle_summary(lifecycle, connection.config.lowered_minimums)
     with Client(connection.config) as client:
         submitted = client.submit_file(
             target,

@@ -6,5 +6,4 @@
     jobfile.py    a job's target: a script or ``module:function``
     shipping.py   the job's files, modules and Spark packages, checked and prepared
     modules.py    the user's own modules, zipped
-    sparkconf.py  Spark configuration given on the command line and its list-valued keys
 """

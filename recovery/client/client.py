@@ -15,23 +15,21 @@ ever had a result can never run again.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypedDict
 
-import cloudpickle
-
 from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
 from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
+from recovery.shared.pickling import is_user_module, pickled_by_value
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster, fleet, triage
 from zkstore.config import StoreConfig
@@ -174,7 +172,7 @@ class Client(Closeable):
         the modules it imports from its directory and the files in ``needs``; ``after`` as
         :meth:`submit` takes it."""
         module = sys.modules.get(getattr(function, "__module__", "") or "")
-        by_value = module if module is not None and _is_user_module(module) else None
+        by_value = module if module is not None and is_user_module(module) else None
         origin = getattr(by_value, "__file__", None)
         definition = self._definition(
             _Function(function, by_value),
@@ -374,7 +372,7 @@ class Client(Closeable):
         :meth:`file_definition`)."""
         self._check_size(shipment)
         if isinstance(what, _Function):
-            with _pickled_by_value(what.by_value):
+            with pickled_by_value(what.by_value):
                 return JobDefinition.for_function(
                     job_id_or_default(job_id, getattr(what.function, "__name__", "job")),
                     what.function,
@@ -502,9 +500,6 @@ class Client(Closeable):
         return triage.cancel(self.cluster, job_id, reason=reason)
 
 
-_BY_VALUE_LOCK = threading.Lock()
-
-
 @dataclass(frozen=True)
 class _Function:
     """A function to submit, and its module if its code must travel by value."""
@@ -519,29 +514,6 @@ def _source_of(path: Path) -> str | None:
         return path.read_text()
     except (OSError, UnicodeDecodeError):
         return None
-
-
-@contextlib.contextmanager
-def _pickled_by_value(module: ModuleType | None) -> Iterator[None]:
-    """Within the block, cloudpickle serializes ``module``'s code by value (if one is given)."""
-    if module is None:
-        yield
-        return
-    # cloudpickle's registry is process-wide: submissions from several threads take turns.
-    with _BY_VALUE_LOCK:
-        cloudpickle.register_pickle_by_value(module)
-        try:
-            yield
-        finally:
-            cloudpickle.unregister_pickle_by_value(module)
-
-
-def _is_user_module(module: ModuleType) -> bool:
-    """True for code that the driver's host may not have: not installed in site-packages."""
-    origin = getattr(module, "__file__", None)
-    if module.__name__ == "__main__" or origin is None:
-        return module.__name__ == "__main__"
-    return "site-packages" not in origin and "dist-packages" not in origin
 
 
 def submit(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recovery.client.modules import modules_zip
-from recovery.client.sparkconf import FILES, JARS, PACKAGES, PY_FILES, merge_lists
+from recovery.shared.sparkconf import FILES, JARS, PACKAGES, PY_FILES, merge_lists
 from zkstore.errors import ConfigError
 from zkstore.jobs.definition import FileRole, ShippedFile
 

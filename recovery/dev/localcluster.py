@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from zkstore.dev import lifeline
 from zkstore.errors import CorruptRecord, HandleNotFound
 from zkstore.jobs.records import LeaderInfo, RunningInfo, read_record
 from zkstore.layout import Layout
+from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,10 @@ class DaemonProcess:
             return ""
 
 
+#: the caller's bounds on submitters (tests, benchmarks) reach the daemons started here
+PASSED_ON = frozenset({MIN_INTERVAL_ENV, ALLOWED_ENV})
+
+
 class LocalCluster:
     """Daemons of one cluster config, started and killed on demand."""
 
@@ -79,6 +86,7 @@ class LocalCluster:
         warm_drivers: int = 0,
         class_data: str = "off",
         daemon_args: dict[str, tuple[str, ...]] | None = None,
+        hosts: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
@@ -102,6 +110,9 @@ class LocalCluster:
         self.class_data = class_data
         #: more arguments of one daemon (by id), at each of its starts
         self.daemon_args = dict(daemon_args or {})
+        #: the command prefix that starts the daemon of an id on a host of its own
+        #: (``ip netns exec NAME``, :mod:`recovery.dev.hosts`); its drivers run there too
+        self.hosts = {daemon_id: list(prefix) for daemon_id, prefix in (hosts or {}).items()}
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
 
@@ -112,7 +123,9 @@ class LocalCluster:
         return self._zk
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_") or k in PASSED_ON
+        }
         env.update(
             {
                 ENV_VARS["zk_hosts"]: self.config.zk_hosts,
@@ -146,7 +159,10 @@ class LocalCluster:
         log_path = self.work_dir / f"{daemon_id}.log"
         self.work_dir.mkdir(parents=True, exist_ok=True)
         port = free_port() if self.http else None
-        command = self.daemon_command(daemon_id, *args, python=python, port=port)
+        command = [
+            *self.hosts.get(daemon_id, ()),
+            *self.daemon_command(daemon_id, *args, python=python, port=port),
+        ]
         interpreter = str(python) if python is not None else self.python
         as_user = (
             {"user": self.user[0], "group": self.user[1], "extra_groups": []} if self.user else {}

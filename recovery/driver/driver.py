@@ -18,7 +18,9 @@ A cancel request interrupts the job (and its Spark jobs); after a grace period t
 CANCELLED and exits regardless. When its session lease runs out (:mod:`recovery.driver.lease`: no
 answer from ZooKeeper for the session timeout less a margin, counted from the last answered
 heartbeat), or its session expired, the driver kills its Spark JVM and exits without an outcome:
-by the time the session could expire and another attempt start, this one has stopped.
+by the time the session could expire and another attempt start, this one has stopped. That stop
+comes from a thread of its own, which only reads the clock: no write that waits for ZooKeeper can
+hold it back.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recovery.client.sparkconf import spark_submit_args
 from recovery.driver import sparkapp, workdir
 from recovery.driver.artifacts import JobArtifacts
 from recovery.driver.context import (
@@ -53,10 +54,11 @@ from recovery.driver.control import JobControl
 from recovery.driver.heartbeat import HeartbeatGate
 from recovery.driver.lease import SessionLease
 from recovery.driver.sparkjvm import SparkJvm
-from recovery.member import processes
-from recovery.member.sparkjvm.records import WarmOffer
 from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
+from recovery.shared import processes
+from recovery.shared.sparkconf import spark_submit_args
+from recovery.shared.sparkjvm import WarmOffer
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -77,6 +79,7 @@ from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
 from zkstore.jobs.stops import Heartbeat
+from zkstore.lifecycle.limits import least_heartbeat_interval
 from zkstore.lifecycle.ops import heartbeat_ops
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
 from zkstore.retry import RACES, WHILE_STANDING, TryAgain
@@ -84,6 +87,9 @@ from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch, WatchedValue
 
 logger = logging.getLogger("recovery.driver.driver")
+
+#: How often the attempt looks whether its lease ended (a clock read).
+WATCH = 0.1
 
 EXIT_CODES: dict[str, DriverExit] = {
     SUCCEEDED: DriverExit.SUCCEEDED,
@@ -162,6 +168,7 @@ class Driver:
                 answered=self._took_running_at
             )
             self.cluster.zk.add_listener(self._on_state)
+            threading.Thread(target=self._watch_session, name="driver-lease", daemon=True).start()
             threading.Thread(target=self._monitor, name="driver-monitor", daemon=True).start()
             self._watch_cancel()
             outcome, error = self._run_job()
@@ -399,6 +406,22 @@ class Driver:
         else:  # LOST: the session expired, ``running`` is gone, another attempt may start
             self._suspended_at = float("-inf")
 
+    def _watch_session(self) -> None:
+        """Stop the attempt as soon as its lease ends or its session expired, from a thread that
+        does nothing else: the monitor's writes (a heartbeat, the Spark application's record)
+        wait for their deadline when ZooKeeper does not answer, and a stop behind them came
+        after the lease, even after the session could expire."""
+        lease = self.lease
+        assert lease is not None
+        while True:
+            if self._suspended_at == float("-inf"):
+                self._stop_now("ZooKeeper session expired")
+            left = lease.remaining()
+            if left < 0:
+                self._stop_now("no answer from ZooKeeper for too long: the session may expire")
+            if self._finished.wait(min(WATCH, left)):
+                return
+
     def _monitor(self) -> None:
         cancel_seen: float | None = None
         while not self._finished.wait(0.1):
@@ -406,10 +429,6 @@ class Driver:
             self._beat()
             if self._control is not None:
                 self._control.sync_spark()
-            if self._suspended_at == float("-inf"):
-                self._stop_now("ZooKeeper session expired")
-            if self.lease is not None and self.lease.remaining() < 0:
-                self._stop_now("no answer from ZooKeeper for too long: the session may expire")
             if self.cancelled.is_set() and cancel_seen is None:
                 cancel_seen = time.monotonic()
                 sparkapp.cancel_jobs()
@@ -430,7 +449,8 @@ class Driver:
         """The gate of ``ctx.heartbeat()``: only for a job with a progress timeout."""
         value = (getattr(definition, "lifecycle", None) or {}).get("progress_timeout")
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            self._beats = HeartbeatGate(float(value))
+            least = least_heartbeat_interval(self.config.lowered_minimums)
+            self._beats = HeartbeatGate(float(value), least_interval=least)
         return self._beats
 
     def _beat(self) -> None:

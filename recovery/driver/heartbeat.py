@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from zkstore.lifecycle.limits import heartbeat_interval
+from zkstore.lifecycle.limits import MIN_HEARTBEAT_INTERVAL, heartbeat_interval
 
 
 @dataclass
@@ -27,6 +27,8 @@ class HeartbeatGate:
     """Thread-safe; times are ``time.monotonic()`` seconds given by the caller."""
 
     progress_timeout: float | None
+    #: the least time between writes: the product's, lower only where the tests lowered it
+    least_interval: float = MIN_HEARTBEAT_INTERVAL
     beats: int = 0
     _last_beat: float | None = None
     _last_write: float | None = None
@@ -37,7 +39,9 @@ class HeartbeatGate:
     @property
     def interval(self) -> float | None:
         """The least time between two writes (None: this job writes none)."""
-        return None if self.progress_timeout is None else heartbeat_interval(self.progress_timeout)
+        if self.progress_timeout is None:
+            return None
+        return heartbeat_interval(self.progress_timeout, self.least_interval)
 
     def beat(self, now: float) -> None:
         """The job made progress (``ctx.heartbeat()``)."""

@@ -19,6 +19,13 @@ Each heartbeat is a read of the driver's own ``running`` node: if it is gone or 
 another session (kazoo silently opened a new session after the old one expired), the lease is
 over at once.
 
+A server that goes silent (cut off from this host, its packets dropped while the other servers
+answer) is left for the next one as soon as a quarter of the session timeout passes without an
+answer (:data:`SILENT`): the heartbeats themselves would keep kazoo on it until the lease ran out,
+since kazoo counts every request as a ping and declares a connection dead only when a ping goes
+unanswered (:meth:`zkstore.zk.ZooKeeper.drop_connection`). Half the session timeout (two thirds
+of the lease) is then left to connect to another server.
+
 The timeout is the one the server granted (ZooKeeper grants 2 to 20 ticks, whatever was asked
 for), as captured on every connect by :attr:`zkstore.zk.ZooKeeper.granted_session_timeout`.
 """
@@ -37,6 +44,8 @@ logger = logging.getLogger(__name__)
 HEARTBEAT = 0.5
 #: After an unanswered heartbeat, the next goes out this soon: renew as soon as we reconnect.
 RETRY = 0.1
+#: No answer for this share of the session timeout: the server is left for the next one.
+SILENT = 1 / 4
 
 
 def default_margin(session_timeout: float) -> float:
@@ -66,6 +75,7 @@ class SessionLease:
         self._margin = margin
         self.interval = interval
         self._acknowledged = time.monotonic()
+        self._left_server_at = float("-inf")
         self._lost = False
         self._stopped = threading.Event()
 
@@ -121,7 +131,30 @@ class SessionLease:
         its node, which loses the lease; reading the outcome back still has this long.)"""
         return self._acknowledged + self.length - time.monotonic()
 
+    @property
+    def silent_after(self) -> float:
+        """How long without an answer before the server is left for the next one."""
+        return max(self.zk.granted_session_timeout * SILENT, 2 * self.interval)
+
+    def leave_silent_server(self) -> bool:
+        """Drop the connection if no heartbeat was answered for :attr:`silent_after` (since
+        the last answered one, or the last drop) while kazoo still takes it for alive; True if
+        it did."""
+        now = time.monotonic()
+        silent_for = now - max(self._acknowledged, self._left_server_at)
+        if silent_for < self.silent_after or not self.zk.connected:
+            return False
+        if not self.zk.drop_connection():
+            return False
+        self._left_server_at = now
+        logger.warning("no answer from ZooKeeper for %.1f s: trying another server", silent_for)
+        return True
+
     def _run(self) -> None:
         wait = self.interval
         while not self._stopped.wait(wait):
-            wait = self.interval if self.beat() else min(RETRY, self.interval)
+            if self.beat():
+                wait = self.interval
+            else:
+                wait = min(RETRY, self.interval)
+                self.leave_silent_server()

@@ -34,7 +34,6 @@ from typing import Any
 
 import cloudpickle
 
-from recovery.client.client import _is_user_module, _pickled_by_value
 from recovery.executor.ref import (
     DEFAULT_IDLE_TIMEOUT,
     SPARK_IDLE_KILL,
@@ -42,6 +41,7 @@ from recovery.executor.ref import (
     ResourceRef,
 )
 from recovery.executor.tasks import Decorator, TaskFunction
+from recovery.shared.pickling import is_user_module, pickled_by_value
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, FenceLost, SerializationError, ZkStoreError
 from zkstore.jobs.resources import MAX_RESOURCES, ResourceReport, ResourceReports
@@ -57,7 +57,7 @@ def pickle_by_value(values: tuple[Any, ...], what: str) -> bytes:
     """``values`` cloudpickled, the code of user modules (not installed ones) by value."""
     with contextlib.ExitStack() as stack:
         for module in _user_modules(values):
-            stack.enter_context(_pickled_by_value(module))
+            stack.enter_context(pickled_by_value(module))
         try:
             return bytes(cloudpickle.dumps(values))
         except Exception as exc:
@@ -80,7 +80,7 @@ def _user_modules(values: tuple[Any, ...]) -> list[ModuleType]:
         module = sys.modules.get(name)
         if module is None:
             continue
-        if _is_user_module(module):
+        if is_user_module(module):
             found[module.__name__] = module
     return list(found.values())
 

@@ -9,7 +9,7 @@ builder options, ``PYSPARK_SUBMIT_ARGS``):
 - **warm**: the attempt took a warm JVM at its launch (:mod:`recovery.member.sparkjvm.pool`: its
   gateway's port and secret came through the configuration pipe, its standard input as the
   descriptor ``--warm-fd``), its master is one a warm JVM serves, and its JVM-level settings
-  are the ones that JVM was started with (:mod:`recovery.member.sparkjvm.settings`): pyspark
+  are the ones that JVM was started with (:mod:`recovery.shared.sparkjvm`): pyspark
   connects to it, the system properties ``spark-submit`` would have set (the job's ``--conf``,
   master, name, submission time) are set in it, and the context is built there;
 - **cold** otherwise, saying why: pyspark starts the attempt's own JVM as before, with the
@@ -33,20 +33,20 @@ from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from recovery.member.processes import Liveness, ProcessIdentity, boot_id, probe
-from recovery.member.sparkjvm.home import quote_option
-from recovery.member.sparkjvm.records import WarmOffer
-from recovery.member.sparkjvm.settings import (
+from recovery.shared.processes import Liveness, ProcessIdentity, boot_id, probe
+from recovery.shared.sparkjvm import (
     ARCHIVE_ENV,
     JVM_LEVEL,
     PROPERTIES_ENV,
     WARM_ENV,
     SubmitArgs,
+    WarmOffer,
     class_path_reason,
     jvm_reason,
     master_reason,
     parse_properties,
     parse_submit_args,
+    quote_option,
 )
 
 logger = logging.getLogger(__name__)

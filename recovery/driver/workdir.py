@@ -12,7 +12,7 @@ The bytes come from the job's definition, which was verified (size, sha256 and, 
 key, HMAC) before it was loaded: nothing here reads anything else.
 
 Spark's own scratch goes beside it (:func:`keep_spark_scratch`,
-:mod:`recovery.member.attemptdir`), so that the job sees only its files in its directory.
+:mod:`recovery.shared.attemptdir`), so that the job sees only its files in its directory.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from recovery.client.sparkconf import FILES, JARS, PY_FILES, merge_lists
-from recovery.member import attemptdir
+from recovery.shared import attemptdir
+from recovery.shared.sparkconf import FILES, JARS, PY_FILES, merge_lists
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 
 def keep_spark_scratch(directory: Path) -> Path | None:
     """Make the driver JVM this process starts keep its temporary files beside the attempt's
-    ``directory`` (:func:`recovery.member.attemptdir.scratch`), put before any options the
+    ``directory`` (:func:`recovery.shared.attemptdir.scratch`), put before any options the
     environment gives (a ``java.io.tmpdir`` there, an operator's, wins); returns that place.
     Spark puts there its temporary directories, the block manager's files and the native
     libraries it unpacks, unless ``spark.local.dir`` or ``SPARK_LOCAL_DIRS`` names other

@@ -2,12 +2,22 @@
 
 ::
 
-    election.py    leader election with a fence ZooKeeper enforces
-    loop.py        the daemon's single acting thread: events, timers, fenced actions
-    decide.py      what to do next for one job: a pure function of what is visible
-    leader.py      one leadership: batches of jobs, guarded decisions
-    actions.py     the fenced actions the decisions call for
-    finished.py    the cleanups of finished jobs, after the placements their slots allow
-    placement.py   the fleet as the leader sees it: members, slots, labels, where an attempt goes
-    retention.py   deleting finished jobs' results and driver logs past their retention
+    election.py      leader election with a fence ZooKeeper enforces
+    loop.py          the daemon's single acting thread: events, timers, fenced actions
+    leader.py        one leadership: batches of jobs, guarded decisions
+    role.py          what the leader's helpers (actions, retention) may use of a leadership
+    decide.py        what to do next for one job: a pure function of what is visible
+    lifecycle.py     what the decision needs of a job's lifecycle, from its snapshot (pure):
+                     retry policy, limits, stop view
+    dependencies.py  ``--after``: the gate before a job's first attempt
+    placement.py     where an attempt goes: the least loaded member with a free slot and the
+                     labels the job requires, never a drained one
+    actions.py       the fenced actions the decisions call for
+    finished.py      the cleanups of finished jobs, after the placements their slots allow
+    watches.py       the watches of the jobs' nodes: each one fired is a look at its job
+    quiet.py         a driver's start and end that leave nothing to decide, confirmed with a read
+    retention.py     deleting finished jobs' results and driver logs past their retention
+    schedules.py     firing schedules: a timer at the next window, a pass on takeover, a budget
+    notifier.py      the notification sender: drains the outbox, started with the leadership
+    courier.py       one notification's POST, bounded, and a queue per receiver
 """

@@ -52,7 +52,9 @@ from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.lifecycle.options import NOTIFY_KEY
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
+from zkstore.protocol import ATTEMPT_PROVENANCE
 from zkstore.strict import utc_now
+from zkstore.throttle import Throttle
 
 logger = logging.getLogger(__name__)
 
@@ -71,9 +73,11 @@ class JobActions:
         self._reasons: list[tuple[str, list[Op]]] = []
         #: each placement of the batch: the job, the action, its ops, and the history's entry
         #: when the ops make the history (else the entry is told after, by a write of its own)
-        self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry | None]] = []
+        self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry]] = []
         #: the jobs whose results this leadership recorded, their cleanups still to run
         self.finished = FinishedJobs()
+        #: an event not sent (its job's bound reached) is said once a minute per job
+        self._refusals = Throttle(logger)
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -146,6 +150,13 @@ class JobActions:
         )
         path = layout.assignment(action.daemon_id, job.job_id)
         placed = AttemptEntry(action.attempt, action.daemon_id, status.updated)
+        if job.handle is not None and self.leader.protocol.allows(ATTEMPT_PROVENANCE):
+            target = job.summary.get("entry")
+            placed = replace(
+                placed,
+                definition=job.handle.sha256,
+                target=target if isinstance(target, str) else None,
+            )
         ops: list[Op] = [
             Create(status_path, status.to_bytes())
             if action.new  # a new job's: its status is made by its placement
@@ -168,7 +179,7 @@ class JobActions:
         told = action.attempt == 1  # a first placement makes the history in its transaction
         if told:
             ops.append(history.first_placement_op(layout.history(job.job_id), placed))
-        self._starts.append((job, action, ops, placed if told else None))
+        self._starts.append((job, action, ops, placed))
 
     def flush_starts(self) -> None:
         """Write the batch's placements in one pipelined round; a placement that found the job
@@ -178,9 +189,9 @@ class JobActions:
             return
         errors = self.cluster.zk.commit_many([ops for _, _, ops, _ in starts], fence=self.fence)
         layout = self.cluster.layout
-        for (job, action, ops, entry), first in zip(starts, errors, strict=True):
+        for (job, action, ops, placed), first in zip(starts, errors, strict=True):
             assert action.daemon_id is not None
-            error, told = self._committed_again(job, ops, entry, first)
+            error, told = self._committed_again(job, ops, action.attempt == 1, first)
             if error is not None:
                 self.leader.fleet.untake(action.daemon_id, job.job_id)
                 if isinstance(error, NotLeader):
@@ -197,8 +208,7 @@ class JobActions:
             if action.ended is not None and job.status is not None:
                 self._remember_end(job, _ending(job, action.ended), action.ended.error)
             if not told:
-                placed = entry or AttemptEntry(action.attempt, action.daemon_id, utc_now())
-                self._remember(job.job_id, placed)
+                self._remember(job.job_id, replace(placed, placed=utc_now()))
             logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
@@ -211,16 +221,16 @@ class JobActions:
         self,
         job: JobSnapshot,
         ops: list[Op],
-        entry: AttemptEntry | None,
+        told: bool,
         error: ZkStoreError | None,
     ) -> tuple[ZkStoreError | None, bool]:
-        """A placement's error, and whether its ops told the history (``entry``). One that
+        """A placement's error, and whether its ops told the history (``told``: they were
+        meant to, as a first placement's are). One that
         failed only on a node there already that it can do without is committed again without
         it: the job's node (made since the listing that said it was not, by a control change,
         a stop or a schedule's run) and the history (planted: a first placement never finds
         one; the entry is then told by the write that replaces it)."""
         layout = self.cluster.layout
-        told = entry is not None
         optional = {layout.job_dir(job.job_id), layout.history(job.job_id)}
         while (again := without_existing(ops, error, optional)) is not None:
             ops, there = again
@@ -497,10 +507,26 @@ class JobActions:
 
     def _notify(self, job: JobSnapshot, *events: tuple[str, str | None]) -> list[Op]:
         """The outbox entries of ``events`` (state, reason) of the job's current attempt, for
-        the daemon's ``--notify`` and the job's own URL: committed with the state change."""
+        the daemon's ``--notify`` and the job's own URL: committed with the state change. An
+        event past the job's (or the outbox's) bound is not written, and said so."""
         urls: list[str | None] = [*self.settings.notify, job.summary_text(NOTIFY_KEY)]
-        if not any(urls):
+        targets = outbox.notification_targets(urls)
+        if not targets:
             return []
+        counts = self.leader.outbox_counts
+        admitted = [e for e in events if counts.admit(job.job_id, e[0], len(targets))]
+        for state, _ in sorted(set(events) - set(admitted)):
+            self._refusals.log(
+                job.job_id,
+                logging.WARNING,
+                "job %s: its %s event is not sent: %d of its events wait undelivered in the "
+                "outbox (at most %d a job, --notify-max-per-job; %d in all)",
+                job.job_id,
+                state,
+                counts.waiting(job.job_id),
+                counts.per_job,
+                counts.total,
+            )
         attempt = job.status.attempt if job.status is not None else 0
         at = utc_now()
         return outbox.notification_ops(
@@ -515,9 +541,9 @@ class JobActions:
                     name=job.name,
                     cluster=self.cluster.config.cluster_id,
                 )
-                for state, reason in events
+                for state, reason in admitted
             ],
-            urls,
+            targets,
         )
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:

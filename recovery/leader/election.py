@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from recovery.member import processes
-from recovery.member.processes import Liveness, ProcessIdentity
+from recovery.shared import processes
+from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.errors import (
     ConflictError,
     CorruptRecord,

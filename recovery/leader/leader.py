@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -41,14 +42,17 @@ from recovery.leader.dependencies import DependencyGate, Waiting
 from recovery.leader.election import LeaderElection
 from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
-from recovery.leader.notifier import NotificationSender
-from recovery.leader.placement import Fleet, format_labels, parse_labels, read_fleet
+from recovery.leader.notifier import NotificationSender, SenderSettings
+from recovery.leader.placement import Fleet, read_fleet
 from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
 from recovery.leader.schedules import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
+from recovery.shared.fleet import format_labels, parse_labels
+from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
+from zkstore.cluster.fleet import FleetReading
 from zkstore.errors import (
     ConfigError,
     ConflictError,
@@ -64,8 +68,10 @@ from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import Assignment, Outcome
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
+from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.outbox import Outbox
+from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Create, Delete, Op, without_existing
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
@@ -95,11 +101,17 @@ class LeaderProcess:
         leadership: Leadership,
         loop: Loop,
         election: LeaderElection,
+        refused: Counter[str] | None = None,
     ) -> None:
+        """``refused``: the daemon's count of events not sent (a metric across leaderships)."""
         self.cluster = cluster
         self.settings = settings
         self.leadership = leadership
         self.fence = leadership.fence
+        #: ZooKeeper's time: what schedule windows are decided by, not this host's clock
+        self.clock = ServerClock(cluster.zk, cluster.layout.leader_clock)
+        #: the fleet's protocol: which records the leader may write (zkstore/protocol.py)
+        self.protocol = FleetReading(cluster.zk, cluster.layout)
         self.loop = loop
         self.election = election
         self.actions = JobActions(self)
@@ -119,6 +131,8 @@ class LeaderProcess:
         #: placed attempts whose driver's start and end leave nothing to decide
         self.quiet = QuietAttempts(self, self.actions.report_running)
         self.notifier: NotificationSender | None = None
+        bounds = settings.bounds
+        self.outbox_counts = OutboxCounts(bounds.notify_per_job, refused=refused)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -130,9 +144,13 @@ class LeaderProcess:
         layout = self.cluster.layout
         # Events are committed with the state changes they report, from the first one on: the
         # outbox exists before any, and its sender delivers what earlier leaders left.
+        bounds = self.settings.bounds
         self.notifier = NotificationSender(
             Outbox(self.cluster.zk, layout),
             fence=self.fence,
+            settings=SenderSettings(per_host=bounds.notify_per_host),
+            destinations=Destinations.parse(bounds.notify_allowed),
+            counts=self.outbox_counts,
             on_fence_lost=lambda _: self.leadership.revoke(),
         ).start()
         self._watches = [

@@ -18,7 +18,7 @@ from recovery.settings import DaemonSettings
 from zkstore.errors import ConfigError
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.stops import StopRequest
-from zkstore.lifecycle.limits import AttemptTimes
+from zkstore.lifecycle.limits import AttemptTimes, least_limits
 from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
 from zkstore.lifecycle.policy import DEFAULT_RESET_AFTER, Backoff, RetryPolicy, Streak
 from zkstore.lifecycle.stopping import StopView
@@ -41,7 +41,9 @@ def daemon_policy(settings: DaemonSettings) -> RetryPolicy:
 
 def job_lifecycle(job: JobSnapshot, settings: DaemonSettings) -> Lifecycle:
     """The job's lifecycle: its summary's keys over the daemon's defaults."""
-    lifecycle = Lifecycle(retry=daemon_policy(settings))
+    lifecycle = Lifecycle(
+        retry=daemon_policy(settings), limits=least_limits(settings.store.lowered_minimums)
+    )
     summary = job.summary
     for key in sorted(SUMMARY_KEYS & summary.keys()):
         try:

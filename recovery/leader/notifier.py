@@ -1,37 +1,43 @@
 """The notification sender: drains the outbox (:mod:`zkstore.lifecycle.outbox`) over HTTP.
 
-A thread of the leader (started with the leadership, stopped with it), apart from
-the leader's own thread: a receiver that is slow or down never delays a decision. Each round:
+A thread of the leader (started with the leadership, stopped with it), apart from the leader's
+own thread: a receiver that is slow or down never delays a decision. It reads the outbox (one
+children call, one pipelined read of the entries), drops at ERROR what is past the retention,
+and hands every due entry (its ``next_try`` passed) to its receiver's lane
+(:class:`~recovery.leader.courier.Lanes`: one queue per host and port, ``per_host`` POSTs at
+once each): a receiver that is slow or never answers holds up its own events only. Each POST
+is bounded (:class:`~recovery.leader.courier.Courier`: a deadline, no redirect, no answer body
+read, checked destinations), and its entry is settled as soon as its answer is in, before that
+lane's next POST:
 
-1. read the outbox (one children call, one pipelined read of the entries);
-2. drop, at ERROR, what is past the retention or beyond the most entries kept;
-3. POST every due entry (its ``next_try`` passed), at most ``concurrency`` at once, each within
-   ``deadline`` seconds in all (aiohttp's total timeout: connect, send, answer), redirects not
-   followed; the body is :func:`zkstore.lifecycle.outbox.body`, with the ``Idempotency-Key``;
-4. a 2xx answer: delete the entry (fenced on the leadership, at the version read); anything
-   else: write back one more try, its error and the next try's time (exponential backoff from
-   ``backoff``, or the receiver's ``Retry-After`` if longer, jittered by the entry's key), also
-   fenced. A lost fence (:class:`~zkstore.errors.FenceLost`: this daemon no longer leads) ends
-   the sender; the next leader's sender goes on from the entries and their tries.
+- a 2xx answer: the entry is deleted (fenced on the leadership, at the version read);
+- a refused destination (an address notifications may not go to, :mod:`zkstore.lifecycle.
+  destinations`): the entry is dropped, with a line at ERROR;
+- anything else: one more try is written back with the class of its failure (``HTTP 503``,
+  ``timeout``...; never the receiver's words) and the next try's time (exponential backoff from
+  ``backoff``, or the receiver's ``Retry-After`` if longer, jittered by the entry's key), also
+  fenced. A new leader goes on from the entries and their tries.
 
-It wakes on a watch of the outbox's children (a new event), at the earliest ``next_try``, and at
-least every ``poll`` seconds (a watch lost to a reconnect). A crash between a 2xx and the delete
-delivers that event again from the next leader: at least once, with the same key. Receivers'
-URLs are shown redacted (:func:`~zkstore.lifecycle.records.redact_url`) in every log line and
-recorded error: a webhook's path is often its secret.
+A lost fence (:class:`~zkstore.errors.FenceLost`: this daemon no longer leads) ends the sender.
+It reads the outbox again on a watch of its children (a new event), at the earliest
+``next_try``, and at least every ``poll`` seconds (a watch lost to a reconnect). A crash between
+a 2xx and the delete delivers that event again from the next leader: at least once, with the
+same key. Receivers' URLs are shown redacted (:func:`~zkstore.lifecycle.records.redact_url`) in
+every log line: a webhook's path is often its secret.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
+from recovery.leader.courier import Answer, Courier, Lanes
 from zkstore.errors import (
     FenceLost,
     HandleNotFound,
@@ -39,49 +45,40 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.lifecycle.outbox import DEFAULT_RETENTION, OUTBOX_LIMIT, Outbox, Pending, body
+from zkstore.lifecycle.destinations import Destinations
+from zkstore.lifecycle.outbox import DEFAULT_RETENTION, Outbox, Pending
+from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.lifecycle.policy import Backoff, jitter_fraction
-from zkstore.lifecycle.records import redact_url
 from zkstore.ops import Fence
 from zkstore.strict import parse_time
 from zkstore.watch import NodeWatch
 
-if TYPE_CHECKING:
-    import aiohttp
-
 logger = logging.getLogger(__name__)
 
-USER_AGENT = "zkstore-notifier/1"
 DEFAULT_BACKOFF = Backoff(delay=1.0, max_delay=300.0, jitter=0.2)
+#: the least time between two reads of the outbox (each delivered entry's delete fires the
+#: watch: they are read together)
+READ_GAP = 0.05
 
 
 @dataclass(frozen=True)
 class SenderSettings:
     """``deadline``: the longest one POST may take; ``retention``: how long an undelivered
-    entry is kept; ``backoff``: the pause after the n-th failed try of an entry; ``poll``: the
-    longest between two rounds; ``error_pause``: after a round that failed unexpectedly."""
+    entry is kept; ``backoff``: the pause after the n-th failed try of an entry; ``per_host``:
+    POSTs at once to one receiver; ``poll``: the longest between two reads of the outbox;
+    ``error_pause``: after a read that failed unexpectedly."""
 
     deadline: float = 10.0
     retention: float = DEFAULT_RETENTION
     backoff: Backoff = DEFAULT_BACKOFF
-    concurrency: int = 4
-    max_entries: int = OUTBOX_LIMIT
+    per_host: int = 2
     poll: float = 30.0
     error_pause: float = 5.0
 
 
-@dataclass(frozen=True)
-class Answer:
-    """How one POST went: ``ok`` for a 2xx; else why, and the receiver's Retry-After."""
-
-    ok: bool
-    error: str | None = None
-    retry_after: float | None = None
-
-
 @dataclass
 class Round:
-    """What one round did (for logs and tests)."""
+    """What one round did (for logs and tests): in a thread, what was settled meanwhile."""
 
     delivered: int = 0
     failed: int = 0
@@ -89,6 +86,9 @@ class Round:
     waiting: int = 0
     next_due: datetime | None = None
     keys: list[str] = field(default_factory=list)
+
+    def due_at(self, when: datetime) -> None:
+        self.next_due = when if self.next_due is None else min(self.next_due, when)
 
 
 class NotificationSender:
@@ -100,71 +100,131 @@ class NotificationSender:
         *,
         fence: Fence | None,
         settings: SenderSettings | None = None,
+        destinations: Destinations | None = None,
+        counts: OutboxCounts | None = None,
         on_step: Callable[[str], None] | None = None,
         on_fence_lost: Callable[[FenceLost], None] | None = None,
     ) -> None:
         self.outbox = outbox
         self.fence = fence
         self.settings = settings or SenderSettings()
+        self.destinations = destinations or Destinations()
+        self.counts = counts
         self._on_step = on_step or (lambda step: None)
         self._on_fence_lost = on_fence_lost
-        self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._watch: NodeWatch | None = None
         self._garbage_seen: set[str] = set()
         self.fence_lost: FenceLost | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        #: when the thread's next read is due (monotonic): a failed try due earlier wakes it
+        self._wake_at = 0.0
 
     # -- one round -------------------------------------------------------------------------------
 
     def run_once(self, now: datetime | None = None) -> Round:
-        """Read the outbox, drop what is too old, deliver what is due. Raises
+        """Read the outbox, drop what is too old, deliver what is due (each receiver's lane
+        apart), settle each; return when every due entry is settled. Raises
         :class:`~zkstore.errors.FenceLost` when this sender may no longer write, and
         :class:`~zkstore.errors.StoreUnavailable` when ZooKeeper does not answer."""
-        now = now or datetime.now(UTC)
+        return asyncio.run(self._once(now or datetime.now(UTC)))
+
+    async def _once(self, now: datetime) -> Round:
+        done = Round()
+        async with self._courier() as courier:
+            lanes = Lanes(courier.post, lambda i, a: self._settle(i, a, done, now), self._hosts)
+            self._dispatch(await asyncio.to_thread(self._read, now, done), lanes, now, done)
+            await lanes.join()
+        if self.fence_lost is not None:
+            raise self.fence_lost
+        return done
+
+    @property
+    def _hosts(self) -> int:
+        return self.settings.per_host
+
+    def _courier(self) -> Courier:
+        return Courier(self.destinations, self.settings.deadline, self.settings.per_host)
+
+    def _read(self, now: datetime, done: Round) -> list[Pending]:
+        """The outbox's entries (oldest first), less those past the retention (dropped)."""
+        began = time.monotonic()
         pending, garbage = self.outbox.pending()
+        if self.counts is not None:
+            self.counts.listed([p.name for p in pending], began)
         for name in set(garbage) - self._garbage_seen:
             logger.warning("outbox node %s is not a notification entry: left alone", name)
         self._garbage_seen = set(garbage)
-        done = Round()
-        pending = self._drop_old(pending, now, done)
-        due = [p for p in pending if p.due(now)]
-        answers = _post_all(due, self.settings) if due else []
-        delivered = [item for item, answer in zip(due, answers, strict=True) if answer.ok]
-        if delivered:
-            self._on_step("notify:posted")
-        failed = [
-            self._next_try(item, answer, now)
-            for item, answer in zip(due, answers, strict=True)
-            if not answer.ok
-        ]
-        errors = self.outbox.settle(delivered, failed, fence=self.fence)
-        self._count(delivered, failed, errors, done)
-        rest = [p for p in pending if not p.due(now)]
-        done.waiting = len(rest)
-        # Due next: the entries not due in this round, and those it failed (at their new try;
-        # settled or not: an entry changed meanwhile is read again then, at worst early).
-        next_tries = [item.entry.next_try for item in rest] + [at for _, _, at in failed]
-        done.next_due = min((parse_time(at) for at in next_tries if at is not None), default=None)
-        return done
-
-    def _drop_old(self, pending: list[Pending], now: datetime, done: Round) -> list[Pending]:
         kept: list[Pending] = []
-        excess = max(0, len(pending) - self.settings.max_entries)
-        for index, item in enumerate(pending):  # oldest first
-            if index < excess:
-                why = f"the outbox holds more than {self.settings.max_entries} entries"
-            elif item.age(now) > self.settings.retention:
-                why = f"older than the retention of {self.settings.retention:g} s"
-            else:
+        for item in pending:
+            if item.age(now) <= self.settings.retention:
                 kept.append(item)
                 continue
+            why = f"older than the retention of {self.settings.retention:g} s"
             try:
                 self.outbox.drop(item, why, fence=self.fence)
                 done.dropped += 1
             except (HandleNotFound, VersionConflict):
                 pass  # delivered or changed by another sender meanwhile
         return kept
+
+    def _dispatch(self, pending: list[Pending], lanes: Lanes, now: datetime, done: Round) -> None:
+        """Queue the due entries on their lanes; note when the others are due."""
+        for item in pending:
+            if item.due(now):
+                lanes.submit(item)
+            elif item.name not in lanes.busy:
+                done.waiting += 1
+                if item.entry.next_try is not None:
+                    done.due_at(parse_time(item.entry.next_try))
+
+    async def _settle(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
+        """Record what came of one try (off the event loop: ZooKeeper calls block); never
+        raises: a lost fence stops the sender, anything else leaves the entry to a later
+        round."""
+        try:
+            await asyncio.to_thread(self._settle_one, item, answer, done, now)
+        except FenceLost as exc:
+            self._lost(exc)
+        except ZkStoreError as exc:
+            logger.warning(
+                "notification %s: its try is not recorded (%s); tried again later",
+                item.describe(),
+                exc,
+            )
+        except Exception:
+            logger.exception("notification sender: round failed; trying again")
+
+    def _settle_one(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
+        if answer.refused:
+            try:
+                self.outbox.drop(
+                    item, f"its destination is refused: {answer.error}", fence=self.fence
+                )
+                done.dropped += 1
+            except (HandleNotFound, VersionConflict):
+                pass
+            return
+        if answer.ok:
+            self._on_step("notify:posted")
+            (error,) = self.outbox.settle([item], [], fence=self.fence)
+            if isinstance(error, FenceLost):
+                raise error
+            done.delivered += 1  # removed now, or by another sender meanwhile: both fine
+            done.keys.append(item.entry.key)
+            logger.info("notification %s delivered", item.describe())
+            return
+        failure = self._next_try(item, answer, now)
+        (error,) = self.outbox.settle([], [failure], fence=self.fence)
+        if isinstance(error, FenceLost):
+            raise error
+        if error is None:
+            done.failed += 1
+        due = parse_time(failure[2])
+        done.due_at(due)
+        self._due_again(due)
 
     def _next_try(self, item: Pending, answer: Answer, now: datetime) -> tuple[Pending, str, str]:
         """The failed try of ``item`` to record: its error and the next try's time."""
@@ -183,28 +243,14 @@ class NotificationSender:
         )
         return item, error, next_try.replace("+00:00", "Z")
 
-    def _count(
-        self,
-        delivered: list[Pending],
-        failed: list[tuple[Pending, str, str]],
-        errors: list[ZkStoreError | None],
-        done: Round,
-    ) -> None:
-        """Tally the settled entries; raise the fence's error if this sender lost it."""
-        lost: FenceLost | None = None
-        items = [*delivered, *(item for item, _, _ in failed)]
-        for index, (item, error) in enumerate(zip(items, errors, strict=True)):
-            if isinstance(error, FenceLost):
-                lost = lost or error
-            elif index < len(delivered):
-                # delivered: removed now, or by another sender meanwhile (both are fine)
-                done.delivered += 1
-                done.keys.append(item.entry.key)
-                logger.info("notification %s delivered", item.describe())
-            elif error is None:
-                done.failed += 1
-        if lost is not None:
-            raise lost
+    def _lost(self, exc: FenceLost) -> None:
+        if self.fence_lost is None:
+            self.fence_lost = exc
+            logger.info("notification sender stops: %s", exc)
+            if self._on_fence_lost is not None:
+                self._on_fence_lost(exc)
+        self._stopped.set()
+        self._poke()
 
     # -- the thread ------------------------------------------------------------------------------
 
@@ -212,16 +258,16 @@ class NotificationSender:
         """Deliver from a daemon thread until :meth:`stop` or a lost fence."""
         self.outbox.ensure()
         self._watch = NodeWatch(
-            self.outbox.zk, self.outbox.path, lambda _: self._wake.set(), children=True
+            self.outbox.zk, self.outbox.path, lambda _: self._poke(), children=True
         )
         self._thread = threading.Thread(target=self._run, name="notifier", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop after the round under way (bounded by the POST deadline)."""
+        """Stop (the POSTs under way are abandoned: their entries are tried again later)."""
         self._stopped.set()
-        self._wake.set()
+        self._poke()
         if self._watch is not None:
             self._watch.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -231,89 +277,62 @@ class NotificationSender:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _poke(self) -> None:
+        """Any thread: read the outbox again now."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(wake.set)
+
+    def _due_again(self, due: datetime) -> None:
+        """A failed try's next is due at ``due``: wake the thread then if it sleeps longer."""
+        if self._loop is None:
+            return
+        at = time.monotonic() + max(0.0, (due - datetime.now(UTC)).total_seconds())
+        if at < self._wake_at:
+            self._poke()
+
     def _run(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.clear()
-            wait = self.settings.poll
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        async with self._courier() as courier:
+            lanes = Lanes(courier.post, self._settle_now, self._hosts)
             try:
-                done = self.run_once()
-                if done.next_due is not None:
-                    ahead = (done.next_due - datetime.now(UTC)).total_seconds()
-                    wait = min(wait, max(0.05, ahead))
-            except FenceLost as exc:
-                self.fence_lost = exc
-                logger.info("notification sender stops: %s", exc)
-                if self._on_fence_lost is not None:
-                    self._on_fence_lost(exc)
-                return
-            except StoreUnavailable as exc:
-                logger.warning("notification sender: ZooKeeper did not answer (%s)", exc)
-                wait = min(wait, 1.0)
-            except Exception:
-                # The thread must not die silently: say so, and try again after a pause (an
-                # entry that breaks a round every time is dropped at the end of its retention).
-                logger.exception("notification sender: round failed; trying again")
-                wait = min(wait, self.settings.error_pause)
-            self._wake.wait(wait)
+                while not self._stopped.is_set():
+                    self._wake.clear()
+                    wait = await self._round(lanes)
+                    self._wake_at = time.monotonic() + wait
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    await asyncio.sleep(READ_GAP)
+            finally:
+                lanes.cancel()
+                await lanes.join()
 
+    async def _settle_now(self, item: Pending, answer: Answer) -> None:
+        await self._settle(item, answer, Round(), datetime.now(UTC))
 
-def _post_all(due: list[Pending], settings: SenderSettings) -> list[Answer]:
-    """POST every due entry (``concurrency`` at once), each within the deadline."""
-    return asyncio.run(_post_many(due, settings))
-
-
-async def _post_many(due: list[Pending], settings: SenderSettings) -> list[Answer]:
-    import aiohttp  # here: a daemon that never notifies never imports it (0.2 s of CPU)
-
-    timeout = aiohttp.ClientTimeout(total=settings.deadline)
-    connector = aiohttp.TCPConnector(limit=settings.concurrency)
-    limit = asyncio.Semaphore(settings.concurrency)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-
-        async def one(item: Pending) -> Answer:
-            async with limit:
-                return await _post(session, item)
-
-        return list(await asyncio.gather(*(one(item) for item in due)))
-
-
-async def _post(session: aiohttp.ClientSession, item: Pending) -> Answer:
-    import aiohttp
-
-    entry = item.entry
-    headers = {
-        "Content-Type": "application/json",
-        "Idempotency-Key": entry.key,
-        "User-Agent": USER_AGENT,
-    }
-    started = time.monotonic()
-    try:
-        async with session.post(
-            entry.url, data=body(entry), headers=headers, allow_redirects=False
-        ) as response:
-            await response.read()
-            if 200 <= response.status < 300:
-                return Answer(ok=True)
-            return Answer(
-                ok=False,
-                error=f"HTTP {response.status}",
-                retry_after=_retry_after(response.headers.get("Retry-After")),
-            )
-    except TimeoutError:
-        took = time.monotonic() - started
-        return Answer(ok=False, error=f"no answer within {took:.1f} s")
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        return Answer(ok=False, error=_redacted(exc, entry.url))
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds of a ``Retry-After`` header (the delay form only), or None."""
-    if value is None or not value.strip().isdigit():
-        return None
-    return float(value.strip())
-
-
-def _redacted(exc: BaseException, url: str) -> str:
-    """An error's text without the URL's secret parts (aiohttp names the URL)."""
-    text = f"{type(exc).__name__}: {exc}"
-    return text.replace(url, redact_url(url))
+    async def _round(self, lanes: Lanes) -> float:
+        """Read the outbox and queue what is due; seconds until the next read."""
+        wait = self.settings.poll
+        now = datetime.now(UTC)
+        done = Round()
+        try:
+            self._dispatch(await asyncio.to_thread(self._read, now, done), lanes, now, done)
+        except FenceLost as exc:
+            self._lost(exc)
+        except StoreUnavailable as exc:
+            logger.warning("notification sender: ZooKeeper did not answer (%s)", exc)
+            wait = min(wait, 1.0)
+        except Exception:
+            # The thread must not die silently: say so, and try again after a pause (an entry
+            # that breaks a round every time is dropped at the end of its retention).
+            logger.exception("notification sender: round failed; trying again")
+            wait = min(wait, self.settings.error_pause)
+        if done.next_due is not None:
+            ahead = (done.next_due - datetime.now(UTC)).total_seconds()
+            wait = min(wait, max(READ_GAP, ahead))
+        return wait

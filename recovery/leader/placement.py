@@ -1,82 +1,34 @@
-"""The fleet: every daemon is a member with driver slots and labels; the leader places attempts.
+"""Placement: the leader places each attempt on a member with a free slot.
 
-Each daemon holds an EPHEMERAL member record ``R/members/<id>`` in its own session (so it is gone
-when the daemon is). The leader places each attempt on a member with a free slot, least loaded
-first, among the members whose labels satisfy what the job requires, and never on a drained one
-(``R/drained/<id>``). A placement is an assignment ``R/assignments/<member>/<job>``, written by
-the leader with the attempt's status in one fenced transaction; a member's load is the number of
-its assignments.
+Least loaded first, among the members whose labels satisfy what the job requires, and never on a
+drained one. A placement is an assignment ``R/assignments/<member>/<job>``, written by the leader
+with the attempt's status in one fenced transaction; a member's load is the number of its
+assignments. The fleet itself (members, labels, assignments) is read by ``recovery.shared.fleet``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
-from zkstore.errors import ConfigError, CorruptRecord
-from zkstore.jobs.records import LABEL, Assignment, MemberInfo
+from recovery.shared import fleet as shared
+from recovery.shared.fleet import FleetView, Member, format_labels
+from zkstore.errors import CorruptRecord
+from zkstore.jobs.records import Assignment
 from zkstore.layout import Layout
-from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
 
+__all__ = ["Fleet", "read_assignment", "read_fleet"]
+
 logger = logging.getLogger(__name__)
-#: The fleet is read many times a second: a garbled member record is said once a minute.
-_unreadable = Throttle(logger)
 
 
-def parse_labels(pairs: Iterable[str], what: str = "label") -> dict[str, str]:
-    """``key=value`` pairs into a label map (keys and values from ``[A-Za-z0-9._/-]``)."""
-    labels: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
-            raise ConfigError(
-                f"{what} {pair!r} is not key=value (1-63 characters of [A-Za-z0-9._/-] each)"
-            )
-        labels[key] = value
-    return labels
-
-
-def format_labels(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-
-
-@dataclass(frozen=True)
-class Member:
-    """One daemon as the leader sees it: its record, whether it is drained, what it runs."""
-
-    info: MemberInfo
-    drained: bool = False
-    assigned: frozenset[str] = frozenset()
-
-    @property
-    def daemon_id(self) -> str:
-        return self.info.daemon_id
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in (self.info.labels or {}).items()}
-
-    @property
-    def free(self) -> int:
-        return self.info.slots - len(self.assigned)
-
-    def matches(self, required: Mapping[str, str]) -> bool:
-        labels = self.labels
-        return all(labels.get(key) == value for key, value in required.items())
-
-
-@dataclass
-class Fleet:
-    """The members, and the assignments of every member directory (live or gone).
+class Fleet(FleetView):
+    """The fleet the leader places on.
 
     ``assignments`` is what ZooKeeper holds (as read, plus this leader's own writes since);
     each member's ``assigned`` also counts the placements decided in the current batch.
     """
-
-    members: dict[str, Member] = field(default_factory=dict)
-    assignments: dict[str, set[str]] = field(default_factory=dict)
 
     def place(self, job_id: str, required: Mapping[str, str]) -> tuple[str | None, str]:
         """The member to run the job's next attempt on, or None and why not.
@@ -156,39 +108,11 @@ class Fleet:
                 del free[member]
         return chosen
 
-    @property
-    def free_slots(self) -> int:
-        return sum(max(0, m.free) for m in self.members.values() if not m.drained)
-
 
 def read_fleet(zk: ZooKeeper, layout: Layout) -> Fleet:
     """Members, drain marks and assignments, in three pipelined rounds."""
-    names, drained, assigned_to = (
-        list(found or ())
-        for found in zk.children_many([layout.members, layout.drained, layout.assignments])
-    )
-    records = zk.get_many([f"{layout.members}/{name}" for name in names])
-    dirs = zk.children_many([f"{layout.assignments}/{name}" for name in assigned_to])
-    fleet = Fleet(
-        assignments={name: set(jobs or ()) for name, jobs in zip(assigned_to, dirs, strict=True)}
-    )
-    for name, item in zip(names, records, strict=True):
-        if item is None:
-            continue
-        try:
-            info = MemberInfo.from_znode(item[0], item[1], f"{layout.members}/{name}")
-        except CorruptRecord as exc:
-            _unreadable.warning(name, "ignoring member %s: %s", name, exc)
-            continue
-        if info.daemon_id != name or info.slots < 1:
-            _unreadable.warning(
-                name, "ignoring member %s: its record does not match its name", name
-            )
-            continue
-        fleet.members[name] = Member(
-            info, name in drained, frozenset(fleet.assignments.get(name, ()))
-        )
-    return fleet
+    view = shared.read_fleet(zk, layout)
+    return Fleet(view.members, view.assignments)
 
 
 def read_assignment(

@@ -12,8 +12,11 @@ from typing import Protocol
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
+from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
+from zkstore.cluster.fleet import FleetReading
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Fence
 
 
@@ -26,6 +29,12 @@ class LeaderRole(Protocol):
     fence: Fence
     loop: Loop
     fleet: Fleet
+    #: ZooKeeper's time (:mod:`zkstore.clock`)
+    clock: ServerClock
+    #: the fleet's protocol (:mod:`zkstore.cluster.fleet`)
+    protocol: FleetReading
+    #: the outbox's entries per job, and what more may be written (invariant 15)
+    outbox_counts: OutboxCounts
 
     @property
     def active(self) -> bool:

@@ -8,6 +8,13 @@ schedule with the leadership's fence: each window's run, its state and its histo
 fenced transaction, so a deposed leader creates nothing and a new leader never makes a second run
 of a window (a crash at any line leaves each window decided once or not at all).
 
+A pass fires at most the leadership's budget of windows (``--schedule-fire-budget``, shared by
+every schedule, taken in turn from where the last pass stopped) and gives way, after any fire,
+once anything else waits on the loop: a schedule's backlog (a ``--catchup all``, a long
+outage) is worked off over several passes, a moment apart, with the placements and results of
+every other job handled between them (invariant 15). A schedule whose windows are closer than
+the cluster's minimum (``--schedule-min-interval``) is not fired at all, and said so at ERROR.
+
 One schedule never blocks the others (invariant 6): each is fired under its own guard. Losing
 leadership stops the pass (:class:`~zkstore.errors.NotLeader` is raised); an outage ends the pass
 and a retry is timed; a schedule whose records or definition cannot be read is logged (at ERROR,
@@ -17,10 +24,10 @@ to a leader that can read it.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from recovery.leader.loop import Event
 from recovery.leader.role import LeaderRole
@@ -30,6 +37,7 @@ from zkstore.errors import (
     HandleNotFound,
     NotLeader,
     OutcomeUnknown,
+    OutOfBounds,
     PayloadError,
     StoreUnavailable,
 )
@@ -46,6 +54,9 @@ SCHEDULES = "schedules"
 RETRY = 1.0
 #: a schedule whose records or definition are unreadable is looked at again this often
 BROKEN_RETRY = 30.0
+#: a pass that left a backlog (its budget spent, or other work waiting) is followed by another
+#: this soon: a timer, so that the loop serves every event that came meanwhile first
+BACKLOG_PAUSE = 0.05
 
 
 class ScheduleFiring:
@@ -55,10 +66,17 @@ class ScheduleFiring:
         self.leader = leader
         self._on_fired = on_fired
         cluster = leader.cluster
+        bounds = leader.settings.bounds
         self.store = ScheduleStore.for_config(
             cluster.config, cluster.zk, instance_id=cluster.instance_id, on_step=cluster.step
         )
-        self.firer = Firer.for_cluster(cluster, self.store)
+        self.firer = Firer.for_cluster(
+            cluster, self.store, min_interval=bounds.schedule_min_interval
+        )
+        #: windows one pass fires at most, over every schedule
+        self.budget = bounds.schedule_fire_budget
+        #: the schedule the last pass stopped after: the next pass begins with the one after it
+        self._cursor = ""
         self._watch: NodeWatch | None = None
         self._throttle = Throttle(logger)
         #: the monotonic time the pending timer is set for (None: none pending)
@@ -79,25 +97,51 @@ class ScheduleFiring:
         self.leader.loop.post(Event(SCHEDULES, data=self.leader))
 
     def run_pass(self) -> None:
-        """Fire every schedule's due windows (loop thread); arm the timer for the next one."""
+        """Fire the schedules' due windows within the pass's budget (loop thread), then arm the
+        timer: for the next window, or at once (a timer, after the events waiting) for a
+        backlog left."""
         if not self.leader.active:
             return
         self._timer = None
         soonest: float | None = None
-        for name in self.store.names():
+        budget, backlog = self.budget, False
+        for name in self._in_turn(self.store.names()):
             if not self.leader.active:
                 return
-            wait = self._fire(name)
+            if budget <= 0 or (budget < self.budget and self.leader.loop.has_events()):
+                backlog = True  # the others' turn comes first in the next pass
+                break
+            self._cursor = name
+            wait, report = self._fire(name, budget)
+            if report is not None:
+                budget -= len(report.fired)
+                backlog = backlog or report.more
             if wait is not None:
                 soonest = wait if soonest is None else min(soonest, wait)
+        if backlog:
+            soonest = BACKLOG_PAUSE
         if soonest is not None:
             self._arm(time.monotonic() + soonest)
 
-    def _fire(self, name: str) -> float | None:
-        """Fire one schedule under its guard; seconds until it needs a pass again (None:
-        never, it has no next window)."""
+    def _in_turn(self, names: list[str]) -> list[str]:
+        """The schedules from the one after where the last pass stopped, round the circle."""
+        ordered = sorted(names)
+        cut = bisect.bisect_right(ordered, self._cursor)
+        return ordered[cut:] + ordered[:cut]
+
+    def _fire(self, name: str, budget: int) -> tuple[float | None, FireReport | None]:
+        """Fire one schedule under its guard, at most ``budget`` windows due by ZooKeeper's
+        time (a host's clock off is no window off); seconds until it needs a pass again (None:
+        never, it has no next window), and what it did."""
         try:
-            report = self.firer.fire(name, self.leader.fence)
+            now = self.leader.clock.now()
+            report = self.firer.fire(
+                name,
+                self.leader.fence,
+                now=now,
+                limit=budget,
+                give_way=self.leader.loop.has_events,
+            )
         except NotLeader:
             raise
         except StoreUnavailable:
@@ -107,9 +151,9 @@ class ScheduleFiring:
             logger.warning(
                 "schedule %s: a fire's outcome is unknown (%s); again in %g s", name, exc, RETRY
             )
-            return RETRY
+            return RETRY, None
         except HandleNotFound:
-            return None  # deleted meanwhile
+            return None, None  # deleted meanwhile
         except ForeignPython as exc:
             self._throttle.log(
                 name,
@@ -119,19 +163,19 @@ class ScheduleFiring:
                 name,
                 exc,
             )
-            return BROKEN_RETRY
-        except (CorruptRecord, PayloadError) as exc:
+            return BROKEN_RETRY, None
+        except (CorruptRecord, PayloadError, OutOfBounds) as exc:
             self._throttle.log(name, logging.ERROR, "schedule %s: cannot fire: %s", name, exc)
-            return BROKEN_RETRY
+            return BROKEN_RETRY, None
         # The guard of invariant 6: anything unforeseen is this schedule's problem only.
         except Exception:
             logger.exception("schedule %s: firing failed", name)
-            return BROKEN_RETRY
+            return BROKEN_RETRY, None
         self._throttle.clear(name)
         self._started(report)
         if report.next is None:
-            return None
-        return max(0.0, (report.next - datetime.now(UTC)).total_seconds())
+            return None, report
+        return max(0.0, (report.next - now).total_seconds()), report
 
     def _started(self, report: FireReport) -> None:
         """Look at the new runs (and the jobs chained after them) at once, not only when the

@@ -25,7 +25,7 @@ What it knows, and why each source:
   starts there): a driver between its start and its ``running`` node whose record lost its pid.
 
 The verdict (:func:`judge`) is a pure function of those, so that it is tested branch by branch.
-A process is alive or dead only by :mod:`recovery.member.processes` (pid *and* start time, same host
+A process is alive or dead only by :mod:`recovery.shared.processes` (pid *and* start time, same host
 and boot); anything it cannot check is left alone: its ``running`` node goes when its session
 does, and the leader acts then.
 """
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recovery.member.processes import Liveness, ProcessIdentity
+from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.jobs.records import RunningInfo
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ through (0711) but neither list nor change; the fork server's child opens the lo
 daemon's, mode 0600: its log shipper reads it), then changes its groups, group and user
 (:func:`become`) before it runs the driver, which never regains root. The member still adopts,
 ends (SIGTERM, SIGKILL of the group) and buries such drivers, and removes their directories
-(:func:`recovery.member.attemptdir.remove` with the pool's users as owners it may remove:
+(:func:`recovery.shared.attemptdir.remove` with the pool's users as owners it may remove:
 never through a symbolic link, which a driver may plant in its own directory).
 
 :func:`prepare` checks at the daemon's start, before anything runs, that all this can work: the
@@ -40,8 +40,8 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
-from recovery.member.processes import Liveness, ProcessIdentity, probe
 from recovery.settings import DaemonSettings, DriverUser
+from recovery.shared.processes import Liveness, ProcessIdentity, probe
 from zkstore.errors import ConfigError
 
 logger = logging.getLogger(__name__)

@@ -63,7 +63,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from recovery.member.driveruser import become
-from recovery.member.processes import start_ticks
 from recovery.proctitle import (
     driver_title,
     fork_server_title,
@@ -72,6 +71,7 @@ from recovery.proctitle import (
     warm_up_title,
 )
 from recovery.settings import DriverUser
+from recovery.shared.processes import start_ticks
 from zkstore import secrecy
 
 logger = logging.getLogger(__name__)
@@ -266,7 +266,7 @@ class ForkedProcess:
 
     def __init__(self, pid: int, server: ForkServer, start_ticks: int | None = None) -> None:
         self.pid = pid
-        #: when it started (see :mod:`recovery.member.processes`), as the server saw it
+        #: when it started (see :mod:`recovery.shared.processes`), as the server saw it
         self.start_ticks = start_ticks
         self._server = server
         self._ended = threading.Event()

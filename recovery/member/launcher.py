@@ -40,21 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from recovery.member import attemptdir, driveruser
+from recovery.member import driveruser
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
-from recovery.member.processes import (
+from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
+from recovery.member.sparkjvm.archive import ClassData
+from recovery.member.sparkjvm.pool import PoolSetup, Taken, WarmPool
+from recovery.settings import DaemonSettings, DriverUser
+from recovery.shared import attemptdir
+from recovery.shared.processes import (
     EXIT_NOT_SEEN,
     ProcessIdentity,
     boot_id,
     spawn_with_config,
     start_ticks,
 )
-from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
-from recovery.member.sparkjvm.archive import ClassData
-from recovery.member.sparkjvm.pool import PoolSetup, Taken, WarmPool
-from recovery.member.sparkjvm.settings import WARM_ENV
-from recovery.settings import DaemonSettings, DriverUser
+from recovery.shared.sparkjvm import WARM_ENV
 from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
@@ -117,7 +118,7 @@ class Launch:
     process: DriverProcess
     log_path: Path
     work_dir: Path
-    #: who the driver process is, for ever (see :mod:`recovery.member.processes`)
+    #: who the driver process is, for ever (see :mod:`recovery.shared.processes`)
     identity: ProcessIdentity
     adopted: bool = False
     started: float = field(default_factory=time.monotonic)

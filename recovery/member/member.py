@@ -35,13 +35,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from recovery.member import adoption, attemptdir, processes, registration
+from recovery.member import adoption, registration
 from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
 from recovery.member.assignments import AssignmentView
 from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
-from recovery.member.processes import Liveness, ProcessIdentity
 from recovery.settings import DaemonSettings
+from recovery.shared import attemptdir, processes
+from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore import __version__, protocol
 from zkstore.admin.acl import grant_job
 from zkstore.cluster import Cluster, fleet

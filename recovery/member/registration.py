@@ -7,7 +7,7 @@ SIGKILL, OOM kill). That last one must never make a restart fail, and should not
 wait when it can be proven dead:
 
 - **proven dead**: the record names this host and this boot, and no process with its pid and
-  start time is alive (:mod:`recovery.member.processes`). Its record is deleted at once and ours
+  start time is alive (:mod:`recovery.shared.processes`). Its record is deleted at once and ours
   made: an ephemeral node only outlives its process until its session expires, and a dead
   process can no longer act on anything, so removing its record earlier changes nothing but
   the wait (its drivers have sessions of their own and go on; they are adopted). The delete
@@ -29,8 +29,8 @@ import logging
 import threading
 import time
 
-from recovery.member import processes
-from recovery.member.processes import Liveness, ProcessIdentity
+from recovery.shared import processes
+from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.errors import ConfigError, ConflictError, CorruptRecord, HandleExists, HandleNotFound
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.records import MemberInfo

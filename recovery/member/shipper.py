@@ -51,7 +51,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recovery.member.processes import Adopted
 from recovery.member.shipping import (
     DAEMON_LOCK,
     REQUEST_NAME,
@@ -61,6 +60,7 @@ from recovery.member.shipping import (
     private_dir,
     write_atomically,
 )
+from recovery.shared.processes import Adopted
 from zkstore import secrecy
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError

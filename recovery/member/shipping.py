@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from recovery.member.processes import (
+from recovery.shared.processes import (
     Liveness,
     ProcessIdentity,
     identify,

@@ -87,6 +87,10 @@ T = TypeVar("T")
 
 #: Request bodies are a reason or a small JSON object; anything bigger is refused (413).
 MAX_BODY_BYTES = 64 * 1024
+#: Requests served at once per worker of the pool (the rest of them wait for one); past that a
+#: request is answered 503 at once (the routes that read nothing are always answered).
+QUEUED_PER_WORKER = 8
+UNQUEUED = frozenset({"/health", "/leader"})
 #: The deepest body any route takes: ``{"values": {KEY: scalar}}``.
 MAX_BODY_DEPTH = 2
 MAX_REASON_CHARS = 1000
@@ -118,13 +122,19 @@ class Api:
         *,
         tokens: Tokens,
         hosts: AllowedHosts,
-        workers: int = 2,
+        workers: int = 4,
+        timeout: float = 15.0,
     ) -> None:
         self.daemon = daemon
         self.metrics = metrics
         self.tokens = tokens
         self.hosts = hosts
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="http-read")
+        #: requests being served at most (on the pool or waiting for it); past it: 503
+        self.capacity = workers * QUEUED_PER_WORKER
+        #: the longest a request's body may take to arrive
+        self.timeout = timeout
+        self._active = 0
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -154,9 +164,20 @@ class Api:
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.monotonic()
+        counted = request.path not in UNQUEUED
         try:
             self.hosts.check(request.headers.get("Host"))
-            response = await handler(request)
+            if counted and self._active >= self.capacity:
+                raise ApiError(
+                    503,
+                    f"busy: {self._active} requests are being served; try again",
+                    {"Retry-After": "1"},
+                )
+            self._active += counted
+            try:
+                response = await handler(request)
+            finally:
+                self._active -= counted
         except ApiError as exc:
             response = error_response(exc.status, str(exc), exc.headers)
         except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method, too big
@@ -346,7 +367,7 @@ class Api:
 
     async def cancel(self, request: web.Request) -> web.Response:
         self._authorize(request)
-        body = await _json_body(request)
+        body = await _json_body(request, self.timeout)
         if set(body) - {"reason"}:
             raise ApiError(400, f"unknown field(s): {', '.join(sorted(set(body) - {'reason'}))}")
         reason = body.get("reason")
@@ -358,7 +379,7 @@ class Api:
 
     async def control_set(self, request: web.Request) -> web.Response:
         self._authorize(request)
-        body = await _json_body(request)
+        body = await _json_body(request, self.timeout)
         unknown = set(body) - {"values", "unset", "replace", "expect_version"}
         if unknown:
             raise ApiError(400, f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -380,7 +401,7 @@ class Api:
     async def control_command(self, request: web.Request) -> web.Response:
         self._authorize(request)
         command = request.match_info["command"]
-        body = await _json_body(request)
+        body = await _json_body(request, self.timeout)
         allowed = {"expect_version", "level"} if command == "log-level" else {"expect_version"}
         unknown = set(body) - allowed
         if unknown:
@@ -420,9 +441,14 @@ class Api:
         return _json(change.as_dict())
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object (``{}`` for an empty body); 400 for anything else."""
-    raw = await request.read()
+async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
+    """The request's JSON object (``{}`` for an empty body); 400 for anything else, 408 if it
+    does not arrive within ``timeout``."""
+    try:
+        async with asyncio.timeout(timeout):
+            raw = await request.read()
+    except TimeoutError:
+        raise ApiError(408, f"the body did not arrive within {timeout:g} s") from None
     if not raw.strip():
         return {}
     try:

@@ -41,14 +41,21 @@ from recovery.observe.timeline import (
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord, ZkStoreError
 from zkstore.jobs import history
-from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
+from zkstore.jobs.history import AttemptEntry, LeaderHistory
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.snapshot import read_snapshot
-from zkstore.service.jobs import attempts_text, describe, job_error
+from zkstore.service.jobs import (
+    attempt_history,
+    attempts_json,
+    attempts_text,
+    describe,
+    job_error,
+)
 from zkstore.strict import parse_time
 
-#: Lines of the latest attempt's log shown under the picture.
+#: Lines of the latest attempt's log shown under the picture, and the most of its end read.
 TAIL_LINES = 40
+TAIL_BYTES = 64 * 1024
 #: Attempts linked to their logs (the newest).
 LOG_LINKS = 20
 
@@ -82,9 +89,8 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
     snapshot = read_snapshot(cluster.zk, cluster.layout, job_id)
     item = describe(snapshot)
     item["error"] = job_error(snapshot)
-    notes: list[str] = []
     logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
-    attempts = _attempts(cluster, job_id, logs, notes)
+    attempts, unreadable = attempt_history(cluster, job_id)
     checkpoints = [
         _time(handle.created) for _, handle in cluster.checkpoints(job_id).all() if handle.created
     ]
@@ -106,34 +112,18 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
     if found:
         latest = found[max(found)]
         with contextlib.suppress(ZkStoreError):
-            tail = logs.tail(latest, TAIL_LINES).decode("utf-8", "replace")
+            tail = logs.tail(latest, TAIL_LINES, max_bytes=TAIL_BYTES).decode("utf-8", "replace")
     return JobPage(
         item=item,
         now=datetime.now(UTC),
         attempts=attempts,
-        history_note="; ".join(notes) or None,
+        history_note=unreadable,
         checkpoints=checkpoints,
         control=control,
         leaders=leaders,
         logs={n: log.ended for n, log in found.items()},
         tail=tail,
     )
-
-
-def _attempts(cluster: Cluster, job_id: str, logs: JobLogs, notes: list[str]) -> list[AttemptEntry]:
-    """The job's attempt history: its record while the job lives, the copy beside its logs
-    once it was cleaned up."""
-    path = cluster.layout.history(job_id)
-    try:
-        found = cluster.zk.get_if_exists(path)
-        if found is not None:
-            return JobHistory.from_znode(found[0], found[1], path).entries()
-        kept = logs.kept_history()
-        if kept is not None:
-            return JobHistory.from_znode(kept, None, f"{logs.prefix}/history.json").entries()
-    except CorruptRecord as exc:
-        notes.append(f"the attempt history is unreadable ({exc})")
-    return []
 
 
 def _time(text: str | None) -> datetime:
@@ -207,6 +197,42 @@ def _state(item: dict[str, Any], now: float) -> str:
     return " ".join(parts)
 
 
+def _schedule(schedule: dict[str, str] | None) -> str | None:
+    """A scheduled run's schedule (a link to its API record) and window."""
+    if schedule is None:
+        return None
+    link = f"/api/v1/schedules/{quote(schedule['name'], safe='')}"
+    return (
+        f'run of <a href="{page.escape(link)}">{page.escape(schedule["name"])}</a> for its '
+        f"window {page.escape(schedule['window'])}"
+    )
+
+
+def _attempt_table(entries: list[AttemptEntry]) -> str:
+    """Each attempt the history tells: how it ended, where, and the definition it ran."""
+    rows = []
+    for entry in attempts_json(entries):
+        ran = ""
+        if entry.get("definition"):
+            ran = f"<code>{page.escape(entry['definition'][:12])}</code>"
+            if entry.get("target"):
+                ran += f" <code>{page.escape(entry['target'])}</code>"
+            if entry["new_definition"]:
+                ran += " <b>new definition</b>"
+        cells = [
+            str(entry["attempt"]),
+            page.badge(str(entry["outcome"])),
+            page.escape(entry["daemon"]),
+            page.escape(entry["placed"]),
+            page.escape(entry.get("ended") or ""),
+            ran or "<span class='muted'>not recorded</span>",
+            page.escape(entry.get("note") or ""),
+        ]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    headers = ["attempt", "outcome", "daemon", "placed", "ended", "definition", "note"]
+    return page.table(headers, rows, "no attempt told yet")
+
+
 def _log_links(job_id: str, logs: dict[int, bool]) -> str:
     base = f"/api/v1/jobs/{quote(job_id, safe='')}/logs"
     if not logs:
@@ -235,6 +261,8 @@ def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id:
             ("modules", _code(item["modules"])),
             ("requires", _code(item["require"])),
             ("submitted", page.escape(item["submitted"]) if item["submitted"] else None),
+            ("schedule", _schedule(item["schedule"])),
+            ("definition", _code(item["definition"])),
         ]
     )
     state = _rows(
@@ -260,6 +288,7 @@ def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id:
     )
     if data.history_note:
         drawn += f"<p class='muted'>{page.escape(data.history_note)}</p>"
+    drawn += _attempt_table(data.attempts)
     tail = (
         f"<pre class='log'>{page.escape(data.tail)}</pre>"
         if data.tail

@@ -12,10 +12,11 @@ Names follow Prometheus' conventions: the ``zkstore_`` prefix, base units in the
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -50,12 +51,15 @@ JOB_STATES = (
 
 @dataclass
 class LeadershipStats:
-    """What this daemon knows of its own leaderships (written by the loop thread only)."""
+    """What this daemon knows of its own leaderships (written by the loop thread only, but
+    ``refused``: the notification events its leaderships did not write, per why: "job" or
+    "outbox", counted by :class:`~zkstore.lifecycle.outboxcap.OutboxCounts`)."""
 
     acquired: int = 0
     lost: int = 0
     since: float | None = None
     last_takeover_seconds: float | None = None
+    refused: collections.Counter[str] = field(default_factory=collections.Counter)
 
     def granted(self, took: float) -> None:
         """Leadership taken; its first reconcile of every job took ``took`` seconds."""
@@ -86,6 +90,11 @@ class DaemonMetrics:
             "zkstore_http_request_duration_seconds",
             "Time to answer an HTTP request",
             ["route"],
+            registry=self.registry,
+        )
+        self.refused_connections = Counter(
+            "zkstore_http_connections_refused",
+            "HTTP connections answered 503 and closed: --http-max-connections were open",
             registry=self.registry,
         )
 
@@ -142,6 +151,15 @@ class ClusterCollector(Collector):
             counter = CounterMetricFamily(name, text, labels=["daemon"])
             counter.add_metric([daemon_id], float(value))
             yield counter
+        refused = CounterMetricFamily(
+            "zkstore_notifications_refused",
+            "Notification events this daemon's leaderships did not write: the job's bound "
+            "(--notify-max-per-job) or the outbox's was reached",
+            labels=["daemon", "reason"],
+        )
+        for reason in ("job", "outbox"):
+            refused.add_metric([daemon_id, reason], float(stats.refused[reason]))
+        yield refused
         if stats.last_takeover_seconds is not None:
             yield _gauge(
                 "zkstore_last_takeover_duration_seconds",
@@ -175,6 +193,16 @@ class ClusterCollector(Collector):
                 "zkstore_leader_since_timestamp_seconds", "When the current leader took over", since
             )
         yield from _per_job(view)
+        behind = GaugeMetricFamily(
+            "zkstore_schedule_windows_behind",
+            "Windows of a schedule up to now that no leader decided yet (a catch-up being "
+            "worked off a budget a pass, or no leader)",
+            labels=["schedule"],
+        )
+        for row in view.schedules:
+            if isinstance(row.get("behind"), int):
+                behind.add_metric([str(row["name"])], float(row["behind"]))
+        yield behind
         yield _gauge(
             "zkstore_notifications_pending",
             "Notification events not yet taken by a receiver (zkstore daemon/submit --notify)",

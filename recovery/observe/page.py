@@ -266,7 +266,7 @@ def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str)
     )
 
 
-SCHEDULE_HEADERS = ("Schedule", "When", "Next fire", "Last run", "Its state", "Fired")
+SCHEDULE_HEADERS = ("Schedule", "When", "Next fire", "Last run", "Its state", "Fired", "Behind")
 
 
 def _schedules_section(view: ClusterView) -> str:
@@ -281,6 +281,7 @@ def _schedules_section(view: ClusterView) -> str:
                 "",
                 "",
                 "",
+                "",
             ]
         else:
             state = item.get("last_state")
@@ -291,9 +292,17 @@ def _schedules_section(view: ClusterView) -> str:
                 _job_link(str(item["last_run"])) if item["last_run"] else "-",
                 _badge(state) if state else "-",
                 _e(item["fired"]),
+                _behind(item.get("behind")),
             ]
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     return _section("Schedules", _table(SCHEDULE_HEADERS, rows, "no schedules"))
+
+
+def _behind(windows: object) -> str:
+    """How many windows a schedule is behind: a badge when any (a catch-up, or no leader)."""
+    if not isinstance(windows, int):
+        return "-"
+    return f'<span class="err">{windows:,} windows</span>' if windows else "0"
 
 
 def _title(what: str, count: int, limit: int, which: str) -> str:
@@ -394,6 +403,7 @@ refreshes every {REFRESH_SECONDS} s Â· {home}<a href="/api/v1/cluster">API</a> Â
 #: The pieces another page of the site (:mod:`recovery.observe.jobpage`) is built with.
 escape = _e
 badge = _badge
+table = _table
 since = _since
 section = _section
 document = _document

@@ -8,7 +8,8 @@ dependencies (s3fs needs it). Werkzeug's and the standard library's servers are 
 The daemon starts the server before it connects to ZooKeeper (``/health`` says 503 until the
 session is up) and stops it as it shuts down. The event loop only parses and routes: reads run on
 the API's pool of threads (:mod:`recovery.observe.api`), so a slow ZooKeeper holds no request
-but its own, and nothing here ever touches the daemon's loop thread.
+but its own, and nothing here ever touches the daemon's loop thread. Connections are bounded
+(:mod:`recovery.observe.guard`: how many, how long to send a request or take an answer).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import asyncio
 import ipaddress
 import logging
 import threading
+from collections.abc import Callable
 
 from aiohttp import web
 
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.api import Api
+from recovery.observe.guard import ConnectionGuard, GuardedSite
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.view import Observed
-from recovery.settings import READ_TOKEN_ENV, HttpAddress
+from recovery.settings import READ_TOKEN_ENV, Bounds, HttpAddress
 from zkstore.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -34,16 +37,33 @@ SHUTDOWN_TIMEOUT = 2.0
 
 
 class HttpServer:
-    """Serves one aiohttp application on ``address`` until :meth:`stop`."""
+    """Serves one aiohttp application on ``address`` until :meth:`stop`, at most
+    ``bounds.http_max_connections`` connections at once, each given ``bounds.http_timeout`` to
+    send a request or take a piece of its answer (``on_refused``: a connection refused)."""
 
-    def __init__(self, app: web.Application, address: HttpAddress) -> None:
+    def __init__(
+        self,
+        app: web.Application,
+        address: HttpAddress,
+        bounds: Bounds | None = None,
+        on_refused: Callable[[], None] = lambda: None,
+    ) -> None:
         self.app = app
         self.address = address
+        self.bounds = bounds or Bounds()
         self.bound: HttpAddress | None = None
         self._loop = asyncio.new_event_loop()
+        self._on_refused = on_refused
+        self._site: GuardedSite | None = None
+        self._watch: asyncio.Task[None] | None = None
         # A daemon stopping waits this long at most for requests in flight (a log streaming).
+        # The keep-alive timer closes a connection that sent no whole request head in time.
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            keepalive_timeout=self.bounds.http_timeout,
         )
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -74,15 +94,32 @@ class HttpServer:
         try:
             self._loop.run_forever()
         finally:
+            if self._watch is not None:
+                self._watch.cancel()
             self._loop.run_until_complete(self._runner.cleanup())
             self._loop.close()
 
     async def _bind(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.address.host, self.address.port, reuse_address=True)
+        site = GuardedSite(self._runner, self.address.host, self.address.port, self._guard)
         await site.start()
+        self._site = site
+        assert site.guard is not None
+        self._watch = asyncio.get_running_loop().create_task(site.guard.watch())
         host, port = self._runner.addresses[0][:2]
         self.bound = HttpAddress(str(host), int(port))
+
+    def _guard(self, server: web.Server) -> ConnectionGuard:
+        return ConnectionGuard(
+            server,
+            limit=self.bounds.http_max_connections,
+            timeout=self.bounds.http_timeout,
+            on_refused=self._on_refused,
+        )
+
+    @property
+    def guard(self) -> ConnectionGuard | None:
+        return self._site.guard if self._site is not None else None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving (idempotent): close the listening socket and open connections."""
@@ -114,13 +151,21 @@ def start_http(daemon: Observed, stats: LeadershipStats) -> HttpSide | None:
     settings = daemon.settings
     if settings.http is None:
         return None
+    metrics = DaemonMetrics(daemon, stats)
     api = Api(
         daemon,
-        DaemonMetrics(daemon, stats),
+        metrics,
         tokens=Tokens(settings.api_token, settings.api_read_token),
         hosts=AllowedHosts.of(settings.http_allowed_hosts, settings.http.host),
+        workers=settings.bounds.http_workers,
+        timeout=settings.bounds.http_timeout,
     )
-    server = HttpServer(api.application(), settings.http)
+    server = HttpServer(
+        api.application(),
+        settings.http,
+        settings.bounds,
+        on_refused=metrics.refused_connections.inc,
+    )
     try:
         bound = server.start()
     except ConfigError as exc:

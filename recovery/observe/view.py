@@ -14,9 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from recovery.leader.placement import read_fleet
-from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings
+from recovery.shared.fleet import read_fleet
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord
 from zkstore.jobs import history
@@ -30,6 +29,13 @@ from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.view import listing as schedule_rows
 
 
+class Launches(Protocol):
+    """The daemon's driver launcher, as the metrics count it."""
+
+    @property
+    def launched(self) -> int: ...
+
+
 class Observed(Protocol):
     """What the HTTP side needs of the daemon it serves (read from other threads)."""
 
@@ -39,7 +45,7 @@ class Observed(Protocol):
     def cluster(self) -> Cluster | None: ...
 
     @property
-    def launcher(self) -> DriverLauncher: ...
+    def launcher(self) -> Launches: ...
 
     @property
     def is_leader(self) -> bool: ...
@@ -47,7 +53,7 @@ class Observed(Protocol):
 
 @dataclass(frozen=True)
 class DaemonInfo:
-    """One daemon of the fleet, as its member record says (:mod:`recovery.leader.placement`)."""
+    """One daemon of the fleet, as its member record says (:mod:`recovery.shared.fleet`)."""
 
     daemon_id: str
     host: str | None

@@ -17,6 +17,7 @@ from zkstore.handle import Handle
 from zkstore.jobs.records import JobStatus, QuarantineEntry
 from zkstore.jobs.stops import StopRequest
 from zkstore.schedules.keys import ScheduleSigner
+from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.schedules.records import SchedulePaths
 from zkstore.serializers import PickleSerializer
 from zkstore.signing import JobKey, Signer, derive_job_key
@@ -164,6 +165,7 @@ def _env(config: StoreConfig) -> dict[str, str]:
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+    env[MIN_INTERVAL_ENV] = os.environ[MIN_INTERVAL_ENV]  # the suite's 1 s (conftest)
     assert config.signing_key is not None
     env["ZKSTORE_SIGNING_KEY"] = config.signing_key.decode()
     return env

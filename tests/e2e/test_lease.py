@@ -13,7 +13,9 @@ from tests.helpers import SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
 from zkstore.dev.blackout import Blackout
 from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
+from zkstore.lifecycle.limits import heartbeat_interval
 
 
 def test_running_job_rides_out_a_full_outage_shorter_than_its_lease(
@@ -96,3 +98,53 @@ def test_driver_cut_off_past_its_lease_is_gone_before_the_next_attempt_starts(
     assert "no answer from ZooKeeper for too long" in stop_line
     stopped = datetime.strptime(stop_line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
     assert stopped < second.start, "the driver stopped itself before the next attempt began"
+
+
+def test_a_driver_stops_when_its_lease_ends_though_a_heartbeat_write_waits(
+    zk_server: EmbeddedZooKeeper, config: StoreConfig, tmp_path: Path
+) -> None:
+    """A job with a progress timeout: its driver writes a heartbeat 10 s after the last, from
+    the thread that also watched its lease. ZooKeeper is cut a second before the next one is
+    due: that write waits for its deadline (20 s here), and the lease must end on time anyway,
+    before the session can expire (it stopped only after the write gave up, past the session:
+    the next attempt could have started beside it)."""
+    with Blackout(zk_server.connect_string) as blackout:
+        cut_config = config.with_changes(
+            zk_hosts=blackout.connect_string, session_timeout=SESSION_TIMEOUT, timeout=20.0
+        )
+        local = LocalCluster(cut_config, tmp_path / "rt", restart_backoff=0.2)
+        out = tmp_path / "out"
+        try:
+            local.start_daemon("d1")
+            local.wait_for_leader(timeout=60)
+            with hands_client(config) as client:
+                definition = JobDefinition.for_function(
+                    "beats",
+                    job.sum_of_squares,
+                    args=(str(out), None, 0.1, None, 10**9),  # no checkpoint after the start
+                    lifecycle={"progress_timeout": 40.0},  # a heartbeat every 10 s
+                )
+                client.submit(definition)
+                heartbeat = client.cluster.layout.heartbeat("beats")
+                stat = wait_for(
+                    lambda: client.cluster.zk.exists(heartbeat), timeout=60, what="a heartbeat"
+                )
+                due = stat.mtime / 1000 + heartbeat_interval(40.0)
+                time.sleep(max(0.0, due - 1.0 - time.time()))  # up to a second before it
+                cut_at = time.time()
+                blackout.cut()
+                (first,) = job.attempts(out)
+                wait_for(
+                    lambda: not Path(f"/proc/{first.pid}").exists(),
+                    timeout=60,
+                    what="the driver to stop",
+                )
+                blackout.restore()
+                (out / job.STOP).touch()
+                client.wait("beats", timeout=120)
+        finally:
+            local.stop()
+    log = (tmp_path / "rt" / "drivers" / "beats" / "attempt-1.log").read_text()
+    (stop_line,) = [line for line in log.splitlines() if "stops itself" in line]
+    stopped = datetime.strptime(stop_line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    assert stopped - cut_at < SESSION_TIMEOUT, "stopped before its session could expire"

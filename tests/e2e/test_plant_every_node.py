@@ -2,8 +2,9 @@
 command line and the HTTP API all survive it (no traceback, no exit code outside 0-8, no 500,
 no daemon down).
 
-One cluster, deterministic: a daemon with one driver slot, held by a live job (so that the
-other victims stay PENDING, each the target of one kind), and for each node kind in turn three
+One cluster per half of the kinds (:data:`PARTS`), deterministic: a daemon with one driver
+slot, held by a live job (so that the other victims stay PENDING, each the target of one
+kind), and for each node kind in turn three
 kinds of garbage (nesting deeper than any stack, the writer's record with every value a token
 no JSON writer makes, the writer's record with values of the wrong type and range), each
 followed by the readers that meet that node. The table of kinds is :mod:`tests.node_kinds`'s.
@@ -17,6 +18,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
@@ -62,6 +65,8 @@ PRESENCE_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]]
     ),
     ("cleanup", lambda layout: layout.cleanup_entry("v-cleanup"), [("jobs", "show", "v-cleanup")]),
     ("election", lambda layout: f"{layout.election}/planted", [("daemons", "list")]),
+    # the leader's clock: only the stamps of its own writes are read (zkstore/clock.py)
+    ("leader clock", lambda layout: layout.leader_clock, [("schedules", "list")]),
 ]
 
 #: The kinds of the cluster: (kind, its path, CLI commands).
@@ -160,9 +165,16 @@ def every_route_answers(daemon: DaemonProcess, job: str) -> None:
             json.loads(body)  # strict JSON: NaN or a lone surrogate would not parse in a browser
 
 
-def plan(layout: Layout) -> list[tuple[str, str, bytes, str, list[tuple[str, ...]]]]:
-    """Every plant, in order: (what, its path, the bytes its writer writes, the job whose
-    commands read it, the commands)."""
+#: The test's two halves (a daemon each, each under half a minute): the kinds of one job, then
+#: the nodes nobody reads and the kinds of the cluster.
+PARTS = ("job kinds", "cluster kinds")
+
+
+def plan(layout: Layout, part: str) -> list[tuple[str, str, bytes, str, list[tuple[str, ...]]]]:
+    """Every plant of ``part``, in order: (what, its path, the bytes its writer writes, the job
+    whose commands read it, the commands)."""
+    if part == PARTS[1]:
+        return _cluster_plan(layout)
     plants = []
     for kind, job, commands in JOB_KINDS:
         method, _, valid = PARSED[kind]
@@ -173,6 +185,11 @@ def plan(layout: Layout) -> list[tuple[str, str, bytes, str, list[tuple[str, ...
         else:
             path = getattr(layout, method)(job)
         plants.append((kind, path, valid, job, commands))
+    return plants
+
+
+def _cluster_plan(layout: Layout) -> list[tuple[str, str, bytes, str, list[tuple[str, ...]]]]:
+    plants = []
     for what, where, commands in PRESENCE_KINDS:
         plants.append((what, where(layout), b"{}", "v-locks", commands))
     for kind, where, commands in CLUSTER_KINDS:
@@ -180,8 +197,15 @@ def plan(layout: Layout) -> list[tuple[str, str, bytes, str, list[tuple[str, ...
     return plants
 
 
+def test_every_node_kind_is_planted_once_by_one_part() -> None:
+    planned = [what for part in PARTS for what, *_ in plan(Layout("/x"), part)]
+    assert len(planned) == len(JOB_KINDS) + len(PRESENCE_KINDS) + len(CLUSTER_KINDS)
+    assert len(set(planned)) == len(planned) - 1  # "members": a stranger's and d1's own
+
+
+@pytest.mark.parametrize("part", PARTS)
 def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
-    runtime_config: StoreConfig, tmp_path: Path
+    runtime_config: StoreConfig, tmp_path: Path, part: str
 ) -> None:
     local = LocalCluster(
         runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True, verbose=False
@@ -205,7 +229,7 @@ def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
                 assert daemon.alive, f"the daemon died after {what}"
                 planted.append(what)
 
-            for what, path, valid, job, commands in plan(layout):
+            for what, path, valid, job, commands in plan(layout, part):
                 before = zk.get_if_exists(path)
                 for number, data in enumerate(variants(valid)):
                     plant(zk, path, data)
@@ -229,4 +253,4 @@ def test_garbage_in_every_node_kind_is_survived_by_the_daemon_cli_and_http(
         text = driver_log.read_text()
         assert "Traceback" not in text, (driver_log, text[-4000:])
     assert "Traceback" not in log, log[-6000:]
-    assert len(planted) == 3 * len(plan(Layout("/x")))
+    assert len(planted) == 3 * len(plan(Layout("/x"), part))

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from recovery.client.client import Client
@@ -170,6 +171,7 @@ def test_the_leader_restarted_after_sigkill_adopts_its_drivers(
 
 def plant_member(
     config: StoreConfig,
+    zk: ZooKeeper,
     daemon_id: str,
     *,
     pid: int,
@@ -177,8 +179,8 @@ def plant_member(
     start_ticks: int | None = None,
     boot_id: str | None = None,
 ) -> ZooKeeper:
-    """A member record of ``daemon_id`` in a session of our own (alive until we stop it)."""
-    zk = ZooKeeper.from_config(config).start()
+    """A member record of ``daemon_id`` in ``zk``, a session of our own (a stand-in's: alive
+    until we stop it, whatever the load)."""
     info = {
         "member_id": daemon_id,
         "host": host or socket.gethostname(),
@@ -203,10 +205,15 @@ def dead_process() -> tuple[int, int]:
 
 
 def test_a_restart_takes_over_the_id_of_its_dead_predecessor_at_once(
-    local: LocalCluster, client: Client, runtime_config: StoreConfig
+    local: LocalCluster,
+    client: Client,
+    runtime_config: StoreConfig,
+    stand_in_session: Callable[[], ZooKeeper],
 ) -> None:
     pid, ticks = dead_process()
-    holder = plant_member(runtime_config, "again", pid=pid, start_ticks=ticks, boot_id=boot_id())
+    holder = plant_member(
+        runtime_config, stand_in_session(), "again", pid=pid, start_ticks=ticks, boot_id=boot_id()
+    )
     try:  # the planted session stays alive: only the takeover lets the daemon in
         daemon = local.start_daemon("again")
         wait_for(lambda: member_pid(client, "again") == daemon.pid, START, what="taken over")
@@ -218,9 +225,14 @@ def test_a_restart_takes_over_the_id_of_its_dead_predecessor_at_once(
 
 
 def test_a_restart_waits_for_a_holder_it_cannot_check_and_never_exits_2(
-    local: LocalCluster, client: Client, runtime_config: StoreConfig
+    local: LocalCluster,
+    client: Client,
+    runtime_config: StoreConfig,
+    stand_in_session: Callable[[], ZooKeeper],
 ) -> None:
-    holder = plant_member(runtime_config, "elsewhere", host="another-host", pid=os.getpid())
+    holder = plant_member(
+        runtime_config, stand_in_session(), "elsewhere", host="another-host", pid=os.getpid()
+    )
     daemon = local.start_daemon("elsewhere")
     try:
         wait_for(lambda: "waiting for that session to end" in daemon.log(), START, what="waits")
@@ -235,12 +247,15 @@ def test_a_restart_waits_for_a_holder_it_cannot_check_and_never_exits_2(
 
 
 def test_a_live_daemon_of_this_host_still_refuses_a_second_with_its_id(
-    local: LocalCluster, runtime_config: StoreConfig
+    local: LocalCluster,
+    runtime_config: StoreConfig,
+    stand_in_session: Callable[[], ZooKeeper],
 ) -> None:
     """A guard (it passed before too): the takeover is for a dead holder only."""
     me = os.getpid()  # this test process plays the live holder: same host, boot and start time
     holder = plant_member(
         runtime_config,
+        stand_in_session(),
         "twin",
         pid=me,
         start_ticks=start_ticks(me),

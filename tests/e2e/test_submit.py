@@ -18,7 +18,7 @@ import pytest
 
 import recovery
 from recovery.dev.localcluster import LocalCluster
-from recovery.member import attemptdir
+from recovery.shared import attemptdir
 from tests import jobs
 from tests.cli import local_log, read_until, show, start, zkstore
 from tests.helpers import HANDS_SESSION, wait_for

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +44,11 @@ from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
 
-def stand_in_session(cluster: Cluster) -> ZooKeeper:
-    """The session of a stand-in driver, which lives as long as the test says (closing it
-    deletes its node at once); nothing here is about its expiry. At the harness's 4-s session,
-    such a session expired under two busy loops in a soak (twice), its running node went and
-    lingering and the cleanup rightly took the attempt for dead."""
-    return ZooKeeper.from_config(
-        cluster.config.with_changes(session_timeout=helpers.HANDS_SESSION)
-    ).start()
-
-
 class Attempt:
     """A driver's standing without a driver: the job's status at STARTING ``attempt`` and its
     ``running`` node, held in a session of its own (:meth:`end` is the driver dying)."""
 
-    def __init__(self, cluster: Cluster, job_id: str, attempt: int = 1) -> None:
+    def __init__(self, cluster: Cluster, zk: ZooKeeper, job_id: str, attempt: int = 1) -> None:
         layout = cluster.layout
         if cluster.jobs.handles.exists(job_id) is None:
             cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
@@ -71,7 +61,7 @@ class Attempt:
         assert status.version is not None
         self.status_version = status.version
         self.attempt = attempt
-        self.zk = stand_in_session(cluster)
+        self.zk = zk  # a stand-in's session (tests/conftest.py stand_in_session)
         info = RunningInfo(version=None, attempt=attempt, host="h", pid=1, started=utc_now())
         self.zk.create(layout.running(job_id), info.to_bytes(), ephemeral=True)
         self.fence = Fence.check(layout.status(job_id), status.version) + Fence.check(
@@ -82,16 +72,24 @@ class Attempt:
         self.zk.stop()
 
 
+class Attempts(list[Attempt]):
+    """The stand-in attempts of a test, each in a stand-in session of its own."""
+
+    def __init__(self, open_session: Callable[[], ZooKeeper]) -> None:
+        super().__init__()
+        self.open_session = open_session
+
+
 @pytest.fixture
-def attempts(any_cluster: Cluster) -> Iterator[list[Attempt]]:
-    started: list[Attempt] = []
+def attempts(any_cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]) -> Iterator[Attempts]:
+    started = Attempts(stand_in_session)
     yield started
     for attempt in started:
         attempt.end()
 
 
-def start(cluster: Cluster, attempts: list[Attempt], job_id: str, attempt: int = 1) -> Attempt:
-    attempts.append(Attempt(cluster, job_id, attempt))
+def start(cluster: Cluster, attempts: Attempts, job_id: str, attempt: int = 1) -> Attempt:
+    attempts.append(Attempt(cluster, attempts.open_session(), job_id, attempt))
     return attempts[-1]
 
 
@@ -115,7 +113,7 @@ def register(
 # -- registering ---------------------------------------------------------------------------------
 
 
-def test_register_finish_release(any_cluster: Cluster, attempts: list[Attempt]) -> None:
+def test_register_finish_release(any_cluster: Cluster, attempts: Attempts) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     store = cluster.artifacts("j")
     prefix = f"{cluster.storage.root_url}/default/artifacts/j"
@@ -138,7 +136,7 @@ def test_register_finish_release(any_cluster: Cluster, attempts: list[Attempt]) 
 
 
 def test_a_resumed_attempt_reuses_job_artifacts_and_never_sees_attempt_ones(
-    any_cluster: Cluster, attempts: list[Attempt]
+    any_cluster: Cluster, attempts: Attempts
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     store = cluster.artifacts("j")
@@ -160,7 +158,7 @@ def test_a_resumed_attempt_reuses_job_artifacts_and_never_sees_attempt_ones(
 
 
 def test_an_attempt_artifact_left_by_a_dead_attempt_is_released_by_the_next_one(
-    any_cluster: Cluster, attempts: list[Attempt]
+    any_cluster: Cluster, attempts: Attempts
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     shared = f"{cluster.storage.root_url}/default/artifacts/j/scratch"
@@ -173,7 +171,7 @@ def test_an_attempt_artifact_left_by_a_dead_attempt_is_released_by_the_next_one(
 
 
 def test_uris_outside_the_roots_are_refused(
-    any_cluster: Cluster, attempts: list[Attempt], tmp_path: Path
+    any_cluster: Cluster, attempts: Attempts, tmp_path: Path
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     root = cluster.storage.root_url
@@ -199,7 +197,7 @@ def test_uris_outside_the_roots_are_refused(
 
 
 def test_an_extra_root_takes_any_uri_below_it(
-    any_cluster: Cluster, attempts: list[Attempt], tmp_path: Path
+    any_cluster: Cluster, attempts: Attempts, tmp_path: Path
 ) -> None:
     extra = tmp_path / "scratch"
     config = any_cluster.config.with_changes(artifact_roots=(f"file://{extra}",))
@@ -220,7 +218,7 @@ def test_an_extra_root_takes_any_uri_below_it(
 
 
 def test_the_same_name_with_another_uri_or_scope_is_a_conflict(
-    any_cluster: Cluster, attempts: list[Attempt]
+    any_cluster: Cluster, attempts: Attempts
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     register(cluster, first, "j", "parts", scope=JOB)
@@ -230,7 +228,7 @@ def test_the_same_name_with_another_uri_or_scope_is_a_conflict(
         register(cluster, first, "j", "parts", scope=JOB, keep=True)
 
 
-def test_writes_are_fenced_on_the_attempt(any_cluster: Cluster, attempts: list[Attempt]) -> None:
+def test_writes_are_fenced_on_the_attempt(any_cluster: Cluster, attempts: Attempts) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     register(cluster, first, "j", "staging")
     first.end()
@@ -249,7 +247,7 @@ def test_writes_are_fenced_on_the_attempt(any_cluster: Cluster, attempts: list[A
 
 
 def test_an_artifact_finished_after_a_cancel_is_released_at_once(
-    any_cluster: Cluster, attempts: list[Attempt]
+    any_cluster: Cluster, attempts: Attempts
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     out = register(cluster, first, "j", "report", scope=JOB, keep=True)
@@ -260,7 +258,7 @@ def test_an_artifact_finished_after_a_cancel_is_released_at_once(
 
 
 def test_a_planted_record_never_deletes_outside_the_roots(
-    any_cluster: Cluster, attempts: list[Attempt], tmp_path: Path
+    any_cluster: Cluster, attempts: Attempts, tmp_path: Path
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     precious = tmp_path / "precious"
@@ -285,9 +283,7 @@ def test_a_planted_record_never_deletes_outside_the_roots(
     assert cluster.zk.exists(cluster.layout.job_dir("j")) is None
 
 
-def test_a_corrupt_record_is_reported_not_trusted(
-    any_cluster: Cluster, attempts: list[Attempt]
-) -> None:
+def test_a_corrupt_record_is_reported_not_trusted(any_cluster: Cluster, attempts: Attempts) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     register(cluster, first, "j", "fine")
     cluster.zk.create(cluster.layout.artifact("j", "junk"), b'{"name": "junk", "uri": 3}')
@@ -303,7 +299,7 @@ def test_a_corrupt_record_is_reported_not_trusted(
 
 @pytest.mark.parametrize("outcome", [SUCCEEDED, FAILED, CANCELLED])
 def test_cleanup_keeps_only_finished_outputs_of_a_succeeded_job(
-    any_cluster: Cluster, attempts: list[Attempt], outcome: str
+    any_cluster: Cluster, attempts: Attempts, outcome: str
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     store = cluster.artifacts("j")
@@ -371,7 +367,7 @@ def expected_leftover(step: str, scope: str) -> set[tuple[str, str]]:
 @pytest.mark.parametrize("scope", [ATTEMPT, JOB])
 @pytest.mark.parametrize("step", LIFECYCLE)
 def test_a_crash_at_any_step_leaves_exactly_what_lingering_finds_and_cleanup_releases(
-    any_cluster: Cluster, attempts: list[Attempt], step: str, scope: str
+    any_cluster: Cluster, attempts: Attempts, step: str, scope: str
 ) -> None:
     cluster = any_cluster
     if scope == JOB and cluster.storage.root_url.startswith("s3://"):
@@ -410,7 +406,7 @@ def test_a_crash_at_any_step_leaves_exactly_what_lingering_finds_and_cleanup_rel
 
 @pytest.mark.parametrize("step", ["release:marked", "release:data-deleted", "release:deleted"])
 def test_a_cleanup_that_crashes_mid_release_is_finished_by_the_next(
-    any_cluster: Cluster, attempts: list[Attempt], step: str
+    any_cluster: Cluster, attempts: Attempts, step: str
 ) -> None:
     cluster, first = any_cluster, start(any_cluster, attempts, "j")
     parts = register(cluster, first, "j", "parts", scope=JOB)
@@ -427,7 +423,7 @@ def test_a_cleanup_that_crashes_mid_release_is_finished_by_the_next(
 
 
 def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
-    any_cluster: Cluster, attempts: list[Attempt]
+    any_cluster: Cluster, attempts: Attempts
 ) -> None:
     cluster = any_cluster
     gone, live = start(cluster, attempts, "gone"), start(cluster, attempts, "live")
@@ -441,7 +437,7 @@ def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
         ("empty-job-tree", "gone"),  # its records: deleted once its artifacts are released
     }
     # A driver that appears before the cleanup acts makes it keep the artifact.
-    back = stand_in_session(cluster)
+    back = attempts.open_session()
     try:
         info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
         back.create(cluster.layout.running("gone"), info.to_bytes(), ephemeral=True)
@@ -464,7 +460,7 @@ def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
 
 
 def test_an_extra_root_in_another_bucket_uses_the_storage_options(
-    s3_server: S3Server, config: StoreConfig
+    s3_server: S3Server, config: StoreConfig, stand_in_session: Callable[[], ZooKeeper]
 ) -> None:
     import boto3
 
@@ -484,7 +480,7 @@ def test_an_extra_root_in_another_bucket_uses_the_storage_options(
         artifact_roots=(f"s3://{scratch}/runs",),
     )
     with Cluster.open(config) as cluster:
-        attempt = Attempt(cluster, "j")
+        attempt = Attempt(cluster, stand_in_session(), "j")
         try:
             staging = register(cluster, attempt, "j", "staging", f"s3://{scratch}/runs/j/staging")
             fs = cluster.storage.fs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from zkstore.jobs.records import JobStatus
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.states import CLEAN, DIRTY, FAILED, PENDING, QUARANTINED, STARTING, SUCCEEDED
 from zkstore.ops import Fence
+from zkstore.zk import ZooKeeper
 
 
 def checkpoint_payloads(cluster: Cluster, job_id: str) -> list[str]:
@@ -86,10 +88,12 @@ def test_failed_add_keeps_previous_latest(cluster: Cluster) -> None:
     assert store.ids() == [1]
 
 
-def test_fenced_checkpoint_rejected_when_fence_is_gone(cluster: Cluster) -> None:
+def test_fenced_checkpoint_rejected_when_fence_is_gone(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     running = cluster.layout.running("job-1")
     cluster.zk.ensure_path(cluster.layout.job_dir("job-1"))
-    cluster.zk.create(running, b"{}", ephemeral=True)
+    stand_in_session().create(running, b"{}", ephemeral=True)  # a driver's
     fence = Fence.check(running, 0, description="attempt")
     store = cluster.checkpoints("job-1")
     store.add({"step": 1}, fence=fence)

@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,6 +49,7 @@ from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.states import PAUSED, RUNNING, SUCCEEDED
 from zkstore.ops import Create, Fence
 from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
 
 
 def submitted(cluster: Cluster, job_id: str = "j") -> ControlStore:
@@ -55,9 +57,10 @@ def submitted(cluster: Cluster, job_id: str = "j") -> ControlStore:
     return cluster.control(job_id)
 
 
-def attempt(cluster: Cluster, job_id: str, number: int) -> Fence:
-    """Make ``number`` the live attempt (status, then running, as leader and driver do) and
-    return the driver's fence: the status version of its attempt and its running node."""
+def attempt(cluster: Cluster, driver: ZooKeeper, job_id: str, number: int) -> Fence:
+    """Make ``number`` the live attempt (status, then running in ``driver``'s session, as
+    leader and driver do) and return the driver's fence: the status version of its attempt
+    and its running node."""
     layout = cluster.layout
     status = JobStatus(version=None, state="STARTING", attempt=number, updated=utc_now())
     current = cluster.state.status(job_id)
@@ -68,7 +71,7 @@ def attempt(cluster: Cluster, job_id: str, number: int) -> Fence:
     running = RunningInfo(version=None, attempt=number, host="h", pid=1, started=utc_now())
     if cluster.zk.exists(layout.running(job_id)) is not None:
         cluster.zk.delete(layout.running(job_id))
-    cluster.zk.commit([Create(layout.running(job_id), running.to_bytes(), ephemeral=True)])
+    driver.commit([Create(layout.running(job_id), running.to_bytes(), ephemeral=True)])
     return Fence.check(
         layout.status(job_id), written.version, description=f"attempt {number} superseded"
     ) + Fence.check(layout.running(job_id), 0, description=f"attempt {number} lost its session")
@@ -141,10 +144,10 @@ def test_only_a_current_job_can_be_changed_and_nothing_is_left_behind(cluster: C
 
 
 def test_declared_keys_refuse_unknown_keys_and_wrong_types_before_storing(
-    cluster: Cluster,
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
 ) -> None:
     store = submitted(cluster)
-    fence = attempt(cluster, "j", 1)
+    fence = attempt(cluster, stand_in_session(), "j", 1)
     store.set({"rate": 1.5, "colour": "red"})
     declaration = ControlKeys.build(
         attempt=1,
@@ -166,13 +169,16 @@ def test_declared_keys_refuse_unknown_keys_and_wrong_types_before_storing(
     assert change.version == 2 and "unreadable" in change.warnings[0]
 
 
-def test_the_acknowledgement_of_a_superseded_attempt_is_refused(cluster: Cluster) -> None:
+def test_the_acknowledgement_of_a_superseded_attempt_is_refused(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     store = submitted(cluster)
     store.set({"rate": 1})
-    old = attempt(cluster, "j", 1)
+    old = attempt(cluster, stand_in_session(), "j", 1)
     written = store.acknowledge(ack(1, 0), fence=old)
     assert store.acknowledgement() == written
-    new = attempt(cluster, "j", 2)  # the leader placed attempt 2: attempt 1's fence is gone
+    # the leader placed attempt 2, whose driver took running: attempt 1's fence is gone
+    new = attempt(cluster, stand_in_session(), "j", 2)
     with pytest.raises(FenceLost, match="superseded"):
         store.acknowledge(ack(1, 5).with_version(written.version), fence=old)
     with pytest.raises(FenceLost):
@@ -183,10 +189,12 @@ def test_the_acknowledgement_of_a_superseded_attempt_is_refused(cluster: Cluster
     assert store.acknowledgement() == mine and mine.attempt == 2
 
 
-def test_garbage_in_the_records_is_reported_never_raised_by_listings(cluster: Cluster) -> None:
+def test_garbage_in_the_records_is_reported_never_raised_by_listings(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     store = submitted(cluster)
     store.set({"rate": 1, PAUSE: True})
-    fence = attempt(cluster, "j", 1)
+    fence = attempt(cluster, stand_in_session(), "j", 1)
     store.acknowledge(
         ack(1, 0, values={"rate": 1, PAUSE: True}, paused_since=utc_now()), fence=fence
     )
@@ -218,10 +226,12 @@ def test_garbage_in_the_records_is_reported_never_raised_by_listings(cluster: Cl
     assert "control-keys" in read_view(store, cluster.checkpoints("j")).errors
 
 
-def test_the_view_says_per_key_what_the_job_made_of_the_desired_values(cluster: Cluster) -> None:
+def test_the_view_says_per_key_what_the_job_made_of_the_desired_values(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     store = submitted(cluster)
     store.set({"rate": 20, "mode": "turbo", "parts": 8, "new": 1, PAUSE: True})
-    fence = attempt(cluster, "j", 1)
+    fence = attempt(cluster, stand_in_session(), "j", 1)
     store.acknowledge(
         ack(
             1,
@@ -254,10 +264,12 @@ def test_the_view_says_per_key_what_the_job_made_of_the_desired_values(cluster: 
     assert view["applied"]["live"] is False and view["paused"] is False
 
 
-def test_waiting_for_an_acknowledgement_ends_with_it_or_times_out(cluster: Cluster) -> None:
+def test_waiting_for_an_acknowledgement_ends_with_it_or_times_out(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     store = submitted(cluster)
     change = store.set({"rate": 1})
-    fence = attempt(cluster, "j", 1)
+    fence = attempt(cluster, stand_in_session(), "j", 1)
     with pytest.raises(WaitTimeout, match="no attempt acknowledged control version 0"):
         store.wait_applied(0, timeout=0.3)
     cluster.zk.create(store.ack_path, b"garbage")  # waited past, not raised

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member import attemptdir
 from recovery.member.launcher import DriverLauncher
 from recovery.settings import DaemonSettings, driver_users
+from recovery.shared import attemptdir
 from tests.helpers import alive, wait_for
 from tests.users import User, shared_directory
 from zkstore.config import StoreConfig

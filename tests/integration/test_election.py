@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from recovery.leader.election import LeaderElection
-from recovery.member import processes
-from recovery.member.processes import boot_id, start_ticks
+from recovery.shared import processes
+from recovery.shared.processes import boot_id, start_ticks
 from tests.helpers import expire_session, pause, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader

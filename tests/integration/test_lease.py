@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import socket
 import time
+
+import pytest
 
 from recovery.driver.lease import SessionLease
 from tests.helpers import connected, expire_session, holds_for, requests_sent, wait_for
 from zkstore.config import StoreConfig
+from zkstore.dev.blackout import Blackout
 from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.polling import PollingHandler
 from zkstore.zk import ZooKeeper
 
 
@@ -84,3 +89,48 @@ def test_a_lease_started_from_the_nodes_creation_sends_no_heartbeat_first(
         lease.stop()
     finally:
         zk.stop()
+
+
+def test_a_server_gone_silent_is_left_for_another_before_the_lease_runs_out(
+    private_zk_server: EmbeddedZooKeeper,
+) -> None:
+    """Two ways to the ensemble; the one the session uses goes silent (its packets dropped, its
+    connection open), the other answers. kazoo counts every request as a ping, so the heartbeats
+    alone would keep the session on the silent one until the lease ran out (a driver stopped,
+    its job restarted, though ZooKeeper answered all along: found by the chaos campaign's
+    zk-server-cut). The lease leaves it and is renewed through the other."""
+    server = private_zk_server.connect_string
+    with Blackout(f"{server},{server}") as ways:
+        zk = connected(ways.connect_string, session_timeout=4.0, timeout=1.0)
+        try:
+            zk.create("/running", b"{}", ephemeral=True)
+            session = zk.session_id
+            lease = SessionLease(zk, "/running").start()
+            (used,) = wait_for(ways.busy, timeout=10, what="a connection")
+            ways.silence(used)
+            holds_for(lambda: lease.remaining() > 0, 2 * lease.length, what="the lease renewed")
+            assert ways.busy() == [1 - used], "the session left the silent server"
+            assert zk.session_id == session and not lease.lost, "the same session"
+            lease.stop()
+        finally:
+            zk.stop()
+
+
+def test_a_connect_to_a_server_that_does_not_answer_waits_its_share_of_the_session() -> None:
+    """kazoo gives a server's handshake the session timeout shared among the servers, but waited
+    for the TCP connect itself the whole session timeout: a server whose host drops the SYN
+    cost a client leaving a silent server for the next one its whole session. The handler
+    bounds the connect to the handshake's share."""
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full:
+        port = full.getsockname()[1]
+        queued = socket.create_connection(("127.0.0.1", port), timeout=5)  # fills the queue:
+        try:  # the next SYN is dropped, as a cut drops it
+            handler = PollingHandler(connect_timeout=0.5)
+            began = time.monotonic()
+            with pytest.raises(OSError):
+                handler.create_connection(
+                    address=("127.0.0.1", port), hostname="127.0.0.1", timeout=60.0
+                )
+            assert time.monotonic() - began < 30.0, "the connect's bound, not kazoo's 60 s"
+        finally:
+            queued.close()

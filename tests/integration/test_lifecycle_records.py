@@ -6,12 +6,11 @@ driver that was about to start."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
 from zkstore.cluster import Cluster
-from zkstore.config import StoreConfig
 from zkstore.errors import FenceLost, HandleExists, VersionConflict
 from zkstore.jobs.records import JobStatus, RunningInfo, read_record
 from zkstore.jobs.states import STARTING
@@ -35,11 +34,9 @@ def placed(cluster: Cluster) -> int:
 
 
 @pytest.fixture
-def driver(config: StoreConfig) -> Iterator[ZooKeeper]:
-    """The driver's own session."""
-    zk = ZooKeeper.from_config(config).start()
-    yield zk
-    zk.stop()
+def driver(stand_in_session: Callable[[], ZooKeeper]) -> ZooKeeper:
+    """The driver's own session (a stand-in's: tests/conftest.py)."""
+    return stand_in_session()
 
 
 def take_running(cluster: Cluster, zk: ZooKeeper, status_version: int) -> Fence:
@@ -141,7 +138,7 @@ def test_stopped_is_recorded_only_once_no_driver_holds_running(
 
 
 def test_stopped_fences_out_a_driver_about_to_start(
-    cluster: Cluster, config: StoreConfig, placed: int
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper], placed: int
 ) -> None:
     layout = cluster.layout
     request = EndRequest(version=None, attempt=2, reason=STOPPED, requested=utc_now(), grace_ms=1)
@@ -150,10 +147,6 @@ def test_stopped_fences_out_a_driver_about_to_start(
         stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=0)
     )
     assert cluster.zk.exists(end_path(layout, JOB)) is None
-    late = ZooKeeper.from_config(config).start()
-    try:
-        with pytest.raises(VersionConflict):
-            take_running(cluster, late, placed)  # the launch that was under way
-    finally:
-        late.stop()
+    with pytest.raises(VersionConflict):
+        take_running(cluster, stand_in_session(), placed)  # the launch that was under way
     assert cluster.zk.exists(layout.running(JOB)) is None

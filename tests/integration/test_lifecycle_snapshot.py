@@ -5,6 +5,8 @@ an unread one would make the leader write it again, and again)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
@@ -12,6 +14,7 @@ from zkstore.jobs.snapshot import read_snapshot
 from zkstore.jobs.states import STARTING, STOPPING, STUCK
 from zkstore.jobs.stops import EndRequest, StopRequest
 from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
 
 
 def job(ctx: object) -> None:
@@ -27,16 +30,19 @@ def placed(cluster: Cluster, job_id: str, **lifecycle: float) -> None:
     cluster.zk.create(cluster.layout.end(job_id), end.to_bytes())
 
 
-def test_the_end_request_is_read_where_the_leader_may_have_written_it(cluster: Cluster) -> None:
+def test_the_end_request_is_read_where_the_leader_may_have_written_it(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     placed(cluster, "lost")
     found = read_snapshot(cluster.zk, cluster.layout, "lost")
     assert found.end is not None and found.end.reason == STUCK, "no running node: read"
     placed(cluster, "limited", timeout=60)
     driver = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
-    cluster.zk.create(cluster.layout.running("limited"), driver.to_bytes(), ephemeral=True)
+    stand_in = stand_in_session()
+    stand_in.create(cluster.layout.running("limited"), driver.to_bytes(), ephemeral=True)
     assert read_snapshot(cluster.zk, cluster.layout, "limited").end is not None
     placed(cluster, "plain")
-    cluster.zk.create(cluster.layout.running("plain"), driver.to_bytes(), ephemeral=True)
+    stand_in.create(cluster.layout.running("plain"), driver.to_bytes(), ephemeral=True)
     plain = read_snapshot(cluster.zk, cluster.layout, "plain")
     assert plain.end is None and not plain.end_read, "a running job without limits: not read"
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member.processes import identify
 from recovery.member.shipper import ShipperService
 from recovery.member.shipping import (
     FollowRequest,
@@ -22,6 +21,7 @@ from recovery.member.shipping import (
     start_process,
     write_atomically,
 )
+from recovery.shared.processes import identify
 from tests.helpers import alive, holds_for, run_child, wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster

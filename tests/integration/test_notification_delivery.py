@@ -20,6 +20,7 @@ from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import FenceLost, NotLeader
+from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import (
     ATTEMPT_FAILED,
     ATTEMPT_LOST,
@@ -33,6 +34,8 @@ from zkstore.ops import Fence, SetData
 from zkstore.strict import parse_time, utc_now
 
 FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)
+#: the test's receivers listen on loopback, which notifications may reach only when allowed
+LOOPBACK = Destinations.parse("127.0.0.1")
 #: A round against a receiver that answers at once takes milliseconds; one that times out,
 #: the deadline. Conditions wait for this many rounds at most.
 ROUNDS = 20
@@ -83,7 +86,7 @@ def test_every_event_is_delivered_and_retries_carry_the_same_key(
     sent = events(30)
     for event in sent:
         record(cluster, fence, [event], [receiver.url()])
-    drain(NotificationSender(outbox, fence=fence, settings=FAST), outbox)
+    drain(NotificationSender(outbox, fence=fence, settings=FAST, destinations=LOOPBACK), outbox)
     requests, delivered = receiver.snapshot()
     assert set(delivered) == {e.key for e in sent}
     assert all(count == 1 for count in delivered.values())
@@ -107,7 +110,7 @@ def test_a_second_leader_delivers_what_the_first_left_with_its_backoff(
         for event in sent:
             record(cluster, fence, [event], [down.url(), up.url()])
         patient = SenderSettings(deadline=2.0, backoff=Backoff(60.0, 120.0, jitter=0.2))
-        first = NotificationSender(outbox, fence=fence, settings=patient)
+        first = NotificationSender(outbox, fence=fence, settings=patient, destinations=LOOPBACK)
         done = first.run_once()
         assert (done.delivered, done.failed) == (10, 10)
         left = outbox.pending()[0]
@@ -120,7 +123,10 @@ def test_a_second_leader_delivers_what_the_first_left_with_its_backoff(
         with Cluster.open(config) as other:
             fence2, _ = lead(other)
             second = NotificationSender(
-                Outbox(other.zk, other.layout), fence=fence2, settings=patient
+                Outbox(other.zk, other.layout),
+                fence=fence2,
+                settings=patient,
+                destinations=LOOPBACK,
             )
             # Not before the backoff the first leader recorded: a new leader does not hammer.
             tried = len(down.snapshot()[0])
@@ -147,15 +153,16 @@ def test_a_crash_between_the_2xx_and_the_delete_delivers_again_with_the_same_key
         record(cluster, fence, [event], [receiver.url()])
     spec = {"config": config.to_json(), "op": "send", "job": "-", "step": "notify:posted"}
     assert run_child("tests.crash_lifecycle", spec) == CRASHED
-    requests, _ = receiver.snapshot()
-    assert len(requests) == 5  # every POST answered 2xx, and not one entry was deleted
+    posted = {key for key, _ in receiver.snapshot()[0]}
+    assert posted  # answered 2xx (the first POST of each lane at least), and nothing deleted
     assert len(outbox.pending()[0]) == 5
     fence2, _ = lead(cluster)  # the next leader
-    drain(NotificationSender(outbox, fence=fence2, settings=FAST), outbox)
+    drain(NotificationSender(outbox, fence=fence2, settings=FAST, destinations=LOOPBACK), outbox)
     requests, delivered = receiver.snapshot()
     assert sorted(delivered) == sorted(e.key for e in sent)
-    assert all(count == 2 for count in delivered.values())  # at least once: here twice each
-    assert {key for key, _ in requests} == {e.key for e in sent}  # duplicates: the same key
+    # at least once: twice those posted before the crash, each time with the same key
+    assert {key for key, count in delivered.items() if count == 2} == posted
+    assert {key for key, _ in requests} == {e.key for e in sent}
 
 
 def test_a_deposed_leader_records_no_event_and_its_sender_stops(
@@ -170,7 +177,9 @@ def test_a_deposed_leader_records_no_event_and_its_sender_stops(
         record(cluster, fence, events(1, job="b"), [receiver.url()])
     assert [p.entry.job_id for p in outbox.pending()[0]] == ["a"]  # b's change: no event either
     lost: list[FenceLost] = []
-    sender = NotificationSender(outbox, fence=fence, settings=FAST, on_fence_lost=lost.append)
+    sender = NotificationSender(
+        outbox, fence=fence, settings=FAST, destinations=LOOPBACK, on_fence_lost=lost.append
+    )
     sender.start()
     wait_for(lambda: not sender.running, timeout=BOUND, what="the deposed sender to stop")
     sender.stop()
@@ -184,7 +193,7 @@ def test_the_thread_delivers_new_events_promptly(
     receiver.fail = lambda n, key: False
     fence, _ = lead(cluster)
     outbox = Outbox(cluster.zk, cluster.layout)
-    sender = NotificationSender(outbox, fence=fence, settings=FAST).start()
+    sender = NotificationSender(outbox, fence=fence, settings=FAST, destinations=LOOPBACK).start()
     try:
         latencies = []
         for n in range(1, 11):
@@ -211,7 +220,9 @@ def test_the_thread_tries_a_refused_event_again_after_its_backoff_not_its_poll(
     fence, _ = lead(cluster)
     outbox = Outbox(cluster.zk, cluster.layout)
     settings = SenderSettings(deadline=2.0, backoff=FAST.backoff, poll=3600.0)
-    sender = NotificationSender(outbox, fence=fence, settings=settings).start()
+    sender = NotificationSender(
+        outbox, fence=fence, settings=settings, destinations=LOOPBACK
+    ).start()
     try:
         event = Event("refused", 1, SUCCEEDED, utc_now())
         record(cluster, fence, [event], [receiver.url()])
@@ -233,7 +244,7 @@ def test_a_round_says_when_its_refused_events_are_due_again(
     outbox = Outbox(cluster.zk, cluster.layout)
     outbox.ensure()
     record(cluster, fence, events(2), [receiver.url()])
-    sender = NotificationSender(outbox, fence=fence, settings=FAST)
+    sender = NotificationSender(outbox, fence=fence, settings=FAST, destinations=LOOPBACK)
     now = datetime.now(UTC)
     done = sender.run_once(now)
     assert (done.failed, done.waiting) == (2, 0)
@@ -260,7 +271,9 @@ def test_the_thread_survives_a_round_that_fails(
     sent = events(3)
     record(cluster, fence, sent, [receiver.url()])
     settings = SenderSettings(deadline=2.0, backoff=FAST.backoff, poll=0.5, error_pause=0.2)
-    sender = NotificationSender(outbox, fence=fence, settings=settings, on_step=breaks_once)
+    sender = NotificationSender(
+        outbox, fence=fence, settings=settings, destinations=LOOPBACK, on_step=breaks_once
+    )
     with caplog.at_level(logging.ERROR):
         sender.start()
         try:
@@ -269,7 +282,9 @@ def test_the_thread_survives_a_round_that_fails(
         finally:
             sender.stop(timeout=settings.deadline * 2)
     assert "round failed; trying again" in caplog.text
-    assert receiver.snapshot()[1] == {e.key: 2 for e in sent}  # posted, broke, posted again
+    # the one whose settling broke was posted again; the others once
+    assert sorted(receiver.snapshot()[1].values()) == [1, 1, 2]
+    assert set(receiver.snapshot()[1]) == {e.key for e in sent}
 
 
 def test_a_stalled_receiver_costs_one_deadline_and_blocks_no_other_event(
@@ -285,7 +300,9 @@ def test_a_stalled_receiver_costs_one_deadline_and_blocks_no_other_event(
         record(cluster, fence, events(4, job="fast"), [receiver.url()])
         settings = SenderSettings(deadline=0.5, backoff=FAST.backoff)
         started = time.monotonic()
-        done = NotificationSender(outbox, fence=fence, settings=settings).run_once()
+        done = NotificationSender(
+            outbox, fence=fence, settings=settings, destinations=LOOPBACK
+        ).run_once()
         took = time.monotonic() - started
         assert (done.delivered, done.failed) == (4, 1)
         assert took < settings.deadline + 3.0  # one deadline, not the receiver's 10 s
@@ -306,7 +323,7 @@ def test_undeliverable_events_are_dropped_after_the_retention_at_error(
         outbox.ensure()
         record(cluster, fence, events(2), [receiver.url("/hook/SECRET-token")])
         settings = SenderSettings(deadline=2.0, retention=1.0, backoff=FAST.backoff)
-        sender = NotificationSender(outbox, fence=fence, settings=settings)
+        sender = NotificationSender(outbox, fence=fence, settings=settings, destinations=LOOPBACK)
         with caplog.at_level(logging.INFO):
             wait_for(
                 lambda: sender.run_once().dropped == 0 and not outbox.pending()[0],
@@ -322,24 +339,21 @@ def test_undeliverable_events_are_dropped_after_the_retention_at_error(
         receiver.stop()
 
 
-def test_the_oldest_beyond_the_most_entries_kept_are_dropped(
-    cluster: Cluster, caplog: pytest.LogCaptureFixture
+def test_a_full_outbox_is_never_emptied_by_dropping_entries(
+    cluster: Cluster, receiver: NotificationReceiver
 ) -> None:
-    receiver = NotificationReceiver(fail=lambda n, key: True).start()
-    try:
-        fence, _ = lead(cluster)
-        outbox = Outbox(cluster.zk, cluster.layout)
-        outbox.ensure()
-        for event in events(8):
-            record(cluster, fence, [event], [receiver.url()])
-        settings = SenderSettings(max_entries=5, backoff=FAST.backoff)
-        with caplog.at_level(logging.ERROR):
-            done = NotificationSender(outbox, fence=fence, settings=settings).run_once()
-        assert done.dropped == 3
-        assert [p.entry.attempt for p in outbox.pending()[0]] == [4, 5, 6, 7, 8]
-        assert "more than 5 entries" in caplog.text
-    finally:
-        receiver.stop()
+    """However many entries wait, the sender drops none but by age (the bound is kept when
+    events are written: tests/integration/test_outbox_bounds.py)."""
+    receiver.fail = lambda n, key: True
+    fence, _ = lead(cluster)
+    outbox = Outbox(cluster.zk, cluster.layout)
+    outbox.ensure()
+    for event in events(8):
+        record(cluster, fence, [event], [receiver.url()])
+    sender = NotificationSender(outbox, fence=fence, settings=FAST, destinations=LOOPBACK)
+    done = sender.run_once()
+    assert (done.dropped, done.failed) == (0, 8)
+    assert len(outbox.pending()[0]) == 8
 
 
 def test_a_node_that_is_no_entry_is_left_alone(
@@ -352,7 +366,9 @@ def test_a_node_that_is_no_entry_is_left_alone(
     cluster.zk.create(f"{outbox.path}/planted", b"\xff garbage")
     record(cluster, fence, events(1), [receiver.url()])
     with caplog.at_level(logging.WARNING):
-        done = NotificationSender(outbox, fence=fence, settings=FAST).run_once()
+        done = NotificationSender(
+            outbox, fence=fence, settings=FAST, destinations=LOOPBACK
+        ).run_once()
     assert done.delivered == 1
     assert cluster.zk.exists(f"{outbox.path}/planted") is not None
     assert "planted is not a notification entry" in caplog.text
@@ -373,7 +389,7 @@ def test_delivery_throughput(cluster: Cluster, receiver: NotificationReceiver) -
     recorded = time.monotonic() - started
     sizes = [len(p.entry.to_bytes()) for p in outbox.pending()[0]]
     started = time.monotonic()
-    drain(NotificationSender(outbox, fence=fence, settings=FAST), outbox)
+    drain(NotificationSender(outbox, fence=fence, settings=FAST, destinations=LOOPBACK), outbox)
     took = time.monotonic() - started
     print(
         f"\n200 events: recorded in {recorded:.2f} s (10 transactions), delivered in {took:.2f} s"

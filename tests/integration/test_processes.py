@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recovery.member import processes
-from recovery.member.processes import Liveness, ProcessIdentity
+from recovery.shared import processes
+from recovery.shared.processes import Liveness, ProcessIdentity
 
 
 def test_a_process_is_its_pid_and_start_time() -> None:

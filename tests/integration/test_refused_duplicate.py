@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,9 @@ def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def hold_attempt(config: StoreConfig, job_id: str) -> ZooKeeper:
+def hold_attempt(config: StoreConfig, zk: ZooKeeper, job_id: str) -> ZooKeeper:
     """Status (version 0, attempt 1 on member m) and a running node of attempt 1 held by this
-    test process, in a session of its own (the live driver)."""
-    zk = ZooKeeper.from_config(config).start()
+    test process in ``zk``, a session of its own (the live driver's: a stand-in's)."""
     base = config.base_path
     status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), daemon_id="m")
     zk.ensure_path(f"{base}/jobs/{job_id}")
@@ -61,9 +61,9 @@ def hold_attempt(config: StoreConfig, job_id: str) -> ZooKeeper:
 
 
 def test_a_refused_duplicate_driver_leaves_the_attempts_directory(
-    config: StoreConfig, tmp_path: Path
+    config: StoreConfig, tmp_path: Path, stand_in_session: Callable[[], ZooKeeper]
 ) -> None:
-    holder = hold_attempt(config, "j")
+    holder = hold_attempt(config, stand_in_session(), "j")
     work_dir = tmp_path / "j-attempt-1"
     work_dir.mkdir()
     (work_dir / "data.csv").write_text("the live driver's file")
@@ -112,7 +112,7 @@ def launch_of(process: subprocess.Popen[bytes], work_dir: Path, log: Path) -> La
     }
     names = {f.name for f in dataclasses.fields(Launch)}
     if "identity" in names:
-        from recovery.member.processes import ProcessIdentity
+        from recovery.shared.processes import ProcessIdentity
 
         identity = ProcessIdentity(socket.gethostname(), process.pid, None, boot_id())
         values["identity"] = identity
@@ -120,9 +120,9 @@ def launch_of(process: subprocess.Popen[bytes], work_dir: Path, log: Path) -> La
 
 
 def test_the_exit_of_a_refused_duplicate_leaves_the_live_drivers_node_and_assignment(
-    config: StoreConfig, tmp_path: Path
+    config: StoreConfig, tmp_path: Path, stand_in_session: Callable[[], ZooKeeper]
 ) -> None:
-    holder = hold_attempt(config, "j")
+    holder = hold_attempt(config, stand_in_session(), "j")
     settings = DaemonSettings(
         store=config, daemon_id="m", work_dir=str(tmp_path / "work"), fork_server=False
     )

@@ -3,6 +3,8 @@ as reading every record, with fewer reads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tests import jobs
 from tests.helpers import requests_sent
 from zkstore.cluster import Cluster
@@ -12,6 +14,7 @@ from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.stops import EndRequest, StopRequest
 from zkstore.ops import Create
 from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
 
 
 def count_reads(cluster: Cluster, look_inside: bool, ids: list[str]) -> tuple[dict, int]:
@@ -21,7 +24,9 @@ def count_reads(cluster: Cluster, look_inside: bool, ids: list[str]) -> tuple[di
     return found, len(sent)
 
 
-def test_looking_inside_reads_the_same_snapshots_with_fewer_reads(cluster: Cluster) -> None:
+def test_looking_inside_reads_the_same_snapshots_with_fewer_reads(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     layout = cluster.layout
     now = utc_now()
     for job_id in ("pending", "starting", "ended", "stopped", "running"):
@@ -34,7 +39,9 @@ def test_looking_inside_reads_the_same_snapshots_with_fewer_reads(cluster: Clust
     stop = StopRequest(version=None, requested=now)
     cluster.zk.commit([Create(layout.stop("stopped"), stop.to_bytes())])
     running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=now)
-    cluster.zk.commit([Create(layout.running("running"), running.to_bytes(), ephemeral=True)])
+    stand_in_session().commit(
+        [Create(layout.running("running"), running.to_bytes(), ephemeral=True)]
+    )
     cluster.zk.ensure_path(layout.job_dir("pending"))
     cluster.zk.commit([Create(layout.cancel("pending"), b"garbage")])  # an unreadable record
     ids = ["pending", "starting", "ended", "stopped", "running", "nothing"]

@@ -18,7 +18,7 @@ import pyspark
 import pytest
 
 from recovery.driver import workdir
-from recovery.member import attemptdir
+from recovery.shared import attemptdir
 from zkstore.dev.embedded import find_java
 
 SPARK_HOME = Path(pyspark.__file__).parent

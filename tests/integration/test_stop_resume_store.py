@@ -4,6 +4,8 @@ with a crash (a child process dying) between every two of their writes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.helpers import crash, quarantined
@@ -27,6 +29,7 @@ from zkstore.lifecycle.states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create
 from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
 
 JOB = "pipeline"
 
@@ -192,14 +195,16 @@ def test_a_crash_at_any_step_of_a_resume_leaves_a_consistent_job(
     assert len(findings) == orphans and all(f.garbage for f in findings)
 
 
-def running(cluster: Cluster) -> None:
+def running(cluster: Cluster, driver: ZooKeeper) -> None:
     info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
-    cluster.zk.commit([Create(cluster.layout.running(JOB), info.to_bytes(), ephemeral=True)])
+    driver.commit([Create(cluster.layout.running(JOB), info.to_bytes(), ephemeral=True)])
 
 
-def test_no_definition_is_swapped_under_a_running_driver(cluster: Cluster) -> None:
+def test_no_definition_is_swapped_under_a_running_driver(
+    cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]
+) -> None:
     stopped(cluster)
-    running(cluster)  # a driver that should not be there (a stale launch)
+    running(cluster, stand_in_session())  # a driver that should not be there (a stale launch)
     v2 = JobDefinition.for_script(JOB, "print('v2')", filename="v2.py")
     version = cluster.zk.get(cluster.layout.status(JOB))[1].version
     with pytest.raises(WrongState, match="a driver of pipeline runs"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
+from zkstore.zk import ZooKeeper
 
 T0 = "2026-11-21T00:00:00Z"
 
@@ -199,7 +201,7 @@ def test_handle_pointing_outside_the_storage_root_is_refused(
 
 
 def test_the_spark_app_record_is_fenced_on_the_attempt(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, stand_in_session: Callable[[], ZooKeeper]
 ) -> None:
     """What a driver publishes about its Spark application, with no Spark: the application is
     given; the record, its fence and ZooKeeper are real."""
@@ -217,7 +219,8 @@ def test_the_spark_app_record_is_fenced_on_the_attempt(
     zk.ensure_path(layout.job_dir("j"))
     zk.create(layout.status("j"), b"{}")
     running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=T0)
-    zk.commit([Create(layout.running("j"), running.to_bytes(), ephemeral=True)])
+    driver = stand_in_session()  # the driver's own session: running, and its records
+    driver.commit([Create(layout.running("j"), running.to_bytes(), ephemeral=True)])
     fence = Fence.check(layout.status("j"), 0) + Fence.check(layout.running("j"), 0)
     monkeypatch.setattr(sparkapp, "current_app", lambda attempt: app("local-1"))
     monkeypatch.setattr(sparkapp, "CHECK_INTERVAL", 0.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner, Result
@@ -29,6 +30,7 @@ from zkstore.jobs.states import (
     STARTING,
 )
 from zkstore.strict import utc_now
+from zkstore.zk import ZooKeeper
 
 
 def invoke(config: StoreConfig, *words: str) -> Result:
@@ -94,7 +96,7 @@ def test_release_is_refused_while_corrupt_and_puts_the_job_back_once_repaired(
 
 
 def test_release_refuses_a_foreign_payload_a_raw_handle_and_a_live_driver(
-    cluster: Cluster, config: StoreConfig
+    cluster: Cluster, config: StoreConfig, stand_in_session: Callable[[], ZooKeeper]
 ) -> None:
     quarantined(cluster, "own")
     quarantined(cluster, "thief")
@@ -115,7 +117,7 @@ def test_release_refuses_a_foreign_payload_a_raw_handle_and_a_live_driver(
     assert refused.exit_code == 5 and "kept no valid handle" in refused.output
 
     running = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
-    cluster.zk.create(cluster.layout.running("own"), running.to_bytes(), ephemeral=True)
+    stand_in_session().create(cluster.layout.running("own"), running.to_bytes(), ephemeral=True)
     with pytest.raises(WrongState, match="still runs"):
         triage.release(cluster, "own")
 

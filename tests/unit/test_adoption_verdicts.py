@@ -17,7 +17,7 @@ from recovery.member.adoption import (
     Verdict,
     judge,
 )
-from recovery.member.processes import Liveness, ProcessIdentity
+from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.jobs.records import RunningInfo
 
 HOST, BOOT = "h", "boot-1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member import attemptdir
+from recovery.shared import attemptdir
 
 
 def test_an_attempts_directory_goes_with_its_scratch(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev.chaos import job
+from recovery.dev.chaos import job, ledger
 from recovery.dev.chaos.runner import Options, RunReport, plan, table
+from recovery.dev.chaos.schedules import Verdict
 
 
 def attempt(n: int, start: float, last: float) -> job.Attempt:
@@ -56,11 +57,48 @@ def test_plan_is_seeded_and_covers_every_scenario() -> None:
 
 def test_table_counts_violations_per_scenario() -> None:
     reports = [
-        RunReport("a", None, [], 1.0, 10.0),
-        RunReport("a", None, ["x"], 3.0, 10.0),
+        RunReport("a", None, [], 1.0, 10.0, Verdict(windows=2, delays=[0.5, 4.0])),
+        RunReport("a", None, ["x"], 3.0, 10.0, Verdict(windows=1, delays=[1.0])),
         RunReport("b", None, [], float("nan"), 10.0),
     ]
     lines = table(reports).splitlines()
-    assert lines[1].split() == ["a", "2", "1", "2.0", "3.0"]
-    assert lines[2].split() == ["b", "1", "0", "-", "-"]
+    assert lines[1].split() == ["a", "2", "1", "2.0", "3.0", "1.0", "4.0"]
+    assert lines[2].split() == ["b", "1", "0", "-", "-", "-", "-"]
     assert lines[3].split() == ["all", "3", "1"]
+
+
+def entry(index: int, attempt: int) -> ledger.Entry:
+    return ledger.Entry(index=index, attempt=attempt, pid=100 + attempt, seq=index, at=0.0)
+
+
+def test_a_write_of_an_older_attempt_after_a_newer_attempts_first_is_a_zombie_write() -> None:
+    assert ledger.zombie_writes([entry(0, 1), entry(1, 1), entry(2, 2), entry(3, 3)]) == []
+    (found,) = ledger.zombie_writes([entry(0, 1), entry(1, 2), entry(2, 1), entry(3, 2)])
+    assert "attempt 1" in found and "entry 2" in found and "attempt 2's entry 1" in found
+
+
+def test_the_ledger_takes_each_index_once_in_the_order_storage_took_them(tmp_path: Path) -> None:
+    book = ledger.Ledger(tmp_path.as_uri())
+    book.create(0, b'{"attempt": 1, "pid": 7, "seq": 0, "at": 1.0}')
+    with pytest.raises(FileExistsError):
+        book.create(0, b'{"attempt": 2, "pid": 8, "seq": 0, "at": 2.0}')
+    book.create(1, b'{"attempt": 2, "pid": 8, "seq": 0, "at": 2.0}')
+    assert [(e.index, e.attempt) for e in book.entries()] == [(0, 1), (1, 2)]
+    (tmp_path / "log").write_text("1 0\n2 1\n2 2\n")
+    assert ledger.missing(book, tmp_path / "log") == [2]
+
+
+def test_a_job_is_back_at_the_first_step_of_a_newer_attempt_counted_from_the_fault() -> None:
+    steps = [(1, 0.0), (1, 0.2), (1, 4.0), (2, 9.5), (2, 9.7)]
+    assert job.back_after(steps, start=3.0) == pytest.approx(6.5), "attempt 1 stepped on"
+    assert job.back_after(steps, start=9.6) is None, "no attempt newer than 2"
+    assert job.back_after([(1, 5.0)], start=3.0) == pytest.approx(2.0), "its first attempt"
+
+
+def test_with_partitions_the_plan_alternates_a_partition_and_a_process_fault() -> None:
+    options = Options(runs=8, seed=3, scenarios=("a", "b", "c"), partitions=("x", "y"))
+    order = plan(options)
+    assert {order[0], order[2]} == {"x", "y"}, "a partition first, then one in turn"
+    assert {order[1], order[3], order[4]} == {"a", "b", "c"}, "the rest once the cuts are done"
+    assert {order[5], order[7]} == {"x", "y"} and len(order) == 8
+    assert plan(options) == order

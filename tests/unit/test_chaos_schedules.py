@@ -97,6 +97,19 @@ def test_late_runs_are_counted_and_fail_past_epsilon() -> None:
     assert verdict.late == 1 and len(verdict.violations) == 1
 
 
+def test_a_window_later_than_the_quickest_by_more_than_the_bound_is_a_violation() -> None:
+    """A restart's bound (issue 50.8): what the fault added over what a run's start costs."""
+    slow = [run(w, delay=1.5 + (6.2 if w == WINDOWS[3] else 0.0)) for w in WINDOWS]
+    assert check(WINDOWS, slow, {}, bound=7.0).violations == []  # all slow alike, one 6.2 s more
+    slow[5] = run(WINDOWS[5], delay=1.5 + 7.5)
+    verdict = check(WINDOWS, slow, {}, bound=7.0)
+    assert verdict.late == 1
+    assert verdict.violations == [
+        f"window {WINDOWS[5]}: its run started 10.0 s late, 7.5 s later than the quickest "
+        "window's (over 7 s)"
+    ]
+
+
 def test_runs_of_other_schedules_and_off_window_times_are_caught() -> None:
     stray = Run(
         "s-20261124T000002Z", START + timedelta(seconds=2), (Attempt(1, START.timestamp() + 3),)

@@ -32,3 +32,23 @@ def test_the_leader_history_keeps_the_newest_terms_and_a_term_once() -> None:
     gone = record.with_departed({"d1": utc_now()}, set()).with_departed({}, {"d1"})
     assert gone.departed == {}
     LeaderHistory.from_znode(record.with_departed({"d2": utc_now()}, set()).to_bytes(), None, "/l")
+
+
+def test_an_attempt_keeps_its_definition_through_its_end_and_unknown_fields_are_ignored() -> None:
+    """Issue 49.6: the placement names the definition; the end, written later without it,
+    keeps it. A field of a newer writer inside an entry is ignored, as at a record's top."""
+    digest = "ab" * 32
+    placed = AttemptEntry(1, "d1", utc_now(), definition=digest, target="etl.py:run")
+    record = history._attempt_change(placed)(JobHistory(version=None))
+    ended = AttemptEntry(1, "d2", utc_now(), history.FAILED, utc_now(), "boom")
+    record = history._attempt_change(ended)(record)
+    (entry,) = JobHistory.from_znode(record.to_bytes(), None, "/h").entries()
+    assert (entry.outcome, entry.daemon, entry.definition, entry.target) == (
+        history.FAILED,
+        "d1",
+        digest,
+        "etl.py:run",
+    )
+    newer = JobHistory(version=None, attempts={"1": {**entry.as_json(), "cpu_seconds": 7}})
+    (read,) = JobHistory.from_znode(newer.to_bytes(), None, "/h").entries()
+    assert read == entry

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from recovery.leader.placement import Fleet, Member
+from recovery.leader.placement import Fleet
+from recovery.shared.fleet import Member
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import utc_now
 

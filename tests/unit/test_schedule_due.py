@@ -18,6 +18,7 @@ from zkstore.schedules.due import (
     Plan,
     PreviousRun,
     admit,
+    behind,
     entries,
     fired,
     plan,
@@ -75,8 +76,15 @@ def state(last: float | None = None, **changes: Any) -> ScheduleState:
     )
 
 
-def outcomes(decided: Plan) -> list[tuple[float, str]]:
-    return [((d.window - START).total_seconds() / 3600, d.outcome) for d in decided.decisions]
+def outcomes(decided: Plan, schedule: ScheduleSpec | None = None) -> list[tuple[float, str]]:
+    """Each window's outcome, in hours from START (a row's windows listed one by one)."""
+    timing = (schedule or spec()).timing()
+    found = []
+    for d in decided.decisions:
+        windows = timing.between(d.window - timedelta(seconds=1), d.last, d.count)
+        assert len(windows) == d.count and windows[-1] == d.last, d
+        found += [((w - START).total_seconds() / 3600, d.outcome) for w in windows]
+    return found
 
 
 # -- on time, and the leader's usual loop ---------------------------------------------------------
@@ -168,24 +176,51 @@ def test_a_backlog_is_fired_a_batch_at_a_time() -> None:
     assert [h for h, _ in outcomes(third)] == list(range(41, 51)) and not third.more
 
 
-def test_a_long_outage_is_decided_a_chunk_at_a_time_without_losing_the_newest() -> None:
-    """A scan that stops short of now holds the newest N of its chunk back: the windows that
-    fire are the newest of the whole backlog, whatever the chunk size."""
+def test_a_long_outage_is_decided_in_one_plan_without_losing_the_newest() -> None:
+    """A backlog of millions of windows is one row of missed windows, counted, and the newest N
+    fired: nothing is stepped through."""
     every_second = spec(cron=None, every=1, catchup="3", grace=0)
-    now = START + timedelta(seconds=2500)
-    last: datetime | None = None
-    fires: list[datetime] = []
-    missed = 0
-    for _ in range(20):
-        current = state() if last is None else state(last=(last - START).total_seconds() / 3600)
-        decided = plan(every_second, current, now, scan=1000)
-        fires += [d.window for d in decided.decisions if d.outcome == FIRED]
-        missed += sum(d.outcome == MISSED for d in decided.decisions)
-        last = decided.decisions[-1].window
-        if not decided.more:
-            break
-    assert fires == [now - timedelta(seconds=2), now - timedelta(seconds=1), now]
-    assert missed == 2501 - 3
+    now = START + timedelta(days=40)
+    decided = plan(every_second, state(), now)
+    (missed, *fires) = decided.decisions
+    assert (missed.outcome, missed.window, missed.through) == (
+        MISSED,
+        START,
+        now - timedelta(seconds=3),
+    )
+    assert missed.count == 40 * 86400 - 2
+    assert [(d.window, d.outcome) for d in fires] == [
+        (now - timedelta(seconds=n), FIRED) for n in (2, 1, 0)
+    ]
+    assert not decided.more
+
+
+def test_catchup_all_fires_the_newest_catchup_max_and_misses_the_rest() -> None:
+    bounded = spec(catchup="all", catchup_max=5, grace=0)
+    decided = plan(bounded, state(last=0), at(100) + timedelta(minutes=1), limit=100)
+    assert outcomes(decided, bounded) == [(h, MISSED) for h in range(1, 96)] + [
+        (h, FIRED) for h in range(96, 101)
+    ]
+    (row, *_) = decided.decisions
+    assert row.count == 95 and row.reason is not None and "--catchup-max" in row.reason
+
+
+def test_a_per_second_cron_behind_by_fifty_years_costs_what_a_minute_does() -> None:
+    """The scan schedule of issue 44: a per-second cron from 1970, --catchup none. One plan
+    decides 1.6 billion windows as one row; counted, not stepped (a unit test: it would take
+    hours if it stepped)."""
+    scan = spec(cron="* * * * * *", start_at="1970-01-01T00:00:00Z", catchup="none", grace=0)
+    now = datetime(2020, 1, 1, 0, 0, 0, 500_000, tzinfo=UTC)
+    (row,) = plan(scan, state(), now).decisions
+    assert (row.outcome, row.count) == (MISSED, 1_577_836_801)
+    assert (row.window, row.through) == (
+        datetime(1970, 1, 1, tzinfo=UTC),
+        now.replace(microsecond=0),
+    )
+    (entry,) = entries((row,))
+    assert entry.count == row.count
+    assert behind(scan, state(), now) == row.count
+    assert behind(scan, state(last=(now - START).total_seconds() / 3600), now) == 0
 
 
 def test_the_end_of_a_schedule_has_no_next_window() -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from recovery.client.modules import MODULES_ZIP, local_imports, modules_zip
 from recovery.client.shipping import Dependencies, check_arguments, prepare
-from recovery.client.sparkconf import merge_lists, parse_spark_conf
 from recovery.driver.workdir import lay_out
+from recovery.shared.sparkconf import merge_lists, parse_spark_conf
 from zkstore.cli.control import parse_control_values
 from zkstore.config import parse_storage_options
 from zkstore.errors import ConfigError, IncompatiblePayload

@@ -16,21 +16,23 @@ from pathlib import Path
 import pytest
 
 from recovery.capacity import GiB, HostSize, default_max_drivers, default_warm_drivers
-from recovery.client.sparkconf import spark_submit_args
 from recovery.member.sparkjvm import confdir, home
 from recovery.member.sparkjvm.archive import ArchiveKey, Sidecar, private_problem, verify
 from recovery.member.sparkjvm.pool import WarmUpFailed, parse_connection_info
-from recovery.member.sparkjvm.records import WarmOffer, WarmRecord
-from recovery.member.sparkjvm.settings import (
+from recovery.member.sparkjvm.records import WarmRecord
+from recovery.proctitle import fit, warm_driver_title
+from recovery.settings import DaemonSettings
+from recovery.shared.sparkconf import spark_submit_args
+from recovery.shared.sparkjvm import (
     JVM_LEVEL,
+    WarmOffer,
     class_path_reason,
     jvm_reason,
     master_reason,
     parse_properties,
     parse_submit_args,
+    quote_option,
 )
-from recovery.proctitle import fit, warm_driver_title
-from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 
@@ -154,7 +156,7 @@ def test_the_launchers_command_is_read_past_its_messages() -> None:
 
 
 def test_an_option_is_quoted_as_the_launcher_splits_it() -> None:
-    assert shlex.split(home.quote_option('-Dx=/a b/"c"\\d')) == ['-Dx=/a b/"c"\\d']
+    assert shlex.split(quote_option('-Dx=/a b/"c"\\d')) == ['-Dx=/a b/"c"\\d']
 
 
 def test_the_scala_version_comes_from_sparks_core_jar(tmp_path: Path) -> None:

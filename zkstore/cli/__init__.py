@@ -3,6 +3,24 @@
 The root group (:mod:`zkstore.cli.base`) names every command with the module that defines it and
 imports that module only when the command is used: ``zkstore --version`` and a usage error pay
 for click and nothing of ours beyond the group.
+
+::
+
+    base.py         the root group, its shared connection options, exit codes from the error
+                    classes; every command named with its module
+    output.py       one output function: an aligned table for people, JSON for scripts
+    types.py        option types (durations, retentions): click only
+    jobs.py         zkstore jobs list | show | cancel, zkstore checkpoints list
+    progress.py     what ``jobs wait`` and ``submit --wait`` say as a job changes (pure)
+    logs.py         zkstore jobs logs: a job's driver logs, read from storage on any host
+    lifecycle.py    the lifecycle's options of submit, jobs stop | resume and daemon
+    artifacts.py    ``--artifact-root``, and the artifact lines of ``jobs show``
+    control.py      zkstore control: change a running job without stopping it
+    handles.py      zkstore handles list | verify | lingering | cleanup
+    quarantine.py   zkstore quarantine list | show | release | purge
+    acl.py          zkstore acl check | apply | digest
+    fleet.py        zkstore fleet status | finalize
+    schedules.py    zkstore schedules list | show | pause | resume | delete
 """
 
 from zkstore.cli.base import DevCommand, cli

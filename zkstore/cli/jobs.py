@@ -47,7 +47,9 @@ quarantine {reason, since} or null, lifecycle {timeout, start_timeout,
 progress_timeout, retry_*, notify (redacted), last_ended} or null (what the job
 was submitted with, in seconds), stop {requested, by, reason, checkpoint,
 checkpoint_timeout_s} or null, ending {attempt, reason, requested, grace_s,
-detail} or null (the attempt the leader is ending), record_errors."""
+detail} or null (the attempt the leader is ending), record_errors, definition (the
+SHA-256 of the job's current definition), schedule {name, window} or null (the
+schedule and window a scheduled run was fired for)."""
 
 
 def _row(item: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +140,10 @@ def show_job(
 ) -> None:
     """Everything the store says about one job, with its checkpoints.
 
-    JSON: the object of ``jobs list`` plus checkpoints, control, and resources {attempt,
+    JSON: the object of ``jobs list`` plus attempts [{attempt, daemon, placed, outcome,
+    ended, note, definition, target, new_definition}] (each attempt as the leader told it:
+    the SHA-256 of the definition it was placed with and what that runs, and whether that
+    changed since the attempt before), checkpoints, control, and resources {attempt,
     updated, final, counts {NAME: {opens, closes, failed_opens, uses}}} or null: the counts of
     the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them;
     artifacts [{name, scope, attempt, state, keep, uri, registered, finished, size}] (size in
@@ -156,10 +161,32 @@ def show_job(
     always = {"job_id", "name", "state", "kind", "entry", "submitted", "attempt", "max_attempts"}
     lines = {**_show_lines(item), **resource_lines(item["resources"]), **artifact_lines(item)}
     emit({k: v for k, v in lines.items() if k in always or v is not None}, fmt)
+    if item["attempts"]:
+        click.echo("attempts:")
+        for line in attempt_lines(item["attempts"]):
+            click.echo(f"  {line}")
     if item["error"]:
         click.echo("error:")
         for line in item["error"].splitlines():
             click.echo(f"  {line}")
+
+
+def attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """One line per attempt: ``2 SUCCEEDED on d2 at 2026-...Z, definition 8e1d0c2a91b4
+    (etl.py:main), new since attempt 1``."""
+    lines = []
+    for entry in attempts:
+        line = f"{entry['attempt']} {entry['outcome']} on {entry['daemon']} at {entry['placed']}"
+        if entry.get("definition"):
+            line += f", definition {entry['definition'][:12]}"
+            if entry.get("target"):
+                line += f" ({entry['target']})"
+            if entry["new_definition"]:
+                line += ", new since the attempt before"
+        if entry.get("note"):
+            line += f": {entry['note']}"
+        lines.append(line)
+    return lines
 
 
 #: States in which a job waits for something (its ``waiting`` reason is shown).
@@ -188,6 +215,10 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
         else f"{item['modules']} (shipped automatically from the job's directory)",
         "require": item["require"],
         "submitted": item["submitted"],
+        "schedule": None
+        if item["schedule"] is None
+        else f"run of {item['schedule']['name']} for its window {item['schedule']['window']}",
+        "definition": item["definition"],
         "waiting": waiting,
         "attempt": attempts_text(item),
         "max_attempts": item["max_attempts"],

@@ -20,6 +20,7 @@ from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
 
 if TYPE_CHECKING:  # the records import the ZooKeeper client: loaded when an option is used
+    from zkstore.config import LoweredMinimums
     from zkstore.lifecycle.options import Lifecycle
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,9 +43,15 @@ class Limit(Duration):
 
 
 class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
-    """An http(s) URL for notifications, or ``off`` ("")."""
+    """An http(s) URL for notifications, or ``off`` (""); with ``check_destination``, one
+    whose address (after resolving its name) notifications may go to, as
+    ``ZKSTORE_NOTIFY_ALLOWED_HOSTS`` says (:mod:`zkstore.lifecycle.destinations`: a refused
+    one is a usage error in one line)."""
 
     name = "url|off"
+
+    def __init__(self, *, check_destination: bool = True) -> None:
+        self.check_destination = check_destination
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value).strip()
@@ -55,6 +62,10 @@ class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
         problem = url_problem(text)
         if problem is not None:
             self.fail(problem, param, ctx)
+        if self.check_destination:
+            from zkstore.lifecycle.destinations import Destinations
+
+            Destinations.from_env().check_url(text)
         return text
 
 
@@ -150,13 +161,17 @@ def lifecycle_from(params: Mapping[str, Any], base: Lifecycle | None = None) -> 
         raise UsageFailure(str(exc)) from exc
 
 
-def lifecycle_summary(params: Mapping[str, Any]) -> dict[str, Any]:
+def lifecycle_summary(
+    params: Mapping[str, Any], lowered: LoweredMinimums | None = None
+) -> dict[str, Any]:
     """The handle summary keys of the lifecycle options given in ``params`` (those not given
-    are left out: the daemon's defaults apply), validated together; :class:`UsageFailure`
-    (exit 2) for a combination that is not valid. A limit or URL turned ``off`` is left out."""
-    from zkstore.lifecycle.options import SUMMARY_KEYS
+    are left out: the daemon's defaults apply), validated together (against the product's
+    minimums, or the tests' ``lowered`` ones); :class:`UsageFailure` (exit 2) for a combination
+    that is not valid. A limit or URL turned ``off`` is left out."""
+    from zkstore.lifecycle.limits import least_limits
+    from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
 
-    lifecycle_from(params)
+    lifecycle_from(params, Lifecycle(limits=least_limits(lowered)))
     given = {key: params.get(key) for key in SUMMARY_KEYS if params.get(key) is not None}
     return {
         key: value
@@ -167,11 +182,12 @@ def lifecycle_summary(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def daemon_notify_option(func: F) -> F:
-    """``zkstore daemon --notify URL``: where every job's events go (with the job's own)."""
+    """``zkstore daemon --notify URL``: where every job's events go (with the job's own); its
+    destination is checked by the daemon, against its ``--notify-allowed-hosts``."""
     return click.option(
         "--notify",
         "notify",
-        type=NotifyUrl(),
+        type=NotifyUrl(check_destination=False),
         default=None,
         metavar="URL",
         help="POST a JSON event for every job's state changes that users care about to URL "

@@ -65,6 +65,8 @@ def show_schedule(name: str, connection: Connection, fmt: str) -> None:
     if fmt == "json":
         return
     head = {k: v for k, v in found.items() if k not in ("history", "job", "error")}
+    if head.get("behind") is not None:
+        head["behind"] = f"{head['behind']:,} windows behind"
     emit(head, fmt)
     click.echo("")
     emit(
@@ -78,7 +80,7 @@ def show_schedule(name: str, connection: Connection, fmt: str) -> None:
 def _history_row(entry: dict[str, Any]) -> dict[str, Any]:
     window = entry["window"]
     if entry.get("count", 1) > 1:
-        window = f"{window} .. {entry.get('through')} ({entry['count']} windows)"
+        window = f"{window} .. {entry.get('through')} ({entry['count']:,} windows)"
     return {**entry, "window": window}
 
 

@@ -4,9 +4,11 @@ span several stores of one job.
 ::
 
     cluster.py   :class:`Cluster`: one ZooKeeper session, the storage and every job store
+    fleet.py     the fleet's protocol: ``R/fleet``, the gate on newer features, a daemon's
+                 admission, finalization
     cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
     triage.py    what an operator does with a job the runtime will not finish: release, purge,
-                 forget
+                 cancel, forget
 
 These sit above :mod:`zkstore.jobs` (one store per kind of record) and never below it.
 """

@@ -5,6 +5,8 @@ it cannot produce a short full outage. :class:`Blackout` can: clients connect to
 ports, and :meth:`Blackout.cut` closes every connection and refuses new ones until
 :meth:`Blackout.restore`, which is what clients see when every server is down. (The servers
 themselves keep running, so sessions keep ageing on their side: like a network partition.)
+:meth:`Blackout.silence` makes one proxy a server gone silent instead: its connections stay
+open but carry nothing either way (a cut that drops packets), and it refuses new ones.
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ class _Proxy:
         self._listener: socket.socket | None = None
         self._connections: list[socket.socket] = []
         self._lock = threading.Lock()
+        self.silent = threading.Event()
+        self._pumping = 0
+
+    @property
+    def busy(self) -> bool:
+        """Whether a connection through this proxy is open."""
+        with self._lock:
+            return self._pumping > 0
+
+    def silence(self) -> None:
+        self.silent.set()
+        self._close_listener()
 
     def open(self) -> None:
         listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
@@ -45,23 +59,31 @@ class _Proxy:
                 continue
             with self._lock:
                 self._connections += [client, server]
+                self._pumping += 2
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not self.silent.is_set():  # silent: dropped, as a cut drops packets
+                    sink.sendall(data)
         for end in (source, sink):
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
+        with self._lock:
+            self._pumping -= 1
 
-    def close(self) -> None:
+    def _close_listener(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
             with contextlib.suppress(OSError):  # wakes the accept() blocked on it (Linux)
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+
+    def close(self) -> None:
+        self._close_listener()
+        self.silent.clear()
         with self._lock:
             connections, self._connections = self._connections, []
         for connection in connections:
@@ -93,7 +115,17 @@ class Blackout(Closeable):
 
     def restore(self) -> None:
         for proxy in self._proxies:
+            if proxy.silent.is_set():
+                proxy.close()
             proxy.open()
+
+    def silence(self, index: int) -> None:
+        """Proxy ``index`` goes silent (see the module) until :meth:`restore`."""
+        self._proxies[index].silence()
+
+    def busy(self) -> list[int]:
+        """The indices of the proxies with an open connection."""
+        return [n for n, proxy in enumerate(self._proxies) if proxy.busy]
 
     def cut_for(self, seconds: float) -> float:
         """An outage of ``seconds``: cut, hold, restore; returns how long it lasted."""

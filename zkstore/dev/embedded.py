@@ -89,17 +89,18 @@ def free_port() -> int:
         return port
 
 
-def _answers(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:``port``."""
+def _answers(port: int, address: str = "127.0.0.1") -> bool:
+    """Whether something accepts connections on ``address``:``port``."""
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+        socket.create_connection((address, port), timeout=1.0).close()
     except OSError:
         return False
     return True
 
 
 def _listens(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds a socket listening on TCP ``port`` (from ``/proc``)."""
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (from ``/proc``: the
+    tables of the process's own network namespace, which may not be this process's)."""
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except FileNotFoundError:
@@ -107,7 +108,7 @@ def _listens(pid: int, port: int) -> bool:
     except OSError:
         return False
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         with contextlib.suppress(OSError), open(table) as lines:
             next(lines, None)
             for line in lines:
@@ -141,6 +142,10 @@ class EmbeddedZooKeeper(Closeable):
 
     Its JVM is a development server's (:data:`SHORT_JVM_OPTIONS`) unless ``short_jvm=False``;
     ``jvm_options`` come after those, so a caller's own ``-XX`` flag wins.
+
+    ``address`` is where it serves clients (127.0.0.1 by default; a host's own address in a
+    network namespace, :mod:`recovery.dev.hosts`), ``command_prefix`` what its command is run
+    through (``ip netns exec NAME``: the JVM keeps the pid that is started).
     """
 
     def __init__(
@@ -154,7 +159,11 @@ class EmbeddedZooKeeper(Closeable):
         jvm_options: Sequence[str] = (),
         main_class: str = STANDALONE_MAIN,
         short_jvm: bool = True,
+        address: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
+        self.address = address
+        self.command_prefix = tuple(command_prefix)
         self.port = port or free_port()
         self._port_chosen = not port  # ours to replace if another server takes it first
         self._owns_dir = data_dir is None
@@ -169,7 +178,7 @@ class EmbeddedZooKeeper(Closeable):
 
     @property
     def connect_string(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     @property
     def data_dir(self) -> Path:
@@ -196,7 +205,7 @@ class EmbeddedZooKeeper(Closeable):
                     f"tickTime={self.tick_time_ms}",
                     f"dataDir={self.data_dir / 'data'}",
                     f"clientPort={self.port}",
-                    "clientPortAddress=127.0.0.1",
+                    f"clientPortAddress={self.address}",
                     "maxClientCnxns=0",
                     f"minSessionTimeout={2 * self.tick_time_ms}",
                     f"maxSessionTimeout={self.max_session_timeout_ms}",
@@ -231,14 +240,14 @@ class EmbeddedZooKeeper(Closeable):
     def _start_once(self, end: float) -> None:
         """Launch on the current port and wait until ready; :class:`TryAgain` with a new port
         if another server holds a port this object chose (it must not be taken for this one)."""
-        if not (self._port_chosen and _answers(self.port)):
+        if not (self._port_chosen and _answers(self.port, self.address)):
             self._launch()
             if self._wait_ready(end):
                 return
         taken = self.port
         if not self._port_chosen:
             raise StoreUnavailable(
-                f"embedded ZooKeeper could not listen on 127.0.0.1:{taken}: another server "
+                f"embedded ZooKeeper could not listen on {self.address}:{taken}: another server "
                 "holds the port\n" + self.log_tail()
             )
         self.port = free_port()
@@ -248,6 +257,7 @@ class EmbeddedZooKeeper(Closeable):
         java, jars = find_java(), find_zookeeper_jars()
         config = self._write_config()
         command = [
+            *self.command_prefix,
             java,
             "-Xmx256m",
             *(SHORT_JVM_OPTIONS if self.short_jvm else ("-XX:+UseSerialGC",)),
@@ -275,7 +285,7 @@ class EmbeddedZooKeeper(Closeable):
         assert self._process is not None
         while time.monotonic() < end:
             if self._process.poll() is not None:
-                if _answers(self.port):
+                if _answers(self.port, self.address):
                     self._process = None
                     return False
                 raise StoreUnavailable(
@@ -283,7 +293,7 @@ class EmbeddedZooKeeper(Closeable):
                     + self.log_tail()
                 )
             with contextlib.suppress(OSError):
-                if four_letter_word("127.0.0.1", self.port, "ruok") == "imok" and self._is_mine():
+                if four_letter_word(self.address, self.port, "ruok") == "imok" and self._is_mine():
                     return True
             time.sleep(0.05)
         self.stop()

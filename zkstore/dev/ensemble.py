@@ -8,6 +8,10 @@ every member with the ``srvr`` four-letter word which one leads.
 
 The ensemble serves while a majority (two of three) is up and agrees on a leader. Every member
 dies with the process that started it.
+
+Its members can also run on hosts of their own (``hosts``: each one's address and the command
+prefix that runs a process there, ``ip netns exec NAME``): then each serves on its host's
+address at ZooKeeper's usual ports (2181, 2888, 3888), and the network between them can be cut.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
@@ -31,6 +36,9 @@ logger = logging.getLogger(__name__)
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 LEADER = "leader"
 FOLLOWER = "follower"
+
+#: ZooKeeper's usual ports (client, quorum, election): a member on a host of its own uses them.
+PORTS = (2181, 2888, 3888)
 
 _MODE_RE = re.compile(r"^Mode: (\w+)", re.MULTILINE)
 
@@ -52,17 +60,27 @@ class ZooKeeperEnsemble(Closeable):
         init_limit: int = 10,
         sync_limit: int = 5,
         short_jvm: bool = True,
+        hosts: Sequence[tuple[str, Sequence[str]]] = (),
     ) -> None:
+        if hosts:
+            size = len(hosts)
         if size < 1:
             raise ValueError("an ensemble needs at least one server")
         self._owns_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="zkstore-ensemble-"))
         self.tick_time_ms = tick_time_ms
-        peers = {n: (free_port(), free_port()) for n in range(1, size + 1)}
-        quorum = [f"server.{n}=127.0.0.1:{q}:{e}" for n, (q, e) in peers.items()]
+        where = {n: hosts[n - 1] if hosts else ("127.0.0.1", ()) for n in range(1, size + 1)}
+        peers = {n: PORTS if hosts else (0, free_port(), free_port()) for n in where}
+        quorum = [
+            f"server.{n}={where[n][0]}:{quorum_port}:{election_port}"
+            for n, (_, quorum_port, election_port) in peers.items()
+        ]
         self.members: dict[int, EmbeddedZooKeeper] = {}
         for n in peers:
             member = EmbeddedZooKeeper(
+                port=peers[n][0],  # 0: a free one of its choosing
+                address=where[n][0],
+                command_prefix=where[n][1],
                 data_dir=self.work_dir / f"zk{n}",
                 tick_time_ms=tick_time_ms,
                 max_session_timeout_ms=20 * tick_time_ms,
@@ -103,7 +121,7 @@ class ZooKeeperEnsemble(Closeable):
         if not member.running:
             return None
         with contextlib.suppress(OSError):
-            match = _MODE_RE.search(four_letter_word("127.0.0.1", member.port, "srvr", 0.5))
+            match = _MODE_RE.search(four_letter_word(member.address, member.port, "srvr", 0.5))
             return match.group(1) if match else None
         return None
 

@@ -73,8 +73,7 @@ def _entry_problem(key: str, entry: object, fields: dict[str, tuple[type, bool]]
     """What is wrong with one entry of a history's map (each field: its type, whether needed)."""
     if not isinstance(entry, dict):
         return f"entry {key!r:.20} is not an object"
-    if set(entry) - set(fields):
-        return f"entry {key!r:.20} has unknown fields"
+    # A field this code does not know is a newer writer's (zkstore/protocol.py): ignored.
     for name, (kind, needed) in fields.items():
         value = entry.get(name)
         if value is None:
@@ -100,7 +99,10 @@ _ATTEMPT_FIELDS: dict[str, tuple[type, bool]] = {
     "ended": (str, False),
     "outcome": (str, True),
     "note": (str, False),
+    "definition": (str, False),
+    "target": (str, False),
 }
+_KNOWN = frozenset(_ATTEMPT_FIELDS)
 _TERM_FIELDS: dict[str, tuple[type, bool]] = {"leader": (str, True), "since": (str, True)}
 
 
@@ -114,14 +116,19 @@ class AttemptEntry:
     outcome: str = PLACED
     ended: str | None = None
     note: str | None = None
+    #: the SHA-256 of the definition the attempt was placed with (its payload: ``jobs resume
+    #: --definition`` changes it), and what it runs (``etl.py:main``); recorded once the fleet
+    #: is at the protocol of :data:`~zkstore.protocol.ATTEMPT_PROVENANCE`
+    definition: str | None = None
+    target: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"daemon": self.daemon, "placed": self.placed}
         data["outcome"] = self.outcome
-        if self.ended is not None:
-            data["ended"] = self.ended
-        if self.note is not None:
-            data["note"] = self.note
+        for name in ("ended", "note", "definition", "target"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
         return data
 
 
@@ -148,7 +155,9 @@ class JobHistory(Record):
     def entries(self) -> list[AttemptEntry]:
         """The attempts, oldest first."""
         return [
-            AttemptEntry(attempt=int(key), **entry)
+            AttemptEntry(
+                attempt=int(key), **{k: v for k, v in entry.items() if k in _ATTEMPT_FIELDS}
+            )
             for key, entry in sorted(self.attempts.items(), key=lambda item: int(item[0]))
         ]
 
@@ -307,7 +316,13 @@ def _attempt_change(entry: AttemptEntry) -> Callable[[JobHistory], JobHistory]:
         if entry.outcome != PLACED and isinstance(known, dict):
             if known["outcome"] != PLACED:
                 return history  # an end is told once (a cancel after a failure changes nothing)
-            merged = replace(entry, daemon=known["daemon"], placed=known["placed"])
+            merged = replace(
+                entry,
+                daemon=known["daemon"],
+                placed=known["placed"],
+                definition=known.get("definition"),
+                target=known.get("target"),
+            )
         return history.with_entry(merged)
 
     return change

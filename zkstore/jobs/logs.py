@@ -36,6 +36,9 @@ END = "end.json"
 HISTORY = "history.json"
 #: A shipper never writes bigger chunks; a reader refuses bigger objects (planted ones).
 MAX_CHUNK_BYTES = LOG_CHUNK_BYTES
+#: A tail reads a log from its end in blocks this big, and at most this much of it.
+TAIL_BLOCK = 64 * 1024
+MAX_TAIL_BYTES = 4 * 1024 * 1024
 _ATTEMPT = re.compile(r"attempt-([1-9][0-9]{0,8})")
 _CHUNK = re.compile(rf"([0-9]{{{SEQ_WIDTH}}})\.log")
 
@@ -158,17 +161,33 @@ class JobLogs:
         for chunk in log.chunks[start:]:
             yield self.read_chunk(chunk)
 
-    def tail(self, log: AttemptLog, lines: int) -> bytes:
-        """The last ``lines`` lines of the attempt's output, reading chunks from the end."""
+    def tail(self, log: AttemptLog, lines: int, *, max_bytes: int = MAX_TAIL_BYTES) -> bytes:
+        """The last ``lines`` lines of the attempt's output, at most its last ``max_bytes``:
+        read from the end in blocks of :data:`TAIL_BLOCK` bytes, each read once (a log of
+        long lines costs what it holds up to the bound, not the square of it)."""
         if lines <= 0:
             return b""
-        collected = b""
+        blocks: list[bytes] = []
+        newlines = taken = 0
         for chunk in reversed(log.chunks):
-            collected = self.read_chunk(chunk) + collected
-            if collected.count(b"\n") > lines:
+            end = chunk.size
+            while end > 0 and newlines <= lines and taken < max_bytes:
+                start = max(0, end - TAIL_BLOCK, end - (max_bytes - taken))
+                block = self._block(chunk, start, end - start)
+                blocks.append(block)
+                newlines += block.count(b"\n")
+                taken += end - start
+                end = start
+            if newlines > lines or taken >= max_bytes:
                 break
-        kept = collected.splitlines(keepends=True)[-lines:]
+        kept = b"".join(reversed(blocks)).splitlines(keepends=True)[-lines:]
         return b"".join(kept)
+
+    def _block(self, chunk: LogChunk, start: int, length: int) -> bytes:
+        try:
+            return self.storage.fetch_range(chunk.uri, start, length)
+        except PayloadMissing:
+            return b""
 
     def end(self, attempt: int) -> dict[str, object] | None:
         """The attempt's ``end.json``, or None if it was not written (yet)."""

@@ -10,6 +10,10 @@ from zkstore.jobs.records import JobResult, QuarantineEntry
 from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
+#: The summary fields of a schedule's run: the schedule that fired it and its window.
+SCHEDULE = "schedule"
+SCHEDULED = "scheduled"
+
 
 def stored_summary(zk: ZooKeeper, layout: Layout, job_id: str) -> dict[str, SummaryValue] | None:
     """The job's summary (one pipelined read of three nodes); None if the store has no job

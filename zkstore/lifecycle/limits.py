@@ -30,9 +30,10 @@ and hours, far above the skew NTP leaves.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from zkstore.config import LoweredMinimums
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.states import COUNTED_AS, STUCK, TIMED_OUT
 
@@ -49,10 +50,27 @@ START_TIMEOUT = "start-timeout"
 PROGRESS_TIMEOUT = "progress-timeout"
 
 
-def heartbeat_interval(progress_timeout: float) -> float:
+def heartbeat_interval(progress_timeout: float, least: float = MIN_HEARTBEAT_INTERVAL) -> float:
     """How often, at most, a driver writes a heartbeat for this progress timeout: a quarter of
-    it (so that the leader sees at least three beats per timeout), within 5 s to 60 s."""
-    return min(MAX_HEARTBEAT_INTERVAL, max(MIN_HEARTBEAT_INTERVAL, progress_timeout / 4))
+    it (so that the leader sees at least three beats per timeout), within 5 s (``least``) to
+    60 s."""
+    return min(MAX_HEARTBEAT_INTERVAL, max(least, progress_timeout / 4))
+
+
+def least_heartbeat_interval(lowered: LoweredMinimums | None) -> float:
+    """:data:`MIN_HEARTBEAT_INTERVAL`, or less where the tests lowered it."""
+    value = lowered.heartbeat_interval if lowered is not None else None
+    return MIN_HEARTBEAT_INTERVAL if value is None else min(MIN_HEARTBEAT_INTERVAL, value)
+
+
+def least_limits(lowered: LoweredMinimums | None) -> Limits:
+    """No limits, accepting a progress timeout down to :data:`MIN_PROGRESS_TIMEOUT`, or less
+    where the tests lowered it (what :meth:`zkstore.lifecycle.options.Lifecycle.with_options`
+    then checks against)."""
+    value = lowered.progress_timeout if lowered is not None else None
+    if value is None:
+        return Limits()
+    return Limits(least_progress_timeout=min(MIN_PROGRESS_TIMEOUT, value))
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,9 @@ class Limits:
     timeout: float | None = None
     start_timeout: float | None = None
     progress_timeout: float | None = None
+    #: the least progress timeout accepted (not part of the limits' value): the product's,
+    #: lower only where the tests lowered it (:func:`least_limits`)
+    least_progress_timeout: float = field(default=MIN_PROGRESS_TIMEOUT, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("timeout", "start_timeout", "progress_timeout"):
@@ -75,9 +96,10 @@ class Limits:
                 or not 0 < value <= MAX_LIMIT
             ):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive duration")
-        if self.progress_timeout is not None and self.progress_timeout < MIN_PROGRESS_TIMEOUT:
+        least = self.least_progress_timeout
+        if self.progress_timeout is not None and self.progress_timeout < least:
             raise ConfigError(
-                f"--progress-timeout must be at least {MIN_PROGRESS_TIMEOUT:g} s "
+                f"--progress-timeout must be at least {least:g} s "
                 "(heartbeats are written at most every few seconds)"
             )
 

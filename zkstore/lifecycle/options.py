@@ -104,7 +104,8 @@ class Lifecycle:
                 retry = replace(retry, reset_after=None if reset == 0 else reset)
             elif key in _LIMIT_KEYS:
                 limit = _seconds(value, key)
-                limits = replace(limits, **{key: None if limit == 0 else limit})
+                changed: dict[str, Any] = {key: None if limit == 0 else limit}
+                limits = replace(limits, **changed)
             else:
                 notify = str(value) or None
         retry = _with_backoffs(retry, backoffs)
@@ -129,7 +130,7 @@ def _with_backoffs(retry: RetryPolicy, changes: dict[str, dict[str, Any]]) -> Re
 
 
 def _valid_limits(limits: Limits) -> Limits:
-    return Limits(limits.timeout, limits.start_timeout, limits.progress_timeout)
+    return replace(limits)  # checked again, against its least progress timeout
 
 
 def _seconds(value: Any, key: str) -> float:

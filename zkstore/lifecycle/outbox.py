@@ -19,8 +19,11 @@ same state recorded again later (a job quarantined, released, quarantined) is a 
 can never make the state change's own transaction fail.
 
 An entry that no receiver took within the retention (a day by default) is dropped with a log
-line at ERROR; so is the oldest beyond :data:`OUTBOX_LIMIT`. Nothing here blocks the leader: its
-cost is one create of a few hundred bytes per event and URL in a transaction it writes anyway.
+line at ERROR. The outbox is bounded when events are written, never by evicting entries: a
+job has at most ``--notify-max-per-job`` undelivered entries (its outcome always gets one) and
+the outbox at most :data:`OUTBOX_LIMIT` (:mod:`zkstore.lifecycle.outboxcap`). Nothing here
+blocks the leader: its cost is one create of a few hundred bytes per event and URL in a
+transaction it writes anyway.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ EVENT_STATES = (
 
 #: The body's format version (a receiver can tell).
 FORMAT = 1
-#: Entries kept at most; beyond, the oldest are dropped (at ERROR) by the sender.
+#: Entries the outbox holds at most: events past it are not written (its outcome is).
 OUTBOX_LIMIT = 10_000
 #: How long an undelivered entry is kept, unless the daemon says otherwise: a day.
 DEFAULT_RETENTION = 86400.0
@@ -115,7 +118,7 @@ def notification_ops(
     URLs are skipped: an event nobody listens to is not kept). Add them to the transaction that
     records the state change; build them once per decision (the nonce) and reuse them when that
     transaction is retried."""
-    targets = sorted({u for u in urls if u is not None and url_problem(u) is None})
+    targets = notification_targets(urls)
     if not targets:
         return []
     nonce = nonce or uuid.uuid4().hex
@@ -139,6 +142,11 @@ def notification_ops(
             )
             ops.append(Create(f"{parent}/{entry_name(event, url, nonce)}", entry.to_bytes()))
     return ops
+
+
+def notification_targets(urls: Sequence[str | None]) -> list[str]:
+    """The distinct valid URLs of ``urls``: each event has one entry per URL."""
+    return sorted({u for u in urls if u is not None and url_problem(u) is None})
 
 
 def body(entry: NotificationEntry) -> bytes:

@@ -1,10 +1,18 @@
 """Schedules: a job definition stored once, run at every window of a cron expression or an
 interval, each window exactly once whoever leads (invariant 12).
 
-The modules, from the bottom: :mod:`.timing` (cron and intervals, time zones: pure),
-:mod:`.runs` (a run's job id from its schedule and window), :mod:`.records` (the spec and the
-state with its history, parsed strictly), :mod:`.keys` (a schedule's signing key),
-:mod:`.store` (create, read, pause, resume, delete), :mod:`.due` (the pure decision: which
-windows fire, are skipped or missed, and the concurrency policy), :mod:`.transaction` (the one
-fenced transaction of a fire) and :mod:`.fire` (the leader's side: plan, then commit).
+The modules, from the bottom::
+
+    timing.py        cron and intervals, time zones (pure)
+    counting.py      a range's windows counted, never stepped through (pure)
+    runs.py          a run's job id from its schedule and window
+    records.py       the spec and the state with its history, parsed strictly
+    keys.py          a schedule's signing key
+    limits.py        the bounds a cluster sets: the minimum interval, --catchup-max (pure)
+    store.py         create, read, list, pause, resume, delete
+    due.py           the pure decision: which windows fire, are skipped or missed, and the
+                     concurrency policy
+    transaction.py   the one fenced transaction of a fire
+    fire.py          the leader's side: plan, then commit
+    view.py          what ``schedules list|show``, the API and the page show of a schedule
 """

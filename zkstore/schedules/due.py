@@ -13,10 +13,13 @@ are those of :meth:`ScheduleSpec.timing` after ``state.last`` and up to now:
   time windows among the newest: a leader that comes back just after a window fires that one,
   not also the one before it (as Kubernetes' CronJob does).
 
-A plan is bounded: it scans at most ``scan`` windows after ``state.last`` (a schedule every
-second that nobody led for a day has 86,400: they are decided a chunk at a time, the newest
-``N`` of a chunk held back until the scan reaches now) and fires at most ``limit`` of them; its
-``more`` says to plan again once its steps are committed.
+A plan is bounded whatever the backlog (invariant 15): the windows it does not fire are decided
+as rows (the first, the last, how many) counted arithmetically (:mod:`zkstore.schedules.counting`:
+a per-second schedule nobody led for 50 years costs what one behind by a minute does), never
+stepped through; ``--catchup all`` fires the newest ``--catchup-max`` of them at most (the older
+ones are missed, with why); and a plan fires at most ``limit`` windows (the leader's budget of a
+pass, shared by every schedule), its ``more`` saying to plan again once its steps are committed.
+What is left is the schedule's backlog: :func:`behind` counts it.
 
 :func:`steps` cuts a plan into the transactions that record it: each fire with the decisions
 before it, then the decisions after the last fire. Every step moves ``state.last`` forward, in
@@ -32,9 +35,12 @@ driver is gone before the new one starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from zkstore.jobs.records import MAX_FIELD_INT
+from zkstore.schedules.counting import count, newest_until, split
 from zkstore.schedules.records import (
     ALLOW,
     FIRED,
@@ -46,23 +52,31 @@ from zkstore.schedules.records import (
     ScheduleState,
     catchup_count,
 )
-from zkstore.schedules.timing import format_time
+from zkstore.schedules.timing import ONE_SECOND, Timing, ceil_second, format_time
+from zkstore.strict import parse_time
 
-#: Windows fired by one plan at most: a backlog is fired a batch at a time, so that the leader's
-#: loop goes on between batches.
+#: Windows fired by one plan at most, unless the caller gives its own budget: a backlog is fired
+#: a batch at a time, so that the leader's loop goes on between batches.
 FIRE_BATCH = 20
-#: Windows scanned by one plan at most.
-MAX_SCAN = 10_000
 PAUSED = "paused"
+#: a span of instants ``(first, last]``
+Span = tuple[datetime, datetime]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What becomes of one window: FIRED (to be fired), SKIPPED or MISSED, with why."""
+    """What becomes of one window: FIRED (to be fired), SKIPPED or MISSED, with why; or of a
+    row of ``count`` windows in a row, ``window`` to ``through``, that fire none."""
 
     window: datetime
     outcome: str
     reason: str | None = None
+    through: datetime | None = None
+    count: int = 1
+
+    @property
+    def last(self) -> datetime:
+        return self.through if self.through is not None else self.window
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,7 @@ class Step:
     @property
     def through(self) -> datetime:
         """The newest window this step decides: ``state.last`` after it."""
-        return self.fire if self.fire is not None else self.before[-1].window
+        return self.fire if self.fire is not None else self.before[-1].last
 
 
 def plan(
@@ -99,50 +113,127 @@ def plan(
     now: datetime,
     *,
     limit: int = FIRE_BATCH,
-    scan: int = MAX_SCAN,
 ) -> Plan:
     """Decide the windows of ``spec`` after ``state.last`` up to ``now`` (see the module)."""
     timing = spec.timing()
-    windows = timing.between(state.last_window, now, scan + 1)
-    capped = len(windows) > scan
-    windows = windows[:scan]
-    due = [w for w in windows if not spec.paused_during(w)]
+    low = _low(timing, state)
+    high = now.replace(microsecond=0)
+    pause = _pause(spec)
+    due = _due(timing, low, high, pause)
+    if due == 0 and count(timing, low, high) == 0:
+        return Plan((), timing.next_after(now), False)
     keep = catchup_count(spec.catchup)
-    on_time = [w for w in due if (now - w).total_seconds() <= spec.grace]
+    limit_all = keep is None
     if keep is None:
-        fired = set(due)
-    else:
-        newest = max(keep, len(on_time))
-        fired = set(due[-newest:]) if newest else set()
-    # A scan that stopped short of now cannot tell which due windows are the newest N: it holds
-    # the newest N of its chunk back for the next plan (unless that would decide nothing: a
-    # chunk of mostly paused windows, where they are decided as if the scan had reached now).
-    held = set(due[-keep:]) if capped and keep else set()
-    if windows and windows[0] in held:
-        held = set()
-    decisions: list[Decision] = []
+        keep = spec.catchup_limit
+    on_time_from = max(low, ceil_second(now - timedelta(seconds=spec.grace)) - ONE_SECOND)
+    newest = min(due, max(keep, _due(timing, on_time_from, high, pause)))
+    edge = split(timing, low, high, newest, pause)
+    bounded = limit_all and due > keep
+
+    def missed(window: datetime) -> str:
+        return _missed_reason(spec, now - window, bounded)
+
+    decisions = _rows(timing, low, edge, pause, missed)
+    more = False
     fires = 0
-    more = capped
-    for window in windows:
-        if window in held:
+    cursor = edge
+    while True:
+        window = next(iter(timing.after(cursor)), None)
+        if window is None or window > high:
             break
-        if window not in due:
-            decisions.append(Decision(window, SKIPPED, PAUSED))
-        elif window in fired:
-            if fires == limit:
-                more = True
-                break
-            fires += 1
-            decisions.append(Decision(window, FIRED))
-        else:
-            decisions.append(Decision(window, MISSED, _missed_reason(spec, now - window)))
+        if pause is not None and pause[0] < window <= pause[1]:
+            row = _row(timing, window - ONE_SECOND, min(high, pause[1]), SKIPPED)
+            assert row is not None
+            decisions.append(row)
+            cursor = row.last
+            continue
+        if fires >= limit:
+            more = True
+            break
+        decisions.append(Decision(window, FIRED))
+        fires += 1
+        cursor = window
     return Plan(tuple(decisions), timing.next_after(now), more)
 
 
-def _missed_reason(spec: ScheduleSpec, late: timedelta) -> str:
+def behind(spec: ScheduleSpec, state: ScheduleState, now: datetime) -> int:
+    """The schedule's backlog: its windows up to ``now`` that no leader decided yet (0 for a
+    leader that keeps up; more while one works a catch-up off, or while nobody leads)."""
+    timing = spec.timing()
+    return count(timing, _low(timing, state), now)
+
+
+def _low(timing: Timing, state: ScheduleState) -> datetime:
+    last = state.last_window
+    return timing.start - ONE_SECOND if last is None else max(last, timing.start - ONE_SECOND)
+
+
+def _pause(spec: ScheduleSpec) -> Span | None:
+    """The windows the schedule's pause skips, as a span (see ``paused_during``)."""
+    if spec.paused_at is None:
+        return None
+    first = ceil_second(parse_time(spec.paused_at)) - ONE_SECOND
+    if spec.paused:
+        return first, datetime.max.replace(tzinfo=first.tzinfo)
+    if spec.resumed_at is None:
+        return None
+    return first, ceil_second(parse_time(spec.resumed_at)) - ONE_SECOND
+
+
+def _due(timing: Timing, low: datetime, high: datetime, pause: Span | None) -> int:
+    """Windows in ``(low, high]`` outside the pause."""
+    found = count(timing, low, high)
+    if pause is not None and found:
+        found -= count(timing, max(low, pause[0]), min(high, pause[1]))
+    return found
+
+
+def _rows(
+    timing: Timing,
+    low: datetime,
+    high: datetime,
+    pause: Span | None,
+    missed: Callable[[datetime], str],
+) -> list[Decision]:
+    """The windows of ``(low, high]``, none fired: missed (``missed`` says why, from the first
+    window), but the paused ones skipped; a row for each run of them."""
+    spans = [(low, high, MISSED)]
+    if pause is not None and pause[0] < high and low < pause[1]:
+        spans = [
+            (low, min(high, pause[0]), MISSED),
+            (max(low, pause[0]), min(high, pause[1]), SKIPPED),
+            (max(low, pause[1]), high, MISSED),
+        ]
+    found = [_row(timing, first, last, outcome) for first, last, outcome in spans]
+    return [
+        replace(row, reason=missed(row.window)) if row.outcome == MISSED else row
+        for row in found
+        if row is not None
+    ]
+
+
+def _row(timing: Timing, low: datetime, high: datetime, outcome: str) -> Decision | None:
+    """The windows of ``(low, high]`` as one decision, skipped ones paused (None: there are
+    none). Counted, never stepped through."""
+    if high <= low:
+        return None
+    number = count(timing, low, high)
+    first = next(iter(timing.after(low)), None)
+    last = newest_until(timing, high, low)
+    if number == 0 or first is None or last is None or first > high:
+        return None
+    reason = PAUSED if outcome == SKIPPED else None
+    return Decision(first, outcome, reason, last if last != first else None, number)
+
+
+def _missed_reason(spec: ScheduleSpec, late: timedelta, bounded: bool) -> str:
+    why = f"--catchup {spec.catchup} does not run it"
+    if bounded:
+        why = f"--catchup all runs the newest {spec.catchup_limit} only (--catchup-max)"
     return (
         f"not fired within {spec.grace} s of its time (decided {late.total_seconds():.0f} s "
-        f"after it: no leader then?); --catchup {spec.catchup} does not run it"
+        f"after it: no leader then?); {why}"
     )
 
 
@@ -164,7 +255,7 @@ def steps(decided: Plan) -> list[Step]:
 
 def entries(decisions: tuple[Decision, ...]) -> tuple[HistoryEntry, ...]:
     """History entries for decisions that fire nothing (oldest first): a row of windows with the
-    same outcome and reason is one entry with a count."""
+    same outcome and reason is one entry with a count (at most a record's biggest number)."""
     found: list[HistoryEntry] = []
     for decision in decisions:
         if decision.outcome == FIRED:
@@ -179,8 +270,8 @@ def entries(decisions: tuple[Decision, ...]) -> tuple[HistoryEntry, ...]:
                 window=previous.window,
                 outcome=previous.outcome,
                 reason=previous.reason,
-                through=format_time(decision.window),
-                count=previous.count + 1,
+                through=format_time(decision.last),
+                count=min(MAX_FIELD_INT, previous.count + decision.count),
             )
         else:
             found.append(
@@ -188,6 +279,8 @@ def entries(decisions: tuple[Decision, ...]) -> tuple[HistoryEntry, ...]:
                     window=format_time(decision.window),
                     outcome=decision.outcome,
                     reason=decision.reason,
+                    through=None if decision.through is None else format_time(decision.through),
+                    count=min(MAX_FIELD_INT, decision.count),
                 )
             )
     return tuple(found)

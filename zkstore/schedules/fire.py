@@ -33,6 +33,7 @@ from zkstore.errors import (
     JobFinished,
     JobQuarantined,
     OutcomeUnknown,
+    OutOfBounds,
     PayloadError,
     VersionConflict,
     ZkStoreError,
@@ -53,6 +54,7 @@ from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, Op
 from zkstore.retry import RACES, TryAgain
+from zkstore.schedules.counting import shortest_gap
 from zkstore.schedules.due import (
     FIRE_BATCH,
     Plan,
@@ -82,7 +84,7 @@ from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 
-#: Plans per call of :meth:`Firer.fire` at most (each fires up to ``FIRE_BATCH`` windows).
+#: Plans per call of :meth:`Firer.fire` at most (together they fire up to its ``limit``).
 MAX_ROUNDS = 5
 
 
@@ -90,13 +92,15 @@ MAX_ROUNDS = 5
 class FireReport:
     """What one call of :meth:`Firer.fire` did: runs created, windows skipped at fire time
     (concurrency, a job id taken) with why, windows recorded without a run (paused, missed),
-    and the schedule's next window."""
+    the schedule's next window, and whether windows up to now are left to decide (``more``:
+    the call's ``limit`` ran out; call again)."""
 
     name: str
     fired: list[tuple[datetime, str]] = field(default_factory=list)
     skipped: list[tuple[datetime, str]] = field(default_factory=list)
     recorded: int = 0
     next: datetime | None = None
+    more: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,8 +125,11 @@ class Firer:
         schedules: ScheduleStore,
         *,
         on_step: Callable[[str], None] | None = None,
+        min_interval: int = 1,
     ) -> None:
         self.zk = zk
+        #: the shortest interval between two windows this firer fires (a cluster's bound)
+        self.min_interval = min_interval
         self.layout = layout
         self.jobs = jobs
         self.schedules = schedules
@@ -130,8 +137,17 @@ class Firer:
         self._definitions: dict[str, tuple[str, JobDefinition]] = {}
 
     @classmethod
-    def for_cluster(cls, cluster: Cluster, schedules: ScheduleStore) -> Firer:
-        return cls(cluster.zk, cluster.layout, cluster.jobs, schedules, on_step=cluster.step)
+    def for_cluster(
+        cls, cluster: Cluster, schedules: ScheduleStore, *, min_interval: int = 1
+    ) -> Firer:
+        return cls(
+            cluster.zk,
+            cluster.layout,
+            cluster.jobs,
+            schedules,
+            on_step=cluster.step,
+            min_interval=min_interval,
+        )
 
     def _step(self, name: str) -> None:
         if self._on_step is not None:
@@ -145,39 +161,62 @@ class Firer:
         *,
         limit: int = FIRE_BATCH,
         rounds: int = MAX_ROUNDS,
+        give_way: Callable[[], bool] | None = None,
     ) -> FireReport:
         """Decide and record every window of schedule ``name`` due at ``now`` (default: the
-        clock), firing at most ``limit`` a plan and ``rounds`` plans: call again once
-        ``report.next`` has come (and at once if a backlog is left: a plan's ``more``).
+        clock), firing at most ``limit`` windows in at most ``rounds`` plans, and none after
+        ``give_way`` says other work waits (asked after each fire): call again once
+        ``report.next`` has come (and soon if a backlog is left: ``report.more``).
 
         Raises :class:`~zkstore.errors.NotLeader` (stop leading), :class:`HandleNotFound` (the
         schedule is gone), :class:`~zkstore.errors.CorruptRecord` (its records are garbage), a
         :class:`~zkstore.errors.PayloadError` (its definition cannot be read: no window is
-        decided), :class:`OutcomeUnknown` or :class:`~zkstore.errors.StoreUnavailable`. A crash at
-        any line leaves each window decided once or not at all.
+        decided), :class:`~zkstore.errors.OutOfBounds` (its windows are closer than
+        ``min_interval``: none is decided), :class:`OutcomeUnknown` or
+        :class:`~zkstore.errors.StoreUnavailable`. A crash at any line leaves each window decided
+        once or not at all.
         """
         moment = now or datetime.now(UTC)
         report = FireReport(name)
+
+        def one_round() -> Plan:
+            return self._round(name, leader, moment, limit - len(report.fired), report, give_way)
+
         for _ in range(rounds):
             decided = RACES.call(
-                lambda: self._round(name, leader, moment, limit, report),
-                what=f"firing schedule {name}",
-                path=self.schedules.paths.state(name),
+                one_round, what=f"firing schedule {name}", path=self.schedules.paths.state(name)
             )
-            if not decided.more:
+            report.more = decided.more
+            if not decided.more or len(report.fired) >= limit:
+                break
+            if give_way is not None and give_way():
                 break
         return report
 
     def _round(
-        self, name: str, leader: Fence, now: datetime, limit: int, report: FireReport
+        self,
+        name: str,
+        leader: Fence,
+        now: datetime,
+        limit: int,
+        report: FireReport,
+        give_way: Callable[[], bool] | None = None,
     ) -> Plan:
         schedule = self.schedules.get(name)
+        gap = shortest_gap(schedule.spec.timing())
+        if gap < self.min_interval:
+            raise OutOfBounds(
+                f"its windows are {gap} s apart, under the cluster's minimum of "
+                f"{self.min_interval} s (--schedule-min-interval): none is fired"
+            )
         decided = plan(schedule.spec, schedule.state, now, limit=limit)
         report.next = decided.next
         context = _Round(schedule.spec, leader, now, report)
         state = schedule.state
         for step in steps(decided):
             state = self._commit_step(context, state, step)
+            if step.fire is not None and give_way is not None and give_way():
+                return replace(decided, more=True)  # the rest is planned again, later
         return decided
 
     def _commit_step(self, context: _Round, state: ScheduleState, step: Step) -> ScheduleState:

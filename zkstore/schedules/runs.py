@@ -23,14 +23,12 @@ from zkstore.config import validate_id
 from zkstore.errors import ConfigError
 from zkstore.handle import SummaryValue
 from zkstore.jobs.dependencies import AFTER, Dependency, parse_summary
+from zkstore.jobs.stored import SCHEDULE, SCHEDULED
 from zkstore.schedules.timing import format_time
 from zkstore.strict import parse_time
 
 #: 128 (a job id) less the ``-YYYYMMDDTHHMMSSZ`` of a window (17), less room to spare.
 MAX_SCHEDULE_NAME_CHARS = 100
-#: The summary fields of a run's definition handle.
-SCHEDULE = "schedule"
-SCHEDULED = "scheduled"
 #: The schedule a run waits for (``--after-schedule``: its run of the same window).
 AFTER_SCHEDULE = "after_schedule"
 

@@ -2,9 +2,10 @@
 HTTP API (``/api/v1/schedules``) and the status page. Reads records only, never a payload.
 
 A row says when the schedule fires (``cron``/``every``, its time zone), its policies, whether it
-is paused, its next window, its counts and its last run with that run's state; ``show`` adds the
-recent windows (fired with the run, skipped with why, missed with how many). A schedule whose
-records are garbage is listed with ``error`` set, never raised.
+is paused, its next window, its counts, how many windows it is behind (decided by no leader
+yet: a catch-up being worked off, or no leader) and its last run with that run's state;
+``show`` adds the recent windows (fired with the run, skipped with why, missed with how many).
+A schedule whose records are garbage is listed with ``error`` set, never raised.
 """
 
 from __future__ import annotations
@@ -15,13 +16,24 @@ from typing import Any
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.layout import Layout
-from zkstore.schedules.records import ScheduleSpec
+from zkstore.schedules.due import behind
+from zkstore.schedules.records import ScheduleSpec, ScheduleState
 from zkstore.schedules.store import BrokenSchedule, Schedule, ScheduleStore
 from zkstore.schedules.timing import format_time
 from zkstore.zk import ZooKeeper
 
 #: the keys of a row, in the order of the table
-COLUMNS = ("name", "when", "timezone", "paused", "next", "last_run", "last_state", "fired")
+COLUMNS = (
+    "name",
+    "when",
+    "timezone",
+    "paused",
+    "next",
+    "last_run",
+    "last_state",
+    "fired",
+    "behind",
+)
 
 
 def next_window(spec: ScheduleSpec, now: datetime) -> str | None:
@@ -33,6 +45,15 @@ def next_window(spec: ScheduleSpec, now: datetime) -> str | None:
     except ConfigError:
         return None
     return None if found is None else format_time(found)
+
+
+def windows_behind(spec: ScheduleSpec, state: ScheduleState, now: datetime) -> int | None:
+    """The windows up to ``now`` no leader decided yet (counted, not stepped through: see
+    :func:`zkstore.schedules.due.behind`); None if the schedule's time zone is unknown here."""
+    try:
+        return behind(spec, state, now)
+    except ConfigError:
+        return None
 
 
 def row(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, Any]:
@@ -57,13 +78,25 @@ def row(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, 
         "fired": state.fired,
         "skipped": state.skipped,
         "missed": state.missed,
+        "behind": windows_behind(spec, state, now),
+        "catchup_max": spec.catchup_limit,
         "created": spec.created,
         "error": None,
     }
 
 
 def broken_row(broken: BrokenSchedule) -> dict[str, Any]:
-    keys = ("cron", "every", "concurrency", "catchup", "last", "skipped", "missed", "created")
+    keys = (
+        "cron",
+        "every",
+        "concurrency",
+        "catchup",
+        "catchup_max",
+        "last",
+        "skipped",
+        "missed",
+        "created",
+    )
     return {
         **dict.fromkeys((*COLUMNS, *keys)),
         "name": broken.name,

@@ -11,10 +11,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import CorruptRecord, StoreUnavailable
+from zkstore.jobs.history import AttemptEntry, JobHistory
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stops import redact_url
+from zkstore.jobs.stored import SCHEDULE, SCHEDULED
 from zkstore.strict import parse_time
 
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
@@ -190,7 +192,17 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
             "detail": job.end.detail,
         },
         "record_errors": job.errors or None,
+        "definition": job.handle.sha256 if job.handle is not None else None,
+        "schedule": _schedule_of(job),
     }
+
+
+def _schedule_of(job: JobSnapshot) -> dict[str, str] | None:
+    """The schedule and window a run was fired for ({name, window}), None for other jobs."""
+    name, window = job.summary.get(SCHEDULE), job.summary.get(SCHEDULED)
+    if isinstance(name, str) and isinstance(window, str):
+        return {"name": name, "window": window}
+    return None
 
 
 #: The lifecycle's summary keys (``submit --timeout ...``; see zkstore.lifecycle.options).
@@ -240,7 +252,44 @@ def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
         item["control"] = None
         item["record_errors"] = {**(item["record_errors"] or {}), "control": str(exc)}
     item["resources"] = resource_counts(cluster, job_id, item)
+    entries, unreadable = attempt_history(cluster, job_id)
+    item["attempts"] = attempts_json(entries)
+    if unreadable is not None:
+        item["record_errors"] = {**(item["record_errors"] or {}), "history": unreadable}
     return item
+
+
+def attempt_history(cluster: Cluster, job_id: str) -> tuple[list[AttemptEntry], str | None]:
+    """The job's attempts as the leader told them: its history record while the job lives,
+    the copy kept beside its logs once it was cleaned up; and why it could not be read (None:
+    it could, or there is none)."""
+    from zkstore.jobs.logs import JobLogs
+
+    path = cluster.layout.history(job_id)
+    try:
+        found = cluster.zk.get_if_exists(path)
+        if found is not None:
+            return JobHistory.from_znode(found[0], found[1], path).entries(), None
+        logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
+        kept = logs.kept_history()
+        if kept is not None:
+            return JobHistory.from_znode(kept, None, f"{logs.prefix}/history.json").entries(), None
+    except CorruptRecord as exc:
+        return [], f"the attempt history is unreadable ({exc})"
+    return [], None
+
+
+def attempts_json(entries: list[AttemptEntry]) -> list[dict[str, Any]]:
+    """Each attempt: {attempt, daemon, placed, outcome, ended, note, definition, target,
+    new_definition}: ``definition`` the SHA-256 of the definition it was placed with (null
+    when the leader that placed it did not record it), ``new_definition`` true when it differs
+    from the one the attempt before it ran (``jobs resume --definition``)."""
+    shown, before = [], None
+    for entry in entries:
+        changed = entry.definition is not None and before not in (None, entry.definition)
+        shown.append({"attempt": entry.attempt, **entry.as_json(), "new_definition": changed})
+        before = entry.definition or before
+    return shown
 
 
 def describe_artifacts(cluster: Cluster, job_id: str, item: dict[str, Any]) -> list[dict[str, Any]]:

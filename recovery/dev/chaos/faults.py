@@ -23,12 +23,18 @@ from recovery.dev.chaos.world import RunCluster
 class Fault:
     """What was done, from when to when (``time.time()``). ``restarts_nothing``: the fault
     only restarted daemons, so that no job may have run a second attempt (the design's
-    invariant: a daemon's restart is invisible to its jobs)."""
+    invariant: a daemon's restart is invisible to its jobs), and so that a schedule's window
+    may wait at most a session timeout and a second longer than the run's quickest (the
+    schedule's bound, :meth:`~recovery.dev.chaos.probe.ScheduleProbe.check`). ``from_start``: a
+    job that ran again on a new attempt recovered at that attempt's first step, counted from
+    ``start`` (a cut stops its attempt at once, a driver cut off steps on until its lease ends);
+    else, from its last step before the fault (the longest stall across it)."""
 
     description: str
     start: float
     end: float
     restarts_nothing: bool = False
+    from_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,10 +108,12 @@ def _kill(pid: int) -> None:
 
 def s3_pause(run: RunCluster, rng: random.Random) -> Fault:
     """Freeze the S3 server (requests hang, then time out) for a while."""
+    s3 = run.world.s3
+    assert s3 is not None, "s3-pause runs on S3 storage only"
     start = time.time()
-    run.world.s3.pause()
+    s3.pause()
     held = _hold(rng, 2.0, 8.0)
-    run.world.s3.resume()
+    s3.resume()
     return Fault(f"SIGSTOP S3 server for {held:.1f} s", start, time.time())
 
 
@@ -174,7 +182,7 @@ SINGLE: dict[str, Scenario] = {
 }
 
 #: Scenarios that run more (or longer) jobs than the default: a rolling restart of the three
-#: daemons while twelve jobs run.
+#: daemons while twelve jobs run (in fifteen slots: the schedule's runs find one free).
 LOADS: dict[str, Load] = {"daemon-restart": Load(jobs=12, steps=120)}
 
 

@@ -5,8 +5,17 @@
 3. Every finished job's output is exact.
 4. No dangling handle: ``zkstore handles verify`` is clean.
 5. Nothing lingers after ``zkstore handles cleanup``: ``handles lingering`` finds nothing.
-6. A daemon restart restarts no attempt: after a fault that only restarted daemons, every job
-   ran one attempt (drivers outlive their daemon, which adopts them when it comes back).
+6. A daemon restart restarts no attempt: after a fault that only restarted daemons (or a cut of
+   the network shorter than half a lease), every job ran one attempt (drivers outlive their
+   daemon, which adopts them when it comes back).
+7. No zombie write, measured in storage: along each job's ledger (the order in which storage
+   took the job's own writes, :mod:`.ledger`), no write of an older attempt after a newer
+   attempt's first.
+8. Nothing quarantined: every fault here is the network's or a process's, never a job's.
+9. Nothing deleted that zkstore did not make: every ledger entry a job wrote and every object
+   planted beside zkstore's own (:data:`~recovery.dev.chaos.world.SENTINELS`) is still there
+   after ``handles cleanup``.
+10. On a world of hosts, every host's processes accounted for (:mod:`.processes`).
 
 The store commands run as the installed ``zkstore`` script, in a subprocess.
 """
@@ -20,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recovery.dev.chaos import job
+from recovery.dev.chaos import job, ledger, processes
 from recovery.dev.chaos.faults import Fault
 from recovery.dev.chaos.world import RunCluster
 from zkstore.errors import ZkStoreError
@@ -37,7 +46,7 @@ def check(run: RunCluster, timeout: float, fault: Fault | None = None) -> list[s
         attempts = job.attempts(out)
         if fault is not None and fault.restarts_nothing and [a.attempt for a in attempts] != [1]:
             violations.append(
-                f"{job_id}: a daemon restart restarted it (attempts "
+                f"{job_id}: restarted by a fault that restarts nothing (attempts "
                 f"{', '.join(str(a.attempt) for a in attempts) or 'none'})"
             )
         for first, second in job.overlaps(attempts):
@@ -48,9 +57,39 @@ def check(run: RunCluster, timeout: float, fault: Fault | None = None) -> list[s
         result = job.output(out)
         if steps is not None and (result is None or result["total"] != job.expected_total(steps)):
             violations.append(f"{job_id}: output {result} is not the exact total")
+        violations += [f"{job_id}: {line}" for line in ledger.zombie_writes(_entries(run, job_id))]
+    violations += _quarantined(run)
     if violations:
         return violations
-    return _store_checks(run)
+    violations = _store_checks(run)
+    for job_id, (out, _) in run.jobs.items():
+        gone = ledger.missing(run.ledger(job_id), out / ledger.LOG)
+        if gone:
+            violations.append(f"{job_id}: ledger entries {gone} deleted (not zkstore's)")
+    violations += [f"deleted, not zkstore's: {url}" for url in run.missing_sentinels()]
+    return violations + processes.account(run, timeout=2 * run.config.session_timeout + 10)
+
+
+def _entries(run: RunCluster, job_id: str) -> list[ledger.Entry]:
+    return run.ledger(job_id).entries()
+
+
+def ledger_counts(run: RunCluster) -> str:
+    """How much the zombie-write check looked at: the jobs' writes and attempts in storage."""
+    writes = attempts = 0
+    for job_id in run.jobs:
+        entries = _entries(run, job_id)
+        writes += len(entries)
+        attempts += len({e.attempt for e in entries})
+    return f"ledger: {writes} writes in storage by {attempts} attempts of {len(run.jobs)} jobs"
+
+
+def _quarantined(run: RunCluster) -> list[str]:
+    listed = _zkstore(run, "quarantine", "list", "--format", "json")
+    if listed.returncode != 0:
+        return [f"quarantine list failed: {listed.stderr.strip()}"]
+    found = json.loads(listed.stdout)
+    return [f"quarantined for a fault that was not the job's: {found}"] if found else []
 
 
 def _outcomes(run: RunCluster, timeout: float) -> list[str]:

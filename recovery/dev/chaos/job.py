@@ -11,6 +11,14 @@ alive at the same moment: a violation of "at most one live attempt".
 The job adds ``step * step`` for steps 1..N, carrying the running sum in its checkpoints, and
 writes the total to ``output.json`` at the end: a lost, repeated or stale checkpoint shows as a
 wrong total. With ``steps=None`` it runs until a ``stop`` file appears in its directory.
+
+With ``checkpoint_every`` N > 1 it checkpoints every N steps only and says it makes progress
+(``ctx.heartbeat()``) at every step: submitted with a progress timeout, its driver writes
+heartbeats between the checkpoints, from the thread that also watches its session.
+
+With a ``ledger`` (an fsspec URL and its storage options), each attempt also writes to storage
+as it works, from a thread ZooKeeper never blocks, for as long as it lives
+(:mod:`~recovery.dev.chaos.ledger`): the evidence of a zombie write, in storage's own order.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from recovery.dev.chaos.ledger import LOG as LEDGER_LOG
+from recovery.dev.chaos.ledger import Ledger, LedgerWriter
 
 OUTPUT = "output.json"
 PROGRESS = "progress.log"
@@ -39,10 +50,31 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
-def sum_of_squares(ctx: Any, out: str, steps: int | None, delay: float) -> None:
+def sum_of_squares(
+    ctx: Any,
+    out: str,
+    steps: int | None,
+    delay: float,
+    ledger: tuple[str, dict[str, Any]] | None = None,
+    checkpoint_every: int = 1,
+) -> None:
     """The chaos job: resumable from its latest checkpoint; see the module docstring."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
+    writer = None
+    if ledger is not None:
+        url, options = ledger
+        writer = LedgerWriter(
+            Ledger(url, options), ctx.attempt, max(delay, 0.25), folder / LEDGER_LOG
+        ).start()
+    try:
+        _steps(ctx, folder, steps, delay, checkpoint_every)
+    finally:
+        if writer is not None:
+            writer.stop()
+
+
+def _steps(ctx: Any, folder: Path, steps: int | None, delay: float, checkpoint_every: int) -> None:
     checkpoint = ctx.latest_checkpoint() or {"step": 0, "total": 0}
     step, total = int(checkpoint["step"]), int(checkpoint["total"])
     marker = folder / f"attempt-{ctx.attempt}.json"
@@ -53,7 +85,10 @@ def sum_of_squares(ctx: Any, out: str, steps: int | None, delay: float) -> None:
         time.sleep(delay)
         step += 1
         total += step * step
-        ctx.checkpoint({"step": step, "total": total})
+        if step % checkpoint_every == 0 or step == steps:
+            ctx.checkpoint({"step": step, "total": total})
+        else:
+            ctx.heartbeat()
         record["last"] = time.time()
         record["step"] = step
         _write(marker, record)
@@ -111,6 +146,25 @@ def progress_times(out: str | Path) -> list[float]:
     except FileNotFoundError:
         return []
     return sorted(float(line.split()[2]) for line in lines if len(line.split()) == 3)
+
+
+def progress(out: str | Path) -> list[tuple[int, float]]:
+    """(attempt, time) of each step the job made, in the order of time."""
+    try:
+        lines = (Path(out) / PROGRESS).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    found = [(int(w[0]), float(w[2])) for w in (line.split() for line in lines) if len(w) == 3]
+    return sorted(found, key=lambda step: step[1])
+
+
+def back_after(steps: list[tuple[int, float]], start: float) -> float | None:
+    """Seconds from ``start`` to the first step of an attempt newer than every attempt that
+    stepped before it (the job running again after a fault that stopped its attempt), or
+    None if no newer attempt stepped."""
+    before = max((attempt for attempt, at in steps if at < start), default=0)
+    after = [at for attempt, at in steps if attempt > before and at >= start]
+    return min(after) - start if after else None
 
 
 def longest_stall(times: list[float], start: float, end: float) -> float:

@@ -13,7 +13,9 @@ spec has in the run's span (:func:`expected_windows`), :func:`check` finds:
 - a window with neither a run nor a recorded skip or miss (lost: Chronos' incomplete runs);
 - a window both run and recorded as skipped or missed;
 - and, as the scenario asks: a missed window (``missed_ok=False``), a run that first started
-  later than ``epsilon`` after its window (Jepsen's window; None: lateness is only counted).
+  later than ``epsilon`` after its window (Jepsen's window; None: lateness is only counted), or
+  more than ``bound`` later than the span's quickest window did (what a fault added to a
+  window's delay, over what starting a run costs on the machine then).
 
 Pure, but for reading markers from a directory.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +76,16 @@ class Verdict:
     #: seconds from each window to its run's first start, in window order
     delays: list[float] = field(default_factory=list)
 
+    def counts(self) -> str:
+        """One line: the windows, what became of them, and their delays."""
+        delays = sorted(self.delays)
+        median = f"{statistics.median(delays):.2f}" if delays else "-"
+        longest = f"{delays[-1]:.2f}" if delays else "-"
+        return (
+            f"{self.windows} windows, {self.ran} ran, {self.skipped} skipped, "
+            f"{self.missed} missed; delay median {median} s, max {longest} s"
+        )
+
 
 def expected_windows(timing: Timing, start: datetime, end: datetime) -> list[datetime]:
     """The windows of ``timing`` in ``[start, end]``: the ones the run's span must account for
@@ -103,12 +116,14 @@ def check(
     *,
     skew: float = 0.5,
     epsilon: float | None = None,
+    bound: float | None = None,
     missed_ok: bool = True,
 ) -> Verdict:
     """Every window in ``windows`` has exactly one run or a recorded skip or miss (``decided``,
     see :func:`recorded`); see the module for each violation."""
     verdict = Verdict(windows=len(windows))
     by_window = _runs_by_window(windows, runs, skew, verdict)
+    started: list[tuple[datetime, float]] = []
     for window in windows:
         found = by_window.get(window, [])
         outcome = decided.get(window)
@@ -122,6 +137,7 @@ def check(
             verdict.ran += 1
             delay = found[0].first_start - window.timestamp()
             verdict.delays.append(delay)
+            started.append((window, delay))
             if epsilon is not None and delay > epsilon:
                 verdict.late += 1
                 verdict.violations.append(
@@ -135,6 +151,14 @@ def check(
                 verdict.violations.append(f"window {window}: missed")
         else:
             verdict.violations.append(f"window {window}: no run and no record (lost)")
+    quickest = min(verdict.delays, default=0.0)
+    for window, delay in started:
+        if bound is not None and delay - quickest > bound:
+            verdict.late += 1
+            verdict.violations.append(
+                f"window {window}: its run started {delay:.1f} s late, {delay - quickest:.1f} s "
+                f"later than the quickest window's (over {bound:g} s)"
+            )
     return verdict
 
 

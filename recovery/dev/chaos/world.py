@@ -1,7 +1,11 @@
 """The servers of a chaos session and the cluster of one run.
 
 :class:`World` owns what lives for the whole session: the ZooKeeper ensemble and a moto S3 server
-(a subprocess, so that it can be frozen with SIGSTOP), both dying with this process.
+(a subprocess, so that it can be frozen with SIGSTOP), both dying with this process. With a
+:class:`~recovery.dev.hosts.Network`, every process runs on a host of its own (:data:`HOSTS`:
+the three ZooKeeper servers, the S3 server, one host per daemon, which its drivers share), so
+that the network between them can fail; without one, everything is on this machine's loopback.
+Storage is the S3 server, or local disk (``storage="file"``: no S3 server at all).
 :class:`RunCluster` is one run: its own cluster id and storage prefix, three daemons as real
 processes (:class:`~recovery.dev.localcluster.LocalCluster`), the jobs it submitted.
 Nothing here assumes where drivers run: they are found through their ``running`` nodes.
@@ -20,8 +24,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import fsspec
+
 from recovery.client.client import Client
 from recovery.dev.chaos import job
+from recovery.dev.chaos.ledger import Ledger
+from recovery.dev.chaos.probe import ScheduleProbe
+from recovery.dev.hosts import Host, Network
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.sparkjvm.pool import STOP_GRACE
 from zkstore.closing import Closeable
@@ -29,6 +38,7 @@ from zkstore.config import StoreConfig
 from zkstore.dev import lifeline
 from zkstore.dev.embedded import free_port
 from zkstore.dev.ensemble import ZooKeeperEnsemble
+from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobResult
 
 #: How long the Spark JVMs of a run may take to exit once its daemons stopped: a daemon's stop
@@ -37,19 +47,41 @@ from zkstore.jobs.records import JobResult
 JVM_EXIT_GRACE = 2 * STOP_GRACE
 
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "chaos", "AWS_SECRET_ACCESS_KEY": "chaos"}
+ZOOKEEPER_HOSTS = ("zk1", "zk2", "zk3")
+STORAGE_HOST = "s3"
+DAEMONS = ("d1", "d2", "d3")
+#: The hosts of a world on a network: a daemon's host is named after the daemon.
+HOSTS = (*ZOOKEEPER_HOSTS, STORAGE_HOST, *DAEMONS)
+S3 = "s3"
+FILE = "file"
+#: A job that checkpoints every 100 steps (20 s) and heartbeats at every step, with a progress
+#: timeout of 40 s: its driver writes a heartbeat 10 s after each checkpoint.
+HEARTBEAT_JOB: tuple[int, dict[str, Any]] = (100, {"progress_timeout": 40.0})
+#: Objects that are not zkstore's, put in its storage before a run: they must all be there
+#: after it (``handles cleanup`` included). Keys under the storage root.
+SENTINELS = ("not-zkstore.txt", "{cluster}/not-zkstore.txt", "{cluster}/jobs-not-zkstore/x.txt")
 
 
 class S3Server(Closeable):
-    """``moto_server`` on a free loopback port, in its own process."""
+    """``moto_server`` in its own process: on a free loopback port, or on a host's address."""
 
-    def __init__(self, log_path: Path) -> None:
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+    def __init__(self, log_path: Path, host: Host | None = None) -> None:
+        self.host = host
+        self.port = free_port() if host is None else 5000
+        address = "127.0.0.1" if host is None else host.address
+        self.address = address
+        self.endpoint = f"http://{address}:{self.port}"
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
     def start(self, timeout: float = 60.0) -> S3Server:
-        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        command = [sys.executable, "-m", "moto.server", "-H", self.address, "-p", str(self.port)]
+        if self.host is not None:
+            command = self.host.command(command)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 lifeline.wrap(command), stdin=subprocess.DEVNULL, stdout=log, stderr=log
@@ -90,25 +122,55 @@ class S3Server(Closeable):
 
 
 class World(Closeable):
-    """The ensemble and the S3 server shared by every run of a session."""
+    """The ensemble and the storage shared by every run of a session (see the module)."""
 
-    def __init__(self, work_dir: Path, *, tick_time_ms: int = 2000) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        tick_time_ms: int = 2000,
+        network: Network | None = None,
+        storage: str = S3,
+    ) -> None:
+        if storage not in (S3, FILE):
+            raise ValueError(f"storage is {S3} or {FILE}, not {storage}")
         self.work_dir = work_dir
         work_dir.mkdir(parents=True, exist_ok=True)
         os.environ.update(S3_KEYS)  # the daemons and drivers inherit them
-        self.ensemble = ZooKeeperEnsemble(tick_time_ms=tick_time_ms, work_dir=work_dir / "zk")
-        self.s3 = S3Server(work_dir / "s3.log")
+        self.network = network
+        hosts = [self._on(name) for name in ZOOKEEPER_HOSTS] if network is not None else []
+        self.ensemble = ZooKeeperEnsemble(
+            tick_time_ms=tick_time_ms,
+            work_dir=work_dir / "zk",
+            hosts=[(host.address, host.command([])) for host in hosts if host is not None],
+        )
+        storage_host = network[STORAGE_HOST] if network is not None else None
+        self.s3 = S3Server(work_dir / "s3.log", storage_host) if storage == S3 else None
+        self.storage = storage
         self.bucket = "chaos"
+
+    def _on(self, name: str) -> Host | None:
+        return self.network[name] if self.network is not None else None
+
+    def daemon_hosts(self) -> dict[str, list[str]]:
+        """The command prefix that runs a daemon on its own host (none without a network)."""
+        if self.network is None:
+            return {}
+        return {name: self.network[name].command([]) for name in DAEMONS}
 
     def start(self) -> World:
         self.ensemble.start()
-        self.s3.start()
-        self.s3.create_bucket(self.bucket)
+        if self.s3 is not None:
+            self.s3.start()
+            self.s3.create_bucket(self.bucket)
         return self
 
     def heal(self) -> None:
-        """Bring every server back (after a run, whatever its faults did)."""
-        self.s3.resume()
+        """Bring every server and the network back (after a run, whatever its faults did)."""
+        if self.network is not None:
+            self.network.heal()
+        if self.s3 is not None:
+            self.s3.resume()
         for n, member in self.ensemble.members.items():
             member.signal(signal.SIGCONT)
             if not member.running:
@@ -116,19 +178,30 @@ class World(Closeable):
         self.ensemble.wait_serving(timeout=120)
 
     def config(self, run_id: str, session_timeout: float) -> StoreConfig:
+        if self.s3 is not None:
+            url, options = f"s3://{self.bucket}/{run_id}", self.s3.options()
+        else:
+            url, options = (self.work_dir / "storage" / run_id).as_uri(), {}
         return StoreConfig(
             zk_hosts=self.ensemble.connect_string,
             root="/chaos",
             cluster_id=run_id,
-            storage_url=f"s3://{self.bucket}/{run_id}",
-            storage_options=self.s3.options(),
+            storage_url=url,
+            storage_options=options,
             session_timeout=session_timeout,
             timeout=5.0,
         )
 
     def close(self) -> None:
-        self.s3.close()
+        if self.s3 is not None:
+            self.s3.close()
         self.ensemble.close()
+
+
+#: Driver slots per daemon, the same on every machine (the default follows the cores): three
+#: daemons hold the largest load's twelve jobs with a slot to spare for the schedule's runs,
+#: which would otherwise wait for a job to end, not for the fault.
+SLOTS = 5
 
 
 class RunCluster(Closeable):
@@ -139,33 +212,76 @@ class RunCluster(Closeable):
         self.run_id = run_id
         self.config = world.config(run_id, session_timeout)
         self.work_dir = world.work_dir / run_id
-        # One daemon keeps a warm Spark driver JVM (issue 47): every scenario's faults reach it
-        # too, and none may be left behind (close).
+        # the probe's schedule fires every 3 s: under the 10 s a production cluster keeps; one
+        # daemon keeps a warm Spark driver JVM (issue 47): every scenario's faults reach it too,
+        # and none may be left behind (close)
         self.local = LocalCluster(
             self.config,
             self.work_dir,
             restart_backoff=0.5,
+            extra_args=("--max-drivers", str(SLOTS), "--schedule-min-interval", "1s"),
+            hosts=world.daemon_hosts(),
             daemon_args={"d1": ("--warm-drivers", "1")},
         )
         #: the Spark JVMs left after the daemons stopped (and a grace to exit), at close
         self.jvms_left: list[int] = []
         self.client: Client | None = None
         self.jobs: dict[str, tuple[Path, int | None]] = {}
+        #: the run's schedule (the runner's)
+        self.probe: ScheduleProbe | None = None
 
     def start(self, daemons: int = 3) -> RunCluster:
+        self.plant_sentinels()
         for n in range(1, daemons + 1):
             self.local.start_daemon(f"d{n}")
         self.local.wait_for_leader(timeout=120)
         self.client = Client(self.config)
         return self
 
+    def ledger_of(self, job_id: str) -> tuple[str, dict[str, Any]]:
+        """Where a job's own writes go (its ledger), outside zkstore's keys, and how to reach it."""
+        return f"{self.config.storage_url}/ledger/{job_id}", dict(self.config.storage_options)
+
+    def ledger(self, job_id: str) -> Ledger:
+        return Ledger(*self.ledger_of(job_id))
+
+    def sentinels(self) -> list[str]:
+        return [
+            f"{self.config.storage_url}/{key.format(cluster=self.config.cluster_id)}"
+            for key in SENTINELS
+        ]
+
+    def plant_sentinels(self) -> None:
+        """Objects zkstore did not make, beside and among its own (see :data:`SENTINELS`)."""
+        for url in self.sentinels():
+            fs, path = fsspec.core.url_to_fs(url, **self.config.storage_options)
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            fs.pipe_file(path, b"not zkstore's")
+
+    def missing_sentinels(self) -> list[str]:
+        missing = []
+        for url in self.sentinels():
+            fs, path = fsspec.core.url_to_fs(url, **self.config.storage_options)
+            if not fs.exists(path):
+                missing.append(url)
+        return missing
+
     def submit(self, steps: int | None, delay: float, max_attempts: int = 50) -> str:
+        """A chaos job; every second one checkpoints rarely and heartbeats between, with a
+        progress timeout (:data:`HEARTBEAT_JOB`), so that its driver writes heartbeats."""
         assert self.client is not None
-        job_id = f"j{len(self.jobs) + 1}-{uuid.uuid4().hex[:6]}"
+        number = len(self.jobs) + 1
+        job_id = f"j{number}-{uuid.uuid4().hex[:6]}"
         out = self.work_dir / "out" / job_id
-        self.client.submit_function(
-            job.sum_of_squares, str(out), steps, delay, job_id=job_id, max_attempts=max_attempts
+        every, lifecycle = HEARTBEAT_JOB if number % 2 == 0 else (1, {})
+        definition = JobDefinition.for_function(
+            job_id,
+            job.sum_of_squares,
+            args=(str(out), steps, delay, self.ledger_of(job_id), every),
+            max_attempts=max_attempts,
+            lifecycle=lifecycle,
         )
+        self.client.submit(definition)
         self.jobs[job_id] = (out, steps)
         return job_id
 

@@ -18,7 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkstore.protocol import ARGUMENTS_APART, FEATURES, JOB_IDENTITIES, Feature
+from zkstore.protocol import (
+    ARGUMENTS_APART,
+    ATTEMPT_PROVENANCE,
+    FEATURES,
+    JOB_IDENTITIES,
+    Feature,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,11 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "a daemon gives its drivers the cluster's ZooKeeper identity, as protocol 2 did (the "
         "nodes it makes carry the jobs' ACL entries either way: only an older daemon's lack "
         "them, and the member grants them before a driver of its own identity starts)"
+    ),
+    ATTEMPT_PROVENANCE: FallsBack(
+        "the leader records each attempt's placement without its definition's digest and "
+        "target, as protocol 2 did (jobs show and the page then say nothing of which code an "
+        "attempt ran)"
     ),
 }
 

@@ -34,6 +34,7 @@ from zkstore.dev.embedded import SHORT_JVM_OPTIONS, EmbeddedZooKeeper
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.records import MemberInfo, read_record
 from zkstore.layout import Layout
+from zkstore.schedules.limits import MIN_INTERVAL_ENV
 
 #: The daemons' ZooKeeper session (the default): a lost leader's successor waits this long.
 SESSION_TIMEOUT = 10.0
@@ -126,8 +127,13 @@ class MixedFleet(Closeable):
             spark_master="local[1]",
             restart_backoff=0.5,
             extra_args=("--max-drivers", "8"),
-            # Spark drivers with the short JVM of a development server (C1 alone, serial GC).
-            extra_env={"SPARK_SUBMIT_OPTS": " ".join(SHORT_JVM_OPTIONS)},
+            extra_env={
+                # Spark drivers with the short JVM of a development server (C1, serial GC).
+                "SPARK_SUBMIT_OPTS": " ".join(SHORT_JVM_OPTIONS),
+                # The schedule fires every few seconds, under a production cluster's minimum
+                # (an environment variable: a release without the bound ignores it).
+                MIN_INTERVAL_ENV: "1s",
+            },
         )
         return config
 

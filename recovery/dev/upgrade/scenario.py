@@ -359,8 +359,8 @@ class Scenario:
         for problem in found:
             self.violation(problem)
         self.probe.stop()
-        notes.append(f"schedule: {counts}")
-        self.say(f"schedule {NAME}: {counts}")
+        notes.append(f"schedule: {counts.counts()}")
+        self.say(f"schedule {NAME}: {counts.counts()}")
 
     def check_evidence(self, notes: list[str]) -> None:
         fleet = self.fleet

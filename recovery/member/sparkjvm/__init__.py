@@ -11,10 +11,14 @@ each a module here:
 - :mod:`.pool`: ``--warm-drivers N`` driver JVMs started ahead of need and warmed by a
   throw-away context and query (:mod:`.warmup`); an attempt takes one at its launch and its
   driver connects to it instead of starting one, if its JVM-level settings match
-  (:mod:`.settings`); each serves one attempt and is discarded after it.
+  (:mod:`recovery.shared.sparkjvm`); each serves one attempt and is discarded after it.
 
-Beside them: where Spark and Java are and the command Spark's launcher builds (:mod:`.home`),
-how a deployment's ``SPARK_CONF_DIR`` reaches the drivers without defeating the archive
-(:mod:`.confdir`), and the records a restarted daemon finds its warm JVMs by
-(:mod:`.records`).
+Each module::
+
+    archive.py   the class-data archive: made in the background, verified before any use
+    pool.py      ``--warm-drivers``: JVMs started, warmed, handed to one attempt, ended
+    warmup.py    the throw-away context and queries that warm a JVM (its own child process)
+    home.py      where Spark and Java are, and the command Spark's launcher builds
+    confdir.py   a deployment's ``SPARK_CONF_DIR`` without defeating the archive
+    records.py   a warm JVM's record on disk, by which a restarted daemon finds it
 """

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from recovery.member.sparkjvm import confdir, home
-from recovery.member.sparkjvm.settings import ARCHIVE_ENV, PROPERTIES_ENV
+from recovery.shared.sparkjvm import ARCHIVE_ENV, PROPERTIES_ENV
 from zkstore.strict import utc_now
 
 logger = logging.getLogger(__name__)

@@ -148,9 +148,3 @@ def class_path(command: Sequence[str]) -> str:
         if flag in ("-cp", "-classpath", "--class-path"):
             return value
     return ""
-
-
-def quote_option(option: str) -> str:
-    """One JVM option as Spark's launcher reads ``SPARK_SUBMIT_OPTS`` (split as a shell would:
-    double quotes, backslashes), whatever its path holds."""
-    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'

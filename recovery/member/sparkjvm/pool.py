@@ -15,9 +15,9 @@ directory is the attempt's, where its shipped files are), its log becomes the at
 record names the attempt, and its driver gets the gateway's port and secret through its
 configuration pipe and the write end of the JVM's standard input as a descriptor. The driver
 connects to it if its job's JVM-level settings match the defaults it was started with
-(:mod:`.settings`), else starts its own JVM and lets this one go. Either way it serves no other
-attempt: it is ended once the attempt is over (:meth:`WarmPool.attempt_over`), and the next is
-started at once.
+(:mod:`recovery.shared.sparkjvm`), else starts its own JVM and lets this one go. Either way it
+serves no other attempt: it is ended once the attempt is over (:meth:`WarmPool.attempt_over`),
+and the next is started at once.
 
 **Nothing leaks.** The JVM's standard input is a pipe whose write end the daemon holds until an
 attempt takes it, then that attempt's driver: pyspark's gateway exits when its standard input
@@ -46,10 +46,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from recovery.member import attemptdir
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
-from recovery.member.processes import (
+from recovery.member.sparkjvm import home
+from recovery.member.sparkjvm.archive import ClassData
+from recovery.member.sparkjvm.records import (
+    WARM,
+    WarmRecord,
+    WarmRecords,
+)
+from recovery.proctitle import fit, warm_driver_title
+from recovery.settings import DriverUser
+from recovery.shared import attemptdir
+from recovery.shared.processes import (
     Adopted,
     Liveness,
     ProcessIdentity,
@@ -59,23 +68,15 @@ from recovery.member.processes import (
     spawn_with_config,
     start_ticks,
 )
-from recovery.member.sparkjvm import home
-from recovery.member.sparkjvm.archive import ClassData
-from recovery.member.sparkjvm.records import (
-    WARM,
-    WarmOffer,
-    WarmRecord,
-    WarmRecords,
-)
-from recovery.member.sparkjvm.settings import (
+from recovery.shared.sparkjvm import (
     ARCHIVE_ENV,
     JVM_LEVEL,
     PROPERTIES_ENV,
+    WarmOffer,
     master_reason,
     parse_properties,
+    quote_option,
 )
-from recovery.proctitle import fit, warm_driver_title
-from recovery.settings import DriverUser
 
 logger = logging.getLogger(__name__)
 
@@ -344,9 +345,9 @@ class WarmPool:
         env = {**base, **self.class_data.environment(base)}
         archive = env.pop(ARCHIVE_ENV, None)
         env.pop(PROPERTIES_ENV, None)
-        options = [home.quote_option(f"-Djava.io.tmpdir={self.records.scratch(warm_id)}")]
+        options = [quote_option(f"-Djava.io.tmpdir={self.records.scratch(warm_id)}")]
         if archive is not None:
-            options.append(home.quote_option(f"-XX:SharedArchiveFile={archive}"))
+            options.append(quote_option(f"-XX:SharedArchiveFile={archive}"))
         options.append(base.get("SPARK_SUBMIT_OPTS", ""))
         env["SPARK_SUBMIT_OPTS"] = " ".join(o for o in options if o)
         env["_PYSPARK_DRIVER_CONN_INFO_PATH"] = str(self.records.conn(warm_id) / "info")

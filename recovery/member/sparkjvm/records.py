@@ -16,7 +16,7 @@ daemon's user; passable, not listable, by its drivers' users):
 
 No secret is ever in a record: the gateway's secret lives in the daemon's memory until it goes,
 through the driver's configuration pipe, to the one driver that takes the JVM
-(:class:`WarmOffer`).
+(:class:`recovery.shared.sparkjvm.WarmOffer`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import os
 import re
 import shutil
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from recovery.member import attemptdir
-from recovery.member.processes import ProcessIdentity
+from recovery.shared import attemptdir
+from recovery.shared.processes import ProcessIdentity
 
 logger = logging.getLogger(__name__)
 
@@ -172,51 +172,3 @@ def remove_own_file(path: Path) -> None:
         found = os.lstat(path)
         if os.path.isfile(path) and not os.path.islink(path) and found.st_uid == os.getuid():
             path.unlink()
-
-
-@dataclass(frozen=True)
-class WarmOffer:
-    """What a driver is given of the warm JVM its attempt took, through its configuration pipe
-    (never its environment or command line): where the JVM's gateway listens and its secret,
-    the JVM's process, and the JVM-level settings it was started with (the deployment's
-    defaults: the driver decides whether its job's match, :mod:`.settings`)."""
-
-    warm_id: str
-    pid: int
-    start_ticks: int | None
-    port: int
-    secret: str = field(repr=False)
-    defaults: dict[str, str] = field(default_factory=dict)
-    warmed: float = 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> WarmOffer:
-        """Raises ValueError for anything a daemon would not have written."""
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise ValueError("not an object")
-        if not isinstance(raw.get("defaults"), dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in raw["defaults"].items()
-        ):
-            raise ValueError("'defaults' is not a map of text")
-        for name, kind in {"warm_id": str, "pid": int, "port": int, "secret": str}.items():
-            if type(raw.get(name)) is not kind:
-                raise ValueError(f"{name!r} has the wrong type")
-        ticks = raw.get("start_ticks")
-        if ticks is not None and type(ticks) is not int:
-            raise ValueError("'start_ticks' has the wrong type")
-        warmed = raw.get("warmed", 0.0)
-        if type(warmed) not in (int, float):
-            raise ValueError("'warmed' has the wrong type")
-        return cls(
-            raw["warm_id"],
-            raw["pid"],
-            ticks,
-            raw["port"],
-            raw["secret"],
-            dict(raw["defaults"]),
-            float(warmed),
-        )

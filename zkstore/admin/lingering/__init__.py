@@ -23,6 +23,14 @@ Every deletion is re-checked against ZooKeeper just before it is made, so that a
 published meanwhile is never removed; nothing younger than the minimum age is ever touched.
 A payload is only ever published within :data:`~zkstore.store.MAX_PUBLISH_DELAY` of being
 written, so an unreferenced payload older than that (plus clock skew) can never become referenced.
+
+The modules::
+
+    kind.py        what every kind is: a :class:`Kind` finds its findings and cleans one up
+    payloads.py    orphan payloads, dangling handles, marked nodes
+    records.py     dirty results, empty job trees, quarantined jobs
+    artifacts.py   artifacts of dead attempts and of ended jobs
+    schedules.py   orphan schedule payloads
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ the job declared, and the history of changes.
 
 :class:`ControlStore` is the Python API (``zkstore control`` and the HTTP API use it);
 :func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.driver.control``.
+The modules::
+
+    values.py    what a control object may hold: flat keys, scalar values, built-ins, types
+    records.py   what the driver writes beside it: the acknowledgement, the declared keys
+    store.py     :class:`ControlStore`: set (compare-and-set), acknowledge, declare
+    history.py   the history of changes: one small object per change, in storage
+    view.py      desired against applied, per key: what ``control get`` shows
 """
 
 import importlib

@@ -125,8 +125,6 @@ def _decisions_problem(keys: dict[str, Any]) -> str | None:
         problem = key_error(key)
         if problem is None and not isinstance(entry, dict):
             problem = "not an object"
-        elif problem is None and (set(entry) - {"state", "value", "reason"}):
-            problem = "unknown fields"
         elif problem is None and entry.get("state") not in KEY_STATES:
             problem = f"state {entry.get('state')!r:.40}"
         elif problem is None:

@@ -18,15 +18,18 @@ A warm driver serves the masters whose scheduler the context makes by itself: lo
 standalone master (``spark://``). YARN and Kubernetes have ``spark-submit`` prepare more in
 client mode (credentials, the application's staging) than a context can redo.
 
-Pure: the caller reads the files and the environment.
+Pure: the caller reads the files and the environment. Also here, as the member and the driver
+both use them: :class:`WarmOffer`, what a driver is given of the warm JVM its attempt took, and
+:func:`quote_option`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from recovery.settings import is_warm_master
 
@@ -164,3 +167,57 @@ def parse_properties(text: str) -> dict[str, str]:
         elif whole.strip():
             found[whole.strip()] = ""
     return found
+
+
+def quote_option(option: str) -> str:
+    """One JVM option as Spark's launcher reads ``SPARK_SUBMIT_OPTS`` (split as a shell would:
+    double quotes, backslashes), whatever its path holds."""
+    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class WarmOffer:
+    """What a driver is given of the warm JVM its attempt took, through its configuration pipe
+    (never its environment or command line): where the JVM's gateway listens and its secret,
+    the JVM's process, and the JVM-level settings it was started with (the deployment's
+    defaults: the driver decides whether its job's match, this module)."""
+
+    warm_id: str
+    pid: int
+    start_ticks: int | None
+    port: int
+    secret: str = field(repr=False)
+    defaults: dict[str, str] = field(default_factory=dict)
+    warmed: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WarmOffer:
+        """Raises ValueError for anything a daemon would not have written."""
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        if not isinstance(raw.get("defaults"), dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in raw["defaults"].items()
+        ):
+            raise ValueError("'defaults' is not a map of text")
+        for name, kind in {"warm_id": str, "pid": int, "port": int, "secret": str}.items():
+            if type(raw.get(name)) is not kind:
+                raise ValueError(f"{name!r} has the wrong type")
+        ticks = raw.get("start_ticks")
+        if ticks is not None and type(ticks) is not int:
+            raise ValueError("'start_ticks' has the wrong type")
+        warmed = raw.get("warmed", 0.0)
+        if type(warmed) not in (int, float):
+            raise ValueError("'warmed' has the wrong type")
+        return cls(
+            raw["warm_id"],
+            raw["pid"],
+            ticks,
+            raw["port"],
+            raw["secret"],
+            dict(raw["defaults"]),
+            float(warmed),
+        )
