@@ -14,6 +14,10 @@ Measured, per run:
 - **a fresh job, cold**: the same for a job with a JVM-level setting the warm drivers lack
   (``spark.driver.extraJavaOptions``), so it starts its own JVM, mapping the archive (goal: at
   most 0.6x a bare start);
+- **memory of a warm JVM**: the resident set (RSS) and proportional set (PSS, its share of
+  pages mapped by others too: the archive, the JDK's libraries) of each warm driver JVM that its
+  daemon says is ready (started and warmed) and no attempt took, read from
+  ``/proc/<pid>/smaps_rollup`` (what ``--warm-drivers`` costs);
 
 beside, in the same run, a bare ``python`` that builds a ``SparkSession`` (``local[1]``, as the
 daemons' jobs) and runs the same action: from its start to its action's end. Medians over the
@@ -57,6 +61,7 @@ spark.stop()
 #: A JVM-level setting the warm drivers lack: the job starts cold.
 COLD_CONF = {"spark.driver.extraJavaOptions": "-Dzkstore.bench=cold"}
 _READY = re.compile(r"warm driver ([0-9a-f]{8}) ready")
+_READY_PID = re.compile(r"warm driver ([0-9a-f]{8}) ready \(pid (\d+)")
 _GONE = re.compile(r"took warm driver ([0-9a-f]{8})|warm driver ([0-9a-f]{8}) \(pid \d+\) exited")
 
 
@@ -118,6 +123,34 @@ def wait(condition: Any, timeout: float, what: str) -> Any:
     raise TimeoutError(f"{what}: not within {timeout:g} s")
 
 
+def memory_mib(pid: int) -> tuple[float, float] | None:
+    """(RSS, PSS) of a process in MiB (``/proc/<pid>/smaps_rollup``), None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    sizes = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("Rss", "Pss") and rest.split():
+            sizes[name] = int(rest.split()[0]) / 1024
+    return sizes.get("Rss", 0.0), sizes.get("Pss", 0.0)
+
+
+def ready_jvms(daemon: DaemonProcess) -> list[int]:
+    """Pids of the daemon's warm driver JVMs that are ready (warmed) and not taken, still
+    named ``zkstore warm-driver ID`` in ``ps``."""
+    log = daemon.log()
+    gone = {a or b for a, b in _GONE.findall(log)}
+    found = []
+    for warm_id, pid in _READY_PID.findall(log):
+        with contextlib.suppress(OSError):
+            title = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if warm_id not in gone and title.startswith(b"zkstore warm-driver "):
+                found.append(int(pid))
+    return found
+
+
 def warm_ready(daemon: DaemonProcess) -> int:
     """How many warm drivers the daemon says are ready and not taken (its log)."""
     log = daemon.log()
@@ -133,6 +166,8 @@ class Run:
     cold_submit: float
     bare: float
     warm_pid_matched: bool
+    #: (RSS, PSS) in MiB of each warm JVM ready before the kill
+    memory: list[tuple[float, float]]
 
 
 class Bench:
@@ -191,6 +226,8 @@ class Bench:
         zk.delete(drained)
         wait(lambda: warm_ready(leader) > 0, 600, "a warm driver on the survivor")
         wait(lambda: len(actions(out)) >= 3, 120, "three actions")
+        sizes = [memory_mib(pid) for d in (leader, victim) for pid in ready_jvms(d)]
+        memory = [size for size in sizes if size is not None]
         self.local.kill_host(victim.daemon_id)
         killed = time.time()
         back = wait(
@@ -201,14 +238,20 @@ class Bench:
         host_loss = back["at"] - killed
         pid_matched = f"pid {back['jvm']}," in leader.log() or f"pid {back['jvm']})" in leader.log()
         self._finish(job_id, gate)
-        self.local.start_daemon(victim.daemon_id)  # back for the next run
+        back_again = self.local.start_daemon(victim.daemon_id)  # back for the next run
+        # the cold job starts when no warm JVM is being started or warmed (the one it takes and
+        # lets go is replaced at once: that start runs beside its own, as it would in use)
+        for daemon in (leader, back_again):
+            wait(lambda d=daemon: warm_ready(d) > 0, 600, f"a warm driver on {daemon.daemon_id}")
         cold_started = time.time()
         cold_id, cold_out, cold_gate = self._job(COLD_CONF)
         cold_gate.touch()
         cold_first = wait(lambda: actions(cold_out), 600, "the cold job's first action")[0]
         self.client.wait(cold_id, timeout=300)
         bare = bare_start()
-        return Run(host_loss, warm_submit, cold_first["at"] - cold_started, bare, pid_matched)
+        return Run(
+            host_loss, warm_submit, cold_first["at"] - cold_started, bare, pid_matched, memory
+        )
 
 
 def main(argv: list[str] | None = None) -> list[Result]:
@@ -228,7 +271,8 @@ def main(argv: list[str] | None = None) -> list[Result]:
                     f"run {index}: host loss {run.host_loss:.2f} s (warm JVM pid in the "
                     f"daemon's log: {run.warm_pid_matched}), fresh job warm "
                     f"{run.warm_submit:.2f} s, cold {run.cold_submit:.2f} s, bare "
-                    f"{run.bare:.2f} s",
+                    f"{run.bare:.2f} s; warm JVMs ready (RSS/PSS MiB): "
+                    + (", ".join(f"{r:.0f}/{p:.0f}" for r, p in run.memory) or "none"),
                     flush=True,
                 )
         finally:
@@ -238,6 +282,13 @@ def main(argv: list[str] | None = None) -> list[Result]:
     bare = statistics.median(r.bare for r in runs)
     speeds = f"machine: 10^7 squares in {speed:.2f} s before, {after:.2f} s after"
     median = statistics.median
+    sizes = [size for r in runs for size in r.memory]
+    if sizes:
+        print(
+            f"memory per warm driver JVM, ready (median of {len(sizes)}): RSS "
+            f"{median(r for r, _ in sizes):.0f} MiB, PSS {median(p for _, p in sizes):.0f} MiB",
+            flush=True,
+        )
     return show_all(
         (
             Result(

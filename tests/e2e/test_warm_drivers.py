@@ -9,77 +9,23 @@ pid than the warm driver's, one that did not map the archive has no archive in i
 
 from __future__ import annotations
 
-import json
 import re
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from recovery.dev.localcluster import DaemonProcess, LocalCluster
+from recovery.dev.localcluster import LocalCluster
 from recovery.member.sparkjvm.archive import MAKE_TIMEOUT
-from recovery.member.sparkjvm.pool import JVM_START_TIMEOUT, STOP_GRACE, WARM_UP_TIMEOUT
+from recovery.member.sparkjvm.pool import STOP_GRACE
 from tests import jobs, spark_jvm
-from tests.cli import connection
-from tests.helpers import BIN, alive, hands_client, wait_for
+from tests.helpers import alive, hands_client, wait_for
+from tests.warm_drivers import JOB, WARM, driver_log, ready, show, titled_warm, took
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS
 from zkstore.jobs.states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
-
-#: A warm driver's start and warm-up, at their own deadlines.
-WARM = JVM_START_TIMEOUT + WARM_UP_TIMEOUT
-#: A small Spark job from its submission (a cold JVM on a loaded 2-core machine).
-JOB = 300.0
-_READY = re.compile(r"warm driver ([0-9a-f]{8}) ready")
-_TOOK = re.compile(
-    r"job (\S+): attempt (\d+) took warm driver ([0-9a-f]{8}) \(its Spark JVM, pid (\d+)\)"
-)
-
-
-def ready(daemon: DaemonProcess) -> set[str]:
-    """The warm drivers the daemon says are ready and no attempt took."""
-    log = daemon.log()
-    return set(_READY.findall(log)) - {m[2] for m in _TOOK.findall(log)}
-
-
-def took(daemon: DaemonProcess, job_id: str) -> tuple[str, int] | None:
-    """The warm driver (id, JVM pid) an attempt of ``job_id`` took, per the daemon's log."""
-    for job, _, warm_id, pid in _TOOK.findall(daemon.log()):
-        if job == job_id:
-            return warm_id, int(pid)
-    return None
-
-
-def show(config: StoreConfig, job_id: str) -> dict[str, object]:
-    done = subprocess.run(
-        [str(BIN / "zkstore"), "jobs", "show", job_id, "--format", "json", *connection(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    shown: dict[str, object] = json.loads(done.stdout)
-    return shown
-
-
-def driver_log(local: LocalCluster, job_id: str, attempt: int = 1) -> str:
-    return (local.work_dir / "drivers" / job_id / f"attempt-{attempt}.log").read_text()
-
-
-def titled_warm(local: LocalCluster) -> list[int]:
-    """The processes of the cluster that ``ps`` shows as ``zkstore warm-driver ID``."""
-    found = []
-    for pid in local.spark_jvms():
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if command.startswith(b"zkstore warm-driver "):
-            found.append(pid)
-    return found
 
 
 def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
@@ -104,9 +50,11 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
         [warm_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
         with hands_client(spark_config) as client:
             client.submit_function(
-                jobs.jvm_report, str(out), [], [], str(gate), job_id="warm", max_attempts=1
+                jobs.jvm_report, str(out / "warm"), [], [], str(gate), job_id="warm", max_attempts=1
             )
-            report = wait_for(lambda: jobs.read_marks(str(out)).get("jvm-1"), JOB, what="run")
+            report = wait_for(
+                lambda: jobs.read_marks(str(out / "warm")).get("jvm-1"), JOB, what="run"
+            )
             warm_id, pid = took(daemon, "warm") or ("", 0)
             assert warm_id in first and pid == warm_pid == report["pid"], daemon.log()[-3000:]
             attempt_dir = str(local.work_dir / "attempts" / "warm-attempt-1")
@@ -132,15 +80,22 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
             cold = {"spark.driver.extraJavaOptions": "-Dzkstore.test=cold"}
             client.submit_function(
                 jobs.jvm_report,
-                str(out),
+                str(out / "cold"),
                 ["spark.driver.extraJavaOptions"],
                 ["zkstore.test"],
+                str(tmp_path / "cold-gate"),
                 job_id="cold",
                 conf=cold,
                 max_attempts=1,
             )
+            spark = wait_for(lambda: show(spark_config, "cold")["spark"], JOB, what="record")
+            assert isinstance(spark, dict), spark
+            assert str(spark["jvm"]).startswith(
+                "cold: spark.driver.extraJavaOptions="
+            ) and "fixed at JVM launch" in str(spark["jvm"]), spark
+            (tmp_path / "cold-gate").touch()
             assert client.wait("cold", timeout=JOB).outcome == SUCCEEDED
-        own = jobs.read_marks(str(out))["jvm-1"]
+        own = jobs.read_marks(str(out / "cold"))["jvm-1"]
         assert own["properties"] == {"zkstore.test": "cold"}, "its own setting took effect"
         assert own["pid"] not in (warm_pid, pid) and own["total"] == sum(range(100))
         said = driver_log(local, "cold")
