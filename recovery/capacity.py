@@ -57,8 +57,9 @@ DRIVER_MEMORY = 1 * GiB
 RESERVED_MEMORY = 1 * GiB
 DRIVERS_PER_CORE = 2
 MAX_DEFAULT = 64
-#: What a warm driver JVM holds resident once warmed (a small local context built and stopped)
-WARM_RESIDENT = 400 << 20
+#: What a warm driver JVM holds resident once warmed (a small local context built and stopped):
+#: 450-498 MiB RSS, 410-459 MiB PSS measured (``python -m benchmarks spark_resume``)
+WARM_RESIDENT = 464 << 20
 WARM_PER_CORE = 0.5
 MAX_WARM_DEFAULT = 4
 
