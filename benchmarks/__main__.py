@@ -27,6 +27,7 @@ SUITES = [
     "cli",
     "lifecycle",
     "schedules",
+    "spark_resume",
     "bounded",
 ]
 
@@ -47,6 +48,7 @@ SMOKE = {
     "cli": ["--rounds", "1", "--jobs", "5"],
     "lifecycle": ["--rounds", "20", "--events", "20"],
     "schedules": ["--fires", "5", "--latency-fires", "5"],
+    "spark_resume": ["--runs", "1"],
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).

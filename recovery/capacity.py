@@ -27,6 +27,20 @@ On the machine this was written on (2 cores, 24 GiB): min(4, 23) = 4, where the 
 32; on an 8-core, 16-GiB host: min(16, 15) = 15; in a container limited to 1.5 CPUs and 4 GiB:
 min(3, 3) = 3.
 
+Warm drivers (``--warm-drivers``, :mod:`recovery.member.sparkjvm.pool`) are Spark driver JVMs
+kept started ahead of need, each about :data:`WARM_RESIDENT` resident once warmed (measured:
+docs/operating.md) and a driver's JVM once an attempt takes it; so each counts as a driver's
+:data:`DRIVER_MEMORY`, beside the slots::
+
+    warm_drivers = max(0, min(max(1, WARM_PER_CORE * cores),
+                              (memory - RESERVED_MEMORY) // DRIVER_MEMORY - max_drivers,
+                              max_drivers, MAX_WARM_DEFAULT))
+
+Their start and warm-up cost a few seconds of CPU each (once per attempt that takes one): one
+per two cores keeps that from crowding the drivers that run. Here (2 cores, 24 GiB, 4 slots):
+min(1, 19, 4, 4) = 1; on the 8-core, 16-GiB host: min(4, 0, ...) = 0 (the slots use the
+memory); in the 4-GiB container: min(1, 0, ...) = 0.
+
 Pure but for :func:`read_host_size`, which reads ``/proc`` and ``/sys/fs/cgroup`` under a root
 directory (a test's own, or ``/``).
 """
@@ -43,6 +57,11 @@ DRIVER_MEMORY = 1 * GiB
 RESERVED_MEMORY = 1 * GiB
 DRIVERS_PER_CORE = 2
 MAX_DEFAULT = 64
+#: What a warm driver JVM holds resident once warmed (a small local context built and stopped):
+#: 450-498 MiB RSS, 410-459 MiB PSS measured (``python -m benchmarks spark_resume``)
+WARM_RESIDENT = 464 << 20
+WARM_PER_CORE = 0.5
+MAX_WARM_DEFAULT = 4
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,25 @@ def explain(host: HostSize) -> str:
         f"{default_max_drivers(host)} driver slots: {host.cores:g} cores x {DRIVERS_PER_CORE}, "
         f"{host.memory / GiB:.1f} GiB less {RESERVED_MEMORY // GiB} GiB at "
         f"{DRIVER_MEMORY // GiB} GiB per driver, at most {MAX_DEFAULT}"
+    )
+
+
+def default_warm_drivers(host: HostSize, max_drivers: int) -> int:
+    """The default number of warm driver JVMs on ``host`` with ``max_drivers`` slots (0: the
+    slots leave no memory for one)."""
+    by_cpu = max(1, math.floor(host.cores * WARM_PER_CORE))
+    by_memory = (host.memory - RESERVED_MEMORY) // DRIVER_MEMORY - max_drivers
+    return max(0, min(by_cpu, by_memory, max_drivers, MAX_WARM_DEFAULT))
+
+
+def explain_warm(host: HostSize, max_drivers: int) -> str:
+    """One line for the daemon's log: the default of ``--warm-drivers`` and where it comes
+    from."""
+    return (
+        f"{default_warm_drivers(host, max_drivers)} warm driver(s): 1 per "
+        f"{1 / WARM_PER_CORE:g} cores, {DRIVER_MEMORY // GiB} GiB each beside the "
+        f"{max_drivers} slots' in {host.memory / GiB:.1f} GiB less {RESERVED_MEMORY // GiB} "
+        f"GiB, at most {MAX_WARM_DEFAULT}"
     )
 
 

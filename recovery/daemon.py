@@ -141,6 +141,7 @@ class Daemon:
             self.cluster.close()
             self._stop_http()
             return 0
+        self.launcher.start()  # the class-data archive, the warm drivers: in the background
         self.cluster.zk.add_listener(self._on_state)
         self.election = LeaderElection(
             self.cluster.zk,

@@ -1,8 +1,9 @@
 """Process titles that name the role and the job, so that ``ps`` tells which process is which.
 
 Every driver used to show as ``python -m recovery.member.forkserver`` (forked from the fork server);
-with a title it shows as ``zkstore driver JOB attempt N``, a daemon as ``zkstore daemon ID``
-and a daemon's log shipper as ``zkstore log-shipper ID``.
+with a title it shows as ``zkstore driver JOB attempt N``, a daemon as ``zkstore daemon ID``,
+a daemon's log shipper as ``zkstore log-shipper ID`` and a warm driver JVM as
+``zkstore warm-driver ID``.
 
 How: :pypi:`setproctitle` (the library gunicorn, celery and postgres-style daemons use) rewrites
 the process's command line (what ``ps aux``, ``top -c`` and ``pgrep -f`` show) and its kernel name
@@ -49,6 +50,18 @@ def shipper_title(daemon_id: str) -> tuple[str, str, str]:
 
 def fork_server_title(daemon_id: str) -> tuple[str, str, str]:
     return ("zkstore fork-server ", daemon_id, "")
+
+
+def warm_driver_title(warm_id: str) -> tuple[str, str, str]:
+    """A warm Spark driver JVM (``zkstore daemon --warm-drivers``): a JVM cannot set its own
+    title, so its daemon starts it with this as its ``argv[0]`` (``ps`` shows the title, then
+    the JVM's arguments; its kernel name stays ``java``)."""
+    return ("zkstore warm-driver ", warm_id, "")
+
+
+def warm_up_title(warm_id: str) -> tuple[str, str, str]:
+    """The process that warms a warm driver JVM (a throw-away context and query)."""
+    return ("zkstore warm-up ", warm_id, "")
 
 
 def _clean(text: str) -> str:

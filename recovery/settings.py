@@ -39,6 +39,15 @@ def default_daemon_id() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip("-._")[:60] or "host"
 
 
+def is_warm_master(master: str) -> bool:
+    """Whether warm drivers serve ``master``: local mode and a standalone master, whose
+    scheduler a context makes by itself (:mod:`recovery.shared.sparkjvm`)."""
+    return (
+        re.fullmatch(r"local(\[[0-9]+\]|\[\*\]|\[[0-9*]+, *[0-9]+\])?|spark://\S+", master)
+        is not None
+    )
+
+
 def spark_master_from_env(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     return explicit or env.get(ENV_VARS["spark_master"]) or DEFAULT_SPARK_MASTER
@@ -181,7 +190,10 @@ class DaemonSettings:
     ``http_allowed_hosts`` are the host names the HTTP side answers to besides ``localhost`` and
     addresses (None: the name in ``http``; see :mod:`recovery.observe.access`). ``driver_users``:
     the users drivers run as (none: the daemon's own); one is every driver's, several are one
-    per running driver (:mod:`recovery.member.driveruser`).
+    per running driver (:mod:`recovery.member.driveruser`). ``warm_drivers``: Spark driver
+    JVMs kept started and warmed ahead of need (0: none), ``class_data``: where the class-data
+    archive of Spark's classes is made and kept (``auto``: the work directory's, ``off``: none;
+    :mod:`recovery.member.sparkjvm`).
     """
 
     store: StoreConfig
@@ -212,6 +224,8 @@ class DaemonSettings:
     http_allowed_hosts: tuple[str, ...] | None = None
     keep_results: float | None = DEFAULT_KEEP_RESULTS
     driver_users: tuple[DriverUser, ...] = ()
+    warm_drivers: int = 0
+    class_data: str = "off"
     bounds: Bounds = field(default_factory=Bounds)
 
     def __post_init__(self) -> None:
@@ -234,6 +248,19 @@ class DaemonSettings:
             raise ConfigError("Spark master is empty")
         if self.keep_logs < 0:
             raise ConfigError("log retention must not be negative")
+        if not 0 <= self.warm_drivers <= self.max_drivers:
+            raise ConfigError(
+                f"--warm-drivers {self.warm_drivers} is more than --max-drivers "
+                f"{self.max_drivers}: a warm driver serves one attempt, and at most "
+                f"{self.max_drivers} run here at once"
+            )
+        if self.warm_drivers and not is_warm_master(self.spark_master):
+            raise ConfigError(
+                f"--warm-drivers: the Spark master {self.spark_master[:60]} has spark-submit "
+                "prepare its drivers (warm drivers serve local[N] and spark://); use 0"
+            )
+        if self.class_data not in ("auto", "off") and not os.path.isabs(self.class_data):
+            raise ConfigError(f"--class-data {self.class_data[:80]!r}: give an absolute path")
         if len(self.driver_users) > 1 and self.max_drivers > len(self.driver_users):
             raise ConfigError(
                 f"--max-drivers {self.max_drivers} is more than the {len(self.driver_users)} "

@@ -185,3 +185,50 @@ def spark_scratch(ctx: Any, out: str) -> None:
     tmpdir = str(context._jvm.System.getProperty("java.io.tmpdir"))
     mark(out, "scratch", pid=os.getpid(), tmpdir=tmpdir, names=sorted(os.listdir(tmpdir)))
     threading.Event().wait()
+
+
+#: How long a gated :func:`jvm_report` waits for its gate before it fails.
+JVM_REPORT_GATE = 300.0
+
+
+def jvm_report(
+    ctx: Any,
+    out: str,
+    keys: list[str] | None = None,
+    properties: list[str] | None = None,
+    gate: str | None = None,
+) -> None:
+    """Run a Spark action and record what its driver JVM says of itself through the gateway:
+    its pid, the class-data archives it maps (``/proc/<pid>/maps``), its working directory and
+    user, the Spark settings ``keys`` (its SparkConf) and the system properties ``properties``,
+    and the gateway's secret (which the job holds: the tests look for it elsewhere). With
+    ``gate``, the job then waits for that file before it ends (its ``spark`` record stays)."""
+    spark = ctx.spark
+    total = spark.range(100).selectExpr("sum(id)").collect()[0][0]
+    context = spark.sparkContext
+    jvm = context._jvm
+    pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    uid = next(line.split()[1] for line in status if line.startswith("Uid:"))
+    mark(
+        out,
+        f"jvm-{ctx.attempt}",
+        pid=pid,
+        uid=int(uid),
+        archives=sorted({line.split()[-1] for line in maps.splitlines() if line.endswith(".jsa")}),
+        cwd=os.readlink(f"/proc/{pid}/cwd"),
+        own_cwd=os.getcwd(),
+        conf={key: context.getConf().get(key, None) for key in keys or []},
+        properties={name: jvm.java.lang.System.getProperty(name) for name in properties or []},
+        master=context.master,
+        app=context.appName,
+        total=int(total),
+        secret=context._gateway.gateway_parameters.auth_token,
+    )
+    if gate is not None:
+        deadline = time.time() + JVM_REPORT_GATE
+        while not os.path.exists(gate):
+            if time.time() > deadline:
+                raise TimeoutError(f"{gate} never appeared")
+            time.sleep(0.05)

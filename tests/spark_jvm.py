@@ -8,6 +8,11 @@ the 2-core CI machine). The JVM checks the archive against its class path (each 
 time, the order) and silently loads every class from the jars as usual when they differ: a stale
 archive costs time, never correctness.
 
+The archive is the product's (:mod:`recovery.member.sparkjvm.archive`), made by the same code a
+daemon runs with ``--class-data`` :data:`HOME`, so a test's daemon given that directory verifies
+it and makes none (an archive dumped by the short JVM serves a JVM of any collector and
+compiler).
+
 CDS requires each directory on the class path to be empty, and Spark's launcher puts
 ``SPARK_CONF_DIR`` first on it: so the suite's drivers, the standalone master and worker and the
 worker's executors all get an empty ``SPARK_CONF_DIR`` (:data:`CONF_DIR`) and their options
@@ -20,29 +25,19 @@ cluster) instead of a ``spark-defaults.conf``.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from recovery.member.sparkjvm.archive import SIDECAR, ClassData, Sidecar
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS, find_java
 
 #: Where the archive and the empty configuration directory live: the virtual environment's, made
 #: again with it (the archive names the jars it was made from).
 HOME = Path(sys.prefix) / "spark-jvm"
 CONF_DIR = HOME / "conf"
-
-#: What the archive is made from: a driver's start, a query and an RDD job, its stop.
-_WARM_UP = """
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.master("local[1]").appName("class-data archive").getOrCreate()
-spark.range(100).selectExpr("sum(id)").collect()
-spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2).sum()
-spark.stop()
-"""
 
 
 def spark_home() -> Path:
@@ -52,12 +47,18 @@ def spark_home() -> Path:
 
 
 def archive() -> Path:
-    """The archive's path for this pyspark and this Java (a new one of either: a new name)."""
-    import pyspark
+    """The archive made for this pyspark and this Java (its sidecar says so; the daemon's
+    verification checks the class path and the digest too), or a path that does not exist."""
+    import importlib.metadata
 
-    java = Path(find_java()).resolve()
-    key = f"{pyspark.__version__} {java} {java.stat().st_size} {java.stat().st_mtime_ns}"
-    return HOME / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    java = str(Path(find_java()).resolve())
+    version = importlib.metadata.version("pyspark")
+    for found in sorted(HOME.glob("spark-*.jsa")):
+        with contextlib.suppress(OSError, ValueError):
+            key = Sidecar.parse(found.with_suffix(SIDECAR).read_bytes()).key
+            if (key.java, key.pyspark) == (java, version):
+                return found
+    return HOME / "spark-none.jsa"
 
 
 def options() -> str:
@@ -74,8 +75,15 @@ def _environment(options_variable: str) -> dict[str, str]:
 
 
 def driver_environment() -> dict[str, str]:
-    """The variables the suite's drivers (this process's and every daemon's it starts) need."""
-    return _environment("SPARK_SUBMIT_OPTS")
+    """The variables the suite's drivers (this process's and every daemon's it starts) need;
+    and the daemons' defaults of ``--warm-drivers`` and ``--class-data`` (their variables):
+    none and off, so that a test's daemon neither starts JVMs nobody uses nor makes an archive
+    of its own (this module's serves its drivers). A test of either gives the flag."""
+    return {
+        **_environment("SPARK_SUBMIT_OPTS"),
+        "ZKSTORE_WARM_DRIVERS": "0",
+        "ZKSTORE_CLASS_DATA": "off",
+    }
 
 
 def report() -> str:
@@ -94,43 +102,25 @@ def daemon_environment(role: str) -> dict[str, str]:
 
 
 def make_archive() -> Path:
-    """Run a small local job under ``spark-submit`` whose JVM writes the classes it loaded into
-    the archive as it exits; written under a temporary name and renamed, so that a JVM never
-    maps a half-written one."""
-    target = archive()
-    if target.exists():
-        return target
+    """Verify the archive, or make it with the product's code (a small local job under
+    ``spark-submit`` whose short JVM writes the classes it loaded as it exits; written under a
+    temporary name and renamed, so that a JVM never maps a half-written one)."""
     CONF_DIR.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=HOME) as scratch:
-        script = Path(scratch) / "warm_up.py"
-        script.write_text(_WARM_UP)
-        written = Path(scratch) / "archive.jsa"
-        dump = f"-XX:ArchiveClassesAtExit={written} -Xlog:cds=off -Xlog:cds+dynamic=off"
-        env = {
-            **os.environ,
-            "SPARK_CONF_DIR": str(CONF_DIR),
-            "SPARK_SUBMIT_OPTS": " ".join([*SHORT_JVM_OPTIONS, dump]),
-            "PYSPARK_PYTHON": sys.executable,
-        }
-        run = subprocess.run(
-            [str(spark_home() / "bin" / "spark-submit"), str(script)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if run.returncode != 0 or not written.exists():
-            sys.exit(
-                f"the Spark class-data archive was not made (exit {run.returncode}):\n"
-                + run.stderr[-4000:]
-            )
-        os.replace(written, target)
-    for stale in HOME.glob("spark-*.jsa"):
-        if stale != target:
-            stale.unlink()
-    print(f"made {target} in {time.monotonic() - started:.1f} s")
-    return target
+    env = {
+        **os.environ,
+        "SPARK_CONF_DIR": str(CONF_DIR),
+        "SPARK_SUBMIT_OPTS": " ".join(SHORT_JVM_OPTIONS),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    data = ClassData(HOME, lambda: env)
+    try:
+        data.settle()
+    except OSError as exc:
+        sys.exit(f"the Spark class-data archive was not made: {exc}")
+    assert data.archive is not None
+    print(f"{data.reason} {data.archive} in {time.monotonic() - started:.1f} s")
+    return data.archive
 
 
 if __name__ == "__main__":

@@ -182,6 +182,25 @@ from zkstore.lifecycle.destinations import Destinations
     "with several users, each running driver gets one no other process uses, and "
     "--max-drivers is at most their number",
 )
+@click.option(
+    "--warm-drivers",
+    type=click.IntRange(0),
+    envvar="ZKSTORE_WARM_DRIVERS",
+    help="Spark driver JVMs kept started and warmed ahead of need: an attempt whose JVM-level "
+    "settings are the daemon's defaults takes one and computes within a second of its start "
+    "(each serves one attempt; the next is started at once); 0 for none [env "
+    "ZKSTORE_WARM_DRIVERS; default: from this host, 1 per 2 cores and 1 GiB of memory each "
+    "beside the driver slots', at most 4; local[N] and spark:// masters only]",
+)
+@click.option(
+    "--class-data",
+    metavar="DIR|off",
+    envvar="ZKSTORE_CLASS_DATA",
+    help="where this daemon makes (in the background, once per pyspark version, Java and class "
+    "path) and keeps the class-data archive its Spark drivers map Spark's classes from; off: "
+    "they load them from the jars [env ZKSTORE_CLASS_DATA; default (auto): "
+    "<work dir>/.class-data]",
+)
 @daemon_notify_option
 @artifact_root_option
 @bounds_options
@@ -211,6 +230,8 @@ def daemon(
     api_token_file: str | None,
     api_read_token_file: str | None,
     driver_user_names: tuple[str, ...],
+    warm_drivers: int | None,
+    class_data: str | None,
     notify: str | None,
     **limits: Any,
 ) -> None:
@@ -252,10 +273,12 @@ def daemon(
             logging.getLogger(__name__).info(
                 "--max-drivers: %d, one per --driver-user", max_drivers
             )
+    master = spark_master_from_env(spark_master)
+    warm_drivers = _warm_drivers(warm_drivers, max_drivers, master)
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),
-        spark_master=spark_master_from_env(spark_master),
+        spark_master=master,
         max_drivers=max_drivers,
         log_dir=log_dir,
         work_dir=work_dir,
@@ -278,6 +301,8 @@ def daemon(
         start_timeout=launch_timeout,
         notify=(notify,) if notify else (),
         driver_users=users,
+        warm_drivers=warm_drivers,
+        class_data=_class_data(class_data),
         bounds=bounds,
     )
     process = Daemon(settings)  # what it checks at its start refuses it before it says it runs
@@ -287,6 +312,33 @@ def daemon(
         err=True,
     )
     sys.exit(process.run())
+
+
+def _warm_drivers(given: int | None, max_drivers: int, master: str) -> int:
+    """``--warm-drivers``, or its default from this host (0 for a master warm drivers do not
+    serve)."""
+    if given is not None:
+        return given
+    from recovery.capacity import default_warm_drivers, explain_warm, read_host_size
+    from recovery.settings import is_warm_master
+
+    log = logging.getLogger(__name__)
+    if not is_warm_master(master):
+        log.info("--warm-drivers not given: none for the Spark master %s", master)
+        return 0
+    host = read_host_size()
+    log.info("--warm-drivers not given: %s", explain_warm(host, max_drivers))
+    return default_warm_drivers(host, max_drivers)
+
+
+def _class_data(value: str | None) -> str:
+    """``--class-data``: ``off``, a directory (made absolute), or ``auto`` (the default: the
+    work directory's)."""
+    if value is None or value.strip().lower() in ("", "auto"):
+        return "auto"
+    if value.strip().lower() == "off":
+        return "off"
+    return os.path.abspath(value)
 
 
 def _log_at_info(ctx: click.Context) -> None:

@@ -83,6 +83,9 @@ class LocalCluster:
         verbose: bool = True,
         python: str = sys.executable,
         user: tuple[int, int] | None = None,
+        warm_drivers: int = 0,
+        class_data: str = "off",
+        daemon_args: dict[str, tuple[str, ...]] | None = None,
         hosts: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.config = config
@@ -99,6 +102,14 @@ class LocalCluster:
         self.python = python
         #: the (uid, gid) the daemons run as (None: this process's; another needs root)
         self.user = user
+        #: ``--warm-drivers`` and ``--class-data`` of every daemon, through their variables (a
+        #: daemon's own arguments win; an older release ignores them): none and off unless
+        #: asked, so that a cluster of many daemons starts no JVM nobody uses, nor makes an
+        #: archive per daemon
+        self.warm_drivers = warm_drivers
+        self.class_data = class_data
+        #: more arguments of one daemon (by id), at each of its starts
+        self.daemon_args = dict(daemon_args or {})
         #: the command prefix that starts the daemon of an id on a host of its own
         #: (``ip netns exec NAME``, :mod:`recovery.dev.hosts`); its drivers run there too
         self.hosts = {daemon_id: list(prefix) for daemon_id, prefix in (hosts or {}).items()}
@@ -132,6 +143,8 @@ class LocalCluster:
             env[ENV_VARS["zk_read_acl"]] = ",".join(self.config.zk_read_acl)
         if self.config.artifact_roots:
             env[ENV_VARS["artifact_roots"]] = ",".join(self.config.artifact_roots)
+        env["ZKSTORE_WARM_DRIVERS"] = str(self.warm_drivers)
+        env["ZKSTORE_CLASS_DATA"] = self.class_data
         env.update(self.extra_env)
         return env
 
@@ -200,6 +213,7 @@ class LocalCluster:
             f"127.0.0.1:{port}" if port else "off",
             *self.storage_option_args(),
             *self.extra_args,
+            *self.daemon_args.get(daemon_id, ()),
             *args,
         ]
 
@@ -254,6 +268,17 @@ class LocalCluster:
 
     def stop(self, *, timeout: float = 20.0) -> None:
         """SIGTERM every daemon, then stop the drivers left behind."""
+        self.stop_daemons(timeout=timeout)
+        for pid in self.driver_processes():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
+
+    def stop_daemons(self, *, timeout: float = 20.0) -> None:
+        """SIGTERM every daemon and wait for it (SIGKILL after ``timeout``); their drivers and
+        anything else they left are not touched."""
         for daemon in self.daemons.values():
             daemon.signal(signal.SIGTERM)
         for daemon in self.daemons.values():
@@ -262,12 +287,17 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 daemon.process.kill()
                 daemon.process.wait()
+
+    def spark_jvms(self) -> list[int]:
+        """Pids of the Java processes of this cluster still alive here: the Spark JVMs of its
+        drivers, its daemons' warm drivers and archive making (their environment names the
+        cluster, as a driver's does)."""
+        found = []
         for pid in self.driver_processes():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk = None
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                    found.append(pid)
+        return found
 
     def driver_processes(self, member: str | None = None) -> list[int]:
         """Pids of driver processes of this cluster (of one daemon, if ``member`` is given)

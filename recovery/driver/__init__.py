@@ -13,5 +13,7 @@
     artifacts.py     ``ctx.artifacts``: register, finish, release; Spark's checkpoint directory
     resources.py     executor-side resources, the driver's half (see :mod:`recovery.executor`)
     sparkapp.py      the running attempt's Spark application record
+    sparkjvm.py      the attempt's Spark JVM: the warm one its member handed over, or its own
+                     (with the class-data archive); in front of pyspark's ``launch_gateway``
     workdir.py       the attempt's working directory and the files shipped with the job
 """

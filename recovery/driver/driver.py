@@ -63,10 +63,12 @@ from recovery.driver.context import (
 from recovery.driver.control import JobControl
 from recovery.driver.heartbeat import HeartbeatGate
 from recovery.driver.lease import SessionLease
+from recovery.driver.sparkjvm import SparkJvm
 from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
 from recovery.shared import processes
 from recovery.shared.sparkconf import spark_submit_args
+from recovery.shared.sparkjvm import WarmOffer
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -122,8 +124,11 @@ class Driver:
         work_dir: Path | None = None,
         log: str | None = None,
         on_step: Callable[[str], None] | None = None,
+        spark_jvm: SparkJvm | None = None,
     ) -> None:
         self.config = config
+        #: the attempt's Spark JVM: a warm one its daemon handed over, or its own
+        self.spark_jvm = spark_jvm or SparkJvm(None, None)
         self.job_id = job_id
         self.attempt = attempt
         self.status_version = status_version
@@ -155,7 +160,7 @@ class Driver:
         self.work_dir = work_dir or Path.cwd()
         self.log = log
         self.spark_app = sparkapp.SparkAppRecord(
-            self.cluster.zk, layout.spark(job_id), attempt, self.fence
+            self.cluster.zk, layout.spark(job_id), attempt, self.fence, lambda: self.spark_jvm.how
         )
         self._job_context: JobContext | None = None
         self._control: JobControl | None = None
@@ -181,6 +186,7 @@ class Driver:
             return EXIT_CODES[outcome]
         finally:
             self._finished.set()
+            self.spark_jvm.close()
             self.cluster.close()
             if took_running:  # else the directory may be the live driver's of this attempt
                 workdir.remove(self.work_dir)
@@ -265,6 +271,12 @@ class Driver:
         except _CannotRun as exc:
             return exc.outcome, exc.error
         context = self._context(definition, files.spark_conf)
+        master = files.spark_conf.get("spark.master", self.spark_master)
+        script_args = None
+        if call is None:  # a script: its SparkSession gets what spark-submit would give it
+            options = spark_submit_args(master, files.spark_conf, context.app_name)
+            script_args = shlex.join([*self.spark_jvm.submit_args(), *options, "pyspark-shell"])
+        self.spark_jvm.prepare(files.spark_conf, master, script_args)
         logger.info(
             "attempt %d of %s (%s): running %s in %s",
             self.attempt,
@@ -378,12 +390,9 @@ class Driver:
     ) -> None:
         """Run an unmodified script as ``__main__`` from the attempt's directory: its
         SparkSession gets our master, the job's conf and its shipped files, as spark-submit
-        would give them."""
+        would give them (``PYSPARK_SUBMIT_ARGS``, set by :meth:`SparkJvm.prepare`)."""
         assert definition.source is not None and files.script is not None
         filename = str(files.script)
-        master = files.spark_conf.get("spark.master", self.spark_master)
-        submit_args = spark_submit_args(master, files.spark_conf, context.app_name)
-        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join([*submit_args, "pyspark-shell"])
         sys.argv = [filename, *map(str, definition.args)]
         code = compile(definition.source, filename, "exec")
         exec(code, {"__name__": "__main__", "__file__": filename, "__builtins__": builtins})
@@ -632,6 +641,12 @@ def _parser() -> argparse.ArgumentParser:
         "--work-dir", type=Path, help="the attempt's own directory, removed at the end"
     )
     parser.add_argument("--log-uri", help="where this driver's output goes, for people")
+    parser.add_argument(
+        "--warm-fd",
+        type=int,
+        help="file descriptor holding the standard input of the warm Spark JVM this attempt "
+        "took (its gateway comes on the configuration pipe's second line)",
+    )
     return parser
 
 
@@ -655,11 +670,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     try:
-        config = StoreConfig.from_json(_read_config(args.config_fd))
+        text, _, warm = _read_config(args.config_fd).partition("\n")
+        config = StoreConfig.from_json(text)
     except (OSError, UnicodeDecodeError) as exc:
         parser.error(f"cannot read the configuration from fd {args.config_fd}: {exc}")
     except ConfigError as exc:
         parser.error(str(exc))
+    offer = _warm_offer(warm)
     driver = Driver(
         config,
         job_id=args.job_id,
@@ -669,8 +686,20 @@ def main(argv: list[str] | None = None) -> int:
         cancel_grace=args.cancel_grace,
         work_dir=_enter(args.work_dir),
         log=args.log_uri,
+        spark_jvm=SparkJvm(offer, args.warm_fd),
     )
     return driver.run()
+
+
+def _warm_offer(text: str) -> WarmOffer | None:
+    """The warm JVM the daemon handed over (the configuration pipe's second line), if any."""
+    if not text.strip():
+        return None
+    try:
+        return WarmOffer.from_json(text)
+    except ValueError as exc:  # nothing a daemon writes: no warm JVM, the attempt starts cold
+        logger.warning("the warm driver handed over is unreadable (%s): starting cold", exc)
+        return None
 
 
 def _read_config(fd: int) -> str:

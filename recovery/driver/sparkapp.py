@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from zkstore.errors import ZkStoreError
@@ -29,11 +31,20 @@ CHECK_INTERVAL = 1.0
 class SparkAppRecord:
     """The ``spark`` record of one attempt. Not thread-safe: the driver serializes the calls."""
 
-    def __init__(self, zk: ZooKeeper, path: str, attempt: int, fence: Fence) -> None:
+    def __init__(
+        self,
+        zk: ZooKeeper,
+        path: str,
+        attempt: int,
+        fence: Fence,
+        jvm: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.zk = zk
         self.path = path
         self.attempt = attempt
         self.fence = fence
+        #: which driver JVM the attempt got and why (recovery.driver.sparkjvm), once known
+        self.jvm = jvm
         self.published: SparkApp | None = None
         self._checked = 0.0
 
@@ -47,6 +58,7 @@ class SparkAppRecord:
         app = current_app(self.attempt)
         if app is None or (self.published is not None and self.published.app_id == app.app_id):
             return
+        app = replace(app, jvm=self.jvm())
         data = app.to_bytes()
         write = SetData(self.path, data) if self.published else Create(self.path, data, True)
         try:

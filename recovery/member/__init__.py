@@ -17,4 +17,6 @@ its drivers across its own restarts and records how each ended.
     ender.py         carrying out the leader's end requests for the launches of this member
     shipping.py      the daemon's hand-over of each attempt's log to its log shipper
     shipper.py       the daemon's log shipper: one process storing every driver's log
+    sparkjvm/        the drivers' Spark JVMs made cheap to start: the class-data archive, warm
+                     driver JVMs (``--warm-drivers``)
 """

@@ -438,6 +438,7 @@ class FleetMember:
         attemptdir.remove(
             self.launcher.work_dir(job_id, assignment.attempt), self.launcher.driver_uids
         )
+        self.launcher.attempt_over(job_id, assignment.attempt)
         self._record_exit_quietly(
             job_id, assignment.attempt, verdict.how, assignment.status_version, verdict.release
         )
@@ -475,6 +476,7 @@ class FleetMember:
             work_dir = self.launcher.work_dir(job_id, attempt)
             if not work_dir.exists() or not processes.in_directory(work_dir):
                 attemptdir.remove(work_dir, self.launcher.driver_uids)
+                self.launcher.attempt_over(job_id, attempt)
             self.records.remove(job_id, attempt)
 
     def _await_exit(self, launch: Launch) -> None:

@@ -31,13 +31,16 @@ Protocol, over the server's stdin (a Unix socket: requests, each line sent with 
 descriptors) and stdout (answers), one JSON object per line::
 
     -> {"id": 1, "kind": "driver", "argv": [...], "env": {...}, "cwd": "...", "log": "...",
-        "nice": 0, "user": null | {"uid": 1001, "gid": 1001, "groups": [1001]}}
-                                                        + the read end of its configuration pipe
+        "nice": 0, "user": null | {"uid": 1001, "gid": 1001, "groups": [1001]},
+        "fds": ["{config_fd}", "{warm_fd}"]}
+                        + the read end of its configuration pipe (and the descriptors "fds" names
+                          after it, each standing for its name in argv)
     <- {"id": 1, "pid": 4242, "start": 98765}  or {"id": 1, "error": "..."}
     <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
 
-A request's kind is ``driver`` or ``shipper`` (the daemon's log shipper,
-:mod:`recovery.member.shipper`, started once). The server exits when its stdin closes (its
+A request's kind is ``driver``, ``shipper`` (the daemon's log shipper,
+:mod:`recovery.member.shipper`, started once) or ``warm-up`` (the warm-up of a warm driver JVM,
+:mod:`recovery.member.sparkjvm.warmup`). The server exits when its stdin closes (its
 daemon is gone); drivers and the shipper go on: they are in sessions
 of their own, and a new daemon's leader adopts them.
 """
@@ -60,15 +63,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from recovery.member.driveruser import become
-from recovery.proctitle import driver_title, fork_server_title, set_title, shipper_title
+from recovery.proctitle import (
+    driver_title,
+    fork_server_title,
+    set_title,
+    shipper_title,
+    warm_up_title,
+)
 from recovery.settings import DriverUser
 from recovery.shared.processes import exists, start_ticks
 from zkstore import secrecy
 
 logger = logging.getLogger(__name__)
 
-#: Descriptors one request carries: its child's configuration pipe.
-MAX_FDS = 1
+#: Descriptors one request carries: its child's configuration pipe, and for a driver that took
+#: a warm JVM (:mod:`recovery.member.sparkjvm.pool`) the write end of that JVM's standard input.
+MAX_FDS = 2
 
 
 # -- the server (a process of its own) ----------------------------------------------------------
@@ -99,7 +109,8 @@ def serve(preload: Sequence[str] = ()) -> int:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             request = json.loads(line)
-            configs, descriptors = descriptors[:MAX_FDS], descriptors[MAX_FDS:]
+            wanted = len(request.get("fds") or ["{config_fd}"])
+            configs, descriptors = descriptors[:wanted], descriptors[wanted:]
             _answer(request, configs)
 
 
@@ -145,12 +156,16 @@ def _reap() -> None:
 
 
 def _answer(request: dict[str, Any], configs: list[int]) -> None:
-    """Fork the request's child with its configuration pipe (closed here); answer with its pid
-    and start time."""
+    """Fork the request's child with its configuration pipe and the other descriptors it came
+    with (closed here); answer with its pid and start time."""
     try:
-        if len(configs) != 1:
+        names = request.get("fds") or ["{config_fd}"]
+        if len(configs) != len(names) or not 1 <= len(names) <= MAX_FDS:
             raise OSError("a request came without its configuration pipe")
-        answer: dict[str, Any] = {"id": request["id"], "pid": _fork(request, configs[0])}
+        answer: dict[str, Any] = {
+            "id": request["id"],
+            "pid": _fork(request, dict(zip(names, configs, strict=True))),
+        }
         # Read while the child is our unreaped child: its pid cannot name another process yet.
         answer["start"] = start_ticks(answer["pid"])
         _send(answer)
@@ -162,11 +177,12 @@ def _answer(request: dict[str, Any], configs: list[int]) -> None:
                 os.close(fd)
 
 
-def _fork(request: dict[str, Any], config: int) -> int:
-    """Fork the child of ``request`` with ``config`` as its configuration pipe."""
+def _fork(request: dict[str, Any], fds: dict[str, int]) -> int:
+    """Fork the child of ``request`` with ``fds`` (its configuration pipe first) under the
+    names its arguments give them."""
     pid = os.fork()
     if pid == 0:
-        _run_child(request, {"{config_fd}": config})  # never returns
+        _run_child(request, fds)  # never returns
     return pid
 
 
@@ -174,7 +190,11 @@ def _fork(request: dict[str, Any], config: int) -> int:
 MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 
 #: What the server can fork: ``python -m <module>`` of each, already imported.
-_MAINS = {"driver": "recovery.driver.driver", "shipper": "recovery.member.shipper"}
+_MAINS = {
+    "driver": "recovery.driver.driver",
+    "shipper": "recovery.member.shipper",
+    "warm-up": "recovery.member.sparkjvm.warmup",
+}
 
 
 def _title(kind: str, argv: list[str]) -> tuple[str, str, str] | None:
@@ -183,6 +203,8 @@ def _title(kind: str, argv: list[str]) -> tuple[str, str, str] | None:
     try:
         if kind == "shipper":
             return shipper_title(argv[argv.index("--daemon-id") + 1])
+        if kind == "warm-up":
+            return warm_up_title(argv[argv.index("--warm-id") + 1])
         job_id = argv[argv.index("--job-id") + 1]
         attempt = int(argv[argv.index("--attempt") + 1])
     except (ValueError, IndexError):
@@ -310,11 +332,14 @@ class ForkServer:
         kind: str = "driver",
         nice: int = 0,
         user: DriverUser | None = None,
+        fds: dict[str, int] | None = None,
     ) -> ForkedProcess:
-        """Fork a driver (or, with ``kind="shipper"``, the log shipper) with ``argv``
-        (``{config_fd}`` stands for its configuration pipe, which holds ``config``), at
-        ``nice``, as ``user`` (None: the server's). Raises OSError if the server cannot do it
-        (the caller falls back to a new process)."""
+        """Fork a driver (or, with ``kind="shipper"``, the log shipper; ``"warm-up"``, a warm
+        driver's warm-up) with ``argv`` (``{config_fd}`` stands for its configuration pipe,
+        which holds ``config``; each name of ``fds`` for that descriptor, which the child
+        inherits and the caller still closes), at ``nice``, as ``user`` (None: the server's).
+        Raises OSError if the server cannot do it (the caller falls back to a new process)."""
+        extra = dict(fds or {})
         with self._lock:
             self._start_if_needed()
             assert self._process is not None and self._requests is not None
@@ -333,12 +358,14 @@ class ForkServer:
                     if user is not None
                     else None
                 ),
+                "fds": ["{config_fd}", *extra],
             }
             pipes: list[int] = []
             try:
                 pipes.append(_config_pipe(config))
                 line = (json.dumps(request) + "\n").encode()
-                socket.send_fds(self._requests, [line[:1]], pipes)  # the pipes ride the first byte
+                descriptors = [*pipes, *extra.values()]
+                socket.send_fds(self._requests, [line[:1]], descriptors)  # on the first byte
                 self._requests.sendall(line[1:])
             except OSError as exc:
                 raise OSError(f"the fork server is gone: {exc}") from exc

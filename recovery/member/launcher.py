@@ -19,6 +19,17 @@ With ``--driver-user`` (:mod:`recovery.member.driveruser`), each driver runs as 
 daemon's pool, in a directory owned by that user (mode 0700), with that user's ``HOME``,
 ``USER`` and ``LOGNAME``; its log file stays the daemon's (mode 0600, opened before the driver
 changes its user).
+
+Its Spark JVM (:mod:`recovery.member.sparkjvm`): the environment names the class-data archive
+once the daemon has verified it, and the deployment's ``spark-defaults.conf``; with
+``--warm-drivers``, an attempt takes a warm JVM if one is ready: its directory and log become
+the attempt's, and the driver gets the JVM's gateway through its configuration pipe (a second
+line) and the JVM's standard input as a descriptor (``--warm-fd``).
+
+Why one module: everything a driver's start must get right meets in one call (its
+environment and configuration pipe, its descriptors, its user, its log, its warm JVM, forked or
+a new process); what stands alone (the fork server, the driver users, the log's shipping, the
+class data) lives apart.
 """
 
 from __future__ import annotations
@@ -41,6 +52,8 @@ from recovery.member.adoption import LAUNCHES
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
+from recovery.member.sparkjvm.archive import ClassData
+from recovery.member.sparkjvm.pool import PoolSetup, Taken, WarmPool
 from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared import attemptdir
 from recovery.shared.processes import (
@@ -50,6 +63,7 @@ from recovery.shared.processes import (
     spawn_with_config,
     start_ticks,
 )
+from recovery.shared.sparkjvm import WARM_ENV
 from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
@@ -120,6 +134,8 @@ class Launch:
     identity: ProcessIdentity
     adopted: bool = False
     started: float = field(default_factory=time.monotonic)
+    #: the warm driver JVM the attempt took at its launch, if it took one
+    warm_id: str | None = None
 
     @property
     def alive(self) -> bool:
@@ -145,6 +161,10 @@ class DriverLauncher:
         #: where the drivers' logs go: --log-dir, else beside the launch records (the same for
         #: every start of the daemon, removed with them: see :meth:`close`)
         self.log_dir = Path(settings.log_dir) if settings.log_dir else self.work_root / LOGS
+        #: where Spark is, the deployment's configuration, the class-data archive
+        self.class_data = ClassData(
+            class_data_dir(settings, self.work_root), self._base_environment
+        )
         #: who drivers run as: None, the daemon's user; else its --driver-user pool
         self.driver_users = DriverUserPool(settings.driver_users) if settings.driver_users else None
         #: the users other than ours whose attempt directories this daemon removes
@@ -167,6 +187,33 @@ class DriverLauncher:
         self.shipping = Shipping(
             self.work_root, settings.daemon_id, settings.store, self._start_shipper
         )
+        #: the warm driver JVMs (--warm-drivers), None without any
+        self.warm: WarmPool | None = (
+            WarmPool(
+                PoolSetup(
+                    target=settings.warm_drivers,
+                    daemon_id=settings.daemon_id,
+                    spark_master=settings.spark_master,
+                    python=settings.python,
+                    work_root=self.work_root,
+                    log_dir=lambda: self.log_dir,
+                    environment=self._base_environment,
+                    fork_server=self.fork_server,
+                    users=self.driver_users,
+                    owners=self.driver_uids,
+                ),
+                self.class_data,
+            )
+            if settings.warm_drivers > 0
+            else None
+        )
+
+    def start(self) -> None:
+        """Start what this daemon does in the background for its drivers: the class-data
+        archive, the warm JVMs."""
+        self.class_data.start()
+        if self.warm is not None:
+            self.warm.start()
 
     def _start_shipper(self, argv: list[str], config: str, log: Path) -> int:
         """Start the daemon's log shipper: forked by the fork server (a few milliseconds), or
@@ -193,7 +240,14 @@ class DriverLauncher:
     def environment(self, user: DriverUser | None = None) -> dict[str, str]:
         """The environment of the daemon's children (fork server, log shipper, drivers): the
         daemon's own less every secret variable; a driver of ``user`` gets that user's home and
-        name."""
+        name, and what its Spark JVM needs of the class-data setup
+        (:meth:`ClassData.environment`)."""
+        env = self._base_environment(user)
+        env.update(self.class_data.environment(env))
+        env[WARM_ENV] = str(self.settings.warm_drivers)
+        return env
+
+    def _base_environment(self, user: DriverUser | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
         if user is not None:
             env.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
@@ -214,7 +268,9 @@ class DriverLauncher:
         config_fd: int,
         work_dir: Path,
         log_path: Path,
+        warm_fd: int | None = None,
     ) -> list[str]:
+        warm = ["--warm-fd", str(warm_fd)] if warm_fd is not None else []
         return [
             self.settings.python,
             "-P",  # its working directory (the job's files) is not first on the path
@@ -234,6 +290,7 @@ class DriverLauncher:
             str(work_dir),
             "--log-uri",
             f"file://{socket.gethostname()}{log_path.resolve()}",
+            *warm,
         ]
 
     def _fork(
@@ -241,18 +298,24 @@ class DriverLauncher:
         job_id: str,
         attempt: int,
         status_version: int,
-        work_dir: Path,
-        log_path: Path,
+        paths: tuple[Path, Path],
         config: str,
         user: DriverUser | None,
+        warm_fd: int | None,
     ) -> ForkedProcess | None:
-        """The driver, forked by the fork server (as ``user``); None if there is none or it
-        failed (then it is started as a new process)."""
+        """The driver, forked by the fork server (as ``user``; with ``warm_fd``, the standard
+        input of the warm JVM it took); None if there is none or it failed (then it is
+        started as a new process)."""
         if self.fork_server is None:
             return None
-        command = self.command(job_id, attempt, status_version, -1, work_dir, log_path)
+        work_dir, log_path = paths
+        command = self.command(job_id, attempt, status_version, -1, work_dir, log_path, warm_fd)
         argv = command[command.index("recovery.driver.driver") + 1 :]  # the driver's own
         argv[argv.index("--config-fd") + 1] = "{config_fd}"  # the server makes the pipe
+        fds = {}
+        if warm_fd is not None:
+            argv[argv.index("--warm-fd") + 1] = "{warm_fd}"
+            fds["{warm_fd}"] = warm_fd
         try:
             driver = self.fork_server.fork(
                 argv,
@@ -261,6 +324,7 @@ class DriverLauncher:
                 str(log_path),
                 config,
                 user=user,
+                fds=fds,
             )
         except OSError as exc:
             logger.warning("fork server: %s; starting the driver as a new process", exc)
@@ -272,20 +336,24 @@ class DriverLauncher:
         job_id: str,
         attempt: int,
         status_version: int,
-        work_dir: Path,
-        log_path: Path,
+        paths: tuple[Path, Path],
         config: str,
         user: DriverUser | None,
+        warm_fd: int | None,
     ) -> DriverProcess:
         """The driver as a new Python process (its configuration through a pipe), as
         ``user``."""
+        work_dir, log_path = paths
         return spawn_with_config(
-            lambda fd: self.command(job_id, attempt, status_version, fd, work_dir, log_path),
+            lambda fd: self.command(
+                job_id, attempt, status_version, fd, work_dir, log_path, warm_fd
+            ),
             config,
             log=log_path,
             env=self.environment(user),
             cwd=work_dir,
             user=user,
+            extra_fds=(warm_fd,) if warm_fd is not None else (),
         )
 
     def adopted(self, driver: ProcessIdentity) -> None:
@@ -294,8 +362,13 @@ class DriverLauncher:
             self.driver_users.adopted(driver)
 
     def driver_gone(self, launch: Launch) -> None:
-        """The launch's driver has exited: with a pool of users, nothing is left running as
-        its user (:meth:`DriverUserPool.ended`)."""
+        """The launch's driver has exited: the warm JVM it took is ended; with a pool of
+        users, nothing is left running as its user (:meth:`DriverUserPool.ended`)."""
+        if self.warm is not None:
+            if launch.warm_id is not None:
+                self.warm.discard(launch.warm_id)
+            else:  # adopted after a restart: its record names the attempt
+                self.warm.attempt_over(launch.job_id, launch.attempt)
         ended = self.driver_users.ended(launch.identity) if self.driver_users else None
         if ended is not None and ended[1]:
             logger.warning(
@@ -306,12 +379,22 @@ class DriverLauncher:
                 ended[0],
             )
 
+    def attempt_over(self, job_id: str, attempt: int) -> None:
+        """An attempt whose driver is verified gone was found (a restart): the warm JVM it
+        took, if any, is ended."""
+        if self.warm is not None:
+            self.warm.attempt_over(job_id, attempt)
+
     def close(self) -> None:
-        """Stop the fork server (the drivers it forked go on) and let the log shipper go once
-        it has stored what it follows. A daemon of the default directories whose drivers have
-        all ended (no launch record left) and whose shipper has stored everything removes its
-        directory under ``<tmp>/zkstore-<uid>/`` (and that one, if it is left empty): a clean
-        stop leaves nothing in /tmp. With a live driver, everything stays for its adoption."""
+        """End the warm JVMs nobody took, stop the fork server (the drivers it forked go on)
+        and let the log shipper go once it has stored what it follows. A daemon of the default
+        directories whose drivers have all ended (no launch record left) and whose shipper has
+        stored everything removes its directory under ``<tmp>/zkstore-<uid>/`` (and that one, if
+        it is left empty): a clean stop leaves nothing in /tmp. With a live driver, everything
+        stays for its adoption."""
+        self.class_data.stop()
+        if self.warm is not None:
+            self.warm.close()
         if self.fork_server is not None:
             self.fork_server.close()
         self.shipping.close()
@@ -358,24 +441,26 @@ class DriverLauncher:
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
-        user = self.driver_users.take() if self.driver_users is not None else None
+        warm = self.warm.take(job_id, attempt, work_dir, log_path) if self.warm else None
+        if warm is not None:  # a warm JVM's user is its driver's
+            user, config = warm.user, f"{config}\n{warm.offer.to_json()}"
+        else:
+            user = self.driver_users.take() if self.driver_users is not None else None
         try:
-            attemptdir.remove(work_dir, self.driver_uids)  # left by a dead driver of it
-            attemptdir.make(work_dir, (user.uid, user.gid) if user is not None else None)
-            offset = open_log(log_path)
-            forked = self._fork(job_id, attempt, status_version, work_dir, log_path, config, user)
-            process: DriverProcess
-            if forked is not None:
-                process, ticks = forked, forked.start_ticks
-            else:
-                process = self._spawn(
-                    job_id, attempt, status_version, work_dir, log_path, config, user
-                )
-                ticks = start_ticks(process.pid)  # our unreaped child: its pid is its own
+            if warm is None:
+                attemptdir.remove(work_dir, self.driver_uids)  # left by a dead driver of it
+                attemptdir.make(work_dir, (user.uid, user.gid) if user is not None else None)
+            process, ticks, offset = self._start(
+                job_id, attempt, status_version, (work_dir, log_path), config, user, warm
+            )
         except BaseException:
             if user is not None and self.driver_users is not None:
                 self.driver_users.release(user)
+            if warm is not None and self.warm is not None:
+                self.warm.discard(warm.offer.warm_id)
             raise
+        if warm is not None and self.warm is not None:
+            self.warm.handed(warm.offer.warm_id)  # the driver holds the JVM's input now
         driver = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
         if user is not None and self.driver_users is not None:
             self.driver_users.started(user, driver)
@@ -388,7 +473,37 @@ class DriverLauncher:
         )
         self.launched += 1
         self.shipping.follow(job_id, attempt, log_path, driver, offset=offset)
-        return Launch(job_id, attempt, status_version, process, log_path, work_dir, driver)
+        launch = Launch(job_id, attempt, status_version, process, log_path, work_dir, driver)
+        if warm is not None:
+            launch.warm_id = warm.offer.warm_id
+            logger.info(
+                "job %s: attempt %d took warm driver %s (its Spark JVM, pid %d)",
+                job_id,
+                attempt,
+                warm.offer.warm_id,
+                warm.offer.pid,
+            )
+        return launch
+
+    def _start(
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        paths: tuple[Path, Path],
+        config: str,
+        user: DriverUser | None,
+        warm: Taken | None,
+    ) -> tuple[DriverProcess, int | None, int]:
+        """Fork (else spawn) the driver; returns it, its start time and where its output
+        begins in its log."""
+        offset = open_log(paths[1])
+        warm_fd = warm.stdin if warm is not None else None
+        forked = self._fork(job_id, attempt, status_version, paths, config, user, warm_fd)
+        if forked is not None:
+            return forked, forked.start_ticks, offset
+        process = self._spawn(job_id, attempt, status_version, paths, config, user, warm_fd)
+        return process, start_ticks(process.pid), offset  # our unreaped child: its own pid
 
 
 def open_log(path: Path) -> int:
@@ -414,6 +529,16 @@ def storage_modules(url: str) -> list[str]:
     backend = [known["class"].rsplit(".", 1)[0]] if known else []
     # fsspec's url_to_fs imports its caching layer at each first call, whatever the protocol
     return [*backend, "fsspec.implementations.cached"]
+
+
+def class_data_dir(settings: DaemonSettings, work_root: Path) -> Path | None:
+    """Where the class-data archive is made and kept (``--class-data``): None when off, the
+    work directory's ``.class-data`` by default."""
+    if settings.class_data == "off":
+        return None
+    if settings.class_data == "auto":
+        return work_root / ".class-data"
+    return Path(settings.class_data)
 
 
 def default_work_root(settings: DaemonSettings) -> Path:

@@ -10,4 +10,6 @@ contract says none imports another); what two of them share lives here::
     pickling.py    which modules cloudpickle ships by value (client pickles, driver checks)
     processes.py   process identity (pid, start time, boot; pidfds) for adoption and signalling
     sparkconf.py   Spark configuration as spark-submit takes it, and its list-valued keys
+    sparkjvm.py    the Spark settings fixed at a driver JVM's launch (pure), and the offer of
+                   a warm JVM a member hands its driver
 """

@@ -45,12 +45,17 @@ def make(directory: Path, owner: tuple[int, int] | None = None) -> None:
         return
     scratch(directory).mkdir()
     for place in (scratch(directory), directory):
-        fd = os.open(place, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            os.fchown(fd, *owner)
-            os.fchmod(fd, 0o700)
-        finally:
-            os.close(fd)
+        give(place, owner)
+
+
+def give(place: Path, owner: tuple[int, int]) -> None:
+    """Make the directory ``place`` (not a link to one) ``owner``'s, mode 0700."""
+    fd = os.open(place, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, *owner)
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def remove(directory: Path, owners: Collection[int] = ()) -> None:

@@ -215,11 +215,12 @@ def spawn_with_config(
     env: dict[str, str],
     cwd: Path | str,
     user: DriverUser | None = None,
+    extra_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """A new process in its own session, ``command(fd)`` reading ``config`` from the pipe
     ``fd`` (never its environment or command line), its output appended to ``log``, as
-    ``user`` (its groups, group and user: this process's if None). Raises OSError if it cannot
-    be started."""
+    ``user`` (its groups, group and user: this process's if None), inheriting ``extra_fds``
+    too. Raises OSError if it cannot be started."""
     read_end, write_end = os.pipe()
     try:
         # A configuration is a few hundred bytes: it fits the pipe's buffer before the child runs.
@@ -235,7 +236,7 @@ def spawn_with_config(
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                pass_fds=(read_end,),
+                pass_fds=(read_end, *extra_fds),
                 user=user.uid if user is not None else None,
                 group=user.gid if user is not None else None,
                 extra_groups=list(user.groups) if user is not None else None,

@@ -34,7 +34,8 @@ args (the arguments, as a shell or Python would write them), conf (the Spark
 properties, secrets redacted), modules (what was shipped automatically from
 the job's directory), require (the labels a daemon must have),
 attempt, max_attempts, submitted, driver {host, pid, attempt, started} or null,
-spark {app_id, ui, master, attempt} or null (the running attempt's application),
+spark {app_id, ui, master, attempt, jvm} or null (the running attempt's application;
+jvm: its driver JVM, warm or cold, and why),
 log (where the current or last attempt's log is), error (the job's error:
 of its result, of its last failed attempt, or why it is quarantined),
 daemon (the daemon the current attempt is placed on), waiting (why a job that does not
@@ -227,7 +228,8 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
         else "{host} pid {pid}, attempt {attempt}, since {started}".format(**driver),
         "spark": None
         if spark is None
-        else f"{spark['app_id']} on {spark['master']}, UI {spark['ui'] or 'off'}",
+        else f"{spark['app_id']} on {spark['master']}, UI {spark['ui'] or 'off'}"
+        + (f"; driver JVM {spark['jvm']}" if spark.get("jvm") else ""),
         "log": item["log"],
         "ended": None
         if ended is None

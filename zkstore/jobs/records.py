@@ -3,6 +3,10 @@
 Every record is parsed strictly: anything that is not what its writer would have written raises
 :class:`~zkstore.errors.CorruptRecord` naming the path. ``version`` is the znode version the
 record was read at (``None`` for a record not read from ZooKeeper); updates pass it back.
+
+Why one module: it is the wire format of a job's small ZooKeeper records, each parsed by the
+same strict rules (:mod:`zkstore.strict`) and read side by side by the snapshot; one place to
+see what every node holds.
 """
 
 from __future__ import annotations
@@ -427,8 +431,11 @@ class SparkApp(Record):
     master: str = ""
     ui: str | None = None
     started: str = ""
+    #: the driver JVM the attempt got and why (``warm: ...``, ``cold: ...``); optional, read
+    #: by nothing but people (a reader of an older release ignores it)
+    jvm: str | None = None
 
-    optional = frozenset({"ui"})
+    optional = frozenset({"ui", "jvm"})
     times = frozenset({"started"})
 
 

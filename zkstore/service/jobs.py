@@ -138,6 +138,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
             "ui": spark.ui,
             "master": spark.master,
             "attempt": spark.attempt,
+            "jvm": spark.jvm,
         },
         "log": job.log,
         "error": job_error(job),

@@ -3,8 +3,10 @@
 One run: a fresh cluster (its own cluster id and storage prefix) with three daemons on the
 shared ensemble and S3 server; a mix of checkpointing jobs and a schedule firing every 3 s
 (:mod:`.probe`); one scenario's fault injected while they run; then every invariant checked
-(:mod:`.invariants`, and the schedule's: every window exactly one run, none early) and the
-servers healed for the next run. The seed is printed first: ``--seed`` replays the same
+(:mod:`.invariants`, and the schedule's: every window exactly one run, none early); then the
+daemons stopped and the Spark JVMs of the run counted (one daemon keeps a warm driver JVM:
+none may be left, whatever the fault did to its daemon), and the servers healed for the next
+run. The seed is printed first: ``--seed`` replays the same
 scenarios, targets and durations.
 
 Time to recover is the longest stall of any job's progress across the fault (jobs step every
@@ -58,6 +60,8 @@ class RunReport:
     schedule: Verdict = field(default_factory=Verdict)
     #: what the zombie-write check read (the jobs' writes in storage)
     ledger: str = ""
+    #: Spark JVMs left behind once the run's daemons stopped (a violation unless 0)
+    jvms_left: int = 0
 
 
 @dataclass
@@ -136,14 +140,26 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
         logger.exception("run %d (%s) broke", index, scenario)
         violations.append(f"harness: {type(exc).__name__}: {exc}")
     finally:
-        if violations:
-            (run.work_dir / "logs.txt").write_text(run.logs())
         if world.network is not None:
             world.network.heal()  # before the daemons stop: they hand over through ZooKeeper
         run.close()
+        if run.jvms_left:
+            violations.append(
+                f"{len(run.jvms_left)} Spark JVM(s) of the run left behind after its daemons "
+                f"stopped: pids {', '.join(map(str, run.jvms_left))}"
+            )
+        if violations:
+            (run.work_dir / "logs.txt").write_text(run.logs())
         world.heal()
     return RunReport(
-        scenario, fault, violations, recovery, time.monotonic() - began, schedule, evidence
+        scenario,
+        fault,
+        violations,
+        recovery,
+        time.monotonic() - began,
+        schedule,
+        evidence,
+        len(run.jvms_left),
     )
 
 
@@ -237,7 +253,7 @@ def run_all(options: Options) -> list[RunReport]:
             what = report.fault.description if report.fault else "no fault injected"
             print(
                 f"run {index:3d} {scenario:18s} {status:14s} recover {report.recovery:5.1f} s"
-                f"  ({report.seconds:.0f} s)  {what}",
+                f"  ({report.seconds:.0f} s, JVMs left {report.jvms_left})  {what}",
                 flush=True,
             )
             if report.schedule.windows:

@@ -32,6 +32,7 @@ from recovery.dev.chaos.ledger import Ledger
 from recovery.dev.chaos.probe import ScheduleProbe
 from recovery.dev.hosts import Host, Network
 from recovery.dev.localcluster import LocalCluster
+from recovery.member.sparkjvm.pool import STOP_GRACE
 from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
 from zkstore.dev import lifeline
@@ -39,6 +40,11 @@ from zkstore.dev.embedded import free_port
 from zkstore.dev.ensemble import ZooKeeperEnsemble
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobResult
+
+#: How long the Spark JVMs of a run may take to exit once its daemons stopped: a daemon's stop
+#: gives its warm JVMs STOP_GRACE before it kills them; one whose daemon was killed exits when
+#: its standard input ends, in a second or two.
+JVM_EXIT_GRACE = 2 * STOP_GRACE
 
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "chaos", "AWS_SECRET_ACCESS_KEY": "chaos"}
 ZOOKEEPER_HOSTS = ("zk1", "zk2", "zk3")
@@ -206,14 +212,19 @@ class RunCluster(Closeable):
         self.run_id = run_id
         self.config = world.config(run_id, session_timeout)
         self.work_dir = world.work_dir / run_id
-        # the probe's schedule fires every 3 s: under the 10 s a production cluster keeps
+        # the probe's schedule fires every 3 s: under the 10 s a production cluster keeps; one
+        # daemon keeps a warm Spark driver JVM (issue 47): every scenario's faults reach it too,
+        # and none may be left behind (close)
         self.local = LocalCluster(
             self.config,
             self.work_dir,
             restart_backoff=0.5,
             extra_args=("--max-drivers", str(SLOTS), "--schedule-min-interval", "1s"),
             hosts=world.daemon_hosts(),
+            daemon_args={"d1": ("--warm-drivers", "1")},
         )
+        #: the Spark JVMs left after the daemons stopped (and a grace to exit), at close
+        self.jvms_left: list[int] = []
         self.client: Client | None = None
         self.jobs: dict[str, tuple[Path, int | None]] = {}
         #: the run's schedule (the runner's)
@@ -299,6 +310,14 @@ class RunCluster(Closeable):
         return "\n".join(parts)
 
     def close(self) -> None:
+        """Stop the daemons, count the Spark JVMs of the cluster still alive after a grace
+        (a warm JVM ends with its daemon's stop, or with its daemon's death: its standard input
+        ends; a driver's JVM with its driver), then stop whatever is left."""
         if self.client is not None:
             self.client.close()
+        self.local.stop_daemons()
+        deadline = time.monotonic() + JVM_EXIT_GRACE
+        while self.local.spark_jvms() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.jvms_left = self.local.spark_jvms()
         self.local.stop()

@@ -1,0 +1,296 @@
+"""The pure rules of the drivers' Spark JVMs (issue 47): which settings are fixed at JVM launch,
+what a deployment's configuration directory becomes, what the launcher prints, the archive's
+key and sidecar, the warm drivers' records and offer, their default number, and the daemon's
+refusals of settings it cannot honour."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import struct
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from recovery.capacity import GiB, HostSize, default_max_drivers, default_warm_drivers
+from recovery.member.sparkjvm import confdir, home
+from recovery.member.sparkjvm.archive import ArchiveKey, Sidecar, private_problem, verify
+from recovery.member.sparkjvm.pool import WarmUpFailed, parse_connection_info
+from recovery.member.sparkjvm.records import WarmRecord
+from recovery.proctitle import fit, warm_driver_title
+from recovery.settings import DaemonSettings
+from recovery.shared.sparkconf import spark_submit_args
+from recovery.shared.sparkjvm import (
+    JVM_LEVEL,
+    WarmOffer,
+    class_path_reason,
+    jvm_reason,
+    master_reason,
+    parse_properties,
+    parse_submit_args,
+    quote_option,
+)
+from zkstore.config import StoreConfig
+from zkstore.errors import ConfigError
+
+# -- settings fixed at JVM launch ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(JVM_LEVEL))
+def test_each_jvm_level_setting_other_than_the_warm_drivers_makes_an_attempt_cold(key: str) -> None:
+    reason = jvm_reason({key: "something-else"}, {})
+    assert reason is not None and reason.startswith(key) and "fixed at JVM launch" in reason
+
+
+def test_the_same_values_as_the_warm_drivers_and_context_settings_keep_it_warm() -> None:
+    defaults = {"spark.driver.memory": "2g", "spark.driver.extraJavaOptions": "-Da=b"}
+    attempt = {
+        "spark.driver.memory": "2g",  # what the warm JVMs were started with
+        "spark.executor.memory": "4g",  # a context's setting: any value
+        "spark.sql.shuffle.partitions": "7",
+        "spark.submit.deployMode": "client",  # what unset means
+        "spark.app.name": "x",
+    }
+    assert jvm_reason(attempt, defaults) is None
+    assert jvm_reason({}, defaults) is None
+    assert "warm drivers have unset" in (jvm_reason({"spark.jars": "a.jar"}, defaults) or "")
+    assert "'2g'" in (jvm_reason({"spark.driver.memory": "1g"}, defaults) or "")
+
+
+@pytest.mark.parametrize(
+    ("master", "warm"),
+    [
+        ("local", True),
+        ("local[2]", True),
+        ("local[*]", True),
+        ("local[2, 3]", True),
+        ("spark://host:7077", True),
+        ("yarn", False),
+        ("k8s://https://api:6443", False),
+        ("mesos://x:5050", False),
+    ],
+)
+def test_warm_drivers_serve_local_and_standalone_masters(master: str, warm: bool) -> None:
+    assert (master_reason(master) is None) is warm
+
+
+def test_the_class_path_keeps_the_archive_unless_the_job_changes_it() -> None:
+    assert class_path_reason({}, {}) is None
+    assert (
+        class_path_reason(
+            {"spark.driver.extraClassPath": "/x"}, {"spark.driver.extraClassPath": "/x"}
+        )
+        is None
+    )
+    assert class_path_reason({"spark.jars": "a.jar"}, {}) is None  # on the app's loader, not -cp
+    reason = class_path_reason({"spark.driver.extraClassPath": "/opt/lib/*"}, {})
+    assert reason is not None and "spark.driver.extraClassPath" in reason
+
+
+def test_a_scripts_submit_args_read_back_as_the_driver_wrote_them() -> None:
+    conf = {"spark.files": "/a b/c.csv,/d", "spark.x": "k=v with spaces", "spark.y": "'q'"}
+    args = ["--properties-file", "/etc/spark/spark-defaults.conf"]
+    text = shlex.join(
+        [*args, *spark_submit_args("local[1]", conf, "a job [x #1]"), "pyspark-shell"]
+    )
+    parsed = parse_submit_args(text)
+    assert (parsed.master, parsed.name, parsed.conf) == ("local[1]", "a job [x #1]", conf)
+    assert parsed.properties_file == "/etc/spark/spark-defaults.conf"
+    assert parsed.others == ()
+    assert parse_submit_args("--driver-memory 4g pyspark-shell").others == ("--driver-memory", "4g")
+
+
+def test_spark_defaults_conf_is_read_as_spark_reads_a_properties_file() -> None:
+    text = (
+        "# a comment\n! another\n\n"
+        "spark.driver.memory   2g\n"
+        "spark.driver.extraJavaOptions=-Da=1 \\\n    -Db=2\n"
+        "spark.master:local[2]\n"
+        "  spark.lonely\n"
+    )
+    assert parse_properties(text) == {
+        "spark.driver.memory": "2g",
+        "spark.driver.extraJavaOptions": "-Da=1 -Db=2",
+        "spark.master": "local[2]",
+        "spark.lonely": "",
+    }
+
+
+# -- the deployment's configuration directory ---------------------------------------------------
+
+
+def test_a_configuration_directory_becomes_a_properties_file_and_a_late_class_path() -> None:
+    where = Path("/etc/spark/conf")
+    assert confdir.plan(where, []) == confdir.ConfPlan(where)
+    assert confdir.plan(where, ["spark-defaults.conf.template", "log4j2.properties.template"]) == (
+        confdir.ConfPlan(where)
+    )
+    plan = confdir.plan(where, ["spark-defaults.conf", "log4j2.properties", "hive-site.xml"])
+    assert plan.properties == where / "spark-defaults.conf" and plan.on_class_path
+    assert plan.keep_reason is None
+    only = confdir.plan(where, ["spark-defaults.conf"])
+    assert only.properties is not None and not only.on_class_path
+    env = confdir.environment({"SPARK_DIST_CLASSPATH": "/hadoop/*"}, plan, Path("/w/conf"))
+    assert env == {"SPARK_CONF_DIR": "/w/conf", "SPARK_DIST_CLASSPATH": f"/hadoop/*:{where}"}
+
+
+def test_a_spark_env_script_keeps_the_deployments_directory() -> None:
+    plan = confdir.plan(Path("/etc/spark/conf"), ["spark-env.sh", "spark-defaults.conf"])
+    assert plan.keep_reason is not None and "spark-env.sh" in plan.keep_reason
+    assert confdir.environment({}, plan, Path("/w/conf")) == {}
+
+
+# -- Spark's launcher ---------------------------------------------------------------------------
+
+
+def test_the_launchers_command_is_read_past_its_messages() -> None:
+    printed = b"a warning for people\n\0\n/usr/bin/java\0-cp\0/c:/j/*\0-Xmx1g\0Main\0"
+    command = home.parse_launcher_output(printed)
+    assert command == ["/usr/bin/java", "-cp", "/c:/j/*", "-Xmx1g", "Main"]
+    assert home.class_path(command) == "/c:/j/*"
+    with pytest.raises(OSError):
+        home.parse_launcher_output(b"Exception in thread main\n")
+
+
+def test_an_option_is_quoted_as_the_launcher_splits_it() -> None:
+    assert shlex.split(quote_option('-Dx=/a b/"c"\\d')) == ['-Dx=/a b/"c"\\d']
+
+
+def test_the_scala_version_comes_from_sparks_core_jar(tmp_path: Path) -> None:
+    (tmp_path / "jars").mkdir()
+    assert home.scala_version(tmp_path) == ""
+    (tmp_path / "jars" / "spark-core_2.13-4.0.0.jar").touch()
+    assert home.scala_version(tmp_path) == "2.13"
+
+
+# -- the archive's key and sidecar --------------------------------------------------------------
+
+KEY = ArchiveKey("/usr/bin/java", 10, 20, "4.0.0", "/spark", "/w/conf:/spark/jars/*")
+
+
+def test_every_part_of_the_key_names_another_archive() -> None:
+    names = {KEY.name}
+    for change in (
+        {"java": "/opt/java"},
+        {"java_size": 11},
+        {"java_mtime_ns": 21},
+        {"pyspark": "4.0.1"},
+        {"spark_home": "/other"},
+        {"class_path": "/x"},
+    ):
+        names.add(replace(KEY, **change).name)  # type: ignore[arg-type]
+    assert len(names) == 7
+
+
+def test_a_sidecar_reads_back_and_refuses_anything_else() -> None:
+    sidecar = Sidecar(KEY, 5, "ab" * 32, "2026-01-01T00:00:00+00:00")
+    assert Sidecar.parse(sidecar.to_bytes()) == sidecar
+    raw = json.loads(sidecar.to_bytes())
+    for bad in (
+        {**raw, "format": 2},
+        {**raw, "size": "5"},
+        {**raw, "key": {**raw["key"], "java_size": "10"}},
+        {**raw, "key": None},
+        [raw],
+    ):
+        with pytest.raises(ValueError):
+            Sidecar.parse(json.dumps(bad).encode())
+
+
+def _write_archive(directory: Path, data: bytes = b"classes") -> Path:
+    archive = directory / f"{KEY.name}.jsa"
+    archive.write_bytes(data)
+    sidecar = Sidecar(KEY, len(data), hashlib.sha256(data).hexdigest(), "2026-01-01T00:00:00+00:00")
+    (directory / f"{KEY.name}.json").write_bytes(sidecar.to_bytes())
+    for path in (archive, archive.with_suffix(".json")):
+        os.chmod(path, 0o644)
+    return archive
+
+
+def test_only_an_archive_that_matches_its_sidecar_and_key_is_trusted(tmp_path: Path) -> None:
+    archive = _write_archive(tmp_path)
+    assert verify(tmp_path, KEY) == (archive, "verified")
+    assert verify(tmp_path, replace(KEY, pyspark="9.9"))[0] is None  # another key: another name
+    archive.write_bytes(b"classez")  # same size, other bytes
+    found, why = verify(tmp_path, KEY)
+    assert found is None and "sha256" in why
+    _write_archive(tmp_path)
+    os.chmod(archive, 0o666)
+    assert "changed by others" in verify(tmp_path, KEY)[1]
+    os.chmod(archive, 0o644)
+    archive.unlink()
+    archive.symlink_to(tmp_path / "elsewhere.jsa")
+    (tmp_path / "elsewhere.jsa").write_bytes(b"classes")
+    assert "not a regular file" in verify(tmp_path, KEY)[1]
+    assert private_problem(tmp_path, directory=True) is None
+
+
+# -- warm drivers -------------------------------------------------------------------------------
+
+
+def test_a_warm_drivers_record_reads_back_and_refuses_garbage() -> None:
+    record = WarmRecord("0123abcd", "h", "boot", "/log", uid=1001, pid=4, start_ticks=5)
+    taken = record.taken_by("job", 2, Path("/logs/job/attempt-2.log"))
+    for one in (record, taken):
+        assert WarmRecord.parse(one.to_bytes()) == one
+    assert taken.taken and not record.taken
+    for bad in ({"warm_id": "../x"}, {"pid": "4"}, {"attempt": 1.5}):
+        raw = {**json.loads(record.to_bytes()), **bad}
+        with pytest.raises(ValueError):
+            WarmRecord.parse(json.dumps(raw).encode())
+
+
+def test_the_offer_carries_the_secret_but_never_shows_it() -> None:
+    offer = WarmOffer("0123abcd", 42, 7, 40000, "s3cr3t", {"spark.driver.memory": "1g"}, 9.5)
+    assert WarmOffer.from_json(offer.to_json()) == offer
+    assert "s3cr3t" not in repr(offer)
+    with pytest.raises(ValueError):
+        WarmOffer.from_json(json.dumps({**json.loads(offer.to_json()), "port": "40000"}))
+
+
+def test_the_gateways_connection_info_is_read_as_pyspark_writes_it() -> None:
+    assert parse_connection_info(struct.pack(">ii", 40000, 6) + b"s3cr3t") == (40000, "s3cr3t")
+    for bad in (b"", struct.pack(">ii", 0, 1) + b"x", struct.pack(">ii", 1, 9) + b"short"):
+        with pytest.raises(WarmUpFailed):
+            parse_connection_info(bad)
+
+
+def test_ps_names_a_warm_driver() -> None:
+    assert fit(warm_driver_title("0123abcd")) == "zkstore warm-driver 0123abcd"
+
+
+@pytest.mark.parametrize(
+    ("cores", "memory_gib", "expected"),
+    [
+        (2, 24, 1),  # this machine: one per two cores
+        (8, 64, 4),
+        (8, 16, 0),  # the slots take the memory
+        (1, 4, 1),
+        (0.5, 1, 0),
+        (256, 2048, 4),  # capped
+    ],
+)
+def test_the_default_number_of_warm_drivers_counts_their_memory(
+    cores: float, memory_gib: int, expected: int
+) -> None:
+    host = HostSize(cores=cores, memory=memory_gib * GiB)
+    assert default_warm_drivers(host, default_max_drivers(host)) == expected
+
+
+def _settings(**changes: object) -> DaemonSettings:
+    store = StoreConfig(zk_hosts="127.0.0.1:1", storage_url="file:///tmp/s")
+    return DaemonSettings(store=store, daemon_id="d1", max_drivers=4, **changes)  # type: ignore[arg-type]
+
+
+def test_the_daemon_refuses_warm_drivers_it_cannot_use() -> None:
+    assert _settings(warm_drivers=4, spark_master="spark://m:7077").warm_drivers == 4
+    with pytest.raises(ConfigError, match="more than --max-drivers"):
+        _settings(warm_drivers=5)
+    with pytest.raises(ConfigError, match="spark-submit"):
+        _settings(warm_drivers=1, spark_master="yarn")
+    with pytest.raises(ConfigError, match="absolute"):
+        _settings(class_data="relative/dir")
+    assert _settings(class_data="/abs").class_data == "/abs"

@@ -1,0 +1,67 @@
+"""What the tests of warm driver JVMs (issue 47) read: a daemon's log of its warm drivers, the
+processes ``ps`` names ``zkstore warm-driver ID``, ``zkstore jobs show`` and a driver's log."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
+from recovery.member.sparkjvm.pool import JVM_START_TIMEOUT, WARM_UP_TIMEOUT
+from tests.cli import connection
+from tests.helpers import BIN
+from zkstore.config import StoreConfig
+
+#: A warm driver's start and warm-up, at their own deadlines.
+WARM = JVM_START_TIMEOUT + WARM_UP_TIMEOUT
+#: A small Spark job from its submission (a cold JVM on a loaded 2-core machine).
+JOB = 300.0
+_READY = re.compile(r"warm driver ([0-9a-f]{8}) ready")
+_TOOK = re.compile(
+    r"job (\S+): attempt (\d+) took warm driver ([0-9a-f]{8}) \(its Spark JVM, pid (\d+)\)"
+)
+
+
+def ready(daemon: DaemonProcess) -> set[str]:
+    """The warm drivers the daemon says are ready and no attempt took."""
+    log = daemon.log()
+    return set(_READY.findall(log)) - {m[2] for m in _TOOK.findall(log)}
+
+
+def took(daemon: DaemonProcess, job_id: str) -> tuple[str, int] | None:
+    """The warm driver (id, JVM pid) an attempt of ``job_id`` took, per the daemon's log."""
+    for job, _, warm_id, pid in _TOOK.findall(daemon.log()):
+        if job == job_id:
+            return warm_id, int(pid)
+    return None
+
+
+def show(config: StoreConfig, job_id: str) -> dict[str, object]:
+    done = subprocess.run(
+        [str(BIN / "zkstore"), "jobs", "show", job_id, "--format", "json", *connection(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, object] = json.loads(done.stdout)
+    return shown
+
+
+def driver_log(local: LocalCluster, job_id: str, attempt: int = 1) -> str:
+    return (local.work_dir / "drivers" / job_id / f"attempt-{attempt}.log").read_text()
+
+
+def titled_warm(local: LocalCluster) -> list[int]:
+    """The processes of the cluster that ``ps`` shows as ``zkstore warm-driver ID``."""
+    found = []
+    for pid in local.spark_jvms():
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if command.startswith(b"zkstore warm-driver "):
+            found.append(pid)
+    return found
