@@ -52,6 +52,28 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = [
+    "DRIVERS_PER_CORE",
+    "DRIVER_MEMORY",
+    "MAX_DEFAULT",
+    "MAX_WARM_DEFAULT",
+    "RESERVED_MEMORY",
+    "WARM_PER_CORE",
+    "WARM_RESIDENT",
+    "GiB",
+    "HostSize",
+    "default_max_drivers",
+    "default_warm_drivers",
+    "explain",
+    "explain_warm",
+    "parse_cfs",
+    "parse_cpu_max",
+    "parse_meminfo",
+    "parse_memory_limit",
+    "parse_own_cgroups",
+    "read_host_size",
+]
+
 GiB = 1 << 30
 DRIVER_MEMORY = 1 * GiB
 RESERVED_MEMORY = 1 * GiB

@@ -54,6 +54,18 @@ from zkstore.zk import ZooKeeper
 if TYPE_CHECKING:
     from recovery.observe.server import HttpSide
 
+__all__ = [
+    "ASSIGNMENTS",
+    "CONNECT_RETRY",
+    "DRIVER_EXITED",
+    "ELECTION",
+    "JOB_EVENTS",
+    "STATE",
+    "STOP",
+    "Daemon",
+    "say_session",
+]
+
 logger = logging.getLogger(__name__)
 
 STATE = "state"

@@ -26,6 +26,21 @@ from __future__ import annotations
 import os
 import re
 
+__all__ = [
+    "COMM_BYTES",
+    "ELLIPSIS",
+    "MAX_TITLE",
+    "comm_name",
+    "daemon_title",
+    "driver_title",
+    "fit",
+    "fork_server_title",
+    "set_title",
+    "shipper_title",
+    "warm_driver_title",
+    "warm_up_title",
+]
+
 #: Longest title ever set (before fitting it to the room there is).
 MAX_TITLE = 200
 #: The kernel's name of a process holds 15 bytes and a NUL.

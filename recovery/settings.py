@@ -17,6 +17,30 @@ from zkstore.errors import ConfigError
 from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL
 from zkstore.secrecy import read_secret_file
 
+__all__ = [
+    "ANY_HOST",
+    "API_TOKEN_ENV",
+    "DEFAULT_HTTP",
+    "DEFAULT_KEEP_RESULTS",
+    "DEFAULT_SPARK_MASTER",
+    "MIN_TOKEN_CHARS",
+    "READ_TOKEN_ENV",
+    "TOKEN_FILE_OPTIONS",
+    "Bounds",
+    "DaemonSettings",
+    "DriverUser",
+    "HttpAddress",
+    "api_token_from_env",
+    "default_daemon_id",
+    "driver_users",
+    "is_address",
+    "is_warm_master",
+    "normal_host",
+    "parse_allowed_hosts",
+    "parse_http_address",
+    "spark_master_from_env",
+]
+
 DEFAULT_SPARK_MASTER = "local[2]"
 #: Where a daemon serves HTTP unless told otherwise: loopback only, so nothing is exposed by
 #: default; ``--http off`` turns it off, ``--http 0.0.0.0:8780`` opens it to the network.

@@ -47,6 +47,21 @@ from zkstore.errors import ConfigError, UntrustedPayload
 from zkstore.layout import StorageLayout
 from zkstore.storage import StateStorage
 
+__all__ = [
+    "MAX_SEGMENTS",
+    "MAX_URI_BYTES",
+    "ArtifactRootRefused",
+    "ArtifactSpace",
+    "ArtifactUriRefused",
+    "Place",
+    "Root",
+    "check_roots",
+    "family_of",
+    "overlap",
+    "parse",
+    "real",
+]
+
 #: Records carry their URI; the bound keeps a record, and a result listing kept outputs, small.
 MAX_URI_BYTES = 512
 #: Segments of a place at most (a claim is a znode per segment, all in one transaction).

@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+__all__ = ["Closeable"]
+
 
 class Closeable:
     """``with obj:`` returns ``obj`` and calls ``obj.close()`` on the way out, whatever happens."""

@@ -17,6 +17,31 @@ from typing import Any
 from zkstore.errors import ConfigError
 from zkstore.signing import JobKey, Signer, derive_job_key
 
+__all__ = [
+    "DEFAULT_CLUSTER_ID",
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "DEFAULT_ROOT",
+    "DEFAULT_SESSION_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_ZK",
+    "DIGEST",
+    "ENV_VARS",
+    "MAX_STORAGE_URL_BYTES",
+    "SASL",
+    "SECRET_ENV_VARS",
+    "TEST_MINIMUMS_ENV",
+    "LoweredMinimums",
+    "StoreConfig",
+    "ZkAuth",
+    "check_artifact_root",
+    "default_storage_url",
+    "loopback_only",
+    "parse_read_acl",
+    "parse_storage_options",
+    "split_pair",
+    "validate_id",
+]
+
 DEFAULT_ZK = "127.0.0.1:2181"
 DEFAULT_ROOT = "/zkstore"
 DEFAULT_CLUSTER_ID = "default"

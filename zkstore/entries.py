@@ -12,6 +12,8 @@ from typing import Generic, TypeVar
 from zkstore.errors import ZkStoreError
 from zkstore.handle import Handle
 
+__all__ = ["Broken", "Entry", "GetAllResult", "new_instance_id"]
+
 T = TypeVar("T")
 
 

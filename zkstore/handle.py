@@ -22,6 +22,8 @@ from zkstore import protocol
 from zkstore.errors import CorruptHandle, SerializationError, TooLarge
 from zkstore.strict import check_text, load_object, parse_time, utc_now
 
+__all__ = ["FORMAT", "MAX_HANDLE_BYTES", "Handle", "PayloadRef", "SummaryValue", "ZnodeStatLike"]
+
 FORMAT = 1
 #: Typical handles are 400-700 bytes. The bound leaves room for the longest ids the store accepts
 #: (128 characters each for cluster and job), a name of 100 characters of any script, and a

@@ -44,6 +44,20 @@ from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 from zkstore.config import DIGEST, ZkAuth, validate_id
 from zkstore.errors import ConfigError
 
+__all__ = [
+    "CLAIMS",
+    "DRIVERS_USER",
+    "DRIVER_DIRS",
+    "DRIVER_RECORDS",
+    "JOB_USER_PREFIX",
+    "AclPolicy",
+    "DriverIdentity",
+    "digest_id",
+    "driver_identity",
+    "drivers_auth",
+    "job_auth",
+]
+
 DRIVERS_USER = "zkstore-drivers"
 JOB_USER_PREFIX = "zkstore-job."
 

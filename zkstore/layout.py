@@ -50,6 +50,19 @@ from dataclasses import dataclass
 from zkstore.config import validate_id
 from zkstore.errors import InvalidJobId, ZkStoreError
 
+__all__ = [
+    "CHECKPOINT_ID_WIDTH",
+    "CONTROL_HISTORY",
+    "JOB_RECORD_DIRS",
+    "LOG_CHUNK_BYTES",
+    "Layout",
+    "StorageLayout",
+    "checkpoint_node_name",
+    "is_checkpoint_node_name",
+    "job_record_dir",
+    "validate_job_id",
+]
+
 CHECKPOINT_ID_WIDTH = 19
 _CHECKPOINT_NAME = re.compile(f"[0-9]{{{CHECKPOINT_ID_WIDTH}}}")
 

@@ -13,6 +13,19 @@ from dataclasses import dataclass
 
 from zkstore.errors import ConflictError, FenceLost, HandleExists, HandleNotFound, ZkStoreError
 
+__all__ = [
+    "Check",
+    "Create",
+    "Deadline",
+    "Delete",
+    "Fence",
+    "Guard",
+    "Op",
+    "SetData",
+    "absent",
+    "without_existing",
+]
+
 
 class Deadline:
     """A point in time by which an operation must be over."""

@@ -25,6 +25,8 @@ from typing import Any
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.handlers.utils import fileobj_to_fd
 
+__all__ = ["PollingHandler", "poll_select"]
+
 _READ = select.POLLIN | select.POLLPRI
 _WRITE = select.POLLOUT
 

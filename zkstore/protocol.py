@@ -27,6 +27,21 @@ from typing import Any
 
 from zkstore.errors import NewerRecord
 
+__all__ = [
+    "ARGUMENTS_APART",
+    "ATTEMPT_PROVENANCE",
+    "FEATURES",
+    "FIELD",
+    "JOB_IDENTITIES",
+    "MAX_PROTOCOL",
+    "MIN_PROTOCOL",
+    "PROTOCOL",
+    "Feature",
+    "check_record",
+    "describe",
+    "speaks",
+]
+
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
 PROTOCOL = 3
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).

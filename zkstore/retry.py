@@ -31,6 +31,8 @@ from typing import TypeVar
 
 from zkstore.errors import ConflictError, HandleNotFound, VersionConflict, ZkStoreError
 
+__all__ = ["JITTER", "RACES", "RACE_TRIES", "WHILE_STANDING", "Retry", "TryAgain", "within"]
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")

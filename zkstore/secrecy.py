@@ -44,6 +44,14 @@ from collections.abc import Iterable
 
 from zkstore.errors import ConfigError
 
+__all__ = [
+    "MAX_SECRET_FILE_BYTES",
+    "is_dumpable",
+    "read_secret_file",
+    "set_dumpable",
+    "take_from_environment",
+]
+
 _PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 #: A secret file is a line or a few: a bigger one is not what it should be.

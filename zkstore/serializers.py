@@ -21,6 +21,8 @@ from zkstore.errors import (
     SerializationError,
 )
 
+__all__ = ["PICKLE_MAGIC", "JsonSerializer", "PickleSerializer", "Serializer", "python_version"]
+
 T = TypeVar("T")
 
 PICKLE_MAGIC = b"ZKSTORE-PICKLE\n"

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 from zkstore.errors import ConfigError, UntrustedPayload
 
+__all__ = ["JOB_KEY_LABEL", "JobKey", "Signer", "derive_job_key", "job_of"]
+
 JOB_KEY_LABEL = b"zkstore-job-key\0"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 

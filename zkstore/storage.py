@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # fsspec is imported when a storage is built: readers of ZooK
     # (``zkstore jobs list``, the snapshot reader) never pay for it
     from fsspec import AbstractFileSystem
 
+__all__ = ["TEMP_MARKER", "StateStorage", "StoredObject", "is_temporary", "storage_errors"]
+
 logger = logging.getLogger(__name__)
 
 TEMP_MARKER = ".tmp-"

@@ -53,6 +53,8 @@ from zkstore.serializers import Serializer
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
+__all__ = ["LOCKS", "MAX_PUBLISH_DELAY", "ZooKeeperStateHandleStore", "is_marked"]
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")

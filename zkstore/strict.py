@@ -17,6 +17,20 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT",
+    "MAX_YEAR",
+    "MIN_YEAR",
+    "check_text",
+    "escape_control",
+    "is_time",
+    "load_object",
+    "parse_time",
+    "utc_in",
+    "utc_now",
+]
+
 #: Records and handles are flat JSON objects; a quarantine entry nests one handle. Deeper input is
 #: refused before the JSON parser sees it.
 MAX_DEPTH = 3

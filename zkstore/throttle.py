@@ -10,6 +10,8 @@ import logging
 import threading
 import time
 
+__all__ = ["Throttle"]
+
 
 class Throttle:
     """At most one line per ``interval`` seconds for each key; the next one says how many of

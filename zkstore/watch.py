@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 from zkstore.errors import HandleNotFound, StoreUnavailable
 from zkstore.zk import ZooKeeper
 
+__all__ = ["Listing", "NodeWatch", "WatchedValue"]
+
 logger = logging.getLogger(__name__)
 
 _UNREAD = object()

@@ -73,6 +73,16 @@ from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.polling import PollingHandler
 from zkstore.retry import JITTER, TryAgain, within
 
+__all__ = [
+    "ENV_AUTH",
+    "MAX_ZNODE_BYTES",
+    "PIPELINE_WINDOW",
+    "TREE_BATCH",
+    "ZooKeeper",
+    "default_acl",
+    "is_own_ephemeral",
+]
+
 logger = logging.getLogger(__name__)
 
 # kazoo draws its ping and reconnect jitter from the global ``random`` on every turn of its

@@ -16,6 +16,8 @@ from zkstore.errors import ConfigError
 from zkstore.lifecycle.destinations import ALLOWED_ENV, Destinations
 from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL, MIN_INTERVAL_ENV, min_interval_from_env
 
+__all__ = ["bounds_from", "bounds_options"]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DEFAULTS = Bounds()

@@ -12,6 +12,14 @@ from typing import Any, TypeVar
 
 import click
 
+__all__ = [
+    "DEFAULT_MAX_LOST_ATTEMPTS",
+    "JOB_KEYS",
+    "job_options",
+    "job_settings",
+    "split_job_options",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # zkstore.jobs.definition.DEFAULT_MAX_LOST_ATTEMPTS, without importing the definitions (and

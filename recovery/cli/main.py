@@ -17,6 +17,8 @@ from zkstore.cli import cli
 from zkstore.cli.base import DevCommand, LazyGroup, TakenSecrets
 from zkstore.config import SECRET_ENV_VARS
 
+__all__ = ["cli", "main"]
+
 assert isinstance(cli, LazyGroup)
 cli.add_lazy(
     "daemon",

@@ -59,6 +59,8 @@ from zkstore.lifecycle.options import SUMMARY_KEYS
 from zkstore.protocol import ARGUMENTS_APART
 from zkstore.schedules.records import SchedulePaths
 
+__all__ = ["Client", "RunOptions", "submit"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -19,6 +19,8 @@ from typing import Any
 from zkstore.errors import ConfigError
 from zkstore.jobs.resubmit import clean_stem
 
+__all__ = ["default_job_id", "importable", "job_id_or_default", "load_function", "parse_target"]
+
 
 def default_job_id(stem: str) -> str:
     """``<stem>-<8 hex>``, with the stem cleaned into a valid job id (as ``--idempotency-key``

@@ -30,6 +30,8 @@ from pathlib import Path
 from zkstore.errors import ConfigError
 from zkstore.jobs.definition import ShippedFile
 
+__all__ = ["MAX_MODULES_BYTES", "MODULES_ZIP", "local_imports", "modules_zip"]
+
 logger = logging.getLogger(__name__)
 
 MODULES_ZIP = "zkstore-modules.zip"

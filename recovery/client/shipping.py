@@ -25,6 +25,8 @@ from recovery.shared.sparkconf import FILES, JARS, PACKAGES, PY_FILES, merge_lis
 from zkstore.errors import ConfigError
 from zkstore.jobs.definition import FileRole, ShippedFile
 
+__all__ = ["PY_FILE_SUFFIXES", "Dependencies", "Shipment", "check_arguments", "prepare"]
+
 PY_FILE_SUFFIXES = (".py", ".zip", ".egg")
 _URI = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|local:)")
 _COORDINATE = re.compile(r"[^:,/\s]+:[^:,/\s]+:[^:,/\s]+")

@@ -43,6 +43,17 @@ from typing import Self
 from recovery.shared.processes import exists
 from zkstore.closing import Closeable
 
+__all__ = [
+    "PREFIX",
+    "Cut",
+    "Host",
+    "Network",
+    "NetworkError",
+    "ip",
+    "remove_leftovers",
+    "unavailable",
+]
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "zkp"

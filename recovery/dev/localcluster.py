@@ -33,6 +33,8 @@ from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.zk import ZooKeeper
 
+__all__ = ["PASSED_ON", "DaemonProcess", "LocalCluster", "free_port", "storage_option_args"]
+
 logger = logging.getLogger(__name__)
 
 

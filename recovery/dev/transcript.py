@@ -40,6 +40,18 @@ from pathlib import Path
 
 from zkstore.dev.embedded import EmbeddedZooKeeper
 
+__all__ = [
+    "COMMAND_TIMEOUT",
+    "MARK",
+    "SHOWN_AS",
+    "STOP_GRACE",
+    "main",
+    "regenerate",
+    "run_session",
+    "shown_commands",
+    "stale",
+]
+
 MARK = re.compile(
     r"(<!-- transcript: (?P<script>\S+) -->\n```console\n)(?P<body>.*?)(```\n<!-- /transcript -->)",
     re.S,

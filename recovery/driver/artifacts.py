@@ -30,6 +30,8 @@ from zkstore.ops import Fence
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+__all__ = ["SPARK_CHECKPOINTS", "JobArtifacts", "hadoop_url"]
+
 logger = logging.getLogger(__name__)
 
 SPARK_CHECKPOINTS = "spark-checkpoints"

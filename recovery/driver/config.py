@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+__all__ = ["DynamicConfig"]
+
 
 class DynamicConfig(Mapping[str, Any]):
     """A read-only mapping over the job's ``control`` node, refreshed when it changes."""

@@ -34,6 +34,8 @@ from zkstore.jobs.control import (
 )
 from zkstore.jobs.control.values import is_builtin, recorded, same_value
 
+__all__ = ["Applied", "ConfigChange", "Handler", "apply_desired", "initial", "revalidate"]
+
 logger = logging.getLogger(__name__)
 
 

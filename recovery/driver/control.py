@@ -46,6 +46,8 @@ from zkstore.retry import WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 
+__all__ = ["POLL", "PY_LEVELS", "RETRY", "JobControl"]
+
 logger = logging.getLogger(__name__)
 
 #: Python's level for each of Spark's log levels.

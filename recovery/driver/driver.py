@@ -96,6 +96,8 @@ from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch, WatchedValue
 
+__all__ = ["EXIT_CODES", "WATCH", "Driver", "main", "warm"]
+
 logger = logging.getLogger("recovery.driver.driver")
 
 #: How often the attempt looks whether its lease ended (a clock read).

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from zkstore.lifecycle.limits import MIN_HEARTBEAT_INTERVAL, heartbeat_interval
 
+__all__ = ["HeartbeatGate"]
+
 
 @dataclass
 class HeartbeatGate:

@@ -39,6 +39,8 @@ import time
 from zkstore.errors import ZkStoreError
 from zkstore.zk import ZooKeeper, is_own_ephemeral
 
+__all__ = ["HEARTBEAT", "RETRY", "SILENT", "SessionLease", "default_margin"]
+
 logger = logging.getLogger(__name__)
 
 HEARTBEAT = 0.5

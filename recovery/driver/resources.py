@@ -47,6 +47,8 @@ from zkstore.errors import ConfigError, FenceLost, SerializationError, ZkStoreEr
 from zkstore.jobs.resources import MAX_RESOURCES, ResourceReport, ResourceReports
 from zkstore.ops import Fence
 
+__all__ = ["PUBLISH_EVERY", "JobResources", "pickle_by_value"]
+
 logger = logging.getLogger(__name__)
 
 #: how often the driver looks at the counts and, if they changed, writes them to ZooKeeper

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from zkstore.errors import FenceLost
 
+__all__ = ["AttemptSuperseded", "JobCancelled"]
+
 
 class JobCancelled(Exception):
     """Raised inside the job once a cancel was requested (by ``ctx.checkpoint`` and friends)."""

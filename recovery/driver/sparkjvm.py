@@ -49,6 +49,8 @@ from recovery.shared.sparkjvm import (
     quote_option,
 )
 
+__all__ = ["SUBMIT_ARGS", "SUBMIT_OPTS", "SparkJvm", "WarmProcess"]
+
 logger = logging.getLogger(__name__)
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"

@@ -27,6 +27,15 @@ from recovery.shared import attemptdir
 from recovery.shared.sparkconf import FILES, JARS, PY_FILES, merge_lists
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 
+__all__ = [
+    "CONSOLE_PROGRESS",
+    "SUBMIT_OPTS",
+    "AttemptDirectory",
+    "keep_spark_scratch",
+    "lay_out",
+    "remove",
+]
+
 logger = logging.getLogger(__name__)
 
 

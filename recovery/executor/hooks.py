@@ -52,6 +52,16 @@ from typing import Any
 from recovery.executor.registry import PerProcess, Registry, current_registry
 from recovery.executor.tasks import current_task, current_task_id
 
+__all__ = [
+    "EXIT_CLOSE_BOUND",
+    "REARM_SIGNAL",
+    "STOP_SIGNALS",
+    "WATCH_EVERY",
+    "ProcessHooks",
+    "close_everything",
+    "process_hooks",
+]
+
 logger = logging.getLogger(__name__)
 
 #: the longest a process on its way out waits for its resources to close

@@ -20,6 +20,8 @@ from recovery.executor.hooks import process_hooks
 from recovery.executor.registry import COUNTS, ResourceKey, process_registry
 from recovery.executor.tasks import current_task_id
 
+__all__ = ["DEFAULT_IDLE_TIMEOUT", "SPARK_IDLE_KILL", "CountsParam", "ResourceRef"]
+
 #: seconds a resource may stay unused in a worker before it is closed; Spark SIGKILLs Python
 #: workers idle for a minute, so the close must come well before that
 DEFAULT_IDLE_TIMEOUT = 20.0

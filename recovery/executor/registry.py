@@ -36,6 +36,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+__all__ = [
+    "COUNTS",
+    "Instance",
+    "Opener",
+    "PerProcess",
+    "Registry",
+    "ResourceKey",
+    "Sink",
+    "current_registry",
+    "process_registry",
+]
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -31,6 +31,19 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = [
+    "LOG_FIELDS",
+    "Decorator",
+    "TaskFunction",
+    "TaskInfo",
+    "TaskLogFilter",
+    "current_task",
+    "current_task_id",
+    "current_task_info",
+    "tag_root_handlers",
+    "worker_reused",
+]
+
 #: a job decorator: called with the task's info, returns a context manager run around the task
 Decorator = Callable[["TaskInfo"], AbstractContextManager[Any]]
 

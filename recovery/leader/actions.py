@@ -60,6 +60,8 @@ from zkstore.protocol import ATTEMPT_PROVENANCE
 from zkstore.strict import utc_now
 from zkstore.throttle import Throttle
 
+__all__ = ["HOST", "JobActions"]
+
 logger = logging.getLogger(__name__)
 
 HOST = socket.gethostname()

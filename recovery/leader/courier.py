@@ -34,6 +34,17 @@ from zkstore.lifecycle.outbox import Pending, body
 if TYPE_CHECKING:
     import aiohttp
 
+__all__ = [
+    "MAX_CONNECTIONS",
+    "READ_BUFFER",
+    "REFUSED",
+    "USER_AGENT",
+    "Answer",
+    "Courier",
+    "Lanes",
+    "RefusedAddress",
+]
+
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "zkstore-notifier/1"

@@ -69,6 +69,27 @@ from zkstore.lifecycle.policy import AttemptEnd, after_end
 from zkstore.lifecycle.states import COUNTED_AS, FAILURE, LOST
 from zkstore.strict import parse_time
 
+__all__ = [
+    "END_BOUND",
+    "STOP_POLL",
+    "Action",
+    "Adopt",
+    "CleanUp",
+    "EndAttempt",
+    "Finish",
+    "Initialize",
+    "Local",
+    "NoSlot",
+    "Nothing",
+    "QuarantineJob",
+    "RecordStopped",
+    "ReleaseSlot",
+    "Restart",
+    "Start",
+    "Wait",
+    "decide",
+]
+
 #: How often the leader looks again at a job whose stop waits for a checkpoint or for its
 #: driver to be known dead (it watches neither the checkpoints nor the outcome's driver).
 STOP_POLL = 1.0

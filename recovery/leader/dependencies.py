@@ -32,6 +32,8 @@ from zkstore.schedules.timing import format_time
 from zkstore.strict import parse_time
 from zkstore.zk import ZooKeeper
 
+__all__ = ["DependencyGate", "Waiting"]
+
 
 class Waiting(NoSlot):
     """The job waits for the jobs it names (``reason``); looked at again when one ends."""

@@ -45,6 +45,8 @@ from zkstore.retry import RACES
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper, is_own_ephemeral
 
+__all__ = ["Contender", "LeaderElection"]
+
 logger = logging.getLogger(__name__)
 
 _SEQUENCE_DIGITS = 10

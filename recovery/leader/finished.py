@@ -22,6 +22,8 @@ from collections.abc import Callable
 from zkstore.errors import StoreUnavailable
 from zkstore.jobs.snapshot import JobSnapshot
 
+__all__ = ["RETRY", "Cleanup", "FinishedJobs"]
+
 #: Seconds before a cleanup that met an outage (or could not finish: a lock still held) is
 #: tried again.
 RETRY = 2.0

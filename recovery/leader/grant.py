@@ -81,6 +81,8 @@ from zkstore.ops import Create, Delete, Op, without_existing
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 
+__all__ = ["BATCH", "CLEANED_KEPT", "FLEET_CHANGED", "TIMER", "LeaderProcess"]
+
 logger = logging.getLogger(__name__)
 
 #: How many cleaned-up jobs the leader remembers, to skip the events their cleanup caused;

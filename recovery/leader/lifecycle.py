@@ -24,6 +24,16 @@ from zkstore.lifecycle.policy import DEFAULT_RESET_AFTER, Backoff, RetryPolicy, 
 from zkstore.lifecycle.stopping import StopView
 from zkstore.strict import parse_time, utc_now
 
+__all__ = [
+    "DEFAULT_JITTER",
+    "attempt_times",
+    "daemon_policy",
+    "job_lifecycle",
+    "started_at",
+    "stop_view",
+    "streak",
+]
+
 #: The jitter of the daemon's default pacing (it only ever shortens a delay).
 DEFAULT_JITTER = 0.2
 

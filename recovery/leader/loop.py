@@ -18,6 +18,8 @@ from typing import Any
 
 from zkstore.ops import Fence
 
+__all__ = ["Event", "Leadership", "Loop"]
+
 
 @dataclass(frozen=True)
 class Event:

@@ -53,6 +53,8 @@ from zkstore.ops import Fence
 from zkstore.strict import parse_time
 from zkstore.watch import NodeWatch
 
+__all__ = ["DEFAULT_BACKOFF", "READ_GAP", "NotificationSender", "Round", "SenderSettings"]
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF = Backoff(delay=1.0, max_delay=300.0, jitter=0.2)

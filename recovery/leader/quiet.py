@@ -33,6 +33,8 @@ from zkstore.errors import CorruptRecord
 from zkstore.jobs.records import Assignment, Outcome, RunningInfo
 from zkstore.strict import parse_time
 
+__all__ = ["Node", "QuietAttempts"]
+
 Node = tuple[bytes, ZnodeStat] | None
 
 

@@ -43,6 +43,19 @@ from zkstore.jobs.states import CLEAN, DIRTY
 from zkstore.ops import Fence
 from zkstore.strict import parse_time
 
+__all__ = [
+    "LOG_REMOVALS",
+    "MAX_CYCLE_PAUSE",
+    "MIN_CYCLE_PAUSE",
+    "PAGE",
+    "PAGE_DELAY",
+    "RETENTION",
+    "Expiry",
+    "Retention",
+    "expire",
+    "remove_logs",
+]
+
 logger = logging.getLogger(__name__)
 
 #: the event of a retention pass; its data is the leadership it was scheduled by

@@ -19,6 +19,8 @@ from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Fence
 
+__all__ = ["LeaderRole"]
+
 
 class LeaderRole(Protocol):
     """One leadership as its helpers see it: every write they make carries :attr:`fence`, and

@@ -48,6 +48,8 @@ from zkstore.schedules.store import ScheduleStore
 from zkstore.throttle import Throttle
 from zkstore.watch import NodeWatch
 
+__all__ = ["BACKLOG_PAUSE", "BROKEN_RETRY", "RETRY", "SCHEDULES", "ScheduleFiring"]
+
 logger = logging.getLogger(__name__)
 
 #: the event of a pass; its data is the leadership that scheduled it

@@ -27,6 +27,8 @@ from recovery.leader.loop import Event
 from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
+__all__ = ["JOB_CHANGED", "Fired", "JobWatcher", "JobWatches", "arming"]
+
 #: The loop's event about one job: a look at it.
 JOB_CHANGED = "job-changed"
 

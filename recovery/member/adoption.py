@@ -44,6 +44,22 @@ from typing import Any
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.jobs.records import RunningInfo
 
+__all__ = [
+    "LAUNCHES",
+    "Adopt",
+    "Dead",
+    "Found",
+    "Launch",
+    "LaunchRecord",
+    "LaunchRecords",
+    "Leave",
+    "Probe",
+    "Verdict",
+    "judge",
+    "running_identity",
+    "same_process",
+]
+
 logger = logging.getLogger(__name__)
 
 LAUNCHES = ".launches"

@@ -21,6 +21,8 @@ from zkstore.jobs.records import Assignment
 from zkstore.watch import Listing
 from zkstore.zk import ZooKeeper
 
+__all__ = ["AssignmentView"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -44,6 +44,20 @@ from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared.processes import Liveness, ProcessIdentity, probe
 from zkstore.errors import ConfigError
 
+__all__ = [
+    "NEEDED",
+    "PROBE_TIMEOUT",
+    "DriverUserPool",
+    "become",
+    "check_privileges",
+    "end_leftovers",
+    "make_work_root",
+    "missing_capabilities",
+    "prepare",
+    "probe_users",
+    "users_with_processes",
+]
+
 logger = logging.getLogger(__name__)
 
 #: The capabilities a daemon that is not root needs (``CapEff`` bit numbers): to change a

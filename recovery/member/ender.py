@@ -36,6 +36,8 @@ from zkstore.strict import parse_time
 from zkstore.watch import NodeWatch
 from zkstore.zk import ZooKeeper
 
+__all__ = ["Endings", "group_alive"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -30,6 +30,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+__all__ = [
+    "KILL_REPEAT",
+    "MIN_GRACE",
+    "UNKILLABLE_AFTER",
+    "Action",
+    "Ending",
+    "KillGroup",
+    "KnownDead",
+    "SendTerm",
+    "Unkillable",
+    "WaitUntil",
+    "kill_due",
+    "start",
+    "step",
+]
+
 #: The least time between our SIGTERM and SIGKILL, even when the leader's grace has passed
 #: already (a member restarted long after the request): a moment to exit cleanly.
 MIN_GRACE = 1.0

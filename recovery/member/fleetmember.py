@@ -68,6 +68,8 @@ from zkstore.strict import utc_now
 from zkstore.watch import Listing, NodeWatch
 from zkstore.zk import is_own_ephemeral
 
+__all__ = ["FleetMember"]
+
 logger = logging.getLogger(__name__)
 
 

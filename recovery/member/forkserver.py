@@ -74,6 +74,8 @@ from recovery.settings import DriverUser
 from recovery.shared.processes import exists, start_ticks
 from zkstore import secrecy
 
+__all__ = ["MAX_FDS", "MEMBER_ENV", "ForkServer", "ForkedProcess", "prepare", "serve"]
+
 logger = logging.getLogger(__name__)
 
 #: Descriptors one request carries: its child's configuration pipe, and for a driver that took

@@ -69,6 +69,22 @@ from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
 from zkstore.jobs.states import DriverExit
 
+__all__ = [
+    "DRIVER_MEMBER_ENV",
+    "DRIVER_OF_ENV",
+    "EXIT_MEANINGS",
+    "LOGS",
+    "SHIPPER_FINISH",
+    "DriverLauncher",
+    "DriverProcess",
+    "Launch",
+    "class_data_dir",
+    "default_work_root",
+    "describe_exit",
+    "open_log",
+    "storage_modules",
+]
+
 logger = logging.getLogger(__name__)
 
 #: Names the cluster (its ZooKeeper base path) a driver belongs to, so that tools can find the

@@ -70,6 +70,8 @@ from zkstore.jobs.logship import GIVE_UP, INTERVAL, MAX_BACKOFF, LogShipper
 if TYPE_CHECKING:
     from zkstore.storage import StateStorage
 
+__all__ = ["IDLE_CHECK", "LOCK_WAIT", "ShipperService", "main"]
+
 logger = logging.getLogger(__name__)
 
 #: Seconds between two checks, while nothing is followed, that a daemon still holds its lock.

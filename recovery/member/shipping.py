@@ -33,6 +33,26 @@ from recovery.shared.processes import (
 from zkstore.config import StoreConfig
 from zkstore.jobs.logship import GIVE_UP, INTERVAL
 
+__all__ = [
+    "DAEMON_LOCK",
+    "REQUEST_NAME",
+    "SERVICE_LOCK",
+    "SHIPPER_LOG",
+    "SHIPPER_NICENESS",
+    "SHIPPING",
+    "WAKE",
+    "FollowRequest",
+    "Shipping",
+    "is_held",
+    "nudge",
+    "private_dir",
+    "shipper_argv",
+    "shipper_config",
+    "shipping_dir",
+    "start_process",
+    "write_atomically",
+]
+
 logger = logging.getLogger(__name__)
 
 #: The shipper runs at a lower priority than the drivers: its work can wait, theirs cannot.

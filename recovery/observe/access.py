@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 from recovery.settings import ANY_HOST, is_address, normal_host
 
+__all__ = ["LOCAL_NAMES", "AllowedHosts", "ApiError", "Tokens"]
+
 #: Names every daemon answers to (with any port): the loopback name. Addresses are always
 #: answered (see the module's docstring).
 LOCAL_NAMES = frozenset({"localhost"})

@@ -44,6 +44,10 @@ over a limit, 502 garbage or refused credentials upstream, 503 ZooKeeper or stor
 unavailable, 504 a wait ran out), else 400 for a body the strict JSON parser refuses, 401/403
 auth, 421 not our host name; no traceback ever reaches a client. The tokens are
 compared in constant time and never logged or echoed.
+
+Why one module: the routes are one table (the paths above), each handler beside its route, and
+what every route shares (the access check, the bounded queue of the two workers, the JSON
+errors) is applied in one place; the views and services they render live apart.
 """
 
 from __future__ import annotations
@@ -80,6 +84,18 @@ from zkstore.layout import validate_job_id
 from zkstore.service.control import COMMANDS, ControlService
 from zkstore.service.jobs import describe, job_details
 from zkstore.strict import load_object
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_BODY_DEPTH",
+    "MAX_REASON_CHARS",
+    "MAX_TAIL_LINES",
+    "QUEUED_PER_WORKER",
+    "UNQUEUED",
+    "Api",
+    "Handler",
+    "error_response",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -26,6 +26,8 @@ from typing import Any
 
 from aiohttp import web
 
+__all__ = ["LINGER", "REFUSAL", "WATCH_PERIOD", "ConnectionGuard", "GuardedSite", "Refusal"]
+
 WATCH_PERIOD = 1.0
 #: how long a refused connection is kept for its client to read the 503 before it is closed
 LINGER = 2.0

@@ -53,6 +53,17 @@ from zkstore.service.jobs import (
 )
 from zkstore.strict import parse_time
 
+__all__ = [
+    "LOG_LINKS",
+    "TAIL_BYTES",
+    "TAIL_LINES",
+    "JobPage",
+    "read_job_page",
+    "render_job_page",
+    "render_missing",
+    "timeline",
+]
+
 #: Lines of the latest attempt's log shown under the picture, and the most of its end read.
 TAIL_LINES = 40
 TAIL_BYTES = 64 * 1024

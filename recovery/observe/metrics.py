@@ -35,6 +35,8 @@ from zkstore.jobs.states import (
 )
 from zkstore.strict import parse_time
 
+__all__ = ["JOB_STATES", "ClusterCollector", "DaemonMetrics", "LeadershipStats"]
+
 logger = logging.getLogger(__name__)
 
 #: Every state a job can be shown in, so that a state with no job is a 0, not a gap.

@@ -19,6 +19,25 @@ from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.service.jobs import describe, duration, headline
 from zkstore.strict import parse_time
 
+__all__ = [
+    "CELL_CHARS",
+    "CSP",
+    "FINISHED_HEADERS",
+    "FINISHED_SHOWN",
+    "JOB_HEADERS",
+    "LIVE_SHOWN",
+    "REFRESH_SECONDS",
+    "SCHEDULE_HEADERS",
+    "badge",
+    "document",
+    "escape",
+    "render",
+    "render_unavailable",
+    "section",
+    "since",
+    "table",
+]
+
 REFRESH_SECONDS = 5
 #: Finished jobs shown, newest first; results are kept for ever, the page stays short.
 FINISHED_SHOWN = 50

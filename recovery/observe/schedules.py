@@ -26,6 +26,8 @@ from zkstore.schedules import view
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.store import ScheduleStore
 
+__all__ = ["Api", "ScheduleRoutes"]
+
 T = TypeVar("T")
 
 

@@ -30,6 +30,15 @@ from recovery.observe.view import Observed
 from recovery.settings import READ_TOKEN_ENV, Bounds, HttpAddress
 from zkstore.errors import ConfigError
 
+__all__ = [
+    "SHUTDOWN_TIMEOUT",
+    "START_TIMEOUT",
+    "HttpServer",
+    "HttpSide",
+    "is_loopback",
+    "start_http",
+]
+
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT = 30.0

@@ -27,6 +27,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+__all__ = [
+    "AXIS_HEIGHT",
+    "CANCELLED",
+    "FAILED",
+    "LABEL_CHARS",
+    "LABEL_WIDTH",
+    "LANE_HEIGHT",
+    "LOST",
+    "MAX_ATTEMPTS",
+    "MAX_MARKS",
+    "MAX_ROWS",
+    "MAX_TICKS",
+    "OTHER_DAEMONS",
+    "OUTCOMES",
+    "PAD",
+    "ROW_HEIGHT",
+    "RUNNING",
+    "STARTING",
+    "STOPPED",
+    "SUCCEEDED",
+    "TITLE_CHARS",
+    "UNKNOWN",
+    "WIDTH",
+    "AttemptSpan",
+    "Mark",
+    "Timeline",
+    "clean",
+    "render_svg",
+]
+
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
 LOST = "LOST"

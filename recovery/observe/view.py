@@ -28,6 +28,16 @@ from zkstore.lifecycle.records import outbox_path
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.view import listing as schedule_rows
 
+__all__ = [
+    "ClusterView",
+    "DaemonInfo",
+    "Launches",
+    "Observed",
+    "finished",
+    "read_jobs",
+    "read_view",
+]
+
 
 class Launches(Protocol):
     """The daemon's driver launcher, as the metrics count it."""

@@ -36,6 +36,23 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from recovery.settings import DriverUser
 
+__all__ = [
+    "BOOT_ID",
+    "EXIT_NOT_SEEN",
+    "Adopted",
+    "Liveness",
+    "ProcessIdentity",
+    "boot_id",
+    "cwd_name",
+    "exists",
+    "identify",
+    "in_directory",
+    "probe",
+    "spawn_with_config",
+    "start_ticks",
+    "this_process",
+]
+
 logger = logging.getLogger(__name__)
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")

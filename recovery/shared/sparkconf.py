@@ -13,6 +13,17 @@ from collections.abc import Iterable, Mapping
 from zkstore.config import split_pair
 from zkstore.errors import ConfigError
 
+__all__ = [
+    "FILES",
+    "JARS",
+    "LIST_KEYS",
+    "PACKAGES",
+    "PY_FILES",
+    "merge_lists",
+    "parse_spark_conf",
+    "spark_submit_args",
+]
+
 PY_FILES = "spark.submit.pyFiles"
 FILES = "spark.files"
 JARS = "spark.jars"

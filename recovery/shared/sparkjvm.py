@@ -33,6 +33,23 @@ from dataclasses import asdict, dataclass, field
 
 from recovery.settings import is_warm_master
 
+__all__ = [
+    "ARCHIVE_ENV",
+    "CLASS_PATH",
+    "JVM_LEVEL",
+    "PROPERTIES_ENV",
+    "UNSET_MEANS",
+    "WARM_ENV",
+    "SubmitArgs",
+    "WarmOffer",
+    "class_path_reason",
+    "jvm_reason",
+    "master_reason",
+    "parse_properties",
+    "parse_submit_args",
+    "quote_option",
+]
+
 #: The settings a driver JVM is started with, and what each is there.
 JVM_LEVEL: dict[str, str] = {
     "spark.driver.memory": "the driver JVM's heap",

@@ -214,3 +214,40 @@ def test_no_module_is_named_as_its_package() -> None:
         "a module named as its package says nothing its folder does not: name it for what it "
         "holds (" + ", ".join(unexplained) + ")"
     )
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _exports(path: Path) -> list[str] | None:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+    return None
+
+
+def test_a_module_others_import_says_what_it_exports() -> None:
+    """Every product module that product code imports from has ``__all__``, and every public
+    name imported from it is in that list: what a module offers is written at its top."""
+    modules = {_module_name(p): p for p in _modules()}
+    problems: set[str] = set()
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0):
+                continue
+            source = modules.get(node.module or "")
+            if source is None or source.name == "__init__.py":
+                continue
+            exports = _exports(source)
+            for alias in node.names:
+                if alias.name.startswith("_") or f"{node.module}.{alias.name}" in modules:
+                    continue
+                if exports is None:
+                    problems.add(f"{node.module} has no __all__ (imported by {_name(path)})")
+                elif alias.name not in exports:
+                    problems.add(f"{node.module}.{alias.name} is imported but not in its __all__")
+    assert not problems, "\n".join(sorted(problems))

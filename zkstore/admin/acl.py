@@ -20,6 +20,19 @@ from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "ApplyResult",
+    "NodeAcl",
+    "apply_acl",
+    "check_cluster_root",
+    "describe_open",
+    "grant_job",
+    "open_rights",
+    "read_node_acl",
+    "render",
+    "walk",
+]
+
 _LETTERS = (
     (Permissions.CREATE, "c"),
     (Permissions.DELETE, "d"),

@@ -28,6 +28,20 @@ from zkstore.storage import StateStorage
 from zkstore.store import LOCKS, is_marked
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "CHECKPOINT",
+    "JOB",
+    "QUARANTINED",
+    "HandleRecord",
+    "Inventory",
+    "JobTree",
+    "Problem",
+    "check_handle",
+    "payload_prefix",
+    "read_inventory",
+    "verify",
+]
+
 JOB = "job"
 CHECKPOINT = "checkpoint"
 QUARANTINED = "quarantined"

@@ -9,6 +9,8 @@ import click
 
 from zkstore.config import StoreConfig
 
+__all__ = ["artifact_lines", "artifact_root_option", "with_roots"]
+
 
 def artifact_root_option(func: Any) -> Any:
     return click.option(

@@ -28,6 +28,24 @@ from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 from zkstore.secrecy import read_secret_file
 
+__all__ = [
+    "OLD_TIMEOUT_WARNING",
+    "STORE_TIMEOUT_RANGE",
+    "Connection",
+    "DevCommand",
+    "LazyGroup",
+    "OperationFailed",
+    "TakenSecrets",
+    "UsageFailure",
+    "ZkStoreGroup",
+    "cli",
+    "command_environment",
+    "connection_options",
+    "progress",
+    "setup_logging",
+    "store_timeout_connection_options",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 logger = logging.getLogger(__name__)

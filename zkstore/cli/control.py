@@ -30,6 +30,21 @@ from zkstore.jobs.control.view import value_text
 from zkstore.layout import validate_job_id
 from zkstore.service.control import ControlService, Done, applied, command
 
+__all__ = [
+    "DEFAULT_WAIT",
+    "change_options",
+    "changes_text",
+    "control",
+    "control_checkpoint",
+    "control_get",
+    "control_history",
+    "control_log_level",
+    "control_pause",
+    "control_resume",
+    "control_set",
+    "parse_control_values",
+]
+
 DEFAULT_WAIT = 60.0
 
 

@@ -25,6 +25,23 @@ if TYPE_CHECKING:
     from zkstore.layout import Layout
     from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "JOB_JSON_HELP",
+    "WAITING_STATES",
+    "attempt_lines",
+    "cancel_job",
+    "checkpoints",
+    "forget_job",
+    "jobs",
+    "list_checkpoints",
+    "list_jobs",
+    "open_cluster",
+    "open_zookeeper",
+    "resource_lines",
+    "run_option_lines",
+    "show_job",
+]
+
 # The store is imported inside each command (issue 27): loading this module, as a usage error
 # in any ``jobs`` command does, costs click and the output helpers only.
 

@@ -24,6 +24,19 @@ if TYPE_CHECKING:  # the records import the ZooKeeper client: loaded when an opt
     from zkstore.config import LoweredMinimums
     from zkstore.lifecycle.options import Lifecycle
 
+__all__ = [
+    "DEFAULT_CHECKPOINT_TIMEOUT",
+    "OFF_WORDS",
+    "Limit",
+    "NotifyUrl",
+    "attempt_options",
+    "daemon_notify_option",
+    "lifecycle_from",
+    "lifecycle_options",
+    "lifecycle_summary",
+    "stop_options",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The words that turn a limit (or the reset, or a URL) off.

@@ -10,6 +10,8 @@ import click
 
 from zkstore.strict import escape_control
 
+__all__ = ["FORMATS", "emit", "format_option", "render_table"]
+
 FORMATS = ("table", "json")
 
 

@@ -38,6 +38,8 @@ from zkstore.jobs.states import (
 from zkstore.service.jobs import headline
 from zkstore.strict import parse_time
 
+__all__ = ["Followed", "follow_lines", "interrupted_lines", "start", "state_line"]
+
 
 @dataclass(frozen=True)
 class Followed:

@@ -54,6 +54,23 @@ from zkstore.schedules.timing import (
 )
 from zkstore.strict import utc_now
 
+__all__ = [
+    "LIST_JSON_HELP",
+    "WHEN_KEYS",
+    "changed_spec",
+    "delete_schedule",
+    "interval_note",
+    "list_schedules",
+    "new_spec",
+    "open_schedules",
+    "pause_schedule",
+    "resume_schedule",
+    "schedules",
+    "show_schedule",
+    "update_schedule",
+    "when_options",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 LIST_JSON_HELP = """\b

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+__all__ = ["Duration", "Retention"]
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

@@ -32,6 +32,8 @@ from zkstore.ops import Fence
 from zkstore.storage import is_temporary
 from zkstore.strict import utc_in
 
+__all__ = ["DEFAULT_KEEP_LOGS", "clean_up", "remove_records"]
+
 logger = logging.getLogger(__name__)
 
 #: How long a finished job's driver logs are kept, unless the daemon says otherwise.

@@ -29,6 +29,8 @@ from zkstore.ops import Create
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 
+__all__ = ["Cluster"]
+
 
 class Cluster(Closeable):
     """The stores of one cluster over one ZooKeeper session (use :meth:`open` or ``with``)."""

@@ -51,6 +51,25 @@ from zkstore.protocol import Feature
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "LEGACY",
+    "Finalized",
+    "FleetReading",
+    "FleetRecord",
+    "FleetStatus",
+    "admit",
+    "allows",
+    "check_spoken",
+    "current",
+    "describe_members",
+    "finalize",
+    "live_members",
+    "new_cluster_ops",
+    "read",
+    "require",
+    "status",
+]
+
 logger = logging.getLogger(__name__)
 
 #: The protocol of a cluster without ``R/fleet``: one whose records all releases read.

@@ -49,6 +49,8 @@ from zkstore.ops import Delete, Fence, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 
+__all__ = ["Done", "cancel", "forget", "kept_handle", "purge", "release"]
+
 logger = logging.getLogger(__name__)
 
 #: a race lost to somebody else's write: read again and decide again

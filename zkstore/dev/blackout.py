@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from zkstore.closing import Closeable
 from zkstore.dev.embedded import free_port
 
+__all__ = ["Blackout"]
+
 
 class _Proxy:
     def __init__(self, target: tuple[str, int]) -> None:

@@ -30,6 +30,16 @@ from zkstore.dev import lifeline
 from zkstore.errors import ConfigError, StoreUnavailable
 from zkstore.retry import RACES, TryAgain
 
+__all__ = [
+    "SHORT_JVM_OPTIONS",
+    "STANDALONE_MAIN",
+    "EmbeddedZooKeeper",
+    "find_java",
+    "find_zookeeper_jars",
+    "four_letter_word",
+    "free_port",
+]
+
 logger = logging.getLogger(__name__)
 
 STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"

@@ -31,6 +31,8 @@ from zkstore.closing import Closeable
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word, free_port
 from zkstore.errors import StoreUnavailable
 
+__all__ = ["FOLLOWER", "LEADER", "PORTS", "QUORUM_MAIN", "ZooKeeperEnsemble"]
+
 logger = logging.getLogger(__name__)
 
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"

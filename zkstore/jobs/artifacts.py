@@ -62,6 +62,23 @@ from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "ATTEMPT",
+    "FINISHED",
+    "IN_PROGRESS",
+    "JOB",
+    "MAX_ARTIFACTS",
+    "MAX_KEPT",
+    "RELEASING",
+    "SCOPES",
+    "STATES",
+    "Artifact",
+    "ArtifactStore",
+    "release_dead_attempts",
+    "release_for_cleanup",
+    "validate_name",
+]
+
 logger = logging.getLogger(__name__)
 
 ATTEMPT = ArtifactScope.ATTEMPT

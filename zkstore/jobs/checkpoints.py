@@ -29,6 +29,8 @@ from zkstore.storage import StateStorage
 from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.zk import ZooKeeper
 
+__all__ = ["DEFAULT_RETAIN", "Checkpoint", "CheckpointStore"]
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_RETAIN = 3

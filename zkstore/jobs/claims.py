@@ -43,6 +43,8 @@ from zkstore.layout import Layout
 from zkstore.ops import Check, Create, Delete, Fence, Op, absent
 from zkstore.zk import ZooKeeper
 
+__all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "claim_key"]
+
 logger = logging.getLogger(__name__)
 
 MARK = "="

@@ -32,6 +32,23 @@ from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version
 from zkstore.strict import utc_now
 
+__all__ = [
+    "DEFAULT_MAX_LOST_ATTEMPTS",
+    "FILE_ROLES",
+    "FUNCTION",
+    "MAX_ATTEMPTS_LIMIT",
+    "MAX_ENTRY_BYTES",
+    "MAX_NAME_CHARS",
+    "MAX_REQUIRE_CHARS",
+    "MAX_SUMMARY_FILES_CHARS",
+    "SCRIPT",
+    "FileRole",
+    "JobDefinition",
+    "JobKind",
+    "JobOptions",
+    "ShippedFile",
+]
+
 JobKind = Literal["script", "function"]
 FileRole = Literal["modules", "py-file", "file", "jar"]
 

@@ -27,6 +27,24 @@ from zkstore.errors import ConfigError, InvalidJobId
 from zkstore.jobs.states import FAILED, OUTCOMES, SUCCEEDED
 from zkstore.layout import validate_job_id
 
+__all__ = [
+    "AFTER",
+    "AFTER_STATES",
+    "ENDED",
+    "MAX_AFTER",
+    "MAX_AFTER_CHARS",
+    "READY",
+    "WAITING",
+    "Dependency",
+    "Seen",
+    "Verdict",
+    "check_after",
+    "decide",
+    "format_after",
+    "parse_after",
+    "parse_summary",
+]
+
 #: Any outcome satisfies it.
 ENDED = "ENDED"
 AFTER_STATES = (*OUTCOMES, ENDED)

@@ -24,6 +24,8 @@ from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.watch import NodeWatch, WatchedValue
 from zkstore.zk import ZooKeeper
 
+__all__ = ["ADDED", "REMOVED", "JobGraphStore", "JobGraphWatch"]
+
 logger = logging.getLogger(__name__)
 
 ADDED = "added"

@@ -42,6 +42,28 @@ from zkstore.retry import RACES
 from zkstore.strict import check_text, parse_time
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "CANCELLED",
+    "ENDINGS",
+    "FAILED",
+    "LOST",
+    "MAX_ATTEMPTS",
+    "MAX_DEPARTED",
+    "MAX_TERMS",
+    "NOTE_CHARS",
+    "PLACED",
+    "STOPPED",
+    "SUCCEEDED",
+    "AttemptEntry",
+    "JobHistory",
+    "LeaderHistory",
+    "first_placement_op",
+    "note_attempt",
+    "read",
+    "remember",
+    "with_end",
+]
+
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 100

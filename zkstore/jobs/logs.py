@@ -29,6 +29,23 @@ from zkstore.layout import LOG_CHUNK_BYTES, StorageLayout
 from zkstore.storage import TEMP_MARKER, StateStorage
 from zkstore.strict import load_object, parse_time, utc_now
 
+__all__ = [
+    "END",
+    "HISTORY",
+    "MAX_CHUNK_BYTES",
+    "MAX_TAIL_BYTES",
+    "SEQ_WIDTH",
+    "TAIL_BLOCK",
+    "AttemptLog",
+    "JobLogs",
+    "LogChunk",
+    "LogFollower",
+    "chunk_name",
+    "is_log_key",
+    "logs_due",
+    "logs_kept",
+]
+
 SEQ_WIDTH = 8
 END = "end.json"
 #: The job's attempt history (``R/jobs/<job>/history``), kept beside its logs once the job is

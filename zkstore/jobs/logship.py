@@ -29,6 +29,8 @@ from zkstore.throttle import Throttle
 if TYPE_CHECKING:
     from zkstore.jobs.logs import JobLogs
 
+__all__ = ["GIVE_UP", "INTERVAL", "MAX_BACKOFF", "LogShipper"]
+
 logger = logging.getLogger("zkstore.jobs.logship")
 
 #: Seconds between two looks at the file while the driver runs.

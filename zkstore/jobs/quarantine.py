@@ -31,6 +31,8 @@ from zkstore.store import ZooKeeperStateHandleStore
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = ["QuarantineStore"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -32,6 +32,30 @@ from zkstore.jobs.states import (
 from zkstore.strict import MAX_INT, check_text, escape_control, load_object, parse_time
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "LABEL",
+    "MAX_CONTROL_BYTES",
+    "MAX_ERROR_CHARS",
+    "MAX_FIELD_INT",
+    "MAX_RECORD_BYTES",
+    "Assignment",
+    "CancelRequest",
+    "ControlObject",
+    "DrainMark",
+    "JobResult",
+    "JobStatus",
+    "LeaderInfo",
+    "MemberInfo",
+    "Outcome",
+    "QuarantineEntry",
+    "Record",
+    "RunningInfo",
+    "SparkApp",
+    "check_scalars",
+    "read_record",
+    "short_error",
+]
+
 R = TypeVar("R", bound="Record")
 
 #: A record is a few hundred bytes; ZooKeeper's own bound on what we write is 64 KB.

@@ -29,6 +29,8 @@ from zkstore.storage import StateStorage
 from zkstore.store import is_marked
 from zkstore.zk import ZooKeeper
 
+__all__ = ["resign_job"]
+
 logger = logging.getLogger(__name__)
 
 

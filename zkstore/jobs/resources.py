@@ -23,6 +23,8 @@ from zkstore.ops import Create, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = ["COUNTS", "MAX_RESOURCES", "ResourceReport", "ResourceReports"]
+
 #: the counts of one resource, in the order they are shown
 COUNTS = ("opens", "closes", "failed_opens", "uses")
 #: a job declares at most this many resources, which keeps the record far under 64 KB

@@ -40,6 +40,20 @@ from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.strict import check_text
 
+__all__ = [
+    "CODE",
+    "COMPARED",
+    "MAX_KEY_CHARS",
+    "OPTIONS",
+    "PROGRAM",
+    "check_key",
+    "check_resubmission",
+    "clean_stem",
+    "differences",
+    "fingerprint",
+    "idempotent_job_id",
+]
+
 CODE, OPTIONS = "code", "options"
 #: the digest of the code without its arguments (a submission's summary since 0.3; an older
 #: one has none): tells "only the arguments differ" from "the code differs"

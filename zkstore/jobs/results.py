@@ -31,6 +31,8 @@ from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = ["JobResultStore", "ResultDetails", "is_job_id"]
+
 
 class ResultDetails(TypedDict, total=False):
     """What a result keeps of its job besides the outcome: the last error, the name and the

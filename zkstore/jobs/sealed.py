@@ -27,6 +27,8 @@ from zkstore.errors import ConfigError, IncompatiblePayload
 from zkstore.jobs.definition import JobDefinition, ShippedFile
 from zkstore.serializers import PickleSerializer
 
+__all__ = ["DefinitionSerializer", "open_sealed"]
+
 _MODULE = "zkstore.jobs.definition"
 _DEFINITION_FIELDS = frozenset(f.name for f in fields(JobDefinition))
 _FILE_FIELDS = frozenset(f.name for f in fields(ShippedFile))

@@ -16,6 +16,22 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+__all__ = [
+    "ELLIPSIS",
+    "LIMIT_KEYS",
+    "MAX_ARGS_BYTES",
+    "MAX_CONF_BYTES",
+    "MAX_MODULES_BYTES",
+    "REDACT",
+    "REDACTED",
+    "RETRY_KEYS",
+    "args_text",
+    "conf_text",
+    "cut",
+    "run_options_shown",
+    "zipped_modules",
+]
+
 #: Spark's own default of ``spark.redaction.regex``: values of matching keys are not shown.
 REDACT = re.compile(r"(?i)secret|password|token|access[.]key|credential")
 REDACTED = "*********(redacted)"

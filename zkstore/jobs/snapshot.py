@@ -64,6 +64,17 @@ from zkstore.store import is_marked
 from zkstore.strict import is_time
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "ENDED",
+    "LIMIT_KEYS",
+    "JobSnapshot",
+    "Listing",
+    "check_cancellable",
+    "read_listing",
+    "read_snapshot",
+    "read_snapshots",
+]
+
 R = TypeVar("R", bound=Record)
 
 #: The summary keys of the limits that make the leader end attempts (see

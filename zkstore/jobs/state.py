@@ -25,6 +25,8 @@ from zkstore.ops import Create, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = ["JobStateStore", "who"]
+
 
 def who() -> str:
     """``user@host`` of this process, to say who asked for something."""

@@ -39,6 +39,39 @@ from __future__ import annotations
 
 from enum import IntEnum, StrEnum
 
+__all__ = [
+    "ATTEMPT_OUTCOMES",
+    "BROKEN",
+    "CANCELLED",
+    "CLEAN",
+    "CLEANING",
+    "DIRTY",
+    "ENDED",
+    "END_REASONS",
+    "FAILED",
+    "NEEDS_UPGRADE",
+    "OUTCOMES",
+    "PAUSED",
+    "PENDING",
+    "QUARANTINED",
+    "RESTARTING",
+    "RUNNING",
+    "STARTING",
+    "STATUS_STATES",
+    "STOPPED",
+    "STOPPING",
+    "STUCK",
+    "SUBMITTED",
+    "SUCCEEDED",
+    "TIMED_OUT",
+    "ArtifactScope",
+    "ArtifactState",
+    "DriverExit",
+    "JobState",
+    "KeyState",
+    "ResultState",
+]
+
 
 class JobState(StrEnum):
     """A job's state (derived by :attr:`~zkstore.jobs.snapshot.JobSnapshot.state`), the states

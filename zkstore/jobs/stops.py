@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 from zkstore.jobs.records import Record
 from zkstore.jobs.states import END_REASONS
 
+__all__ = ["EndRequest", "Heartbeat", "StopRequest", "redact_url"]
+
 
 @dataclass(frozen=True)
 class StopRequest(Record):

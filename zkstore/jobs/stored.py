@@ -10,6 +10,8 @@ from zkstore.jobs.records import JobResult, QuarantineEntry
 from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
+__all__ = ["SCHEDULE", "SCHEDULED", "stored_summary"]
+
 #: The summary fields of a schedule's run: the schedule that fired it and its window.
 SCHEDULE = "schedule"
 SCHEDULED = "scheduled"

@@ -34,6 +34,17 @@ from urllib.parse import urlsplit
 from zkstore.errors import ConfigError, RefusedDestination
 from zkstore.jobs.stops import redact_url
 
+__all__ = [
+    "ALLOWED_ENV",
+    "Address",
+    "Destinations",
+    "Network",
+    "Resolve",
+    "address_class",
+    "destination_of",
+    "is_address",
+]
+
 ALLOWED_ENV = "ZKSTORE_NOTIFY_ALLOWED_HOSTS"
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

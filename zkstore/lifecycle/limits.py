@@ -37,6 +37,24 @@ from zkstore.config import LoweredMinimums
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.states import COUNTED_AS, STUCK, TIMED_OUT
 
+__all__ = [
+    "MAX_HEARTBEAT_INTERVAL",
+    "MAX_LIMIT",
+    "MIN_HEARTBEAT_INTERVAL",
+    "MIN_PROGRESS_TIMEOUT",
+    "PROGRESS_TIMEOUT",
+    "START_TIMEOUT",
+    "TIMEOUT",
+    "AttemptTimes",
+    "Expired",
+    "Limits",
+    "Within",
+    "heartbeat_interval",
+    "judge",
+    "least_heartbeat_interval",
+    "least_limits",
+]
+
 #: A progress timeout shorter than this is refused: a heartbeat every few seconds per job is
 #: the most ZooKeeper should carry, and the leader's look again must fit well inside it.
 MIN_PROGRESS_TIMEOUT = 30.0

@@ -17,6 +17,8 @@ from zkstore.layout import Layout
 from zkstore.lifecycle.records import EndRequest, Heartbeat, end_path, heartbeat_path
 from zkstore.ops import Check, Create, Delete, Op, SetData, absent
 
+__all__ = ["clear_end_ops", "end_ops", "heartbeat_ops", "stopped_ops"]
+
 
 def end_ops(
     layout: Layout,

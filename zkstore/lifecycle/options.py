@@ -24,6 +24,8 @@ from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.policy import Backoff, RetryPolicy
 from zkstore.lifecycle.records import url_problem
 
+__all__ = ["NOTIFY_KEY", "RESET_KEY", "SUMMARY_KEYS", "Lifecycle"]
+
 #: summary key -> (part, field): part "failures"/"lost" are the policy's backoffs
 _BACKOFF_KEYS = {
     "retry_delay": ("failures", "delay"),

@@ -44,6 +44,29 @@ from zkstore.ops import Create, Delete, Fence, Op, SetData
 from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "ATTEMPT_FAILED",
+    "ATTEMPT_LOST",
+    "CANCELLED",
+    "DEFAULT_RETENTION",
+    "EVENT_STATES",
+    "FAILED",
+    "FORMAT",
+    "OUTBOX_LIMIT",
+    "QUARANTINED",
+    "STOPPED",
+    "SUCCEEDED",
+    "TIMED_OUT",
+    "Event",
+    "Outbox",
+    "Pending",
+    "body",
+    "entry_name",
+    "event_key",
+    "notification_ops",
+    "notification_targets",
+]
+
 logger = logging.getLogger(__name__)
 
 # The states a user is told about (the ``state`` of an event, third part of its key).

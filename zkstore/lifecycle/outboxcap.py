@@ -21,6 +21,8 @@ from collections.abc import Iterable
 
 from zkstore.lifecycle.outbox import CANCELLED, FAILED, OUTBOX_LIMIT, SUCCEEDED
 
+__all__ = ["DEFAULT_PER_JOB", "OUTCOMES", "OutboxCounts"]
+
 #: A job's events kept undelivered at most, unless the daemon says (``--notify-max-per-job``).
 DEFAULT_PER_JOB = 100
 OUTCOMES = frozenset({SUCCEEDED, FAILED, CANCELLED})

@@ -52,6 +52,21 @@ from datetime import datetime, timedelta
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.states import FAILURE, LOST
 
+__all__ = [
+    "DEFAULT_FAILURE_BACKOFF",
+    "DEFAULT_LOST_BACKOFF",
+    "DEFAULT_RESET_AFTER",
+    "MAX_DELAY_LIMIT",
+    "AttemptEnd",
+    "Backoff",
+    "Due",
+    "RetryPolicy",
+    "Streak",
+    "after_end",
+    "jitter_fraction",
+    "next_attempt_due",
+]
+
 #: The longest any delay may be: a day (a longer pause is a stop, not a retry).
 MAX_DELAY_LIMIT = 86400.0
 

@@ -26,6 +26,8 @@ from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.ops import Check, Fence, Guard, absent
 
+__all__ = ["CODE_FIELDS", "OPTION_FIELDS", "redefined", "replace_definition"]
+
 #: What the new code brings when a definition is replaced: everything that says what runs.
 CODE_FIELDS = ("kind", "args", "source", "filename", "code", "arguments", "function_name", "files")
 #: What may be changed besides the code (the options of ``submit`` a definition holds).

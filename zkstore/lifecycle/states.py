@@ -25,7 +25,17 @@ from __future__ import annotations
 
 from zkstore.jobs.states import END_REASONS, STOPPED, STOPPING, STUCK, TIMED_OUT
 
-__all__ = ["COUNTED_AS", "END_REASONS", "STOPPED", "STOPPING", "STUCK", "TIMED_OUT"]
+__all__ = [
+    "COUNTED_AS",
+    "END_REASONS",
+    "FAILURE",
+    "LOST",
+    "NOT_COUNTED",
+    "STOPPED",
+    "STOPPING",
+    "STUCK",
+    "TIMED_OUT",
+]
 
 #: How an ended attempt is counted: against ``--max-attempts`` (a failure), against the lost
 #: attempts' limit, or not at all.

@@ -36,6 +36,20 @@ from zkstore.lifecycle.records import EndRequest, StopRequest
 from zkstore.lifecycle.states import STOPPED
 from zkstore.strict import parse_time
 
+__all__ = [
+    "DEFAULT_GRACE",
+    "AwaitCheckpoint",
+    "AwaitEnd",
+    "EndAttempt",
+    "NotStopping",
+    "RecordStopped",
+    "ResumeJob",
+    "StayStopped",
+    "StopStep",
+    "StopView",
+    "stop_step",
+]
+
 #: Between SIGTERM and SIGKILL, unless the daemon says otherwise.
 DEFAULT_GRACE = 30.0
 

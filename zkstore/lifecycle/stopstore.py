@@ -52,6 +52,8 @@ from zkstore.ops import Check, Create, Delete, Fence, Op
 from zkstore.retry import RACES, TryAgain
 from zkstore.strict import utc_now
 
+__all__ = ["DEFAULT_CHECKPOINT_TIMEOUT", "MAX_CHECKPOINT_TIMEOUT", "Resumed", "StopStore"]
+
 logger = logging.getLogger(__name__)
 
 #: How long a stop waits for the asked checkpoint unless told otherwise.

@@ -49,6 +49,8 @@ from cronsim import CronSim, CronSimError
 
 from zkstore.schedules.timing import ONE_SECOND, Timing
 
+__all__ = ["WEEKS", "count", "newest_until", "shortest_gap", "split", "transitions"]
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: a year's offsets are first looked at a week apart
 WEEKS = 53

@@ -55,6 +55,24 @@ from zkstore.schedules.records import (
 from zkstore.schedules.timing import ONE_SECOND, Timing, ceil_second, format_time
 from zkstore.strict import parse_time
 
+__all__ = [
+    "FIRE_BATCH",
+    "PAUSED",
+    "Admission",
+    "Decision",
+    "Plan",
+    "PreviousRun",
+    "Span",
+    "Step",
+    "admit",
+    "behind",
+    "entries",
+    "fired",
+    "plan",
+    "skipped",
+    "steps",
+]
+
 #: Windows fired by one plan at most, unless the caller gives its own budget: a backlog is fired
 #: a batch at a time, so that the leader's loop goes on between batches.
 FIRE_BATCH = 20

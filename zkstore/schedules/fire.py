@@ -82,6 +82,8 @@ from zkstore.store import is_marked
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = ["MAX_ROUNDS", "FireReport", "Firer"]
+
 logger = logging.getLogger(__name__)
 
 #: Plans per call of :meth:`Firer.fire` at most (together they fire up to its ``limit``).

@@ -23,6 +23,8 @@ from zkstore.config import validate_id
 from zkstore.errors import ConfigError, UntrustedPayload
 from zkstore.signing import Signer
 
+__all__ = ["SCHEDULE_KEY_LABEL", "ScheduleSigner", "derive_schedule_key", "schedule_of"]
+
 SCHEDULE_KEY_LABEL = b"zkstore-schedule-key\0"
 
 

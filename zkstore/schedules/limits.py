@@ -24,6 +24,8 @@ from zkstore.schedules.counting import count, shortest_gap, split
 from zkstore.schedules.records import ALL, MAX_CATCHUP_MAX, ScheduleSpec
 from zkstore.schedules.timing import ONE_SECOND, format_time, parse_every
 
+__all__ = ["DEFAULT_MIN_INTERVAL", "MIN_INTERVAL_ENV", "check_bounds", "min_interval_from_env"]
+
 MIN_INTERVAL_ENV = "ZKSTORE_SCHEDULE_MIN_INTERVAL"
 #: the default minimum between two windows: a schedule's every run is a driver process
 DEFAULT_MIN_INTERVAL = 10

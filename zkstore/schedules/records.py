@@ -43,6 +43,34 @@ from zkstore.schedules.timing import (
 )
 from zkstore.strict import check_text, escape_control, parse_time
 
+__all__ = [
+    "ALL",
+    "ALLOW",
+    "CHANGES_LIMIT",
+    "CONCURRENCY",
+    "DEFAULT_CATCHUP_MAX",
+    "DEFAULT_GRACE",
+    "FIRED",
+    "FORBID",
+    "HISTORY_LIMIT",
+    "LATEST",
+    "MAX_CATCHUP",
+    "MAX_CATCHUP_MAX",
+    "MAX_GRACE",
+    "MAX_REASON_CHARS",
+    "MISSED",
+    "NONE",
+    "REPLACE",
+    "SKIPPED",
+    "Change",
+    "HistoryEntry",
+    "SchedulePaths",
+    "ScheduleSpec",
+    "ScheduleState",
+    "catchup_count",
+    "parse_catchup",
+]
+
 ALLOW, FORBID, REPLACE = "allow", "forbid", "replace"
 CONCURRENCY = (ALLOW, FORBID, REPLACE)
 NONE, LATEST, ALL = "none", "latest", "all"

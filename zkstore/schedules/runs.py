@@ -27,6 +27,19 @@ from zkstore.jobs.stored import SCHEDULE, SCHEDULED
 from zkstore.schedules.timing import format_time
 from zkstore.strict import parse_time
 
+__all__ = [
+    "AFTER_SCHEDULE",
+    "MAX_SCHEDULE_NAME_CHARS",
+    "chained",
+    "dependencies_of",
+    "is_run_of",
+    "run_id",
+    "run_summary",
+    "split_run_id",
+    "validate_name",
+    "window_of",
+]
+
 #: 128 (a job id) less the ``-YYYYMMDDTHHMMSSZ`` of a window (17), less room to spare.
 MAX_SCHEDULE_NAME_CHARS = 100
 #: The schedule a run waits for (``--after-schedule``: its run of the same window).

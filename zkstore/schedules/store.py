@@ -53,6 +53,8 @@ from zkstore.storage import StateStorage
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
+__all__ = ["BrokenSchedule", "Schedule", "ScheduleStore", "check", "commit_settled"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -50,6 +50,23 @@ from cronsim import CronSim, CronSimError
 from zkstore.errors import ConfigError
 from zkstore.strict import check_text
 
+__all__ = [
+    "EPOCH",
+    "MACROS",
+    "MAX_CRON_CHARS",
+    "MAX_EVERY_SECONDS",
+    "ONE_SECOND",
+    "Timing",
+    "aligned_start",
+    "ceil_second",
+    "format_time",
+    "parse_cron",
+    "parse_every",
+    "parse_moment",
+    "parse_timezone",
+    "shares_windows",
+]
+
 #: A cron expression is short; a longer one is a mistake (and bounds the parser's work).
 MAX_CRON_CHARS = 200
 #: The longest interval (a record's integers are 32 bits; a year is plenty).

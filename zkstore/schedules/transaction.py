@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from zkstore.ops import Check, Fence, Op, SetData
 from zkstore.schedules.records import SchedulePaths, ScheduleState
 
+__all__ = ["Transaction", "build_fire"]
+
 
 @dataclass(frozen=True)
 class Transaction:

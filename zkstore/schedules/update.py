@@ -31,6 +31,8 @@ from zkstore.schedules.records import Change, ScheduleSpec
 from zkstore.schedules.store import ScheduleStore, check
 from zkstore.strict import utc_now
 
+__all__ = ["RUN_KEYS", "WHEN_FIELDS", "describe", "run_options", "update"]
+
 #: The spec's fields a change may touch, as people name them.
 WHEN_FIELDS = (
     "cron",

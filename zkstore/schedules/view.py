@@ -24,6 +24,18 @@ from zkstore.schedules.store import BrokenSchedule, Schedule, ScheduleStore
 from zkstore.schedules.timing import format_time
 from zkstore.zk import ZooKeeper
 
+__all__ = [
+    "COLUMNS",
+    "broken_row",
+    "detail",
+    "listing",
+    "next_window",
+    "row",
+    "run_states",
+    "showing",
+    "windows_behind",
+]
+
 #: the keys of a row, in the order of the table
 COLUMNS = (
     "name",

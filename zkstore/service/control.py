@@ -28,6 +28,8 @@ from zkstore.jobs.control import (
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.strict import utc_now
 
+__all__ = ["COMMANDS", "Command", "ControlService", "Done", "applied", "command"]
+
 #: Done when an acknowledgement says so, given the change that was stored.
 Done = Callable[[ControlChange], Callable[[ControlAck], bool]]
 

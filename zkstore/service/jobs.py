@@ -22,6 +22,22 @@ from zkstore.strict import parse_time
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
     from zkstore.cluster import Cluster
 
+__all__ = [
+    "MAX_SIZED",
+    "age",
+    "attempt_history",
+    "attempts_json",
+    "attempts_text",
+    "describe",
+    "describe_artifacts",
+    "duration",
+    "headline",
+    "job_details",
+    "job_error",
+    "lifecycle_of",
+    "resource_counts",
+]
+
 #: ``jobs show`` (and ``GET /api/v1/jobs/<id>``) asks the storage for the size of this many
 #: artifacts at most.
 MAX_SIZED = 20

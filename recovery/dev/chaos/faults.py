@@ -18,6 +18,23 @@ from dataclasses import dataclass
 
 from recovery.dev.chaos.world import RunCluster
 
+__all__ = [
+    "LOADS",
+    "SCENARIOS",
+    "SINGLE",
+    "Fault",
+    "Load",
+    "Scenario",
+    "daemon_restart",
+    "daemon_sigstop",
+    "driver_kill",
+    "leader_restart",
+    "mixed",
+    "s3_pause",
+    "zk_follower_kill",
+    "zk_leader_kill",
+]
+
 
 @dataclass(frozen=True)
 class Fault:

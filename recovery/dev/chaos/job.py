@@ -34,6 +34,22 @@ from typing import Any
 from recovery.dev.chaos.ledger import LOG as LEDGER_LOG
 from recovery.dev.chaos.ledger import Ledger, LedgerWriter
 
+__all__ = [
+    "OUTPUT",
+    "PROGRESS",
+    "STOP",
+    "Attempt",
+    "attempts",
+    "back_after",
+    "expected_total",
+    "longest_stall",
+    "output",
+    "overlaps",
+    "progress",
+    "progress_times",
+    "sum_of_squares",
+]
+
 OUTPUT = "output.json"
 PROGRESS = "progress.log"
 STOP = "stop"

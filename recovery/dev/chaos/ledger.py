@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+__all__ = ["LOG", "S3_CLIENT", "Entry", "Ledger", "LedgerWriter", "missing", "zombie_writes"]
+
 LOG = "ledger.log"
 #: Bounded calls to S3: a writer cut off from storage tries again, it does not hang.
 S3_CLIENT = {

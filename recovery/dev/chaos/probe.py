@@ -34,6 +34,8 @@ from zkstore.schedules.runs import run_id
 from zkstore.schedules.store import Schedule, ScheduleStore
 from zkstore.strict import parse_time, utc_now
 
+__all__ = ["EVERY", "NAME", "ScheduleProbe"]
+
 NAME = "tick"
 EVERY = 3
 

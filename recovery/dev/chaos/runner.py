@@ -44,6 +44,19 @@ from recovery.dev.chaos.probe import ScheduleProbe
 from recovery.dev.chaos.schedules import Verdict
 from recovery.dev.chaos.world import FILE, HOSTS, S3, RunCluster, World
 
+__all__ = [
+    "STEP_DELAY",
+    "Options",
+    "RunReport",
+    "main",
+    "one_run",
+    "plan",
+    "recovered",
+    "run_all",
+    "scenarios_of",
+    "table",
+]
+
 logger = logging.getLogger(__name__)
 
 STEP_DELAY = 0.2

@@ -37,6 +37,18 @@ from zkstore.schedules.runs import window_of
 from zkstore.schedules.timing import Timing
 from zkstore.strict import parse_time
 
+__all__ = [
+    "MARKER_PREFIX",
+    "Attempt",
+    "Run",
+    "Verdict",
+    "check",
+    "expected_windows",
+    "read_runs",
+    "recorded",
+    "scheduled_run",
+]
+
 MARKER_PREFIX = "run-"
 
 

@@ -41,6 +41,23 @@ from zkstore.dev.ensemble import ZooKeeperEnsemble
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobResult
 
+__all__ = [
+    "DAEMONS",
+    "FILE",
+    "HEARTBEAT_JOB",
+    "HOSTS",
+    "JVM_EXIT_GRACE",
+    "S3",
+    "S3_KEYS",
+    "SENTINELS",
+    "SLOTS",
+    "STORAGE_HOST",
+    "ZOOKEEPER_HOSTS",
+    "RunCluster",
+    "S3Server",
+    "World",
+]
+
 #: How long the Spark JVMs of a run may take to exit once its daemons stopped: a daemon's stop
 #: gives its warm JVMs STOP_GRACE before it kills them; one whose daemon was killed exits when
 #: its standard input ends, in a second or two.

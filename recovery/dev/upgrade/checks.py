@@ -15,6 +15,16 @@ from pathlib import Path
 from recovery.dev.chaos import job
 from recovery.dev.chaos.schedules import Run
 
+__all__ = [
+    "Job",
+    "attempts_kept",
+    "output_exact",
+    "ran_after",
+    "replaced",
+    "runs_once",
+    "steps_once",
+]
+
 
 @dataclass(frozen=True)
 class Job:

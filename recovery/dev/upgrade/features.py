@@ -26,6 +26,17 @@ from zkstore.protocol import (
     Feature,
 )
 
+__all__ = [
+    "GATED",
+    "FallsBack",
+    "Refused",
+    "Targets",
+    "UntestedFeature",
+    "newer_than",
+    "refusal_problem",
+    "untested",
+]
+
 
 @dataclass(frozen=True)
 class Targets:

@@ -36,6 +36,22 @@ from zkstore.jobs.records import MemberInfo, read_record
 from zkstore.layout import Layout
 from zkstore.schedules.limits import MIN_INTERVAL_ENV
 
+__all__ = [
+    "DAEMON_IDS",
+    "POLL",
+    "SESSION_TIMEOUT",
+    "START_DEADLINE",
+    "STOP_DEADLINE",
+    "STORE_TIMEOUT",
+    "TAKEOVER_DEADLINE",
+    "MixedFleet",
+    "Ran",
+    "Restart",
+    "Side",
+    "new_side",
+    "wait_until",
+]
+
 #: The daemons' ZooKeeper session (the default): a lost leader's successor waits this long.
 SESSION_TIMEOUT = 10.0
 #: One ZooKeeper or storage operation's deadline (the default).

@@ -29,6 +29,21 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+__all__ = [
+    "COMPLETE",
+    "HEADING",
+    "VERSION_FILE",
+    "Build",
+    "Release",
+    "ReleaseError",
+    "build",
+    "find_previous",
+    "previous_version",
+    "release_at",
+    "release_commit",
+    "released_versions",
+]
+
 #: A release's heading in CHANGELOG.md: ``## 0.2.0 (2026-11-28): a few words``.
 HEADING = re.compile(r"^## (?P<version>[^\s(]+) \((?P<date>[^)]*)\)", re.MULTILINE)
 VERSION_FILE = "zkstore/__init__.py"

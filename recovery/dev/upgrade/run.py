@@ -45,6 +45,8 @@ from recovery.dev.upgrade.previous import Build, build, find_previous, release_a
 from recovery.dev.upgrade.scenario import Scenario
 from zkstore import __version__, protocol
 
+__all__ = ["Phase", "UpgradeTest", "main", "repository"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -38,6 +38,20 @@ from zkstore.errors import ZkStoreError
 from zkstore.jobs.states import NEEDS_UPGRADE, QUARANTINED, STOPPED, SUCCEEDED
 from zkstore.strict import parse_time
 
+__all__ = [
+    "AFTER_ID",
+    "BAD_STATES",
+    "DEPENDENCY_ID",
+    "EVERY",
+    "NEW_CLI_ID",
+    "RESULTS_DEADLINE",
+    "SPARK_DELAY",
+    "STEP_DELAY",
+    "STOPPED_ID",
+    "WORKLOAD",
+    "Scenario",
+]
+
 WORKLOAD = Path(workload.__file__).resolve()
 #: The schedule's interval, seconds.
 EVERY = 5

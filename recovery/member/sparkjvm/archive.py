@@ -45,6 +45,24 @@ from recovery.member.sparkjvm import confdir, home
 from recovery.shared.sparkjvm import ARCHIVE_ENV, PROPERTIES_ENV
 from zkstore.strict import utc_now
 
+__all__ = [
+    "FORMAT",
+    "MAKE_TIMEOUT",
+    "SIDECAR",
+    "SUFFIX",
+    "WARM_UP",
+    "ArchiveKey",
+    "ClassData",
+    "Sidecar",
+    "digest",
+    "locked",
+    "make",
+    "prepare_directory",
+    "private_problem",
+    "remove_stale",
+    "verify",
+]
+
 logger = logging.getLogger(__name__)
 
 FORMAT = 1

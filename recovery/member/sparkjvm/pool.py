@@ -83,6 +83,20 @@ from recovery.shared.sparkjvm import (
     quote_option,
 )
 
+__all__ = [
+    "FIRST_RETRY",
+    "JVM_START_TIMEOUT",
+    "MAX_RETRY",
+    "STOP_GRACE",
+    "WARM_UP_TIMEOUT",
+    "PoolSetup",
+    "Taken",
+    "WarmJvm",
+    "WarmPool",
+    "WarmUpFailed",
+    "parse_connection_info",
+]
+
 logger = logging.getLogger(__name__)
 
 #: Seconds a warm JVM may take to open its gateway, and its warm-up to run (a loaded host).

@@ -35,6 +35,8 @@ from typing import Any
 from recovery.shared import attemptdir
 from recovery.shared.processes import ProcessIdentity
 
+__all__ = ["WARM", "WarmRecord", "WarmRecords", "remove_own_file"]
+
 logger = logging.getLogger(__name__)
 
 WARM = ".warm"

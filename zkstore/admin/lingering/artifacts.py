@@ -27,6 +27,17 @@ from zkstore.jobs.records import RunningInfo
 from zkstore.jobs.states import DIRTY
 from zkstore.ops import Fence
 
+__all__ = [
+    "DEAD_ATTEMPT",
+    "ENDED_JOB",
+    "UNREADABLE",
+    "DeadAttemptArtifact",
+    "EndedJobArtifact",
+    "classify",
+    "find_leftovers",
+    "release_leftover",
+]
+
 logger = logging.getLogger(__name__)
 
 DEAD_ATTEMPT = "artifact-of-dead-attempt"

@@ -15,6 +15,8 @@ from zkstore.cluster import Cluster
 from zkstore.jobs.states import DIRTY
 from zkstore.storage import StoredObject
 
+__all__ = ["CleanupResult", "Finding", "Kind", "Look", "owned"]
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -16,6 +16,8 @@ from zkstore.layout import job_record_dir
 from zkstore.storage import StoredObject, is_temporary
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
 
+__all__ = ["DanglingHandle", "MarkedNode", "OrphanPayload"]
+
 
 class OrphanPayload(Kind):
     """An object under a job's storage prefix that no handle references (a crash between

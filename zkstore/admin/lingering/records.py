@@ -8,6 +8,8 @@ from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.jobs.states import DIRTY
 from zkstore.strict import parse_time
 
+__all__ = ["DirtyResult", "EmptyJobTree", "QuarantinedJob"]
+
 
 class DirtyResult(Kind):
     """A job with a recorded result whose cleanup never finished; cleanup finishes it."""

@@ -14,6 +14,8 @@ from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound
 
+__all__ = ["NAME", "OrphanSchedulePayload"]
+
 NAME = "orphan-schedule-payload"
 
 

@@ -28,6 +28,16 @@ from zkstore.jobs.control.values import key_error, scalar_error
 from zkstore.storage import TEMP_MARKER, StateStorage, StoredObject
 from zkstore.strict import check_text, load_object, parse_time
 
+__all__ = [
+    "HISTORY_LIMIT",
+    "MAX_ENTRY_BYTES",
+    "VERSION_WIDTH",
+    "ControlHistory",
+    "HistoryEntry",
+    "diff",
+    "gaps",
+]
+
 logger = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 100

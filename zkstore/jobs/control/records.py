@@ -22,6 +22,18 @@ from zkstore.jobs.records import Record
 from zkstore.jobs.states import KeyState
 from zkstore.strict import escape_control
 
+__all__ = [
+    "APPLIED",
+    "KEY_STATES",
+    "MAX_KEYS",
+    "MAX_REASON_CHARS",
+    "NEEDS_RESTART",
+    "REJECTED",
+    "ControlAck",
+    "ControlKeys",
+    "KeyDecision",
+]
+
 APPLIED = KeyState.APPLIED
 REJECTED = KeyState.REJECTED
 NEEDS_RESTART = KeyState.NEEDS_RESTART

@@ -49,6 +49,8 @@ from zkstore.strict import escape_control, utc_now
 from zkstore.watch import NodeWatch
 from zkstore.zk import ZooKeeper
 
+__all__ = ["ControlChange", "ControlStore", "Declared", "Desired"]
+
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Record)

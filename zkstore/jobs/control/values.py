@@ -21,6 +21,31 @@ from typing import Any
 
 from zkstore.strict import check_text
 
+__all__ = [
+    "BUILTIN_PREFIX",
+    "BUILTIN_TYPES",
+    "CHECKPOINT",
+    "LOG_LEVEL",
+    "LOG_LEVELS",
+    "MAX_KEY_CHARS",
+    "MAX_TEXT_CHARS",
+    "PAUSE",
+    "TYPES",
+    "DeclaredKey",
+    "builtin_error",
+    "describe",
+    "is_builtin",
+    "job_values",
+    "key_error",
+    "log_level",
+    "recorded",
+    "same_value",
+    "scalar_error",
+    "type_error",
+    "type_name",
+    "value_error",
+]
+
 MAX_KEY_CHARS = 200
 MAX_TEXT_CHARS = 2000
 

@@ -22,6 +22,17 @@ from zkstore.jobs.control.values import CHECKPOINT, LOG_LEVEL, PAUSE, is_builtin
 from zkstore.jobs.records import RunningInfo
 from zkstore.jobs.states import KeyState
 
+__all__ = [
+    "CONTROL_REQUEST_FIELD",
+    "CONTROL_VERSION_FIELD",
+    "KEY_PENDING",
+    "ControlView",
+    "KeyView",
+    "key_views",
+    "read_view",
+    "value_text",
+]
+
 KEY_PENDING = KeyState.PENDING
 
 #: Summary fields of a checkpoint's handle: the control version in effect when it was taken,
