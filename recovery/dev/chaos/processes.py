@@ -5,7 +5,8 @@ put there, and nothing a fault left behind:
 
 - a ZooKeeper host: its server's JVM; the storage host: the S3 server;
 - a daemon's host: that daemon (the process the run started last with its id, and no other
-  daemon of any id), at most one fork server and one log shipper of its id, and no driver
+  daemon of any id), at most one fork server and one log shipper of its id, no more warm Spark
+  driver JVMs (nor processes warming them) than its daemon keeps, and no driver
   (every job has ended: a driver still there is an orphan, a driver cut off that never
   stopped).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from recovery.dev.chaos.world import DAEMONS, STORAGE_HOST, ZOOKEEPER_HOSTS, RunCluster
+from recovery.dev.chaos.world import DAEMONS, STORAGE_HOST, WARM, ZOOKEEPER_HOSTS, RunCluster
 from recovery.dev.hosts import Network
 
 LOOK_EVERY = 0.5
@@ -70,15 +71,26 @@ def _daemon_host(run: RunCluster, network: Network, name: str) -> list[str]:
             if words[2:] != [name]:
                 found.append(f"{name}: another daemon's helper: {pid} {' '.join(words)}")
             roles[words[1]] += 1
+        elif words[:2] in (["zkstore", "warm-driver"], ["zkstore", "warm-up"]):
+            roles[words[1]] += 1  # the JVMs its daemon keeps ready, and one warming
         elif words[:2] == ["zkstore", "driver"]:
             found.append(f"{name}: a driver after every job ended: {pid} {' '.join(words[2:])}")
         else:
             found.append(f"{name}: unexpected process {pid} ({' '.join(words)[:120]})")
-    for role, count in roles.items():
-        if count > 1:
-            found.append(f"{name}: {count} processes of the role {role}")
+    found += _too_many(name, roles)
     if ours is not None and ours.alive and ours.pid not in network[name].pids():
         found.append(f"{name}: its daemon {ours.pid} is not on its host")
+    return found
+
+
+def _too_many(name: str, roles: Counter[str]) -> list[str]:
+    """One fork server and one log shipper at most; as many warm JVMs (and JVMs warming) as
+    the host's daemon keeps."""
+    found = []
+    for role, count in roles.items():
+        most = WARM.get(name, 0) if role in ("warm-driver", "warm-up") else 1
+        if count > most:
+            found.append(f"{name}: {count} processes of the role {role} (at most {most})")
     return found
 
 

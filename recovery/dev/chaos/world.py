@@ -219,6 +219,8 @@ class World(Closeable):
 #: daemons hold the largest load's twelve jobs with a slot to spare for the schedule's runs,
 #: which would otherwise wait for a job to end, not for the fault.
 SLOTS = 5
+#: the warm Spark driver JVMs each daemon keeps ready (issue 47): one daemon keeps one
+WARM = {"d1": 1}
 
 
 class RunCluster(Closeable):
@@ -238,7 +240,7 @@ class RunCluster(Closeable):
             restart_backoff=0.5,
             extra_args=("--max-drivers", str(SLOTS), "--schedule-min-interval", "1s"),
             hosts=world.daemon_hosts(),
-            daemon_args={"d1": ("--warm-drivers", "1")},
+            daemon_args={d: ("--warm-drivers", str(n)) for d, n in WARM.items()},
         )
         #: the Spark JVMs left after the daemons stopped (and a grace to exit), at close
         self.jvms_left: list[int] = []
