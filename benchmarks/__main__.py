@@ -1,4 +1,6 @@
-"""Run every benchmark (or the ones named): ``python -m benchmarks [--smoke] [store ...]``.
+"""Run every benchmark (or the ones named): ``python -m benchmarks [--smoke] [store ...]``, or
+one with its own arguments: ``python -m benchmarks spark_resume --runs 5`` (what follows the
+name from its first option on is the benchmark's).
 
 ``--smoke`` runs each at a tiny size (seconds each): it proves that every benchmark still runs
 from end to end and prints its figures (CI runs it), not that the figures are any good; a smoke
@@ -55,11 +57,26 @@ SMOKE = {
 BY_NAME_ONLY = {"outage", "session"}
 
 
-def main(argv: list[str]) -> int:
+def parse(argv: list[str]) -> tuple[bool, list[str], list[str]]:
+    """``--smoke``, the benchmarks named (the words before the first other option) and the
+    arguments for the one named (from that option on). Raises ValueError for arguments with
+    no benchmark, or more than one, to take them."""
     smoke = "--smoke" in argv
-    names = [a for a in argv if not a.startswith("-")] or [
-        s for s in SUITES if smoke or s not in BY_NAME_ONLY
-    ]
+    words = [a for a in argv if a != "--smoke"]
+    first = next((i for i, a in enumerate(words) if a.startswith("-")), len(words))
+    names, own = words[:first], words[first:]
+    if own and len(names) != 1:
+        raise ValueError(f"{' '.join(own)}: name the one benchmark they are for, before them")
+    return smoke, names, own
+
+
+def main(argv: list[str]) -> int:
+    try:
+        smoke, names, own = parse(argv)
+    except ValueError as exc:
+        print(exc)
+        return 2
+    names = names or [s for s in SUITES if smoke or s not in BY_NAME_ONLY]
     unknown = sorted(set(names) - set(SUITES))
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(SUITES)}")
@@ -69,7 +86,7 @@ def main(argv: list[str]) -> int:
         print(f"== {name}{' (smoke)' if smoke else ''}", flush=True)
         began = time.monotonic()
         module = importlib.import_module(f"benchmarks.bench_{name}")
-        results += module.main(SMOKE[name] if smoke else [])
+        results += module.main([*(SMOKE[name] if smoke else []), *own])
         print(f"== {name}: {time.monotonic() - began:.1f} s", flush=True)
     missed = [r.name for r in results if not r.met()]
     print(f"{len(results) - len(missed)} of {len(results)} benchmarks meet their goal")

@@ -12,8 +12,9 @@ Measured, per run:
 - **a fresh job, warm**: from ``submit`` to its first completed action, on a daemon with a warm
   driver ready;
 - **a fresh job, cold**: the same for a job with a JVM-level setting the warm drivers lack
-  (``spark.driver.extraJavaOptions``), so it starts its own JVM, mapping the archive (goal: at
-  most 0.6x a bare start);
+  (``spark.driver.extraJavaOptions``), so it starts its own JVM, mapping the archive, and its
+  daemon, seeing the setting in its summary, hands it no warm JVM (goal: at most 0.6x a bare
+  start);
 - **memory of a warm JVM**: the resident set (RSS) and proportional set (PSS, its share of
   pages mapped by others too: the archive, the JDK's libraries) of each warm driver JVM that its
   daemon says is ready (started and warmed) and no attempt took, read from
@@ -239,8 +240,8 @@ class Bench:
         pid_matched = f"pid {back['jvm']}," in leader.log() or f"pid {back['jvm']})" in leader.log()
         self._finish(job_id, gate)
         back_again = self.local.start_daemon(victim.daemon_id)  # back for the next run
-        # the cold job starts when no warm JVM is being started or warmed (the one it takes and
-        # lets go is replaced at once: that start runs beside its own, as it would in use)
+        # the cold job starts when no warm JVM is being started or warmed (its summary shows
+        # its JVM-level setting: it takes none, and none is started beside its own JVM)
         for daemon in (leader, back_again):
             wait(lambda d=daemon: warm_ready(d) > 0, 600, f"a warm driver on {daemon.daemon_id}")
         cold_started = time.time()

@@ -647,7 +647,8 @@ def _parser() -> argparse.ArgumentParser:
         "--warm-fd",
         type=int,
         help="file descriptor holding the standard input of the warm Spark JVM this attempt "
-        "took (its gateway comes on the configuration pipe's second line)",
+        "took (its gateway comes on the configuration pipe's second line; the third says why "
+        "the daemon handed none over, when its job's summary said it could not use one)",
     )
     return parser
 
@@ -672,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     try:
-        text, _, warm = _read_config(args.config_fd).partition("\n")
+        text, _, rest = _read_config(args.config_fd).partition("\n")
+        warm, _, declined = rest.partition("\n")
         config = StoreConfig.from_json(text)
     except (OSError, UnicodeDecodeError) as exc:
         parser.error(f"cannot read the configuration from fd {args.config_fd}: {exc}")
@@ -688,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         cancel_grace=args.cancel_grace,
         work_dir=_enter(args.work_dir),
         log=args.log_uri,
-        spark_jvm=SparkJvm(offer, args.warm_fd),
+        spark_jvm=SparkJvm(offer, args.warm_fd, declined=declined.strip() or None),
     )
     return driver.run()
 

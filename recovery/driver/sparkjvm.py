@@ -15,7 +15,9 @@ builder options, ``PYSPARK_SUBMIT_ARGS``):
 - **cold** otherwise, saying why: pyspark starts the attempt's own JVM as before, with the
   deployment's ``spark-defaults.conf`` as ``--properties-file`` and the class-data archive in
   its options unless its class path differs (then it loads Spark's classes from the jars, and
-  the log says why). A warm JVM taken and not used is let go at once.
+  the log says why). A warm JVM taken and not used is let go at once. An attempt its daemon
+  launched without one (its job's summary showed a JVM-level setting the warm JVMs lack:
+  ``declined``) says so, and whether its own settings agree.
 
 Which it got is in the driver's log and in the attempt's ``spark`` record (``zkstore jobs show``).
 """
@@ -92,8 +94,12 @@ class SparkJvm:
         offer: WarmOffer | None,
         warm_fd: int | None,
         environ: MutableMapping[str, str] | None = None,
+        *,
+        declined: str | None = None,
     ) -> None:
         self.offer = offer if warm_fd is not None else None
+        #: why the daemon handed over no warm JVM, from the job's summary (None: it did not say)
+        self.declined = declined if self.offer is None else None
         self._fd = warm_fd if offer is not None else None
         if warm_fd is not None and self._fd is None:
             with contextlib.suppress(OSError):
@@ -209,6 +215,14 @@ class SparkJvm:
 
     def _cold_reason(self, submit: SubmitArgs, settings: Mapping[str, str]) -> str | None:
         """Why the attempt starts its own JVM, or None if it can use the warm one."""
+        if self.offer is None and self.declined is not None:
+            own = self._settings_reason(submit, settings)
+            if own is not None:
+                return f"{own} (its daemon saw it in the job's summary: no warm driver taken)"
+            return (
+                f"its daemon took no warm driver for it, from the job's summary ({self.declined});"
+                " its own settings would have matched"
+            )
         if self.offer is None:
             warm = self._env.get(WARM_ENV, "0")
             return (
@@ -218,6 +232,10 @@ class SparkJvm:
             )
         if (self._env.get(SUBMIT_ARGS), self._env.get(SUBMIT_OPTS)) != self._given:
             return "the job changed PYSPARK_SUBMIT_ARGS or SPARK_SUBMIT_OPTS"
+        return self._settings_reason(submit, settings)
+
+    def _settings_reason(self, submit: SubmitArgs, settings: Mapping[str, str]) -> str | None:
+        """Why the job's own settings cannot use a warm JVM, or None if they can."""
         if submit.others:
             return f"PYSPARK_SUBMIT_ARGS has {' '.join(submit.others)[:80]} (fixed at JVM launch)"
         master = settings.get("spark.master") or submit.master or self._master

@@ -59,7 +59,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import ZnodeStatLike
+from zkstore.handle import Handle, ZnodeStatLike
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.resign import resign_job
 from zkstore.ops import Check, Delete, Fence, SetData
@@ -309,7 +309,11 @@ class FleetMember:
         try:
             self.records.write(record)
             launch = self.launcher.launch(
-                job_id, assignment.attempt, assignment.status_version, own_identity=own_identity
+                job_id,
+                assignment.attempt,
+                assignment.status_version,
+                own_identity=own_identity,
+                conf_shown=self._conf_shown(job_id),
             )
         except OSError as exc:
             logger.error("job %s: cannot start a driver: %s", job_id, exc)
@@ -327,6 +331,24 @@ class FleetMember:
             launch.process.pid,
             launch.log_path,
         )
+
+    def _conf_shown(self, job_id: str) -> str | None:
+        """The job's Spark settings as its handle's summary shows them (a hint of whether its
+        driver can use a warm JVM; the daemon never opens the definition). None without warm
+        drivers, or if the handle cannot be read: the attempt takes a warm JVM if one is
+        ready, and its driver decides."""
+        if self.launcher.warm is None:
+            return None
+        path = self.cluster.layout.job_handle(job_id)
+        try:
+            data, stat = self.cluster.zk.get(path)
+            conf = Handle.from_znode(data, stat, path).summary.get("conf")
+        except ZkStoreError as exc:
+            logger.debug(
+                "job %s: summary not read (%s): a warm driver if one is ready", job_id, exc
+            )
+            return None
+        return conf if isinstance(conf, str) else None
 
     def _resign(self, job_id: str, assignment: Assignment) -> None:
         """Before launching: the job's handles signed with the cluster key (written before job

@@ -24,7 +24,9 @@ Its Spark JVM (:mod:`recovery.member.sparkjvm`): the environment names the class
 once the daemon has verified it, and the deployment's ``spark-defaults.conf``; with
 ``--warm-drivers``, an attempt takes a warm JVM if one is ready: its directory and log become
 the attempt's, and the driver gets the JVM's gateway through its configuration pipe (a second
-line) and the JVM's standard input as a descriptor (``--warm-fd``).
+line) and the JVM's standard input as a descriptor (``--warm-fd``). An attempt whose job's
+summary shows a JVM-level setting the warm JVMs lack takes none; its driver is told why (the
+pipe's third line).
 
 Why one module: everything a driver's start must get right meets in one call (its
 environment and configuration pipe, its descriptors, its user, its log, its warm JVM, forked or
@@ -445,10 +447,18 @@ class DriverLauncher:
         return store.for_job(job_id, zk_driver=zk_driver).to_json()
 
     def launch(
-        self, job_id: str, attempt: int, status_version: int, *, own_identity: bool = False
+        self,
+        job_id: str,
+        attempt: int,
+        status_version: int,
+        *,
+        own_identity: bool = False,
+        conf_shown: str | None = None,
     ) -> Launch:
         """Start the driver of ``attempt`` (with its job's ZooKeeper identity if
-        ``own_identity``); raises OSError if the process cannot be started.
+        ``own_identity``; with a warm JVM unless ``conf_shown``, its job's Spark settings as its
+        summary shows them, says it cannot use one); raises OSError if the process cannot be
+        started.
 
         The caller has made sure that no driver of the attempt lives on this host (see
         :mod:`recovery.member.adoption`): a working directory left over is a dead driver's.
@@ -457,7 +467,18 @@ class DriverLauncher:
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
-        warm = self.warm.take(job_id, attempt, work_dir, log_path) if self.warm else None
+        declined = self.warm.declines(conf_shown) if self.warm is not None else None
+        warm = None
+        if self.warm is not None and declined is None:
+            warm = self.warm.take(job_id, attempt, work_dir, log_path)
+        if declined is not None:
+            logger.info(
+                "job %s: attempt %d launched without a warm driver (its summary): %s",
+                job_id,
+                attempt,
+                declined,
+            )
+            config = f"{config}\n\n{' '.join(declined.splitlines())}"
         if warm is not None:  # a warm JVM's user is its driver's
             user, config = warm.user, f"{config}\n{warm.offer.to_json()}"
         else:

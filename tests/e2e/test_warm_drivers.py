@@ -34,8 +34,10 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
     """A job takes the warm JVM (its JVM's pid is the one the daemon handed over, its working
     directory the attempt's, its classes mapped from the archive; ``jobs show`` says warm); the
     JVM goes with the attempt and the next is started; a job whose JVM-level setting the warm
-    drivers lack runs correctly in its own JVM and says why; the gateway's secret is on no
-    command line, in no environment and in no log; a daemon's stop ends its warm JVM."""
+    drivers lack runs correctly in its own JVM and says why, and leaves the warm JVM ready
+    (its summary shows the setting: the daemon hands it none, and starts none beside it); the
+    gateway's secret is on no command line, in no environment and in no log; a daemon's stop
+    ends its warm JVM."""
     local = LocalCluster(
         spark_config,
         tmp_path / "runtime",
@@ -76,6 +78,7 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
             assert client.wait("warm", timeout=JOB).outcome == SUCCEEDED
             wait_for(lambda: not alive(warm_pid), STOP_GRACE * 3, what="the warm JVM gone")
             second = wait_for(lambda: ready(daemon) - first, WARM, what="the next warm driver")
+            [second_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
 
             cold = {"spark.driver.extraJavaOptions": "-Dzkstore.test=cold"}
             client.submit_function(
@@ -93,6 +96,15 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
             assert str(spark["jvm"]).startswith(
                 "cold: spark.driver.extraJavaOptions="
             ) and "fixed at JVM launch" in str(spark["jvm"]), spark
+            running = wait_for(
+                lambda: jobs.read_marks(str(out / "cold")).get("jvm-1"), JOB, what="cold run"
+            )
+            # the warm JVM is still ready, untaken; no other was started beside the job's own
+            assert took(daemon, "cold") is None, daemon.log()[-3000:]
+            assert ready(daemon) == second and titled_warm(local) == [second_pid]
+            assert sorted(local.spark_jvms()) == sorted([second_pid, running["pid"]])
+            assert "job's summary" in str(spark["jvm"]), spark
+            assert "job cold: attempt 1 launched without a warm driver" in daemon.log()
             (tmp_path / "cold-gate").touch()
             assert client.wait("cold", timeout=JOB).outcome == SUCCEEDED
         own = jobs.read_marks(str(out / "cold"))["jvm-1"]
@@ -101,11 +113,10 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
         said = driver_log(local, "cold")
         assert "Spark driver JVM: its own, cold: spark.driver.extraJavaOptions=" in said, said
         assert "fixed at JVM launch" in said
-        # the warm JVM it took and could not use was let go at once, and another started
-        wait_for(lambda: ready(daemon) - first - second, WARM, what="a warm driver again")
+        assert "job's summary" in said, said
         logs = daemon.log() + driver_log(local, "warm") + said
         assert secret not in logs
-        assert len(titled_warm(local)) == 1
+        assert ready(daemon) == second and titled_warm(local) == [second_pid]
         local.stop_daemons()
         assert not titled_warm(local), "a daemon's stop ends its warm JVMs"
         assert not list((local.work_dir / "attempts" / ".warm" / "d1").iterdir())

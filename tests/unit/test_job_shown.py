@@ -7,7 +7,15 @@ import zipfile
 
 from zkstore.jobs.definition import JobDefinition, ShippedFile
 from zkstore.jobs.records import JobResult
-from zkstore.jobs.shown import REDACTED, args_text, conf_text, cut, zipped_modules
+from zkstore.jobs.shown import (
+    MAX_CONF_BYTES,
+    REDACTED,
+    args_text,
+    conf_text,
+    cut,
+    read_conf_text,
+    zipped_modules,
+)
 from zkstore.service.jobs import attempts_text
 
 
@@ -45,6 +53,28 @@ def test_spark_properties_with_secrets_redacted() -> None:
     assert "1g" in shown and "hunter2" not in shown and "AKIA" not in shown and "pw," not in shown
     assert shown.count(REDACTED) == 4
     assert conf_text({}) is None
+
+
+def test_spark_properties_read_back_from_their_text_and_what_was_cut() -> None:
+    conf = {
+        "spark.jars": "a.jar,b.jar",
+        "spark.driver.extraJavaOptions": "-Da=1 -Db=2",
+        "spark.hadoop.fs.s3a.secret.key": "hunter2",
+        "spark.app.name": "a, b",
+    }
+    assert read_conf_text(conf_text(conf) or "") == (
+        {**conf, "spark.hadoop.fs.s3a.secret.key": REDACTED},
+        None,
+    )
+    long = {"spark.a": "x", "spark.b": "y" * MAX_CONF_BYTES, "spark.c": "z"}
+    pairs, cut_key = read_conf_text(conf_text(long) or "")
+    assert cut_key == "spark.b" and pairs["spark.a"] == "x" and "spark.c" not in pairs
+    assert pairs["spark.b"] and long["spark.b"].startswith(pairs["spark.b"])
+    cut_in_key = conf_text(
+        {"spark.a": "x" * (MAX_CONF_BYTES - 20), "spark.bbbbbbbbbbbbbbbbbbb": "1"}
+    )
+    assert read_conf_text(cut_in_key or "") == ({"spark.a": "x" * (MAX_CONF_BYTES - 20)}, "spark.a")
+    assert read_conf_text("") == ({}, None)
 
 
 def test_the_modules_in_a_modules_zip() -> None:

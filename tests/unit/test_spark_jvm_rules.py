@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from recovery.capacity import GiB, HostSize, default_max_drivers, default_warm_drivers
+from recovery.driver.sparkjvm import SparkJvm
 from recovery.member.sparkjvm import confdir, home
 from recovery.member.sparkjvm.archive import ArchiveKey, Sidecar, private_problem, verify
 from recovery.member.sparkjvm.pool import WarmUpFailed, parse_connection_info
@@ -25,6 +26,7 @@ from recovery.settings import DaemonSettings
 from recovery.shared.sparkconf import spark_submit_args
 from recovery.shared.sparkjvm import (
     JVM_LEVEL,
+    SubmitArgs,
     WarmOffer,
     class_path_reason,
     jvm_reason,
@@ -32,9 +34,11 @@ from recovery.shared.sparkjvm import (
     parse_properties,
     parse_submit_args,
     quote_option,
+    summary_reason,
 )
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.jobs.shown import MAX_CONF_BYTES, conf_text
 
 # -- settings fixed at JVM launch ---------------------------------------------------------------
 
@@ -58,6 +62,40 @@ def test_the_same_values_as_the_warm_drivers_and_context_settings_keep_it_warm()
     assert jvm_reason({}, defaults) is None
     assert "warm drivers have unset" in (jvm_reason({"spark.jars": "a.jar"}, defaults) or "")
     assert "'2g'" in (jvm_reason({"spark.driver.memory": "1g"}, defaults) or "")
+
+
+def test_a_summary_showing_a_jvm_level_setting_the_warm_drivers_lack_launches_it_cold() -> None:
+    """The daemon's hint, from the summary's text: what it shows decides; what it cannot show
+    (a value redacted, cut before its key, none at all) leaves the attempt a warm JVM."""
+    defaults = {"spark.driver.memory": "2g"}
+
+    def shown(**conf: str) -> str | None:
+        return conf_text({k.replace("_", "."): v for k, v in conf.items()})
+
+    cold = summary_reason(shown(spark_driver_extraJavaOptions="-Dx=1"), defaults)
+    assert cold is not None and cold.startswith("spark.driver.extraJavaOptions=")
+    assert "fixed at JVM launch" in cold
+    assert "'1g'" in (summary_reason(shown(spark_driver_memory="1g"), defaults) or "")
+    assert "master yarn" in (summary_reason(shown(spark_master="yarn"), defaults) or "")
+    for warm in (
+        None,
+        "",
+        shown(spark_driver_memory="2g", spark_executor_memory="8g"),
+        shown(spark_submit_deployMode="client", spark_master="local[2]"),
+        shown(spark_sql_shuffle_partitions="7"),
+    ):
+        assert summary_reason(warm, defaults) is None, warm
+    # a value cut short: cold if the warm JVMs' does not start with what is shown
+    long = "-Dx=" + "y" * MAX_CONF_BYTES
+    cut = summary_reason(shown(spark_driver_extraJavaOptions=long), {})
+    assert cut is not None and "..." in cut
+    same = {"spark.driver.extraJavaOptions": long}
+    assert summary_reason(shown(spark_driver_extraJavaOptions=long), same) is None
+    # a pair left out after the cut says nothing
+    hidden = shown(spark_a="y" * MAX_CONF_BYTES, spark_driver_memory="1g")
+    assert hidden is not None and summary_reason(hidden, defaults) is None
+    # a summary's text that is not conf_text's: nothing to go by, or at worst cold
+    assert summary_reason("garbage without pairs", defaults) is None
 
 
 @pytest.mark.parametrize(
@@ -294,3 +332,16 @@ def test_the_daemon_refuses_warm_drivers_it_cannot_use() -> None:
     with pytest.raises(ConfigError, match="absolute"):
         _settings(class_data="relative/dir")
     assert _settings(class_data="/abs").class_data == "/abs"
+
+
+def test_a_driver_its_daemon_gave_no_warm_jvm_says_why_and_whether_its_settings_agree() -> None:
+    declined = "spark.driver.memory='1g' (the driver JVM's heap) is fixed at JVM launch"
+    jvm = SparkJvm(None, None, {}, declined=declined)
+    agrees = jvm._cold_reason(SubmitArgs(), {"spark.driver.memory": "1g"})
+    assert agrees is not None and agrees.startswith("spark.driver.memory='1g'")
+    assert "job's summary" in agrees
+    differs = jvm._cold_reason(SubmitArgs(), {})
+    assert differs is not None and "would have matched" in differs and declined in differs
+    assert "no warm driver was ready" in (
+        SparkJvm(None, None, {"ZKSTORE_DRIVER_WARM": "1"})._cold_reason(SubmitArgs(), {}) or ""
+    )

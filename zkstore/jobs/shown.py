@@ -28,6 +28,7 @@ __all__ = [
     "args_text",
     "conf_text",
     "cut",
+    "read_conf_text",
     "run_options_shown",
     "zipped_modules",
 ]
@@ -72,6 +73,31 @@ def conf_text(conf: Mapping[str, str]) -> str | None:
         return None
     pairs = (f"{k}={REDACTED if REDACT.search(k) else v}" for k, v in sorted(conf.items()))
     return cut(", ".join(pairs), MAX_CONF_BYTES)
+
+
+#: Where :func:`conf_text` put one pair's end: a comma and a space before the next key.
+_NEXT_PAIR = re.compile(r", (?=[A-Za-z0-9_.-]+=)")
+#: A key cut before its ``=`` at the end of a cut text.
+_KEY_CUT = re.compile(r", [A-Za-z0-9_.-]*$")
+
+
+def read_conf_text(text: str) -> tuple[dict[str, str], str | None]:
+    """What :func:`conf_text` wrote, read back: the pairs it shows, and the key of the last one
+    if the text was cut (its value is then the start of the real one: the cut fell in it or in
+    the next key, which is left out, as is every pair after it; None if nothing was cut). Only
+    a hint: a value holding ``, x=`` reads as two pairs, a redacted value as :data:`REDACTED`."""
+    was_cut = text.endswith(ELLIPSIS)
+    body = text.removesuffix(ELLIPSIS) if was_cut else text
+    if was_cut:
+        body = _KEY_CUT.sub("", body)
+    pairs: dict[str, str] = {}
+    last: str | None = None
+    for part in _NEXT_PAIR.split(body) if body else []:
+        key, equals, value = part.partition("=")
+        if equals and key.strip():
+            pairs[key.strip()] = value
+            last = key.strip()
+    return pairs, (last if was_cut else None)
 
 
 def zipped_modules(data: bytes) -> str | None:

@@ -10,7 +10,9 @@ user its drivers run as (``--driver-user``); the JVM runs pyspark's gateway
 removed at once; then a throw-away context and queries warm it (:mod:`.warmup`) and are stopped.
 
 **One attempt each.** An attempt placed here takes a ready JVM as its driver is launched
-(:meth:`WarmPool.take`): the JVM's directory becomes the attempt's (renamed: the JVM's current
+(:meth:`WarmPool.take`), unless its job's summary shows a JVM-level setting the warm JVMs lack
+(:meth:`WarmPool.declines`: then none is taken, and none is started in its place beside the
+job's own JVM): the JVM's directory becomes the attempt's (renamed: the JVM's current
 directory is the attempt's, where its shipped files are), its log becomes the attempt's log, its
 record names the attempt, and its driver gets the gateway's port and secret through its
 configuration pipe and the write end of the JVM's standard input as a descriptor. The driver
@@ -81,6 +83,7 @@ from recovery.shared.sparkjvm import (
     master_reason,
     parse_properties,
     quote_option,
+    summary_reason,
 )
 
 __all__ = [
@@ -470,7 +473,7 @@ class WarmPool:
             start_ticks=jvm.record.start_ticks,
             port=jvm.port,
             secret=jvm.secret,
-            defaults=self._defaults(),
+            defaults=self.defaults(),
             warmed=jvm.warmed,
         )
         return Taken(offer, jvm.stdin, jvm.user)
@@ -494,7 +497,13 @@ class WarmPool:
         finally:
             os.close(fd)
 
-    def _defaults(self) -> dict[str, str]:
+    def declines(self, conf_shown: str | None) -> str | None:
+        """Why an attempt of a job whose summary shows its Spark settings as ``conf_shown``
+        should not take a warm JVM (its driver would let it go and start its own), or None:
+        a hint, its driver decides (:func:`~recovery.shared.sparkjvm.summary_reason`)."""
+        return summary_reason(conf_shown, self.defaults())
+
+    def defaults(self) -> dict[str, str]:
         """The JVM-level settings the warm JVMs were started with: the deployment's."""
         plan = self.class_data.conf_plan
         path = plan.properties if plan is not None else None
