@@ -52,6 +52,7 @@ __all__ = [
     "SENTINELS",
     "SLOTS",
     "STORAGE_HOST",
+    "WARM",
     "ZOOKEEPER_HOSTS",
     "RunCluster",
     "S3Server",
