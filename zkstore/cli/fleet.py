@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import click
 
+from zkstore import protocol
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster, fleet
-from zkstore.protocol import PROTOCOL
 
 
 @cli.group("fleet")
@@ -59,7 +59,8 @@ def _summary(found: fleet.FleetStatus) -> str:
     behind = found.behind
     if behind:
         names = ", ".join(m.daemon_id for m in behind[:5])
-        return f"{line}; {len(behind)} daemon(s) speak less than {PROTOCOL} ({names}): upgrade them"
+        spoken = protocol.PROTOCOL
+        return f"{line}; {len(behind)} daemon(s) speak less than {spoken} ({names}): upgrade them"
     return f"{line}; up to date"
 
 
@@ -79,10 +80,11 @@ def finalize_command(connection: Connection, dry_run: bool, yes: bool) -> None:
     with Cluster.open(connection.config) as cluster:
         if dry_run:
             found = fleet.status(cluster.zk, cluster.layout)
-            if found.behind and found.current < PROTOCOL:
-                fleet.check_spoken(found, PROTOCOL)  # raises, naming the daemons behind
-            if found.current < PROTOCOL:
-                click.echo(f"would finalize the fleet at protocol {PROTOCOL} (now {found.current})")
+            if found.behind and found.current < protocol.PROTOCOL:
+                fleet.check_spoken(found, protocol.PROTOCOL)  # raises, naming the daemons behind
+            if found.current < protocol.PROTOCOL:
+                target, now = protocol.PROTOCOL, found.current
+                click.echo(f"would finalize the fleet at protocol {target} (now {now})")
             else:
                 click.echo(_summary(found))
             return
