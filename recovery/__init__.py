@@ -33,7 +33,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from recovery.client.api import Client, submit
+    from recovery.client.api import Client, JobEnd, submit
     from recovery.client.shipping import Dependencies
     from recovery.driver.context import JobCancelled, JobContext
     from zkstore.errors import JobNotFound, WaitTimeout
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 # must not pay for the ZooKeeper client's imports.
 _HOMES = {
     "Client": "recovery.client.api",
+    "JobEnd": "recovery.client.api",
     "submit": "recovery.client.api",
     "Dependencies": "recovery.client.shipping",
     "JobCancelled": "recovery.driver.signals",
@@ -55,6 +56,7 @@ __all__ = [
     "Dependencies",
     "JobCancelled",
     "JobContext",
+    "JobEnd",
     "JobNotFound",
     "WaitTimeout",
     "submit",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -31,6 +32,7 @@ from zkstore.cli.lifecycle import (
     stop_options,
 )
 from zkstore.errors import JobFinished, WaitTimeout
+from zkstore.jobs.dependencies import AFTER
 from zkstore.jobs.states import STOPPED
 
 #: What ``stop`` allows beyond the checkpoint's wait: the daemon's grace between SIGTERM and
@@ -159,10 +161,14 @@ def resume_job(
 
     with Client(connection.config) as client:
         store = StopStore(client.cluster)
-        definition = None
+        definition, summary = None, None
         changes = target is not None or given or removed or max_attempts or max_lost_attempts
         if changes:
-            store.check_resumable(job_id)  # before the definition is read: why it is not
+            # The same code resumed again is a no-op, as a plain resume again is: it is looked
+            # at below; anything else is refused before the definition is read.
+            again = target is not None and store.resumed_already(job_id)
+            if not again:
+                store.check_resumable(job_id)
             current = client.cluster.jobs.recover(job_id, lock=False).state
             new = None
             if target is not None:
@@ -176,5 +182,30 @@ def resume_job(
             kept = dict(getattr(current, "lifecycle", None) or {})
             options = {k: v for k, v in {**kept, **given}.items() if k not in removed}
             definition = dataclasses.replace(definition, lifecycle=options)
-        resumed = store.resume(job_id, definition=definition, new_code=target is not None)
+            if target is not None:
+                stored = client.cluster.jobs.handles.get_handle(job_id).summary
+                summary = client.redefinition_summary(
+                    definition, target, list(args) if args else None, after=stored.get(AFTER)
+                )
+                if again and _same_again(stored, {**definition.summary(), **summary}):
+                    click.echo(
+                        f"job {job_id} was resumed already with this code and these options: "
+                        "nothing to do"
+                    )
+                    return
+                if again:
+                    store.check_resumable(job_id)  # resumed already with other code: exit 5
+        resumed = store.resume(
+            job_id, definition=definition, summary=summary, new_code=target is not None
+        )
         click.echo(resumed.describe())
+
+
+def _same_again(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a job's current definition (its handle's ``stored`` summary) is the one ``new``
+    describes: the same source, arguments and options (a digest of the source, not of the
+    pickle, which differs between processes)."""
+    from zkstore.jobs.resubmit import differences
+    from zkstore.lifecycle.options import SUMMARY_KEYS
+
+    return not differences(stored, new, also=sorted(SUMMARY_KEYS))

@@ -10,7 +10,7 @@ ever had a result can never run again.
 
     with Client() as client:                           # ZKSTORE_* environment or defaults
         job_id = client.submit_file("etl.py:run", args=["2026-11-21"])
-        result = client.wait(job_id)                   # JobResult: outcome, attempts, error
+        result = client.wait(job_id)                   # JobEnd: outcome, attempts, error
 
 Why one module: it is the public Python API (``Client``, ``submit``, ``RunOptions``) that the
 README documents, one import for a user; what it builds on (the job file's target and module,
@@ -49,17 +49,19 @@ from zkstore.errors import (
     WaitTimeout,
 )
 from zkstore.handle import SummaryValue
-from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, FUNCTION, JobDefinition
+from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, FUNCTION, ORIGIN, JobDefinition
+from zkstore.jobs.definition import origin as code_origin
 from zkstore.jobs.dependencies import AFTER, check_after, format_after, parse_after
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
+from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
 from zkstore.lifecycle.options import SUMMARY_KEYS
 from zkstore.protocol import ARGUMENTS_APART
 from zkstore.schedules.records import SchedulePaths
 
-__all__ = ["Client", "RunOptions", "submit"]
+__all__ = ["Client", "JobEnd", "RunOptions", "submit"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,49 @@ class RunOptions(TypedDict, total=False):
     require: Mapping[str, str] | None
     #: the lifecycle options' summary keys (:meth:`zkstore.lifecycle.options.Lifecycle.summary`)
     lifecycle: Mapping[str, SummaryValue]
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job ended, as :meth:`Client.wait` returns it: what happened to the job
+    (``outcome``: SUCCEEDED, FAILED or CANCELLED; ``attempts``; ``error``), never the store's
+    bookkeeping. ``cleaned_up`` says whether the store has released what the job owned yet
+    (its result record says DIRTY until then): it is done by the leader after the end, and
+    needs nothing from the caller."""
+
+    job_id: str
+    outcome: str
+    attempts: int
+    finished: str
+    error: str | None = None
+    name: str | None = None
+    #: where the log of the last attempt is (a URI)
+    log: str | None = None
+    #: the artifacts a SUCCEEDED job kept (name: URI)
+    outputs: Mapping[str, Any] | None = None
+    #: the daemon the last attempt was placed on
+    daemon: str | None = None
+    #: attempts that failed, and attempts lost to the infrastructure (None: not recorded)
+    failures: int | None = None
+    lost: int | None = None
+    cleaned_up: bool = False
+
+    @classmethod
+    def of(cls, result: JobResult) -> JobEnd:
+        return cls(
+            job_id=result.job_id,
+            outcome=result.outcome,
+            attempts=result.attempts,
+            finished=result.finished,
+            error=result.error,
+            name=result.name,
+            log=result.log,
+            outputs=result.outputs,
+            daemon=result.daemon,
+            failures=result.failures,
+            lost=result.lost,
+            cleaned_up=result.state == CLEAN,
+        )
 
 
 class Client(Closeable):
@@ -96,6 +141,7 @@ class Client(Closeable):
         after: Sequence[str] = (),
         source: str | None = None,
         args: Sequence[Any] | None = None,
+        origin: str | None = None,
     ) -> str:
         """Store ``definition``; returns its job id once it is durable.
 
@@ -107,12 +153,15 @@ class Client(Closeable):
         (exit 5) names the difference. For a function job, ``source`` (its module's text) and
         ``args`` make a retry from another process recognizable (pickled code differs between
         processes). An id of the form ``<schedule>-<window>`` of an existing schedule is refused.
+        ``origin`` (:func:`~zkstore.jobs.definition.origin`) says where the code came from.
         """
         job_id = definition.job_id
         dependencies = check_after(job_id, [parse_after(text) for text in after])
         waits_for = format_after(dependencies) if dependencies else None
         extra: dict[str, SummaryValue] = {} if waits_for is None else {AFTER: waits_for}
         extra.update(fingerprint(definition, source=source, args=args, after=waits_for))
+        if origin is not None:
+            extra[ORIGIN] = origin
         self._refuse_schedule_run_id(job_id)
         try:
             self.cluster.jobs.submit(definition, summary=extra)
@@ -124,8 +173,9 @@ class Client(Closeable):
             )
             found = found or self._not_authentic(job_id)
             if found:  # the same error class (exit 5), saying how this submission differs
+                said = f"job {job_id} exists already" if type(exc) is HandleExists else str(exc)
                 raise type(exc)(
-                    f"{exc}; this submission differs from it: {'; '.join(found)}", path=exc.path
+                    f"{said}; this submission differs from it: {'; '.join(found)}", path=exc.path
                 ) from None
             logger.info("%s was submitted already, with the same definition", job_id)
             return job_id
@@ -192,7 +242,9 @@ class Client(Closeable):
             ),
         )
         source = _source_of(Path(origin)) if origin else None
-        return self.submit(definition, after=after, source=source, args=args)
+        name_of = getattr(function, "__qualname__", None)
+        where = code_origin(str(Path(origin).resolve()), name_of) if origin else None
+        return self.submit(definition, after=after, source=source, args=args, origin=where)
 
     def submit_script(
         self,
@@ -220,7 +272,8 @@ class Client(Closeable):
                 run=RunOptions(
                     max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
                 ),
-            )
+            ),
+            origin=code_origin(str(script.resolve())),
         )
 
     def submit_file(
@@ -247,7 +300,13 @@ class Client(Closeable):
             options["job_id"] = idempotent_job_id(stem, idempotency_key)
         definition = self.definition_for_file(target, args, **options)
         source = None if function is None else _source_of(path)
-        return self.submit(definition, after=after, source=source, args=list(args))
+        return self.submit(
+            definition,
+            after=after,
+            source=source,
+            args=list(args),
+            origin=code_origin(str(path.resolve()), function),
+        )
 
     def definition_for_file(
         self,
@@ -324,6 +383,34 @@ class Client(Closeable):
             run=run,
             kept=current if args is None and current.kind == FUNCTION else None,
         )
+
+    def redefinition_summary(
+        self,
+        definition: JobDefinition,
+        target: str,
+        args: Sequence[str] | None,
+        *,
+        after: SummaryValue = None,
+    ) -> dict[str, SummaryValue]:
+        """The summary keys that ``definition``, made from ``target`` by
+        :meth:`file_definition` for ``jobs resume --definition``, carries beside its own: its
+        fingerprint (the same source and arguments give the same, in any process: the same code
+        resumed again is recognized) and its origin. ``after``: the job's dependencies as its
+        summary has them (they are part of its options)."""
+        path, function = parse_target(target)
+        if function is None:
+            found = fingerprint(definition, after=after if isinstance(after, str) else None)
+        else:
+            # arguments kept from the job travel pickled apart: their bytes stand for them
+            kept: list[Any] = list(args) if args else [definition.arguments or b""]
+            found = fingerprint(
+                definition,
+                source=_source_of(path),
+                args=kept,
+                after=after if isinstance(after, str) else None,
+            )
+        found[ORIGIN] = code_origin(str(path.resolve()), function)
+        return found
 
     def _definition_of_file(
         self,
@@ -438,8 +525,8 @@ class Client(Closeable):
         timeout: float | None = None,
         on_change: Callable[[JobSnapshot], None] | None = None,
         on_leader: Callable[[LeaderInfo | None], None] | None = None,
-    ) -> JobResult:
-        """Block until the job has a result and return it.
+    ) -> JobEnd:
+        """Block until the job has a result and return how it ended.
 
         ``on_change`` sees every change of the job's state, attempt or Spark application (for
         progress output); ``on_leader`` sees the leader (or None: no daemon leads, the job
@@ -476,7 +563,7 @@ class Client(Closeable):
                 last_state = state
                 on_change(snapshot)
             if snapshot.result is not None:
-                return snapshot.result
+                return JobEnd.of(snapshot.result)
             if snapshot.quarantine is not None:
                 raise JobQuarantined(
                     f"job {job_id} is quarantined and will not run: {snapshot.quarantine.reason}"
@@ -529,7 +616,7 @@ def submit(
     wait: bool = False,
     config: StoreConfig | None = None,
     **options: Any,
-) -> str | JobResult:
+) -> str | JobEnd:
     """Submit ``"FILE.py[:FUNCTION]"`` or a function; with ``wait``, return its result."""
     with Client(config) as client:
         if callable(target):

@@ -2,10 +2,12 @@
 
 An embedded ZooKeeper, local storage in a temporary directory, two recovery daemons and local
 Spark run the example pipeline (``examples/pipeline.py``: one day of sales per step, a checkpoint
-after each). Mid-run the demo SIGKILLs the leader daemon (the other daemon takes over and adopts
-the running driver), then SIGKILLs the driver (the new leader resubmits the job, which resumes
-from its latest checkpoint). It narrates what happens as it happens, compares the output with the
-result computed directly, and shows that no handle or payload is left behind.
+after each). The job is placed on the first daemon (the second starts once it runs there). Mid-run
+the demo SIGKILLs that daemon, the leader (the other daemon takes over and adopts the running
+driver), then SIGKILLs the driver: nothing of the first daemon's "host" is left, as after a host
+loss (docs/host-loss.md), and the new leader resubmits the job, which resumes from its latest
+checkpoint on the daemon left. It narrates what happens as it happens, compares the output with
+the result computed directly, and shows that no handle or payload is left behind.
 """
 
 from __future__ import annotations
@@ -118,12 +120,7 @@ def _story(
     roots = ("--artifact-root", f"file://{work / 'output'}")
     local.start_daemon("daemon-1", *roots)
     first = local.wait_for_leader()
-    local.start_daemon("daemon-2", *roots)
-    say(
-        f"two recovery daemons are up; {first.daemon_id} (pid {first.pid}) is the leader", bold=True
-    )
-    pages = ", ".join(f"{d.url}/" for d in local.daemons.values() if d.url)
-    say(f"status pages (open one in a browser while the story runs): {pages}")
+    say(f"recovery daemon {first.daemon_id} (pid {first.pid}) is up and leads", bold=True)
     with Client(config) as client:
         job_id = client.submit_file(
             f"{PIPELINE}:run",
@@ -133,11 +130,18 @@ def _story(
         )
         say(f"submitted job {job_id}: examples/pipeline.py:run, one day per step")
         story = Story(narrator, local, client, job_id)
+        # The job on daemon-1 (the only one yet): the second daemon then plays another host.
+        story.follow_until(lambda: story.driver_pid is not None, 180, "the driver")
+        local.start_daemon("daemon-2", *roots)
+        say(f"the job runs on {first.daemon_id}; a second daemon, daemon-2, starts beside it")
+        pages = ", ".join(f"{d.url}/" for d in local.daemons.values() if d.url)
+        say(f"status pages (open one in a browser while the story runs): {pages}")
         story.follow_until(lambda: story.last_day >= 2, 180, "day 2")
+        story.follow_until(lambda: _member(client, "daemon-2"), 60, "daemon-2 to join")
         _kill_leader(story, first)
         kill_after = min(story.last_day + 2, days - 2)
         story.follow_until(lambda: story.last_day >= kill_after, 180, f"day {kill_after}")
-        _kill_driver(story)
+        _kill_driver(story, first.daemon_id)
         story.follow_until(lambda: story.attempt == 2, 120, "attempt 2")
         say(f"attempt 2 resumes after day {story.last_day}: checkpointed days are not redone")
         story.follow_until(lambda: client.status(job_id).result is not None, 300, "the result")
@@ -198,7 +202,7 @@ def _kill_leader(story: Story, leader: Any) -> None:
     say(f"it adopted the running driver (pid {pid}) instead of starting the job again")
 
 
-def _kill_driver(story: Story) -> None:
+def _kill_driver(story: Story, lost: str) -> None:
     say = story.say
     pid = story.local.driver_pid(story.job_id)
     if pid is None:
@@ -206,9 +210,18 @@ def _kill_driver(story: Story) -> None:
     say(f"SIGKILL the driver (pid {pid}) after day {story.last_day}", bold=True)
     os.kill(pid, signal.SIGKILL)
     say(
-        "the leader will see its running node vanish when the driver's session expires, "
-        "then start attempt 2 from the latest checkpoint"
+        f"with its daemon dead already, nothing of {lost}'s host is left: a host loss "
+        "(docs/host-loss.md does it on one machine)"
     )
+    say(
+        "the leader will see its running node vanish when the driver's session expires, "
+        "then start attempt 2 from the latest checkpoint on the daemon left"
+    )
+
+
+def _member(client: Client, daemon_id: str) -> bool:
+    """Whether ``daemon_id`` has joined the fleet (its member record is up)."""
+    return client.cluster.zk.exists(client.cluster.layout.member(daemon_id)) is not None
 
 
 def _compare(say: Callable[..., None], work: Path, expected: dict[str, Any]) -> bool:

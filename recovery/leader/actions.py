@@ -47,6 +47,7 @@ from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
 from zkstore.jobs.artifacts import release_dead_attempts
+from zkstore.jobs.definition import ORIGIN
 from zkstore.jobs.history import AttemptEntry
 from zkstore.jobs.records import Assignment, JobResult, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
@@ -157,7 +158,8 @@ class JobActions:
         path = layout.assignment(action.daemon_id, job.job_id)
         placed = AttemptEntry(action.attempt, action.daemon_id, status.updated)
         if job.handle is not None and self.leader.protocol.allows(ATTEMPT_PROVENANCE):
-            target = job.summary.get("entry")
+            # where the code came from (the file given at submit or resume), else what it runs
+            target = job.summary.get(ORIGIN) or job.summary.get("entry")
             placed = replace(
                 placed,
                 definition=job.handle.sha256,
@@ -455,12 +457,29 @@ class JobActions:
             end_version=job.end.version if job.end is not None else None,
         )
         events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
+        note = self._stopped_note(job, action)  # read before the commit: nothing after it fails
         self.cluster.zk.commit(ops + self._unassign_ops(job) + events, fence=self.fence)
         self._unassigned(job)
-        self._remember_end(job, history.STOPPED, action.error or action.reason)
+        self._remember_end(job, history.STOPPED, note)
         logger.warning(
             "job %s: STOPPED at attempt %d (%s)", job.job_id, job.status.attempt, action.reason
         )
+
+    def _stopped_note(self, job: JobSnapshot, action: RecordStopped) -> str:
+        """A stopped attempt's line in the history: who stopped it (``jobs stop``) and the
+        checkpoint it resumes from, then what the decision said (an outcome it ended with)."""
+        stop = job.stop
+        who = "stopped" if stop is None else f"stopped by {stop.by or 'someone'} (jobs stop)"
+        if stop is not None and stop.reason:
+            who += f": {stop.reason}"
+        newest = job.newest_checkpoint or self.cluster.checkpoints(job.job_id).newest_handle()
+        number = newest.summary.get("checkpoint_id") if newest is not None else None
+        where = (
+            "no checkpoint: it resumes from the start"
+            if newest is None
+            else f"it resumes from checkpoint {number} (taken {newest.created})"
+        )
+        return f"{who}; {where}" + (f"; {action.error}" if action.error else "")
 
     # -- the job's history, for people (never blocks what it tells of) ---------------------------
 

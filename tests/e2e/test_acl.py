@@ -81,12 +81,12 @@ def test_wrong_password_gets_one_clear_line_from_the_cli(secure: StoreConfig) ->
         assert denied.returncode == EXIT_ACCESS_DENIED
         lines = denied.stderr.strip().splitlines()
         assert len(lines) == 1, denied.stderr
-        assert lines[0].startswith("zkstore: error: AccessDenied: ZooKeeper denied")
+        assert lines[0].startswith("zkstore: error: ZooKeeper denied")
         assert ("digest user 'alice'" if auth else "without credentials") in lines[0]
         assert SECRET not in denied.stderr + denied.stdout
     daemon = zkstore(secure, f"alice:not-{SECRET}", "daemon", "--id", "d1")
     assert daemon.returncode == EXIT_ACCESS_DENIED, "the daemon checks its credentials at start"
-    assert daemon.stderr.strip().splitlines()[-1].startswith("zkstore: error: AccessDenied")
+    assert daemon.stderr.strip().splitlines()[-1].startswith("zkstore: error: ZooKeeper denied")
     assert SECRET not in daemon.stderr
     bad_form = zkstore(secure, SECRET, "jobs", "list")
     assert bad_form.returncode == 2 and SECRET not in bad_form.stderr

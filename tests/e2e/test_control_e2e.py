@@ -95,7 +95,7 @@ def test_changes_are_acknowledged_checked_and_recorded(
     rejected = zkstore(runtime_config, "control set", job_id, "mode=turbo", "--wait")
     assert rejected.returncode == 1
     assert "mode rejected (unknown mode 'turbo')" in rejected.stdout
-    assert "ControlRejected: job tune rejected mode: unknown mode 'turbo'" in rejected.stderr
+    assert "zkstore: error: job tune rejected mode: unknown mode 'turbo'" in rejected.stderr
     shown = control(runtime_config, job_id)
     assert shown["rejected"] == {"mode": "unknown mode 'turbo'"} and shown["pending"] == []
     assert shown["applied"]["version"] == shown["version"] == 1
@@ -126,7 +126,7 @@ def test_changes_are_acknowledged_checked_and_recorded(
     )
     assert first.returncode == 0, first.stderr
     assert late.returncode == 5
-    assert f"VersionConflict: job tune: control is at version {version + 1}, not {version}" in (
+    assert f"zkstore: error: job tune: control is at version {version + 1}, not {version}" in (
         late.stderr
     )
     assert control(runtime_config, job_id)["values"]["rate"] == 3

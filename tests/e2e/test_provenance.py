@@ -97,13 +97,15 @@ def test_each_attempt_names_the_definition_it_ran(
         assert (second["attempt"], second["outcome"]) == (2, "SUCCEEDED")
         assert HEX.fullmatch(first["definition"]) and HEX.fullmatch(second["definition"])
         assert first["definition"] != second["definition"]
-        assert first["target"] == second["target"] == "job.py:run"
+        assert first["target"] == f"{(laptop / 'v1' / 'job.py').resolve()}:run"
+        assert second["target"] == f"{(laptop / 'v2' / 'job.py').resolve()}:run"
         assert (first["new_definition"], second["new_definition"]) == (False, True)
         text = script(config, "jobs show", "etl")
         assert text.returncode == 0, text.stderr
         assert (
-            f"  2 SUCCEEDED on d1 at {second['placed']}, definition "
-            f"{second['definition'][:12]} (job.py:run), new since the attempt before"
+            f"  2 SUCCEEDED on d1, placed {second['placed']}, ended {second['ended']}, "
+            f"definition {second['definition'][:12]} from {second['target']}, new since the "
+            "attempt before"
         ) in text.stdout
         assert daemon.url is not None
         html = page(f"{daemon.url}/jobs/etl")

@@ -73,7 +73,7 @@ def test_release_is_refused_while_corrupt_and_puts_the_job_back_once_repaired(
     cluster.storage.fs.pipe_file(path, good[:-1] + bytes([good[-1] ^ 1]))
     refused = run(config, "quarantine", "release", "q1")
     assert refused.returncode == 5, refused
-    assert refused.stderr.startswith("zkstore: error: JobQuarantined: job q1 stays in quarantine")
+    assert refused.stderr.startswith("zkstore: error: job q1 stays in quarantine")
     assert "CorruptPayload" in refused.stderr and cluster.quarantine.get("q1") is not None
 
     cluster.storage.fs.pipe_file(path, good)  # the operator restores it

@@ -83,7 +83,7 @@ def test_a_feature_without_a_command_fails_the_upgrade_test(
 
 def test_a_refusal_needs_exit_9_and_its_reason() -> None:
     feature = Feature("shiny", 3, "a shiny new record")
-    said = "zkstore: error: FleetVersionError: a shiny new record needs the fleet at protocol 3"
+    said = "zkstore: error: a shiny new record needs the fleet at protocol 3"
     assert features.refusal_problem(feature, 9, f"log line\n{said}\n") is None
     assert "not 9" in (features.refusal_problem(feature, 0, "") or "")
     assert "does not say" in (features.refusal_problem(feature, 9, "error: no") or "")

@@ -65,7 +65,10 @@ class ZkStoreGroup(click.Group):
             click.echo(str(exc), err=True)
             raise click.exceptions.Exit(exc.exit_code) from exc
         except ZkStoreError as exc:
-            OperationFailed(f"{type(exc).__name__}: {exc}").show()
+            # The reason as it is: the class is for code (it decided the exit code), not for
+            # the person reading the line (``-vv`` logs it with the traceback).
+            logger.debug("%s", type(exc).__name__, exc_info=True)
+            OperationFailed(str(exc)).show()
             raise click.exceptions.Exit(exc.exit_code) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)

@@ -313,7 +313,12 @@ def _show_cleanup(results: list[CleanupResult], fmt: str, dry_run: bool) -> None
     columns = ["action", "kind", "job", "done", "target", "note"]
     emit(results, fmt, columns=columns, rows=rows, empty="nothing to clean up")
     if dry_run:
-        would_free = sum(r.finding.size or 0 for r in results)
-        click.echo(f"\nwould act on {len(results)} item(s), freeing {human_size(would_free)}")
+        acting = [r for r in results if r.action not in ("kept", "failed")]
+        would_free = sum(r.finding.size or 0 for r in acting)
+        kept = len(results) - len(acting)
+        click.echo(
+            f"\nwould act on {len(acting)} item(s), freeing {human_size(would_free)}"
+            + (f"; {kept} kept (see NOTE)" if kept else "")
+        )
     else:
         click.echo(f"\ncleaned up {len(done)} item(s), freed {human_size(freed)}")

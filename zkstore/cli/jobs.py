@@ -5,6 +5,7 @@ They read handles, records and summaries only: no payload is ever read or unpick
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -132,6 +133,7 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
     with open_zookeeper(connection) as (zk, layout):
         listing = read_listing(zk, layout, results=show_all)
         snapshots = read_snapshots(zk, layout, listing.job_ids(), listing=listing).values()
+        results = None if show_all or fmt == "json" else zk.exists(layout.results)
     items = [
         describe(s) for s in snapshots if show_all or s.result is None or s.result.state != "CLEAN"
     ]
@@ -142,9 +144,16 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
         rows=[_row(i) for i in items],
         empty="no jobs",
     )
+    if results is not None:
+        # A finished job has only its result left: the count of results is one stat away, the
+        # results listed (the parent that grows with every job) are not needed to count them.
+        shown = sum(1 for s in snapshots if s.result is not None and s.result.state != "CLEAN")
+        hidden = results.numChildren - shown
+        if hidden > 0:
+            click.echo(f"{hidden} finished job(s) not shown: zkstore jobs list --all shows them")
 
 
-list_jobs.help = (list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
+list_jobs.help = inspect.cleandoc(list_jobs.help or "") + "\n\n" + JOB_JSON_HELP
 
 
 @jobs.command("show")
@@ -189,15 +198,21 @@ def show_job(
 
 
 def attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
-    """One line per attempt: ``2 SUCCEEDED on d2 at 2026-...Z, definition 8e1d0c2a91b4
-    (etl.py:main), new since attempt 1``."""
+    """One line per attempt: ``2 SUCCEEDED on d2, placed 2026-...Z, ended 2026-...Z,
+    definition 8e1d0c2a91b4 from /home/ann/etl/v2/etl.py:main, new since the attempt before``
+    (an attempt placed before the leader recorded where its code came from names what it runs:
+    ``(etl.py:main)``), then its note."""
     lines = []
     for entry in attempts:
-        line = f"{entry['attempt']} {entry['outcome']} on {entry['daemon']} at {entry['placed']}"
+        line = f"{entry['attempt']} {entry['outcome']} on {entry['daemon']}"
+        line += f", placed {entry['placed']}"
+        if entry.get("ended"):
+            line += f", ended {entry['ended']}"
         if entry.get("definition"):
             line += f", definition {entry['definition'][:12]}"
-            if entry.get("target"):
-                line += f" ({entry['target']})"
+            target = entry.get("target")
+            if target:
+                line += f" from {target}" if target.startswith(("/", "...")) else f" ({target})"
             if entry["new_definition"]:
                 line += ", new since the attempt before"
         if entry.get("note"):

@@ -9,6 +9,7 @@ verified. Its handle is kept in the entry, so its payload stays referenced for y
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import click
@@ -93,7 +94,7 @@ def list_quarantine(connection: Connection, fmt: str) -> None:
     )
 
 
-list_quarantine.help = (list_quarantine.help or "") + "\n\n" + ENTRY_JSON_HELP
+list_quarantine.help = inspect.cleandoc(list_quarantine.help or "") + "\n\n" + ENTRY_JSON_HELP
 
 
 @quarantine.command("show")

@@ -41,12 +41,14 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_REQUIRE_CHARS",
     "MAX_SUMMARY_FILES_CHARS",
+    "ORIGIN",
     "SCRIPT",
     "FileRole",
     "JobDefinition",
     "JobKind",
     "JobOptions",
     "ShippedFile",
+    "origin",
 ]
 
 JobKind = Literal["script", "function"]
@@ -67,6 +69,11 @@ DEFAULT_MAX_LOST_ATTEMPTS = 10
 MAX_SUMMARY_FILES_CHARS = 100
 #: ``require`` travels in the summary (the leader places without reading payloads)
 MAX_REQUIRE_CHARS = 120
+#: The summary key of where the job's code came from: the file given at submit (or at
+#: ``jobs resume --definition``), resolved, with its function; each attempt's history names it.
+ORIGIN = "origin"
+#: An origin is cut to its last this many characters (the file's name is at the end).
+MAX_ORIGIN_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -338,6 +345,15 @@ def _check_unique(names: Sequence[str]) -> None:
                 "directory under its own name"
             )
         seen.add(name)
+
+
+def origin(path: str, function: str | None = None) -> str:
+    """The :data:`ORIGIN` of code loaded from ``path`` (resolved by the caller), with its
+    function: ``/home/ann/etl/v2/orders.py:run``; a long path keeps its end."""
+    text = f"{path}:{function}" if function else path
+    if len(text) > MAX_ORIGIN_CHARS:
+        text = "..." + text[-(MAX_ORIGIN_CHARS - 3) :]
+    return text
 
 
 def _clip(text: str, max_bytes: int) -> str:

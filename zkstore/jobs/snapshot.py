@@ -20,6 +20,7 @@ the read that fetched it.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -359,8 +360,18 @@ def read_snapshot(zk: ZooKeeper, layout: Layout, job_id: str) -> JobSnapshot:
     404) if the store has no trace of the job."""
     found = read_snapshots(zk, layout, [validate_job_id(job_id)]).get(job_id)
     if found is None:
-        raise JobNotFound(f"no job {job_id!r} in this cluster")
+        raise JobNotFound(f"no job {job_id!r} in this cluster{_suggestion(zk, layout, job_id)}")
     return found
+
+
+def _suggestion(zk: ZooKeeper, layout: Layout, job_id: str) -> str:
+    """``: did you mean 'orders1'?`` when a job's id is a close spelling of ``job_id`` (a
+    mistyped id), else empty. On the error path only: it lists every job, finished ones too."""
+    names = read_listing(zk, layout).job_ids()
+    close = difflib.get_close_matches(job_id, sorted(names), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return f": did you mean {' or '.join(repr(name) for name in close)}?"
 
 
 def read_snapshots(

@@ -263,6 +263,12 @@ class StopStore:
         self.cluster.step("resume:requested")
         return self._resumed(job_id, version, new_code=new_code)
 
+    def resumed_already(self, job_id: str) -> bool:
+        """True if the job was stopped and resumed since: its stop is behind it (``jobs resume``
+        again has nothing to start)."""
+        status = self.status(job_id)
+        return self.request_of(job_id) is None and self._resumed_since_stopped(job_id, status)
+
     def check_resumable(self, job_id: str) -> None:
         """Raise as :meth:`resume` would for a job it cannot resume (before anybody reads its
         definition to change it): :class:`JobNotFound`, :class:`JobFinished`,

@@ -100,8 +100,36 @@ def parse_cron(expression: str) -> str:
     try:
         CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
     except CronSimError as exc:  # its only error (300,000 random expressions: no other)
-        raise ConfigError(f"cron expression {expression!r}: {exc}") from None
+        raise ConfigError(f"cron expression {expression!r}: {_cron_reason(str(exc))}") from None
     return text
+
+
+#: What each field of a cron expression takes, for the reason of an expression refused.
+_CRON_FIELDS = {
+    "second": "0-59",
+    "minute": "0-59",
+    "hour": "0-23",
+    "day-of-month": "1-31, L or LW (a day some month has)",
+    "month": "1-12 or JAN-DEC",
+    "day-of-week": "0-7 (0 and 7 are Sunday) or SUN-SAT, with L or # (5#2: the second Friday)",
+}
+
+
+def _cron_reason(message: str) -> str:
+    """cronsim's ``Bad minute`` as a reason a person can act on: the field, its position and
+    what it takes (ranges, steps ``*/15`` and lists ``1,5`` of these)."""
+    field = message.removeprefix("Bad ").strip()
+    if message.startswith("Bad ") and field in _CRON_FIELDS:
+        return (
+            f"the {field} field is not valid: it takes {_CRON_FIELDS[field]} "
+            "(a value, a range a-b, a list a,b or a step */n)"
+        )
+    if message == "Wrong number of fields":
+        return (
+            "it needs five fields (minute hour day-of-month month day-of-week), six with "
+            "seconds first, or a macro such as @daily"
+        )
+    return message
 
 
 def parse_timezone(name: str) -> ZoneInfo:

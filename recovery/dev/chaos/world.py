@@ -26,7 +26,7 @@ from typing import Any
 
 import fsspec
 
-from recovery.client.api import Client
+from recovery.client.api import Client, JobEnd
 from recovery.dev.chaos import job
 from recovery.dev.chaos.ledger import Ledger
 from recovery.dev.chaos.probe import ScheduleProbe
@@ -39,7 +39,6 @@ from zkstore.dev import lifeline
 from zkstore.dev.embedded import free_port
 from zkstore.dev.ensemble import ZooKeeperEnsemble
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobResult
 
 __all__ = [
     "DAEMONS",
@@ -315,7 +314,7 @@ class RunCluster(Closeable):
                     found[job_id] = pid
         return found
 
-    def wait_all(self, timeout: float) -> dict[str, JobResult]:
+    def wait_all(self, timeout: float) -> dict[str, JobEnd]:
         assert self.client is not None
         end = time.monotonic() + timeout
         return {

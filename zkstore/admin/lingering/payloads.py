@@ -64,8 +64,13 @@ class OrphanPayload(Kind):
     def clean(self, cluster: Cluster, finding: Finding, *, dry_run: bool) -> CleanupResult:
         if _referenced(cluster, finding.job_id, finding.target):
             return CleanupResult(finding, "kept", False, note="referenced by a handle now")
-        if is_log_key(cluster.storage.key_of(finding.target)) and _logs_kept(
-            cluster, finding.job_id
+        # A temporary file is a write whose writer died (older than --min-age): never part of
+        # the logs a job keeps, so what `lingering` reports as a partial write goes here too.
+        key = cluster.storage.key_of(finding.target)
+        if (
+            is_log_key(key)
+            and not is_temporary(finding.target)
+            and _logs_kept(cluster, finding.job_id)
         ):
             return CleanupResult(finding, "kept", False, note="its job keeps it now")
         if not dry_run:
