@@ -16,6 +16,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -27,14 +28,19 @@ from typing import Any
 import click
 
 from recovery.client.api import Client
-from recovery.dev.localcluster import LocalCluster
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.logs import JobLogs
+from zkstore.jobs.records import DrainMark
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.layout import Layout
+from zkstore.strict import utc_now
 
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
+#: the line a daemon logs once its warm driver JVM is ready (recovery.member.sparkjvm.pool)
+WARM_READY = re.compile(r"warm driver \S+ ready \(pid \d+, started and warmed in ([0-9.]+) s\)")
 
 
 class Narrator:
@@ -96,8 +102,15 @@ def run_demo(days: int, session_timeout: float, keep: bool) -> bool:
             session_timeout=session_timeout,
         )
         say(f"ZooKeeper on {zookeeper.connect_string}; payloads in {work}/storage")
+        # One warm driver JVM per daemon (the default of a daemon on a host with room for
+        # it; a LocalCluster keeps none unless asked): each attempt of the story starts on one.
         local = LocalCluster(
-            config, work / "daemons", spark_master="local[2]", restart_backoff=1.0, http=True
+            config,
+            work / "daemons",
+            spark_master="local[2]",
+            restart_backoff=1.0,
+            http=True,
+            warm_drivers=1,
         )
         try:
             return _story(narrator, local, config, work, days)
@@ -120,7 +133,18 @@ def _story(
     roots = ("--artifact-root", f"file://{work / 'output'}")
     local.start_daemon("daemon-1", *roots)
     first = local.wait_for_leader()
-    say(f"recovery daemon {first.daemon_id} (pid {first.pid}) is up and leads", bold=True)
+    # The second daemon plays another host: drained until the job runs on the first (as
+    # `zkstore daemons drain` would), it warms its own driver JVM meanwhile.
+    _drain(local, "daemon-2", drained=True)
+    local.start_daemon("daemon-2", *roots)
+    say(
+        f"two recovery daemons are up; {first.daemon_id} (pid {first.pid}) is the leader, "
+        "daemon-2 is drained until the job runs on daemon-1",
+        bold=True,
+    )
+    pages = ", ".join(f"{d.url}/" for d in local.daemons.values() if d.url)
+    say(f"status pages (open one in a browser while the story runs): {pages}")
+    _await_warm_driver(narrator, first)
     with Client(config) as client:
         job_id = client.submit_file(
             f"{PIPELINE}:run",
@@ -132,12 +156,11 @@ def _story(
         story = Story(narrator, local, client, job_id)
         # The job on daemon-1 (the only one yet): the second daemon then plays another host.
         story.follow_until(lambda: story.driver_pid is not None, 180, "the driver")
-        local.start_daemon("daemon-2", *roots)
-        say(f"the job runs on {first.daemon_id}; a second daemon, daemon-2, starts beside it")
-        pages = ", ".join(f"{d.url}/" for d in local.daemons.values() if d.url)
-        say(f"status pages (open one in a browser while the story runs): {pages}")
+        _drain(local, "daemon-2", drained=False)
+        say(f"the job runs on {first.daemon_id}; daemon-2 is undrained")
         story.follow_until(lambda: story.last_day >= 2, 180, "day 2")
-        story.follow_until(lambda: _member(client, "daemon-2"), 60, "daemon-2 to join")
+        second = local.daemons["daemon-2"]
+        story.follow_until(lambda: _warm(second) is not None, 180, "daemon-2's warm driver")
         _kill_leader(story, first)
         kill_after = min(story.last_day + 2, days - 2)
         story.follow_until(lambda: story.last_day >= kill_after, 180, f"day {kill_after}")
@@ -219,9 +242,32 @@ def _kill_driver(story: Story, lost: str) -> None:
     )
 
 
-def _member(client: Client, daemon_id: str) -> bool:
-    """Whether ``daemon_id`` has joined the fleet (its member record is up)."""
-    return client.cluster.zk.exists(client.cluster.layout.member(daemon_id)) is not None
+def _warm(daemon: DaemonProcess) -> str | None:
+    """How long the daemon's warm driver JVM took to be ready (``12.3 s``), once it is."""
+    found = WARM_READY.search(daemon.log())
+    return None if found is None else f"{found.group(1)} s"
+
+
+def _await_warm_driver(narrator: Narrator, daemon: DaemonProcess) -> None:
+    """Wait for the daemon's warm driver JVM: the job's first attempt starts on it, not on a
+    JVM of its own started cold (Spark's start is most of a short attempt's time)."""
+    narrator.say(f"{daemon.daemon_id} warms a Spark driver JVM for the job (--warm-drivers 1)")
+    end = time.monotonic() + 180
+    while (took := _warm(daemon)) is None:
+        if time.monotonic() > end or not daemon.alive:
+            raise click.ClickException(f"{daemon.daemon_id}'s warm driver never got ready")
+        time.sleep(0.2)
+    narrator.say(f"its warm driver is ready (started and warmed in {took})")
+
+
+def _drain(local: LocalCluster, daemon_id: str, *, drained: bool) -> None:
+    """Put or take away the daemon's drain mark (what ``zkstore daemons drain|undrain``
+    write): no new attempt is placed on a drained daemon."""
+    path = Layout(local.config.base_path).drain_mark(daemon_id)
+    if drained:
+        local.zk.create(path, DrainMark(version=None, since=utc_now()).to_bytes())
+    else:
+        local.zk.delete(path)
 
 
 def _compare(say: Callable[..., None], work: Path, expected: dict[str, Any]) -> bool:
