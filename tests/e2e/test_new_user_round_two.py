@@ -151,6 +151,8 @@ def test_stop_resume_twice_and_what_the_views_say(
         )  # fmt: skip
         assert made.returncode == 0, made.stderr
         wait_for(lambda: show(config, "orders1")["checkpoints"], timeout=120, what="a checkpoint")
+        running = script(config, "jobs show", "orders1")  # where it runs: daemon and driver
+        assert "\ndaemon: d1\ndriver: " in running.stdout, running.stdout
         stopped = script(
             config, "jobs stop", "orders1", "--reason", "new code",
             "--checkpoint-timeout", f"{END_GRACE * 4 + 30:g}s",

@@ -255,6 +255,7 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
         "attempt": attempts_text(item),
         "max_attempts": item["max_attempts"],
         "max_lost_attempts": item["max_lost_attempts"],
+        "daemon": item["daemon"],
         "driver": None
         if driver is None
         else "{host} pid {pid}, attempt {attempt}, since {started}".format(**driver),
