@@ -176,5 +176,6 @@ def resume_job(
             kept = dict(getattr(current, "lifecycle", None) or {})
             options = {k: v for k, v in {**kept, **given}.items() if k not in removed}
             definition = dataclasses.replace(definition, lifecycle=options)
+            client.check_definition(definition)
         resumed = store.resume(job_id, definition=definition, new_code=target is not None)
         click.echo(resumed.describe())

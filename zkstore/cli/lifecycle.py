@@ -58,13 +58,15 @@ class Limit(Duration):
 
 class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
     """An http(s) URL for notifications, or ``off`` (""); with ``check_destination``, one
-    whose address (after resolving its name) notifications may go to, as
+    whose address (after resolving its name) notifications may go to, as this process's
     ``ZKSTORE_NOTIFY_ALLOWED_HOSTS`` says (:mod:`zkstore.lifecycle.destinations`: a refused
-    one is a usage error in one line)."""
+    one is a usage error in one line). Commands that make or change a job or a schedule do
+    not check here: they check, once connected, against the cluster's published settings
+    (:class:`zkstore.policy.ClusterPolicy`)."""
 
     name = "url|off"
 
-    def __init__(self, *, check_destination: bool = True) -> None:
+    def __init__(self, *, check_destination: bool = False) -> None:
         self.check_destination = check_destination
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
