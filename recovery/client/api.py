@@ -102,9 +102,14 @@ class Client(Closeable):
 
     def check_definition(self, definition: JobDefinition) -> None:
         """Refuse at once (exit 2, the leader's words) what the leader would not do for the job
-        of ``definition``: a notification it would drop."""
-        notify = (getattr(definition, "lifecycle", None) or {}).get(NOTIFY_KEY)
+        of ``definition``: a notification it would drop, a ``--progress-timeout`` under its
+        least."""
+        lifecycle = getattr(definition, "lifecycle", None) or {}
+        notify = lifecycle.get(NOTIFY_KEY)
         self.policy.check_notify(str(notify) if notify else None)
+        progress = lifecycle.get("progress_timeout")
+        if isinstance(progress, int | float) and not isinstance(progress, bool):
+            self.policy.check_progress_timeout(float(progress))
 
     def close(self) -> None:
         if self._owns:
