@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ def client_env(**variables: str) -> dict[str, str]:
 def fleet(local: LocalCluster, laptop: Path) -> Iterator[LocalCluster]:
     """Daemons with the production bounds unless their flags say otherwise; the user's job."""
     local.extra_env = dict(PRODUCTION)
+    local.http = True  # each daemon serves the API on a free loopback port
     (laptop / "job.py").write_text(JOB)
     yield local
 
@@ -64,6 +66,12 @@ def published(local: LocalCluster, leader: str, timeout: float = 30.0) -> Cluste
         return found if found is not None and found.leader_id == leader else None
 
     return wait_for(written, timeout=timeout, what=f"{leader}'s settings published")
+
+
+def api(url: str) -> Any:
+    """``GET url``'s JSON (a daemon's HTTP API, no token: reads are open without one)."""
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 def one_line(stderr: str) -> str:
@@ -118,6 +126,8 @@ def test_the_leaders_bounds_refuse_what_a_clients_environment_would_allow(
     assert data["settings"]["schedule_min_interval"] == 10
     assert data["settings"]["notify_allowed_hosts"] == []
     assert data["leader_id"] == "d1" and data["daemons_differing"] == []
+    served = api(f"{fleet.daemons['d1'].url}/api/v1/cluster/settings")
+    assert served == data
     table = script(runtime_config, "cluster settings", env=client_env())
     assert table.returncode == 0, table.stderr
     assert "schedule_min_interval" in table.stdout and "--schedule-min-interval" in table.stdout
@@ -252,6 +262,8 @@ def test_what_the_leader_does_not_do_is_a_condition_on_the_object(
         assert "--notify-allowed-hosts" in dropped["message"], dropped
         text = script(runtime_config, "jobs show", "hooked", env=client_env())
         assert "NotificationDropped (RefusedDestination)" in text.stdout, text.stdout
+        served = api(f"{fleet.daemons['d2'].url}/api/v1/jobs/hooked")
+        assert condition(served, "NotificationDropped") == dropped
 
         stuck = wait_for(
             lambda: condition(shown_json(runtime_config, "schedules show", "fast"), "CannotFire"),

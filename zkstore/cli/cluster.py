@@ -3,14 +3,12 @@ published them (:mod:`zkstore.cluster.settings`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster, fleet
-from zkstore.cluster.settings import POLICY_FIELDS, ClusterSettings, key_for, read_settings
+from zkstore.cluster.settings import POLICY_FIELDS, differing, key_for, read_settings, view
 from zkstore.errors import HandleNotFound
 
 
@@ -42,10 +40,8 @@ def settings_command(connection: Connection, fmt: str) -> None:
                 path=cluster.layout.settings,
             )
         members, _ = fleet.live_members(cluster.zk, cluster.layout)
-    differ = sorted(
-        m.daemon_id for m in members if m.settings is not None and m.settings != record.digest
-    )
-    data = settings_view(record, differ)
+    differ = differing(record, members)
+    data = view(record, differ)
     if fmt == "json":
         emit(data, fmt)
         return
@@ -60,17 +56,3 @@ def settings_command(connection: Connection, fmt: str) -> None:
         click.echo(
             f"daemons whose own settings differ (the leader's are in force): {', '.join(differ)}"
         )
-
-
-def settings_view(record: ClusterSettings, differ: list[str]) -> dict[str, Any]:
-    """The JSON of ``cluster settings`` (and of the HTTP API's, if it serves it)."""
-    return {
-        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in record.policy().items()},
-        "set_by": dict(POLICY_FIELDS),
-        "leader_id": record.leader_id,
-        "written": record.written,
-        "digest": record.digest,
-        "signed": record.signature is not None,
-        "version": record.version,
-        "daemons_differing": differ,
-    }

@@ -28,7 +28,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -41,7 +41,7 @@ from zkstore.errors import (
     UntrustedPayload,
     VersionConflict,
 )
-from zkstore.jobs.records import Record
+from zkstore.jobs.records import MemberInfo, Record
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, SetData
 from zkstore.retry import RACES, TryAgain
@@ -52,11 +52,13 @@ __all__ = [
     "POLICY_FIELDS",
     "SHOWN_BY",
     "ClusterSettings",
+    "differing",
     "key_for",
     "publish",
     "read_settings",
     "settings_digest",
     "settings_key",
+    "view",
 ]
 
 logger = logging.getLogger(__name__)
@@ -249,3 +251,25 @@ def publish(
         return sealed.with_version(version)
 
     return RACES.call(attempt, what="publishing the cluster's settings", path=layout.settings)
+
+
+def differing(record: ClusterSettings, members: Sequence[MemberInfo]) -> list[str]:
+    """The daemons whose own settings differ from ``record`` (a daemon older than the digests
+    is not judged), sorted."""
+    return sorted(
+        m.daemon_id for m in members if m.settings is not None and m.settings != record.digest
+    )
+
+
+def view(record: ClusterSettings, differ: Sequence[str]) -> dict[str, Any]:
+    """The JSON of ``zkstore cluster settings`` and of ``GET /api/v1/cluster/settings``."""
+    return {
+        "settings": {k: _json_value(v) for k, v in record.policy().items()},
+        "set_by": dict(POLICY_FIELDS),
+        "leader_id": record.leader_id,
+        "written": record.written,
+        "digest": record.digest,
+        "signed": record.signature is not None,
+        "version": record.version,
+        "daemons_differing": list(differ),
+    }
