@@ -128,6 +128,25 @@ def test_the_leaders_bounds_refuse_what_a_clients_environment_would_allow(
     assert data["leader_id"] == "d1" and data["daemons_differing"] == []
     served = api(f"{fleet.daemons['d1'].url}/api/v1/cluster/settings")
     assert served == data
+
+    needy = script(
+        runtime_config,
+        "submit",
+        "job.py:run",
+        "--job-id",
+        "needy",
+        "--require",
+        "gpu=a100",
+        cwd=laptop,
+        env=client_env(),
+    )
+    assert needy.returncode == 0, needy.stderr
+    unplaced = wait_for(
+        lambda: condition(shown_json(runtime_config, "jobs show", "needy"), "Unplaceable"),
+        timeout=30,
+        what="the job no daemon can run said so",
+    )
+    assert "no daemon with gpu=a100 is up" in unplaced["message"], unplaced
     table = script(runtime_config, "cluster settings", env=client_env())
     assert table.returncode == 0, table.stderr
     assert "schedule_min_interval" in table.stdout and "--schedule-min-interval" in table.stdout
@@ -264,6 +283,11 @@ def test_what_the_leader_does_not_do_is_a_condition_on_the_object(
         assert "NotificationDropped (RefusedDestination)" in text.stdout, text.stdout
         served = api(f"{fleet.daemons['d2'].url}/api/v1/jobs/hooked")
         assert condition(served, "NotificationDropped") == dropped
+        with urllib.request.urlopen(f"{fleet.daemons['d2'].url}/metrics", timeout=30) as answer:
+            metrics = answer.read().decode()
+        assert (
+            'zkstore_conditions_raised_total{daemon="d2",type="NotificationDropped"} 1.0' in metrics
+        ), metrics[-3000:]
 
         stuck = wait_for(
             lambda: condition(shown_json(runtime_config, "schedules show", "fast"), "CannotFire"),
