@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -177,12 +177,22 @@ class ConditionStore:
         """Make ``condition`` hold on the object (fenced); True if that changed anything."""
         return self._change(kind, name, lambda c: c.holding(condition), fence)
 
-    def clear(self, kind: str, name: str, types: Sequence[str], *, fence: Fence) -> bool:
-        """The conditions of ``types`` no longer hold (fenced); True if one did."""
+    def clear(
+        self,
+        kind: str,
+        name: str,
+        types: Sequence[str],
+        *,
+        fence: Fence,
+        when: Callable[[Condition], bool] | None = None,
+    ) -> bool:
+        """The conditions of ``types`` (those ``when`` says, if given) no longer hold
+        (fenced); True if one did."""
 
         def without(found: Conditions) -> Conditions:
-            for kind_ in types:
-                found = found.without(kind_)
+            for held in found.conditions():
+                if held.type in types and (when is None or when(held)):
+                    found = found.without(held.type)
             return found
 
         return self._change(kind, name, without, fence, create=False)

@@ -1,7 +1,7 @@
 """The conditions the leader keeps on jobs (:mod:`zkstore.conditions`): a notification of the
 job it dropped undelivered (its destination refused by this leader's settings, or past the
-outbox's retention), cleared once a later notification of the job is delivered; deleted with the
-job's result.
+outbox's retention) or did not write (past ``--notify-max-per-job``), cleared once a later
+notification of the job is delivered; deleted with the job's result.
 
 Called from the notification sender's thread (its settling of each answer) and the loop's
 (retention): every write is fenced on the leadership, and a job's conditions are read at most
@@ -46,7 +46,7 @@ class JobConditions:
         self._lock = threading.Lock()
         #: jobs whose conditions this leadership read or wrote, and those it made hold
         self._seen: set[str] = set()
-        self._held: set[str] = set()
+        self._held: dict[str, set[str]] = {}
         self.raised: Counter[str] = raised if raised is not None else Counter()
 
     def _allowed(self) -> bool:
@@ -56,41 +56,59 @@ class JobConditions:
     def dropped(self, item: Pending, why: str) -> None:
         """A notification of the job was dropped undelivered: say so on the job."""
         entry = item.entry
-        if not self._allowed():
-            return
-        condition = Condition(
-            NOTIFICATION_DROPPED,
-            "RefusedDestination" if "refused" in why else "Expired",
+        refused = "refused" in why
+        self._hold(
+            entry.job_id,
+            redact_url(entry.url),
+            "RefusedDestination" if refused else "Expired",
             f"notification of {entry.state} (attempt {entry.attempt}) to "
             f"{redact_url(entry.url)} dropped after {entry.tries} tries: {why}"
             + (
                 " (not among the leader's --notify-allowed-hosts: zkstore cluster settings)"
-                if "refused" in why
+                if refused
                 else ""
             ),
-            utc_now(),
         )
-        if self._write(
-            entry.job_id, lambda: self.store.hold(JOB, entry.job_id, condition, fence=self.fence)
-        ):
+
+    def refused(self, job_id: str, state: str, url: str, message: str) -> None:
+        """An event of the job was not written at all (past its bound): say so on the job."""
+        self._hold(
+            job_id,
+            redact_url(url),
+            "TooManyWaiting",
+            f"its {state} event to {redact_url(url)} is not sent: {message}",
+        )
+
+    def _hold(self, job_id: str, destination: str, reason: str, message: str) -> None:
+        if not self._allowed():
+            return
+        condition = Condition(NOTIFICATION_DROPPED, reason, message, utc_now())
+        if self._write(job_id, lambda: self.store.hold(JOB, job_id, condition, fence=self.fence)):
             with self._lock:
                 self.raised[NOTIFICATION_DROPPED] += 1
         with self._lock:
-            self._seen.add(entry.job_id)
-            self._held.add(entry.job_id)
+            self._seen.add(job_id)
+            self._held.setdefault(job_id, set()).add(destination)
 
     def delivered(self, item: Pending) -> None:
-        """A notification of the job was delivered: an earlier drop no longer holds."""
-        job_id = item.entry.job_id
+        """A notification of the job was delivered: a drop of one to the same destination
+        no longer holds (one to another destination still does)."""
+        job_id, destination = item.entry.job_id, redact_url(item.entry.url)
         with self._lock:
-            if job_id in self._seen and job_id not in self._held:
+            if job_id in self._seen and destination not in self._held.get(job_id, ()):
                 return
             self._seen.add(job_id)
-            self._held.discard(job_id)
+            self._held.get(job_id, set()).discard(destination)
         if self._allowed():
             self._write(
                 job_id,
-                lambda: self.store.clear(JOB, job_id, [NOTIFICATION_DROPPED], fence=self.fence),
+                lambda: self.store.clear(
+                    JOB,
+                    job_id,
+                    [NOTIFICATION_DROPPED],
+                    fence=self.fence,
+                    when=lambda held: f" to {destination} " in held.message,
+                ),
             )
 
     def forget(self, job_ids: Iterable[str]) -> None:

@@ -256,6 +256,8 @@ class ScheduleFiring:
         )
 
     def _guarded_conditions(self, name: str, change: Callable[[], bool]) -> bool:
+        """Write a schedule's condition; an outage or a lost leadership raises, anything else
+        is logged (the condition is looked at again at the schedule's next pass)."""
         try:
             return change()
         except (NotLeader, StoreUnavailable):

@@ -352,6 +352,9 @@ def update_schedule(
     with open_schedules(connection) as (cluster, store):
         policy.append(ClusterPolicy.read(cluster.zk, cluster.layout, connection.config))
         policy[0].check_notify(str(given.get("notify") or "") or None)
+        progress = given.get("progress_timeout")
+        if isinstance(progress, int | float) and not isinstance(progress, bool):
+            policy[0].check_progress_timeout(float(progress))
         spec, what = update(store, validate_name(name), spec_change, run_change, by=who())
     if what is None:
         click.echo(f"schedule {name}: nothing changed")
