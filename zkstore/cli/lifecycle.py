@@ -153,7 +153,9 @@ def lifecycle_options(func: F) -> F:
         default=None,
         metavar="URL|off",
         help="POST a JSON event to URL on each state change of the job that a user cares about "
-        "(failed, lost, timed out, quarantined, stopped, finished), besides the daemon's --notify.",
+        "(failed, lost, timed out, quarantined, stopped, finished), besides the daemon's --notify; "
+        "refused unless its address is global or among the leader's --notify-allowed-hosts "
+        "(zkstore cluster settings).",
     )(func)
     for flag, kind, metavar, text in reversed(_RETRY):
         func = click.option(flag, type=kind, default=None, metavar=metavar, help=text)(func)
