@@ -286,6 +286,9 @@ def test_what_the_leader_does_not_do_is_a_condition_on_the_object(
         assert "NotificationDropped (RefusedDestination)" in text.stdout, text.stdout
         served = api(f"{fleet.daemons['d2'].url}/api/v1/jobs/hooked")
         assert condition(served, "NotificationDropped") == dropped
+        with urllib.request.urlopen(f"{fleet.daemons['d2'].url}/jobs/hooked", timeout=30) as page:
+            html = page.read().decode()
+        assert "<b>NotificationDropped</b> (RefusedDestination)" in html, html[-3000:]
         with urllib.request.urlopen(f"{fleet.daemons['d2'].url}/metrics", timeout=30) as answer:
             metrics = answer.read().decode()
         assert (
