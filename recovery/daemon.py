@@ -318,6 +318,7 @@ class Daemon:
             self.loop,
             self.election,
             refused=self.stats.refused,
+            raised=self.stats.conditions,
         )
         logger.info("daemon %s is the leader", self.settings.daemon_id)
         self._last_reconcile = time.monotonic()

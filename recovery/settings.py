@@ -12,8 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
+from zkstore.cluster.settings import ClusterSettings, settings_digest
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.lifecycle.limits import least_limits
 from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL
 from zkstore.secrecy import read_secret_file
 
@@ -295,6 +297,29 @@ class DaemonSettings:
     def backoff(self, failures: int) -> float:
         """Delay before the next attempt after ``failures`` failed ones (exponential, capped)."""
         return float(min(self.max_backoff, self.restart_backoff * 2 ** max(0, failures - 1)))
+
+    def published(self) -> ClusterSettings:
+        """What this daemon enforces as a leader, as it publishes it in ``R/settings``
+        (:mod:`zkstore.cluster.settings`; not sealed yet: no leader, no digest)."""
+        bounds = self.bounds
+        least = least_limits(self.store.lowered_minimums).least_progress_timeout
+        return ClusterSettings(
+            version=None,
+            schedule_min_interval=bounds.schedule_min_interval,
+            schedule_fire_budget=bounds.schedule_fire_budget,
+            notify_allowed_hosts=tuple(
+                item.strip() for v in bounds.notify_allowed for item in v.split(",") if item.strip()
+            ),
+            notify_max_per_job=bounds.notify_per_job,
+            notify_per_host=bounds.notify_per_host,
+            progress_timeout_min_ms=round(least * 1000),
+        )
+
+    @property
+    def settings_digest(self) -> str:
+        """The digest of :meth:`published`'s values, which this daemon's member record carries
+        (``fleet status`` compares it with the leader's record)."""
+        return settings_digest(self.published().policy())
 
 
 #: ``--http-allowed-hosts`` value that answers any name (behind a proxy that checks it).

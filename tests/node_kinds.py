@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from zkstore.cluster.fleet import FleetRecord
+from zkstore.cluster.settings import ClusterSettings
+from zkstore.conditions import Condition, Conditions
 from zkstore.handle import Handle
 from zkstore.jobs.artifacts import Artifact
 from zkstore.jobs.claims import Claim
@@ -96,6 +98,20 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         "fleet",
         lambda data, path: FleetRecord.from_znode(data, None, path),
         _record(FleetRecord, current=1, since=NOW, by="zkstore 0.2.0 on h").to_bytes(),
+    ),
+    "settings": (
+        "settings",
+        lambda data, path: ClusterSettings.from_znode(data, None, path),
+        ClusterSettings(version=None, notify_allowed_hosts=("127.0.0.1", "10.0.0.0/8"))
+        .sealed("d1", b"k" * 32)
+        .to_bytes(),
+    ),
+    "conditions": (
+        "conditions_of",
+        lambda data, path: Conditions.from_znode(data, None, path),
+        Conditions(version=None)
+        .holding(Condition("CannotFire", "UnderMinimumInterval", "cannot fire: its windows", NOW))
+        .to_bytes(),
     ),
     "drained": (
         "drain_mark",
@@ -320,6 +336,7 @@ PRESENCE_ONLY = {
 
 #: Layout methods that name parents of many nodes, not a node kind of their own.
 PARENTS = {
+    "conditions",
     "current_jobs",
     "jobs",
     "results",

@@ -7,13 +7,15 @@ The store's pieces, from the top (a module imports only from its own layer and t
 ``make lint``): the packages, then the primitives, flat, then the errors; ``dev/`` stands apart::
 
     cli/            the store's commands (the runtime adds its own: :mod:`recovery.cli`)
+    policy.py       what a client checks a job or a schedule against: the leader's settings
     service/        the job view model and the control service that the command line, the
                     HTTP API and the status page share
     admin/          an operator's view of a whole cluster: inventory, ACLs, lingering state
     schedules/      a job definition stored once, run at every window exactly once
     lifecycle/      the run's lifecycle: retry pacing, limits, stop and resume, notifications
     cluster/        one cluster as a whole: the connection that hands out every store, a
-                    job's cleanup, triage, the fleet's protocol
+                    job's cleanup, triage, the fleet's protocol, the leader's settings
+    conditions.py   what the leader does not do for a job or a schedule, said on it
     jobs/           one store (or reader) per kind of a job's records, and the one vocabulary
                     of job states
     store.py        the state handle store: payloads in storage, verified handles in ZooKeeper

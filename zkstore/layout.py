@@ -6,6 +6,9 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/leader/info                         EPHEMERAL JSON of the current leader
     R/leader/history                      JSON the last leaders, the daemons seen leaving
     R/fleet                               JSON the fleet protocol the cluster is finalized at
+    R/settings                            JSON the leader's bounds and policies (invariant 17)
+    R/conditions/jobs/<job>               JSON what the leader does not do for the job, and why
+    R/conditions/schedules/<name>         JSON ... for the schedule (zkstore/conditions.py)
     R/currentJobs/<job>                   JSON handle of the job definition
     R/currentJobs/<job>/locks/<owner>     EPHEMERAL lock of a store instance using it
     R/jobs/<job>/status                   JSON status, written by the leader
@@ -122,6 +125,23 @@ class Layout:
     def schedules(self) -> str:
         """The schedules (:mod:`zkstore.schedules`): one spec node per schedule, its state below."""
         return f"{self.base}/schedules"
+
+    @property
+    def settings(self) -> str:
+        """The cluster's settings, written by its leader (:mod:`zkstore.cluster.settings`)."""
+        return f"{self.base}/settings"
+
+    @property
+    def conditions(self) -> str:
+        """The conditions of jobs and schedules (:mod:`zkstore.conditions`)."""
+        return f"{self.base}/conditions"
+
+    def conditions_of(self, kind: str, name: str) -> str:
+        """The conditions of one job (``kind`` ``jobs``) or schedule (``schedules``)."""
+        if kind not in ("jobs", "schedules"):
+            raise ValueError(f"no conditions of {kind!r}")
+        what = "job id" if kind == "jobs" else "schedule name"
+        return f"{self.conditions}/{kind}/{validate_id(name, what)}"
 
     @property
     def election(self) -> str:

@@ -30,6 +30,7 @@ from zkstore.errors import NewerRecord
 __all__ = [
     "ARGUMENTS_APART",
     "ATTEMPT_PROVENANCE",
+    "CLUSTER_SETTINGS",
     "FEATURES",
     "FIELD",
     "JOB_IDENTITIES",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
-PROTOCOL = 3
+PROTOCOL = 4
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).
 MIN_PROTOCOL = 1
 #: The field that marks a JSON record written with a feature past protocol 1.
@@ -65,6 +66,7 @@ class Feature:
 ARGUMENTS_APART = "arguments-apart"
 JOB_IDENTITIES = "job-identities"
 ATTEMPT_PROVENANCE = "attempt-provenance"
+CLUSTER_SETTINGS = "cluster-settings"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -90,6 +92,14 @@ FEATURES: dict[str, Feature] = {
         ATTEMPT_PROVENANCE,
         3,
         "each attempt's definition in the job's history (which code an attempt ran)",
+    ),
+    # The leader's settings in R/settings, and the conditions it keeps on jobs and schedules
+    # (R/jobs/<job>/conditions, R/schedules/<name>/conditions): new nodes a daemon of protocol
+    # 3 lists among a job's or a schedule's records and does not know.
+    CLUSTER_SETTINGS: Feature(
+        CLUSTER_SETTINGS,
+        4,
+        "the cluster's published settings and the conditions on jobs and schedules",
     ),
 }
 

@@ -182,6 +182,7 @@ def resume_job(
             kept = dict(getattr(current, "lifecycle", None) or {})
             options = {k: v for k, v in {**kept, **given}.items() if k not in removed}
             definition = dataclasses.replace(definition, lifecycle=options)
+            client.check_definition(definition)
             if target is not None:
                 stored = client.cluster.jobs.handles.get_handle(job_id).summary
                 summary = client.redefinition_summary(

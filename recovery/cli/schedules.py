@@ -17,7 +17,6 @@ from zkstore.cli.base import Connection, store_timeout_connection_options
 from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary
 from zkstore.cli.schedules import WHEN_KEYS, interval_note, new_spec, schedules, when_options
 from zkstore.errors import ConfigError, HandleNotFound
-from zkstore.schedules.limits import check_bounds, min_interval_from_env
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.store import ScheduleStore
@@ -46,7 +45,8 @@ def create_schedule(
     job options and run options given here, as submit takes them (--timeout is each run's
     time limit; --notify, the retry pacing); `schedules show NAME` lists them, the recent
     windows and how many it is behind. Prints NAME and the next window. Windows closer than
-    the cluster's minimum (ZKSTORE_SCHEDULE_MIN_INTERVAL, default 10s) are refused, as is a
+    the cluster's minimum (the leader's --schedule-min-interval, default 10s: `zkstore
+    cluster settings` shows it) are refused, as is a --notify the leader would drop, a
     --start-at more than --catchup-max windows back with --catchup all, and an
     --after-schedule whose windows are not this schedule's.
     """
@@ -55,8 +55,8 @@ def create_schedule(
     job, lifecycle = split_job_options(options)
     now = datetime.now(UTC)
     spec = new_spec(name, now, **when)
-    check_bounds(spec, now, min_interval_from_env())
     with Client(connection.config) as client:
+        client.policy.check_schedule(spec, now)  # the leader's minimum, not this environment's
         store = ScheduleStore.for_config(connection.config, client.cluster.zk)
         if spec.after_schedule is not None:
             check_chain(spec, store)
@@ -68,6 +68,7 @@ def create_schedule(
             lifecycle=lifecycle_summary(lifecycle),
             **job,
         )
+        client.check_definition(definition)
         created = store.create(spec, definition)
     click.echo(name)
     note = interval_note(created.spec, when["every"], aligned=when["start_at"] is None)

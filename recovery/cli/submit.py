@@ -76,9 +76,11 @@ def submit(
 ) -> None:
     """Submit a PySpark job; accepted as soon as it is durable, leader or not.
 
-    FILE.py runs an unmodified PySpark script (restarted from scratch after a failure).
-    FILE.py:FUNCTION calls FUNCTION(ctx, *ARGS) with a job context: ctx.spark, ctx.job_id,
-    ctx.attempt, ctx.latest_checkpoint(), ctx.checkpoint(metadata), ctx.config.
+    FILE.py runs an unmodified PySpark script (restarted from scratch after a failure); a
+    file whose top level only defines functions (run, main, or one taking ctx) is refused,
+    naming the FILE.py:FUNCTION to give. FILE.py:FUNCTION calls FUNCTION(ctx, *ARGS) with a
+    job context: ctx.spark, ctx.job_id, ctx.attempt, ctx.latest_checkpoint(),
+    ctx.checkpoint(metadata), ctx.config.
 
     The job takes along what it needs, stored with it so that any daemon's host can run it:
     the modules FILE.py imports from its own directory, and --py-files, --files and --jars.

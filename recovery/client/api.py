@@ -32,7 +32,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypedDict
 
-from recovery.client.jobfile import importable, job_id_or_default, load_function, parse_target
+from recovery.client.jobfile import (
+    check_script_runs,
+    importable,
+    job_id_or_default,
+    load_function,
+    parse_target,
+)
 from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
 from recovery.shared.pickling import is_user_module, pickled_by_value
 from zkstore.closing import Closeable
@@ -57,7 +63,8 @@ from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
-from zkstore.lifecycle.options import SUMMARY_KEYS
+from zkstore.lifecycle.options import NOTIFY_KEY, SUMMARY_KEYS
+from zkstore.policy import ClusterPolicy
 from zkstore.protocol import ARGUMENTS_APART
 from zkstore.schedules.records import SchedulePaths
 
@@ -127,6 +134,27 @@ class Client(Closeable):
         self.cluster = cluster or Cluster.open(config or StoreConfig.from_env())
         #: what a submission may write (a stale reading writes an older protocol's way)
         self.fleet = fleet.FleetReading(self.cluster.zk, self.cluster.layout)
+        self._policy: ClusterPolicy | None = None
+
+    @property
+    def policy(self) -> ClusterPolicy:
+        """The cluster's settings as its leader published them (read once per client), or, for
+        a cluster without them, this process's environment (:mod:`zkstore.cluster.settings`)."""
+        if self._policy is None:
+            cluster = self.cluster
+            self._policy = ClusterPolicy.read(cluster.zk, cluster.layout, cluster.config)
+        return self._policy
+
+    def check_definition(self, definition: JobDefinition) -> None:
+        """Refuse at once (exit 2, the leader's words) what the leader would not do for the job
+        of ``definition``: a notification it would drop, a ``--progress-timeout`` under its
+        least."""
+        lifecycle = getattr(definition, "lifecycle", None) or {}
+        notify = lifecycle.get(NOTIFY_KEY)
+        self.policy.check_notify(str(notify) if notify else None)
+        progress = lifecycle.get("progress_timeout")
+        if isinstance(progress, int | float) and not isinstance(progress, bool):
+            self.policy.check_progress_timeout(float(progress))
 
     def close(self) -> None:
         if self._owns:
@@ -156,6 +184,7 @@ class Client(Closeable):
         ``origin`` (:func:`~zkstore.jobs.definition.origin`) says where the code came from.
         """
         job_id = definition.job_id
+        self.check_definition(definition)
         dependencies = check_after(job_id, [parse_after(text) for text in after])
         waits_for = format_after(dependencies) if dependencies else None
         extra: dict[str, SummaryValue] = {} if waits_for is None else {AFTER: waits_for}
@@ -486,6 +515,7 @@ class Client(Closeable):
             compile(source, str(what), "exec")
         except SyntaxError as exc:
             raise ConfigError(f"{what}:{exc.lineno}: syntax error: {exc.msg}") from exc
+        check_script_runs(what, source)
         return JobDefinition.for_script(
             job_id_or_default(job_id, what.stem),
             source,

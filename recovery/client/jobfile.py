@@ -4,6 +4,7 @@ imported the way the driver will import it (its directory and ``--py-files`` fir
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import re
@@ -19,7 +20,24 @@ from typing import Any
 from zkstore.errors import ConfigError
 from zkstore.jobs.resubmit import clean_stem
 
-__all__ = ["default_job_id", "importable", "job_id_or_default", "load_function", "parse_target"]
+__all__ = [
+    "check_script_runs",
+    "default_job_id",
+    "idle_entry_point",
+    "importable",
+    "job_id_or_default",
+    "load_function",
+    "parse_target",
+]
+
+#: What a script's top level may hold and still run nothing (a definition, an import, a
+#: docstring, a name bound to a value computed without a call).
+_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_ASSIGNMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+#: The names of an entry point that the job's context is not first in.
+_ENTRY_NAMES = ("run", "main")
+#: First parameters that take the job's context (:class:`recovery.driver.context.JobContext`).
+_CONTEXT_NAMES = ("ctx", "context", "job", "job_context")
 
 
 def default_job_id(stem: str) -> str:
@@ -50,6 +68,73 @@ def parse_target(target: str) -> tuple[Path, str | None]:
             "(a PySpark script, or FILE.py:FUNCTION)"
         )
     return path, function
+
+
+def idle_entry_point(source: str) -> str | None:
+    """The function to call if the script ``source`` runs nothing at its top level, else None.
+
+    Decided from the syntax tree (the file is never imported): a top level of imports,
+    definitions, a docstring and assignments without a call runs nothing; a call anywhere in
+    it (an expression, an assignment's value) or a statement of any other kind (``if __name__
+    == "__main__":``, a loop) runs something, and so does a file without a candidate. The
+    candidate is the first function whose first parameter takes the job's context (``ctx``,
+    or annotated ``JobContext``), else ``run``, else ``main``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None  # the compiler says so, with its line
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for index, node in enumerate(tree.body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.append(node)
+        elif isinstance(node, (*_DEFINITIONS, ast.Pass)):
+            continue
+        elif isinstance(node, _ASSIGNMENTS):
+            if node.value is not None and _calls(node.value):
+                return None
+        elif index == 0 and _is_docstring(node):
+            continue
+        else:
+            return None
+    for function in functions:
+        if _takes_context(function):
+            return function.name
+    names = {function.name for function in functions}
+    return next((name for name in _ENTRY_NAMES if name in names), None)
+
+
+def check_script_runs(path: Path, source: str) -> None:
+    """Refuse (:class:`ConfigError`, exit 2) a script that only defines an entry point: run as a
+    script it would do nothing and succeed. Names ``FILE.py:NAME`` to give instead."""
+    name = idle_entry_point(source)
+    if name is None:
+        return
+    raise ConfigError(
+        f"{path} runs nothing at its top level (it only defines functions, classes and "
+        f"values): as a script it would succeed without doing anything; give {path}:{name} to "
+        f"call {name}(ctx, ...), or call it at the top level (if __name__ == '__main__': ...)"
+    )
+
+
+def _calls(node: ast.AST) -> bool:
+    return any(isinstance(child, ast.Call) for child in ast.walk(node))
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _takes_context(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    params = [*function.args.posonlyargs, *function.args.args]
+    if not params:
+        return False
+    first = params[0]
+    annotation = ast.unparse(first.annotation) if first.annotation is not None else ""
+    return first.arg in _CONTEXT_NAMES or annotation.strip("'\"").endswith("JobContext")
 
 
 def load_function(path: Path, name: str) -> tuple[Callable[..., Any], ModuleType]:

@@ -18,6 +18,8 @@
     quiet.py         a driver's start and end that leave nothing to decide, confirmed with a read
     retention.py     deleting finished jobs' results and driver logs past their retention
     schedules.py     firing schedules: a timer at the next window, a pass on takeover, a budget
+    published.py     the leader's settings, published in ``R/settings`` for clients
+    conditions.py    the conditions kept on jobs: a notification dropped, until one is delivered
     notifier.py      the notification sender: drains the outbox, started with the leadership
     courier.py       one notification's POST, bounded, and a queue per receiver
 """

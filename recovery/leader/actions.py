@@ -541,6 +541,15 @@ class JobActions:
         counts = self.leader.outbox_counts
         admitted = [e for e in events if counts.admit(job.job_id, e[0], len(targets))]
         for state, _ in sorted(set(events) - set(admitted)):
+            own = job.summary_text(NOTIFY_KEY) or next(iter(targets), None)
+            if own is not None:  # said on the job: the user's URL first, else the daemon's
+                self.leader.conditions.refused(
+                    job.job_id,
+                    state,
+                    own,
+                    f"{counts.waiting(job.job_id)} of its events wait undelivered (at most "
+                    f"{counts.per_job} a job: the leader's --notify-max-per-job)",
+                )
             self._refusals.log(
                 job.job_id,
                 logging.WARNING,

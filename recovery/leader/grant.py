@@ -33,6 +33,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from recovery.leader.actions import JobActions
+from recovery.leader.conditions import JobConditions
 from recovery.leader.decide import (
     Action,
     CleanUp,
@@ -49,6 +50,7 @@ from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from recovery.leader.placement import Fleet, read_fleet
+from recovery.leader.published import SettingsPublisher
 from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
 from recovery.leader.schedules import ScheduleFiring
@@ -109,8 +111,10 @@ class LeaderProcess:
         loop: Loop,
         election: LeaderElection,
         refused: Counter[str] | None = None,
+        raised: Counter[str] | None = None,
     ) -> None:
-        """``refused``: the daemon's count of events not sent (a metric across leaderships)."""
+        """``refused``: the daemon's count of events not sent, ``raised``: of conditions put
+        on jobs and schedules (metrics across leaderships)."""
         self.cluster = cluster
         self.settings = settings
         self.leadership = leadership
@@ -140,6 +144,10 @@ class LeaderProcess:
         self.notifier: NotificationSender | None = None
         bounds = settings.bounds
         self.outbox_counts = OutboxCounts(bounds.notify_per_job, refused=refused)
+        self.published = SettingsPublisher(self, settings.daemon_id)
+        #: what the leader does not do for a job, said on it (zkstore/conditions.py)
+        self.raised: Counter[str] = raised if raised is not None else Counter()
+        self.conditions = JobConditions(cluster.zk, cluster.layout, self.fence, self.raised)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -148,6 +156,7 @@ class LeaderProcess:
         then (never before) the first retention pass is scheduled."""
         started, since = time.monotonic(), utc_now()
         self.election.publish_info(since)
+        self.published.ensure()  # before any job: what clients check against is the leader's
         layout = self.cluster.layout
         # Events are committed with the state changes they report, from the first one on: the
         # outbox exists before any, and its sender delivers what earlier leaders left.
@@ -159,6 +168,7 @@ class LeaderProcess:
             destinations=Destinations.parse(bounds.notify_allowed),
             counts=self.outbox_counts,
             on_fence_lost=lambda _: self.leadership.revoke(),
+            conditions=self.conditions,
         ).start()
         self._watches = [
             self.cluster.jobs.watch(self.post),
@@ -342,6 +352,7 @@ class LeaderProcess:
         (the cleanup index) and jobs placed on a member. Finished jobs' results (kept for their
         retention period, possibly very many) are neither listed nor read.
         """
+        self.published.ensure()  # the fleet may have been finalized at its protocol meanwhile
         listing = read_listing(self.cluster.zk, self.cluster.layout, results=False)
         self._read_fleet()
         assigned = {job for jobs in self.fleet.assignments.values() for job in jobs}

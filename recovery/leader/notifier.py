@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from recovery.leader.conditions import JobConditions
 from recovery.leader.courier import Answer, Courier, Lanes
 from zkstore.errors import (
     FenceLost,
@@ -106,8 +107,12 @@ class NotificationSender:
         counts: OutboxCounts | None = None,
         on_step: Callable[[str], None] | None = None,
         on_fence_lost: Callable[[FenceLost], None] | None = None,
+        conditions: JobConditions | None = None,
     ) -> None:
+        """``conditions``: where a dropped notification is said on its job (and cleared by a
+        delivered one: :mod:`recovery.leader.conditions`)."""
         self.outbox = outbox
+        self.conditions = conditions
         self.fence = fence
         self.settings = settings or SenderSettings()
         self.destinations = destinations or Destinations()
@@ -169,7 +174,9 @@ class NotificationSender:
                 self.outbox.drop(item, why, fence=self.fence)
                 done.dropped += 1
             except (HandleNotFound, VersionConflict):
-                pass  # delivered or changed by another sender meanwhile
+                continue  # delivered or changed by another sender meanwhile
+            if self.conditions is not None:
+                self.conditions.dropped(item, why)
         return kept
 
     def _dispatch(self, pending: list[Pending], lanes: Lanes, now: datetime, done: Round) -> None:
@@ -201,13 +208,14 @@ class NotificationSender:
 
     def _settle_one(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
         if answer.refused:
+            why = f"its destination is refused: {answer.error}"
             try:
-                self.outbox.drop(
-                    item, f"its destination is refused: {answer.error}", fence=self.fence
-                )
+                self.outbox.drop(item, why, fence=self.fence)
                 done.dropped += 1
             except (HandleNotFound, VersionConflict):
-                pass
+                return
+            if self.conditions is not None:
+                self.conditions.dropped(item, why)
             return
         if answer.ok:
             self._on_step("notify:posted")
@@ -217,6 +225,8 @@ class NotificationSender:
             done.delivered += 1  # removed now, or by another sender meanwhile: both fine
             done.keys.append(item.entry.key)
             logger.info("notification %s delivered", item.describe())
+            if self.conditions is not None:
+                self.conditions.delivered(item)
             return
         failure = self._next_try(item, answer, now)
         (error,) = self.outbox.settle([], [failure], fence=self.fence)

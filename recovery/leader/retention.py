@@ -125,11 +125,13 @@ class Retention:
         ]
         errors = self.cluster.zk.commit_many(transactions, fence=self.leader.fence)
         deleted = 0
+        gone: list[str] = []
         for result, error in zip(expired, errors, strict=True):
             if isinstance(error, NotLeader):
                 raise error
             if error is None:
                 deleted += 1
+                gone.append(result.job_id)
                 claims.prune_outputs(result.outputs, claimed, fence=self.leader.fence)
                 continue
             logger.info("result of %s kept for now: %s", result.job_id, error)
@@ -137,6 +139,7 @@ class Retention:
                 result.job_id
             ):
                 remove_records(self.cluster, result.job_id, fence=self.leader.fence)
+        self.leader.conditions.forget(gone)  # what the leader did not do for them goes too
         logger.info("retention: %d finished job result(s) past their retention deleted", deleted)
         return deleted
 

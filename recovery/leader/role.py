@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from recovery.leader.conditions import JobConditions
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
@@ -37,6 +38,8 @@ class LeaderRole(Protocol):
     protocol: FleetReading
     #: the outbox's entries per job, and what more may be written (invariant 15)
     outbox_counts: OutboxCounts
+    #: the conditions kept on jobs (zkstore/conditions.py)
+    conditions: JobConditions
 
     @property
     def active(self) -> bool:

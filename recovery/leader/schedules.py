@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from recovery.leader.loop import Event
 from recovery.leader.role import LeaderRole
+from zkstore.conditions import CANNOT_FIRE, SCHEDULE, Condition, ConditionStore
 from zkstore.errors import (
     CorruptRecord,
     ForeignPython,
@@ -42,9 +43,12 @@ from zkstore.errors import (
     OutOfBounds,
     PayloadError,
     StoreUnavailable,
+    ZkStoreError,
 )
+from zkstore.protocol import CLUSTER_SETTINGS
 from zkstore.schedules.fire import Firer, FireReport
 from zkstore.schedules.store import ScheduleStore
+from zkstore.strict import utc_now
 from zkstore.throttle import Throttle
 from zkstore.watch import NodeWatch
 
@@ -61,6 +65,15 @@ BROKEN_RETRY = 30.0
 #: a pass that left a backlog (its budget spent, or other work waiting) is followed by another
 #: this soon: a timer, so that the loop serves every event that came meanwhile first
 BACKLOG_PAUSE = 0.05
+
+
+def _reason(exc: Exception) -> str:
+    """The condition's reason for what stops a schedule from firing."""
+    if isinstance(exc, OutOfBounds):
+        return "UnderMinimumInterval"
+    if isinstance(exc, PayloadError):
+        return "UnreadableDefinition"
+    return "UnreadableRecord"
 
 
 class ScheduleFiring:
@@ -87,6 +100,11 @@ class ScheduleFiring:
         self._throttle = Throttle(logger)
         #: the monotonic time the pending timer is set for (None: none pending)
         self._timer: float | None = None
+        self.conditions = ConditionStore(cluster.zk, cluster.layout)
+        #: the schedules whose conditions this leadership has looked at, and those it said
+        #: cannot fire
+        self._conditions_seen: set[str] = set()
+        self._held: set[str] = set()
 
     def start(self) -> None:
         """Watch the schedules: the watch's first report is a pass on the loop, which fires
@@ -193,19 +211,60 @@ class ScheduleFiring:
                 name,
                 exc,
             )
+            self._cannot_fire(name, "ForeignPython", f"its definition was written by {exc}")
             return BROKEN_RETRY, None
         except (CorruptRecord, PayloadError, OutOfBounds) as exc:
             self._throttle.log(name, logging.ERROR, "schedule %s: cannot fire: %s", name, exc)
+            self._cannot_fire(name, _reason(exc), str(exc))
             return BROKEN_RETRY, None
         # The guard of invariant 6: anything unforeseen is this schedule's problem only.
         except Exception:
             logger.exception("schedule %s: firing failed", name)
             return BROKEN_RETRY, None
         self._throttle.clear(name)
+        self._fires_again(name)
         self._started(report)
         if report.next is None:
             return None, report
         return max(0.0, (report.next - now).total_seconds()), report
+
+    def _cannot_fire(self, name: str, reason: str, message: str) -> None:
+        """Say on the schedule why the leader fires none of its windows (a condition, fenced);
+        only once the fleet reads conditions."""
+        if not self.leader.protocol.allows(CLUSTER_SETTINGS):
+            return
+        condition = Condition(CANNOT_FIRE, reason, f"cannot fire: {message}", utc_now())
+        self._conditions_seen.add(name)
+        if self._guarded_conditions(
+            name, lambda: self.conditions.hold(SCHEDULE, name, condition, fence=self.leader.fence)
+        ):
+            self.leader.conditions.raised[CANNOT_FIRE] += 1
+        self._held.add(name)
+
+    def _fires_again(self, name: str) -> None:
+        """The schedule fires: a condition that said it did not is cleared (read once per
+        leadership for a schedule this leadership has not seen yet)."""
+        if name in self._conditions_seen and name not in self._held:
+            return
+        if not self.leader.protocol.allows(CLUSTER_SETTINGS):
+            return
+        self._conditions_seen.add(name)
+        self._held.discard(name)
+        self._guarded_conditions(
+            name,
+            lambda: self.conditions.clear(SCHEDULE, name, [CANNOT_FIRE], fence=self.leader.fence),
+        )
+
+    def _guarded_conditions(self, name: str, change: Callable[[], bool]) -> bool:
+        """Write a schedule's condition; an outage or a lost leadership raises, anything else
+        is logged (the condition is looked at again at the schedule's next pass)."""
+        try:
+            return change()
+        except (NotLeader, StoreUnavailable):
+            raise
+        except ZkStoreError as exc:
+            logger.warning("schedule %s: its conditions are not written (%s)", name, exc)
+            return False
 
     def _started(self, report: FireReport) -> None:
         """Look at the new runs (and the jobs chained after them) at once, not only when the

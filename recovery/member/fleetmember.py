@@ -134,6 +134,7 @@ class FleetMember:
             speaks=protocol.PROTOCOL,
             serves_from=protocol.MIN_PROTOCOL,
             release=__version__,
+            settings=self.settings.settings_digest,
         )
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False

@@ -8,6 +8,7 @@
     GET  /                         the status page
     GET  /jobs/<id>                a job's page: its definition, state, timeline, latest log
     GET  /api/v1/cluster           leader, daemons, jobs by state, this daemon
+    GET  /api/v1/cluster/settings  the settings the leader enforces (zkstore cluster settings)
     GET  /api/v1/jobs[?all=true]   like ``zkstore jobs list [--all] --format json``
     GET  /api/v1/jobs/<id>         like ``zkstore jobs show <id> --format json``
     GET  /api/v1/jobs/<id>/logs    text: ``?attempt=N`` (default the latest), ``?tail=N`` lines
@@ -71,8 +72,10 @@ from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
 from recovery.observe.schedules import ScheduleRoutes
 from recovery.observe.view import Observed, finished, read_jobs, read_view
-from zkstore.cluster import Cluster, triage
+from zkstore.cluster import Cluster, fleet, triage
+from zkstore.cluster.settings import differing, key_for, read_settings, view
 from zkstore.errors import (
+    HandleNotFound,
     JobNotFound,
     StoreUnavailable,
     ZkStoreError,
@@ -164,6 +167,7 @@ class Api:
         get("/leader", self.leader)
         get("/metrics", self.prometheus)
         get("/api/v1/cluster", self.cluster_info)
+        get("/api/v1/cluster/settings", self.cluster_settings)
         get("/api/v1/jobs", self.jobs)
         get("/api/v1/jobs/{job_id}", self.job)
         get("/api/v1/jobs/{job_id}/logs", self.logs)
@@ -307,6 +311,11 @@ class Api:
                 "quarantined": sorted(j.job_id for j in view.jobs.values() if j.quarantined),
             }
         )
+
+    async def cluster_settings(self, request: web.Request) -> web.Response:
+        """The settings the leader published (``zkstore cluster settings --format json``);
+        404 while none has."""
+        return _json(await self._run(partial(_published_settings, self._cluster())))
 
     async def jobs(self, request: web.Request) -> web.Response:
         self._authorize_read(request)
@@ -508,3 +517,15 @@ def _number(request: web.Request, name: str, low: int, high: int) -> int | None:
 def _allow(exc: web.HTTPException) -> dict[str, str] | None:
     allow = exc.headers.get("Allow")
     return {"Allow": allow} if allow else None
+
+
+def _published_settings(cluster: Cluster) -> dict[str, Any]:
+    """What ``GET /api/v1/cluster/settings`` answers; :class:`HandleNotFound` (404) while no
+    leader has published them."""
+    record = read_settings(cluster.zk, cluster.layout, key=key_for(cluster.config))
+    if record is None:
+        raise HandleNotFound(
+            "no leader has published the cluster's settings yet", path=cluster.layout.settings
+        )
+    members, _ = fleet.live_members(cluster.zk, cluster.layout)
+    return view(record, differing(record, members))

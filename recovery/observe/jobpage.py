@@ -49,6 +49,7 @@ from zkstore.service.jobs import (
     attempts_json,
     attempts_text,
     describe,
+    job_conditions,
     job_error,
 )
 from zkstore.strict import parse_time
@@ -100,6 +101,7 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
     snapshot = read_snapshot(cluster.zk, cluster.layout, job_id)
     item = describe(snapshot)
     item["error"] = job_error(snapshot)
+    item["conditions"] = job_conditions(cluster, snapshot, item)
     logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
     attempts, unreadable = attempt_history(cluster, job_id)
     checkpoints = [
@@ -219,6 +221,17 @@ def _schedule(schedule: dict[str, str] | None) -> str | None:
     )
 
 
+def _conditions(conditions: list[dict[str, str]]) -> str | None:
+    """What the leader does not do for the job, one line each (None: nothing)."""
+    if not conditions:
+        return None
+    return "<br>".join(
+        f"<b>{page.escape(c['type'])}</b> ({page.escape(c['reason'])}) since "
+        f"{page.escape(c['since'])}: {page.escape(c['message'])}"
+        for c in conditions
+    )
+
+
 def _attempt_table(entries: list[AttemptEntry]) -> str:
     """Each attempt the history tells: how it ended, where, and the definition it ran."""
     rows = []
@@ -289,6 +302,7 @@ def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id:
                 "quarantined",
                 page.escape(item["quarantine"]["reason"]) if item["quarantine"] else None,
             ),
+            ("conditions", _conditions(item.get("conditions") or [])),
         ]
     )
     picture = timeline(data)

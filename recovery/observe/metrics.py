@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from recovery.observe.view import ClusterView, Observed, read_view
+from zkstore.conditions import CANNOT_FIRE, NOTIFICATION_DROPPED
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.states import (
     CLEANING,
@@ -62,6 +63,9 @@ class LeadershipStats:
     since: float | None = None
     last_takeover_seconds: float | None = None
     refused: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: conditions its leaderships made hold on jobs and schedules, per type
+    #: (:mod:`zkstore.conditions`; counted by the conditions' writers, on any thread)
+    conditions: collections.Counter[str] = field(default_factory=collections.Counter)
 
     def granted(self, took: float) -> None:
         """Leadership taken; its first reconcile of every job took ``took`` seconds."""
@@ -162,6 +166,15 @@ class ClusterCollector(Collector):
         for reason in ("job", "outbox"):
             refused.add_metric([daemon_id, reason], float(stats.refused[reason]))
         yield refused
+        raised = CounterMetricFamily(
+            "zkstore_conditions_raised",
+            "Conditions this daemon's leaderships put on jobs and schedules: what the leader "
+            "does not do for them (a window it will not fire, a notification it dropped)",
+            labels=["daemon", "type"],
+        )
+        for kind in sorted({CANNOT_FIRE, NOTIFICATION_DROPPED, *stats.conditions}):
+            raised.add_metric([daemon_id, kind], float(stats.conditions[kind]))
+        yield raised
         if stats.last_takeover_seconds is not None:
             yield _gauge(
                 "zkstore_last_takeover_duration_seconds",

@@ -23,7 +23,7 @@ import pytest
 
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.cli import script
+from tests.cli import script, zkstore
 from tests.helpers import wait_for
 from tests.servers import HostileReceiver, NotificationReceiver
 from zkstore.cluster import Cluster
@@ -263,6 +263,13 @@ def test_webhooks_that_answer_128_mb_or_never_bound_the_leader_and_delay_no_othe
     assert "job flooder: its ATTEMPT_FAILED event is not sent" in log
     assert "--notify-max-per-job" in log
     assert counter(daemon, "zkstore_notifications_refused_total", 'reason="job"') > 0
+    # ... and said on the job: a condition (issue 53), not the daemon's log alone
+    flooded = zkstore(config, "jobs show", "flooder", "--format", "json")
+    dropped = [
+        c for c in json.loads(flooded.stdout)["conditions"] if c["type"] == "NotificationDropped"
+    ]
+    assert dropped and dropped[0]["reason"] == "TooManyWaiting", dropped
+    assert "--notify-max-per-job" in dropped[0]["message"], dropped
     assert rss(daemon) - before < RSS_GROWTH
 
 

@@ -85,6 +85,12 @@ CLUSTER_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]] 
     ("members", lambda layout: layout.member("d1"), []),
     ("drained", lambda layout: layout.drain_mark("planted"), []),
     ("fleet", lambda layout: layout.fleet, [("fleet", "status")]),
+    ("settings", lambda layout: layout.settings, [("cluster", "settings"), ("fleet", "status")]),
+    (
+        "conditions",
+        lambda layout: layout.conditions_of("jobs", "v-outcome"),
+        [("jobs", "show", "v-outcome")],
+    ),
     ("assignments", lambda layout: layout.assignment("d1", "v-assigned"), []),
     # the leader fires schedules: a garbage spec or state is that schedule's problem only
     ("schedules", lambda layout: f"{layout.schedules}/planted", SCHEDULE_READERS),

@@ -32,10 +32,11 @@ def job(laptop: Path) -> str:
     [
         (
             ("--every", "1s"),
-            "--every: windows 1 s apart; this cluster's minimum is 10 s "
-            f"({MIN_INTERVAL_ENV}, the daemons' --schedule-min-interval)",
+            "--every: its windows are 1 s apart, under the cluster's minimum of 10 s: the "
+            f"leader would fire none of its windows ({MIN_INTERVAL_ENV}, the daemons' "
+            "--schedule-min-interval)",
         ),
-        (("--cron", "*/5 * * * * *"), "--cron: windows 5 s apart"),
+        (("--cron", "*/5 * * * * *"), "--cron: its windows are 5 s apart"),
         (
             ("--every", "10s", "--start-at", "2020-01-01T00:00:00Z", "--catchup", "all"),
             "--start-at 2020-01-01T00:00:00Z lies ",

@@ -20,6 +20,7 @@ for click and nothing of ours beyond the group.
     quarantine.py   zkstore quarantine list | show | release | purge
     acl.py          zkstore acl check | apply | digest
     fleet.py        zkstore fleet status | finalize
+    cluster.py      zkstore cluster settings: the bounds and policies the leader enforces
     schedules.py    zkstore schedules list | show | pause | resume | delete
 """
 

@@ -387,6 +387,7 @@ def cli(verbose: int) -> None:
 assert isinstance(cli, LazyGroup)
 for _name, _module, _help in (
     ("acl", "zkstore.cli.acl", "Who may read and change the cluster's ZooKeeper nodes."),
+    ("cluster", "zkstore.cli.cluster", "The cluster as a whole: the settings its leader enforces."),
     ("checkpoints", "zkstore.cli.jobs", "Inspect checkpoints."),
     (
         "control",

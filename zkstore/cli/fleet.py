@@ -48,6 +48,13 @@ def status_command(connection: Connection, fmt: str) -> None:
         empty="no live daemon",
     )
     click.echo(_summary(found))
+    if found.differing:
+        click.echo(
+            "settings differ from the leader's on "
+            + ", ".join(m.daemon_id for m in found.differing)
+            + " (the leader's are in force: zkstore cluster settings shows them; give every "
+            "daemon the same --schedule-* and --notify-* flags)"
+        )
 
 
 def _summary(found: fleet.FleetStatus) -> str:

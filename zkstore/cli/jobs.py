@@ -174,7 +174,9 @@ def show_job(
     the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them;
     artifacts [{name, scope, attempt, state, keep, uri, registered, finished, size}] (size in
     bytes, null when unknown: only asked under the storage root and --artifact-root URLs), and
-    outputs {NAME: URI} or null: what a SUCCEEDED job kept.
+    outputs {NAME: URI} or null: what a SUCCEEDED job kept; conditions [{type, reason,
+    message, since}]: what the leader does not do for the job and why (a notification it
+    dropped, no daemon able to run it), cleared when it no longer holds.
     """
     from zkstore.cluster import Cluster
     from zkstore.service.jobs import job_details
@@ -191,6 +193,13 @@ def show_job(
         click.echo("attempts:")
         for line in attempt_lines(item["attempts"]):
             click.echo(f"  {line}")
+    if item["conditions"]:
+        click.echo("conditions (what the leader does not do for it):")
+        for condition in item["conditions"]:
+            click.echo(
+                f"  {condition['type']} ({condition['reason']}) since {condition['since']}: "
+                f"{condition['message']}"
+            )
     if item["error"]:
         click.echo("error:")
         for line in item["error"].splitlines():

@@ -58,13 +58,15 @@ class Limit(Duration):
 
 class NotifyUrl(click.ParamType):  # type: ignore[type-arg]
     """An http(s) URL for notifications, or ``off`` (""); with ``check_destination``, one
-    whose address (after resolving its name) notifications may go to, as
+    whose address (after resolving its name) notifications may go to, as this process's
     ``ZKSTORE_NOTIFY_ALLOWED_HOSTS`` says (:mod:`zkstore.lifecycle.destinations`: a refused
-    one is a usage error in one line)."""
+    one is a usage error in one line). Commands that make or change a job or a schedule do
+    not check here: they check, once connected, against the cluster's published settings
+    (:class:`zkstore.policy.ClusterPolicy`)."""
 
     name = "url|off"
 
-    def __init__(self, *, check_destination: bool = True) -> None:
+    def __init__(self, *, check_destination: bool = False) -> None:
         self.check_destination = check_destination
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
@@ -151,7 +153,9 @@ def lifecycle_options(func: F) -> F:
         default=None,
         metavar="URL|off",
         help="POST a JSON event to URL on each state change of the job that a user cares about "
-        "(failed, lost, timed out, quarantined, stopped, finished), besides the daemon's --notify.",
+        "(failed, lost, timed out, quarantined, stopped, finished), besides the daemon's --notify; "
+        "refused unless its address is global or among the leader's --notify-allowed-hosts "
+        "(zkstore cluster settings).",
     )(func)
     for flag, kind, metavar, text in reversed(_RETRY):
         func = click.option(flag, type=kind, default=None, metavar=metavar, help=text)(func)

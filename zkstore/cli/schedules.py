@@ -271,7 +271,13 @@ def show_schedule(name: str, connection: Connection, fmt: str) -> None:
         raise click.exceptions.Exit(1)
     if fmt == "json":
         return
-    hidden = ("history", "job", "error", "lifecycle", "changes")
+    for condition in found.get("conditions") or []:  # first: what the leader does not do
+        what = "CANNOT FIRE" if condition["type"] == "CannotFire" else condition["type"]
+        click.echo(
+            f"{name}: {what} ({condition['reason']}, since {condition['since']}): "
+            f"{condition['message']}"
+        )
+    hidden = ("history", "job", "error", "lifecycle", "changes", "conditions")
     head = {k: v for k, v in found.items() if k not in hidden}
     if head.get("behind") is not None:
         head["behind"] = f"{head['behind']:,} windows behind"
@@ -315,7 +321,7 @@ def update_schedule(
     The code stays: for new code, delete the schedule and create it again.
     """
     from zkstore.jobs.state import who
-    from zkstore.schedules.limits import check_bounds, min_interval_from_env
+    from zkstore.policy import ClusterPolicy
     from zkstore.schedules.update import run_options, update
 
     when = {key: options.pop(key) for key in WHEN_KEYS}
@@ -323,10 +329,12 @@ def update_schedule(
     removed = frozenset(k for k, v in options.items() if v is not None and k not in given)
     now = datetime.now(UTC)
 
+    policy: list[ClusterPolicy] = []  # the leader's, read once connected
+
     def spec_change(spec: ScheduleSpec) -> ScheduleSpec:
         changed = changed_spec(spec, now, **when)
         if changed != spec:
-            check_bounds(changed, now, min_interval_from_env())
+            policy[0].check_schedule(changed, now)
         return changed
 
     run_change = None
@@ -341,7 +349,12 @@ def update_schedule(
                 max_lost_attempts=max_lost_attempts,
             )
 
-    with open_schedules(connection) as (_, store):
+    with open_schedules(connection) as (cluster, store):
+        policy.append(ClusterPolicy.read(cluster.zk, cluster.layout, connection.config))
+        policy[0].check_notify(str(given.get("notify") or "") or None)
+        progress = given.get("progress_timeout")
+        if isinstance(progress, int | float) and not isinstance(progress, bool):
+            policy[0].check_progress_timeout(float(progress))
         spec, what = update(store, validate_name(name), spec_change, run_change, by=who())
     if what is None:
         click.echo(f"schedule {name}: nothing changed")

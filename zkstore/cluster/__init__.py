@@ -6,6 +6,7 @@ span several stores of one job.
     connection.py  :class:`Cluster`: one ZooKeeper session, the storage and every job store
     fleet.py     the fleet's protocol: ``R/fleet``, the gate on newer features, a daemon's
                  admission, finalization
+    settings.py  ``R/settings``: the bounds and policies the leader enforces, published
     cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
     triage.py    what an operator does with a job the runtime will not finish: release, purge,
                  cancel, forget

@@ -111,6 +111,16 @@ class FleetStatus:
     #: member records that could not be read (counted as protocol 1: they block finalizing)
     unreadable: tuple[str, ...] = ()
     record: FleetRecord | None = field(default=None, compare=False)
+    #: the digest of the leader's published settings (``R/settings``), None without them
+    settings: str | None = None
+
+    @property
+    def differing(self) -> list[MemberInfo]:
+        """The live daemons whose own settings differ from the leader's published ones (the
+        leader's are in force; a daemon older than the digests is not judged)."""
+        if self.settings is None:
+            return []
+        return [m for m in self.members if m.settings is not None and m.settings != self.settings]
 
     @property
     def common(self) -> int:
@@ -143,6 +153,7 @@ class FleetStatus:
                 for m in self.members
             ],
             "unreadable": list(self.unreadable),
+            "settings_differ": [m.daemon_id for m in self.differing],
         }
 
 
@@ -194,7 +205,21 @@ def status(zk: ZooKeeper, layout: Layout) -> FleetStatus:
         members=tuple(sorted(members, key=lambda m: m.daemon_id)),
         unreadable=tuple(sorted(unreadable)),
         record=record,
+        settings=_settings_digest(zk, layout),
     )
+
+
+def _settings_digest(zk: ZooKeeper, layout: Layout) -> str | None:
+    """The digest of the leader's published settings, None without them (or unreadable: said
+    at WARNING; ``cluster settings`` says why)."""
+    from zkstore.cluster.settings import read_settings
+
+    try:
+        found = read_settings(zk, layout)
+    except CorruptRecord as exc:
+        logger.warning("%s", exc)
+        return None
+    return None if found is None else found.digest
 
 
 def new_cluster_ops(layout: Layout) -> list[Op]:

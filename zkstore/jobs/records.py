@@ -397,8 +397,13 @@ class MemberInfo(Record):
     speaks: int | None = None
     serves_from: int | None = None
     release: str | None = None
+    #: the digest of the settings the daemon would enforce as a leader
+    #: (:func:`zkstore.cluster.settings.settings_digest`); a daemon older than them has none
+    settings: str | None = None
 
-    optional = frozenset({"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release"})
+    optional = frozenset(
+        {"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release", "settings"}
+    )
     wide = frozenset({"start_ticks"})  # see RunningInfo
     times = frozenset({"started"})
     #: (not stored as ``protocol``: that field marks a record written at a newer protocol)

@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 ALLOWED_ENV = "ZKSTORE_NOTIFY_ALLOWED_HOSTS"
+_ALLOWED_BY = f"{ALLOWED_ENV} (the daemons' --notify-allowed-hosts)"
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -124,10 +125,13 @@ class Destinations:
             return None
         return address_class(parsed)
 
-    def check_url(self, url: str, resolve: Resolve | None = None) -> None:
+    def check_url(
+        self, url: str, resolve: Resolve | None = None, *, allowed_by: str | None = None
+    ) -> None:
         """Refuse (:class:`RefusedDestination`, one line) a URL whose host is a forbidden
         address or a name resolving to one; a name that does not resolve here passes (the
-        sender checks again, at every connection)."""
+        sender checks again, at every connection). ``allowed_by`` names what allows more
+        (default: the variable and the daemons' flag)."""
         host, port = _host_port(url)
         if self.name_allowed(host):
             return
@@ -145,8 +149,7 @@ class Destinations:
                 shown = address if address == host else f"{host} ({address})"
                 raise RefusedDestination(
                     f"--notify {redact_url(url)}: {shown} is a {why} address; notifications go "
-                    f"to global addresses only, unless {ALLOWED_ENV} (the daemons' "
-                    "--notify-allowed-hosts) lists it"
+                    f"to global addresses only, unless {allowed_by or _ALLOWED_BY} lists it"
                 )
 
 

@@ -67,6 +67,7 @@ from zkstore.schedules.due import (
     skipped,
     steps,
 )
+from zkstore.schedules.limits import interval_refusal
 from zkstore.schedules.records import (
     ALLOW,
     FIRED,
@@ -208,8 +209,8 @@ class Firer:
         gap = shortest_gap(schedule.spec.timing())
         if gap < self.min_interval:
             raise OutOfBounds(
-                f"its windows are {gap} s apart, under the cluster's minimum of "
-                f"{self.min_interval} s (--schedule-min-interval): none is fired"
+                f"{interval_refusal(gap, self.min_interval)} (--schedule-min-interval): none "
+                "is fired"
             )
         decided = plan(schedule.spec, schedule.state, now, limit=limit)
         report.next = decided.next

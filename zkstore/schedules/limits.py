@@ -24,7 +24,13 @@ from zkstore.schedules.counting import count, shortest_gap, split
 from zkstore.schedules.records import ALL, MAX_CATCHUP_MAX, ScheduleSpec
 from zkstore.schedules.timing import ONE_SECOND, format_time, parse_every
 
-__all__ = ["DEFAULT_MIN_INTERVAL", "MIN_INTERVAL_ENV", "check_bounds", "min_interval_from_env"]
+__all__ = [
+    "DEFAULT_MIN_INTERVAL",
+    "MIN_INTERVAL_ENV",
+    "check_bounds",
+    "interval_refusal",
+    "min_interval_from_env",
+]
 
 MIN_INTERVAL_ENV = "ZKSTORE_SCHEDULE_MIN_INTERVAL"
 #: the default minimum between two windows: a schedule's every run is a driver process
@@ -43,17 +49,30 @@ def min_interval_from_env(environ: Mapping[str, str] | None = None) -> int:
         raise ConfigError(f"{MIN_INTERVAL_ENV}: {exc}") from None
 
 
-def check_bounds(spec: ScheduleSpec, now: datetime, min_interval: int) -> None:
+def interval_refusal(gap: int, min_interval: int) -> str:
+    """The leader's words for a schedule whose windows are ``gap`` seconds apart, under the
+    cluster's ``min_interval``: what it logs, what its condition says, what a client refuses."""
+    return f"its windows are {gap} s apart, under the cluster's minimum of {min_interval} s"
+
+
+def check_bounds(
+    spec: ScheduleSpec,
+    now: datetime,
+    min_interval: int,
+    *,
+    source: str = f"{MIN_INTERVAL_ENV}, the daemons' --schedule-min-interval",
+) -> None:
     """Refuse (:class:`OutOfBounds`, one line naming the numbers) a schedule whose windows are
     closer than ``min_interval`` seconds, or whose ``--catchup all`` would have more late
-    windows at ``now`` than its ``--catchup-max``."""
+    windows at ``now`` than its ``--catchup-max``. ``source`` says where the minimum comes
+    from, and so how to change it."""
     timing = spec.timing()
     gap = shortest_gap(timing)
     if gap < min_interval:
         flag = "--every" if spec.every is not None else "--cron"
         raise OutOfBounds(
-            f"{flag}: windows {gap} s apart; this cluster's minimum is {min_interval} s "
-            f"({MIN_INTERVAL_ENV}, the daemons' --schedule-min-interval)"
+            f"{flag}: {interval_refusal(gap, min_interval)}: the leader would fire none of "
+            f"its windows ({source})"
         )
     if spec.catchup != ALL or spec.start_at is None:
         return

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from zkstore.conditions import SCHEDULE, ConditionStore
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
 from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import read_snapshots
@@ -163,10 +164,31 @@ def showing(
         schedule = store.get(name)
     except CorruptRecord as exc:
         broken = broken_row(BrokenSchedule(name, exc))
-        return {**broken, "job": None, "lifecycle": None, "history": [], "changes": []}
+        return {
+            **broken,
+            "job": None,
+            "lifecycle": None,
+            "history": [],
+            "changes": [],
+            "conditions": conditions_of(store.zk, layout, name),
+        }
     last = schedule.state.last_run
     try:
         states = run_states(store.zk, layout, [last]) if last is not None else {}
     except ZkStoreError:
         states = {}
-    return detail(schedule, now or datetime.now(UTC), states.get(last or ""))
+    shown = detail(schedule, now or datetime.now(UTC), states.get(last or ""))
+    shown["conditions"] = conditions_of(store.zk, layout, name)
+    return shown
+
+
+def conditions_of(zk: ZooKeeper, layout: Layout, name: str) -> list[dict[str, str]]:
+    """The schedule's conditions (:mod:`zkstore.conditions`: what the leader does not do for
+    it, and why), oldest first; unreadable ones are said as one condition of their own."""
+    try:
+        found = ConditionStore(zk, layout).read(SCHEDULE, name)
+    except CorruptRecord as exc:
+        return [
+            {"type": "Unknown", "reason": "UnreadableConditions", "message": str(exc), "since": ""}
+        ]
+    return [condition.as_dict() for condition in found]

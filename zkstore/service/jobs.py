@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from zkstore.conditions import JOB, Condition, ConditionStore, waiting_condition
 from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.history import AttemptEntry, JobHistory
 from zkstore.jobs.resources import ResourceReports
@@ -32,6 +33,7 @@ __all__ = [
     "describe_artifacts",
     "duration",
     "headline",
+    "job_conditions",
     "job_details",
     "job_error",
     "lifecycle_of",
@@ -252,11 +254,29 @@ def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
         item["control"] = None
         item["record_errors"] = {**(item["record_errors"] or {}), "control": str(exc)}
     item["resources"] = resource_counts(cluster, job_id, item)
+    item["conditions"] = job_conditions(cluster, snapshot, item)
     entries, unreadable = attempt_history(cluster, job_id)
     item["attempts"] = attempts_json(entries)
     if unreadable is not None:
         item["record_errors"] = {**(item["record_errors"] or {}), "history": unreadable}
     return item
+
+
+def job_conditions(
+    cluster: Cluster, job: JobSnapshot, item: dict[str, Any]
+) -> list[dict[str, str]]:
+    """What the leader does not do for the job, and why (:mod:`zkstore.conditions`): those it
+    keeps on the job, and no daemon able to run it (from its status), oldest first. Unreadable
+    ones are a record error of ``item``."""
+    found: list[Condition] = []
+    try:
+        found = ConditionStore(cluster.zk, cluster.layout).read(JOB, job.job_id)
+    except CorruptRecord as exc:
+        item["record_errors"] = {**(item["record_errors"] or {}), "conditions": str(exc)}
+    waiting = waiting_condition(job.status)
+    if waiting is not None:
+        found.append(waiting)
+    return [c.as_dict() for c in sorted(found, key=lambda c: (c.since, c.type))]
 
 
 def attempt_history(cluster: Cluster, job_id: str) -> tuple[list[AttemptEntry], str | None]:

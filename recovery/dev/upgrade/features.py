@@ -21,6 +21,7 @@ from pathlib import Path
 from zkstore.protocol import (
     ARGUMENTS_APART,
     ATTEMPT_PROVENANCE,
+    CLUSTER_SETTINGS,
     FEATURES,
     JOB_IDENTITIES,
     Feature,
@@ -78,6 +79,11 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "the leader records each attempt's placement without its definition's digest and "
         "target, as protocol 2 did (jobs show and the page then say nothing of which code an "
         "attempt ran)"
+    ),
+    CLUSTER_SETTINGS: FallsBack(
+        "the leader writes neither R/settings nor conditions, as protocol 3 did: clients check "
+        "schedules and notifications against their own environment, and what the leader does "
+        "not do is said in its log only"
     ),
 }
 
