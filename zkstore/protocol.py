@@ -36,6 +36,7 @@ __all__ = [
     "MAX_PROTOCOL",
     "MIN_PROTOCOL",
     "PROTOCOL",
+    "RUN_SPEC",
     "Feature",
     "check_record",
     "describe",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
-PROTOCOL = 3
+PROTOCOL = 4
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).
 MIN_PROTOCOL = 1
 #: The field that marks a JSON record written with a feature past protocol 1.
@@ -65,6 +66,7 @@ class Feature:
 ARGUMENTS_APART = "arguments-apart"
 JOB_IDENTITIES = "job-identities"
 ATTEMPT_PROVENANCE = "attempt-provenance"
+RUN_SPEC = "run-spec"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -91,6 +93,9 @@ FEATURES: dict[str, Feature] = {
         3,
         "each attempt's definition in the job's history (which code an attempt ran)",
     ),
+    # A job's run options as one typed summary field (zkstore.jobs.runspec), without the
+    # display texts: a daemon of protocol 3 would place the job ignoring its requirements.
+    RUN_SPEC: Feature(RUN_SPEC, 4, "a job's run options as one typed field of its handle"),
 }
 
 

@@ -56,7 +56,7 @@ from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.stored import stored_summary
 from zkstore.lifecycle.options import SUMMARY_KEYS
-from zkstore.protocol import ARGUMENTS_APART
+from zkstore.protocol import ARGUMENTS_APART, RUN_SPEC
 from zkstore.schedules.records import SchedulePaths
 
 __all__ = ["Client", "RunOptions", "submit"]
@@ -378,6 +378,7 @@ class Client(Closeable):
         and run options; a function job's ``kept`` arguments taken over (see
         :meth:`file_definition`)."""
         self._check_size(shipment)
+        typed_run = self.fleet.allows(RUN_SPEC)
         if isinstance(what, _Function):
             with pickled_by_value(what.by_value):
                 return JobDefinition.for_function(
@@ -389,6 +390,7 @@ class Client(Closeable):
                     kept=kept,
                     spark_conf=shipment.spark_conf,
                     files=shipment.files,
+                    typed_run=typed_run,
                     **run,
                 )
         try:
@@ -407,6 +409,7 @@ class Client(Closeable):
             name=name if name is not None else what.name,
             spark_conf=shipment.spark_conf,
             files=shipment.files,
+            typed_run=typed_run,
             **run,
         )
 

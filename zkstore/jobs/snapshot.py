@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 from zkstore.errors import (
@@ -45,6 +46,7 @@ from zkstore.jobs.records import (
     RunningInfo,
     SparkApp,
 )
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.states import (
     CLEAN,
     CLEANING,
@@ -228,6 +230,15 @@ class JobSnapshot:
         if self.result is not None and self.result.summary is not None:
             return dict(self.result.summary)
         return {}
+
+    @cached_property
+    def run(self) -> RunSpec | None:
+        """The job's run options (:mod:`zkstore.jobs.runspec`), parsed once from its summary;
+        None if they are garbled there (the job is then quarantined when decided)."""
+        try:
+            return RunSpec.from_summary(self.summary)
+        except ValueError:
+            return None
 
     @property
     def name(self) -> str | None:

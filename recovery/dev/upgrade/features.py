@@ -23,6 +23,7 @@ from zkstore.protocol import (
     ATTEMPT_PROVENANCE,
     FEATURES,
     JOB_IDENTITIES,
+    RUN_SPEC,
     Feature,
 )
 
@@ -78,6 +79,10 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "the leader records each attempt's placement without its definition's digest and "
         "target, as protocol 2 did (jobs show and the page then say nothing of which code an "
         "attempt ran)"
+    ),
+    RUN_SPEC: FallsBack(
+        "submit writes a job's requirements and Spark settings as the texts protocol 3 read "
+        "(require, conf), which this code parses into the same run options"
     ),
 }
 
