@@ -20,4 +20,5 @@
     schedules.py     firing schedules: a timer at the next window, a pass on takeover, a budget
     notifier.py      the notification sender: drains the outbox, started with the leadership
     courier.py       one notification's POST, bounded, and a queue per receiver
+    signednotify.py  a job's own notification URL, checked against its signed definition
 """
