@@ -57,7 +57,7 @@ from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment, utc_now
 from zkstore.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
@@ -536,7 +536,7 @@ class JobActions:
                 counts.total,
             )
         attempt = job.status.attempt if job.status is not None else 0
-        at = utc_now()
+        at = utc_moment()
         return outbox.notification_ops(
             self.cluster.layout,
             [

@@ -226,7 +226,7 @@ class JobSnapshot:
         if self.handle is not None:
             return dict(self.handle.summary)
         if self.quarantine is not None and self.quarantine.handle is not None:
-            return dict(self.quarantine.handle)
+            return dict(self.quarantine.handle.summary)
         if self.result is not None and self.result.summary is not None:
             return dict(self.result.summary)
         return {}
@@ -245,7 +245,7 @@ class JobSnapshot:
         if self.handle is not None:
             return self.summary_text("name")
         if self.quarantine is not None and self.quarantine.handle is not None:
-            value = self.quarantine.handle.get("name")
+            value = self.quarantine.handle.summary.get("name")
             return value if isinstance(value, str) else None
         return self.result.name if self.result is not None else None
 
