@@ -53,7 +53,7 @@ from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, notification_ops
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment, utc_now
 
 GOAL = "<= 1.5"
 HUGE = 128 * 1024 * 1024
@@ -155,7 +155,7 @@ def slow(url: str, count: int) -> Iterator[None]:
 def webhooks(client: Client, silent: Receiver, events: int = 100) -> Iterator[None]:
     """``events`` events of another job waiting for a receiver that never answers, written
     into the outbox as a leader writes them (as if that job had failed that many times)."""
-    found = [Event("hooks-flood", n, ATTEMPT_FAILED, utc_now()) for n in range(1, events + 1)]
+    found = [Event("hooks-flood", n, ATTEMPT_FAILED, utc_moment()) for n in range(1, events + 1)]
     for first in range(0, events, 50):
         batch = found[first : first + 50]
         client.cluster.zk.commit(notification_ops(client.cluster.layout, batch, [silent.url]))

@@ -33,7 +33,7 @@ from zkstore.lifecycle.ops import heartbeat_ops
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, Outbox, notification_ops
 from zkstore.lifecycle.records import Heartbeat
 from zkstore.ops import Check, Create, Fence, SetData
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -88,7 +88,7 @@ def bench_state_change(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[floa
         start = time.perf_counter()
         zk.commit([SetData(status, data)], fence=fence)
         alone.append(time.perf_counter() - start)
-        event = Event("j", n + 1, ATTEMPT_FAILED, utc_now(), reason="ValueError: boom")
+        event = Event("j", n + 1, ATTEMPT_FAILED, utc_moment(), reason="ValueError: boom")
         ops = [SetData(status, data), *notification_ops(layout, [event], urls)]
         start = time.perf_counter()
         zk.commit(ops, fence=fence)
@@ -127,7 +127,7 @@ def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, flo
         outbox.ensure()
         for chunk in range(0, events, 50):
             batch = [
-                Event(f"job-{i}", 1, ATTEMPT_FAILED, utc_now())
+                Event(f"job-{i}", 1, ATTEMPT_FAILED, utc_moment())
                 for i in range(chunk, min(events, chunk + 50))
             ]
             zk.commit(notification_ops(layout, batch, [receiver.url]), fence=fence)

@@ -232,3 +232,22 @@ def jvm_report(
             if time.time() > deadline:
                 raise TimeoutError(f"{gate} never appeared")
             time.sleep(0.05)
+
+
+def jvm_report_own_options(ctx: Any, out: str, how: str, option: str) -> None:
+    """Start Spark the way a job's own code may, with the JVM option ``option`` (a system
+    property ``zkstore.test``), then :func:`jvm_report`: set in ``SparkSession.builder``
+    (``how`` "builder"), or in ``PYSPARK_SUBMIT_ARGS`` ("submit-args") before the builder."""
+    import shlex
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[1]")
+    if how == "builder":
+        builder = builder.config("spark.driver.extraJavaOptions", option)
+    else:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(
+            ["--conf", f"spark.driver.extraJavaOptions={option}", "pyspark-shell"]
+        )
+    builder.getOrCreate()
+    jvm_report(ctx, out, ["spark.driver.extraJavaOptions"], ["zkstore.test"])

@@ -5,7 +5,6 @@ parser, and the bytes its own writer writes; the kinds whose data nobody reads.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +35,7 @@ from zkstore.jobs.records import (
 from zkstore.jobs.resources import ResourceReport
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
 from zkstore.schedules.records import HistoryEntry, ScheduleSpec, ScheduleState
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 NOW = utc_now()
 HANDLE = Handle(
@@ -286,8 +285,8 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             QuarantineEntry,
             job_id="j",
             reason="broken:\n  why",
-            since=NOW,
-            handle=json.loads(HANDLE.to_bytes()),
+            since=parse_time(NOW),
+            handle=HANDLE,
         ).to_bytes(),
     ),
     "schedules": (
@@ -297,7 +296,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             ScheduleSpec,
             name="nightly",
             created=NOW,
-            definition=json.loads(HANDLE.to_bytes()),
+            definition=HANDLE,
             cron="30 2 * * *",
             timezone="Europe/Berlin",
             concurrency="forbid",

@@ -89,6 +89,19 @@ class Handle:
 
     def to_bytes(self) -> bytes:
         """The znode data; :class:`~zkstore.errors.TooLarge` past :data:`MAX_HANDLE_BYTES`."""
+        data = json.dumps(
+            self.record(), separators=(",", ":"), sort_keys=True, ensure_ascii=False
+        ).encode()
+        if len(data) > MAX_HANDLE_BYTES:
+            raise TooLarge(
+                f"handle of {len(data)} bytes is over the {MAX_HANDLE_BYTES}-byte limit; "
+                "keep summary fields short"
+            )
+        return data
+
+    def record(self) -> dict[str, Any]:
+        """The handle as its JSON object (what :meth:`to_bytes` encodes, and what a record
+        that keeps a handle inside it stores: :meth:`from_record` reads it back)."""
         record: dict[str, Any] = {
             "format": FORMAT,
             "uri": self.uri,
@@ -103,15 +116,7 @@ class Handle:
             if key in _CORE:
                 raise SerializationError(f"summary field {key!r} clashes with the handle format")
             record[key] = value
-        data = json.dumps(
-            record, separators=(",", ":"), sort_keys=True, ensure_ascii=False
-        ).encode()
-        if len(data) > MAX_HANDLE_BYTES:
-            raise TooLarge(
-                f"handle of {len(data)} bytes is over the {MAX_HANDLE_BYTES}-byte limit; "
-                "keep summary fields short"
-            )
-        return data
+        return record
 
     @classmethod
     def from_znode(cls, data: bytes, stat: ZnodeStatLike | None, path: str) -> Handle:
@@ -128,6 +133,19 @@ class Handle:
         except ValueError as exc:
             raise CorruptHandle(f"{path}: not a valid handle ({exc})") from None
         # A handle of a newer format was written by a newer protocol's feature: not garbage.
+        protocol.check_record(record, path, field="format")
+        try:
+            return cls._from_record(record)
+        except ValueError as exc:
+            raise CorruptHandle(f"{path}: not a valid handle ({exc})") from None
+
+    @classmethod
+    def from_record(cls, record: Any, path: str) -> Handle:
+        """A handle kept inside another record, as its JSON object (:meth:`record`), checked
+        as :meth:`parse` checks the znode's: :class:`CorruptHandle` naming ``path`` for garbage,
+        :class:`~zkstore.errors.NewerRecord` for a newer format."""
+        if not isinstance(record, dict):
+            raise CorruptHandle(f"{path}: not a valid handle (not a JSON object)")
         protocol.check_record(record, path, field="format")
         try:
             return cls._from_record(record)

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_PROTOCOL",
     "MIN_PROTOCOL",
     "PROTOCOL",
+    "RUN_SPEC",
     "Feature",
     "check_record",
     "describe",
@@ -67,6 +68,7 @@ ARGUMENTS_APART = "arguments-apart"
 JOB_IDENTITIES = "job-identities"
 ATTEMPT_PROVENANCE = "attempt-provenance"
 CLUSTER_SETTINGS = "cluster-settings"
+RUN_SPEC = "run-spec"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -101,6 +103,9 @@ FEATURES: dict[str, Feature] = {
         4,
         "the cluster's published settings and the conditions on jobs and schedules",
     ),
+    # A job's run options as one typed summary field (zkstore.jobs.runspec), without the
+    # display texts: a daemon of protocol 3 would place the job ignoring its requirements.
+    RUN_SPEC: Feature(RUN_SPEC, 4, "a job's run options as one typed field of its handle"),
 }
 
 

@@ -27,7 +27,9 @@ __all__ = [
     "is_time",
     "load_object",
     "parse_time",
+    "time_text",
     "utc_in",
+    "utc_moment",
     "utc_now",
 ]
 
@@ -152,8 +154,19 @@ def utc_now() -> str:
 
 def utc_in(seconds: float) -> str:
     """The time ``seconds`` from now, in the timestamp format of zkstore."""
-    moment = datetime.now(UTC) + timedelta(seconds=seconds)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return time_text(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
+def utc_moment() -> datetime:
+    """The current time in UTC, to the millisecond (what a record keeps of it: a record's
+    time read back equals the one written)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def time_text(moment: datetime) -> str:
+    """``moment`` in the timestamp format of zkstore (:func:`parse_time` reads it back)."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def is_time(value: object) -> bool:

@@ -65,7 +65,7 @@ from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
 from zkstore.lifecycle.options import NOTIFY_KEY, SUMMARY_KEYS
 from zkstore.policy import ClusterPolicy
-from zkstore.protocol import ARGUMENTS_APART
+from zkstore.protocol import ARGUMENTS_APART, RUN_SPEC
 from zkstore.schedules.records import SchedulePaths
 
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
@@ -494,6 +494,7 @@ class Client(Closeable):
         and run options; a function job's ``kept`` arguments taken over (see
         :meth:`file_definition`)."""
         self._check_size(shipment)
+        typed_run = self.fleet.allows(RUN_SPEC)
         if isinstance(what, _Function):
             with pickled_by_value(what.by_value):
                 return JobDefinition.for_function(
@@ -505,6 +506,7 @@ class Client(Closeable):
                     kept=kept,
                     spark_conf=shipment.spark_conf,
                     files=shipment.files,
+                    typed_run=typed_run,
                     **run,
                 )
         try:
@@ -524,6 +526,7 @@ class Client(Closeable):
             name=name if name is not None else what.name,
             spark_conf=shipment.spark_conf,
             files=shipment.files,
+            typed_run=typed_run,
             **run,
         )
 

@@ -22,4 +22,5 @@
     conditions.py    the conditions kept on jobs: a notification dropped, until one is delivered
     notifier.py      the notification sender: drains the outbox, started with the leadership
     courier.py       one notification's POST, bounded, and a queue per receiver
+    signednotify.py  a job's own notification URL, checked against its signed definition
 """

@@ -43,6 +43,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.finished import RETRY, FinishedJobs
 from recovery.leader.role import LeaderRole
+from recovery.leader.signednotify import SignedNotify
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
@@ -55,10 +56,9 @@ from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_
 from zkstore.jobs.stops import EndRequest
 from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
-from zkstore.lifecycle.options import NOTIFY_KEY
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment, utc_now
 from zkstore.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
@@ -85,6 +85,8 @@ class JobActions:
         self.finished = FinishedJobs()
         #: an event not sent (its job's bound reached) is said once a minute per job
         self._refusals = Throttle(logger)
+        #: the jobs' own notification URLs, as their signed definitions say them
+        self._signed_notify = SignedNotify(self.cluster.jobs)
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
             Start: self._start,
             Adopt: self._adopt,
@@ -534,7 +536,7 @@ class JobActions:
         """The outbox entries of ``events`` (state, reason) of the job's current attempt, for
         the daemon's ``--notify`` and the job's own URL: committed with the state change. An
         event past the job's (or the outbox's) bound is not written, and said so."""
-        urls: list[str | None] = [*self.settings.notify, job.summary_text(NOTIFY_KEY)]
+        urls: list[str | None] = [*self.settings.notify, self._signed_notify.url(job)]
         targets = outbox.notification_targets(urls)
         if not targets:
             return []
@@ -562,7 +564,7 @@ class JobActions:
                 counts.total,
             )
         attempt = job.status.attempt if job.status is not None else 0
-        at = utc_now()
+        at = utc_moment()
         return outbox.notification_ops(
             self.cluster.layout,
             [

@@ -56,7 +56,7 @@ from recovery.leader.retention import Retention
 from recovery.leader.schedules import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
-from recovery.shared.fleet import format_labels, parse_labels
+from recovery.shared.fleet import format_labels
 from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.cluster.fleet import FleetReading
@@ -73,6 +73,7 @@ from zkstore.jobs import history
 from zkstore.jobs.graph import ADDED, REMOVED, JobGraphWatch
 from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import Assignment, Outcome
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
 from zkstore.lifecycle.destinations import Destinations
@@ -696,8 +697,13 @@ class LeaderProcess:
 
 def _labels(job: JobSnapshot) -> dict[str, str]:
     """The labels the job requires (``--require``); raises :class:`ConfigError` if garbled."""
-    pairs = [p for p in (job.summary_text("require") or "").split(",") if p]
-    return parse_labels(pairs, "requirement")
+    if job.run is not None:
+        return job.run.labels
+    try:  # only to say why (garbled: rare)
+        RunSpec.from_summary(job.summary)
+    except ValueError as exc:
+        raise ConfigError(f"its run options cannot be read: {exc}") from None
+    raise ConfigError("its run options cannot be read")
 
 
 def _required(job: JobSnapshot) -> dict[str, str]:

@@ -51,7 +51,6 @@ from zkstore.lifecycle.outbox import DEFAULT_RETENTION, Outbox, Pending
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.lifecycle.policy import Backoff, jitter_fraction
 from zkstore.ops import Fence
-from zkstore.strict import parse_time
 from zkstore.watch import NodeWatch
 
 __all__ = ["DEFAULT_BACKOFF", "READ_GAP", "NotificationSender", "Round", "SenderSettings"]
@@ -187,7 +186,7 @@ class NotificationSender:
             elif item.name not in lanes.busy:
                 done.waiting += 1
                 if item.entry.next_try is not None:
-                    done.due_at(parse_time(item.entry.next_try))
+                    done.due_at(item.entry.next_try)
 
     async def _settle(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
         """Record what came of one try (off the event loop: ZooKeeper calls block); never
@@ -234,17 +233,20 @@ class NotificationSender:
             raise error
         if error is None:
             done.failed += 1
-        due = parse_time(failure[2])
+        due = failure[2]
         done.due_at(due)
         self._due_again(due)
 
-    def _next_try(self, item: Pending, answer: Answer, now: datetime) -> tuple[Pending, str, str]:
+    def _next_try(
+        self, item: Pending, answer: Answer, now: datetime
+    ) -> tuple[Pending, str, datetime]:
         """The failed try of ``item`` to record: its error and the next try's time."""
         tries = item.entry.tries + 1
         pause = self.settings.backoff.delay_for(tries, jitter_fraction(item.entry.key, tries))
         if answer.retry_after is not None:
             pause = max(pause, min(answer.retry_after, self.settings.backoff.max_delay))
-        next_try = (now + timedelta(seconds=pause)).isoformat(timespec="milliseconds")
+        next_try = now + timedelta(seconds=pause)
+        next_try = next_try.replace(microsecond=next_try.microsecond // 1000 * 1000)
         error = answer.error or "failed"
         logger.info(
             "notification %s: try %d failed (%s); next in %.1f s",
@@ -253,7 +255,7 @@ class NotificationSender:
             error,
             pause,
         )
-        return item, error, next_try.replace("+00:00", "Z")
+        return item, error, next_try
 
     def _lost(self, exc: FenceLost) -> None:
         if self.fence_lost is None:

@@ -62,6 +62,7 @@ from zkstore.errors import (
 from zkstore.handle import Handle, ZnodeStatLike
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.resign import resign_job
+from zkstore.jobs.runspec import RunSpec
 from zkstore.ops import Check, Delete, Fence, SetData
 from zkstore.protocol import JOB_IDENTITIES
 from zkstore.strict import utc_now
@@ -314,7 +315,7 @@ class FleetMember:
                 assignment.attempt,
                 assignment.status_version,
                 own_identity=own_identity,
-                conf_shown=self._conf_shown(job_id),
+                run=self._run_spec(job_id),
             )
         except OSError as exc:
             logger.error("job %s: cannot start a driver: %s", job_id, exc)
@@ -333,23 +334,22 @@ class FleetMember:
             launch.log_path,
         )
 
-    def _conf_shown(self, job_id: str) -> str | None:
-        """The job's Spark settings as its handle's summary shows them (a hint of whether its
-        driver can use a warm JVM; the daemon never opens the definition). None without warm
-        drivers, or if the handle cannot be read: the attempt takes a warm JVM if one is
-        ready, and its driver decides."""
+    def _run_spec(self, job_id: str) -> RunSpec | None:
+        """The job's run options as its handle keeps them (a hint of whether its driver can use
+        a warm JVM; the daemon never opens the definition). None without warm drivers, or if
+        the handle cannot be read: the attempt takes a warm JVM if one is ready, and its driver
+        decides."""
         if self.launcher.warm is None:
             return None
         path = self.cluster.layout.job_handle(job_id)
         try:
             data, stat = self.cluster.zk.get(path)
-            conf = Handle.from_znode(data, stat, path).summary.get("conf")
-        except ZkStoreError as exc:
+            return RunSpec.from_summary(Handle.from_znode(data, stat, path).summary)
+        except (ZkStoreError, ValueError) as exc:
             logger.debug(
-                "job %s: summary not read (%s): a warm driver if one is ready", job_id, exc
+                "job %s: run options not read (%s): a warm driver if one is ready", job_id, exc
             )
             return None
-        return conf if isinstance(conf, str) else None
 
     def _resign(self, job_id: str, assignment: Assignment) -> None:
         """Before launching: the job's handles signed with the cluster key (written before job

@@ -69,6 +69,7 @@ from recovery.shared.sparkjvm import WARM_ENV
 from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.states import DriverExit
 
 __all__ = [
@@ -453,11 +454,11 @@ class DriverLauncher:
         status_version: int,
         *,
         own_identity: bool = False,
-        conf_shown: str | None = None,
+        run: RunSpec | None = None,
     ) -> Launch:
         """Start the driver of ``attempt`` (with its job's ZooKeeper identity if
-        ``own_identity``; with a warm JVM unless ``conf_shown``, its job's Spark settings as its
-        summary shows them, says it cannot use one); raises OSError if the process cannot be
+        ``own_identity``; with a warm JVM unless ``run``, its job's run options as its handle
+        keeps them, says it cannot use one); raises OSError if the process cannot be
         started.
 
         The caller has made sure that no driver of the attempt lives on this host (see
@@ -467,13 +468,13 @@ class DriverLauncher:
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
-        declined = self.warm.declines(conf_shown) if self.warm is not None else None
+        declined = self.warm.declines(run) if self.warm is not None else None
         warm = None
         if self.warm is not None and declined is None:
             warm = self.warm.take(job_id, attempt, work_dir, log_path)
         if declined is not None:
             logger.info(
-                "job %s: attempt %d launched without a warm driver (its summary): %s",
+                "job %s: attempt %d launched without a warm driver (its run options): %s",
                 job_id,
                 attempt,
                 declined,

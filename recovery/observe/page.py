@@ -17,7 +17,7 @@ from urllib.parse import quote
 from recovery.observe.view import ClusterView, DaemonInfo, finished
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.service.jobs import describe, duration, headline
-from zkstore.strict import parse_time
+from zkstore.strict import parse_time, time_text
 
 __all__ = [
     "CELL_CHARS",
@@ -385,7 +385,7 @@ def _quarantine(jobs: list[JobSnapshot], now: float) -> str:
         assert entry is not None
         rows.append(
             f"<tr><td>{_job_link(job.job_id)}</td><td class='err'>{_e(entry.reason)}</td>"
-            f"<td>{_e(_since(entry.since, now))}</td></tr>"
+            f"<td>{_e(_since(time_text(entry.since), now))}</td></tr>"
         )
     return _table(("job", "reason", "since"), rows, "nothing in quarantine")
 

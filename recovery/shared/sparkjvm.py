@@ -20,10 +20,10 @@ client mode (credentials, the application's staging) than a context can redo.
 
 Whether an attempt's JVM-level settings match is the driver's decision: only it reads the job's
 sealed definition. Its daemon, which never opens it, reads a hint as it launches the attempt:
-the job's Spark settings as its handle's summary shows them (:func:`summary_reason`). A job
-whose summary shows one that differs is launched without a warm JVM (none taken, none started
-beside it); a summary that lies can only make a job that could have used one start cold, or
-hand over one its driver lets go.
+the job's run options as its handle keeps them (:func:`run_reason`: typed, parsed once; a
+long value kept as its digest). A job whose handle keeps one that differs is launched without a
+warm JVM (none taken, none started beside it); a handle that lies can only make a job that
+could have used one start cold, or hand over one its driver lets go.
 
 Pure: the caller reads the files and the environment. Also here, as the member and the driver
 both use them: :class:`WarmOffer`, what a driver is given of the warm JVM its attempt took, and
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from recovery.settings import is_warm_master
-from zkstore.jobs.shown import REDACTED, read_conf_text
+from zkstore.jobs.runspec import RunSpec
 
 __all__ = [
     "ARCHIVE_ENV",
@@ -56,7 +56,7 @@ __all__ = [
     "parse_properties",
     "parse_submit_args",
     "quote_option",
-    "summary_reason",
+    "run_reason",
 ]
 
 #: The settings a driver JVM is started with, and what each is there.
@@ -119,29 +119,37 @@ def jvm_reason(attempt: Mapping[str, str], defaults: Mapping[str, str]) -> str |
     return None
 
 
-def summary_reason(conf_shown: str | None, defaults: Mapping[str, str]) -> str | None:
-    """Why a job whose handle's summary shows its Spark settings as ``conf_shown``
-    (:func:`zkstore.jobs.shown.conf_text`: cut, secrets redacted) cannot use a warm driver JVM
-    started with ``defaults``, or None if nothing shown says so. A hint for the daemon, which
-    never opens the definition: a value redacted, a pair cut before its ``=`` or left out after
-    the cut says nothing; a value cut short differs if the warm JVMs' does not start with it."""
-    if not conf_shown:
+def run_reason(run: RunSpec | None, defaults: Mapping[str, str]) -> str | None:
+    """Why a job whose handle keeps its run options as ``run`` (:mod:`zkstore.jobs.runspec`)
+    cannot use a warm driver JVM started with ``defaults``, or None if nothing it keeps says
+    so. For the daemon, which never opens the definition: a JVM-level value is kept in clear
+    or as its digest (compared exactly); a secret says nothing, nor an older handle's value
+    cut short whose start the warm JVMs' value begins with."""
+    if run is None:
         return None
-    pairs, cut_key = read_conf_text(conf_shown)
-    known = {k: v for k, v in pairs.items() if k != cut_key and v != REDACTED}
-    master = known.get("spark.master")
-    reason = master_reason(master) if master is not None else None
-    reason = reason or jvm_reason({k: v for k, v in known.items() if k in JVM_LEVEL}, defaults)
-    if reason is not None or cut_key not in JVM_LEVEL:
-        return reason
-    start = pairs[cut_key].lstrip()
-    started = defaults.get(cut_key, "").strip() or UNSET_MEANS.get(cut_key, "")
-    if start and not started.startswith(start):
-        had = f"{started[:60]!r}" if started else "unset"
-        return (
-            f"{cut_key}={start[:60]!r}... ({JVM_LEVEL[cut_key]}) is fixed at JVM launch; "
-            f"warm drivers have {had}"
-        )
+    master = run.setting("spark.master")
+    if master is not None and master.value is not None:
+        reason = master_reason(master.value)
+        if reason is not None:
+            return reason
+    for key in sorted(JVM_LEVEL):
+        setting = run.setting(key)
+        if setting is None:
+            continue
+        unset = UNSET_MEANS.get(key, "")
+        started = defaults.get(key, "").strip() or unset
+        if setting.value is not None:
+            reason = jvm_reason({key: setting.value}, defaults)
+        elif setting.differs(started):
+            had = f"{started[:60]!r}" if started else "unset"
+            reason = (
+                f"{key}={setting.shown()[:60]!r} ({JVM_LEVEL[key]}) is fixed at JVM launch; "
+                f"warm drivers have {had}"
+            )
+        else:
+            reason = None
+        if reason is not None:
+            return reason
     return None
 
 

@@ -22,7 +22,7 @@ from zkstore.schedules.records import SchedulePaths
 from zkstore.serializers import PickleSerializer
 from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 KEY = b"k" * 32
 
@@ -77,17 +77,8 @@ def test_a_forged_definition_never_runs_in_a_command(
             version=None,
             job_id="held",
             reason="planted",
-            since=utc_now(),
-            handle=kept.summary
-            | {
-                "format": 1,
-                "uri": kept.uri,
-                "size": kept.size,
-                "sha256": kept.sha256,
-                "created": kept.created,
-                "writer": kept.writer,
-                "hmac": kept.hmac,
-            },
+            since=parse_time(utc_now()),
+            handle=kept,
         )
         plant(zk, layout.quarantine_entry("held"), entry.to_bytes())
         plant(zk, layout.status("held"), JobStatus(version=None, updated=utc_now()).to_bytes())

@@ -124,6 +124,76 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
         local.stop()
 
 
+def test_jvm_options_the_warm_drivers_lack_never_run_in_one_wherever_the_job_sets_them(
+    spark_config: StoreConfig, tmp_path: Path
+) -> None:
+    """Issue 53: a JVM option given as a ``--conf`` value longer than what ``jobs show`` shows,
+    after another long one, is kept typed in the handle: the daemon takes no warm JVM for it
+    (the display text used to cut it off, and the daemon handed over one its driver let go).
+    One set in the job's own ``SparkSession.builder``, or in ``PYSPARK_SUBMIT_ARGS`` before it,
+    which no daemon can see: the driver starts its own JVM and lets the warm one go. Each job
+    reads its JVM's pid and the option back through the gateway."""
+    local = LocalCluster(
+        spark_config,
+        tmp_path / "runtime",
+        spark_master="local[1]",
+        warm_drivers=1,
+        class_data=str(spark_jvm.HOME),
+    )
+    out = tmp_path / "out"
+    option = "-Dzkstore.test=long -Dzkstore.pad=" + "q" * 300
+    conf = {"spark.app.padding": "p" * 300, "spark.driver.extraJavaOptions": option}
+    try:
+        daemon = local.start_daemon("d1")
+        first = wait_for(lambda: ready(daemon), WARM, what="a warm driver")
+        [warm_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
+        with hands_client(spark_config) as client:
+            client.submit_function(
+                jobs.jvm_report,
+                str(out / "long"),
+                ["spark.driver.extraJavaOptions"],
+                ["zkstore.test"],
+                job_id="long",
+                conf=conf,
+                max_attempts=1,
+            )
+            assert client.wait("long", timeout=JOB).outcome == SUCCEEDED
+            report = jobs.read_marks(str(out / "long"))["jvm-1"]
+            assert report["properties"] == {"zkstore.test": "long"}, report
+            assert report["pid"] != warm_pid and took(daemon, "long") is None, daemon.log()[-3000:]
+            assert "job long: attempt 1 launched without a warm driver" in daemon.log()
+            assert ready(daemon) == first and titled_warm(local) == [warm_pid]
+            for how in ("builder", "submit-args"):
+                wait_for(
+                    lambda: ready(daemon) and len(titled_warm(local)) == 1,
+                    WARM,
+                    what="one warm driver ready",
+                )
+                client.submit_function(
+                    jobs.jvm_report_own_options,
+                    str(out / how),
+                    how,
+                    f"-Dzkstore.test={how}",
+                    job_id=how,
+                    max_attempts=1,
+                )
+                assert client.wait(how, timeout=JOB).outcome == SUCCEEDED
+                report = jobs.read_marks(str(out / how))["jvm-1"]
+                assert report["properties"] == {"zkstore.test": how}, report
+                taken = took(daemon, how)
+                assert taken is not None, daemon.log()[-3000:]
+                assert report["pid"] != taken[1], "its own JVM, not the warm one"
+                said = driver_log(local, how)
+                assert "Spark driver JVM: its own, cold:" in said, said
+                wait_for(
+                    lambda pid=taken[1]: not alive(pid), STOP_GRACE * 3, what="the warm JVM let go"
+                )
+        local.stop_daemons()
+        assert not local.spark_jvms(), "no Spark JVM left"
+    finally:
+        local.stop()
+
+
 def test_a_warm_jvm_dies_with_its_daemon_or_its_attempt_across_a_restart(
     spark_config: StoreConfig, tmp_path: Path
 ) -> None:

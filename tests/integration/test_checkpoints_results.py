@@ -210,9 +210,7 @@ def test_quarantine_moves_one_job_and_leaves_the_others_recoverable(cluster: Clu
     entry = cluster.quarantine.get("job-1")
     assert entry is not None
     assert "CorruptPayload" in entry.reason
-    assert entry.handle is not None and entry.handle["uri"] == broken.uri, (
-        "payload kept for forensics"
-    )
+    assert entry.handle is not None and entry.handle.uri == broken.uri, "payload kept for forensics"
     assert cluster.storage.exists(broken.uri)
     assert read_snapshots(cluster.zk, cluster.layout, ["job-1"])["job-1"].state == QUARANTINED
     assert cluster.quarantine.move_in("job-1", "again").reason == entry.reason, "idempotent"

@@ -21,7 +21,7 @@ from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, notification_ops
 from zkstore.lifecycle.policy import Backoff
 from zkstore.ops import Fence
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 LOOPBACK = Destinations.parse("127.0.0.1")
 FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)
@@ -44,7 +44,7 @@ def fence(cluster: Cluster) -> Fence:
 
 def record(cluster: Cluster, fence: Fence, job: str, count: int, url: str) -> list[str]:
     """``count`` events of ``job`` to ``url``, as the leader writes them; their keys."""
-    found = [Event(job, n, ATTEMPT_FAILED, utc_now()) for n in range(1, count + 1)]
+    found = [Event(job, n, ATTEMPT_FAILED, utc_moment()) for n in range(1, count + 1)]
     cluster.zk.commit(notification_ops(cluster.layout, found, [url]), fence=fence)
     return [e.key for e in found]
 
@@ -156,7 +156,7 @@ def test_an_outcome_is_delivered_beside_a_flood_of_another_jobs_events(
     silent = HostileReceiver("silent").start()
     try:
         record(cluster, fence, "flood", 6, silent.url())
-        outcome = Event("quiet", 1, SUCCEEDED, utc_now())
+        outcome = Event("quiet", 1, SUCCEEDED, utc_moment())
         cluster.zk.commit(notification_ops(cluster.layout, [outcome], [good.url()]), fence=fence)
         settings = SenderSettings(deadline=1.0, backoff=Backoff(60.0, 60.0, jitter=0.0))
         sender = NotificationSender(outbox, fence=fence, settings=settings, destinations=LOOPBACK)

@@ -31,7 +31,7 @@ from zkstore.lifecycle.outbox import (
 )
 from zkstore.lifecycle.policy import Backoff
 from zkstore.ops import Fence, SetData
-from zkstore.strict import parse_time, utc_now
+from zkstore.strict import utc_moment, utc_now
 
 FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)
 #: the test's receivers listen on loopback, which notifications may reach only when allowed
@@ -65,8 +65,8 @@ def record(cluster: Cluster, fence: Fence, events: list[Event], urls: list[str |
 
 def events(count: int, job: str = "nightly") -> list[Event]:
     states = (ATTEMPT_FAILED, ATTEMPT_LOST)
-    found = [Event(job, n, states[n % 2], utc_now(), reason=f"e{n}") for n in range(1, count)]
-    return [*found, Event(job, count, SUCCEEDED, utc_now())]
+    found = [Event(job, n, states[n % 2], utc_moment(), reason=f"e{n}") for n in range(1, count)]
+    return [*found, Event(job, count, SUCCEEDED, utc_moment())]
 
 
 def drain(sender: NotificationSender, outbox: Outbox) -> None:
@@ -197,7 +197,7 @@ def test_the_thread_delivers_new_events_promptly(
     try:
         latencies = []
         for n in range(1, 11):
-            event = Event("live", n, ATTEMPT_FAILED, utc_now())
+            event = Event("live", n, ATTEMPT_FAILED, utc_moment())
             started = time.monotonic()
             record(cluster, fence, [event], [receiver.url()])
             wait_for(lambda e=event: receiver.snapshot()[1][e.key] == 1, timeout=BOUND)  # type: ignore[misc]
@@ -224,7 +224,7 @@ def test_the_thread_tries_a_refused_event_again_after_its_backoff_not_its_poll(
         outbox, fence=fence, settings=settings, destinations=LOOPBACK
     ).start()
     try:
-        event = Event("refused", 1, SUCCEEDED, utc_now())
+        event = Event("refused", 1, SUCCEEDED, utc_moment())
         record(cluster, fence, [event], [receiver.url()])
         wait_for(
             lambda: receiver.snapshot()[1][event.key] == 1,
@@ -251,7 +251,7 @@ def test_a_round_says_when_its_refused_events_are_due_again(
     assert done.next_due is not None
     assert now < done.next_due <= now + timedelta(seconds=FAST.backoff.max_delay)
     pending, _ = outbox.pending()
-    assert done.next_due == min(parse_time(p.entry.next_try or "") for p in pending)
+    assert done.next_due == min(p.entry.next_try for p in pending if p.entry.next_try)
 
 
 def test_the_thread_survives_a_round_that_fails(
@@ -296,7 +296,7 @@ def test_a_stalled_receiver_costs_one_deadline_and_blocks_no_other_event(
         fence, _ = lead(cluster)
         outbox = Outbox(cluster.zk, cluster.layout)
         outbox.ensure()
-        record(cluster, fence, [Event("slow", 1, ATTEMPT_FAILED, utc_now())], [receiver.url()])
+        record(cluster, fence, [Event("slow", 1, ATTEMPT_FAILED, utc_moment())], [receiver.url()])
         record(cluster, fence, events(4, job="fast"), [receiver.url()])
         settings = SenderSettings(deadline=0.5, backoff=FAST.backoff)
         started = time.monotonic()
@@ -382,7 +382,7 @@ def test_delivery_throughput(cluster: Cluster, receiver: NotificationReceiver) -
     outbox.ensure()
     # distinct ids: six random hex digits for 200 jobs collided about once in 840 runs (an
     # entry of the same name twice: HandleExists)
-    sent = [Event(f"job-{n:03d}", 1, SUCCEEDED, utc_now()) for n in range(200)]
+    sent = [Event(f"job-{n:03d}", 1, SUCCEEDED, utc_moment()) for n in range(200)]
     started = time.monotonic()
     for chunk in range(0, 200, 20):
         record(cluster, fence, sent[chunk : chunk + 20], [receiver.url()])

@@ -9,13 +9,13 @@ from recovery.observe.metrics import ClusterCollector
 from recovery.observe.view import read_view
 from zkstore.cluster import Cluster
 from zkstore.lifecycle.outbox import Event, Outbox, notification_ops
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 
 def test_pending_notifications_are_counted_and_exported(cluster: Cluster) -> None:
     assert read_view(cluster).notifications_pending == 0, "no outbox yet: none"
     Outbox(cluster.zk, cluster.layout).ensure()
-    events = [Event(job_id="j", attempt=n, state="ATTEMPT_FAILED", at=utc_now()) for n in (1, 2)]
+    events = [Event(job_id="j", attempt=n, state="ATTEMPT_FAILED", at=utc_moment()) for n in (1, 2)]
     cluster.zk.commit(notification_ops(cluster.layout, events, ["http://127.0.0.1:9/hook"]))
     view = read_view(cluster)
     assert view.notifications_pending == 2

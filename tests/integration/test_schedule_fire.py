@@ -474,7 +474,7 @@ def test_a_crash_while_creating_leaves_a_whole_schedule_or_none(
 
 def test_a_tampered_definition_is_refused(leader: Leader) -> None:
     spec = create(leader)
-    forged = json.loads(json.dumps(spec.definition))
+    forged = spec.definition.record()  # type: ignore[union-attr]
     forged["hmac"] = "00" * 32
     path = leader.schedules.paths.schedule(NAME)
     record = json.loads(leader.cluster.zk.get(path)[0])
@@ -486,7 +486,8 @@ def test_a_tampered_definition_is_refused(leader: Leader) -> None:
 
 def test_a_damaged_definition_skips_the_window_saying_why(leader: Leader) -> None:
     spec = create(leader)
-    forged = {**json.loads(json.dumps(spec.definition)), "hmac": "00" * 32}
+    assert spec.definition is not None
+    forged = replace(spec.definition, hmac="00" * 32)
     path = leader.schedules.paths.schedule(NAME)
     plant(leader.cluster.zk, path, replace(spec, definition=forged).to_bytes())
     report = leader.firer.fire(NAME, leader.fence, at(1))

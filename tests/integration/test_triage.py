@@ -67,7 +67,7 @@ def test_release_is_refused_while_corrupt_and_puts_the_job_back_once_repaired(
     cluster: Cluster, config: StoreConfig
 ) -> None:
     quarantined(cluster, "q1")
-    uri = cluster.quarantine.get("q1").handle["uri"]  # type: ignore[union-attr]
+    uri = cluster.quarantine.get("q1").handle.uri  # type: ignore[union-attr]
     path = cluster.storage.path_of(uri)
     good = cluster.storage.fs.cat_file(path)
     cluster.storage.fs.pipe_file(path, good[:-1] + bytes([good[-1] ^ 1]))
@@ -102,7 +102,7 @@ def test_release_refuses_a_foreign_payload_a_raw_handle_and_a_live_driver(
     quarantined(cluster, "thief")
     entry = cluster.quarantine.get("thief")
     assert entry is not None and entry.handle is not None
-    foreign = {**entry.handle, "uri": cluster.quarantine.get("own").handle["uri"]}  # type: ignore[union-attr]
+    foreign = {**entry.handle.record(), "uri": cluster.quarantine.get("own").handle.uri}  # type: ignore[union-attr]
     cluster.zk.set(
         cluster.layout.quarantine_entry("thief"),
         json.dumps({**json.loads(entry.to_bytes()), "handle": foreign}).encode(),

@@ -47,6 +47,7 @@ from zkstore.jobs.states import (
     SUCCEEDED,
 )
 from zkstore.jobs.stops import EndRequest
+from zkstore.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 T = "2026-11-21T11:59:00.000Z"
@@ -212,7 +213,7 @@ def test_result_means_cleanup_or_nothing_never_a_new_attempt() -> None:
 
 
 def test_quarantined_or_removed_jobs_are_left_alone() -> None:
-    entry = QuarantineEntry(version=0, job_id="j", reason="r", since=T)
+    entry = QuarantineEntry(version=0, job_id="j", reason="r", since=parse_time(T))
     assert isinstance(decided(job(quarantine=entry, status=status(PENDING))), Nothing)
     assert isinstance(decided(job(marked=True, status=status(PENDING))), Nothing)
 
@@ -220,7 +221,7 @@ def test_quarantined_or_removed_jobs_are_left_alone() -> None:
 def test_a_quarantined_jobs_slot_is_released_once_its_driver_is_gone() -> None:
     """Issue 50: quarantined while its driver runs, the job keeps its slot counted; released
     by the look that finds the driver gone."""
-    entry = QuarantineEntry(version=0, job_id="j", reason="r", since=T)
+    entry = QuarantineEntry(version=0, job_id="j", reason="r", since=parse_time(T))
     placed = Local(member_alive=True, assigned=True)
     still = decide(job(quarantine=entry, status=status(), running=running()), placed, SETTINGS, NOW)
     assert isinstance(still, Nothing)

@@ -237,7 +237,7 @@ def usable(record: object, parse: Callable[[bytes, str], object]) -> None:
     for text in times:
         if text is None:
             continue
-        moment = parse_time(text)
+        moment = text if isinstance(text, datetime) else parse_time(text)
         assert (now - moment) + timedelta(days=1) is not None
         assert moment + timedelta(days=365) > moment
         assert math.isfinite(moment.timestamp())

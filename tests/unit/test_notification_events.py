@@ -32,13 +32,17 @@ from zkstore.lifecycle.records import (
     stop_path,
 )
 from zkstore.ops import Create
+from zkstore.strict import parse_time
 
 LAYOUT = Layout("/zkstore/default")
 AT = "2026-11-21T12:00:00.000Z"
+MOMENT = parse_time(AT)
 
 
 def event(state: str = ATTEMPT_FAILED, attempt: int = 2, reason: str | None = "boom") -> Event:
-    return Event("nightly", attempt, state, AT, reason=reason, name="Nightly", cluster="default")
+    return Event(
+        "nightly", attempt, state, MOMENT, reason=reason, name="Nightly", cluster="default"
+    )
 
 
 def entries(ops: list[object]) -> list[NotificationEntry]:

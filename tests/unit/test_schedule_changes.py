@@ -38,7 +38,7 @@ def spec(**fields: object) -> ScheduleSpec:
     ref = PayloadRef(uri="file:///s/d.pkl", size=1, sha256="a" * 64)
     handle = Handle.for_payload(ref, "w", {"max_attempts": 3, "max_lost": 10})
     base = new_spec("tick", NOW, **{**when(every="15s", timezone="UTC"), **fields})
-    return replace(base, definition=json.loads(handle.to_bytes()))
+    return replace(base, definition=handle)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ records. Pure: "now" is given."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -57,7 +56,7 @@ def spec(**changes: Any) -> ScheduleSpec:
         "version": 3,
         "name": "hourly",
         "created": "2026-11-23T12:00:00.000Z",
-        "definition": json.loads(HANDLE.to_bytes()),
+        "definition": HANDLE,
         "cron": "0 * * * *",
         "start_at": format_time(START),
     }

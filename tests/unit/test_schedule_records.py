@@ -4,7 +4,6 @@ adds, fits the handle limit. And the spec refuses what no writer writes."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -91,7 +90,7 @@ VALID = ScheduleSpec(
     version=None,
     name="nightly",
     created="2026-11-24T00:00:00.000Z",
-    definition=json.loads(HANDLE.to_bytes()),
+    definition=HANDLE,
     cron="30 2 * * *",
 )
 
@@ -114,7 +113,6 @@ VALID = ScheduleSpec(
         {"paused": True},
         {"after_schedule": "../x"},
         {"name": "n" * 101},
-        {"definition": {"format": 1}},
         {"definition": None},
     ],
 )

@@ -34,10 +34,11 @@ from recovery.shared.sparkjvm import (
     parse_properties,
     parse_submit_args,
     quote_option,
-    summary_reason,
+    run_reason,
 )
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
+from zkstore.jobs.runspec import DECIDING_KEYS, RunSpec
 from zkstore.jobs.shown import MAX_CONF_BYTES, conf_text
 
 # -- settings fixed at JVM launch ---------------------------------------------------------------
@@ -64,38 +65,63 @@ def test_the_same_values_as_the_warm_drivers_and_context_settings_keep_it_warm()
     assert "'2g'" in (jvm_reason({"spark.driver.memory": "1g"}, defaults) or "")
 
 
-def test_a_summary_showing_a_jvm_level_setting_the_warm_drivers_lack_launches_it_cold() -> None:
-    """The daemon's hint, from the summary's text: what it shows decides; what it cannot show
-    (a value redacted, cut before its key, none at all) leaves the attempt a warm JVM."""
+def test_a_handle_keeping_a_jvm_level_setting_the_warm_drivers_lack_launches_it_cold() -> None:
+    """The daemon's hint, from the run options the handle keeps (typed, fleet protocol 4):
+    every JVM-level setting is kept, a long one by its digest, so none is lost to a cut; a
+    secret says nothing."""
     defaults = {"spark.driver.memory": "2g"}
 
-    def shown(**conf: str) -> str | None:
-        return conf_text({k.replace("_", "."): v for k, v in conf.items()})
+    def kept(**conf: str) -> RunSpec:
+        spec = RunSpec.of({k.replace("_", "."): v for k, v in conf.items()}, {})
+        return RunSpec.from_summary(spec.summary_fields())  # as the daemon reads it back
 
-    cold = summary_reason(shown(spark_driver_extraJavaOptions="-Dx=1"), defaults)
+    cold = run_reason(kept(spark_driver_extraJavaOptions="-Dx=1"), defaults)
     assert cold is not None and cold.startswith("spark.driver.extraJavaOptions=")
     assert "fixed at JVM launch" in cold
-    assert "'1g'" in (summary_reason(shown(spark_driver_memory="1g"), defaults) or "")
-    assert "master yarn" in (summary_reason(shown(spark_master="yarn"), defaults) or "")
+    assert "'1g'" in (run_reason(kept(spark_driver_memory="1g"), defaults) or "")
+    assert "master yarn" in (run_reason(kept(spark_master="yarn"), defaults) or "")
     for warm in (
         None,
-        "",
-        shown(spark_driver_memory="2g", spark_executor_memory="8g"),
-        shown(spark_submit_deployMode="client", spark_master="local[2]"),
-        shown(spark_sql_shuffle_partitions="7"),
+        RunSpec(),
+        kept(spark_driver_memory="2g", spark_executor_memory="8g"),
+        kept(spark_submit_deployMode="client", spark_master="local[2]"),
+        kept(spark_sql_shuffle_partitions="7"),
     ):
-        assert summary_reason(warm, defaults) is None, warm
-    # a value cut short: cold if the warm JVMs' does not start with what is shown
+        assert run_reason(warm, defaults) is None, warm
+    # a long value: compared by its digest, exactly (the start alone would match)
     long = "-Dx=" + "y" * MAX_CONF_BYTES
-    cut = summary_reason(shown(spark_driver_extraJavaOptions=long), {})
-    assert cut is not None and "..." in cut
     same = {"spark.driver.extraJavaOptions": long}
-    assert summary_reason(shown(spark_driver_extraJavaOptions=long), same) is None
-    # a pair left out after the cut says nothing
+    assert run_reason(kept(spark_driver_extraJavaOptions=long), same) is None
+    longer = run_reason(kept(spark_driver_extraJavaOptions=long + "z"), same)
+    assert longer is not None and "fixed at JVM launch" in longer
+    # the settings before it in the display text no longer hide it
+    hidden = kept(spark_a="y" * MAX_CONF_BYTES, spark_b="y" * 60, spark_driver_memory="1g")
+    assert "'1g'" in (run_reason(hidden, defaults) or "")
+
+
+def test_a_handle_of_before_protocol_4_is_read_from_its_shown_text() -> None:
+    """An older handle's ``conf`` text (cut, redacted) read into the same run options: what
+    it shows decides; what it cannot show (a value redacted, a pair cut off) says nothing."""
+    defaults = {"spark.driver.memory": "2g"}
+
+    def shown(**conf: str) -> RunSpec:
+        text = conf_text({k.replace("_", "."): v for k, v in conf.items()})
+        return RunSpec.from_summary({"conf": text} if text else {})
+
+    assert "'1g'" in (run_reason(shown(spark_driver_memory="1g"), defaults) or "")
+    assert run_reason(shown(spark_driver_memory="2g"), defaults) is None
+    long = "-Dx=" + "y" * MAX_CONF_BYTES
+    cut = run_reason(shown(spark_driver_extraJavaOptions=long), {})
+    assert cut is not None and "fixed at JVM launch" in cut
+    same = {"spark.driver.extraJavaOptions": long}
+    assert run_reason(shown(spark_driver_extraJavaOptions=long), same) is None
     hidden = shown(spark_a="y" * MAX_CONF_BYTES, spark_driver_memory="1g")
-    assert hidden is not None and summary_reason(hidden, defaults) is None
-    # a summary's text that is not conf_text's: nothing to go by, or at worst cold
-    assert summary_reason("garbage without pairs", defaults) is None
+    assert run_reason(hidden, defaults) is None
+    assert run_reason(RunSpec.from_summary({"conf": "garbage without pairs"}), defaults) is None
+
+
+def test_the_keys_the_handle_keeps_first_are_the_ones_the_warm_decision_reads() -> None:
+    assert frozenset({*JVM_LEVEL, "spark.master"}) == DECIDING_KEYS
 
 
 @pytest.mark.parametrize(

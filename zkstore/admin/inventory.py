@@ -7,14 +7,12 @@ payload; :func:`verify` does, and never unpickles one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from zkstore.errors import (
-    CorruptHandle,
     CorruptRecord,
     NewerRecord,
     StoreUnavailable,
@@ -210,11 +208,8 @@ def _read_records(
 
 
 def _quarantined_handle(entry: QuarantineEntry, path: str) -> HandleRecord | None:
-    if entry.handle is None:
-        return None
-    try:
-        handle = Handle.parse(json.dumps(entry.handle).encode(), path)
-    except CorruptHandle:
+    handle = entry.handle
+    if handle is None:
         return None
     return HandleRecord(
         path=path,

@@ -23,6 +23,7 @@ from zkstore.errors import JobNotFound, PayloadError
 from zkstore.jobs.records import QuarantineEntry
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.service.jobs import age, headline
+from zkstore.strict import time_text
 
 ENTRY_JSON_HELP = """\b
 JSON: job_id, name, reason, since, kind, entry, submitted,
@@ -39,7 +40,7 @@ def describe_entry(entry: QuarantineEntry) -> dict[str, Any]:
         "job_id": entry.job_id,
         "name": summary.get("name"),
         "reason": entry.reason,
-        "since": entry.since,
+        "since": time_text(entry.since),
         "kind": summary.get("kind"),
         "entry": summary.get("entry"),
         "submitted": summary.get("submitted"),

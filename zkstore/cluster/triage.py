@@ -20,7 +20,6 @@ of overwriting. Idempotent: run again after a success (or a crash between its st
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -28,7 +27,6 @@ from typing import Any
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.errors import (
-    CorruptHandle,
     HandleExists,
     HandleNotFound,
     JobFinished,
@@ -73,12 +71,7 @@ class Done:
 
 def kept_handle(entry: QuarantineEntry | None) -> Handle | None:
     """The handle a quarantine entry keeps, or None (no entry, or it kept raw garbage)."""
-    if entry is None or entry.handle is None:
-        return None
-    try:
-        return Handle.parse(json.dumps(entry.handle).encode(), f"quarantine of {entry.job_id}")
-    except CorruptHandle:
-        return None
+    return None if entry is None else entry.handle
 
 
 # -- release ----------------------------------------------------------------------------------

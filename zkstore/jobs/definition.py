@@ -27,6 +27,8 @@ import cloudpickle
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, IncompatiblePayload, SerializationError
 from zkstore.handle import SummaryValue
+from zkstore.jobs.records import LABEL
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.shown import args_text, conf_text, zipped_modules
 from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version
@@ -110,6 +112,7 @@ class JobOptions(TypedDict, total=False):
     require: Mapping[str, str] | None
     files: Sequence[ShippedFile]
     lifecycle: Mapping[str, SummaryValue]
+    typed_run: bool
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,9 @@ class JobDefinition:
     args_shown: str | None = None
     python: str = field(default_factory=python_version)
     cloudpickle: str = cloudpickle.__version__
+    #: the handle's summary carries the run options as one typed field (:mod:`zkstore.jobs.
+    #: runspec`, fleet protocol 4); False: as display texts (``require``, ``conf``), as before
+    typed_run: bool = False
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)
@@ -163,6 +169,12 @@ class JobDefinition:
         for key, value in self.spark_conf.items():
             if not isinstance(key, str) or not isinstance(value, str) or not key:
                 raise ConfigError(f"Spark configuration must map strings to strings: {key!r}")
+        for key, value in self.require.items():
+            if not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
+                raise ConfigError(
+                    f"requirement {key!r}={value!r} is not key=value (1-63 characters of "
+                    "[A-Za-z0-9._/-] each)"
+                )
         if len(_labels(self.require)) > MAX_REQUIRE_CHARS:
             raise ConfigError(f"the requirements take more than {MAX_REQUIRE_CHARS} characters")
         _check_unique([f.name for f in self.files])
@@ -288,6 +300,7 @@ class JobDefinition:
 
     def summary(self) -> dict[str, SummaryValue]:
         """What listing shows, stored in the handle beside the payload reference."""
+        typed = getattr(self, "typed_run", False)  # unpickled from before the field: False
         summary: dict[str, SummaryValue] = {
             "name": self.name[:MAX_NAME_CHARS],
             "kind": self.kind,
@@ -295,7 +308,7 @@ class JobDefinition:
             "submitted": self.submitted,
             "max_attempts": self.max_attempts,
             "max_lost": self.max_lost_attempts,
-            **({"require": _labels(self.require)} if self.require else {}),
+            **({"require": _labels(self.require)} if self.require and not typed else {}),
             "python": self.python,
             **dict(getattr(self, "lifecycle", None) or {}),
         }
@@ -306,13 +319,20 @@ class JobDefinition:
             summary["files"] = names
         shown = {
             "args": self.args_shown if self.kind == FUNCTION else args_text(self.args, script=True),
-            "conf": conf_text(self.spark_conf),
+            "conf": None if typed else conf_text(self.spark_conf),
             "modules": next(
                 (zipped_modules(f.data) for f in self.files if f.role == "modules"), None
             ),
         }
         summary.update({k: v for k, v in shown.items() if v is not None})
+        if typed:
+            summary.update(self.run.summary_fields())
         return summary
+
+    @property
+    def run(self) -> RunSpec:
+        """The run options the handle keeps (:mod:`zkstore.jobs.runspec`)."""
+        return RunSpec.of(self.spark_conf, self.require)
 
 
 class _RunFields(TypedDict):
@@ -322,6 +342,7 @@ class _RunFields(TypedDict):
     max_lost_attempts: int
     require: dict[str, str]
     lifecycle: dict[str, SummaryValue]
+    typed_run: bool
 
 
 def _run_fields(options: JobOptions) -> _RunFields:
@@ -333,6 +354,7 @@ def _run_fields(options: JobOptions) -> _RunFields:
         max_lost_attempts=options.get("max_lost_attempts", DEFAULT_MAX_LOST_ATTEMPTS),
         require=dict(options.get("require") or {}),
         lifecycle=dict(options.get("lifecycle") or {}),
+        typed_run=options.get("typed_run", False),
     )
 
 

@@ -9,7 +9,6 @@ job goes on (invariant 6). An operator releases or purges a quarantined job
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, Op
 from zkstore.retry import RACES, TryAgain
 from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 __all__ = ["QuarantineStore"]
@@ -78,22 +77,21 @@ class QuarantineStore:
     def _move_ops(
         self, job_id: str, reason: str, entry_exists: bool
     ) -> tuple[QuarantineEntry, list[Op]]:
-        handle: dict[str, object] | None = None
+        handle: Handle | None = None
         raw: str | None = None
         ops: list[Op] = []
         found = self.current_jobs.removal_ops(job_id)
         if found is not None:
             data, stat, ops = found
             try:
-                Handle.from_znode(data, stat, self.layout.job_handle(job_id))
-                handle = json.loads(data)
+                handle = Handle.from_znode(data, stat, self.layout.job_handle(job_id))
             except CorruptHandle:
                 raw = short_error(data.decode("utf-8", errors="replace"))
         entry = QuarantineEntry(
             version=None,
             job_id=job_id,
             reason=short_error(reason) or "",
-            since=utc_now(),
+            since=utc_moment(),
             handle=handle,
             raw=raw,
         )

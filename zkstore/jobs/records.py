@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 from zkstore import protocol
@@ -29,10 +30,18 @@ from zkstore.jobs.states import (
     PENDING,
     STATUS_STATES,
 )
-from zkstore.strict import MAX_INT, check_text, escape_control, load_object, parse_time
+from zkstore.strict import (
+    MAX_INT,
+    check_text,
+    escape_control,
+    load_object,
+    parse_time,
+    time_text,
+)
 from zkstore.zk import ZooKeeper
 
 __all__ = [
+    "EPOCH",
     "LABEL",
     "MAX_CONTROL_BYTES",
     "MAX_ERROR_CHARS",
@@ -72,6 +81,9 @@ MAX_ERROR_CHARS = 2000
 #: A control object (``R/jobs/<job>/control``) is at most this big.
 MAX_CONTROL_BYTES = 16 * 1024
 
+#: The default of a record's time field (a record read always has its own).
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
 #: A daemon's label key or value (``--label key=value``).
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}")
 
@@ -91,7 +103,9 @@ class Record:
 
     #: fields that may be missing or null in the JSON
     optional: ClassVar[frozenset[str]] = frozenset()
-    #: fields holding timestamps, checked to parse
+    #: fields holding timestamps, checked to parse; a field annotated ``datetime`` holds the
+    #: parsed time (converted here, at the boundary: stored as :func:`~zkstore.strict.
+    #: time_text`), one annotated ``str`` the text as stored
     times: ClassVar[frozenset[str]] = frozenset()
     #: allowed values of the ``state``/``outcome`` fields, when they have them
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -105,6 +119,9 @@ class Record:
     #: ``daemon_id`` everywhere): read and written under that name, so that every version
     #: of zkstore reads what every other wrote
     stored: ClassVar[dict[str, str]] = {}
+    #: fields holding a handle kept inside the record: stored as the handle's JSON object,
+    #: held as a :class:`~zkstore.handle.Handle` (parsed once, here)
+    handles: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
         # Text that came from elsewhere (an exception's message, a --reason) may hold control
@@ -117,11 +134,19 @@ class Record:
                     object.__setattr__(self, f.name, clean)
 
     def to_bytes(self) -> bytes:
-        data = {self.stored.get(k, k): v for k, v in asdict(self).items() if k != "version"}
+        data = {self.stored.get(k, k): v for k, v in self.as_dict().items() if k != "version"}
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record's fields as JSON values (a kept handle as its JSON object)."""
+        values = asdict(self)
+        for name in self.times:
+            if isinstance(values.get(name), datetime):
+                values[name] = time_text(values[name])
+        for name in self.handles:
+            handle = getattr(self, name)
+            values[name] = handle.record() if isinstance(handle, Handle) else None
+        return values
 
     @classmethod
     def from_znode(cls: type[R], data: bytes, stat: ZnodeStatLike | None, path: str) -> R:
@@ -158,6 +183,9 @@ class Record:
                 if f.name not in cls.optional:
                     raise ValueError(f"missing {cls.stored.get(f.name, f.name)!r}")
                 continue  # the field's default
+            if f.name in cls.handles or (f.name in cls.times and "datetime" in str(f.type)):
+                values[f.name] = cls._converted(f.name, value)
+                continue
             if not _matches(value, str(f.type)):
                 raise ValueError(f"{f.name!r} has the wrong type")
             if f.name in cls.choices and value not in cls.choices[f.name]:
@@ -170,6 +198,19 @@ class Record:
                 check_text(value, repr(f.name), multiline=f.name in cls.multiline)
             values[f.name] = value
         return values
+
+    @classmethod
+    def _converted(cls, name: str, value: Any) -> Any:
+        """A kept handle or a time, from its JSON value to what the record holds; ValueError
+        for garbage (a newer format's handle raises :class:`~zkstore.errors.NewerRecord`)."""
+        if name in cls.handles:
+            try:
+                return Handle.from_record(value, f"the kept {name}")
+            except CorruptHandle as exc:
+                raise ValueError(str(exc)) from None
+        if not isinstance(value, str):
+            raise ValueError(f"{name!r} has the wrong type")
+        return parse_time(value)
 
     @classmethod
     def _int_bound(cls, name: str) -> int:
@@ -360,23 +401,14 @@ class QuarantineEntry(Record):
 
     job_id: str = ""
     reason: str = ""
-    since: str = ""
-    handle: dict[str, Any] | None = None
+    since: datetime = EPOCH
+    handle: Handle | None = None
     raw: str | None = None
 
     optional = frozenset({"handle", "raw"})
     times = frozenset({"since"})
     multiline = frozenset({"reason", "raw"})
-
-    @classmethod
-    def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
-        values = super()._values(raw)
-        if values.get("handle") is not None:
-            try:
-                Handle.parse(json.dumps(values["handle"]).encode(), "the kept handle")
-            except CorruptHandle as exc:
-                raise ValueError(str(exc)) from None
-        return values
+    handles = frozenset({"handle"})
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,17 @@ CODE, OPTIONS = "code", "options"
 #: one has none): tells "only the arguments differ" from "the code differs"
 PROGRAM = "program"
 #: Summary fields compared as they are, in the order differences are named.
-COMPARED = ("name", "kind", "entry", "max_attempts", "max_lost", "require", "files", "after")
+COMPARED = (
+    "name",
+    "kind",
+    "entry",
+    "max_attempts",
+    "max_lost",
+    "require",
+    "run",
+    "files",
+    "after",
+)
 MAX_KEY_CHARS = 200
 _KEY_LABEL = b"zkstore-idempotency-key\0"
 

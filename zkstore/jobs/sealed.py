@@ -97,6 +97,8 @@ def _definition(values: dict[str, Any], file_type: type) -> JobDefinition:
     for name in ("code", "arguments"):
         if values.get(name) is not None and not isinstance(values[name], bytes):
             raise IncompatiblePayload(f"a job definition's {name} is not bytes")
+    if not isinstance(values.get("typed_run", False), bool):
+        raise IncompatiblePayload("a job definition's typed_run is not a boolean")
     texts = ("job_id", "name", "kind", "source", "filename", "function_name", "submitted")
     for name in (*texts, "args_shown", "python", "cloudpickle"):
         if values.get(name) is not None and not isinstance(values[name], str):

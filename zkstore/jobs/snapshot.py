@@ -24,6 +24,7 @@ import difflib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 from zkstore.errors import (
@@ -46,6 +47,7 @@ from zkstore.jobs.records import (
     RunningInfo,
     SparkApp,
 )
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.states import (
     CLEAN,
     CLEANING,
@@ -225,17 +227,26 @@ class JobSnapshot:
         if self.handle is not None:
             return dict(self.handle.summary)
         if self.quarantine is not None and self.quarantine.handle is not None:
-            return dict(self.quarantine.handle)
+            return dict(self.quarantine.handle.summary)
         if self.result is not None and self.result.summary is not None:
             return dict(self.result.summary)
         return {}
+
+    @cached_property
+    def run(self) -> RunSpec | None:
+        """The job's run options (:mod:`zkstore.jobs.runspec`), parsed once from its summary;
+        None if they are garbled there (the job is then quarantined when decided)."""
+        try:
+            return RunSpec.from_summary(self.summary)
+        except ValueError:
+            return None
 
     @property
     def name(self) -> str | None:
         if self.handle is not None:
             return self.summary_text("name")
         if self.quarantine is not None and self.quarantine.handle is not None:
-            value = self.quarantine.handle.get("name")
+            value = self.quarantine.handle.summary.get("name")
             return value if isinstance(value, str) else None
         return self.result.name if self.result is not None else None
 

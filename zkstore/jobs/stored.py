@@ -30,7 +30,7 @@ def stored_summary(zk: ZooKeeper, layout: Layout, job_id: str) -> dict[str, Summ
             return None if kept_summary is None else dict(kept_summary)
         if quarantined is not None:
             kept = QuarantineEntry.from_znode(*quarantined, paths[2]).handle
-            return None if kept is None else dict(kept.items())
+            return None if kept is None else dict(kept.summary)
     except ZkStoreError:
         return None
     return None

@@ -41,7 +41,7 @@ from zkstore.errors import CorruptRecord, HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
 from zkstore.lifecycle.records import NotificationEntry, outbox_path, redact_url, url_problem
 from zkstore.ops import Create, Delete, Fence, Op, SetData
-from zkstore.strict import parse_time, utc_now
+from zkstore.strict import time_text, utc_moment
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -104,7 +104,7 @@ class Event:
     job_id: str
     attempt: int
     state: str
-    at: str
+    at: datetime
     reason: str | None = None
     name: str | None = None
     cluster: str | None = None
@@ -145,7 +145,7 @@ def notification_ops(
     if not targets:
         return []
     nonce = nonce or uuid.uuid4().hex
-    created = utc_now()
+    created = utc_moment()
     parent = outbox_path(layout)
     ops: list[Op] = []
     for event in events:
@@ -181,7 +181,7 @@ def body(entry: NotificationEntry) -> bytes:
         "name": entry.name,
         "attempt": entry.attempt,
         "state": entry.state,
-        "at": entry.at,
+        "at": time_text(entry.at),
         "reason": entry.reason,
         "cluster": entry.cluster,
         "delivery": entry.tries + 1,
@@ -199,10 +199,10 @@ class Pending:
     order: int
 
     def due(self, now: datetime) -> bool:
-        return self.entry.next_try is None or parse_time(self.entry.next_try) <= now
+        return self.entry.next_try is None or self.entry.next_try <= now
 
     def age(self, now: datetime) -> float:
-        return (now - parse_time(self.entry.created)).total_seconds()
+        return (now - self.entry.created).total_seconds()
 
     def describe(self) -> str:
         return f"{self.entry.key} to {redact_url(self.entry.url)}"
@@ -245,7 +245,7 @@ class Outbox:
     def settle(
         self,
         delivered: Sequence[Pending],
-        failed: Sequence[tuple[Pending, str, str]],
+        failed: Sequence[tuple[Pending, str, datetime]],
         *,
         fence: Fence | None,
     ) -> list[ZkStoreError | None]:
@@ -263,7 +263,7 @@ class Outbox:
             return []
         return self.zk.commit_many(transactions, fence=fence)
 
-    def _failed_op(self, pending: Pending, error: str, next_try: str) -> SetData:
+    def _failed_op(self, pending: Pending, error: str, next_try: datetime) -> SetData:
         entry = pending.entry
         updated = replace(
             entry, version=None, tries=entry.tries + 1, next_try=next_try, last_error=error

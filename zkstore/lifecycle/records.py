@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit
 
-from zkstore.jobs.records import MAX_ERROR_CHARS, Record, short_error
+from zkstore.jobs.records import EPOCH, MAX_ERROR_CHARS, Record, short_error
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest, redact_url
 from zkstore.layout import Layout
 
@@ -103,14 +104,14 @@ class NotificationEntry(Record):
     job_id: str = ""
     attempt: int = 0
     state: str = ""
-    at: str = ""
+    at: datetime = EPOCH
     url: str = ""
-    created: str = ""
+    created: datetime = EPOCH
     reason: str | None = None
     name: str | None = None
     cluster: str | None = None
     tries: int = 0
-    next_try: str | None = None
+    next_try: datetime | None = None
     last_error: str | None = None
 
     optional = frozenset({"reason", "name", "cluster", "next_try", "last_error"})

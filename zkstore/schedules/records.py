@@ -138,7 +138,7 @@ class ScheduleSpec(Record):
 
     name: str = ""
     created: str = ""
-    definition: dict[str, Any] | None = None
+    definition: Handle | None = None
     cron: str | None = None
     every: int | None = None
     timezone: str = "UTC"
@@ -180,6 +180,7 @@ class ScheduleSpec(Record):
     )
     times = frozenset({"created", "start_at", "end_at", "paused_at", "resumed_at"})
     choices = {"concurrency": CONCURRENCY}
+    handles = frozenset({"definition"})
 
     @classmethod
     def _values(cls, raw: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +193,7 @@ class ScheduleSpec(Record):
         return values
 
     def to_bytes(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if k not in ("version", "changes")}
+        data = {k: v for k, v in self.as_dict().items() if k not in ("version", "changes")}
         if self.changes:
             data["changes"] = [asdict(change) for change in self.changes]
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
@@ -208,8 +209,11 @@ class ScheduleSpec(Record):
 
     @property
     def handle(self) -> Handle:
-        """The handle of the schedule's definition (checked when the record was parsed)."""
-        return Handle.parse(json.dumps(self.definition).encode(), f"schedule {self.name}")
+        """The handle of the schedule's definition (parsed with the record); raises
+        :class:`CorruptHandle` for a spec that has none."""
+        if self.definition is None:
+            raise CorruptHandle(f"schedule {self.name}: no definition handle")
+        return self.definition
 
     def timing(self) -> Timing:
         """The schedule's windows (:class:`ConfigError` if its time zone is unknown here)."""
@@ -239,7 +243,6 @@ class ScheduleSpec(Record):
             validate_name(self.name)
             if self.definition is None:
                 return "no definition handle"
-            self.handle  # noqa: B018 (parsing is the check)
             if (self.cron is None) == (self.every is None):
                 return "neither or both of cron and every"
             if self.cron is not None and parse_cron(self.cron) != self.cron:

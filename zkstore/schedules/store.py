@@ -19,7 +19,6 @@ The leader's side (firing windows) is :mod:`zkstore.schedules.fire`.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -142,7 +141,7 @@ class ScheduleStore:
         self._step("create:payload-written")
         try:
             handle = Handle.for_payload(ref, self.instance_id, definition.summary())
-            stored = replace(spec, definition=json.loads(handle.to_bytes()), version=None)
+            stored = replace(spec, definition=handle, version=None)
             check(stored)
             state = ScheduleState(version=None, updated=utc_now())
             self.zk.ensure_path(self.paths.schedules)

@@ -17,7 +17,6 @@ new spec; never with a mix. Windows already decided stay as they were.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -104,7 +103,7 @@ def _write(
             store.paths.definitions(name), store.serializer.dumps(definition), suffix=".pkl"
         )
         handle = Handle.for_payload(new_ref, store.instance_id, definition.summary())
-        changed = replace(changed, definition=json.loads(handle.to_bytes()))
+        changed = replace(changed, definition=handle)
     written = changed.changed(change)
     assert current.version is not None
     try:

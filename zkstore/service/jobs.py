@@ -18,7 +18,7 @@ from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
-from zkstore.strict import parse_time
+from zkstore.strict import parse_time, time_text
 
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
     from zkstore.cluster import Cluster
@@ -135,9 +135,9 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "entry": job.summary_text("entry"),
         "files": job.summary_text("files"),
         "args": job.summary_text("args"),
-        "conf": job.summary_text("conf"),
+        "conf": job.run.conf_shown() if job.run is not None else None,
         "modules": job.summary_text("modules"),
-        "require": job.summary_text("require"),
+        "require": job.run.require_shown() if job.run is not None else None,
         "attempt": job.attempt,
         "max_attempts": job.summary_int("max_attempts"),
         "submitted": job.summary_time("submitted"),
@@ -189,7 +189,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         },
         "quarantine": None
         if job.quarantine is None
-        else {"reason": job.quarantine.reason, "since": job.quarantine.since},
+        else {"reason": job.quarantine.reason, "since": time_text(job.quarantine.since)},
         "lifecycle": lifecycle_of(job),
         "stop": None
         if job.stop is None

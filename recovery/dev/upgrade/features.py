@@ -24,6 +24,7 @@ from zkstore.protocol import (
     CLUSTER_SETTINGS,
     FEATURES,
     JOB_IDENTITIES,
+    RUN_SPEC,
     Feature,
 )
 
@@ -84,6 +85,10 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "the leader writes neither R/settings nor conditions, as protocol 3 did: clients check "
         "schedules and notifications against their own environment, and what the leader does "
         "not do is said in its log only"
+    ),
+    RUN_SPEC: FallsBack(
+        "submit writes a job's requirements and Spark settings as the texts protocol 3 read "
+        "(require, conf), which this code parses into the same run options"
     ),
 }
 

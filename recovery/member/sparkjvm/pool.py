@@ -83,8 +83,9 @@ from recovery.shared.sparkjvm import (
     master_reason,
     parse_properties,
     quote_option,
-    summary_reason,
+    run_reason,
 )
+from zkstore.jobs.runspec import RunSpec
 
 __all__ = [
     "FIRST_RETRY",
@@ -497,11 +498,11 @@ class WarmPool:
         finally:
             os.close(fd)
 
-    def declines(self, conf_shown: str | None) -> str | None:
-        """Why an attempt of a job whose summary shows its Spark settings as ``conf_shown``
-        should not take a warm JVM (its driver would let it go and start its own), or None:
-        a hint, its driver decides (:func:`~recovery.shared.sparkjvm.summary_reason`)."""
-        return summary_reason(conf_shown, self.defaults())
+    def declines(self, run: RunSpec | None) -> str | None:
+        """Why an attempt of a job whose handle keeps its run options as ``run`` should not
+        take a warm JVM (its driver would let it go and start its own), or None: a hint, its
+        driver decides (:func:`~recovery.shared.sparkjvm.run_reason`)."""
+        return run_reason(run, self.defaults())
 
     def defaults(self) -> dict[str, str]:
         """The JVM-level settings the warm JVMs were started with: the deployment's."""

@@ -88,7 +88,7 @@ class QuarantinedJob(Kind):
             self.finding(
                 job,
                 layout.quarantine_entry(job),
-                look.now - parse_time(entry.since).timestamp(),
+                look.now - entry.since.timestamp(),
                 detail=entry.reason,
             )
             for job, entry in look.inventory.quarantine.items()

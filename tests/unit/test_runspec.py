@@ -1,0 +1,125 @@
+"""A job's run options as one typed value (issue 53 item 4): what the handle keeps of them, read
+back once, the older display texts read into the same value, and what people see derived."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zkstore.handle import Handle, PayloadRef
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.runspec import (
+    MAX_RUN_BYTES,
+    MAX_VALUE_BYTES,
+    RUN,
+    RunSpec,
+    SparkSetting,
+    digest,
+)
+from zkstore.jobs.shown import REDACTED
+
+SECRET = "hunter2-very-secret"
+
+
+def _definition(typed: bool, **conf: str) -> JobDefinition:
+    return JobDefinition.for_script(
+        "j1",
+        "print(1)\n",
+        filename="/tmp/j1.py",
+        spark_conf=conf or {"spark.driver.memory": "1g", "spark.ssl.keyPassword": SECRET},
+        require={"zone": "a", "gpu": "yes"},
+        typed_run=typed,
+    )
+
+
+def test_the_handle_keeps_one_typed_field_and_reads_it_back_whole() -> None:
+    definition = _definition(True)
+    summary = definition.summary()
+    assert "require" not in summary and "conf" not in summary
+    assert isinstance(summary[RUN], str)
+    run = RunSpec.from_summary(summary)
+    assert run == definition.run
+    assert run.labels == {"gpu": "yes", "zone": "a"}
+    assert run.setting("spark.driver.memory") == SparkSetting("spark.driver.memory", "1g")
+    assert run.setting("spark.ssl.keyPassword") == SparkSetting(
+        "spark.ssl.keyPassword", secret=True
+    )
+    assert run.conf_shown() == f"spark.driver.memory=1g, spark.ssl.keyPassword={REDACTED}"
+    assert run.require_shown() == "gpu=yes,zone=a"
+
+
+def test_a_secret_value_is_neither_stored_nor_shown() -> None:
+    definition = _definition(True)
+    handle = Handle.for_payload(PayloadRef("file:///x", 1, "0" * 64), "w", definition.summary())
+    assert SECRET.encode() not in handle.to_bytes()
+    run = RunSpec.from_summary(Handle.parse(handle.to_bytes(), "/h").summary)
+    assert SECRET not in (run.conf_shown() or "")
+    assert digest(SECRET) not in handle.to_bytes().decode()
+
+
+def test_older_handles_texts_read_into_the_same_run_options() -> None:
+    typed, texts = _definition(True), _definition(False)
+    assert "run" not in texts.summary()
+    assert texts.summary()["require"] == "gpu=yes,zone=a"
+    assert RunSpec.from_summary(texts.summary()) == RunSpec.from_summary(typed.summary())
+
+
+def test_a_long_value_is_kept_by_its_start_and_digest_and_compared_exactly() -> None:
+    long = "-XX:+UseG1GC " + "-Dk=v " * 40
+    run = RunSpec.from_summary(
+        _definition(True, **{"spark.driver.extraJavaOptions": long}).summary()
+    )
+    setting = run.setting("spark.driver.extraJavaOptions")
+    assert setting is not None and setting.value is None and setting.sha256 == digest(long)
+    assert setting.differs(long) is False and setting.differs(f" {long} ") is False
+    assert setting.differs(long + "-Dz=1") is True
+    assert (run.conf_shown() or "").startswith("spark.driver.extraJavaOptions=-XX:+UseG1GC")
+
+
+def test_the_settings_that_decide_are_kept_first_and_the_handle_fits() -> None:
+    conf = {f"spark.app.k{i:02d}": "v" * MAX_VALUE_BYTES for i in range(40)}
+    conf["spark.driver.extraJavaOptions"] = "-Dx=1"
+    conf["spark.master"] = "local[2]"
+    run = RunSpec.of(conf, {"zone": "a"})
+    assert run.stored_bytes() <= MAX_RUN_BYTES and run.more > 0
+    assert run.setting("spark.driver.extraJavaOptions") == SparkSetting(
+        "spark.driver.extraJavaOptions", "-Dx=1"
+    )
+    assert run.setting("spark.master") is not None
+    assert len(run.spark) + run.more == len(conf)
+    assert (run.conf_shown() or "").endswith("…")
+    definition = _definition(True, **conf)
+    Handle.for_payload(PayloadRef("file:///x", 1, "0" * 64), "w" * 100, definition.summary())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '{"require": {"zone": 1}}',
+        '{"require": {"zone": "a b"}}',
+        '{"spark": {"k": 3}}',
+        '{"spark": {"k": {"start": "x", "sha256": "zz"}}}',
+        '{"more": -1}',
+        '{"more": true}',
+        "not json",
+    ],
+)
+def test_garbled_run_options_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        RunSpec.from_summary({RUN: text})
+
+
+def test_a_garbled_older_requirement_is_refused() -> None:
+    with pytest.raises(ValueError):
+        RunSpec.from_summary({"require": "zone"})
+    assert RunSpec.from_summary({}) == RunSpec()
+
+
+def test_the_stored_form_is_plain_json() -> None:
+    run = RunSpec.of({"spark.master": "local[1]", "spark.a.token": "t"}, {"zone": "a"})
+    assert json.loads(run.to_json()) == {
+        "require": {"zone": "a"},
+        "spark": {"spark.a.token": None, "spark.master": "local[1]"},
+    }
