@@ -536,14 +536,15 @@ class JobActions:
         """The outbox entries of ``events`` (state, reason) of the job's current attempt, for
         the daemon's ``--notify`` and the job's own URL: committed with the state change. An
         event past the job's (or the outbox's) bound is not written, and said so."""
-        urls: list[str | None] = [*self.settings.notify, self._signed_notify.url(job)]
+        signed = self._signed_notify.url(job)
+        urls: list[str | None] = [*self.settings.notify, signed]
         targets = outbox.notification_targets(urls)
         if not targets:
             return []
         counts = self.leader.outbox_counts
         admitted = [e for e in events if counts.admit(job.job_id, e[0], len(targets))]
         for state, _ in sorted(set(events) - set(admitted)):
-            own = job.summary_text(NOTIFY_KEY) or next(iter(targets), None)
+            own = signed or next(iter(targets), None)
             if own is not None:  # said on the job: the user's URL first, else the daemon's
                 self.leader.conditions.refused(
                     job.job_id,
