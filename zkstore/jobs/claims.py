@@ -125,11 +125,14 @@ class ArtifactClaims:
                 ops.append(Create(node))
             elif depth > 0:  # the protocol's node is never a place
                 ops.extend(absent(f"{node}/{MARK}"))
+        # The place's node and its claim are the job's (zkstore.identity): no other job's
+        # identity can delete the claim, nor change it.
+        place = Create(nodes[-1], owner=claim.job)
         if leaf is None:
-            ops.append(Create(nodes[-1]))
+            ops.append(place)
         else:
-            ops += [Delete(nodes[-1]), Create(nodes[-1])]  # the delete fails if it has children
-        ops.append(Create(marks[-1], claim.to_bytes()))
+            ops += [Delete(nodes[-1]), place]  # the delete fails if it has children
+        ops.append(Create(marks[-1], claim.to_bytes(), owner=claim.job))
         return ops
 
     def _clear_below(self, claim: Claim, node: str, fence: Fence | None) -> None:
@@ -176,6 +179,16 @@ class ArtifactClaims:
             logger.warning("%s", exc)
             return None
 
+    def owner(self, path: str) -> str | None:
+        """The job whose claim ``path`` is (a claim, or a claimed place's node), None for a
+        node of the shared index (or a claim that cannot be read): the ACL it should have
+        (:func:`zkstore.admin.acl.apply_acl`)."""
+        if not self.is_claim_path(path):
+            return None
+        mark = path if path.rsplit("/", 1)[-1] == MARK else f"{path}/{MARK}"
+        claim = self._read(mark)
+        return None if claim is None else claim.job
+
     # -- releasing -----------------------------------------------------------------------------
 
     def holder(self, job_id: str, name: str, uri: str) -> Claim:
@@ -197,15 +210,34 @@ class ArtifactClaims:
             why = "a place above it is claimed too"
         elif sorted(kids or ()) != [MARK]:
             why = "places below it are claimed too"
+        else:
+            why = self._unheld(job_id, nodes[-1], marks[-1])
         if why is not None or claim is None:
             raise UntrustedPayload(
                 f"artifact {name!r} of job {job_id} at {uri[:300]}: {why}: its data is left alone"
             )
         return claim
 
+    def _unheld(self, job_id: str, place: str, mark: str) -> str | None:
+        """Why the claim at ``mark`` (on ``place``) is not one job ``job_id`` made under its
+        own identity, that no other can change; None if it is, or if there are no identities
+        to tell (no digest credentials: every client may write every node)."""
+        policy = self.zk.acl_policy
+        if policy is None:
+            return None
+        for path, is_mark in ((place, False), (mark, True)):
+            acls, _ = self.zk.get_acls(path)
+            why = policy.claim_unheld(acls, job_id, mark=is_mark)
+            if why is not None:
+                node = "the claim" if is_mark else "its place"
+                return f"its claim is not the job's own ({node}: {why})"
+        return None
+
     def unclaim_ops(self, claim: Claim) -> list[Op]:
+        """Delete the claim and its place's node (the job's: nobody else could delete it later)."""
         assert claim.version is not None
-        return [Delete(f"{self.nodes(claim.uri)[-1]}/{MARK}", claim.version)]
+        place = self.nodes(claim.uri)[-1]
+        return [Delete(f"{place}/{MARK}", claim.version), Delete(place)]
 
     def prune(self, uri: str, fence: Fence | None) -> None:
         """Delete the place's node and its empty ancestors (never the protocol's), deepest
@@ -213,7 +245,11 @@ class ArtifactClaims:
         for node in reversed(self.nodes(uri)[1:]):
             try:
                 self.zk.commit([Delete(node)], fence=fence)
-            except (ConflictError, HandleNotFound) as exc:
+            except HandleNotFound as exc:
+                if exc.path != node:
+                    logger.debug("claims: %s stays (%s)", node, exc)
+                    return
+            except ConflictError as exc:
                 logger.debug("claims: %s stays (%s)", node, exc)
                 return
 
