@@ -43,7 +43,7 @@ from zkstore.layout import Layout
 from zkstore.ops import Check, Create, Delete, Fence, Op, absent
 from zkstore.zk import ZooKeeper
 
-__all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "claim_key"]
+__all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "LeftClaim", "claim_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +61,40 @@ class Claim(Record):
     name: str = ""
     uri: str = ""
     claimed: str = ""
+    #: the attempt whose record made it (the record's ``attempt``); None: made before claims
+    #: were per attempt (it then stands for whichever attempt's record names the place)
+    attempt: int | None = None
 
+    optional = frozenset({"attempt"})
     times = frozenset({"claimed"})
 
     def owns(self, other: Claim) -> bool:
+        """The same job's same artifact at the same place, made by the same attempt."""
+        return self.same_place(other) and (
+            self.attempt is None or other.attempt is None or self.attempt == other.attempt
+        )
+
+    def same_place(self, other: Claim) -> bool:
+        """The same job's artifact of the same name at the same place (any attempt)."""
         return (self.job, self.name, self.uri) == (other.job, other.name, other.uri)
+
+    def left_for(self, other: Claim) -> bool:
+        """This claim is another attempt's of the same job, name and place as ``other``: an
+        attempt that is gone (one attempt lives at a time) left it without its record."""
+        return self.same_place(other) and not self.owns(other)
+
+
+class LeftClaim(HandleExists):
+    """A registration met the claim another attempt of the same job left at the place without
+    its record (:meth:`Claim.left_for`): not this attempt's; its place is released first."""
+
+    def __init__(self, claim: Claim) -> None:
+        super().__init__(
+            f"artifact {claim.name!r} of job {claim.job} at {claim.uri}: attempt "
+            f"{claim.attempt}'s claim, left without its record",
+            path=None,
+        )
+        self.claim = claim
 
 
 def claim_key(uri: str) -> tuple[str, ...]:
@@ -113,6 +142,8 @@ class ArtifactClaims:
         mine = self._read(marks[-1]) if marked[-1] is not None else None
         if mine is not None and mine.owns(claim) and mine.version is not None:
             return [Check(marks[-1], mine.version)]
+        if mine is not None and mine.left_for(claim):
+            raise LeftClaim(mine)
         for mark, stat in zip(marks, marked, strict=True):
             if stat is not None:
                 raise self._overlap(claim, mark)
@@ -191,19 +222,22 @@ class ArtifactClaims:
 
     # -- releasing -----------------------------------------------------------------------------
 
-    def holder(self, job_id: str, name: str, uri: str) -> Claim:
-        """The claim that makes ``uri`` artifact ``name`` of job ``job_id``, read again just
-        before its data is deleted; :class:`UntrustedPayload` if there is none, or another
-        place overlapping it is claimed too (then nothing may be deleted)."""
+    def holder(self, job_id: str, name: str, uri: str, attempt: int | None) -> Claim:
+        """The claim that makes ``uri`` artifact ``name`` of job ``job_id`` (registered by
+        ``attempt``), read again just before its data is deleted; :class:`UntrustedPayload` if
+        there is none, it is another attempt's, or another place overlapping it is claimed too,
+        or it is not the job's own (then nothing may be deleted)."""
         nodes = self.nodes(uri)
         marks = [f"{node}/{MARK}" for node in nodes]
         ancestors = self.zk.exists_many(marks[:-1])
         (kids,) = self.zk.children_many([nodes[-1]])
         claim = self._read(marks[-1])
-        owner = Claim(version=None, job=job_id, name=name, uri=uri)
+        owner = Claim(version=None, job=job_id, name=name, uri=uri, attempt=attempt)
         why = None
         if claim is None:
             why = "no claim (it was not registered through this configuration)"
+        elif claim.left_for(owner):
+            why = f"claimed by attempt {claim.attempt} of the job, not attempt {attempt}"
         elif not claim.owns(owner):
             why = f"claimed by artifact {claim.name!r} of job {claim.job}"
         elif any(stat is not None for stat in ancestors):
