@@ -18,8 +18,8 @@
 
 With ``ZKSTORE_API_READ_TOKEN`` set, the job list and details, a job's page, logs and control
 GETs need ``Authorization: Bearer`` with it (or the change token), and the status page shows
-jobs only with it (without: the leader, the daemons and the count by state). Every route answers only
-requests whose ``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
+jobs only with it (without: the leader, the daemons and the count by state). Every route
+answers only requests whose ``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
 :mod:`recovery.observe.access`).
 
 With ``Authorization: Bearer <ZKSTORE_API_TOKEN>`` (changes; each answers what it stored):
