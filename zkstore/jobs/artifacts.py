@@ -424,15 +424,8 @@ class ArtifactStore:
         assert claim.version is not None
         mark = self.claims.unclaim_ops(claim)[0].path
         self.zk.commit([Check(mark, claim.version)], fence=fence)
-        logger.warning(
-            "artifact %s of %s: attempt %s left its claim of %s without its record: released "
-            "before attempt %d registers it",
-            left.name,
-            self.job_id,
-            left.attempt,
-            left.uri,
-            attempt,
-        )
+        what = f"artifact {left.name} of {self.job_id} at {left.uri}: attempt {left.attempt}"
+        logger.warning("%s left its claim without its record: released for %d", what, attempt)
         self.space.delete(self.job_id, left.uri)
         self.zk.commit(self.claims.unclaim_ops(claim), fence=fence)
         self.claims.prune(left.uri, fence)
