@@ -5,7 +5,7 @@ identity, all derived from the cluster's password, so nothing new is configured:
 
 - the **cluster** (daemons, command line, clients): all rights on every node;
 - the **drivers** (every driver also authenticates as ``zkstore-drivers``, with a password
-  derived for the cluster): read on every node, and the artifact claims below;
+  derived for the cluster): read on every node, and adding to the artifact claims' index;
 - **each job** (``zkstore-job.<job>``, a password derived for the cluster and the job): the
   rights its driver needs on its own job's nodes and nowhere else.
 
@@ -21,8 +21,15 @@ cluster's nor another job's. Every node is created with :meth:`AclPolicy.acl_for
     R/jobs/<job>/{checkpoints, artifacts}/...   + the job: ALL (a checkpoint's handle and its
                                         locks)
     R/currentJobs/<job>/locks[/<owner>] + the job: ALL (its driver's lock on the definition)
-    R/artifact-claims/...               drivers: ALL (a shared index every driver's
-                                        registration changes: see docs/operating.md)
+    R/artifact-claims/...               drivers: READ CREATE DELETE (a shared index every
+                                        driver's registration adds to: see docs/operating.md)
+    R/artifact-claims/.../<place>       a claimed place (created with its claim, ``owner``):
+                                        drivers READ; its job: READ CREATE DELETE
+    R/artifact-claims/.../<place>/=     the claim: drivers READ; its job: READ
+
+So a claim is its job's alone: no other job's identity, nor the drivers' shared one, can delete,
+change or re-ACL it (deleting the claim takes DELETE on its place's node), and whoever releases
+a place checks that its claim carries exactly that (:meth:`AclPolicy.claim_unheld`).
 
 So job code that opens its own session with its driver's credentials can change its own job's
 records (its status, say, by deleting it: it is its own job) and nothing of another job's, of
@@ -46,6 +53,7 @@ from zkstore.errors import ConfigError
 
 __all__ = [
     "CLAIMS",
+    "CLAIM_MARK",
     "DRIVERS_USER",
     "DRIVER_DIRS",
     "DRIVER_RECORDS",
@@ -70,6 +78,12 @@ DRIVER_DIRS = frozenset({"checkpoints", "artifacts"})
 CLAIMS = "artifact-claims"
 
 _GROW = Permissions.READ | Permissions.CREATE | Permissions.DELETE
+#: The rights that change a node or what is below it.
+_CHANGE = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
+#: What ZooKeeper shows of a digest's hash to a reader without ADMIN on the node.
+_REDACTED = "x"
+#: The last name of a claim's node (:data:`zkstore.jobs.claims.MARK`).
+CLAIM_MARK = "="
 
 
 def _derive(cluster: ZkAuth, label: str, *parts: str) -> str:
@@ -174,6 +188,7 @@ class AclPolicy:
         owner = digest_id(cluster) if cluster is not None else driver.cluster_id  # type: ignore[union-attr]
         drivers = drivers_auth(cluster, cluster_id) if cluster is not None else driver.drivers  # type: ignore[union-attr]
         self._drivers_id = digest_id(drivers)
+        self._owner = owner
         self._common = [ACL(Permissions.ALL, owner)] + [
             ACL(Permissions.READ, Id(*i.split(":", 1))) for i in read_ids
         ]
@@ -189,14 +204,19 @@ class AclPolicy:
                 return None  # a driver cannot name another job's identity: never needed
         return self._jobs[job_id]
 
-    def acl_for(self, path: str) -> list[ACL]:
-        """The ACL a node at ``path`` is created with."""
+    def acl_for(self, path: str, owner: str | None = None) -> list[ACL]:
+        """The ACL a node at ``path`` is created with; ``owner``: the job whose claim it is
+        (a claimed place's node and its claim, under ``R/artifact-claims``)."""
         if not path.startswith(self.base + "/"):
             return list(self._common)  # the root's parents and the root: a driver needs none
         acl = [*self._common, ACL(Permissions.READ, self._drivers_id)]
         parts = path[len(self.base) + 1 :].split("/")
         if parts[0] == CLAIMS:
-            return [*self._common, ACL(Permissions.ALL, self._drivers_id)]
+            if owner is None:  # the shared index: every driver adds places to it
+                return [*self._common, ACL(_GROW, self._drivers_id)]
+            ident = self._job_id(owner)
+            rights = Permissions.READ if parts[-1] == CLAIM_MARK else _GROW
+            return acl if ident is None else [*acl, ACL(rights, ident)]
         granted = _job_rights(parts)
         if granted is None:
             return acl
@@ -204,9 +224,54 @@ class AclPolicy:
         ident = self._job_id(job_id)
         return acl if ident is None else [*acl, ACL(perms, ident)]
 
+    def claim_unheld(self, acls: Sequence[ACL], job_id: str, *, mark: bool) -> str | None:
+        """Why a claim's node (``mark``) or its place's node with ``acls`` is not ``job_id``'s
+        alone, None if it is: nobody but the cluster and the job may change it, and the job's
+        identity is named (it was created by the job's driver, or for it by the cluster)."""
+        ident = self._job_id(job_id)
+        if ident is None:
+            return f"the identity of job {job_id} cannot be named here"
+        others = sorted(
+            {
+                _who(entry.id, self._drivers_id)
+                for entry in acls
+                if entry.perms & _CHANGE
+                and not (_is(entry.id, self._owner) or _is(entry.id, ident))
+            }
+        )
+        if others:
+            return f"{' and '.join(others)} may change it"
+        needed = Permissions.READ if mark else Permissions.DELETE
+        if not any(_is(entry.id, ident) and entry.perms & needed for entry in acls):
+            return f"it was not made under job {job_id}'s own identity"
+        return None
+
     def job_entry(self, job_id: str) -> Id | None:
         """The ACL id of ``job_id``'s identity (None where this policy cannot name it)."""
         return self._job_id(job_id)
+
+
+def _is(seen: Id, ident: Id) -> bool:
+    """``seen`` (an ACL entry as read) is ``ident``. ZooKeeper shows a digest's hash only to
+    a reader with ADMIN on the node (the cluster), as ``user:x`` to others (a driver): then
+    the user names are compared."""
+    if seen == ident:
+        return True
+    user, _, hashed = str(seen.id).partition(":")
+    return bool(
+        seen.scheme == ident.scheme == DIGEST
+        and hashed == _REDACTED
+        and user == ident.id.partition(":")[0]
+    )
+
+
+def _who(ident: Id, drivers: Id) -> str:
+    """An ACL id as a reason names it (never a digest's hash)."""
+    if _is(ident, drivers):
+        return f"the drivers' shared identity ({DRIVERS_USER})"
+    if ident.scheme == DIGEST:
+        return f"digest user {ident.id.partition(':')[0]!r}"
+    return f"{ident.scheme}:{ident.id}"
 
 
 def _job_rights(parts: list[str]) -> tuple[str, int] | None:

@@ -52,9 +52,13 @@ class Check:
 
 @dataclass(frozen=True)
 class Create:
+    """Transaction op: create ``path``; ``owner``, the job whose node it is where the ACL policy
+    cannot tell from the path (a claim: :meth:`zkstore.identity.AclPolicy.acl_for`)."""
+
     path: str
     data: bytes = b""
     ephemeral: bool = False
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

@@ -259,9 +259,10 @@ class ZooKeeper:
             return self.driver.describe()
         return self.auth.describe() if self.auth is not None else "a client without credentials"
 
-    def _acl(self, path: str) -> list[ACL] | None:
-        """The ACL a node created at ``path`` gets (None: the session's default)."""
-        return None if self.acl_policy is None else self.acl_policy.acl_for(path)
+    def _acl(self, path: str, owner: str | None = None) -> list[ACL] | None:
+        """The ACL a node created at ``path`` (for job ``owner``) gets (None: the session's
+        default)."""
+        return None if self.acl_policy is None else self.acl_policy.acl_for(path, owner)
 
     # -- session -------------------------------------------------------------------------------
 
@@ -819,7 +820,9 @@ class ZooKeeper:
                 transaction.check(op.path, op.version)
             elif isinstance(op, Create):
                 size += len(op.data)
-                transaction.create(op.path, op.data, acl=self._acl(op.path), ephemeral=op.ephemeral)
+                transaction.create(
+                    op.path, op.data, acl=self._acl(op.path, op.owner), ephemeral=op.ephemeral
+                )
             elif isinstance(op, SetData):
                 size += len(op.data)
                 transaction.set_data(op.path, op.data, op.version)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery.shared.processes import Liveness, ProcessIdentity, boot_id, probe
+from recovery.shared.sparkconf import is_local_master, loopback_ui
 from recovery.shared.sparkjvm import (
     ARCHIVE_ENV,
     JVM_LEVEL,
@@ -50,6 +51,7 @@ from recovery.shared.sparkjvm import (
     parse_submit_args,
     quote_option,
 )
+from zkstore.config import ENV_VARS
 
 __all__ = ["SUBMIT_ARGS", "SUBMIT_OPTS", "SparkJvm", "WarmProcess"]
 
@@ -197,6 +199,8 @@ class SparkJvm:
                 logger.info("Spark driver JVM: %s", self.how)
                 return gateway
         self.let_go()
+        # In local mode its UI (and RPC) listen on loopback only, unless SPARK_LOCAL_IP is set.
+        self._env.update(loopback_ui(self._env, self._master_of(submit, settings)))
         archive_reason = self._set_archive(settings)
         classes = (
             f"Spark's classes mapped from {self.archive}"
@@ -238,8 +242,23 @@ class SparkJvm:
         """Why the job's own settings cannot use a warm JVM, or None if they can."""
         if submit.others:
             return f"PYSPARK_SUBMIT_ARGS has {' '.join(submit.others)[:80]} (fixed at JVM launch)"
-        master = settings.get("spark.master") or submit.master or self._master
-        return master_reason(master) or jvm_reason(settings, self._defaults)
+        master = self._master_of(submit, settings)
+        return (
+            master_reason(master)
+            or self._loopback_reason(master)
+            or jvm_reason(settings, self._defaults)
+        )
+
+    def _master_of(self, submit: SubmitArgs, settings: Mapping[str, str]) -> str:
+        return settings.get("spark.master") or submit.master or self._master
+
+    def _loopback_reason(self, master: str) -> str | None:
+        """Why a warm JVM that listens on loopback only (its daemon's master is local mode)
+        cannot serve ``master``, whose executors must reach their driver; None if it can."""
+        daemon_master = self._env.get(ENV_VARS["spark_master"], "")
+        if is_local_master(master) or not loopback_ui(self._env, daemon_master):
+            return None
+        return f"master {master[:80]}: warm drivers listen on loopback only (local mode)"
 
     def _connect(
         self, original: Callable[..., Any], submit: SubmitArgs, settings: Mapping[str, str]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recovery.shared import attemptdir
-from recovery.shared.sparkconf import FILES, JARS, PY_FILES, merge_lists
+from recovery.shared.sparkconf import FILES, JARS, PY_FILES, UI_KILL, merge_lists
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 
 __all__ = [
@@ -86,6 +86,8 @@ def lay_out(definition: JobDefinition, directory: Path) -> AttemptDirectory:
     # Spark's console progress bar (``\r[Stage 0:>  (0 + 2) / 2]``) fills a driver's log file
     # with lines nobody reads: off unless the job sets it (issue 27).
     spark_conf.setdefault(CONSOLE_PROGRESS, "false")
+    # Whoever reaches a driver's UI could kill its stages: off unless the job sets it (54.6).
+    spark_conf.setdefault(UI_KILL, "false")
     return AttemptDirectory(
         path=directory,
         python_path=tuple(dict.fromkeys(python_path)),

@@ -25,7 +25,10 @@ The server never reads a configuration: the daemon writes each into a pipe of it
 the server the pipe's read end over a Unix socket (``SCM_RIGHTS``), which the child inherits and
 the server closes. So no configuration ever sits in the server's memory, where every later
 child, and the job code in it, would find it (freed memory included): a driver holds its own
-job's key and no other job's.
+job's key and no other job's. Descriptors are received close-on-exec (``MSG_CMSG_CLOEXEC``: a
+program job code executes inherits none), and a child closes, before anything else, those the
+server holds for later requests (one read of the socket can bring the next request's with the
+end of this one's): a driver holds its own launch's descriptors and no other's.
 
 Protocol, over the server's stdin (a Unix socket: requests, each line sent with its
 descriptors) and stdout (answers), one JSON object per line::
@@ -47,6 +50,7 @@ of their own, and a new daemon's leader adopts them.
 
 from __future__ import annotations
 
+import array
 import codecs
 import contextlib
 import importlib
@@ -103,7 +107,7 @@ def serve(preload: Sequence[str] = ()) -> int:
         ready, _, _ = select.select([0], [], [], 0.05)
         if not ready:
             continue
-        chunk, fds, _, _ = socket.recv_fds(requests, 1 << 16, MAX_FDS)
+        chunk, fds = _receive(requests)
         if not chunk:
             return 0
         pending += chunk
@@ -113,7 +117,23 @@ def serve(preload: Sequence[str] = ()) -> int:
             request = json.loads(line)
             wanted = len(request.get("fds") or ["{config_fd}"])
             configs, descriptors = descriptors[:wanted], descriptors[wanted:]
-            _answer(request, configs)
+            # One read can bring the next request's descriptors with this one's end: its
+            # child closes them before anything else (they are another job's configuration).
+            _answer(request, configs, descriptors)
+
+
+def _receive(requests: socket.socket) -> tuple[bytes, list[int]]:
+    """Bytes of requests and the descriptors that came with them, close-on-exec as they arrive
+    (``MSG_CMSG_CLOEXEC``: no program a child executes inherits a launch's pipe; Python's
+    ``socket.recv_fds`` drops its ``flags`` before 3.12, hence ``recvmsg`` here)."""
+    fds = array.array("i")
+    chunk, ancillary, _, _ = requests.recvmsg(
+        1 << 16, socket.CMSG_LEN(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    )
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return chunk, list(fds)
 
 
 def prepare(preload: Sequence[str] = ()) -> None:
@@ -157,16 +177,17 @@ def _reap() -> None:
         _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _answer(request: dict[str, Any], configs: list[int]) -> None:
+def _answer(request: dict[str, Any], configs: list[int], held: Sequence[int] = ()) -> None:
     """Fork the request's child with its configuration pipe and the other descriptors it came
-    with (closed here); answer with its pid and start time."""
+    with (closed here), the descriptors ``held`` for later requests closed in it; answer with
+    its pid and start time."""
     try:
         names = request.get("fds") or ["{config_fd}"]
         if len(configs) != len(names) or not 1 <= len(names) <= MAX_FDS:
             raise OSError("a request came without its configuration pipe")
         answer: dict[str, Any] = {
             "id": request["id"],
-            "pid": _fork(request, dict(zip(names, configs, strict=True))),
+            "pid": _fork(request, dict(zip(names, configs, strict=True)), held),
         }
         # Read while the child is our unreaped child: its pid cannot name another process yet.
         answer["start"] = start_ticks(answer["pid"])
@@ -179,11 +200,14 @@ def _answer(request: dict[str, Any], configs: list[int]) -> None:
                 os.close(fd)
 
 
-def _fork(request: dict[str, Any], fds: dict[str, int]) -> int:
+def _fork(request: dict[str, Any], fds: dict[str, int], held: Sequence[int] = ()) -> int:
     """Fork the child of ``request`` with ``fds`` (its configuration pipe first) under the
-    names its arguments give them."""
+    names its arguments give them; the child first closes ``held`` (other launches')."""
     pid = os.fork()
     if pid == 0:
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _run_child(request, fds)  # never returns
     return pid
 

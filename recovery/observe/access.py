@@ -113,12 +113,16 @@ class Tokens:
 
     def authorize_read(self, authorization: str) -> None:
         """Free unless a read token is configured; then the read or the change token."""
+        if not self.reads(authorization):
+            raise _unauthorized()
+
+    def reads(self, authorization: str) -> bool:
+        """True if ``authorization`` may read what the read token guards."""
         if self._read is None:
-            return
+            return True
         given = self._given(authorization)
         read, change = self._matches(given, self._read), self._matches(given, self._change)
-        if not (read or change):
-            raise _unauthorized()
+        return read or change
 
 
 def _unauthorized() -> ApiError:

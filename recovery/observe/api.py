@@ -18,8 +18,9 @@
                                    with its token-guarded pause, resume and delete)
 
 With ``ZKSTORE_API_READ_TOKEN`` set, the job list and details, a job's page, logs and control
-GETs need ``Authorization: Bearer`` with it (or the change token). Every route answers only
-requests whose ``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
+GETs need ``Authorization: Bearer`` with it (or the change token), and the status page shows
+jobs only with it (without: the leader, the daemons and the count by state). Every route
+answers only requests whose ``Host`` is a name of the daemon (421 otherwise: DNS rebinding, see
 :mod:`recovery.observe.access`).
 
 With ``Authorization: Bearer <ZKSTORE_API_TOKEN>`` (changes; each answers what it stored):
@@ -258,8 +259,10 @@ class Api:
         return response
 
     async def page(self, request: web.Request) -> web.Response:
+        """The status page; its jobs (their errors) only where the API would show them."""
         settings = self.daemon.settings
         cluster_id = settings.store.cluster_id
+        jobs = self.tokens.reads(request.headers.get("Authorization", ""))
         try:
             view = await self._run(partial(read_view, self._cluster()))
             text = render(
@@ -267,6 +270,7 @@ class Api:
                 daemon_id=settings.daemon_id,
                 leading=self.daemon.is_leader,
                 cluster_id=cluster_id,
+                jobs=jobs,
             )
             status = 200
         except (ApiError, StoreUnavailable) as exc:

@@ -1,7 +1,9 @@
 """The status page at ``/``: plain server-rendered HTML and CSS, no script, no build step.
 
 It shows the leader, the daemons, every job that is not finished, the most recently finished
-ones, and quarantine, with links to each job's logs; it reloads itself every few seconds. Every
+ones, and quarantine, with links to each job's logs; it reloads itself every few seconds. With
+a read token configured, a request without it sees the leader, the daemons and the jobs' count
+by state only (what ``/api/v1/cluster`` answers to anybody). Every
 value that comes from ZooKeeper is escaped (a job name or an error message is anybody's text),
 and the page is served with a Content-Security-Policy that allows no script at all.
 """
@@ -249,9 +251,27 @@ def _finished_order(job: JobSnapshot) -> str:
     return job.result.finished if job.result is not None else ""
 
 
-def render(view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str) -> str:
-    """The whole page for ``view``, as seen by the daemon ``daemon_id``."""
+def render(
+    view: ClusterView, *, daemon_id: str, leading: bool, cluster_id: str, jobs: bool = True
+) -> str:
+    """The whole page for ``view``, as seen by the daemon ``daemon_id``. Without ``jobs`` (a
+    request without the read token where one is configured), only what ``/api/v1/cluster``
+    answers to anybody: the leader, the daemons, how many jobs are in each state; no job's id,
+    error, quarantine reason or schedule, which the API gives only with the token."""
     now = time.time()
+    if not jobs:
+        notice = (
+            "<p>Jobs, their errors, quarantine and schedules need the read token "
+            "(<code>Authorization: Bearer &lt;ZKSTORE_API_READ_TOKEN&gt;</code>), as the API's "
+            "<code>/api/v1/jobs</code> does.</p>"
+        )
+        return _document(
+            cluster_id,
+            daemon_id,
+            leading,
+            now,
+            [_leader_section(view, now), _summary_section(view), _section("Jobs", notice)],
+        )
     live = sorted(view.live_jobs(), key=lambda j: j.job_id)
     done = sorted((j for j in view.jobs.values() if finished(j)), key=_finished_order, reverse=True)
     quarantined = [j for j in live if j.quarantine is not None]

@@ -8,6 +8,7 @@ commas, so that what a job ships and what its ``--conf`` says are both kept.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from zkstore.config import split_pair
@@ -17,8 +18,13 @@ __all__ = [
     "FILES",
     "JARS",
     "LIST_KEYS",
+    "LOCAL_IP_ENV",
+    "LOOPBACK",
     "PACKAGES",
     "PY_FILES",
+    "UI_KILL",
+    "is_local_master",
+    "loopback_ui",
     "merge_lists",
     "parse_spark_conf",
     "spark_submit_args",
@@ -30,6 +36,29 @@ JARS = "spark.jars"
 PACKAGES = "spark.jars.packages"
 #: Properties whose value is a comma-separated list: merged, never overwritten.
 LIST_KEYS = frozenset({PY_FILES, FILES, JARS, PACKAGES, "spark.jars.excludes"})
+
+
+#: A driver's Spark UI lets anyone who reaches it kill the job's stages and jobs unless this
+#: is ``false``: a driver's default, unless its job's ``--conf`` says otherwise.
+UI_KILL = "spark.ui.killEnabled"
+#: Where Spark binds a driver's UI (``WebUI.bind``: this variable, else every address; no
+#: property sets it) and, by default, its RPC endpoint.
+LOCAL_IP_ENV = "SPARK_LOCAL_IP"
+LOOPBACK = "127.0.0.1"
+
+
+def is_local_master(master: str) -> bool:
+    """Spark's local mode: the driver runs the tasks itself, nothing else need reach it."""
+    return re.fullmatch(r"local(\[.*\])?", master.strip()) is not None
+
+
+def loopback_ui(environ: Mapping[str, str], master: str) -> dict[str, str]:
+    """What a driver JVM's environment gets so that its UI (and RPC) listen on loopback only:
+    ``SPARK_LOCAL_IP=127.0.0.1`` in local mode, unless the environment sets it already (the
+    operator's choice wins). A cluster's executors must reach their driver: nothing then."""
+    if not is_local_master(master) or LOCAL_IP_ENV in environ:
+        return {}
+    return {LOCAL_IP_ENV: LOOPBACK}
 
 
 def parse_spark_conf(pairs: Iterable[str], option: str = "--conf") -> dict[str, str]:

@@ -362,3 +362,30 @@ def test_a_short_read_token_is_refused_without_showing_it() -> None:
     assert api_token_from_env({READ_TOKEN_ENV: READ_TOKEN}, variable=READ_TOKEN_ENV) == READ_TOKEN
     assert api_token_from_env({}, variable=READ_TOKEN_ENV) is None
     assert READ_TOKEN_ENV in SECRET_ENV_VARS, "never passed on to drivers"
+
+
+def test_the_status_page_shows_jobs_and_their_errors_only_with_the_read_token(
+    web: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """Issue 54 item 7: ``GET /`` showed every job's latest error to anybody while
+    ``GET /api/v1/jobs/<id>`` needed the read token. Without it the page now shows what
+    ``/api/v1/cluster`` does (the leader, the daemons, the count by state), and no job."""
+    daemon = web.daemons["d1"]
+    assert daemon.url is not None
+    job = client.submit_function(
+        jobs.flaky, str(tmp_path / "out"), 99, job_id="leaky-error", max_attempts=1
+    )
+    assert client.wait(job, timeout=120).outcome == "FAILED"
+    error = b"attempt 1 fails on purpose"
+    wait_for(  # the page lists it with its error once its cleanup is done
+        lambda: error in request(daemon.url or "", "/", headers=bearer(READ_TOKEN))[2],
+        timeout=60,
+        what="the job's error on the status page, with the read token",
+    )
+    for headers in ({}, bearer("wrong-token-of-some-length"), {"Authorization": READ_TOKEN}):
+        for method in ("GET", "HEAD"):
+            code, _, page = request(daemon.url, "/", method=method, headers=headers)
+            assert code == 200, headers
+            assert error not in page and job.encode() not in page, headers
+        assert b"need the read token" in request(daemon.url, "/", headers=headers)[2]
+    assert b"FAILED" in request(daemon.url, "/")[2], "the count by state stays open"

@@ -249,6 +249,7 @@ def test_lay_out_puts_files_in_place_and_tells_spark(tmp_path: Path) -> None:
         "spark.files": f"{laid.path / 'a.csv'},hdfs:///x.csv",
         "spark.jars": str(laid.path / "lib.jar"),
         "spark.ui.showConsoleProgress": "false",  # issue 27: no progress bar in driver logs
+        "spark.ui.killEnabled": "false",  # issue 54: nobody kills a job from its UI
     }
     script = JobDefinition.for_script("s", "print(1)\n", filename="/home/me/etl.py")
     laid_script = lay_out(script, tmp_path / "script")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kazoo.security import ACL, Permissions
 
 from zkstore.errors import ConfigError, HandleNotFound
+from zkstore.jobs.claims import ArtifactClaims
 from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
@@ -148,8 +149,11 @@ def apply_acl(
     if zk.acl is None:
         raise ConfigError("no credentials configured (ZKSTORE_ZK_AUTH): there is no ACL to apply")
     checked = changed = 0
+    claims = ArtifactClaims(zk, layout)
     for path in walk(zk, layout.base):
-        wanted = zk.acl if zk.acl_policy is None else zk.acl_policy.acl_for(path)
+        # a claim and its place's node stay their job's (zkstore.identity)
+        owner = claims.owner(path) if claims.is_claim_path(path) else None
+        wanted = zk.acl if zk.acl_policy is None else zk.acl_policy.acl_for(path, owner)
         try:
             acl, stat = zk.get_acls(path)
             differs = sorted(map(repr, acl)) != sorted(map(repr, wanted))

@@ -52,7 +52,7 @@ from zkstore.errors import (
     WrongState,
 )
 from zkstore.handle import ZnodeStatLike
-from zkstore.jobs.claims import ArtifactClaims, Claim
+from zkstore.jobs.claims import ArtifactClaims, Claim, LeftClaim
 from zkstore.jobs.records import JobResult, Record
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
@@ -242,7 +242,11 @@ class ArtifactStore:
                     raise TryAgain(f"released {existing.describe()} first")
                 return self._same(existing, wanted)
             self._check_room(wanted, records, len(unreadable))
-            ops = self._creation(wanted, names is not None, fence)  # raises: not its place
+            try:
+                ops = self._creation(wanted, names is not None, fence)  # raises: not its place
+            except LeftClaim as exc:
+                self._release_left(exc.claim, attempt, fence)
+                raise TryAgain(str(exc)) from exc
             try:
                 self.zk.commit(ops, fence=fence)
             except (HandleExists, HandleNotFound, NotEmpty) as exc:
@@ -294,6 +298,7 @@ class ArtifactStore:
                 name=record.name,
                 uri=record.uri,
                 claimed=record.registered,
+                attempt=record.attempt,
             )
             ops += self.claims.claim_ops(claim, fence=fence)  # raises if it overlaps another
         self.space.check_fresh(self.job_id, record.uri)
@@ -408,7 +413,22 @@ class ArtifactStore:
         self.space.check(self.job_id, record.uri)
         if not self.space.claimed(record.uri):
             return None
-        return self.claims.holder(self.job_id, record.name, record.uri)
+        return self.claims.holder(self.job_id, record.name, record.uri, record.attempt)
+
+    def _release_left(self, left: Claim, attempt: int, fence: Fence | None) -> None:
+        """Release the place an attempt that is gone claimed and left without its record (its
+        job's code deleted the record, say): its data was that attempt's, never this one's. The
+        claim is checked as any release checks it (the job's own, nothing overlapping), and the
+        data deleted only once the writer's fence holds."""
+        claim = self.claims.holder(self.job_id, left.name, left.uri, left.attempt)
+        assert claim.version is not None
+        mark = self.claims.unclaim_ops(claim)[0].path
+        self.zk.commit([Check(mark, claim.version)], fence=fence)
+        what = f"artifact {left.name} of {self.job_id} at {left.uri}: attempt {left.attempt}"
+        logger.warning("%s left its claim without its record: released for %d", what, attempt)
+        self.space.delete(self.job_id, left.uri)
+        self.zk.commit(self.claims.unclaim_ops(claim), fence=fence)
+        self.claims.prune(left.uri, fence)
 
     def release_many(self, records: Iterable[Artifact], *, fence: Fence | None) -> list[str]:
         """Release each record; returns the names left alone because their URI is outside this

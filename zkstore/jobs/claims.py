@@ -43,7 +43,7 @@ from zkstore.layout import Layout
 from zkstore.ops import Check, Create, Delete, Fence, Op, absent
 from zkstore.zk import ZooKeeper
 
-__all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "claim_key"]
+__all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "LeftClaim", "claim_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +61,40 @@ class Claim(Record):
     name: str = ""
     uri: str = ""
     claimed: str = ""
+    #: the attempt whose record made it (the record's ``attempt``); None: made before claims
+    #: were per attempt (it then stands for whichever attempt's record names the place)
+    attempt: int | None = None
 
+    optional = frozenset({"attempt"})
     times = frozenset({"claimed"})
 
     def owns(self, other: Claim) -> bool:
+        """The same job's same artifact at the same place, made by the same attempt."""
+        return self.same_place(other) and (
+            self.attempt is None or other.attempt is None or self.attempt == other.attempt
+        )
+
+    def same_place(self, other: Claim) -> bool:
+        """The same job's artifact of the same name at the same place (any attempt)."""
         return (self.job, self.name, self.uri) == (other.job, other.name, other.uri)
+
+    def left_for(self, other: Claim) -> bool:
+        """This claim is another attempt's of the same job, name and place as ``other``: an
+        attempt that is gone (one attempt lives at a time) left it without its record."""
+        return self.same_place(other) and not self.owns(other)
+
+
+class LeftClaim(HandleExists):
+    """A registration met the claim another attempt of the same job left at the place without
+    its record (:meth:`Claim.left_for`): not this attempt's; its place is released first."""
+
+    def __init__(self, claim: Claim) -> None:
+        super().__init__(
+            f"artifact {claim.name!r} of job {claim.job} at {claim.uri}: attempt "
+            f"{claim.attempt}'s claim, left without its record",
+            path=None,
+        )
+        self.claim = claim
 
 
 def claim_key(uri: str) -> tuple[str, ...]:
@@ -113,6 +142,8 @@ class ArtifactClaims:
         mine = self._read(marks[-1]) if marked[-1] is not None else None
         if mine is not None and mine.owns(claim) and mine.version is not None:
             return [Check(marks[-1], mine.version)]
+        if mine is not None and mine.left_for(claim):
+            raise LeftClaim(mine)
         for mark, stat in zip(marks, marked, strict=True):
             if stat is not None:
                 raise self._overlap(claim, mark)
@@ -125,11 +156,14 @@ class ArtifactClaims:
                 ops.append(Create(node))
             elif depth > 0:  # the protocol's node is never a place
                 ops.extend(absent(f"{node}/{MARK}"))
+        # The place's node and its claim are the job's (zkstore.identity): no other job's
+        # identity can delete the claim, nor change it.
+        place = Create(nodes[-1], owner=claim.job)
         if leaf is None:
-            ops.append(Create(nodes[-1]))
+            ops.append(place)
         else:
-            ops += [Delete(nodes[-1]), Create(nodes[-1])]  # the delete fails if it has children
-        ops.append(Create(marks[-1], claim.to_bytes()))
+            ops += [Delete(nodes[-1]), place]  # the delete fails if it has children
+        ops.append(Create(marks[-1], claim.to_bytes(), owner=claim.job))
         return ops
 
     def _clear_below(self, claim: Claim, node: str, fence: Fence | None) -> None:
@@ -176,36 +210,68 @@ class ArtifactClaims:
             logger.warning("%s", exc)
             return None
 
+    def owner(self, path: str) -> str | None:
+        """The job whose claim ``path`` is (a claim, or a claimed place's node), None for a
+        node of the shared index (or a claim that cannot be read): the ACL it should have
+        (:func:`zkstore.admin.acl.apply_acl`)."""
+        if not self.is_claim_path(path):
+            return None
+        mark = path if path.rsplit("/", 1)[-1] == MARK else f"{path}/{MARK}"
+        claim = self._read(mark)
+        return None if claim is None else claim.job
+
     # -- releasing -----------------------------------------------------------------------------
 
-    def holder(self, job_id: str, name: str, uri: str) -> Claim:
-        """The claim that makes ``uri`` artifact ``name`` of job ``job_id``, read again just
-        before its data is deleted; :class:`UntrustedPayload` if there is none, or another
-        place overlapping it is claimed too (then nothing may be deleted)."""
+    def holder(self, job_id: str, name: str, uri: str, attempt: int | None) -> Claim:
+        """The claim that makes ``uri`` artifact ``name`` of job ``job_id`` (registered by
+        ``attempt``), read again just before its data is deleted; :class:`UntrustedPayload` if
+        there is none, it is another attempt's, or another place overlapping it is claimed too,
+        or it is not the job's own (then nothing may be deleted)."""
         nodes = self.nodes(uri)
         marks = [f"{node}/{MARK}" for node in nodes]
         ancestors = self.zk.exists_many(marks[:-1])
         (kids,) = self.zk.children_many([nodes[-1]])
         claim = self._read(marks[-1])
-        owner = Claim(version=None, job=job_id, name=name, uri=uri)
+        owner = Claim(version=None, job=job_id, name=name, uri=uri, attempt=attempt)
         why = None
         if claim is None:
             why = "no claim (it was not registered through this configuration)"
+        elif claim.left_for(owner):
+            why = f"claimed by attempt {claim.attempt} of the job, not attempt {attempt}"
         elif not claim.owns(owner):
             why = f"claimed by artifact {claim.name!r} of job {claim.job}"
         elif any(stat is not None for stat in ancestors):
             why = "a place above it is claimed too"
         elif sorted(kids or ()) != [MARK]:
             why = "places below it are claimed too"
+        else:
+            why = self._unheld(job_id, nodes[-1], marks[-1])
         if why is not None or claim is None:
             raise UntrustedPayload(
                 f"artifact {name!r} of job {job_id} at {uri[:300]}: {why}: its data is left alone"
             )
         return claim
 
+    def _unheld(self, job_id: str, place: str, mark: str) -> str | None:
+        """Why the claim at ``mark`` (on ``place``) is not one job ``job_id`` made under its
+        own identity, that no other can change; None if it is, or if there are no identities
+        to tell (no digest credentials: every client may write every node)."""
+        policy = self.zk.acl_policy
+        if policy is None:
+            return None
+        for path, is_mark in ((place, False), (mark, True)):
+            acls, _ = self.zk.get_acls(path)
+            why = policy.claim_unheld(acls, job_id, mark=is_mark)
+            if why is not None:
+                node = "the claim" if is_mark else "its place"
+                return f"its claim is not the job's own ({node}: {why})"
+        return None
+
     def unclaim_ops(self, claim: Claim) -> list[Op]:
+        """Delete the claim and its place's node (the job's: nobody else could delete it later)."""
         assert claim.version is not None
-        return [Delete(f"{self.nodes(claim.uri)[-1]}/{MARK}", claim.version)]
+        place = self.nodes(claim.uri)[-1]
+        return [Delete(f"{place}/{MARK}", claim.version), Delete(place)]
 
     def prune(self, uri: str, fence: Fence | None) -> None:
         """Delete the place's node and its empty ancestors (never the protocol's), deepest
@@ -213,7 +279,11 @@ class ArtifactClaims:
         for node in reversed(self.nodes(uri)[1:]):
             try:
                 self.zk.commit([Delete(node)], fence=fence)
-            except (ConflictError, HandleNotFound) as exc:
+            except HandleNotFound as exc:
+                if exc.path != node:
+                    logger.debug("claims: %s stays (%s)", node, exc)
+                    return
+            except ConflictError as exc:
                 logger.debug("claims: %s stays (%s)", node, exc)
                 return
 

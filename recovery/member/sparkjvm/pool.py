@@ -75,6 +75,7 @@ from recovery.shared.processes import (
     spawn_with_config,
     start_ticks,
 )
+from recovery.shared.sparkconf import loopback_ui
 from recovery.shared.sparkjvm import (
     ARCHIVE_ENV,
     JVM_LEVEL,
@@ -376,6 +377,7 @@ class WarmPool:
         env["_PYSPARK_DRIVER_CONN_INFO_PATH"] = str(self.records.conn(warm_id) / "info")
         env["SPARK_CONNECT_MODE"] = "0"  # as pyspark's launch_gateway sets it
         env["PYTHONHASHSEED"] = "0"  # as spark-submit sets it (the Python workers inherit it)
+        env.update(loopback_ui(env, self.setup.spark_master))  # its UI on loopback only
         return env
 
     def _wait_for_gateway(self, jvm: WarmJvm) -> tuple[int, str]:
