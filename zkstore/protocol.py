@@ -35,6 +35,7 @@ __all__ = [
     "JOB_IDENTITIES",
     "MAX_PROTOCOL",
     "MIN_PROTOCOL",
+    "OUTPUTS",
     "PROTOCOL",
     "Feature",
     "check_record",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
-PROTOCOL = 3
+PROTOCOL = 4
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).
 MIN_PROTOCOL = 1
 #: The field that marks a JSON record written with a feature past protocol 1.
@@ -65,6 +66,7 @@ class Feature:
 ARGUMENTS_APART = "arguments-apart"
 JOB_IDENTITIES = "job-identities"
 ATTEMPT_PROVENANCE = "attempt-provenance"
+OUTPUTS = "outputs"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -91,6 +93,9 @@ FEATURES: dict[str, Feature] = {
         3,
         "each attempt's definition in the job's history (which code an attempt ran)",
     ),
+    # Outputs committed with checkpoints (zkstore/jobs/outputs/): a leader of protocol 3 would
+    # neither delete an attempt's uncommitted staging nor keep the manifest at the job's end.
+    OUTPUTS: Feature(OUTPUTS, 4, "outputs committed with checkpoints (ctx.outputs)"),
 }
 
 

@@ -23,6 +23,7 @@ from zkstore.protocol import (
     ATTEMPT_PROVENANCE,
     FEATURES,
     JOB_IDENTITIES,
+    OUTPUTS,
     Feature,
 )
 
@@ -78,6 +79,10 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "the leader records each attempt's placement without its definition's digest and "
         "target, as protocol 2 did (jobs show and the page then say nothing of which code an "
         "attempt ran)"
+    ),
+    OUTPUTS: FallsBack(
+        "no job writes an output: ctx.outputs.stage raises FleetVersionError in the job (its "
+        "attempt fails, saying to finalize the fleet) and nothing of it is written"
     ),
 }
 
