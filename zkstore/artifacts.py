@@ -356,6 +356,15 @@ class ArtifactSpace:
         store, _ = self._trusted(job_id, uri)
         return store.occupied(uri)
 
+    def open_for_writing(self, job_id: str, uri: str) -> Any:
+        """A binary file object writing at ``uri``, a place of job ``job_id`` (its directories
+        made on local disk); the storage's own filesystem and options (S3's credentials)."""
+        store, _ = self._trusted(job_id, uri)
+        path = store.path_of(uri)
+        if store.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return store.fs.open(path, "wb")
+
     def put_new(self, job_id: str, uri: str, data: bytes) -> bool:
         """Write a file at ``uri`` in the job's place, never overwriting (see
         :meth:`StateStorage.put_new`)."""

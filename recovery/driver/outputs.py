@@ -90,6 +90,17 @@ class JobOutputs:
             os.makedirs(staging.removeprefix("file://"), exist_ok=True)
         return staging
 
+    def open(self, path: str) -> Any:
+        """A binary file object writing ``path`` (under a staging place :meth:`stage`
+        returned), through the storage's own filesystem: what a job that writes files
+        without Spark uses on S3 as on local disk."""
+        for name, place in self._places.items():
+            staging = f"{place}/{staging_dir(self._attempt)}"
+            if path.startswith(staging + "/"):
+                part = self._relative(name, place, staging, path)
+                return self._store.space.open_for_writing(self._store.job_id, f"{place}/{part}")
+        raise ConfigError(f"{path[:300]!r} is under no staging place of this attempt")
+
     def uri(self, name: str) -> str:
         """The output's place (where its manifest files are: ``read_paths(uri)``)."""
         return self._place(name)

@@ -53,7 +53,7 @@ from zkstore.errors import (
 )
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.claims import ArtifactClaims, Claim
-from zkstore.jobs.outputs.store import OutputStore, artifact_name
+from zkstore.jobs.outputs.store import OutputStore
 from zkstore.jobs.records import JobResult, Record
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
@@ -469,7 +469,7 @@ def release_for_cleanup(
         if any(kept.get(name) != uri for name, uri in new.items()):
             result = results.record_outputs(store.job_id, new, fence=fence)
             kept = result.outputs or {}
-    _settle_outputs(store, kept, fence)
+    outputs(store).settle(kept, fence=fence)  # before their data may be released
     store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
     # The sweep deletes in storage, where no fence reaches: the fence is checked before the
     # first delete (a job that wrote nothing unregistered costs no check).
@@ -481,22 +481,3 @@ def release_for_cleanup(
             "cleanup of %s: %d unregistered object(s) under its prefix", store.job_id, swept
         )
     return result
-
-
-def _settle_outputs(store: ArtifactStore, kept: dict[str, str], fence: Fence | None) -> None:
-    """The job ended: delete what its outputs staged and never committed; a kept output gets
-    its final manifest file (its ZooKeeper records go with the job's), any other loses its
-    records before its data is released."""
-    found = outputs(store)
-    names = found.names()
-    if not names:
-        return
-    found.sweep(fence=fence)
-    for name in names:
-        try:
-            if artifact_name(name) in kept:
-                found.write_manifest(name)
-            else:
-                found.remove(name, fence=fence)
-        except (CorruptRecord, InvalidName, UntrustedPayload) as exc:
-            logger.error("output %s of %s: %s", name, store.job_id, exc)

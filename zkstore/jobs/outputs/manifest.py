@@ -24,7 +24,15 @@ from typing import Any
 
 from zkstore.jobs.outputs.records import OutputCommit
 
-__all__ = ["FORMAT", "MANIFESTS", "Manifest", "hadoop_url", "manifest_name", "read_paths"]
+__all__ = [
+    "FORMAT",
+    "MANIFESTS",
+    "Manifest",
+    "hadoop_url",
+    "manifest_name",
+    "newest_file",
+    "read_paths",
+]
 
 FORMAT = 1
 MANIFESTS = "_manifests"

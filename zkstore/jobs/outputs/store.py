@@ -16,7 +16,7 @@ Order of writes (what a crash at any line leaves):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Sequence
 
 from zkstore.artifacts import ArtifactSpace
 from zkstore.config import validate_id
@@ -242,6 +242,19 @@ class OutputStore:
             self.layout.output(self.job_id, validate_output_name(name)), fence=fence
         )
 
-    def remove_all(self, names: Iterable[str], *, fence: Fence | None) -> None:
+    def settle(self, kept: Collection[str], *, fence: Fence | None) -> None:
+        """The job ended (no attempt is alive): delete what its outputs staged and never
+        committed; an output whose artifact is ``kept`` (names) gets its final manifest file
+        (its records go with the job's), any other loses its records before its data goes."""
+        names = self.names()
+        if not names:
+            return
+        self.sweep(fence=fence)
         for name in names:
-            self.remove(name, fence=fence)
+            try:
+                if artifact_name(name) in kept:
+                    self.write_manifest(name)
+                else:
+                    self.remove(name, fence=fence)
+            except (CorruptRecord, InvalidName, UntrustedPayload) as exc:
+                logger.error("output %s of %s: %s", name, self.job_id, exc)
