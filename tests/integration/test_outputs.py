@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from recovery.driver.config import DynamicConfig
 from recovery.driver.context import JobContext
 from recovery.driver.outputs import JobOutputs
 from recovery.driver.signals import AttemptSuperseded
+from tests.cli import run
 from tests.crash_artifacts import write_data
 from tests.integration.test_artifacts import Attempt, Attempts, start
 from zkstore.cluster import Cluster
@@ -227,3 +229,39 @@ def test_the_jobs_end_keeps_a_succeeded_jobs_output_and_drops_a_failed_ones(
     else:
         assert not result.outputs
         assert objects(cluster, place) == []
+
+
+def test_staging_a_dead_attempt_never_committed_is_lingering_and_cleaned_up(
+    any_cluster: Cluster, attempts: Attempts
+) -> None:
+    """A leader that died before its sweep: ``handles lingering`` finds the staged part of the
+    dead attempt (never a committed one), ``handles cleanup`` deletes it; while a driver runs
+    nothing of the job's outputs is lingering."""
+    cluster = any_cluster
+    first = start(cluster, attempts, "j")
+    ctx = context(cluster, first, "j")
+    assert ctx.outputs is not None
+    ctx.checkpoint({"day": 1}, commit={"days": [stage_day(cluster, ctx, 1)]})
+    stage_day(cluster, ctx, 2)
+    place = ctx.outputs.uri("days")
+
+    def lingering() -> list[dict[str, Any]]:
+        shown = run(cluster.config, "handles", "lingering", "--min-age", "0s", "--format", "json")
+        assert shown.returncode == 0, shown.stderr
+        found = json.loads(shown.stdout)["findings"]
+        return [f for f in found if f["kind"] == "output-staging"]
+
+    assert lingering() == [], "a driver runs: its staging is its own"
+    first.end()
+    found = lingering()
+    assert sorted(f["target"] for f in found) == [
+        f"{place}/attempt-1/day=2/part-{n}.json" for n in range(2)
+    ]
+    assert all(f["job_id"] == "j" for f in found)
+    cleaned = run(cluster.config, "handles", "cleanup", "--min-age", "0s", "--yes")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert lingering() == []
+    assert [o for o in objects(cluster, place) if not o.startswith("_")] == [
+        "attempt-1/day=1/part-0.json",
+        "attempt-1/day=1/part-1.json",
+    ]

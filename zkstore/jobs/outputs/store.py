@@ -34,6 +34,7 @@ from zkstore.jobs.outputs.records import Output, OutputCommit
 from zkstore.layout import Layout, checkpoint_node_name, is_checkpoint_node_name
 from zkstore.ops import Create, Fence, Op
 from zkstore.retry import RACES, TryAgain
+from zkstore.storage import StoredObject
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
@@ -201,16 +202,16 @@ class OutputStore:
             if stray and not checked:
                 self.zk.ensure_fence(fence)
                 checked = True
-            for uri in stray:
-                self.space.delete(self.job_id, uri)
+            for item in stray:
+                self.space.delete(self.job_id, item.uri)
                 deleted += 1
         if deleted:
             logger.info("%s: %d staged object(s) never committed, deleted", self.job_id, deleted)
         return deleted
 
-    def stray(self, live_attempt: int | None = None) -> list[str]:
+    def stray(self, live_attempt: int | None = None) -> list[StoredObject]:
         """The staged objects of every output that no commit names (``handles lingering``)."""
-        found = []
+        found: list[StoredObject] = []
         for name in self.names():
             try:
                 found += self._stray(name, live_attempt)
@@ -218,7 +219,7 @@ class OutputStore:
                 logger.error("output %s of %s not read: %s", name, self.job_id, exc)
         return found
 
-    def _stray(self, name: str, live_attempt: int | None) -> list[str]:
+    def _stray(self, name: str, live_attempt: int | None) -> list[StoredObject]:
         output = self.get(name)
         if output is None:
             return []
@@ -232,7 +233,7 @@ class OutputStore:
                 continue
             if any(item.uri == p or item.uri.startswith(p + "/") for p in committed):
                 continue
-            stray.append(item.uri)
+            stray.append(item)
         return stray
 
     def remove(self, name: str, *, fence: Fence | None) -> bool:
