@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ def storage_config(request: pytest.FixtureRequest, runtime_config: StoreConfig) 
 
 @pytest.fixture
 def fleet(storage_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(storage_config, tmp_path / "runtime", restart_backoff=0.2)
+    cluster = LocalCluster(storage_config, tmp_path / "runtime", restart_backoff=0.2, http=True)
     try:
         yield cluster
     finally:
@@ -209,3 +210,10 @@ def test_a_driver_killed_between_a_commit_and_its_next_step_leaves_that_step_com
         out,
         ["attempt-1/day=1", "attempt-1/day=2", *(f"attempt-2/day={d}" for d in (3, 4))],
     )
+    # the HTTP API answers as the command line does
+    url = fleet.daemons["d1"].url
+    assert url is not None
+    with urllib.request.urlopen(f"{url}/api/v1/jobs/days/outputs/days", timeout=30) as answer:
+        assert json.loads(answer.read()) == installed(config, "outputs", "show", "days", "days")
+    with urllib.request.urlopen(f"{url}/api/v1/jobs/days/outputs", timeout=30) as answer:
+        assert json.loads(answer.read()) == installed(config, "outputs", "list", "days")
