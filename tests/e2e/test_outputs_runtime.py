@@ -217,3 +217,7 @@ def test_a_driver_killed_between_a_commit_and_its_next_step_leaves_that_step_com
         assert json.loads(answer.read()) == installed(config, "outputs", "show", "days", "days")
     with urllib.request.urlopen(f"{url}/api/v1/jobs/days/outputs", timeout=30) as answer:
         assert json.loads(answer.read()) == installed(config, "outputs", "list", "days")
+    with urllib.request.urlopen(f"{url}/jobs/days", timeout=30) as answer:
+        html = answer.read().decode()
+    assert "Outputs (committed parts only)" in html
+    assert "<a href='/api/v1/jobs/days/outputs/days'>days</a></td><td>4</td><td>4</td>" in html
