@@ -265,3 +265,25 @@ def test_staging_a_dead_attempt_never_committed_is_lingering_and_cleaned_up(
         "attempt-1/day=1/part-0.json",
         "attempt-1/day=1/part-1.json",
     ]
+
+
+def test_deleting_an_output_removes_its_records_then_its_data(
+    any_cluster: Cluster, attempts: Attempts
+) -> None:
+    cluster = any_cluster
+    first = start(cluster, attempts, "j")
+    ctx = context(cluster, first, "j")
+    assert ctx.outputs is not None
+    ctx.checkpoint({"day": 1}, commit={"days": [stage_day(cluster, ctx, 1)]})
+    place = ctx.outputs.uri("days")
+    assert objects(cluster, place)
+    ctx.outputs.delete("days")
+    assert cluster.zk.exists(cluster.layout.output("j", "days")) is None
+    assert cluster.artifacts("j").get("output.days") is None
+    assert objects(cluster, place) == []
+    shown = run(cluster.config, "outputs", "show", "j", "days")
+    assert shown.returncode == 4, shown.stderr
+    assert shown.stderr.strip().endswith("job j has no output 'days'"), shown.stderr
+    assert "Traceback" not in shown.stderr
+    listed = run(cluster.config, "outputs", "list", "nobody", "--format", "json")
+    assert listed.returncode == 4 and "no job 'nobody'" in listed.stderr, listed.stderr
