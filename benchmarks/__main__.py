@@ -31,6 +31,7 @@ SUITES = [
     "schedules",
     "spark_resume",
     "bounded",
+    "outputs",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -48,6 +49,7 @@ SMOKE = {
     "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
     "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
     "cli": ["--rounds", "1", "--jobs", "5"],
+    "outputs": ["--steps", "3", "--rounds", "1"],
     "lifecycle": ["--rounds", "20", "--events", "20"],
     "schedules": ["--fires", "5", "--latency-fires", "5"],
     "spark_resume": ["--runs", "1"],

@@ -6,13 +6,15 @@ Submit it (a daemon must be running, with the output directory under one of its 
     zkstore daemon --artifact-root file:///tmp/sales/output ...    # (where the daemons run)
     zkstore submit examples/pipeline.py:run --wait -- /tmp/sales/input /tmp/sales/output
 
-Each step reads one ``day-NN.csv``, aggregates it per category with Spark into the attempt's
-staging directory (``output/_staging/attempt-N``, an attempt-scoped artifact), then moves the
-finished result to ``output/days/day=NN`` and checkpoints ``{"day": NN}``. A resubmitted run
-starts after the last checkpointed day; whatever a killed attempt left half-written in its
-staging directory is deleted before the next attempt starts. The last step combines every day
-into ``output/summary.json``. ``days`` and ``summary.json`` are artifacts kept on success (the
-job's result lists them); the staging directory is released with its attempt.
+Each step reads one ``day-NN.csv`` and aggregates it per category with Spark into the
+attempt's staging place of the output ``days`` (``output/days/attempt-N/day=NN``), then commits
+that part with the step's checkpoint ``{"day": NN}``: one fenced transaction, so each day is
+committed exactly once, even by an attempt frozen and resumed after the next one took over
+(docs/artifacts.md, "Outputs committed with checkpoints"). A resubmitted run starts after the
+last checkpointed day; whatever a killed attempt staged and never committed is deleted before
+the next attempt starts. The last step reads every committed day back (``ctx.outputs.read``)
+into ``output/summary.json``. ``days`` and ``summary.json`` are kept on success (the job's
+result lists them); ``zkstore outputs paths JOB days`` lists the committed days.
 
 ``python examples/pipeline.py expected INPUT`` computes the same summary without Spark, which is
 how the demo checks the pipeline's output.
@@ -24,7 +26,6 @@ import csv
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -70,14 +71,9 @@ def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> Non
     done = checkpoint["day"] if checkpoint else 0
     if done:
         ctx.log.info("resuming after day %d of %d (checkpointed)", done, len(days))
-    # Registered before anything is written: a resumed attempt gets the same "days" back, and a
-    # fresh staging directory of its own (the dead attempt's is gone by then).
-    results = local_path(
-        ctx.artifacts.register("days", f"{output_dir}/days", scope="job", keep=True)
-    )
-    staging = local_path(
-        ctx.artifacts.register("staging", f"{output_dir}/_staging/attempt-{ctx.attempt}")
-    )
+    # Before anything is written: the same output for every attempt, a staging place of this
+    # attempt's own (what a dead attempt staged and never committed is gone by then).
+    staging = ctx.outputs.stage("days", f"{output_dir}/days")
     spark = ctx.spark
     for number, path in enumerate(days, start=1):
         if number <= done:
@@ -88,14 +84,12 @@ def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> Non
         daily = orders.groupBy("category").agg(
             F.sum("amount").alias("amount"), F.count("*").alias("orders")
         )
-        staged = staging / f"day={number:02d}"
-        daily.coalesce(1).write.mode("overwrite").json(str(staged))
-        publish(staged, results / f"day={number:02d}")
-        ctx.checkpoint({"day": number, "file": path.name})
+        part = f"{staging}/day={number:02d}"
+        daily.coalesce(1).write.mode("overwrite").json(part)
+        ctx.checkpoint({"day": number, "file": path.name}, commit={"days": [part]})
         time.sleep(float(step_delay))
-    ctx.artifacts.finish("days")
     combined = (
-        spark.read.json(str(results))
+        ctx.outputs.read("days", "json")  # every committed day, once
         .groupBy("category")
         .agg(F.sum("amount").alias("amount"), F.sum("orders").alias("orders"))
     )
@@ -110,7 +104,6 @@ def run(ctx: Any, input_dir: str, output_dir: str, step_delay: str = "0") -> Non
     temporary.write_text(json.dumps(summary, indent=2, sort_keys=True))
     temporary.replace(target)
     ctx.artifacts.finish("summary")
-    ctx.artifacts.release("staging")
     ctx.log.info("summary of %d days written", len(days))
 
 
@@ -119,14 +112,6 @@ def local_path(uri: str) -> Path:
     if not uri.startswith("file://"):
         raise ValueError(f"this example writes local files, not {uri}")
     return Path(uri.removeprefix("file://"))
-
-
-def publish(staged: Path, target: Path) -> None:
-    """Move a finished day from staging to its place (replacing a day redone after a crash)."""
-    if target.exists():
-        shutil.rmtree(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staged.rename(target)
 
 
 def main(argv: list[str]) -> int:

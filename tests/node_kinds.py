@@ -17,6 +17,7 @@ from zkstore.jobs.claims import Claim
 from zkstore.jobs.control.records import ControlAck, ControlKeys, KeyDecision
 from zkstore.jobs.control.values import DeclaredKey
 from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
+from zkstore.jobs.outputs.records import Output, OutputCommit
 from zkstore.jobs.records import (
     Assignment,
     CancelRequest,
@@ -251,6 +252,29 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             finished=NOW,
         ).to_bytes(),
     ),
+    "outputs": (
+        "output",
+        lambda data, path: Output.from_znode(data, None, path),
+        _record(
+            Output,
+            name="planted",
+            uri="file:///s/c/artifacts/j/output.planted",
+            artifact="output.planted",
+            created=NOW,
+        ).to_bytes(),
+    ),
+    "output commits": (
+        "output",  # R/jobs/<job>/outputs/<name>/<%019d> (zkstore.jobs.outputs)
+        lambda data, path: OutputCommit.from_znode(data, None, path),
+        _record(
+            OutputCommit,
+            output="planted",
+            commit=1,
+            attempt=2,
+            parts=["attempt-2/day=1"],
+            committed=NOW,
+        ).to_bytes(),
+    ),
     "artifact claims": (
         "artifact_claims",  # R/artifact-claims/<family>/<seg>/.../= (zkstore.jobs.claims)
         lambda data, path: Claim.from_znode(data, None, path),
@@ -343,6 +367,7 @@ PARENTS = {
     "cleanup",
     "job_dir",
     "artifacts",
+    "outputs",
     "members",
     "drained",
     "assignments",

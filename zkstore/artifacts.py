@@ -45,7 +45,7 @@ import fsspec
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, UntrustedPayload
 from zkstore.layout import StorageLayout
-from zkstore.storage import StateStorage
+from zkstore.storage import StateStorage, StoredObject
 
 __all__ = [
     "MAX_SEGMENTS",
@@ -344,6 +344,38 @@ class ArtifactSpace:
         """
         store, _ = self._trusted(job_id, uri)
         store.remove_tree(uri, keep=self._shared if store is self.storage else None)
+
+    def objects(self, job_id: str, uri: str) -> list[StoredObject]:
+        """Every object under the artifact place ``uri`` (uncached); :class:`UntrustedPayload`
+        if it is not one job ``job_id`` could have recorded."""
+        store, _ = self._trusted(job_id, uri)
+        return store.list(store.key_of(uri))
+
+    def occupied(self, job_id: str, uri: str) -> bool:
+        """True if anything is at ``uri``, a place of job ``job_id`` (an outage raises)."""
+        store, _ = self._trusted(job_id, uri)
+        return store.occupied(uri)
+
+    def open_for_writing(self, job_id: str, uri: str) -> Any:
+        """A binary file object writing at ``uri``, a place of job ``job_id`` (its directories
+        made on local disk); the storage's own filesystem and options (S3's credentials)."""
+        store, _ = self._trusted(job_id, uri)
+        path = store.path_of(uri)
+        if store.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return store.fs.open(path, "wb")
+
+    def put_new(self, job_id: str, uri: str, data: bytes) -> bool:
+        """Write a file at ``uri`` in the job's place, never overwriting (see
+        :meth:`StateStorage.put_new`)."""
+        store, _ = self._trusted(job_id, uri)
+        return store.put_new(uri, data)
+
+    def fetch(self, job_id: str, uri: str, *, max_bytes: int) -> bytes:
+        """The bytes of a file in the job's place, at most ``max_bytes`` (unverified: the
+        caller parses them strictly)."""
+        store, _ = self._trusted(job_id, uri)
+        return store.fetch(uri, max_bytes=max_bytes)
 
     @property
     def _shared(self) -> str:

@@ -17,9 +17,9 @@ cluster's nor another job's. Every node is created with :meth:`AclPolicy.acl_for
     R/jobs/<job>                        + the job: READ CREATE DELETE (its records appear and go)
     R/jobs/<job>/{running, spark, outcome, heartbeat, control-ack, control-keys, resources}
                                         + the job: ALL (the driver writes them)
-    R/jobs/<job>/{checkpoints, artifacts}       + the job: READ CREATE DELETE
-    R/jobs/<job>/{checkpoints, artifacts}/...   + the job: ALL (a checkpoint's handle and its
-                                        locks)
+    R/jobs/<job>/{checkpoints, artifacts, outputs}      + the job: READ CREATE DELETE
+    R/jobs/<job>/{checkpoints, artifacts, outputs}/...  + the job: ALL (a checkpoint's handle
+                                        and its locks; an output's commits)
     R/currentJobs/<job>/locks[/<owner>] + the job: ALL (its driver's lock on the definition)
     R/artifact-claims/...               drivers: READ CREATE DELETE (a shared index every
                                         driver's registration adds to: see docs/operating.md)
@@ -74,7 +74,7 @@ DRIVER_RECORDS = frozenset(
     {"running", "spark", "outcome", "heartbeat", "control-ack", "control-keys", "resources"}
 )
 #: The directories under a job's where its driver adds and removes children.
-DRIVER_DIRS = frozenset({"checkpoints", "artifacts"})
+DRIVER_DIRS = frozenset({"checkpoints", "artifacts", "outputs"})
 CLAIMS = "artifact-claims"
 
 _GROW = Permissions.READ | Permissions.CREATE | Permissions.DELETE

@@ -219,6 +219,14 @@ class Layout:
     def artifact(self, job_id: str, name: str) -> str:
         return f"{self.artifacts(job_id)}/{validate_id(name, 'artifact name')}"
 
+    def outputs(self, job_id: str) -> str:
+        """The job's committed outputs (zkstore/jobs/outputs/): one node per output, one child
+        per commit."""
+        return f"{self.job_dir(job_id)}/outputs"
+
+    def output(self, job_id: str, name: str) -> str:
+        return f"{self.outputs(job_id)}/{validate_id(name, 'output name')}"
+
     def result(self, job_id: str) -> str:
         return f"{self.results}/{validate_job_id(job_id)}"
 

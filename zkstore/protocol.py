@@ -36,6 +36,7 @@ __all__ = [
     "JOB_IDENTITIES",
     "MAX_PROTOCOL",
     "MIN_PROTOCOL",
+    "OUTPUTS",
     "PROTOCOL",
     "RUN_SPEC",
     "Feature",
@@ -69,6 +70,7 @@ JOB_IDENTITIES = "job-identities"
 ATTEMPT_PROVENANCE = "attempt-provenance"
 CLUSTER_SETTINGS = "cluster-settings"
 RUN_SPEC = "run-spec"
+OUTPUTS = "outputs"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -106,6 +108,9 @@ FEATURES: dict[str, Feature] = {
     # A job's run options as one typed summary field (zkstore.jobs.runspec), without the
     # display texts: a daemon of protocol 3 would place the job ignoring its requirements.
     RUN_SPEC: Feature(RUN_SPEC, 4, "a job's run options as one typed field of its handle"),
+    # Outputs committed with checkpoints (zkstore/jobs/outputs/): a leader of protocol 3 would
+    # neither delete an attempt's uncommitted staging nor keep the manifest at the job's end.
+    OUTPUTS: Feature(OUTPUTS, 4, "outputs committed with checkpoints (ctx.outputs)"),
 }
 
 

@@ -244,6 +244,13 @@ class StateStorage:
             raise HandleExists(f"{uri} exists already, with other content")
         return PayloadRef(uri, len(data), digest, self._sign(uri, digest, len(data)))
 
+    def put_new(self, uri: str, data: bytes) -> bool:
+        """Write ``data`` at exactly ``uri`` unless something is there; never overwrites. For a
+        file that is not a payload (no handle, no signature: an output's manifest file, whose
+        name says which commit it describes). True if written now or holding exactly these
+        bytes already (a retry), False if other bytes are there."""
+        return self._create(uri, data, hashlib.sha256(data).hexdigest())
+
     def _check_scope(self, key: str) -> None:
         """Refuse, before writing, a payload this process could not sign."""
         try:

@@ -11,6 +11,7 @@
     control.py       the job's side of its control: apply, acknowledge, pause, log level
     configchange.py  what a job makes of a desired configuration (pure: per-key decisions)
     artifacts.py     ``ctx.artifacts``: register, finish, release; Spark's checkpoint directory
+    outputs.py       ``ctx.outputs``: stage a step's parts, commit them with its checkpoint
     resources.py     executor-side resources, the driver's half (see :mod:`recovery.executor`)
     sparkapp.py      the running attempt's Spark application record
     sparkjvm.py      the attempt's Spark JVM: the warm one its member handed over, or its own

@@ -7,7 +7,8 @@ this attempt applied it: ``ctx.on_config_change``, ``ctx.declare_config``, ``ctx
 ``ctx.checkpoint_requested`` and ``ctx.checkpoint_config_version`` are its control
 (:mod:`recovery.driver.control`). Every checkpoint records the control version in effect.
 ``ctx.artifacts`` tracks what the job writes (:mod:`recovery.driver.artifacts`), Spark's checkpoint
-directory included.
+directory included; ``ctx.outputs`` stages a step's output and ``ctx.checkpoint(state, commit=...)``
+commits it with the checkpoint, exactly once (:mod:`recovery.driver.outputs`).
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from recovery.driver.config import DynamicConfig
@@ -30,7 +31,7 @@ from recovery.driver.signals import AttemptSuperseded, JobCancelled
 from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
 from recovery.executor.tasks import Decorator
 from zkstore.errors import FenceLost, StoreUnavailable
-from zkstore.jobs.checkpoints import CheckpointStore
+from zkstore.jobs.checkpoints import Checkpoint, CheckpointStore
 from zkstore.jobs.resources import ResourceReports
 from zkstore.ops import Fence
 from zkstore.retry import WHILE_STANDING, TryAgain
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from recovery.driver.configchange import Handler
     from recovery.driver.control import JobControl
     from recovery.driver.lease import SessionLease
+    from recovery.driver.outputs import JobOutputs
 
 __all__ = ["AttemptSuperseded", "DynamicConfig", "JobCancelled", "JobContext"]
 
@@ -70,6 +72,7 @@ class JobContext:
         control: JobControl | None = None,
         artifacts: JobArtifacts | None = None,
         heartbeat: HeartbeatGate | None = None,
+        outputs: JobOutputs | None = None,
     ) -> None:
         self.job_id = job_id
         self._heartbeat = heartbeat
@@ -88,6 +91,8 @@ class JobContext:
         self._spark_lock = threading.Lock()
         #: the job's artifacts (recovery/driver/artifacts.py): register before writing, then finish
         self.artifacts = artifacts
+        #: the job's outputs (recovery/driver/outputs.py): stage, then commit with a checkpoint
+        self.outputs = outputs
         self._resources = JobResources(
             job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
         )
@@ -143,30 +148,62 @@ class JobContext:
         checkpoint = self._checkpoints.latest()
         return None if checkpoint is None else checkpoint.metadata
 
-    def checkpoint(self, metadata: Any) -> int:
+    def checkpoint(
+        self, metadata: Any, *, commit: Mapping[str, Sequence[str]] | None = None
+    ) -> int:
         """Durably record progress (JSON metadata); returns the checkpoint id. The checkpoint
         records the control version in effect (and answers a checkpoint request); once it is
         written, the job blocks here while it is paused (:meth:`pause_point`).
 
+        ``commit`` ({output: [paths]}) commits parts staged under ``ctx.outputs.stage(output)``
+        in the checkpoint's own transaction: the parts are committed if and only if the
+        checkpoint is, exactly once (see :mod:`recovery.driver.outputs`).
+
         Raises :class:`JobCancelled` if a cancel was requested, :class:`AttemptSuperseded` if
-        this attempt may no longer write (then nothing was written), and
-        :class:`~zkstore.errors.StoreUnavailable` if ZooKeeper or storage stay unreachable past
-        the attempt's session lease (until then it waits and retries).
+        this attempt may no longer write (then nothing was written, and the parts of ``commit``
+        are deleted), and :class:`~zkstore.errors.StoreUnavailable` if ZooKeeper or storage stay
+        unreachable past the attempt's session lease (until then it waits and retries).
         """
         summary = self._control.checkpoint_summary() if self._control is not None else {}
-        # A lost answer may have published it: then the retry publishes the same metadata under
-        # the next id, which is harmless.
-        checkpoint = self._retrying(
-            "checkpoint",
-            lambda: self._checkpoints.add(metadata, fence=self._fence, summary=summary),
-        )
+        with_ops = None
+        outputs = self.outputs
+        if commit:
+            if outputs is None:
+                raise RuntimeError("this job context has no outputs (not run by a driver)")
+            with_ops = outputs.commit_ops(commit)
+        tried = False
+
+        def add() -> Checkpoint | None:
+            nonlocal tried
+            # A lost answer may have published it: then the retry publishes the same metadata
+            # under the next id, which is harmless; not the same parts, which would be twice.
+            if tried and commit and outputs is not None and outputs.committed(commit):
+                return None
+            tried = True
+            return self._checkpoints.add(
+                metadata, fence=self._fence, summary=summary, with_ops=with_ops
+            )
+
+        try:
+            checkpoint = self._retrying("checkpoint", add)
+        except AttemptSuperseded:
+            if commit and outputs is not None:
+                outputs.discard(commit)
+            raise
+        if commit and outputs is not None:
+            outputs.published(list(commit))
         if self._control is not None:
             self._control.checkpoint_taken(summary)
         if self._heartbeat is not None:
             self._heartbeat.checkpointed(time.monotonic())
-        self.log.info("checkpoint %d: %s", checkpoint.checkpoint_id, metadata)
+        checkpoint_id = checkpoint.checkpoint_id if checkpoint is not None else self._newest_id()
+        self.log.info("checkpoint %d: %s", checkpoint_id, metadata)
         self.pause_point()
-        return checkpoint.checkpoint_id
+        return checkpoint_id
+
+    def _newest_id(self) -> int:
+        ids = self._checkpoints.ids()
+        return ids[-1] if ids else 0
 
     def _retrying(self, what: str, write: Callable[[], T]) -> T:
         """``write()``, waiting for ZooKeeper and storage while the attempt's lease lasts;

@@ -63,6 +63,7 @@ from recovery.driver.context import (
 from recovery.driver.control import JobControl
 from recovery.driver.heartbeat import HeartbeatGate
 from recovery.driver.lease import SessionLease
+from recovery.driver.outputs import JobOutputs
 from recovery.driver.sparkjvm import SparkJvm
 from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
@@ -364,6 +365,12 @@ class Driver:
             fence=self.fence,
             cancelled=self.cancelled,
         ).start(give_up=lambda: lease is None or lease.remaining() <= 0)
+        artifacts = JobArtifacts(
+            self.cluster.artifacts(self.job_id),
+            attempt=self.attempt,
+            fence=self.fence,
+            cancelled=self.cancelled,
+        )
         self._job_context = JobContext(
             job_id=self.job_id,
             name=definition.name,
@@ -378,14 +385,17 @@ class Driver:
             resource_reports=ResourceReports(self.cluster.zk, self.cluster.layout, self.job_id),
             control=self._control,
             heartbeat=self._heartbeat_gate(definition),
-            artifacts=JobArtifacts(
-                self.cluster.artifacts(self.job_id),
+            artifacts=artifacts,
+            outputs=JobOutputs(
+                self.cluster.outputs(self.job_id),
+                artifacts,
                 attempt=self.attempt,
                 fence=self.fence,
-                cancelled=self.cancelled,
+                spark=lambda: context.spark,
             ),
         )
-        return self._job_context
+        context = self._job_context
+        return context
 
     def _run_script(
         self, definition: JobDefinition, context: JobContext, files: workdir.AttemptDirectory

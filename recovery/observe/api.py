@@ -87,6 +87,7 @@ from zkstore.jobs.state import who
 from zkstore.layout import validate_job_id
 from zkstore.service.control import COMMANDS, ControlService
 from zkstore.service.jobs import describe, job_details
+from zkstore.service.outputs import list_outputs, show_output
 from zkstore.strict import load_object
 
 __all__ = [
@@ -174,6 +175,8 @@ class Api:
         get("/api/v1/jobs/{job_id}/logs", self.logs)
         get("/api/v1/jobs/{job_id}/control", self.control)
         get("/api/v1/jobs/{job_id}/control/history", self.control_history)
+        get("/api/v1/jobs/{job_id}/outputs", self.outputs)
+        get("/api/v1/jobs/{job_id}/outputs/{name}", self.output)
         app.router.add_post("/api/v1/jobs/{job_id}/cancel", self.cancel)
         app.router.add_put("/api/v1/jobs/{job_id}/control", self.control_set)
         app.router.add_post("/api/v1/jobs/{job_id}/control/{command}", self.control_command)
@@ -391,6 +394,19 @@ class Api:
         last = _number(request, "last", 1, 10**6)
         service = ControlService(self._cluster())
         return _json(await self._run(partial(service.history, job_id, last=last)))
+
+    async def outputs(self, request: web.Request) -> web.Response:
+        """``zkstore outputs list``'s JSON."""
+        self._authorize_read(request)
+        job_id = validate_job_id(request.match_info["job_id"])
+        return _json(await self._run(partial(list_outputs, self._cluster(), job_id)))
+
+    async def output(self, request: web.Request) -> web.Response:
+        """``zkstore outputs show``'s JSON: the committed parts only."""
+        self._authorize_read(request)
+        job_id = validate_job_id(request.match_info["job_id"])
+        name = request.match_info["name"]
+        return _json(await self._run(partial(show_output, self._cluster(), job_id, name)))
 
     # -- changes (token only) ------------------------------------------------------------------
 

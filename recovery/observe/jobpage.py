@@ -52,6 +52,7 @@ from zkstore.service.jobs import (
     job_conditions,
     job_error,
 )
+from zkstore.service.outputs import list_outputs
 from zkstore.strict import parse_time
 
 __all__ = [
@@ -93,6 +94,7 @@ class JobPage:
     leaders: list[Mark] = field(default_factory=list)
     logs: dict[int, bool] = field(default_factory=dict)
     tail: str | None = None
+    outputs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
@@ -120,6 +122,9 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
         known = None
     if known is not None:
         leaders = [Mark(_time(since), f"{leader} leads") for since, leader in known.leaders()]
+    outputs: list[dict[str, Any]] = []
+    with contextlib.suppress(ZkStoreError):  # the page shows the rest without them
+        outputs = list_outputs(cluster, job_id)
     found = logs.attempts()
     tail = None
     if found:
@@ -136,6 +141,7 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
         leaders=leaders,
         logs={n: log.ended for n, log in found.items()},
         tail=tail,
+        outputs=outputs,
     )
 
 
@@ -270,6 +276,22 @@ def _log_links(job_id: str, logs: dict[int, bool]) -> str:
     return " · ".join(links)
 
 
+def _outputs(job_id: str, outputs: list[dict[str, Any]]) -> str:
+    """The job's outputs: what was committed (links to the committed parts' JSON)."""
+    if not outputs:
+        return "<p class='muted'>no output committed with a checkpoint</p>"
+    rows = "".join(
+        f"<tr><td><a href='/api/v1/jobs/{quote(job_id)}/outputs/{quote(o['name'])}'>"
+        f"{page.escape(o['name'])}</a></td><td>{o['commits']}</td><td>{o['parts']}</td>"
+        f"<td>{o['newest'] or '-'}</td><td><code>{page.escape(o['uri'])}</code></td></tr>"
+        for o in outputs
+    )
+    return (
+        "<table><tr><th>output</th><th>commits</th><th>parts</th><th>newest commit</th>"
+        f"<th>place</th></tr>{rows}</table>"
+    )
+
+
 def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id: str) -> str:
     """The page as one HTML document."""
     item, now = data.item, time.time()
@@ -323,6 +345,7 @@ def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id:
         page.section("Definition", summary),
         page.section("State", state),
         page.section(f"Timeline ({len(picture.attempts)} attempts)", drawn),
+        page.section("Outputs (committed parts only)", _outputs(job_id, data.outputs)),
         page.section(
             f"Latest log (last {TAIL_LINES} lines)",
             tail + f"<p>{_log_links(job_id, data.logs)}</p>",

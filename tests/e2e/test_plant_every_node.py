@@ -44,6 +44,8 @@ JOB_KINDS: list[tuple[str, str, list[tuple[str, ...]]]] = [
     ("control", "live", [("control", "get", "{job}"), ("control", "history", "{job}")]),
     ("artifacts", "live", [("jobs", "show", "{job}"), ("handles", "lingering", "--min-age", "0s")]),
     ("checkpoints", "live", [("checkpoints", "list", "{job}"), ("handles", "verify")]),
+    ("outputs", "live", [("outputs", "list", "{job}"), ("outputs", "show", "{job}", "planted")]),
+    ("output commits", "live", [("outputs", "paths", "{job}", "planted")]),
     ("outcome", "v-outcome", [("jobs", "show", "{job}")]),
     ("cancel", "v-cancel", [("jobs", "show", "{job}")]),
     ("status", "v-status", [("jobs", "show", "{job}")]),
@@ -188,6 +190,10 @@ def plan(layout: Layout, part: str) -> list[tuple[str, str, bytes, str, list[tup
             path = layout.artifact(job, "planted")
         elif kind == "checkpoints":
             path = f"{layout.checkpoints(job)}/{'1'.zfill(19)}"
+        elif kind == "outputs":
+            path = layout.output(job, "planted")
+        elif kind == "output commits":
+            path = f"{layout.output(job, 'planted')}/{'1'.zfill(19)}"
         else:
             path = getattr(layout, method)(job)
         plants.append((kind, path, valid, job, commands))

@@ -15,6 +15,7 @@ from examples import pipeline
 from tests import jobs
 from tests.helpers import REPO, hands_client, run_daemon, written_json
 from zkstore.config import StoreConfig
+from zkstore.jobs.outputs.manifest import read_paths
 from zkstore.jobs.states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
@@ -40,10 +41,10 @@ def test_pipeline_on_local_spark_matches_expected_output(
         local.stop()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary == pipeline.expected(str(tmp_path / "in"))
-    assert sorted(p.name for p in (tmp_path / "out" / "days").iterdir() if p.is_dir()) == [
-        "day=01",
-        "day=02",
-    ]
+    days = tmp_path / "out" / "days"
+    assert sorted(p.name for p in days.iterdir()) == ["_manifests", "attempt-1"]
+    assert sorted(p.name for p in (days / "attempt-1").iterdir()) == ["day=01", "day=02"]
+    assert read_paths(f"file://{days}") == [f"file://{days}/attempt-1/day={d:02d}" for d in (1, 2)]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["days", "summary.json"]
 
 

@@ -36,7 +36,7 @@ def version(tag: str, *, held: bool = False) -> str:
     stopped does not depend on how fast a loaded machine ends it (under two busy loops an
     unheld v1 finished every day before its driver was ended)."""
     source = (REPO / "examples" / "pipeline.py").read_text()
-    marker = '        publish(staged, results / f"day={number:02d}")\n'
+    marker = '        daily.coalesce(1).write.mode("overwrite").json(part)\n'
     assert marker in source
     note = (
         f"        with open(Path(output_dir) / '{tag}-days', 'a') as noted:\n"
@@ -44,7 +44,9 @@ def version(tag: str, *, held: bool = False) -> str:
     )
     source = source.replace(marker, marker + note)
     if held:
-        step = '        ctx.checkpoint({"day": number, "file": path.name})\n'
+        step = (
+            '        ctx.checkpoint({"day": number, "file": path.name}, commit={"days": [part]})\n'
+        )
         assert step in source
         hold = (
             "        answers = ctx.checkpoint_requested\n"

@@ -18,6 +18,7 @@ for click and nothing of ours beyond the group.
     control.py      zkstore control: change a running job without stopping it
     handles.py      zkstore handles list | verify | lingering | cleanup
     quarantine.py   zkstore quarantine list | show | release | purge
+    outputs.py      zkstore outputs list | show | paths: what jobs committed
     acl.py          zkstore acl check | apply | digest
     fleet.py        zkstore fleet status | finalize
     cluster.py      zkstore cluster settings: the bounds and policies the leader enforces

@@ -410,6 +410,11 @@ for _name, _module, _help in (
         "List, inspect, follow and cancel jobs (reads handles and records, never payloads).",
     ),
     (
+        "outputs",
+        "zkstore.cli.outputs",
+        "What jobs committed with their checkpoints (ctx.outputs): only committed parts.",
+    ),
+    (
         "quarantine",
         "zkstore.cli.quarantine",
         "Jobs that cannot run as they are: look at them, release or purge them.",

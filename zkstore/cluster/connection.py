@@ -21,6 +21,7 @@ from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.jobs.claims import ArtifactClaims
 from zkstore.jobs.control import ControlStore
 from zkstore.jobs.graph import JobGraphStore
+from zkstore.jobs.outputs.store import OutputStore
 from zkstore.jobs.quarantine import QuarantineStore
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.state import JobStateStore
@@ -148,6 +149,10 @@ class Cluster(Closeable):
         return ArtifactStore(
             self.zk, self.layout, self.artifact_space, job_id, on_step=self._on_step
         )
+
+    def outputs(self, job_id: str) -> OutputStore:
+        """The outputs of one job: committed with its checkpoints, read from their manifest."""
+        return OutputStore(self.zk, self.layout, self.artifact_space, job_id)
 
     def close(self) -> None:
         """Close the session if this object opened it (its ephemeral nodes go with it)."""

@@ -23,6 +23,7 @@
     resign.py        a job's handles signed with the cluster key, re-signed with the job's key
     artifacts.py     a job's artifact records: register, finish, release
     claims.py        which job owns each place under the extra artifact roots
+    outputs/         a job's outputs: parts committed with its checkpoints, their manifest
     resources.py     how a job's executor-side resources are doing, per attempt
     logs.py          driver logs in storage: written in chunks, read from any host, and when
                      they are due for removal

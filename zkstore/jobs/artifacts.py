@@ -53,6 +53,7 @@ from zkstore.errors import (
 )
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.claims import ArtifactClaims, Claim, LeftClaim
+from zkstore.jobs.outputs.store import OutputStore
 from zkstore.jobs.records import JobResult, Record
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
@@ -452,7 +453,14 @@ def release_dead_attempts(store: ArtifactStore, *, fence: Fence | None) -> list[
     Returns the names left alone (outside the roots)."""
     records, _ = store.all()
     dead = [r for r in records if r.scope == ATTEMPT or r.state == RELEASING]
-    return store.release_many(dead, fence=fence)
+    refused = store.release_many(dead, fence=fence)
+    outputs(store).sweep(fence=fence)  # what the dead attempts staged and never committed
+    return refused
+
+
+def outputs(store: ArtifactStore) -> OutputStore:
+    """The outputs of the artifact store's job (their data is its artifacts')."""
+    return OutputStore(store.zk, store.layout, store.space, store.job_id)
 
 
 def release_for_cleanup(
@@ -481,6 +489,7 @@ def release_for_cleanup(
         if any(kept.get(name) != uri for name, uri in new.items()):
             result = results.record_outputs(store.job_id, new, fence=fence)
             kept = result.outputs or {}
+    outputs(store).settle(kept, fence=fence)  # before their data may be released
     store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
     # The sweep deletes in storage, where no fence reaches: the fence is checked before the
     # first delete (a job that wrote nothing unregistered costs no check).

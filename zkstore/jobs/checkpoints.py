@@ -9,7 +9,7 @@ and on the status version of its attempt, so a stale attempt cannot write a chec
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from zkstore.layout import (
     is_checkpoint_node_name,
     validate_job_id,
 )
-from zkstore.ops import Fence
+from zkstore.ops import Fence, Op
 from zkstore.retry import RACES, TryAgain
 from zkstore.serializers import JsonSerializer
 from zkstore.storage import StateStorage
@@ -103,13 +103,16 @@ class CheckpointStore:
         *,
         fence: Fence | None = None,
         summary: Mapping[str, SummaryValue] | None = None,
+        with_ops: Callable[[int], Sequence[Op]] | None = None,
     ) -> Checkpoint:
         """Publish a checkpoint with the next id, then subsume all but the newest ``retain``.
 
         ``summary`` adds small scalar fields to the handle (the control version the checkpoint
-        was taken under), readable without the metadata. Raises the fence's error if the fence
-        is lost (nothing published, payload discarded); a failure while subsuming older
-        checkpoints is logged and left to cleanup, never raised.
+        was taken under), readable without the metadata. ``with_ops(checkpoint_id)`` gives ops
+        committed in the checkpoint's own transaction (the outputs it commits): all or
+        nothing. Raises the fence's error if the fence is lost (nothing published, payload
+        discarded); a failure while subsuming older checkpoints is logged and left to cleanup,
+        never raised.
         """
         self.zk.ensure_path(self.path)
 
@@ -128,6 +131,7 @@ class CheckpointStore:
                     },
                     fence=fence,
                     stem=f"{checkpoint_id}-",
+                    with_ops=with_ops(checkpoint_id) if with_ops is not None else (),
                 )
             except HandleExists as exc:
                 if exc.path != self.handles.node(name):

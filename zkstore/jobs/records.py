@@ -223,7 +223,7 @@ class Record:
 def _matches(value: Any, annotation: str) -> bool:
     """True if a JSON value fits a field annotation such as ``str | None`` or ``dict[str, Any]``."""
     allowed = {part.strip().split("[", 1)[0] for part in annotation.split("|")}
-    kind = {bool: "bool", int: "int", str: "str", dict: "dict"}.get(type(value))
+    kind = {bool: "bool", int: "int", str: "str", dict: "dict", list: "list"}.get(type(value))
     return kind in allowed
 
 

@@ -24,6 +24,7 @@ from zkstore.protocol import (
     CLUSTER_SETTINGS,
     FEATURES,
     JOB_IDENTITIES,
+    OUTPUTS,
     RUN_SPEC,
     Feature,
 )
@@ -89,6 +90,10 @@ GATED: Mapping[str, Refused | FallsBack] = {
     RUN_SPEC: FallsBack(
         "submit writes a job's requirements and Spark settings as the texts protocol 3 read "
         "(require, conf), which this code parses into the same run options"
+    ),
+    OUTPUTS: FallsBack(
+        "no job writes an output: ctx.outputs.stage raises FleetVersionError in the job (its "
+        "attempt fails, saying to finalize the fleet) and nothing of it is written"
     ),
 }
 

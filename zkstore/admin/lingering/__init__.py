@@ -13,6 +13,8 @@ removes, the others are for people to decide:
 ``artifact-of-dead-attempt``, ``artifact-of-ended-job``
                     artifacts nobody owns any more; cleanup releases them, data then record
                     (:mod:`.artifacts`)
+``output-staging``  an output's part staged by an attempt whose driver is gone and never
+                    committed (:mod:`.outputs`)
 ``empty-job-tree``  ``R/jobs/<job>`` records of a job that is not current, not quarantined and
                     not being cleaned up (:mod:`.records`)
 ``quarantined-job`` a job in quarantine (reported, never removed by cleanup)
@@ -30,6 +32,7 @@ The modules::
     payloads.py    orphan payloads, dangling handles, marked nodes
     records.py     dirty results, empty job trees, quarantined jobs
     artifacts.py   artifacts of dead attempts and of ended jobs
+    outputs.py     staged output parts never committed
     schedules.py   orphan schedule payloads
 """
 
@@ -41,6 +44,7 @@ from collections.abc import Callable
 from zkstore.admin.inventory import Inventory, read_inventory
 from zkstore.admin.lingering.artifacts import DeadAttemptArtifact, EndedJobArtifact
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
+from zkstore.admin.lingering.outputs import OutputStaging
 from zkstore.admin.lingering.payloads import DanglingHandle, MarkedNode, OrphanPayload
 from zkstore.admin.lingering.records import DirtyResult, EmptyJobTree, QuarantinedJob
 from zkstore.admin.lingering.schedules import OrphanSchedulePayload
@@ -56,6 +60,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     DirtyResult(),
     DeadAttemptArtifact(),
     EndedJobArtifact(),
+    OutputStaging(),
     EmptyJobTree(),
     QuarantinedJob(),
     OrphanSchedulePayload(),
