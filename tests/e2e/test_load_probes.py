@@ -105,7 +105,7 @@ def test_the_flood_schedule_is_refused_and_one_written_past_the_cli_is_bounded(
         config, "schedules create", "flood", "noop.py:run", *flood, cwd=laptop, env=production()
     )
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
-    assert "this cluster's minimum is 10 s" in refused.stderr
+    assert "the cluster's minimum of 10 s" in refused.stderr
     allowed = production(**{MIN_INTERVAL_ENV: "1s"})
     refused = script(
         config, "schedules create", "flood", "noop.py:run", *flood, cwd=laptop, env=allowed

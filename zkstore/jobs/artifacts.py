@@ -27,6 +27,10 @@ the leader releases it before the next attempt starts. A ``job`` artifact outliv
 (intermediate results a resumed attempt reuses). The job's cleanup releases every artifact,
 except those marked ``keep`` and FINISHED when the job SUCCEEDED: those are listed in the job's
 result (``outputs``) and left in place.
+
+Why one module: register, finish, release and the job's end are one record's life, each step
+written against the crash analysis above and the same fences; the claims (:mod:`.claims`) and
+the outputs' commits (:mod:`.outputs`) already live apart.
 """
 
 from __future__ import annotations
