@@ -241,6 +241,8 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
         user = request.get("user")
         if user is not None:  # before anything of the job runs, and for good
             become(int(user["uid"]), int(user["gid"]), [int(g) for g in user["groups"]])
+        if request.get("kind", "driver") in ("driver", "warm-up"):  # set-user-ID grants nothing
+            secrecy.no_new_privileges()
         if request.get("kind", "driver") == "driver":
             secrecy.set_dumpable(True)  # the server is not; its drivers are (zkstore.secrecy)
         module = _MAINS[request.get("kind", "driver")]

@@ -477,7 +477,7 @@ def test_dockerfile_image_basics() -> None:
     entrypoint = [json.loads(a) for i, a in instructions if i == "ENTRYPOINT"]
     assert entrypoint[-1] == ["zkstore"]
     scripts = setup_cfg()["options.entry_points"]["console_scripts"]
-    assert "zkstore = recovery.cli.main:main" in scripts
+    assert "zkstore = recovery.cli.entry:main" in scripts
     assert [json.loads(a) for i, a in instructions if i == "CMD"][-1] == ["daemon"]
 
 

@@ -397,8 +397,14 @@ class MemberInfo(Record):
     speaks: int | None = None
     serves_from: int | None = None
     release: str | None = None
+    #: its driver users out of its pool (``--driver-user``), name -> why (a process left
+    #: running as it, or what could not be removed of what a driver left); read by people
+    #: only (``daemons list``): a reader of an older release ignores it
+    users_out: dict[str, Any] | None = None
 
-    optional = frozenset({"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release"})
+    optional = frozenset(
+        {"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release", "users_out"}
+    )
     wide = frozenset({"start_ticks"})  # see RunningInfo
     times = frozenset({"started"})
     #: (not stored as ``protocol``: that field marks a record written at a newer protocol)
@@ -420,6 +426,11 @@ class MemberInfo(Record):
         for key, value in (values.get("labels") or {}).items():
             if not isinstance(value, str) or not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
                 raise ValueError(f"label {key!r:.40} is not key=value of [A-Za-z0-9._/-]")
+        for key, value in (values.get("users_out") or {}).items():
+            if not isinstance(value, str):
+                raise ValueError(f"users_out {key!r:.40} is not text")
+            check_text(key, "a user's name")
+            check_text(value, "why a user is out")
         return values
 
 

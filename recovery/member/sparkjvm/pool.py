@@ -85,6 +85,7 @@ from recovery.shared.sparkjvm import (
     quote_option,
     summary_reason,
 )
+from zkstore import secrecy
 
 __all__ = [
     "FIRST_RETRY",
@@ -344,6 +345,8 @@ class WarmPool:
                 user=user.uid if user is not None else None,
                 group=user.gid if user is not None else None,
                 extra_groups=list(user.groups) if user is not None else None,
+                # what job code runs gains no privilege; the hook calls one C function only
+                preexec_fn=secrecy.no_new_privileges_hook(),  # noqa: PLW1509
             )
         except BaseException:
             os.close(write_end)
@@ -426,6 +429,7 @@ class WarmPool:
                 env=env,
                 cwd=cwd,
                 user=jvm.user,
+                no_new_privileges=True,
             )
         deadline = began + WARM_UP_TIMEOUT
         assert child is not None
