@@ -191,7 +191,11 @@ class DriverLauncher:
         self._claims: list[int] = []
         if settings.driver_users:
             self._claims = driveruser.claim_users(settings.driver_users, settings.daemon_id)
-            driveruser.prepare(settings, self.work_root, self.environment)
+            try:
+                driveruser.prepare(settings, self.work_root, self.environment)
+            except BaseException:
+                driveruser.release_users(self._claims, settings.driver_users)
+                raise
         #: drivers started so far (a metric)
         self.launched = 0
         self.fork_server: ForkServer | None = (
