@@ -179,10 +179,12 @@ from zkstore.lifecycle.destinations import Destinations
     "driver_user_names",
     multiple=True,
     metavar="USER[,USER...]",
+    envvar=ENV_VARS["driver_users"],
     help="run every driver (its Spark JVM and job code) as USER, never as the daemon's user "
     "(needs root, or CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_KILL); "
-    "with several users, each running driver gets one no other process uses, and "
-    "--max-drivers is at most their number",
+    "with several users, each running driver gets one no other process uses, what one left "
+    "outside its attempt is removed before the next gets it, and --max-drivers is at most "
+    f"their number; no two daemons of a host may share a user [env {ENV_VARS['driver_users']}]",
 )
 @click.option(
     "--jobs-may-read-secrets",
