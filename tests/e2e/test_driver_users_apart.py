@@ -249,12 +249,12 @@ def test_driver_users_are_one_daemons_and_a_user_left_busy_comes_back(
         local.start_daemon("d1", "--driver-user", f"{first.name},{second.name}")
         local.wait_for_leader()
         wait_for(lambda: "member d1 registered" in local.daemons["d1"].log(), 60, what="d1")
-        other = script(
-            None,
-            "daemon",
-            *connection(config),
-            *("--id", "d2", "--http", "off", "--driver-user", second.name),
-            *("--max-drivers", "1", "--warm-drivers", "0", "--work-dir", str(base / "d2")),
+        words = ["--id", "d2", "--http", "off", "--driver-user", second.name, "--max-drivers"]
+        words += ["1", "--warm-drivers", "0", "--work-dir", str(base / "d2")]
+        other = subprocess.run(  # its drivers' Python: only the shared user stops it
+            [their_python, str(BIN / "zkstore"), "daemon", *connection(config), *words],
+            capture_output=True,
+            text=True,
             env=plain_environment(),
             timeout=120,
         )
