@@ -12,7 +12,14 @@ executor runs containers as the submitting user.
   uses (:class:`DriverUserPool`), so two jobs never share one (``--max-drivers`` is at most the
   pool's size); an attempt's directory is its driver's, mode 0700, out of reach of the others.
   When a driver has exited, what it left in its session as its user is killed, so the user is
-  free for the next one. A pool is one daemon's: two daemons of a host need users of their own.
+  free for the next one, and what it left outside its attempt is swept before the next driver
+  runs as it (:mod:`recovery.member.sweep`); a user that cannot be swept, or that a leftover
+  process still runs as, is out of the pool until a later look (:meth:`DriverUserPool.reclaim`,
+  every few seconds) finds it free and clean. A pool is one daemon's: a daemon claims its users
+  on its host (:func:`claim_users`) and a second one given any of them is refused.
+
+Drivers never share a user with a process that holds secrets unless the operator says so
+(:func:`check_apart`): see there why nothing else closes the window.
 
 Who does what: the member makes the attempt's directory (and Spark's scratch beside it) owned by
 the driver's user, mode 0700, in a work directory of the daemon's that the drivers may pass

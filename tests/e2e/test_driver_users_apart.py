@@ -158,6 +158,8 @@ def test_jobs_as_driver_users_read_nothing_of_a_zkstore_process_as_it_starts(
                 )
                 gate.touch()
                 assert waiting.wait(timeout=180) == 0
+                for name in ("ZKSTORE_SIGNING_KEY", "ZKSTORE_API_TOKEN"):  # it warns: use files
+                    assert f"{name}: a secret in the environment is deprecated" in restarted.log()
             finally:
                 if waiting.poll() is None:
                     waiting.kill()
