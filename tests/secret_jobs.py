@@ -387,6 +387,10 @@ def catch_starting(ctx: Any, out: str, gate: str, needles: list[str]) -> None:
                 continue
             seen.add(pid)
             found: dict[str, Any] = {"cmdline": cmdline.decode(errors="replace")}
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{pid}/status") as status:
+                    uids = [line for line in status if line.startswith("Uid:")]
+                found["uid"] = int(uids[0].split()[1])
             try:
                 with open(f"/proc/{pid}/environ", "rb") as file:
                     found["environ"] = base64.b64encode(file.read()).decode()

@@ -173,12 +173,15 @@ def test_jobs_as_driver_users_read_nothing_of_a_zkstore_process_as_it_starts(
         local.stop()
     ours = caught_ours(found, (config.root, str(base)))
     commands = [seen["cmdline"] for seen in ours.values()]
+    # the long-lived ones are caught whatever the load (a jobs list may end between two looks)
     assert any("jobs\0wait" in c for c in commands), commands
-    assert sum("jobs\0list" in c for c in commands) == 3, commands
     assert any("daemon\0--id\0d1" in c for c in commands), commands
+    pool = {user.uid for user in other_users}
     for pid, seen in found["caught"].items():  # ours and every other zkstore process here
-        assert seen.get("environ_error") == "PermissionError", (pid, seen["cmdline"])
-        assert seen.get("mem_error") == "PermissionError", (pid, seen["cmdline"])
+        if seen.get("uid") not in pool:  # the daemon's, a command's: closed to a driver user
+            assert seen.get("environ_error") == "PermissionError", (pid, seen["cmdline"])
+            assert seen.get("mem_error") == "PermissionError", (pid, seen["cmdline"])
+        # and a driver user's own (the daemon's check that it runs Python as each) holds none
         environ = base64.b64decode(seen.get("environ", ""))
         assert KEY not in environ and TOKEN.encode() not in environ
         assert not seen.get("mem_holds"), (pid, seen)
