@@ -32,6 +32,7 @@ SUITES = [
     "spark_resume",
     "bounded",
     "outputs",
+    "sweep",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -54,6 +55,7 @@ SMOKE = {
     "schedules": ["--fires", "5", "--latency-fires", "5"],
     "spark_resume": ["--runs", "1"],
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],
+    "sweep": ["--rounds", "2", "--files", "10"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session"}

@@ -76,6 +76,9 @@ DRIVER_EXITED = "driver-exited"
 #: The events that name a job for the leader to look at.
 JOB_EVENTS = (JOB_CHANGED, DRIVER_EXITED)
 CONNECT_RETRY = 2.0
+#: Seconds between two looks at the driver users out of the pool (a process left running as
+#: one, a sweep that failed): one free again is swept and taken back at the next look.
+USER_CHECK_INTERVAL = 5.0
 
 
 class Daemon:
@@ -93,6 +96,7 @@ class Daemon:
         self._stopping = threading.Event()
         self._must_contend = True
         self._last_reconcile = 0.0
+        self._last_user_check = 0.0
         self.started = threading.Event()
         self.stats = LeadershipStats()
         self.http: HttpSide | None = None
@@ -234,6 +238,10 @@ class Daemon:
                     self._last_reconcile = time.monotonic()
                     self.leader.reconcile_all()
                 self.leader.clean_up_finished()
+            if time.monotonic() - self._last_user_check > USER_CHECK_INTERVAL:
+                self._last_user_check = time.monotonic()
+                assert self.member is not None
+                self.member.check_driver_users()
             if events:
                 self._outage.clear("store", "ZooKeeper and storage answer again")
         except NotLeader as exc:

@@ -192,6 +192,8 @@ def driver_users(values: Iterable[str]) -> tuple[DriverUser, ...]:
             raise ConfigError(f"--driver-user {name[:40]!r}: no such user on this host") from None
         if entry.pw_uid == 0:
             raise ConfigError(f"--driver-user {name}: drivers would run as root")
+        if entry.pw_uid == os.geteuid():
+            raise ConfigError(f"--driver-user {name}: drivers would run as this daemon's user")
         groups = tuple(sorted(set(os.getgrouplist(name, entry.pw_gid))))
         users.append(DriverUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir or "/"))
     return tuple(users)

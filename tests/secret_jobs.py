@@ -302,3 +302,116 @@ def reach_out(ctx: Any, out: str, victim: str) -> None:
     client.stop()
     client.close()
     Path(out).write_text(json.dumps(found))
+
+
+def _wait_for_file(path: str, seconds: float = 180.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def plant(ctx: Any, out: str, gate: str) -> None:
+    """Job A: leave what outlives a job in the places every user may write: a set-user-ID copy
+    of this Python in /tmp, a file in /dev/shm, a directory of its own in /var/tmp; record
+    where, then wait for ``gate``."""
+    import shutil
+
+    name = f"zkstore-left-{ctx.job_id}-{os.getpid()}"
+    planted = f"/tmp/{name}"
+    shutil.copy(os.path.realpath(sys.executable), planted)
+    os.chmod(planted, 0o4755)
+    Path(f"/dev/shm/{name}").write_text("left in shared memory")
+    Path(f"/var/tmp/{name}").mkdir()
+    Path(f"/var/tmp/{name}/inside").write_text("left in a directory of its own")
+    places = [planted, f"/dev/shm/{name}", f"/var/tmp/{name}"]
+    _mark(out, ctx.job_id, {**_who(), "planted": planted, "places": places})
+    _wait_for_file(gate)
+
+
+def run_planted(ctx: Any, out: str, planted: str, gate: str) -> None:
+    """Job C: once ``planted`` (job A's set-user-ID Python) exists, run it and record the user
+    it ran as; then wait for ``gate``."""
+    import subprocess
+
+    _wait_for_file(planted)
+    done = subprocess.run(
+        [planted, "-c", "import os; print(os.geteuid(), os.getuid())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    ran = {"code": done.returncode, "out": done.stdout.strip(), "err": done.stderr[-500:]}
+    _mark(out, ctx.job_id, {**_who(), "ran": ran})
+    _wait_for_file(gate)
+
+
+def look_for(ctx: Any, out: str, places: list[str]) -> None:
+    """Job V: record who it runs as and which of ``places`` it can find."""
+    _mark(out, ctx.job_id, {**_who(), "found": [p for p in places if os.path.lexists(p)]})
+
+
+def leave_a_process(ctx: Any, out: str) -> None:
+    """Start a process out of the driver's session (a daemon of the job's), record its pid."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    _mark(out, ctx.job_id, {**_who(), "left": child.pid})
+
+
+def catch_starting(ctx: Any, out: str, gate: str, needles: list[str]) -> None:
+    """Poll /proc for every process that appears with ``zkstore`` on its command line and try
+    at once what the probe of issue 54 did: read its ``environ``, open its ``mem`` (a
+    descriptor opened early keeps reading after the process turns undumpable) and read it
+    again later at the addresses of its ``maps``. Until ``gate``; writes what happened per
+    process, the ``environ`` read and which of ``needles`` the memory read holds."""
+    import base64
+    import time
+
+    seen: set[str] = set()
+    caught: dict[str, dict[str, Any]] = {}
+    held: dict[str, int] = {}
+    deadline = time.monotonic() + 240
+    _mark(out, "ready", _who())
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or pid in seen:
+                continue
+            try:  # read again at each pass: a child shows its parent's until its exec
+                with open(f"/proc/{pid}/cmdline", "rb") as file:
+                    cmdline = file.read()
+            except OSError:
+                continue
+            if b"zkstore" not in cmdline or int(pid) == os.getpid():
+                continue
+            seen.add(pid)
+            found: dict[str, Any] = {"cmdline": cmdline.decode(errors="replace")}
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{pid}/status") as status:
+                    uids = [line for line in status if line.startswith("Uid:")]
+                found["uid"] = int(uids[0].split()[1])
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as file:
+                    found["environ"] = base64.b64encode(file.read()).decode()
+            except OSError as exc:
+                found["environ_error"] = type(exc).__name__
+            try:
+                held[pid] = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+                found["mem"] = "opened"
+            except OSError as exc:
+                found["mem_error"] = type(exc).__name__
+            caught[pid] = found
+        time.sleep(0.001)
+    for pid, fd in held.items():  # read through the early descriptors, later
+        hits: set[str] = set()
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                start, end = (int(a, 16) for a in line.split()[0].split("-"))
+                if "rw" in line.split()[1] and end - start < 64 << 20:
+                    with contextlib.suppress(OSError):
+                        chunk = os.pread(fd, end - start, start)
+                        hits.update(n for n in needles if n.encode() in chunk)
+        caught[pid]["mem_holds"] = sorted(hits)
+        os.close(fd)
+    _mark(out, ctx.job_id, {**_who(), "caught": caught})

@@ -67,6 +67,7 @@ ENV_VARS: Mapping[str, str] = {
     "api_read_token": "ZKSTORE_API_READ_TOKEN",
     "http_allowed_hosts": "ZKSTORE_HTTP_ALLOWED_HOSTS",
     "artifact_roots": "ZKSTORE_ARTIFACT_ROOTS",
+    "driver_users": "ZKSTORE_DRIVER_USERS",
 }
 
 #: Variables that hold secrets: never passed on to drivers or jobs, never logged or shown.

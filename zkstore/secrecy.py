@@ -40,13 +40,15 @@ import ctypes
 import os
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from zkstore.errors import ConfigError
 
 __all__ = [
     "MAX_SECRET_FILE_BYTES",
     "is_dumpable",
+    "no_new_privileges",
+    "no_new_privileges_hook",
     "read_secret_file",
     "set_dumpable",
     "take_from_environment",
@@ -54,6 +56,7 @@ __all__ = [
 
 _PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
+_PR_SET_NO_NEW_PRIVS = 38
 #: A secret file is a line or a few: a bigger one is not what it should be.
 MAX_SECRET_FILE_BYTES = 64 * 1024
 
@@ -69,6 +72,26 @@ def set_dumpable(dumpable: bool) -> bool:
     the kernel did it. Never raises."""
     libc = _libc()
     return libc is not None and libc.prctl(_PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) == 0
+
+
+def no_new_privileges() -> bool:
+    """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: from now on no ``execve`` of this process or of
+    anything it starts grants privileges (set-user-ID and set-group-ID files run as the caller,
+    file capabilities are ignored); it cannot be undone. True if the kernel did it. Never
+    raises."""
+    return no_new_privileges_hook()()
+
+
+def no_new_privileges_hook() -> Callable[[], bool]:
+    """:func:`no_new_privileges` as a ``preexec_fn``: libc's ``prctl`` is looked up now, in
+    the parent, so that the child between ``fork`` and ``exec`` only calls it."""
+    libc = _libc()
+    prctl = libc.prctl if libc is not None else None
+
+    def hook() -> bool:
+        return prctl is not None and prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+
+    return hook
 
 
 def is_dumpable() -> bool | None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from recovery.cli.bounds import bounds_from, bounds_options
+from recovery.member.driveruser import check_apart
 from recovery.settings import (
     API_TOKEN_ENV,
     DEFAULT_HTTP,
@@ -28,7 +30,7 @@ from zkstore.cli.artifacts import artifact_root_option, with_roots
 from zkstore.cli.base import Connection, cli, command_environment, connection_options
 from zkstore.cli.lifecycle import daemon_notify_option
 from zkstore.cli.types import Duration, Retention
-from zkstore.config import ENV_VARS
+from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.lifecycle.destinations import Destinations
 
 
@@ -177,10 +179,21 @@ from zkstore.lifecycle.destinations import Destinations
     "driver_user_names",
     multiple=True,
     metavar="USER[,USER...]",
+    envvar=ENV_VARS["driver_users"],
     help="run every driver (its Spark JVM and job code) as USER, never as the daemon's user "
     "(needs root, or CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_KILL); "
-    "with several users, each running driver gets one no other process uses, and "
-    "--max-drivers is at most their number",
+    "with several users, each running driver gets one no other process uses, what one left "
+    "outside its attempt is removed before the next gets it, and --max-drivers is at most "
+    f"their number; no two daemons of a host may share a user [env {ENV_VARS['driver_users']}]",
+)
+@click.option(
+    "--jobs-may-read-secrets",
+    is_flag=True,
+    envvar="ZKSTORE_JOBS_MAY_READ_SECRETS",
+    help="start even though drivers run as this daemon's own user (no --driver-user) while "
+    "it holds secrets (signing key, API tokens, ZooKeeper credentials): job code can then "
+    "read them from any zkstore process of that user as it starts; refused without this "
+    "[env ZKSTORE_JOBS_MAY_READ_SECRETS=1]",
 )
 @click.option(
     "--warm-drivers",
@@ -230,6 +243,7 @@ def daemon(
     api_token_file: str | None,
     api_read_token_file: str | None,
     driver_user_names: tuple[str, ...],
+    jobs_may_read_secrets: bool,
     warm_drivers: int | None,
     class_data: str | None,
     notify: str | None,
@@ -305,6 +319,16 @@ def daemon(
         class_data=_class_data(class_data),
         bounds=bounds,
     )
+    check_apart(settings, jobs_may_read_secrets)
+    _deprecated_variables(
+        environ,
+        {
+            API_TOKEN_ENV: api_token_file,
+            READ_TOKEN_ENV: api_read_token_file,
+            ENV_VARS["signing_key"]: connection.options.get("signing_key_file"),
+            ENV_VARS["zk_auth"]: connection.options.get("zk_auth_file"),
+        },
+    )
     process = Daemon(settings)  # what it checks at its start refuses it before it says it runs
     click.echo(
         f"zkstore daemon {settings.daemon_id}: ZooKeeper {store.zk_hosts}, storage "
@@ -312,6 +336,19 @@ def daemon(
         err=True,
     )
     sys.exit(process.run())
+
+
+def _deprecated_variables(environ: Mapping[str, str], files: Mapping[str, str | None]) -> None:
+    """Say which secrets came from the environment, no file given instead (deprecated: a file
+    is read only once the process is undumpable, and never reaches a child by mistake)."""
+    for name in sorted(SECRET_ENV_VARS):
+        if environ.get(name) and not files.get(name):
+            logging.getLogger(__name__).warning(
+                "%s: a secret in the environment is deprecated; give it as a file "
+                "(--signing-key-file, --zk-auth-file, --api-token-file, "
+                "--api-read-token-file: docs/operating.md)",
+                name,
+            )
 
 
 def _warm_drivers(given: int | None, max_drivers: int, master: str) -> int:

@@ -57,6 +57,7 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "release": info.release,
                 "protocol": info.protocol,
                 "min_protocol": info.min_protocol,
+                "users_out": info.users_out or {},
             }
         )
     for daemon_id in sorted(drained_only):
@@ -77,9 +78,11 @@ def list_daemons(connection: Connection, fmt: str) -> None:
 
     \b
     JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
-    started, up, release, protocol, min_protocol} (the last three: the daemon's zkstore
-    release, the fleet protocol it speaks and the oldest it serves; release null for a
-    daemon older than 0.2.0).
+    started, up, release, protocol, min_protocol, users_out} (release, protocol,
+    min_protocol: the daemon's zkstore release, the fleet protocol it speaks and the oldest
+    it serves; release null for a daemon older than 0.2.0; users_out: its --driver-user
+    users out of its pool, name -> why: a process left running as it, or what a driver left
+    that could not be removed).
     """
     with Cluster.open(connection.config) as cluster:
         items = fleet_report(cluster)
@@ -92,10 +95,15 @@ def list_daemons(connection: Connection, fmt: str) -> None:
             "state": "drained" if item["drained"] else "active",
             "jobs": ",".join(item.get("jobs") or []) or None,
             "age": age(item.get("started")),
+            "users out": "; ".join(f"{k}: {v}" for k, v in sorted(item["users_out"].items()))
+            if item.get("users_out")
+            else None,
         }
         for item in items
     ]
     columns = ["id", "leader", "host", "state", "slots", "labels", "release", "age", "jobs"]
+    if any(item.get("users_out") for item in items):
+        columns.append("users out")
     emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
 
 

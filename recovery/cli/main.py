@@ -6,18 +6,21 @@ used (:class:`zkstore.cli.base.LazyGroup`), so ``zkstore --version``, ``--help``
 error answer after importing click and the group only.
 
 Before anything else, every command (the daemon included) makes its process undumpable and
-takes the secret variables out of its environment (:mod:`zkstore.secrecy`): job code running as
-the same user reads neither in ``/proc``.
+takes the secret variables out of its environment (:mod:`zkstore.secrecy`): the console script
+does it before importing this module (:mod:`recovery.cli.entry`), ``python -m
+recovery.cli.main`` here, after the imports.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from zkstore import secrecy
 from zkstore.cli import cli
 from zkstore.cli.base import DevCommand, LazyGroup, TakenSecrets
 from zkstore.config import SECRET_ENV_VARS
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "main", "run"]
 
 assert isinstance(cli, LazyGroup)
 cli.add_lazy(
@@ -50,7 +53,11 @@ cli.add_command(
 
 def main() -> None:
     secrecy.set_dumpable(False)
-    taken = secrecy.take_from_environment(sorted(SECRET_ENV_VARS))
+    run(secrecy.take_from_environment(sorted(SECRET_ENV_VARS)))
+
+
+def run(taken: Mapping[str, str]) -> None:
+    """Run the command line, with the secret variables ``taken`` out of the environment."""
     cli(prog_name="zkstore", obj=TakenSecrets(taken))
 
 

@@ -89,6 +89,7 @@ class LocalCluster:
         class_data: str = "off",
         daemon_args: dict[str, tuple[str, ...]] | None = None,
         hosts: Mapping[str, Sequence[str]] | None = None,
+        jobs_may_read_secrets: bool = True,
     ) -> None:
         self.config = config
         self.work_dir = Path(work_dir)
@@ -117,6 +118,10 @@ class LocalCluster:
         self.hosts = {daemon_id: list(prefix) for daemon_id, prefix in (hosts or {}).items()}
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None
+        #: the daemons run their drivers as their own user (unless a test gives them
+        #: --driver-user) while they hold the cluster's secrets: accepted explicitly
+        #: (``--jobs-may-read-secrets``, through its variable, which an older release ignores)
+        self.jobs_may_read_secrets = jobs_may_read_secrets
 
     @property
     def zk(self) -> ZooKeeper:
@@ -147,6 +152,8 @@ class LocalCluster:
             env[ENV_VARS["artifact_roots"]] = ",".join(self.config.artifact_roots)
         env["ZKSTORE_WARM_DRIVERS"] = str(self.warm_drivers)
         env["ZKSTORE_CLASS_DATA"] = self.class_data
+        if self.jobs_may_read_secrets:
+            env["ZKSTORE_JOBS_MAY_READ_SECRETS"] = "1"
         env.update(self.extra_env)
         return env
 

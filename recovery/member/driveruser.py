@@ -12,7 +12,14 @@ executor runs containers as the submitting user.
   uses (:class:`DriverUserPool`), so two jobs never share one (``--max-drivers`` is at most the
   pool's size); an attempt's directory is its driver's, mode 0700, out of reach of the others.
   When a driver has exited, what it left in its session as its user is killed, so the user is
-  free for the next one. A pool is one daemon's: two daemons of a host need users of their own.
+  free for the next one, and what it left outside its attempt is swept before the next driver
+  runs as it (:mod:`recovery.member.sweep`); a user that cannot be swept, or that a leftover
+  process still runs as, is out of the pool until a later look (:meth:`DriverUserPool.reclaim`,
+  every few seconds) finds it free and clean. A pool is one daemon's: a daemon claims its users
+  on its host (:func:`claim_users`) and a second one given any of them is refused.
+
+Drivers never share a user with a process that holds secrets unless the operator says so
+(:func:`check_apart`): see there why nothing else closes the window.
 
 Who does what: the member makes the attempt's directory (and Spark's scratch beside it) owned by
 the driver's user, mode 0700, in a work directory of the daemon's that the drivers may pass
@@ -31,6 +38,7 @@ work directory (a Python under ``/root`` cannot be run by anyone else).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -40,21 +48,28 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
+from recovery.member.sweep import Swept, sweep
 from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared.processes import Liveness, ProcessIdentity, probe
 from zkstore.errors import ConfigError
 
 __all__ = [
+    "ACCEPT_FLAG",
+    "CLAIMS",
     "NEEDED",
     "PROBE_TIMEOUT",
     "DriverUserPool",
     "become",
+    "check_apart",
     "check_privileges",
+    "claim_users",
     "end_leftovers",
+    "held_secrets",
     "make_work_root",
     "missing_capabilities",
     "prepare",
     "probe_users",
+    "release_users",
     "users_with_processes",
 ]
 
@@ -69,6 +84,110 @@ NEEDED = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_KILL": 5, "CAP_SETGID": 6,
 _PROBE = "import os, sys, zkstore, recovery; os.chdir(sys.argv[1])"
 #: Seconds a probe may take (the imports of a driver, on a loaded host).
 PROBE_TIMEOUT = 60.0
+
+
+#: Where the daemons of a host claim their driver users: a file per user, locked (``flock``) by
+#: the daemon that runs drivers as it, naming that daemon. Root's: no driver user can plant one.
+CLAIMS = Path("/run/zkstore/driver-users")
+#: The flag of a deployment that runs drivers as the daemon's own user while it holds secrets.
+ACCEPT_FLAG = "--jobs-may-read-secrets"
+
+
+def held_secrets(settings: DaemonSettings) -> list[str]:
+    """What secrets the daemon of ``settings`` holds, by name (none: nothing to keep apart)."""
+    store = settings.store
+    held = {
+        "the cluster's signing key": store.signing_key,
+        "ZooKeeper credentials": store.zk_auth,
+        "the API change token": settings.api_token,
+        "the API read token": settings.api_read_token,
+    }
+    return [name for name, value in held.items() if value]
+
+
+def check_apart(settings: DaemonSettings, accepted: bool) -> None:
+    """Refuse (ConfigError, one line) a daemon that holds secrets and would run its drivers as
+    its own user, unless ``accepted`` (:data:`ACCEPT_FLAG`).
+
+    Why no process of the daemon's user can keep a secret from job code of that user: a
+    process is dumpable from its ``execve`` until it calls ``prctl(PR_SET_DUMPABLE, 0)``, and
+    in that window its user may open its ``/proc/<pid>/environ`` and ``mem``; the kernel checks
+    the right only at ``open()``, so a ``mem`` descriptor opened then reads the process's memory
+    for its whole life, secrets read from files later included. Only another user (without
+    ``CAP_SYS_PTRACE``) is out of reach whatever the timing."""
+    if settings.driver_users or accepted:
+        return
+    held = held_secrets(settings)
+    if held:
+        raise ConfigError(
+            f"drivers would run as this daemon's user (uid {os.geteuid()}), and job code could "
+            f"read {', '.join(held)} from any zkstore process of that user as it starts: run "
+            "them as other users (--driver-user, as root), or give "
+            f"{ACCEPT_FLAG} to accept that every job may read them"
+        )
+
+
+def claim_users(users: Iterable[DriverUser], daemon_id: str, claims: Path = CLAIMS) -> list[int]:
+    """Claim ``users`` for this daemon on this host: each user's file in ``claims`` locked
+    (``flock``, held by the descriptors returned until they are closed or the daemon dies) and
+    naming this daemon. Raises ConfigError naming the daemon that holds one already: two
+    daemons that share users would hand a user to two jobs at once, and sweep one's files
+    under the other's running driver."""
+    _private_directory(claims)
+    held: list[int] = []
+    try:
+        for user in users:
+            held.append(_claim(claims / user.name, user, daemon_id))
+    except BaseException:
+        for fd in held:
+            os.close(fd)
+        raise
+    return held
+
+
+def _private_directory(place: Path) -> None:
+    with contextlib.suppress(FileExistsError):
+        place.mkdir(mode=0o700, parents=True)
+    found = os.lstat(place)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o022:
+        raise ConfigError(
+            f"{place} must be a directory of this user's that nobody else may change (the "
+            "driver users' claims of this host's daemons)"
+        )
+
+
+def _claim(path: Path, user: DriverUser, daemon_id: str) -> int:
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "a daemon"
+                raise ConfigError(
+                    f"--driver-user {user.name} is the driver user of {holder} on this host: "
+                    "give each daemon of a host users of its own"
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(fd).st_ino == os.stat(path).st_ino:  # not one its holder removed
+                    text = f"daemon {daemon_id} (pid {os.getpid()})".encode()
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, text, 0)
+                    return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def release_users(held: Iterable[int], users: Iterable[DriverUser], claims: Path = CLAIMS) -> None:
+    """Give up the claims :func:`claim_users` made (their files removed while still held, so
+    that a daemon that opened one meanwhile tries again on a new file)."""
+    for user in users:
+        with contextlib.suppress(OSError):
+            (claims / user.name).unlink()
+    for fd in held:
+        os.close(fd)
 
 
 def missing_capabilities(status: str, euid: int) -> list[str]:
@@ -239,38 +358,101 @@ def end_leftovers(uid: int, session: int) -> int:
 
 class DriverUserPool:
     """Who the next driver runs as: the one user, or a user of the pool that no process of
-    this host uses and no driver this daemon started is about to. Thread-safe."""
+    this host uses, no driver this daemon started is about to, and that holds nothing a
+    driver left outside its attempt (:mod:`recovery.member.sweep`: swept before it is handed
+    on; one that cannot be swept stays out). Thread-safe."""
 
-    def __init__(self, users: Iterable[DriverUser]) -> None:
+    def __init__(
+        self, users: Iterable[DriverUser], sweeper: Callable[[DriverUser], Swept] = sweep
+    ) -> None:
         self.users = tuple(users)
+        self._sweep = sweeper
         self._lock = threading.Lock()
         #: users handed out by this daemon: the driver's identity once it runs, None before
         self._given: dict[int, ProcessIdentity | None] = {}
+        #: users that may hold what a driver left: all of a pool at the start (an earlier
+        #: life's drivers, anyone's), then each once handed out, until swept
+        self._dirty: set[int] = {user.uid for user in self.users} if len(self.users) > 1 else set()
+        #: users whose last sweep failed: why
+        self._unclean: dict[int, str] = {}
 
     @property
     def uids(self) -> frozenset[int]:
         return frozenset(user.uid for user in self.users)
 
     def take(self) -> DriverUser:
-        """A user for a new driver; OSError if every user of the pool is busy (a process of a
-        driver, or one it left behind, runs as each)."""
+        """A user for a new driver, swept first if a driver ran as it; OSError if every user
+        of the pool is busy (a process of a driver, or one it left behind, runs as each) or
+        could not be swept."""
         if len(self.users) == 1:
             return self.users[0]
         with self._lock:
-            busy = users_with_processes(self.uids)
-            for uid, driver in list(self._given.items()):
-                if driver is None or probe(driver) is Liveness.ALIVE:
-                    busy.add(uid)
-                else:
-                    del self._given[uid]
+            busy = self._busy()
             for user in self.users:
-                if user.uid not in busy:
+                if user.uid not in busy and self._clean(user):
                     self._given[user.uid] = None
+                    self._dirty.add(user.uid)
                     return user
-        raise OSError(
-            "every --driver-user is busy: processes run as each of "
-            + ", ".join(user.name for user in self.users)
-        )
+            out = self._out_of_pool(busy)
+        why = [f"{user.name}: {out.get(user.name, 'runs a driver')}" for user in self.users]
+        raise OSError("every --driver-user is busy or out of the pool: " + "; ".join(why))
+
+    def reclaim(self) -> dict[str, str]:
+        """Sweep the users that are free again (their leftover processes gone, or a sweep that
+        failed before) and say which users are out of the pool, and why (name -> reason: a
+        process left running as it, or what could not be removed). Called periodically."""
+        if len(self.users) == 1:
+            return {}
+        with self._lock:
+            busy = self._busy()
+            for user in self.users:
+                if user.uid not in busy and user.uid in self._dirty:
+                    self._clean(user)
+            return self._out_of_pool(busy)
+
+    def _busy(self) -> set[int]:
+        """The users some process runs as, or handed to a driver that is not gone (lock held)."""
+        busy = users_with_processes(self.uids)
+        for uid, driver in list(self._given.items()):
+            if driver is None or probe(driver) is Liveness.ALIVE:
+                busy.add(uid)
+            else:
+                del self._given[uid]
+        return busy
+
+    def _out_of_pool(self, busy: set[int]) -> dict[str, str]:
+        """Name -> why, for the users out of the pool though no driver of ours runs as them."""
+        out: dict[str, str] = {}
+        for user in self.users:
+            if user.uid in self._unclean:
+                out[user.name] = f"cannot be cleaned: {self._unclean[user.uid]}"
+            elif user.uid in busy and user.uid not in self._given:
+                out[user.name] = "a process left by a driver still runs as it"
+        return out
+
+    def _clean(self, user: DriverUser) -> bool:
+        """Sweep ``user`` if a driver may have left something (lock held, no process runs as
+        it); False if something could not be removed."""
+        if user.uid not in self._dirty:
+            return True
+        swept = self._sweep(user)
+        if swept.failed:
+            if self._unclean.get(user.uid) != swept.failed[0]:
+                logger.warning(
+                    "driver user %s stays out of the pool: %s", user.name, "; ".join(swept.failed)
+                )
+            self._unclean[user.uid] = swept.failed[0]
+            return False
+        if self._unclean.pop(user.uid, None) is not None:
+            logger.info("driver user %s is back in the pool: swept", user.name)
+        if swept.removed:
+            logger.info(
+                "driver user %s: removed %d thing(s) a driver left outside its attempt",
+                user.name,
+                swept.removed,
+            )
+        self._dirty.discard(user.uid)
+        return True
 
     def started(self, user: DriverUser, driver: ProcessIdentity) -> None:
         """``user`` runs the driver ``driver``: busy until that process is gone."""

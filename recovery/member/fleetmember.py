@@ -112,6 +112,8 @@ class FleetMember:
         self.endings = Endings(cluster.zk, cluster.layout, notify, self.driver_exited)
         #: the fleet's protocol, for what a driver is given (its job's identity)
         self.fleet = fleet.FleetReading(cluster.zk, cluster.layout)
+        #: the driver users out of the pool, as our member record shows them
+        self._users_out: dict[str, str] = {}
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class FleetMember:
         )
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
+        self._users_out = {}  # a new record shows none: the next check says them again
         try:  # after the record exists: see zkstore.cluster.fleet on finalizing meanwhile
             fleet.admit(zk, layout, self.daemon_id)
         except FleetVersionError:
@@ -181,6 +184,31 @@ class FleetMember:
         if self._watch is not None:
             self._watch.stop()
         self.endings.stop()
+
+    def check_driver_users(self) -> None:
+        """Sweep the driver users that are free again (:meth:`DriverUserPool.reclaim`) and, if
+        which are out of the pool changed, say so in our member record (``daemons list``).
+        Called periodically on the loop thread."""
+        pool = self.launcher.driver_users
+        if pool is None:
+            return
+        out = pool.reclaim()
+        if out == self._users_out:
+            return
+        zk, path = self.cluster.zk, self.cluster.layout.member(self.daemon_id)
+        found = zk.get_if_exists(path)
+        if found is None or not is_own_ephemeral(found[1], zk):
+            return  # registered again later, with the next check
+        info = MemberInfo.from_znode(found[0], found[1], path)
+        try:
+            zk.set(path, replace(info, users_out=out or None).to_bytes(), version=found[1].version)
+        except ConflictError:
+            return  # changed meanwhile (ours only): the next check writes it
+        for name in sorted(out.keys() - self._users_out.keys()):
+            logger.warning("driver user %s is out of the pool: %s", name, out[name])
+        for name in sorted(self._users_out.keys() - out.keys()):
+            logger.info("driver user %s is back in the pool", name)
+        self._users_out = out
 
     @property
     def running_drivers(self) -> int:

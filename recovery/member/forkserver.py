@@ -262,6 +262,8 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
         sys.stdout.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if request.get("kind", "driver") in ("driver", "warm-up"):  # set-user-ID grants nothing
+            secrecy.no_new_privileges()
         user = request.get("user")
         if user is not None:  # before anything of the job runs, and for good
             become(int(user["uid"]), int(user["gid"]), [int(g) for g in user["groups"]])

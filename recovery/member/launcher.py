@@ -188,8 +188,15 @@ class DriverLauncher:
         self.driver_users = DriverUserPool(settings.driver_users) if settings.driver_users else None
         #: the users other than ours whose attempt directories this daemon removes
         self.driver_uids = self.driver_users.uids if self.driver_users else frozenset()
+        #: this daemon's claims of its driver users on this host (held until it stops)
+        self._claims: list[int] = []
         if settings.driver_users:
-            driveruser.prepare(settings, self.work_root, self.environment)
+            self._claims = driveruser.claim_users(settings.driver_users, settings.daemon_id)
+            try:
+                driveruser.prepare(settings, self.work_root, self.environment)
+            except BaseException:
+                driveruser.release_users(self._claims, settings.driver_users)
+                raise
         #: drivers started so far (a metric)
         self.launched = 0
         self.fork_server: ForkServer | None = (
@@ -373,6 +380,7 @@ class DriverLauncher:
             cwd=work_dir,
             user=user,
             extra_fds=(warm_fd,) if warm_fd is not None else (),
+            no_new_privileges=True,
         )
 
     def adopted(self, driver: ProcessIdentity) -> None:
@@ -417,6 +425,9 @@ class DriverLauncher:
         if self.fork_server is not None:
             self.fork_server.close()
         self.shipping.close()
+        if self._claims:
+            driveruser.release_users(self._claims, self.settings.driver_users)
+            self._claims = []
         settings = self.settings
         if settings.work_dir or settings.log_dir or settings.driver_users:
             return

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zkstore import secrecy
+
 if TYPE_CHECKING:
     from recovery.settings import DriverUser
 
@@ -233,11 +235,13 @@ def spawn_with_config(
     cwd: Path | str,
     user: DriverUser | None = None,
     extra_fds: tuple[int, ...] = (),
+    no_new_privileges: bool = False,
 ) -> subprocess.Popen[bytes]:
     """A new process in its own session, ``command(fd)`` reading ``config`` from the pipe
     ``fd`` (never its environment or command line), its output appended to ``log``, as
     ``user`` (its groups, group and user: this process's if None), inheriting ``extra_fds``
-    too. Raises OSError if it cannot be started."""
+    too, with ``no_new_privileges`` (:func:`zkstore.secrecy.no_new_privileges`, before its
+    exec) if asked. Raises OSError if it cannot be started."""
     read_end, write_end = os.pipe()
     try:
         # A configuration is a few hundred bytes: it fits the pipe's buffer before the child runs.
@@ -257,6 +261,8 @@ def spawn_with_config(
                 user=user.uid if user is not None else None,
                 group=user.gid if user is not None else None,
                 extra_groups=list(user.groups) if user is not None else None,
+                # safe with threads: the hook calls one C function, looked up in the parent
+                preexec_fn=secrecy.no_new_privileges_hook() if no_new_privileges else None,  # noqa: PLW1509
             )
     finally:
         os.close(read_end)

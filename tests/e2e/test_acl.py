@@ -84,7 +84,10 @@ def test_wrong_password_gets_one_clear_line_from_the_cli(secure: StoreConfig) ->
         assert lines[0].startswith("zkstore: error: ZooKeeper denied")
         assert ("digest user 'alice'" if auth else "without credentials") in lines[0]
         assert SECRET not in denied.stderr + denied.stdout
-    daemon = zkstore(secure, f"alice:not-{SECRET}", "daemon", "--id", "d1")
+    # its drivers would run as its user, which holds credentials: accepted, to reach the check
+    daemon = zkstore(
+        secure, f"alice:not-{SECRET}", "daemon", "--id", "d1", "--jobs-may-read-secrets"
+    )
     assert daemon.returncode == EXIT_ACCESS_DENIED, "the daemon checks its credentials at start"
     assert daemon.stderr.strip().splitlines()[-1].startswith("zkstore: error: ZooKeeper denied")
     assert SECRET not in daemon.stderr

@@ -133,6 +133,7 @@ def test_a_second_daemon_on_the_default_port_runs_and_says_the_fix(
     except OSError:  # something on this host serves there already: in use all the same
         pass
     env = with_credentials(runtime_config, {**os.environ, "TMPDIR": str(tmp_path)})
+    env["ZKSTORE_JOBS_MAY_READ_SECRETS"] = "1"  # with ZKSTORE_TEST_CREDENTIALS: drivers as root
     daemon = subprocess.Popen(
         [str(BIN / "zkstore"), "daemon", *connection(runtime_config), "--id", "second"],
         stdout=subprocess.DEVNULL,

@@ -477,7 +477,7 @@ def test_dockerfile_image_basics() -> None:
     entrypoint = [json.loads(a) for i, a in instructions if i == "ENTRYPOINT"]
     assert entrypoint[-1] == ["zkstore"]
     scripts = setup_cfg()["options.entry_points"]["console_scripts"]
-    assert "zkstore = recovery.cli.main:main" in scripts
+    assert "zkstore = recovery.cli.entry:main" in scripts
     assert [json.loads(a) for i, a in instructions if i == "CMD"][-1] == ["daemon"]
 
 
@@ -507,3 +507,35 @@ def test_build_context_holds_what_the_dockerfile_copies_and_no_more() -> None:
     assert not dockerignored("zkstore/store.py")
     for heavy in (".venv", ".git", "tests", ".mypy_cache", "zkstore/__pycache__"):
         assert dockerignored(heavy), heavy
+
+
+def test_daemons_run_their_drivers_as_users_apart_from_their_secrets() -> None:
+    """Issue 54: the stack's daemons hold the signing key, so they run as root with a pool of
+    driver users that the Dockerfile makes (none root, none the image's own user), which the
+    daemon's own check accepts; without the pool it would refuse to start."""
+    from dataclasses import replace
+
+    from recovery.member.driveruser import check_apart
+    from recovery.settings import DaemonSettings, DriverUser
+    from zkstore.errors import ConfigError
+
+    made: set[str] = set()
+    for instruction, args in dockerfile():
+        loop = re.search(r"for n in ([\d ]+); do .*useradd .*\"zkjob\$n\"", args)
+        if instruction == "RUN" and loop:
+            made |= {f"zkjob{n}" for n in loop.group(1).split()}
+    for name in daemons():
+        assert services()[name].get("user") in ("root", "0", "0:0"), name
+        pool = env(name)[ENV_VARS["driver_users"]].split(",")
+        assert len(pool) >= 2 and set(pool) <= made, (pool, made)
+        assert not {"root", "zkstore"} & set(pool)
+        config = StoreConfig.from_env(env(name))
+        assert config.signing_key
+        bare = DaemonSettings(store=config, daemon_id=name)
+        with pytest.raises(ConfigError, match="--jobs-may-read-secrets"):
+            check_apart(bare, accepted=False)
+        users = tuple(
+            DriverUser(n, 20000 + i, 20000 + i, (), "/nonexistent") for i, n in enumerate(pool)
+        )
+        check_apart(replace(bare, driver_users=users, max_drivers=len(users)), accepted=False)
+    assert "chmod 2775 /data" in DOCKERFILE.read_text(), "the pool's users write /data"

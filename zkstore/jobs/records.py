@@ -432,9 +432,22 @@ class MemberInfo(Record):
     #: the digest of the settings the daemon would enforce as a leader
     #: (:func:`zkstore.cluster.settings.settings_digest`); a daemon older than them has none
     settings: str | None = None
+    #: its driver users out of its pool (``--driver-user``), name -> why (a process left
+    #: running as it, or what could not be removed of what a driver left); read by people
+    #: only (``daemons list``): a reader of an older release ignores it
+    users_out: dict[str, Any] | None = None
 
     optional = frozenset(
-        {"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release", "settings"}
+        {
+            "labels",
+            "start_ticks",
+            "boot_id",
+            "speaks",
+            "serves_from",
+            "release",
+            "settings",
+            "users_out",
+        }
     )
     wide = frozenset({"start_ticks"})  # see RunningInfo
     times = frozenset({"started"})
@@ -457,6 +470,11 @@ class MemberInfo(Record):
         for key, value in (values.get("labels") or {}).items():
             if not isinstance(value, str) or not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
                 raise ValueError(f"label {key!r:.40} is not key=value of [A-Za-z0-9._/-]")
+        for key, value in (values.get("users_out") or {}).items():
+            if not isinstance(value, str):
+                raise ValueError(f"users_out {key!r:.40} is not text")
+            check_text(key, "a user's name")
+            check_text(value, "why a user is out")
         return values
 
 

@@ -86,6 +86,7 @@ from recovery.shared.sparkjvm import (
     quote_option,
     run_reason,
 )
+from zkstore import secrecy
 from zkstore.jobs.runspec import RunSpec
 
 __all__ = [
@@ -346,6 +347,8 @@ class WarmPool:
                 user=user.uid if user is not None else None,
                 group=user.gid if user is not None else None,
                 extra_groups=list(user.groups) if user is not None else None,
+                # what job code runs gains no privilege; the hook calls one C function only
+                preexec_fn=secrecy.no_new_privileges_hook(),  # noqa: PLW1509
             )
         except BaseException:
             os.close(write_end)
@@ -429,6 +432,7 @@ class WarmPool:
                 env=env,
                 cwd=cwd,
                 user=jvm.user,
+                no_new_privileges=True,
             )
         deadline = began + WARM_UP_TIMEOUT
         assert child is not None

@@ -1,0 +1,177 @@
+"""What a pool's driver user left behind, removed before the user is handed on (issue 54).
+
+A job of a pool user can leave things outside its attempt's directory that outlive its
+processes: a set-user-ID copy of a program in ``/tmp`` (whoever runs it becomes that user,
+which the pool then gives to the next job), a ``usercustomize.py`` under its home's
+``.local`` (run by every Python of the next job of that user), a System V shared memory
+segment. As systemd's ``DynamicUser=`` does with ``PrivateTmp=`` and ``RemoveIPC=``, the daemon
+removes them once the user runs no process, before a driver runs as it again
+(:class:`recovery.member.driveruser.DriverUserPool`): every entry the user owns in the
+world-writable places of the host (:data:`PLACES`) and in its home, at any depth the user could
+have reached, and the IPC objects it owns or made. Drivers also run with no new privileges
+(``PR_SET_NO_NEW_PRIVS``, :func:`zkstore.secrecy.no_new_privileges`): a set-user-ID file
+grants nothing to a driver, its JVM or its job's code, even before it is swept.
+
+The walk never follows a symbolic link (a link the user planted is removed, never its target),
+never leaves the file system of the place it started in, and enters only directories the user
+may search (what it cannot search it cannot have written into: the other users' attempt
+directories, pytest's or the daemon's private ones). A user whose leftovers cannot all be
+removed (an immutable file, a mount point) stays out of the pool: :func:`sweep` says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from recovery.settings import DriverUser
+
+__all__ = ["IPC_TABLES", "PLACES", "Swept", "sweep"]
+
+logger = logging.getLogger(__name__)
+
+#: The world-writable places of a host, where any user may leave a file (``/var/lock`` is
+#: usually a link to ``/run/lock``: a place is walked once, whatever names it).
+PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
+#: ``/proc/sysvipc`` tables and the ``*ctl`` call that removes an entry of each.
+IPC_TABLES = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
+_IPC_RMID = 0
+#: At most this many failures are kept in a :class:`Swept` (the first says why).
+_MAX_FAILURES = 5
+
+
+@dataclass
+class Swept:
+    """What a sweep removed (entries and IPC objects) and what it could not (``failed``:
+    one line each, the first few)."""
+
+    removed: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def fail(self, why: str) -> None:
+        if len(self.failed) < _MAX_FAILURES:
+            self.failed.append(why)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True)
+
+
+_LIBC = _libc()
+
+
+def sweep(user: DriverUser, places: Collection[str] = PLACES) -> Swept:
+    """Remove what ``user`` owns in ``places`` and its home (never the home itself, nor a home
+    it does not own), and the IPC objects it owns or made. Call it only while no process runs
+    as ``user`` (nothing then races it). Never raises."""
+    swept = Swept()
+    seen: set[tuple[int, int]] = set()
+    home = [user.home] if _owns_home(user) else []
+    for place in [*places, *home]:
+        try:
+            found = os.stat(place)  # /var/lock -> /run/lock: followed, once
+        except OSError:
+            continue
+        if not stat.S_ISDIR(found.st_mode) or (found.st_dev, found.st_ino) in seen:
+            continue
+        seen.add((found.st_dev, found.st_ino))
+        _walk(os.path.realpath(place), found.st_dev, user, swept)
+    _remove_ipc(user.uid, swept)
+    return swept
+
+
+def _owns_home(user: DriverUser) -> bool:
+    try:
+        found = os.lstat(user.home)
+    except OSError:
+        return False
+    return user.home != "/" and stat.S_ISDIR(found.st_mode) and found.st_uid == user.uid
+
+
+def _searchable(found: os.stat_result, user: DriverUser) -> bool:
+    """Whether ``user`` may pass through the directory ``found`` (its owner, group, others'
+    execute bit; access lists are not read)."""
+    if found.st_uid == user.uid:
+        return bool(found.st_mode & stat.S_IXUSR)
+    if found.st_gid in user.groups or found.st_gid == user.gid:
+        return bool(found.st_mode & stat.S_IXGRP)
+    return bool(found.st_mode & stat.S_IXOTH)
+
+
+def _walk(directory: str, device: int, user: DriverUser, swept: Swept) -> None:
+    try:
+        entries = list(os.scandir(directory))
+    except OSError as exc:
+        if not isinstance(exc, FileNotFoundError):
+            swept.fail(f"cannot list {directory}: {exc.strerror or exc}")
+        return
+    for entry in entries:
+        try:
+            found = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            swept.fail(f"cannot look at {entry.path}: {exc.strerror or exc}")
+            continue
+        if found.st_uid == user.uid:
+            _remove(entry.path, stat.S_ISDIR(found.st_mode), swept)
+        elif stat.S_ISDIR(found.st_mode) and found.st_dev == device and _searchable(found, user):
+            _walk(entry.path, device, user, swept)
+
+
+def _remove(path: str, directory: bool, swept: Swept) -> None:
+    errors: list[str] = []
+    try:
+        if directory:  # links inside are removed, never followed (shutil's fd-based walk)
+            shutil.rmtree(path, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        errors.append(f"{path}: {exc.strerror or exc}")
+    if errors:
+        swept.fail(f"cannot remove {errors[0]}")
+    else:
+        swept.removed += 1
+
+
+def _remove_ipc(uid: int, swept: Swept) -> None:
+    """Remove the System V shared memory segments, semaphore sets and message queues whose
+    owner or creator is ``uid`` (``RemoveIPC=``); POSIX ones are files in /dev/shm and
+    /dev/mqueue, swept with the places."""
+    if _LIBC is None:
+        return
+    for table, call in IPC_TABLES.items():
+        for ipc_id in _ipc_of(table, uid):
+            remove = getattr(_LIBC, call)
+            args = (ipc_id, 0, _IPC_RMID) if table == "sem" else (ipc_id, _IPC_RMID, None)
+            done = remove(*args)
+            if done == 0:
+                swept.removed += 1
+            elif ctypes.get_errno() not in (22, 43):  # EINVAL, EIDRM: gone meanwhile
+                swept.fail(f"cannot remove {table} {ipc_id}: {os.strerror(ctypes.get_errno())}")
+
+
+def _ipc_of(table: str, uid: int) -> list[int]:
+    """The ids of ``/proc/sysvipc/<table>`` whose ``uid`` or ``cuid`` is ``uid``."""
+    found: list[int] = []
+    with contextlib.suppress(OSError), open(f"/proc/sysvipc/{table}") as file:
+        header = file.readline().split()
+        at = {name: header.index(name) for name in ("uid", "cuid") if name in header}
+        ident = 1  # the second column: shmid, semid, msqid
+        for line in file:
+            values = line.split()
+            with contextlib.suppress(ValueError, IndexError):
+                if any(int(values[i]) == uid for i in at.values()):
+                    found.append(int(values[ident]))
+    return found

@@ -1,0 +1,134 @@
+"""What a pool's driver user left is swept (:mod:`recovery.member.sweep`), on the real file
+system and System V IPC, as root (files are given to a user id nobody uses), and how the pool
+keeps a user it could not sweep out (:class:`recovery.member.driveruser.DriverUserPool`)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import pytest
+
+from recovery.member.driveruser import DriverUserPool
+from recovery.member.sweep import Swept, sweep
+from recovery.settings import DriverUser
+from tests.users import require_root
+
+
+def nobody_uses(tmp_path: Path) -> DriverUser:
+    """A user id no process and no file of this host's has, its home in ``tmp_path``."""
+    taken = {os.stat(p).st_uid for p in Path("/proc").glob("[0-9]*") if p.exists()}
+    uid = next(u for u in range(61000 + os.getpid() % 3000, 65000) if u not in taken)
+    return DriverUser(f"uid{uid}", uid, uid, (uid,), str(tmp_path / "home"))
+
+
+def owned(path: Path, user: DriverUser, text: str = "left") -> Path:
+    """A file ``path`` of ``user``'s."""
+    path.write_text(text)
+    os.chown(path, user.uid, user.gid)
+    return path
+
+
+def give(path: Path, user: DriverUser) -> None:
+    os.chown(path, user.uid, user.gid, follow_symlinks=False)
+
+
+def test_a_sweep_removes_what_the_user_owns_where_it_could_write_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    require_root()
+    user = nobody_uses(tmp_path)
+    place = tmp_path / "tmp"
+    place.mkdir()
+    place.chmod(0o1777)
+    owned(place / "suid-python", user).chmod(0o4755)
+    own_tree = place / "tree"
+    (own_tree / "deep").mkdir(parents=True)
+    (own_tree / "deep" / "root-file").write_text("root's, in the user's directory")
+    give(own_tree, user)
+    shared = place / "shared"  # someone's directory the user may write into
+    shared.mkdir()
+    shared.chmod(0o777)
+    owned(shared / "left", user)
+    private = place / "private"  # one it cannot pass through: never entered
+    private.mkdir(mode=0o700)
+    owned(private / "kept", user)
+    target = tmp_path / "outside"
+    target.mkdir()
+    owned(target / "not-swept", user)
+    os.symlink(target, place / "link")
+    give(place / "link", user)  # the user's link: removed, its target left alone
+    (place / "others").write_text("another user's file")
+    home = Path(user.home)
+    (home / ".local").mkdir(parents=True)
+    owned(home / ".local" / "usercustomize.py", user)
+    give(home / ".local", user)
+    give(home, user)
+
+    swept = sweep(user, [str(place)])
+
+    assert swept.failed == [], swept.failed
+    assert sorted(p.name for p in place.iterdir()) == ["others", "private", "shared"]
+    assert list(shared.iterdir()) == []
+    assert (private / "kept").exists(), "a directory it cannot search is not entered"
+    assert (target / "not-swept").exists(), "a link is removed, never followed"
+    assert home.is_dir() and list(home.iterdir()) == [], "its home is emptied, not removed"
+    assert swept.removed == 5  # the file, its tree, the shared one, the link, .local
+
+
+def test_a_sweep_removes_the_users_system_v_ipc(tmp_path: Path) -> None:
+    require_root()
+    user = nobody_uses(tmp_path)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # as the user: its segment (uid and cuid its)
+        try:
+            os.setgroups([])
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+            os.write(write_end, str(ctypes.CDLL(None).shmget(0, 4096, 0o1600)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    made = os.read(read_end, 100)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    segment = int(made)
+    assert segment >= 0
+
+    def listed() -> bool:
+        lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+        return any(int(line.split()[1]) == segment for line in lines)
+
+    try:
+        assert listed()
+        swept = sweep(user, [])
+        assert swept.failed == [] and swept.removed == 1
+        assert not listed()
+    finally:
+        ctypes.CDLL(None).shmctl(segment, 0, None)
+
+
+def test_a_user_that_cannot_be_swept_stays_out_of_the_pool_until_it_can() -> None:
+    users = [DriverUser(f"u{i}", 62000 + i, 62000 + i, (), "/nonexistent") for i in range(2)]
+    why = "cannot remove /tmp/x: Operation not permitted"
+    failing = {users[0].uid}
+    swept: list[str] = []
+
+    def sweeper(user: DriverUser) -> Swept:
+        swept.append(user.name)
+        return Swept(failed=[why] if user.uid in failing else [])
+
+    pool = DriverUserPool(users, sweeper)
+    assert pool.take() == users[1], "the first could not be swept"
+    assert pool.reclaim() == {"u0": f"cannot be cleaned: {why}"}
+    with pytest.raises(OSError, match=f"u0: cannot be cleaned: {why}; u1: runs a driver"):
+        pool.take()
+    failing.clear()
+    assert pool.reclaim() == {}, "swept at the next look: back in the pool"
+    assert pool.take() == users[0]
+    assert swept.count("u1") == 1
+    pool.release(users[1])
+    assert pool.take() == users[1]
+    assert swept.count("u1") == 2, "swept again before it is handed on again"
