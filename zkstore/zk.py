@@ -46,6 +46,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    QuotaExceededError,
     RolledBackError,
     RuntimeInconsistency,
     SessionExpiredError,
@@ -63,6 +64,7 @@ from zkstore.errors import (
     HandleNotFound,
     NotEmpty,
     OutcomeUnknown,
+    QuotaExceeded,
     StoreUnavailable,
     TooLarge,
     VersionConflict,
@@ -541,6 +543,15 @@ class ZooKeeper:
             paths, lambda path: self._client.get_async(path, watch=found.get(path)), timeout
         )
 
+    def get_many_or_denied(
+        self, paths: Sequence[str], *, timeout: float | None = None
+    ) -> list[tuple[bytes, ZnodeStat] | AccessDenied | None]:
+        """:meth:`get_many`, where a node our identity may not read is its
+        :class:`AccessDenied` in place of raising: a job's identity may create nodes under its
+        own with an ACL of its choosing, and one such node must not hide the others (a reader of
+        many jobs' records goes on; invariant 6)."""
+        return self._pipelined(paths, self._client.get_async, timeout, denied=True)
+
     def exists_many(
         self,
         paths: Sequence[str],
@@ -564,23 +575,37 @@ class ZooKeeper:
         )
 
     def children_many(
-        self, paths: Sequence[str], *, timeout: float | None = None
+        self, paths: Sequence[str], *, timeout: float | None = None, denied: bool = False
     ) -> list[list[str] | None]:
-        return self._pipelined(paths, self._client.get_children_async, timeout)
+        """Pipelined listings (``None`` where absent); with ``denied``, a node our identity may
+        not list is listed as empty (as :meth:`get_many_or_denied`, for readers of many
+        jobs)."""
+        found = self._pipelined(paths, self._client.get_children_async, timeout, denied=denied)
+        return [[] if isinstance(item, AccessDenied) else item for item in found]
 
     def _pipelined(
-        self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
+        self,
+        paths: Sequence[str],
+        start: Callable[[str], Any],
+        timeout: float | None,
+        *,
+        denied: bool = False,
     ) -> list[Any]:
         """Pipelined calls in windows of :data:`PIPELINE_WINDOW`: each window has the deadline of
         one call, so that a read of many nodes is bounded per window, not as a whole."""
         results: list[Any] = []
         for first in range(0, len(paths), PIPELINE_WINDOW):
             window = paths[first : first + PIPELINE_WINDOW]
-            results += self._pipelined_window(window, start, timeout)
+            results += self._pipelined_window(window, start, timeout, denied=denied)
         return results
 
     def _pipelined_window(
-        self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
+        self,
+        paths: Sequence[str],
+        start: Callable[[str], Any],
+        timeout: float | None,
+        *,
+        denied: bool = False,
     ) -> list[Any]:
         deadline = self._deadline(timeout)
         results: list[Any] = [None] * len(paths)
@@ -594,6 +619,10 @@ class ZooKeeper:
                     results[i] = async_result.get(timeout=deadline.remaining())
                 except NoNodeError:
                     results[i] = None
+                except NoAuthError as exc:
+                    if not denied:
+                        raise self._translate(exc, f"get {paths[i]}") from exc
+                    results[i] = self._translate(exc, f"get {paths[i]}")
                 except _OUTAGES as exc:
                     if deadline.expired:
                         raise StoreUnavailable(
@@ -880,6 +909,11 @@ def _translate(
         return VersionConflict(f"{what}: version changed", path=path)
     if isinstance(exc, NotEmptyError):
         return NotEmpty(f"{what}: node has children", path=path)
+    if isinstance(exc, QuotaExceededError):
+        return QuotaExceeded(
+            f"ZooKeeper refused {what}: over the quota of the job's nodes (the count or bytes "
+            "the leader set for R/jobs/<job>; docs/operating.md)"
+        )
     if isinstance(exc, _OUTAGES):
         return OutcomeUnknown(f"{what}: {_name(exc)}")
     return StoreUnavailable(f"ZooKeeper refused {what}: {_name(exc)}")

@@ -417,7 +417,7 @@ class JobActions:
             detail=action.detail,
             leader=self.settings.daemon_id,
         )
-        existing = job.end.version if job.end is not None else None
+        existing = _end_version(job)
         ops = end_ops(
             self.cluster.layout,
             job.job_id,
@@ -452,7 +452,7 @@ class JobActions:
             job.job_id,
             status.to_bytes(),
             status_version=job.status.version,
-            end_version=job.end.version if job.end is not None else None,
+            end_version=_end_version(job),
         )
         events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
         self.cluster.zk.commit(ops + self._unassign_ops(job) + events, fence=self.fence)
@@ -554,8 +554,7 @@ class JobActions:
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:
         """Remove the ``end`` request of an attempt that is over (it was read with the job)."""
-        existing = job.end.version if job.end is not None else None
-        return clear_end_ops(self.cluster.layout, job.job_id, existing)
+        return clear_end_ops(self.cluster.layout, job.job_id, _end_version(job))
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         kept = self.finished.take(job.job_id)  # this leadership recorded its result
@@ -640,3 +639,11 @@ def _last_daemon(job: JobSnapshot) -> str | None:
     """The daemon the job's last attempt was placed on (None if it is not placed now: a job
     cancelled while it waited to restart)."""
     return job.status.daemon_id if job.status is not None else None
+
+
+def _end_version(job: JobSnapshot) -> int | None:
+    """The version of the job's ``end`` node to replace: its own, -1 (any) for one that could
+    not be read or parsed (made by the job's identity, or garbage), None if there is none."""
+    if job.end is not None:
+        return job.end.version
+    return -1 if "end" in job.errors else None
