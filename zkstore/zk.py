@@ -713,9 +713,13 @@ class ZooKeeper:
         *,
         fence: Fence | None = None,
         shallow: bool = False,
+        also: Sequence[str] = (),
         timeout: float | None = None,
     ) -> bool:
         """Delete ``path`` and everything under it, deepest first; False if it was already gone.
+
+        ``also``: nodes elsewhere that go with the tree (a job's quota: children first), in the
+        shallow transaction when it applies, else each deleted after the tree if it exists.
 
         The tree is listed a level at a time (pipelined), then deleted deepest first in
         transactions of up to :data:`TREE_BATCH` deletes, each carrying ``fence``'s guards (a
@@ -736,10 +740,11 @@ class ZooKeeper:
         if shallow:
             (children,) = self.children_many([path], timeout=deadline.remaining())
             if children is None:
+                self._delete_present(also, fence, deadline)
                 return False
             nodes = [f"{path}/{child}" for child in children]
-            if len(nodes) < TREE_BATCH:
-                ops = [Delete(node) for node in (*nodes, path)]
+            if len(nodes) + len(also) < TREE_BATCH:
+                ops = [Delete(node) for node in (*nodes, path, *also)]
                 try:
                     self.commit(ops, fence=fence, timeout=deadline.remaining())
                     return True
@@ -748,6 +753,7 @@ class ZooKeeper:
         while levels[-1]:
             found = self.children_many(levels[-1], timeout=deadline.remaining())
             if len(levels) == 1 and found[0] is None:
+                self._delete_present(also, fence, deadline)
                 return False
             levels.append(
                 [
@@ -777,7 +783,19 @@ class ZooKeeper:
                     existed = True
                 elif not isinstance(error, HandleNotFound) or error.path not in batch:
                     raise error
+        self._delete_present(also, fence, deadline)
         return existed
+
+    def _delete_present(self, paths: Sequence[str], fence: Fence | None, deadline: Any) -> None:
+        """Delete each of ``paths`` that exists, in order (pipelined, each its own write)."""
+        if not paths:
+            return
+        errors = self.commit_many(
+            [[Delete(node)] for node in paths], fence=fence, timeout=deadline.remaining()
+        )
+        for error in errors:
+            if error is not None and not isinstance(error, HandleNotFound):
+                raise error
 
     def ensure_fence(self, fence: Fence | None, *, timeout: float | None = None) -> None:
         """Raise the fence's error unless its guards hold now (one transaction of them alone).

@@ -43,6 +43,7 @@ from recovery.leader.decide import (
 )
 from recovery.leader.finished import RETRY, FinishedJobs
 from recovery.leader.role import LeaderRole
+from zkstore.cluster import quotas
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
@@ -82,6 +83,8 @@ class JobActions:
         self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry]] = []
         #: the jobs whose results this leadership recorded, their cleanups still to run
         self.finished = FinishedJobs()
+        #: the quota ZooKeeper enforces on each job's node, made with its first placement
+        self.quotas = quotas.Quotas(self.cluster.zk, self.cluster.layout)
         #: an event not sent (its job's bound reached) is said once a minute per job
         self._refusals = Throttle(logger)
         self._handlers: dict[type[Action], Callable[[JobSnapshot, Any], None]] = {
@@ -185,6 +188,8 @@ class JobActions:
         told = action.attempt == 1  # a first placement makes the history in its transaction
         if told:
             ops.append(history.first_placement_op(layout.history(job.job_id), placed))
+            if self.quotas.ready():  # its first driver runs under the quota, never before it
+                ops += quotas.create_ops(layout, job.job_id, self.quotas.quota)
         self._starts.append((job, action, ops, placed))
 
     def flush_starts(self) -> None:
@@ -238,6 +243,7 @@ class JobActions:
         one; the entry is then told by the write that replaces it)."""
         layout = self.cluster.layout
         optional = {layout.job_dir(job.job_id), layout.history(job.job_id)}
+        optional |= quotas.optional_paths(layout, job.job_id)
         while (again := without_existing(ops, error, optional)) is not None:
             ops, there = again
             optional.discard(there)
@@ -590,6 +596,7 @@ class JobActions:
                 keep_logs=self.settings.keep_logs,
                 history=kept,
                 result=result,
+                quota=self.quotas.ready(),
             )
         finally:
             if ended is not None and not done:

@@ -7,6 +7,8 @@ span several stores of one job.
     fleet.py     the fleet's protocol: ``R/fleet``, the gate on newer features, a daemon's
                  admission, finalization
     cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
+    quotas.py    the quota ZooKeeper enforces on each job's node, and the probe that tells
+                 whether the ensemble enforces quotas at all
     triage.py    what an operator does with a job the runtime will not finish: release, purge,
                  cancel, forget
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, quotas
 from zkstore.errors import NotEmpty, ZkStoreError
 from zkstore.jobs.artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
@@ -48,6 +48,7 @@ def clean_up(
     keep_logs: float = DEFAULT_KEEP_LOGS,
     history: bytes | None = None,
     result: JobResult | None = None,
+    quota: bool = True,
 ) -> bool:
     """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
     its logs kept for ``keep_logs`` seconds from now.
@@ -55,6 +56,8 @@ def clean_up(
     The job's attempt history is kept beside its logs: ``history`` if given (the leader's, with
     the end it has not written to ZooKeeper: a write saved), else the record's. ``result``: the
     job's result as the caller just recorded it (with its version), not read again.
+    ``quota``: the job's ZooKeeper quota (:mod:`zkstore.cluster.quotas`) goes with its records
+    (False: none was made, so none is looked for).
 
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
@@ -67,7 +70,12 @@ def clean_up(
         return False
     _keep_history(cluster, job_id, history)
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence, shallow=True)
+        cluster.zk.delete_tree(
+            cluster.layout.job_dir(job_id),
+            fence=fence,
+            shallow=True,
+            also=quotas.nodes(cluster.layout, job_id) if quota else (),
+        )
     except NotEmpty:
         logger.info("cleanup of %s: its records changed meanwhile; will retry", job_id)
         return False
@@ -119,7 +127,12 @@ def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None)
         return False
     _keep_history(cluster, job_id)
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence, shallow=True)
+        cluster.zk.delete_tree(
+            cluster.layout.job_dir(job_id),
+            fence=fence,
+            shallow=True,
+            also=quotas.nodes(cluster.layout, job_id),
+        )
     except NotEmpty:
         return False
     return True
