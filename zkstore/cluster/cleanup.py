@@ -116,11 +116,14 @@ def _keep_history(cluster: Cluster, job_id: str, history: bytes | None = None) -
         logger.warning("cleanup of %s: its attempt history not kept (%s)", job_id, exc)
 
 
-def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
+def remove_records(
+    cluster: Cluster, job_id: str, *, fence: Fence | None = None, quota: bool = True
+) -> bool:
     """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
     payloads first); False, changing nothing more, while a driver holds ``running`` or if the
     records change meanwhile. Only for a job that is neither current nor quarantined. Every
-    delete carries ``fence`` (the leader's)."""
+    delete carries ``fence`` (the leader's). ``quota``: its ZooKeeper quota may be left too
+    (False: it went with the job's cleanup, none is looked for)."""
     if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
         return False
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
@@ -131,7 +134,7 @@ def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None)
             cluster.layout.job_dir(job_id),
             fence=fence,
             shallow=True,
-            also=quotas.nodes(cluster.layout, job_id),
+            also=quotas.nodes(cluster.layout, job_id) if quota else (),
         )
     except NotEmpty:
         return False
