@@ -544,13 +544,23 @@ class ZooKeeper:
         )
 
     def get_many_or_denied(
-        self, paths: Sequence[str], *, timeout: float | None = None
+        self,
+        paths: Sequence[str],
+        *,
+        watches: Mapping[str, Callable[..., Any]] | None = None,
+        timeout: float | None = None,
     ) -> list[tuple[bytes, ZnodeStat] | AccessDenied | None]:
         """:meth:`get_many`, where a node our identity may not read is its
         :class:`AccessDenied` in place of raising: a job's identity may create nodes under its
         own with an ACL of its choosing, and one such node must not hide the others (a reader of
         many jobs' records goes on; invariant 6)."""
-        return self._pipelined(paths, self._client.get_async, timeout, denied=True)
+        found = watches or {}
+        return self._pipelined(
+            paths,
+            lambda path: self._client.get_async(path, watch=found.get(path)),
+            timeout,
+            denied=True,
+        )
 
     def exists_many(
         self,
