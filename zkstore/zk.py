@@ -578,11 +578,17 @@ class ZooKeeper:
         self, watches: Mapping[str, Callable[..., Any]], *, timeout: float | None = None
     ) -> list[ZnodeStat | None]:
         """Pipelined stats of many nodes, each with its own one-shot watch (set whether the
-        node exists or not: its creation fires it too)."""
+        node exists or not: its creation fires it too). A node our identity may not read (a
+        server of 3.9 checks READ on ``exists``: one a job made for itself) sets no watch and
+        is ``None``: it must not keep the others' watches from being set."""
         paths = list(watches)
-        return self._pipelined(
-            paths, lambda path: self._client.exists_async(path, watch=watches[path]), timeout
+        found = self._pipelined(
+            paths,
+            lambda path: self._client.exists_async(path, watch=watches[path]),
+            timeout,
+            denied=True,
         )
+        return [None if isinstance(stat, AccessDenied) else stat for stat in found]
 
     def children_many(
         self, paths: Sequence[str], *, timeout: float | None = None, denied: bool = False

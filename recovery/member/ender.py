@@ -111,7 +111,10 @@ class Endings:
         with self._seen_lock:
             seen = {job: self._seen.get(job) for job in jobs if job in self._watches}
         for job, value in seen.items():
-            read[job] = (value, None) if isinstance(value, bytes) else None
+            if isinstance(value, AccessDenied):
+                read[job] = value
+            else:
+                read[job] = (value, None) if isinstance(value, bytes) else None
         return [read.get(job) for job in jobs]
 
     def ending(self, launch: Launch) -> bool:
@@ -133,7 +136,10 @@ class Endings:
                 self._arming, self._arming_thread = job_id, threading.current_thread()
                 try:
                     self._watches[job_id] = NodeWatch(
-                        self._zk, self._layout.end(job_id), functools.partial(self._saw, job_id)
+                        self._zk,
+                        self._layout.end(job_id),
+                        functools.partial(self._saw, job_id),
+                        denied=True,
                     )
                 except ZkStoreError:
                     pass

@@ -17,7 +17,13 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.decide import CANCEL_END_GRACE, CANCEL_MARGIN
 from tests.cli import script
-from tests.helpers import SESSION_TIMEOUT, alive, hands_client, wait_for, written_json
+from tests.helpers import (
+    SESSION_TIMEOUT,
+    alive,
+    hands_client,
+    wait_for,
+    written_json,
+)
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, SUCCEEDED
 
@@ -85,6 +91,16 @@ def run(ctx, out):
         ctx.raise_if_cancelled()
         time.sleep(0.1)
 '''
+
+DEEP = PLANT.replace(
+    'client.create(path, b"mine", acl=[make_digest_acl(user, password, all=True)])',
+    'client.create(path, b"mine", acl=[make_digest_acl(user, password, all=True)])\n'
+    '        client.create(path + "/child", b"", acl=[make_digest_acl(user, password, all=True)])',
+)
+
+SELF_CANCEL = PLANT.replace('/jobs/{ctx.job_id}/end"', '/jobs/{ctx.job_id}/cancel"').replace(
+    "ctx.raise_if_cancelled()", "pass"
+)
 
 NOOP = """
 def run(ctx):
@@ -156,4 +172,52 @@ def test_a_job_that_makes_its_end_node_for_itself_blocks_neither_cancel_nor_the_
         shown = script(config, "jobs show", job_id, "--format", "json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["state"] == state
+    assert "unexpected store error" not in guarded.daemons["d1"].log()
+
+
+def test_a_job_whose_planted_end_has_children_blocks_neither_cancel_nor_the_others(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    """An ``end`` the cluster can neither read nor delete (a child under the job's own ACL):
+    ``jobs cancel`` is taken, the job's result is CANCELLED, and the other jobs run (its records
+    stay: deleting them needs rights the job took away; docs/operating.md)."""
+    config = guarded.config
+    (laptop / "deep.py").write_text(DEEP)
+    (laptop / "noop.py").write_text(NOOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "deep.py:run", "deep", "--", str(out))
+    pid = written_json(out / "planted-1", timeout=90, what="the end node planted")["driver"]
+    cancelled = script(config, "jobs cancel", "deep")
+    assert cancelled.returncode == 0, cancelled.stderr
+    wait_for(lambda: not alive(pid), timeout=60, what="the driver ended")
+    with hands_client(config) as client:
+        assert client.wait("deep", timeout=60).outcome == CANCELLED
+    other = script(config, "submit", "noop.py:run", "--job-id", "other", "--wait", cwd=laptop)
+    assert other.returncode == 0, other.stderr
+    assert "unexpected store error" not in guarded.daemons["d1"].log()
+
+
+def test_a_job_that_makes_its_cancel_node_for_itself_is_ended_and_the_others_run(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    """A ``cancel`` the cluster may not read (nor, on ZooKeeper 3.9, watch): the leader takes
+    it for a cancel (an unreadable cancel still asks the job to stop) and ends the attempt, its
+    watches on the other jobs are set all the same, and they run."""
+    config = guarded.config
+    (laptop / "self_cancel.py").write_text(SELF_CANCEL)
+    (laptop / "noop.py").write_text(NOOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "self_cancel.py:run", "selfish", "--", str(out))
+    pid = written_json(out / "planted-1", timeout=90, what="the cancel node planted")["driver"]
+    submit(config, laptop, "noop.py:run", "other")
+    with hands_client(config) as client:
+        assert client.wait("other", timeout=90).outcome == SUCCEEDED
+        assert client.wait("selfish", timeout=90).outcome == CANCELLED
+    assert not alive(pid)
     assert "unexpected store error" not in guarded.daemons["d1"].log()
