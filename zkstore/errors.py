@@ -38,8 +38,10 @@
     │       └── ForeignPython                      ... written by another Python minor version
     ├── SerializationError                1   400  a value cannot be serialized
     │   └── TooLarge                          1   413  over a size or count limit (a handle, a
-    │                                                  znode, a transaction, a payload, a history
-    │                                                  entry, a job's artifacts)
+    │       │                                          znode, a transaction, a payload, a history
+    │       │                                          entry, a job's artifacts)
+    │       └── QuotaExceeded                          ... the quota ZooKeeper enforces on a job's
+    │                                                  nodes (count or bytes) refused the write
     ├── ControlRejected                   1   422  the job acknowledged a change, refusing keys
     ├── JobDidNotSucceed                  1   500  a job followed to its end FAILED
     │   └── JobEndedCancelled             3        ... it was CANCELLED
@@ -105,6 +107,7 @@ __all__ = [
     "OutcomeUnknown",
     "PayloadError",
     "PayloadMissing",
+    "QuotaExceeded",
     "RefusedDestination",
     "SerializationError",
     "StoreUnavailable",
@@ -325,6 +328,11 @@ class TooLarge(SerializationError):
     (the configured maximum), a control history entry, a job's artifacts."""
 
     http_status = 413
+
+
+class QuotaExceeded(TooLarge):
+    """ZooKeeper refused a write under a job's node: the job's quota of nodes or bytes
+    (``R/jobs/<job>``, set by the leader, enforced by the server) is used up."""
 
 
 class ControlRejected(ZkStoreError):

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from zkstore.errors import HandleNotFound, StoreUnavailable
+from zkstore.errors import AccessDenied, HandleNotFound, StoreUnavailable
 from zkstore.zk import ZooKeeper
 
 __all__ = ["Listing", "NodeWatch", "WatchedValue"]
@@ -39,7 +39,8 @@ class Listing(NamedTuple):
 
 #: What a watch reports: the node's data or its children (or their :class:`Listing`), ``None``
 #: while the node does not exist.
-WatchedValue = bytes | list[str] | Listing | None
+WatchedValue = bytes | list[str] | Listing | AccessDenied | None
+_DENIED = ("denied",)
 
 
 class NodeWatch:
@@ -65,6 +66,7 @@ class NodeWatch:
         children: bool = False,
         listing: bool = False,
         report_first: bool = True,
+        denied: bool = False,
     ) -> None:
         self._zk = zk
         self.path = path
@@ -72,6 +74,8 @@ class NodeWatch:
         self._children = children
         self._listing = listing
         self._report_first = report_first
+        #: a node that may not be read is reported as its AccessDenied (else it raises)
+        self._denied = denied
         self._lock = threading.Lock()
         self._stopped = False
         self._last: Any = _UNREAD
@@ -107,7 +111,12 @@ class NodeWatch:
             # A watched record is absent most of the time (a cancel, an end, a control object):
             # one request tells so and watches for its creation; its data is read only if it is
             # there (both watches are one watcher: it fires once per change).
-            self.absent = self._zk.exists(self.path, watch=self._fired) is None
+            try:
+                self.absent = self._zk.exists(self.path, watch=self._fired) is None
+            except AccessDenied as exc:  # a server that checks READ on exists (3.9)
+                if not self._denied:
+                    raise
+                return exc, _DENIED
             if self.absent:
                 return None, None
             if self._children:
@@ -117,6 +126,10 @@ class NodeWatch:
                 return data, data
             except HandleNotFound:
                 continue  # deleted in between: look again
+            except AccessDenied as exc:
+                if not self._denied:
+                    raise
+                return exc, _DENIED  # its exists watch is set: a change is still reported
 
     def _arm(self) -> None:
         with self._lock:

@@ -46,6 +46,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    QuotaExceededError,
     RolledBackError,
     RuntimeInconsistency,
     SessionExpiredError,
@@ -63,6 +64,7 @@ from zkstore.errors import (
     HandleNotFound,
     NotEmpty,
     OutcomeUnknown,
+    QuotaExceeded,
     StoreUnavailable,
     TooLarge,
     VersionConflict,
@@ -542,6 +544,25 @@ class ZooKeeper:
             paths, lambda path: self._client.get_async(path, watch=found.get(path)), timeout
         )
 
+    def get_many_or_denied(
+        self,
+        paths: Sequence[str],
+        *,
+        watches: Mapping[str, Callable[..., Any]] | None = None,
+        timeout: float | None = None,
+    ) -> list[tuple[bytes, ZnodeStat] | AccessDenied | None]:
+        """:meth:`get_many`, where a node our identity may not read is its
+        :class:`AccessDenied` in place of raising: a job's identity may create nodes under its
+        own with an ACL of its choosing, and one such node must not hide the others (a reader of
+        many jobs' records goes on; invariant 6)."""
+        found = watches or {}
+        return self._pipelined(
+            paths,
+            lambda path: self._client.get_async(path, watch=found.get(path)),
+            timeout,
+            denied=True,
+        )
+
     def exists_many(
         self,
         paths: Sequence[str],
@@ -558,30 +579,50 @@ class ZooKeeper:
         self, watches: Mapping[str, Callable[..., Any]], *, timeout: float | None = None
     ) -> list[ZnodeStat | None]:
         """Pipelined stats of many nodes, each with its own one-shot watch (set whether the
-        node exists or not: its creation fires it too)."""
+        node exists or not: its creation fires it too). A node our identity may not read (a
+        server of 3.9 checks READ on ``exists``: one a job made for itself) sets no watch and
+        is ``None``: it must not keep the others' watches from being set."""
         paths = list(watches)
-        return self._pipelined(
-            paths, lambda path: self._client.exists_async(path, watch=watches[path]), timeout
+        found = self._pipelined(
+            paths,
+            lambda path: self._client.exists_async(path, watch=watches[path]),
+            timeout,
+            denied=True,
         )
+        return [None if isinstance(stat, AccessDenied) else stat for stat in found]
 
     def children_many(
-        self, paths: Sequence[str], *, timeout: float | None = None
+        self, paths: Sequence[str], *, timeout: float | None = None, denied: bool = False
     ) -> list[list[str] | None]:
-        return self._pipelined(paths, self._client.get_children_async, timeout)
+        """Pipelined listings (``None`` where absent); with ``denied``, a node our identity may
+        not list is listed as empty (as :meth:`get_many_or_denied`, for readers of many
+        jobs)."""
+        found = self._pipelined(paths, self._client.get_children_async, timeout, denied=denied)
+        return [[] if isinstance(item, AccessDenied) else item for item in found]
 
     def _pipelined(
-        self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
+        self,
+        paths: Sequence[str],
+        start: Callable[[str], Any],
+        timeout: float | None,
+        *,
+        denied: bool = False,
     ) -> list[Any]:
         """Pipelined calls in windows of :data:`PIPELINE_WINDOW`: each window has the deadline of
         one call, so that a read of many nodes is bounded per window, not as a whole."""
         results: list[Any] = []
         for first in range(0, len(paths), PIPELINE_WINDOW):
             window = paths[first : first + PIPELINE_WINDOW]
-            results += self._pipelined_window(window, start, timeout)
+            results += self._pipelined_window(window, start, timeout, denied=denied)
         return results
 
     def _pipelined_window(
-        self, paths: Sequence[str], start: Callable[[str], Any], timeout: float | None
+        self,
+        paths: Sequence[str],
+        start: Callable[[str], Any],
+        timeout: float | None,
+        *,
+        denied: bool = False,
     ) -> list[Any]:
         deadline = self._deadline(timeout)
         results: list[Any] = [None] * len(paths)
@@ -595,6 +636,10 @@ class ZooKeeper:
                     results[i] = async_result.get(timeout=deadline.remaining())
                 except NoNodeError:
                     results[i] = None
+                except NoAuthError as exc:
+                    if not denied:
+                        raise self._translate(exc, f"get {paths[i]}") from exc
+                    results[i] = self._translate(exc, f"get {paths[i]}")
                 except _OUTAGES as exc:
                     if deadline.expired:
                         raise StoreUnavailable(
@@ -685,9 +730,13 @@ class ZooKeeper:
         *,
         fence: Fence | None = None,
         shallow: bool = False,
+        also: Sequence[str] = (),
         timeout: float | None = None,
     ) -> bool:
         """Delete ``path`` and everything under it, deepest first; False if it was already gone.
+
+        ``also``: nodes elsewhere that go with the tree (a job's quota: children first), in the
+        shallow transaction when it applies, else each deleted after the tree if it exists.
 
         The tree is listed a level at a time (pipelined), then deleted deepest first in
         transactions of up to :data:`TREE_BATCH` deletes, each carrying ``fence``'s guards (a
@@ -708,10 +757,11 @@ class ZooKeeper:
         if shallow:
             (children,) = self.children_many([path], timeout=deadline.remaining())
             if children is None:
+                self._delete_present(also, fence, deadline)
                 return False
             nodes = [f"{path}/{child}" for child in children]
-            if len(nodes) < TREE_BATCH:
-                ops = [Delete(node) for node in (*nodes, path)]
+            if len(nodes) + len(also) < TREE_BATCH:
+                ops = [Delete(node) for node in (*nodes, path, *also)]
                 try:
                     self.commit(ops, fence=fence, timeout=deadline.remaining())
                     return True
@@ -720,6 +770,7 @@ class ZooKeeper:
         while levels[-1]:
             found = self.children_many(levels[-1], timeout=deadline.remaining())
             if len(levels) == 1 and found[0] is None:
+                self._delete_present(also, fence, deadline)
                 return False
             levels.append(
                 [
@@ -749,7 +800,19 @@ class ZooKeeper:
                     existed = True
                 elif not isinstance(error, HandleNotFound) or error.path not in batch:
                     raise error
+        self._delete_present(also, fence, deadline)
         return existed
+
+    def _delete_present(self, paths: Sequence[str], fence: Fence | None, deadline: Any) -> None:
+        """Delete each of ``paths`` that exists, in order (pipelined, each its own write)."""
+        if not paths:
+            return
+        errors = self.commit_many(
+            [[Delete(node)] for node in paths], fence=fence, timeout=deadline.remaining()
+        )
+        for error in errors:
+            if error is not None and not isinstance(error, HandleNotFound):
+                raise error
 
     def ensure_fence(self, fence: Fence | None, *, timeout: float | None = None) -> None:
         """Raise the fence's error unless its guards hold now (one transaction of them alone).
@@ -883,6 +946,11 @@ def _translate(
         return VersionConflict(f"{what}: version changed", path=path)
     if isinstance(exc, NotEmptyError):
         return NotEmpty(f"{what}: node has children", path=path)
+    if isinstance(exc, QuotaExceededError):
+        return QuotaExceeded(
+            f"ZooKeeper refused {what}: over the quota of the job's nodes (the count or bytes "
+            "the leader set for R/jobs/<job>; docs/operating.md)"
+        )
     if isinstance(exc, _OUTAGES):
         return OutcomeUnknown(f"{what}: {_name(exc)}")
     return StoreUnavailable(f"ZooKeeper refused {what}: {_name(exc)}")

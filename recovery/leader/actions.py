@@ -44,6 +44,7 @@ from recovery.leader.decide import (
 from recovery.leader.finished import RETRY, FinishedJobs
 from recovery.leader.role import LeaderRole
 from recovery.leader.signednotify import SignedNotify
+from zkstore.cluster import quotas
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
@@ -83,6 +84,8 @@ class JobActions:
         self._starts: list[tuple[JobSnapshot, Start, list[Op], AttemptEntry]] = []
         #: the jobs whose results this leadership recorded, their cleanups still to run
         self.finished = FinishedJobs()
+        #: the quota ZooKeeper enforces on each job's node, made with its first placement
+        self.quotas = quotas.Quotas(self.cluster.zk, self.cluster.layout)
         #: an event not sent (its job's bound reached) is said once a minute per job
         self._refusals = Throttle(logger)
         #: the jobs' own notification URLs, as their signed definitions say them
@@ -189,6 +192,8 @@ class JobActions:
         told = action.attempt == 1  # a first placement makes the history in its transaction
         if told:
             ops.append(history.first_placement_op(layout.history(job.job_id), placed))
+            if self.quotas.ready():  # its first driver runs under the quota, never before it
+                ops += quotas.create_ops(layout, job.job_id, self.quotas.quota)
         self._starts.append((job, action, ops, placed))
 
     def flush_starts(self) -> None:
@@ -242,6 +247,7 @@ class JobActions:
         one; the entry is then told by the write that replaces it)."""
         layout = self.cluster.layout
         optional = {layout.job_dir(job.job_id), layout.history(job.job_id)}
+        optional |= quotas.optional_paths(layout, job.job_id)
         while (again := without_existing(ops, error, optional)) is not None:
             ops, there = again
             optional.discard(there)
@@ -421,7 +427,7 @@ class JobActions:
             detail=action.detail,
             leader=self.settings.daemon_id,
         )
-        existing = job.end.version if job.end is not None else None
+        existing = _end_version(job)
         ops = end_ops(
             self.cluster.layout,
             job.job_id,
@@ -456,7 +462,7 @@ class JobActions:
             job.job_id,
             status.to_bytes(),
             status_version=job.status.version,
-            end_version=job.end.version if job.end is not None else None,
+            end_version=_end_version(job),
         )
         events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
         note = self._stopped_note(job, action)  # read before the commit: nothing after it fails
@@ -585,8 +591,7 @@ class JobActions:
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:
         """Remove the ``end`` request of an attempt that is over (it was read with the job)."""
-        existing = job.end.version if job.end is not None else None
-        return clear_end_ops(self.cluster.layout, job.job_id, existing)
+        return clear_end_ops(self.cluster.layout, job.job_id, _end_version(job))
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         kept = self.finished.take(job.job_id)  # this leadership recorded its result
@@ -622,6 +627,7 @@ class JobActions:
                 keep_logs=self.settings.keep_logs,
                 history=kept,
                 result=result,
+                quota=self.quotas.ready(),
             )
         finally:
             if ended is not None and not done:
@@ -671,3 +677,11 @@ def _last_daemon(job: JobSnapshot) -> str | None:
     """The daemon the job's last attempt was placed on (None if it is not placed now: a job
     cancelled while it waited to restart)."""
     return job.status.daemon_id if job.status is not None else None
+
+
+def _end_version(job: JobSnapshot) -> int | None:
+    """The version of the job's ``end`` node to replace: its own, -1 (any) for one that could
+    not be read or parsed (made by the job's identity, or garbage), None if there is none."""
+    if job.end is not None:
+        return job.end.version
+    return -1 if "end" in job.errors else None

@@ -70,6 +70,8 @@ from zkstore.lifecycle.states import COUNTED_AS, FAILURE, LOST
 from zkstore.strict import parse_time
 
 __all__ = [
+    "CANCEL_END_GRACE",
+    "CANCEL_MARGIN",
     "END_BOUND",
     "STOP_POLL",
     "Action",
@@ -93,6 +95,12 @@ __all__ = [
 #: How often the leader looks again at a job whose stop waits for a checkpoint or for its
 #: driver to be known dead (it watches neither the checkpoints nor the outcome's driver).
 STOP_POLL = 1.0
+#: How long past the daemon's ``--cancel-grace`` a cancelled attempt's driver may still hold
+#: ``running`` before the leader ends it (its own forced end comes at the grace: this is the
+#: margin for it to land), and the grace between SIGTERM and SIGKILL then (the job had its grace
+#: already).
+CANCEL_MARGIN = 2.0
+CANCEL_END_GRACE = 1.0
 #: Beyond its grace and the launch deadline, how long an ``end`` request may wait for its
 #: member to record the driver's exit before the job moves on regardless (the member keeps
 #: killing what it knows; one that does not know the launch never records it).
@@ -344,6 +352,8 @@ def _running(job: JobSnapshot, settings: DaemonSettings, now: datetime) -> Actio
     assert job.running is not None and job.status is not None
     attempt = job.running.attempt
     reason = f"driver of attempt {attempt} is alive"
+    if job.cancel_requested and job.status.state == STARTING and attempt == job.status.attempt:
+        return _cancelled_running(job, attempt, settings, now)
     limits = job_lifecycle(job, settings).limits
     if job.status.state != STARTING or attempt != job.status.attempt or limits == Limits():
         return Adopt(reason=reason)
@@ -355,6 +365,29 @@ def _running(job: JobSnapshot, settings: DaemonSettings, now: datetime) -> Actio
             attempt=attempt, why=verdict.outcome, detail=verdict.reason, reason=verdict.reason
         )
     return Adopt(until=verdict, reason=reason)
+
+
+def _cancelled_running(
+    job: JobSnapshot, attempt: int, settings: DaemonSettings, now: datetime
+) -> Action:
+    """A cancelled attempt whose driver still holds ``running``: its driver stops it within
+    ``--cancel-grace``; past that and :data:`CANCEL_MARGIN`, the leader ends it (its member
+    sends SIGTERM, then SIGKILL to its process group), whatever its job code did with the
+    driver's cancel handling. A cancel that cannot be read is ended at once."""
+    if _ending_request(job) is not None:
+        return Adopt(reason=f"driver of attempt {attempt} is being ended (cancelled)")
+    due = now
+    if job.cancel is not None:
+        try:
+            requested = min(parse_time(job.cancel.requested), now)
+        except ValueError:
+            requested = now
+        due = requested + timedelta(seconds=settings.cancel_grace + CANCEL_MARGIN)
+    if now < due:
+        return Adopt(until=due, reason=f"driver of attempt {attempt} is stopping (cancelled)")
+    detail = f"cancelled, and still running {settings.cancel_grace:g} s after"
+    grace = min(settings.end_grace, CANCEL_END_GRACE)
+    return EndAttempt(attempt=attempt, why=STOPPED, detail=detail, grace=grace, reason=detail)
 
 
 def _judged(job: JobSnapshot, limits: Limits, now: datetime) -> Expired | datetime | None:
@@ -400,6 +433,8 @@ def _ended_by_leader(
     if outcome is not None and outcome.attempt == attempt and outcome.outcome == SUCCEEDED:
         return _ended(job, SUCCEEDED, None, settings, now)
     detail = f"{end.reason}: {end.detail}" if end.detail else end.reason
+    if job.cancel_requested:  # ended for its cancel (or while one was asked): it is over
+        return Finish(outcome=CANCELLED, error=detail, reason="ended while cancel was requested")
     counted = COUNTED_AS.get(end.reason, LOST)
     if counted not in (FAILURE, LOST):  # a stop that was resumed before it was recorded
         ended = Restart(

@@ -61,6 +61,7 @@ from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.cluster.fleet import FleetReading
 from zkstore.errors import (
+    AccessDenied,
     ConfigError,
     ConflictError,
     CorruptRecord,
@@ -476,10 +477,14 @@ class LeaderProcess:
             return
         layout = self.cluster.layout
         paths = [layout.outcome(job_id) for job_id in missed]
-        for job_id, path, item in zip(missed, paths, self.cluster.zk.get_many(paths), strict=True):
+        found = self.cluster.zk.get_many_or_denied(paths)
+        for job_id, path, item in zip(missed, paths, found, strict=True):
             if item is None:
                 continue
             snap = snapshots[job_id]
+            if isinstance(item, AccessDenied):  # made by the job's identity, for itself alone
+                snap.errors["outcome"] = str(item)
+                continue
             try:
                 outcome = Outcome.from_znode(item[0], item[1], path)
             except CorruptRecord as exc:

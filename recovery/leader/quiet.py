@@ -29,7 +29,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from recovery.leader.role import LeaderRole
 from recovery.leader.watches import JobWatcher, arming
-from zkstore.errors import CorruptRecord
+from zkstore.errors import AccessDenied, CorruptRecord
 from zkstore.jobs.records import Assignment, Outcome, RunningInfo
 from zkstore.strict import parse_time
 
@@ -69,10 +69,13 @@ class QuietAttempts:
         paths = [path for job_id in ids for path in (layout.running(job_id), layout.stop(job_id))]
         watches = {layout.running(job_id): started[job_id] for job_id in ids}
         with arming(watches.items()):
-            found = self.leader.cluster.zk.get_many(paths, watches=watches)
+            found = self.leader.cluster.zk.get_many_or_denied(paths, watches=watches)
         looks, gone = set(), {}
         for n, job_id in enumerate(ids):
             running, stop = found[2 * n], found[2 * n + 1]
+            if isinstance(running, AccessDenied) or isinstance(stop, AccessDenied):
+                looks.add(job_id)  # made by the job's identity for itself: the look says so
+                continue
             if running is None:  # a read of an absent node sets no watch
                 started[job_id].armed.discard(layout.running(job_id))
                 if stop is None:  # a short driver, over already: its end is what matters
@@ -114,10 +117,14 @@ class QuietAttempts:
             else:
                 looks.add(job_id)
         paths = [p for job_id, path in asked for p in (layout.outcome(job_id), path)]
-        found = self.leader.cluster.zk.get_many(paths)
+        found = self.leader.cluster.zk.get_many_or_denied(paths)
         now = datetime.now(UTC)
         for n, (job_id, path) in enumerate(asked):
-            until = self._exiting_until(job_id, found[2 * n], path, found[2 * n + 1])
+            outcome, assignment = found[2 * n], found[2 * n + 1]
+            if isinstance(outcome, AccessDenied) or isinstance(assignment, AccessDenied):
+                looks.add(job_id)
+                continue
+            until = self._exiting_until(job_id, outcome, path, assignment)
             if until is None:
                 looks.add(job_id)
                 continue

@@ -138,7 +138,7 @@ class Retention:
             if isinstance(error, HandleExists) and error.path == self.cluster.layout.job_dir(
                 result.job_id
             ):
-                remove_records(self.cluster, result.job_id, fence=self.leader.fence)
+                remove_records(self.cluster, result.job_id, fence=self.leader.fence, quota=False)
         self.leader.conditions.forget(gone)  # what the leader did not do for them goes too
         logger.info("retention: %d finished job result(s) past their retention deleted", deleted)
         return deleted

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from recovery.member import ending
 from recovery.member.launcher import Launch
-from zkstore.errors import CorruptRecord, ZkStoreError
+from zkstore.errors import AccessDenied, CorruptRecord, ZkStoreError
 from zkstore.jobs.stops import EndRequest
 from zkstore.layout import Layout
 from zkstore.strict import parse_time
@@ -93,25 +93,28 @@ class Endings:
         if not arming:
             self._notify()
 
-    def _end_nodes(self, jobs: list[str]) -> list[tuple[bytes, None] | None]:
+    def _end_nodes(self, jobs: list[str]) -> list[tuple[bytes, None] | AccessDenied | None]:
         """The ``end`` node of each job: as its watch last reported it, or read (pipelined)
-        where no watch could be set."""
+        where no watch could be set; :class:`AccessDenied` where the cluster may not read it."""
         unwatched = [job for job in jobs if job not in self._watches]
-        read: dict[str, tuple[bytes, None] | None] = {}
+        read: dict[str, tuple[bytes, None] | AccessDenied | None] = {}
         if unwatched:
             try:
-                found = self._zk.get_many([self._layout.end(job) for job in unwatched])
+                found = self._zk.get_many_or_denied([self._layout.end(job) for job in unwatched])
             except ZkStoreError as exc:
                 logger.warning("end requests not read (%s): looking again later", exc)
                 found = [None] * len(unwatched)
             read = {
-                job: (item[0], None) if item else None
+                job: item if isinstance(item, AccessDenied) else (item[0], None) if item else None
                 for job, item in zip(unwatched, found, strict=True)
             }
         with self._seen_lock:
             seen = {job: self._seen.get(job) for job in jobs if job in self._watches}
         for job, value in seen.items():
-            read[job] = (value, None) if isinstance(value, bytes) else None
+            if isinstance(value, AccessDenied):
+                read[job] = value
+            else:
+                read[job] = (value, None) if isinstance(value, bytes) else None
         return [read.get(job) for job in jobs]
 
     def ending(self, launch: Launch) -> bool:
@@ -133,7 +136,10 @@ class Endings:
                 self._arming, self._arming_thread = job_id, threading.current_thread()
                 try:
                     self._watches[job_id] = NodeWatch(
-                        self._zk, self._layout.end(job_id), functools.partial(self._saw, job_id)
+                        self._zk,
+                        self._layout.end(job_id),
+                        functools.partial(self._saw, job_id),
+                        denied=True,
                     )
                 except ZkStoreError:
                     pass
@@ -142,6 +148,9 @@ class Endings:
         fresh = [job for job in live if job not in self._ending]
         for job_id, item in zip(fresh, self._end_nodes(fresh), strict=True):
             if item is None:
+                continue
+            if isinstance(item, AccessDenied):
+                self._end_planted(live[job_id])
                 continue
             try:
                 request = EndRequest.from_znode(item[0], item[1], self._layout.end(job_id))
@@ -164,6 +173,25 @@ class Endings:
             self._ending[job_id] = (launch, started, False)
         for job_id in list(self._ending):
             self._step(job_id)
+
+    def _end_planted(self, launch: Launch) -> None:
+        """The job's ``end`` node is one the cluster may not read: only the job's own identity
+        can have made it (no other may create under its node), with an ACL that shuts the
+        cluster out, so that no request of the leader's could be written there. Its driver is
+        ended as if asked (a job can always end itself), after :data:`ending.MIN_GRACE`."""
+        logger.warning(
+            "job %s: ending attempt %d (pid %d): its end node was made by the job's identity "
+            "with an ACL the cluster may not read (a request only the leader writes)",
+            launch.job_id,
+            launch.attempt,
+            launch.process.pid,
+        )
+        now = time.time()
+        self._ending[launch.job_id] = (
+            launch,
+            ending.start(launch.attempt, now, ending.MIN_GRACE, now),
+            False,
+        )
 
     def release(self, launch: Launch) -> bool:
         """The launch's driver exited: True if its exit may be recorded now; False while it is

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.helpers import connected, expire_session, requests_sent, wait_for
+from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import StoreUnavailable
 from zkstore.watch import NodeWatch, WatchedValue
@@ -153,3 +154,23 @@ def test_watching_an_absent_node_costs_one_request(zk: ZooKeeper, root: str) -> 
     zk.set(path, b"changed")
     wait_for(lambda: seen.last() == b"changed", what="a change of the node now there")
     watch.stop()
+
+
+def test_a_watch_told_so_reports_a_node_it_may_not_read(secure: StoreConfig) -> None:
+    """Issue 54: a node made by another identity with an ACL of its own (a job's planted
+    ``end``) is reported as its AccessDenied by a watch asked to (``denied``), and raises
+    otherwise, as before."""
+    from kazoo.security import make_digest_acl
+
+    from zkstore.errors import AccessDenied
+
+    with ZooKeeper.from_config(secure).start() as zk:
+        path = f"{secure.base_path}/planted"
+        zk.ensure_path(secure.base_path)
+        zk.kazoo.create(path, b"x", acl=[make_digest_acl("stranger", "pw", all=True)])
+        seen = Seen()
+        watch = NodeWatch(zk, path, seen, denied=True)
+        assert isinstance(seen.last(), AccessDenied)
+        watch.stop()
+        with pytest.raises(AccessDenied):
+            NodeWatch(zk, path, Seen())

@@ -352,6 +352,17 @@ def test_zookeeper_grants_a_two_second_session() -> None:
         assert int(zoo["ZOO_SYNC_LIMIT"]) * tick >= 4000
 
 
+def test_zookeeper_enforces_the_jobs_quotas() -> None:
+    """Issue 54: each job's node has a quota (zkstore.cluster.quotas) that only a server with
+    ``enforceQuota`` refuses writes past; the image appends ``ZOO_CFG_EXTRA`` to its zoo.cfg,
+    whose unknown keys become ``zookeeper.<key>`` system properties."""
+    for name in zookeepers():
+        extra = dict(
+            item.split("=", 1) for item in env(name).get("ZOO_CFG_EXTRA", "").split() if item
+        )
+        assert extra.get("enforceQuota") == "true", name
+
+
 def quorum_entry(entry: str) -> tuple[str, str]:
     """``server.<id>=<host>:2888:3888;2181`` -> (id, host)."""
     match = re.fullmatch(rf"server\.(\d+)=([\w.-]+):2888:3888;{ZK_CLIENT_PORT}", entry)

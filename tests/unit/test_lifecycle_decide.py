@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from recovery.leader.decide import (
+    CANCEL_END_GRACE,
+    CANCEL_MARGIN,
     Adopt,
     EndAttempt,
     Finish,
@@ -231,3 +233,33 @@ def test_stopped_stays_until_resumed_or_cancelled() -> None:
     cancel = CancelRequest(version=0, requested=ago(1), by="me")
     finished = decided(job(status=stopped, stop=stop(), cancel=cancel))
     assert isinstance(finished, Finish) and finished.outcome == CANCELLED
+
+
+# -- a cancel the driver does not carry out (issue 54) ----------------------------------------
+
+
+def cancel(seconds_ago: float) -> CancelRequest:
+    return CancelRequest(version=0, requested=ago(seconds_ago), by="u@h")
+
+
+def test_a_cancelled_driver_gets_its_grace_then_the_leader_ends_it() -> None:
+    grace = SETTINGS.cancel_grace
+    within = decided(job(status=status(), running=running(), cancel=cancel(grace)))
+    assert isinstance(within, Adopt) and within.until == NOW + timedelta(seconds=CANCEL_MARGIN)
+    past = decided(job(status=status(), running=running(), cancel=cancel(grace + CANCEL_MARGIN)))
+    assert isinstance(past, EndAttempt) and past.why == STOPPED and past.attempt == 1
+    assert past.grace == CANCEL_END_GRACE and "cancelled" in past.detail
+    # being ended: not ended twice
+    ending = job(status=status(), running=running(), cancel=cancel(600), end=end(STOPPED))
+    assert isinstance(decided(ending), Adopt)
+
+
+def test_a_cancel_that_cannot_be_read_is_carried_out_at_once() -> None:
+    planted = job(status=status(), running=running(), errors={"cancel": "not readable"})
+    assert isinstance(decided(planted), EndAttempt)
+
+
+def test_an_attempt_the_leader_ended_while_cancelled_finishes_cancelled() -> None:
+    ended = job(status=status(), cancel=cancel(600), end=end(STOPPED))
+    action = decided(ended, EXITED)
+    assert isinstance(action, Finish) and action.outcome == CANCELLED

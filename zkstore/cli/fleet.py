@@ -13,7 +13,7 @@ import click
 from zkstore import protocol
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import emit, format_option
-from zkstore.cluster import Cluster, fleet
+from zkstore.cluster import Cluster, fleet, quotas
 
 
 @cli.group("fleet")
@@ -32,10 +32,12 @@ def fleet_group() -> None:
 @format_option
 def status_command(connection: Connection, fmt: str) -> None:
     """Each live daemon's release and protocol, the fleet's protocol, and whether it can be
-    finalized to a newer one."""
+    finalized to a newer one; and whether the ZooKeeper ensemble enforces the quota of each
+    job's nodes (a probe: a node with a quota of one node, and a child tried under it)."""
     with Cluster.open(connection.config) as cluster:
         found = fleet.status(cluster.zk, cluster.layout)
-    data = found.as_dict()
+        enforced = quotas.probe(cluster.zk, cluster.layout)
+    data = {**found.as_dict(), "quotas_enforced": enforced}
     if fmt == "json":
         emit(data, fmt)
         return
@@ -55,6 +57,18 @@ def status_command(connection: Connection, fmt: str) -> None:
             + " (the leader's are in force: zkstore cluster settings shows them; give every "
             "daemon the same --schedule-* and --notify-* flags)"
         )
+    click.echo(_quotas(enforced))
+
+
+def _quotas(enforced: bool | None) -> str:
+    if enforced:
+        return "ZooKeeper quotas: enforced (each job's nodes and bytes are bounded)"
+    if enforced is None:
+        return "ZooKeeper quotas: unknown (this identity may not make the probe)"
+    return (
+        "ZooKeeper quotas: NOT enforced: a job's code can write past its quota and exhaust "
+        "ZooKeeper (set enforceQuota=true on every server; docs/operating.md)"
+    )
 
 
 def _summary(found: fleet.FleetStatus) -> str:

@@ -8,6 +8,8 @@ span several stores of one job.
                  admission, finalization
     settings.py  ``R/settings``: the bounds and policies the leader enforces, published
     cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
+    quotas.py    the quota ZooKeeper enforces on each job's node, and the probe that tells
+                 whether the ensemble enforces quotas at all
     triage.py    what an operator does with a job the runtime will not finish: release, purge,
                  cancel, forget
 

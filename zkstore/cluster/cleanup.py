@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from zkstore.cluster import Cluster
+from zkstore.cluster import Cluster, quotas
 from zkstore.errors import NotEmpty, ZkStoreError
 from zkstore.jobs.artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
@@ -48,6 +48,7 @@ def clean_up(
     keep_logs: float = DEFAULT_KEEP_LOGS,
     history: bytes | None = None,
     result: JobResult | None = None,
+    quota: bool = True,
 ) -> bool:
     """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
     its logs kept for ``keep_logs`` seconds from now.
@@ -55,6 +56,8 @@ def clean_up(
     The job's attempt history is kept beside its logs: ``history`` if given (the leader's, with
     the end it has not written to ZooKeeper: a write saved), else the record's. ``result``: the
     job's result as the caller just recorded it (with its version), not read again.
+    ``quota``: the job's ZooKeeper quota (:mod:`zkstore.cluster.quotas`) goes with its records
+    (False: none was made, so none is looked for).
 
     Returns False if something is still held (a lock of a session that has not expired yet, a
     node added meanwhile): call again later. Raises on outages and on a lost fence.
@@ -67,7 +70,12 @@ def clean_up(
         return False
     _keep_history(cluster, job_id, history)
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence, shallow=True)
+        cluster.zk.delete_tree(
+            cluster.layout.job_dir(job_id),
+            fence=fence,
+            shallow=True,
+            also=quotas.nodes(cluster.layout, job_id) if quota else (),
+        )
     except NotEmpty:
         logger.info("cleanup of %s: its records changed meanwhile; will retry", job_id)
         return False
@@ -108,18 +116,26 @@ def _keep_history(cluster: Cluster, job_id: str, history: bytes | None = None) -
         logger.warning("cleanup of %s: its attempt history not kept (%s)", job_id, exc)
 
 
-def remove_records(cluster: Cluster, job_id: str, *, fence: Fence | None = None) -> bool:
+def remove_records(
+    cluster: Cluster, job_id: str, *, fence: Fence | None = None, quota: bool = True
+) -> bool:
     """Delete what is left under ``R/jobs/<job>`` of a job that is over (checkpoints with their
     payloads first); False, changing nothing more, while a driver holds ``running`` or if the
     records change meanwhile. Only for a job that is neither current nor quarantined. Every
-    delete carries ``fence`` (the leader's)."""
+    delete carries ``fence`` (the leader's). ``quota``: its ZooKeeper quota may be left too
+    (False: it went with the job's cleanup, none is looked for)."""
     if cluster.zk.exists(cluster.layout.running(job_id)) is not None:
         return False
     if not cluster.checkpoints(job_id).remove_all(fence=fence):
         return False
     _keep_history(cluster, job_id)
     try:
-        cluster.zk.delete_tree(cluster.layout.job_dir(job_id), fence=fence, shallow=True)
+        cluster.zk.delete_tree(
+            cluster.layout.job_dir(job_id),
+            fence=fence,
+            shallow=True,
+            also=quotas.nodes(cluster.layout, job_id) if quota else (),
+        )
     except NotEmpty:
         return False
     return True

@@ -221,6 +221,9 @@ class EmbeddedZooKeeper(Closeable):
                     f"maxSessionTimeout={self.max_session_timeout_ms}",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi,cons,conf",
+                    # Each job's node has a quota the server enforces (zkstore.cluster.quotas):
+                    # unknown keys become ``zookeeper.<key>`` system properties.
+                    "enforceQuota=true",
                     *self.extra_config,
                     "",
                 ]

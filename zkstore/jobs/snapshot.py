@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from zkstore.errors import (
+    AccessDenied,
     CorruptRecord,
     InvalidJobId,
     JobFinished,
@@ -271,6 +272,11 @@ def _parse(
     says why, and ``newer`` gets ``key`` if it was written at a newer fleet protocol)."""
     if found is None:
         return None
+    if isinstance(found, AccessDenied):
+        # Created under the job's node by its own identity with an ACL that leaves the
+        # cluster out: present (never taken for absent), unreadable, replaced by its writer.
+        errors[key] = f"{path}: not readable by the cluster (made with another ACL: {found})"
+        return None
     try:
         parsed = record.from_znode(found[0], found[1], path)
     except CorruptRecord as exc:
@@ -413,7 +419,7 @@ def read_snapshots(
         }
     per_job = [_paths(layout, job_id, listing, inside.get(job_id)) for job_id in ids]
     wanted = [path for paths in per_job for path in paths if path is not None]
-    answers = iter(zk.get_many(wanted))
+    answers = iter(zk.get_many_or_denied(wanted))
     snapshots: dict[str, JobSnapshot] = {}
     for job_id, paths in zip(ids, per_job, strict=True):
         found = [next(answers) if path is not None else None for path in paths]
@@ -433,7 +439,7 @@ def read_snapshots(
         for j in running
         for name, path in (("spark", layout.spark(j)), ("control-ack", layout.control_ack(j)))
     ]
-    read = iter(zk.get_many([path for path in late if path is not None]))
+    read = iter(zk.get_many_or_denied([path for path in late if path is not None]))
     asked = iter(late)
     for job_id in running:
         snap = snapshots[job_id]
@@ -461,7 +467,12 @@ def _read_lifecycle(
         for j, snap in snapshots.items()
         if snap.status is not None
         and snap.status.state == STARTING
-        and (snap.stop_requested or snap.has_limits or not snap.driver_present)
+        and (
+            snap.stop_requested
+            or snap.cancel_requested
+            or snap.has_limits
+            or not snap.driver_present
+        )
     ]
     ends = [j for j in matter if there(j, "end")]
     for job_id in matter:
@@ -481,8 +492,8 @@ def _read_lifecycle(
     if not (ends or beats or newest):
         return
     paths = [layout.end(j) for j in ends] + [layout.heartbeat(j) for j in beats]
-    found = iter(zk.get_many(paths))
-    kids = zk.children_many([layout.checkpoints(j) for j in newest])
+    found = iter(zk.get_many_or_denied(paths))
+    kids = zk.children_many([layout.checkpoints(j) for j in newest], denied=True)
     for job_id in ends:
         snap = snapshots[job_id]
         end = _parse(EndRequest, next(found), layout.end(job_id), snap.errors, "end")
@@ -496,10 +507,15 @@ def _read_lifecycle(
         for job_id, children in zip(newest, kids, strict=True)
     }
     wanted = [(j, f"{layout.checkpoints(j)}/{n}") for j, n in names.items() if n is not None]
-    for (job_id, path), item in zip(wanted, zk.get_many([p for _, p in wanted]), strict=True):
+    for (job_id, path), item in zip(
+        wanted, zk.get_many_or_denied([p for _, p in wanted]), strict=True
+    ):
         if item is None:
             continue  # subsumed meanwhile: the next look sees the newer one
         snap = snapshots[job_id]
+        if isinstance(item, AccessDenied):
+            snap.errors["checkpoint"] = str(item)
+            continue
         try:
             handle = Handle.from_znode(item[0], item[1], path)
         except CorruptRecord as exc:

@@ -11,7 +11,7 @@ import getpass
 import socket
 from typing import Any
 
-from zkstore.errors import HandleExists, HandleNotFound
+from zkstore.errors import AccessDenied, CorruptRecord, HandleExists, HandleNotFound
 from zkstore.jobs.records import (
     CancelRequest,
     ControlObject,
@@ -21,7 +21,7 @@ from zkstore.jobs.records import (
     read_record,
 )
 from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, SetData
+from zkstore.ops import Create, Delete, Fence, SetData
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
@@ -108,7 +108,14 @@ class JobStateStore:
         try:
             self.zk.create(path, request.to_bytes())
         except HandleExists:
-            existing = self.cancel_request(job_id)
+            try:
+                existing = self.cancel_request(job_id)
+            except (AccessDenied, CorruptRecord):
+                # Not a request of ours: made by the job's own identity (its node lets it
+                # create there), perhaps with an ACL that shuts us out. Replaced: deleting it
+                # needs only the right on the job's node, which is the cluster's.
+                self.zk.commit([Delete(path), Create(path, request.to_bytes())])
+                return request.with_version(0)
             if existing is not None:
                 return existing
         return request.with_version(0)

@@ -29,14 +29,16 @@ def end_ops(
     existing: int | None,
 ) -> list[Op]:
     """Write ``request`` (``existing``: the version of an ``end`` node there already, an older
-    attempt's; None: there is none), while the status is still at ``status_version``."""
+    attempt's, or -1 for one that could not be read; None: there is none), while the status is
+    still at ``status_version``.
+
+    A node there already is deleted and made again rather than set: deleting needs only the
+    right on the job's node, which is the cluster's, so an ``end`` the job's own identity made
+    with an ACL that leaves the cluster out is replaced all the same (setting it would be
+    refused)."""
     path = end_path(layout, job_id)
-    write: Op = (
-        Create(path, request.to_bytes())
-        if existing is None
-        else SetData(path, request.to_bytes(), existing)
-    )
-    return [Check(layout.status(job_id), status_version), write]
+    gone: list[Op] = [] if existing is None else [Delete(path, existing)]
+    return [Check(layout.status(job_id), status_version), *gone, Create(path, request.to_bytes())]
 
 
 def clear_end_ops(layout: Layout, job_id: str, existing: int | None) -> list[Op]:
