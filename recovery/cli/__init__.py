@@ -2,7 +2,9 @@
 
 ::
 
-    main.py        the ``zkstore`` console script: names the runtime's commands on the root group
+    entry.py       the ``zkstore`` console script's entry: undumpable, secrets out of the
+                   environment, before the commands are imported
+    main.py        the command line: names the runtime's commands on the root group
     daemon.py      zkstore daemon
     submit.py      zkstore submit, zkstore jobs wait
     daemons.py     zkstore daemons list | drain | undrain

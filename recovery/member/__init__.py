@@ -12,6 +12,8 @@ its drivers across its own restarts and records how each ended.
                      environment and exit codes
     forkserver.py    drivers (and the log shipper) forked from an interpreter that imported them
     driveruser.py    ``--driver-user``: the checks at the start, the pool, the change of user
+    sweep.py         what a pool user left (files in the shared places, its home, System V IPC)
+                     removed before the user is handed on
     ending.py        how a driver the leader ended is ended: SIGTERM, grace, SIGKILL of its
                      group (pure)
     ender.py         carrying out the leader's end requests for the launches of this member

@@ -57,7 +57,7 @@ from zkstore.errors import (
 )
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.claims import ArtifactClaims, Claim, LeftClaim
-from zkstore.jobs.outputs.store import OutputStore
+from zkstore.jobs.outputs.store import ARTIFACT_PREFIX, OutputStore
 from zkstore.jobs.records import JobResult, Record
 from zkstore.jobs.results import JobResultStore
 from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
@@ -493,7 +493,8 @@ def release_for_cleanup(
         if any(kept.get(name) != uri for name, uri in new.items()):
             result = results.record_outputs(store.job_id, new, fence=fence)
             kept = result.outputs or {}
-    outputs(store).settle(kept, fence=fence)  # before their data may be released
+    if any(n.startswith(ARTIFACT_PREFIX) for n in [*kept, *(r.name for r in records)]):
+        outputs(store).settle(kept, fence=fence)  # before their data may be released
     store.release_many([r for r in records if kept.get(r.name) != r.uri], fence=fence)
     # The sweep deletes in storage, where no fence reaches: the fence is checked before the
     # first delete (a job that wrote nothing unregistered costs no check).

@@ -38,7 +38,7 @@ from zkstore.storage import StoredObject
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
 
-__all__ = ["MAX_NAME", "OutputStore", "artifact_name", "validate_output_name"]
+__all__ = ["ARTIFACT_PREFIX", "MAX_NAME", "OutputStore", "artifact_name", "validate_output_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,12 @@ def validate_output_name(name: str) -> str:
 
 def artifact_name(name: str) -> str:
     """The artifact that owns an output's data (kept when the job succeeds)."""
-    return f"output.{validate_output_name(name)}"
+    return f"{ARTIFACT_PREFIX}{validate_output_name(name)}"
+
+
+#: the names of the artifacts that own outputs' data begin so (an output is declared with its
+#: artifact: a job none of whose artifacts does has no output to settle)
+ARTIFACT_PREFIX = "output."
 
 
 class OutputStore:
