@@ -202,6 +202,24 @@ class FleetMember:
             if launch.alive and (placed is None or placed.attempt != launch.attempt):
                 self._withdraw(launch)
         self.endings.check(self.launches)
+        self._forget_over(current)
+
+    def _forget_over(self, current: dict[str, Assignment]) -> None:
+        """Drop what the member kept of the attempts that are over: the driver gone, its exit
+        recorded (or nobody's to record), and no assignment left (the leader removes it once it
+        has acted on the exit). A member kept every launch it ever made: its memory grew with
+        every job it had run."""
+        for job_id, launch in list(self.launches.items()):
+            if (
+                job_id not in current
+                and job_id not in self._unrecorded
+                and not launch.alive
+                and not self.endings.ending(launch)
+            ):
+                del self.launches[job_id]
+                self._placed.pop(job_id, None)
+        for job_id in [job for job in self._left if job not in current]:
+            del self._left[job_id]
 
     def _is_new(self, job_id: str, assignment: Assignment) -> bool:
         """An assignment not launched (nor adopted) yet, and not over."""
