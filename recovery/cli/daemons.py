@@ -57,6 +57,8 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "release": info.release,
                 "protocol": info.protocol,
                 "min_protocol": info.min_protocol,
+                "rss": info.rss,
+                "heap_blocks": info.heap_blocks,
             }
         )
     for daemon_id in sorted(drained_only):
@@ -77,9 +79,12 @@ def list_daemons(connection: Connection, fmt: str) -> None:
 
     \b
     JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
-    started, up, release, protocol, min_protocol} (the last three: the daemon's zkstore
-    release, the fleet protocol it speaks and the oldest it serves; release null for a
-    daemon older than 0.2.0).
+    started, up, release, protocol, min_protocol, rss, heap_blocks} (release, protocol,
+    min_protocol: the daemon's zkstore release, the fleet protocol it speaks and the oldest
+    it serves; release null for a daemon older than 0.2.0; rss, heap_blocks: its resident
+    memory in bytes and the blocks its Python allocator holds, as it reports them every 30 s,
+    null until its first report or for a daemon older than 0.3.0). MEMORY: the resident
+    memory in MiB.
     """
     with Cluster.open(connection.config) as cluster:
         items = fleet_report(cluster)
@@ -92,11 +97,28 @@ def list_daemons(connection: Connection, fmt: str) -> None:
             "state": "drained" if item["drained"] else "active",
             "jobs": ",".join(item.get("jobs") or []) or None,
             "age": age(item.get("started")),
+            "memory": _mib(item.get("rss")),
         }
         for item in items
     ]
-    columns = ["id", "leader", "host", "state", "slots", "labels", "release", "age", "jobs"]
+    columns = [
+        "id",
+        "leader",
+        "host",
+        "state",
+        "slots",
+        "labels",
+        "release",
+        "age",
+        "memory",
+        "jobs",
+    ]
     emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
+
+
+def _mib(value: object) -> str | None:
+    """Bytes as the column shows them."""
+    return f"{value / 2**20:.0f} MiB" if isinstance(value, int) else None
 
 
 def _known(cluster: Cluster, daemon_id: str) -> bool:

@@ -47,6 +47,7 @@ from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
 from recovery.settings import DaemonSettings
 from recovery.shared import attemptdir, processes
+from recovery.shared.memory import own_memory
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore import __version__, protocol
 from zkstore.admin.acl import grant_job
@@ -97,6 +98,8 @@ class FleetMember:
         #: again counts its attempts from 1 again)
         self._placed: dict[str, str] = {}
         self._watch: NodeWatch | None = None
+        #: the member record as registered (its memory reported on top of it)
+        self._info: MemberInfo | None = None
         self.assignments = AssignmentView(
             cluster.zk, cluster.layout.member_assignments(self.daemon_id)
         )
@@ -137,6 +140,7 @@ class FleetMember:
         )
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
+        self._info = info
         try:  # after the record exists: see zkstore.cluster.fleet on finalizing meanwhile
             fleet.admit(zk, layout, self.daemon_id)
         except FleetVersionError:
@@ -167,6 +171,18 @@ class FleetMember:
         the next look, which need not list them again, and look."""
         self.assignments.listed(names if isinstance(names, Listing) else None)
         self._notify()
+
+    def report_memory(self) -> None:
+        """Write the daemon's own memory into its member record (``zkstore daemons list``
+        shows it); a failure is left to the next report."""
+        if self._info is None:
+            return
+        memory = own_memory()
+        info = replace(self._info, rss=memory.rss, heap_blocks=memory.heap_blocks)
+        try:
+            self.cluster.zk.set(self.cluster.layout.member(self.daemon_id), info.to_bytes())
+        except ZkStoreError as exc:
+            logger.debug("memory not reported in the member record: %s", exc)
 
     def ensure_registered(self) -> None:
         """After a new session, our ephemeral record is gone: make it again."""

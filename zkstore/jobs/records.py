@@ -397,9 +397,25 @@ class MemberInfo(Record):
     speaks: int | None = None
     serves_from: int | None = None
     release: str | None = None
+    #: the daemon's own memory as it last reported it (:mod:`recovery.shared.memory`): its
+    #: resident set in bytes and the blocks its Python allocator holds; an older daemon's
+    #: record has neither, and an older reader ignores them
+    rss: int | None = None
+    heap_blocks: int | None = None
 
-    optional = frozenset({"labels", "start_ticks", "boot_id", "speaks", "serves_from", "release"})
-    wide = frozenset({"start_ticks"})  # see RunningInfo
+    optional = frozenset(
+        {
+            "labels",
+            "start_ticks",
+            "boot_id",
+            "speaks",
+            "serves_from",
+            "release",
+            "rss",
+            "heap_blocks",
+        }
+    )
+    wide = frozenset({"start_ticks", "rss", "heap_blocks"})  # see RunningInfo
     times = frozenset({"started"})
     #: (not stored as ``protocol``: that field marks a record written at a newer protocol)
     stored = {"daemon_id": "member_id"}
