@@ -31,6 +31,7 @@ SUITES = [
     "schedules",
     "spark_resume",
     "bounded",
+    "soak",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -52,9 +53,10 @@ SMOKE = {
     "schedules": ["--fires", "5", "--latency-fires", "5"],
     "spark_resume": ["--runs", "1"],
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],
+    "soak": ["--jobs", "20", "--every", "0.25", "--sample", "1"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
-BY_NAME_ONLY = {"outage", "session"}
+BY_NAME_ONLY = {"outage", "session", "soak"}
 
 
 def parse(argv: list[str]) -> tuple[bool, list[str], list[str]]:
