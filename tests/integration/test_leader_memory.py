@@ -13,18 +13,21 @@ jobs holds (:data:`recovery.leader.grant.CLEANED_KEPT` ids).
 from __future__ import annotations
 
 import gc
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from recovery.daemon import Daemon
 from recovery.leader.election import LeaderElection
 from recovery.leader.grant import LeaderProcess
 from recovery.leader.loop import Leadership, Loop
 from recovery.settings import DaemonSettings
 from tests import jobs
-from tests.helpers import HANDS_SESSION, leader_turn
+from tests.helpers import HANDS_SESSION, hands_client, leader_turn, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
@@ -135,3 +138,50 @@ def test_a_leader_keeps_nothing_of_the_jobs_it_has_finished(
     assert watches_of(zk_server) <= server_watches, "nor does ZooKeeper keep its watches"
     per_job = grown / MEASURED
     assert per_job < BYTES_PER_JOB, f"the leader grew by {per_job:.0f} bytes per finished job"
+
+
+def test_a_daemon_keeps_nothing_of_the_drivers_it_has_run(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    """A whole daemon in this process, leader and member, running real drivers of no-op jobs:
+    once every job is over, nothing of them is left in what it keeps. Its member kept every
+    launch it made (the process, its paths) and the watch of each attempt's ``end`` node, its
+    leader each job's cancel and stop watches."""
+    settings = DaemonSettings(
+        store=config,
+        daemon_id="solo",
+        log_dir=str(tmp_path / "logs"),
+        work_dir=str(tmp_path / "work"),
+    )
+    daemon = Daemon(settings)
+    thread = threading.Thread(target=daemon.run, kwargs={"install_signals": False})
+    thread.start()
+    try:
+        wait_for(lambda: daemon.is_leader, timeout=30, what="leadership")
+        assert daemon.cluster is not None and daemon.member is not None
+        client = daemon.cluster.zk.kazoo
+        with hands_client(config) as submitter:
+
+            def run_all(count: int, prefix: str) -> None:
+                ids = [
+                    submitter.submit_function(jobs.noop, job_id=f"{prefix}-{n}")
+                    for n in range(count)
+                ]
+                for job_id in ids:
+                    assert submitter.wait(job_id, timeout=60).outcome == SUCCEEDED
+
+            run_all(3, "warm")
+            wait_for(lambda: not daemon.member.launches, timeout=30, what="the warm-up forgotten")
+            watchers = sum(len(w) for w in client._data_watchers.values())
+            run_all(12, "job")
+            # the member looks again when the leader removes the assignments of the jobs it has
+            # finished: within moments of the last result
+            wait_for(lambda: not daemon.member.launches, timeout=30, what="launches forgotten")
+            wait_for(
+                lambda: sum(len(w) for w in client._data_watchers.values()) <= watchers,
+                timeout=30,
+                what="no watch of a finished job left",
+            )
+    finally:
+        daemon.request_stop()
+        thread.join(timeout=60)
