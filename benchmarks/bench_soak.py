@@ -5,7 +5,8 @@ Two daemons (``--warm-drivers 0``), a no-op job (``FILE.py:FUNCTION``) submitted
 ``--every`` seconds (0.25) through the Python API (:meth:`recovery.Client.submit_file`) beside a
 schedule of a window every 10 s, until ``--jobs`` jobs (10,000) are submitted; then every result
 is awaited. Every ``--sample`` seconds (30), each daemon's resident memory, threads and open
-descriptors (``/proc``) and its Python heap (``/metrics``: the blocks its allocator holds) are
+descriptors (``/proc``) and its Python heap (the blocks its allocator holds, as its member record
+tells them: not ``/metrics``, whose scrapes read every kept result) are
 sampled, with the count of results recorded: the leader (the first daemon) and the member (the
 second, which runs about half the drivers) apart.
 
@@ -29,18 +30,16 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.common import Result, file_config, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from zkstore.errors import HandleNotFound, ZkStoreError
-from zkstore.jobs.records import JobResult, read_record
+from zkstore.jobs.records import JobResult, MemberInfo, read_record
 from zkstore.jobs.states import SUCCEEDED
+from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
 NOOP = "def noop(ctx):\n    return None\n"
@@ -68,16 +67,13 @@ def proc_sample(pid: int) -> tuple[int, int, int]:
     return rss, threads, len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def heap_blocks(daemon: DaemonProcess) -> float:
-    """The daemon's own ``zkstore_daemon_python_heap_blocks`` (its ``/metrics``)."""
-    assert daemon.url is not None
-    with urllib.request.urlopen(f"{daemon.url}/metrics", timeout=30) as answer:
-        text = answer.read().decode()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "zkstore_daemon_python_heap_blocks":
-                return float(sample.value)
-    return float("nan")
+def heap_blocks(zk: ZooKeeper, layout: Layout, daemon: DaemonProcess) -> float:
+    """The Python heap the daemon last reported in its member record (every 30 s): not its
+    ``/metrics``, whose scrape reads the whole cluster, every kept result included, and so
+    grows the daemon's memory with the results it is asked about."""
+    info = read_record(zk, MemberInfo, layout.member(daemon.daemon_id))
+    blocks = info.heap_blocks if info is not None else None
+    return float("nan") if blocks is None else float(blocks)
 
 
 def recorded(zk: ZooKeeper, results_path: str) -> int:
@@ -92,10 +88,10 @@ class Sampler(threading.Thread):
     """Samples both daemons every ``every`` seconds until stopped."""
 
     def __init__(
-        self, daemons: dict[str, DaemonProcess], zk: ZooKeeper, results: str, every: float
+        self, daemons: dict[str, DaemonProcess], zk: ZooKeeper, layout: Layout, every: float
     ):
         super().__init__(name="sampler", daemon=True)
-        self.daemons, self.zk, self.results, self.every = daemons, zk, results, every
+        self.daemons, self.zk, self.layout, self.every = daemons, zk, layout, every
         self.samples: dict[str, list[Sample]] = {name: [] for name in daemons}
         #: print each sample as it is taken (a long run shows its progress)
         self.verbose = every >= 10
@@ -104,14 +100,19 @@ class Sampler(threading.Thread):
 
     def sample(self) -> None:
         try:
-            count = recorded(self.zk, self.results)
+            count = recorded(self.zk, self.layout.results)
         except ZkStoreError as exc:  # a sample missed, not the run
             print(f"  a sample missed: {exc}", flush=True)
             return
         for name, daemon in self.daemons.items():
             rss, threads, fds = proc_sample(daemon.pid)
             taken = Sample(
-                time.monotonic() - self.started_at, count, rss, threads, fds, heap_blocks(daemon)
+                time.monotonic() - self.started_at,
+                count,
+                rss,
+                threads,
+                fds,
+                heap_blocks(self.zk, self.layout, daemon),
             )
             self.samples[name].append(taken)
             if self.verbose:
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> list[Result]:
         config = file_config(hosts, tmp, timeout=10.0)
         job_file = Path(tmp) / "noop_job.py"
         job_file.write_text(NOOP)
-        local = LocalCluster(config, Path(tmp) / "rt", http=True, verbose=False)
+        local = LocalCluster(config, Path(tmp) / "rt", verbose=False)
         try:
             leader = local.start_daemon("leader")
             local.wait_for_leader()
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> list[Result]:
                 sampler = Sampler(
                     {"leader": leader, "member": member},
                     zk,
-                    client.cluster.layout.results,
+                    client.cluster.layout,
                     args.sample,
                 )
                 sampler.sample()
