@@ -33,6 +33,7 @@ SUITES = [
     "bounded",
     "outputs",
     "sweep",
+    "soak",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -56,9 +57,10 @@ SMOKE = {
     "spark_resume": ["--runs", "1"],
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],
     "sweep": ["--rounds", "2", "--files", "10"],
+    "soak": ["--jobs", "20", "--every", "0.25", "--sample", "1"],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
-BY_NAME_ONLY = {"outage", "session"}
+BY_NAME_ONLY = {"outage", "session", "soak"}
 
 
 def parse(argv: list[str]) -> tuple[bool, list[str], list[str]]:

@@ -38,6 +38,7 @@ from recovery.member.launcher import DriverLauncher
 from recovery.observe.metrics import LeadershipStats
 from recovery.proctitle import daemon_title, set_title
 from recovery.settings import DaemonSettings
+from recovery.shared.memory import REPORT_EVERY
 from zkstore.admin.acl import check_cluster_root, describe_open
 from zkstore.cluster import Cluster
 from zkstore.config import TEST_MINIMUMS_ENV
@@ -60,6 +61,7 @@ __all__ = [
     "DRIVER_EXITED",
     "ELECTION",
     "JOB_EVENTS",
+    "MEMORY",
     "STATE",
     "STOP",
     "Daemon",
@@ -73,6 +75,8 @@ ELECTION = "election"
 STOP = "stop"
 ASSIGNMENTS = "assignments"
 DRIVER_EXITED = "driver-exited"
+#: the daemon's own memory, into its member record (:mod:`recovery.shared.memory`)
+MEMORY = "memory"
 #: The events that name a job for the leader to look at.
 JOB_EVENTS = (JOB_CHANGED, DRIVER_EXITED)
 CONNECT_RETRY = 2.0
@@ -166,6 +170,7 @@ class Daemon:
             lambda: self.loop.post(Event(ELECTION)),
         )
         self.loop.post(Event(ELECTION))
+        self.loop.post(Event(MEMORY))
         self.started.set()
         logger.info(
             "daemon %s up (ZooKeeper %s, root %s, storage %s, Spark %s)",
@@ -266,6 +271,9 @@ class Daemon:
             self.member.sync()
         elif event.kind == DRIVER_EXITED:
             self.member.driver_exited(event.data)
+        elif event.kind == MEMORY:
+            self.member.report_memory()
+            self.loop.post_at(time.monotonic() + REPORT_EVERY, Event(MEMORY))
         elif event.kind == FLEET_CHANGED and self.is_leader and self.leader is not None:
             self.leader.fleet_changed()
         elif event.kind == RETENTION and self.is_leader and event.data is self.leader:

@@ -57,6 +57,7 @@ __all__ = [
     "DRIVERS_USER",
     "DRIVER_DIRS",
     "DRIVER_RECORDS",
+    "JOB_IDS_KEPT",
     "JOB_USER_PREFIX",
     "AclPolicy",
     "DriverIdentity",
@@ -77,6 +78,8 @@ DRIVER_RECORDS = frozenset(
 DRIVER_DIRS = frozenset({"checkpoints", "artifacts", "outputs"})
 CLAIMS = "artifact-claims"
 
+#: The jobs' ACL ids a policy keeps derived (a daemon's policy meets every job it ever runs).
+JOB_IDS_KEPT = 1024
 _GROW = Permissions.READ | Permissions.CREATE | Permissions.DELETE
 #: The rights that change a node or what is below it.
 _CHANGE = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
@@ -196,6 +199,8 @@ class AclPolicy:
 
     def _job_id(self, job_id: str) -> Id | None:
         if job_id not in self._jobs:
+            while len(self._jobs) >= JOB_IDS_KEPT:  # a cache: the oldest derived again if need be
+                self._jobs.pop(next(iter(self._jobs)))
             if self._cluster is not None:
                 self._jobs[job_id] = digest_id(job_auth(self._cluster, self.cluster_id, job_id))
             elif self._driver is not None and self._driver.job_id == job_id:

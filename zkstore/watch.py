@@ -89,10 +89,15 @@ class NodeWatch:
             raise
 
     def stop(self) -> None:
-        """No report starts after this returns."""
+        """No report starts after this returns, and the watches still set are taken back
+        (a watch of a node never made again, such as a finished attempt's ``end`` node, would
+        otherwise hold this object for the life of the session)."""
         with self._lock:
             self._stopped = True
         self._zk.remove_listener(self._on_state)
+        self._zk.forget_watches({self.path: self._fired})
+        if self._children:
+            self._zk.forget_watches({self.path: self._fired}, children=True)
 
     def _read(self) -> tuple[WatchedValue, Any]:
         """The current value and what identifies it (for children, also the count of children

@@ -52,7 +52,8 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.serialization import SASL, Auth
+from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.serialization import SASL, Auth, int_struct, write_string
 from kazoo.protocol.states import KeeperState, ZnodeStat
 from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
@@ -106,6 +107,27 @@ PIPELINE_WINDOW = 1000
 #: The most deletes :meth:`ZooKeeper.delete_tree` puts in one transaction (each a path and a
 #: version: far under the server's 1 MB request limit).
 TREE_BATCH = 500
+
+#: ``removeWatches``' watcher types (ZooKeeper's ``WatcherType``): children, data (and exists)
+_CHILD_WATCHES, _DATA_WATCHES = 1, 2
+
+
+class _RemoveWatches(tuple[str, int]):
+    """ZooKeeper's ``removeWatches`` request (opcode 18, 3.5+), which kazoo lacks: the path
+    (chrooted) and the watcher type; its answer is a header alone."""
+
+    type = 18
+
+    def __new__(cls, path: str, kind: int) -> _RemoveWatches:
+        return super().__new__(cls, (path, kind))
+
+    def serialize(self) -> bytes:
+        kind: bytes = int_struct.pack(self[1])
+        return bytes(write_string(self[0])) + kind
+
+    @classmethod
+    def deserialize(cls, data: bytes, offset: int) -> bool:
+        return True
 
 
 def _server_count(hosts: str) -> int:
@@ -590,6 +612,46 @@ class ZooKeeper:
             denied=True,
         )
         return [None if isinstance(stat, AccessDenied) else stat for stat in found]
+
+    def forget_watches(
+        self, watches: Mapping[str, Callable[..., Any]], *, children: bool = False
+    ) -> int:
+        """Take back one-shot watches this session set and no longer wants (``path`` to the
+        watcher given when it was set; ``children``: child watches, else data and exists
+        watches). Returns how many were still set.
+
+        kazoo has no way to take a watch back: it keeps every watcher until its node changes,
+        and a watch on a node that is never made again (a finished job's cancel node) is kept
+        for the life of the session, with whatever the watcher holds. Here the watcher is
+        dropped from kazoo's table and, once no other watcher of this session waits on the
+        path, ZooKeeper is told to drop its side (``removeWatches``, ZooKeeper 3.5+), without
+        waiting for its answer: a watch it still fires finds nobody to tell. Never raises;
+        one path's watches are best forgotten by the one owner that set them (a watcher another
+        part of the process sets on the same path at the same moment may lose its server side).
+        """
+        client = self._client
+        table = client._child_watchers if children else client._data_watchers
+        taken, unwatched = 0, []
+        for path, watcher in watches.items():
+            full = _prefix_root(client.chroot, path)
+            found = table.get(full)
+            if found is None or watcher not in found:
+                continue  # fired (or reset with the session) already
+            taken += 1
+            # A new set, never a change in place: kazoo's thread may be iterating this one.
+            rest = found - {watcher}
+            if rest:
+                table[full] = rest
+            else:
+                table.pop(full, None)
+                unwatched.append(full)
+        kind = _CHILD_WATCHES if children else _DATA_WATCHES
+        for full in unwatched:
+            try:
+                client._call(_RemoveWatches(full, kind), client.handler.async_result())
+            except Exception as exc:  # noqa: BLE001 - the server's side only: it fires once
+                logger.debug("watch on %s not removed from the server: %s", full, exc)
+        return taken
 
     def children_many(
         self, paths: Sequence[str], *, timeout: float | None = None, denied: bool = False

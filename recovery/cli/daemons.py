@@ -58,6 +58,8 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "protocol": info.protocol,
                 "min_protocol": info.min_protocol,
                 "users_out": info.users_out or {},
+                "rss": info.rss,
+                "heap_blocks": info.heap_blocks,
             }
         )
     for daemon_id in sorted(drained_only):
@@ -78,11 +80,13 @@ def list_daemons(connection: Connection, fmt: str) -> None:
 
     \b
     JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
-    started, up, release, protocol, min_protocol, users_out} (release, protocol,
-    min_protocol: the daemon's zkstore release, the fleet protocol it speaks and the oldest
-    it serves; release null for a daemon older than 0.2.0; users_out: its --driver-user
+    started, up, release, protocol, min_protocol, users_out, rss, heap_blocks} (release,
+    protocol, min_protocol: the daemon's zkstore release, the fleet protocol it speaks and the
+    oldest it serves; release null for a daemon older than 0.2.0; users_out: its --driver-user
     users out of its pool, name -> why: a process left running as it, or what a driver left
-    that could not be removed).
+    that could not be removed; rss, heap_blocks: its resident memory in bytes and the blocks
+    its Python allocator holds, as it reports them every 30 s, null until its first report or
+    for a daemon older than 0.3.0). MEMORY: the resident memory in MiB.
     """
     with Cluster.open(connection.config) as cluster:
         items = fleet_report(cluster)
@@ -95,16 +99,33 @@ def list_daemons(connection: Connection, fmt: str) -> None:
             "state": "drained" if item["drained"] else "active",
             "jobs": ",".join(item.get("jobs") or []) or None,
             "age": age(item.get("started")),
+            "memory": _mib(item.get("rss")),
             "users out": "; ".join(f"{k}: {v}" for k, v in sorted(item["users_out"].items()))
             if item.get("users_out")
             else None,
         }
         for item in items
     ]
-    columns = ["id", "leader", "host", "state", "slots", "labels", "release", "age", "jobs"]
+    columns = [
+        "id",
+        "leader",
+        "host",
+        "state",
+        "slots",
+        "labels",
+        "release",
+        "age",
+        "memory",
+        "jobs",
+    ]
     if any(item.get("users_out") for item in items):
         columns.append("users out")
     emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
+
+
+def _mib(value: object) -> str | None:
+    """Bytes as the column shows them."""
+    return f"{value / 2**20:.0f} MiB" if isinstance(value, int) else None
 
 
 def _known(cluster: Cluster, daemon_id: str) -> bool:

@@ -77,7 +77,8 @@ class JobActions:
         self.cluster = leader.cluster
         self.fence = leader.fence
         self.settings = leader.settings
-        self._adoptions_reported: set[tuple[str, int]] = set()
+        #: the attempt of each live job whose driver was said to run (dropped with the job)
+        self._said_running: dict[str, int] = {}
         self._reasons: list[tuple[str, list[Op]]] = []
         #: each placement of the batch: the job, the action, its ops, and the history's entry
         #: when the ops make the history (else the entry is told after, by a write of its own)
@@ -264,11 +265,14 @@ class JobActions:
             self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
         self.report_running(job.job_id, running)
 
+    def forget(self, job_id: str) -> None:
+        """The job's cleanup is done: nothing of it is kept."""
+        self._said_running.pop(job_id, None)
+
     def report_running(self, job_id: str, running: RunningInfo) -> None:
         """Say once per attempt that its driver runs."""
-        key = (job_id, running.attempt)
-        if key not in self._adoptions_reported:
-            self._adoptions_reported.add(key)
+        if self._said_running.get(job_id) != running.attempt:
+            self._said_running[job_id] = running.attempt
             logger.info(
                 "job %s: attempt %d runs (driver pid %d on %s)",
                 job_id,

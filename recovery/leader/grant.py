@@ -336,6 +336,7 @@ class LeaderProcess:
         """The job's cleanup finished: forget it."""
         self._cleaned[job_id] = None
         self.quiet.forget(job_id)
+        self.actions.forget(job_id)
         while len(self._cleaned) > CLEANED_KEPT:
             self._cleaned.pop(next(iter(self._cleaned)))
         self._dirty.discard(job_id)

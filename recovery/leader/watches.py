@@ -9,7 +9,9 @@ its node has not changed since it was armed, so asking again would only cost a r
 
 One watcher per job, so that arming again never stacks up watchers in kazoo; it is dropped when
 the job's cleanup is done (:meth:`JobWatches.forget`), which makes the events of its watches
-stale (:meth:`JobWatches.current`). A watcher knows which of its watches are armed: marked before
+stale (:meth:`JobWatches.current`) and takes back those still armed (a finished job's cancel
+and stop nodes are never made: their watches would be kept for the life of the session). A
+watcher knows which of its watches are armed: marked before
 they are asked for (one that fires at once is taken out after), taken out as each fires, all of
 them by a session event (kazoo fires every pending watch with one that names no path, and does
 not set them again).
@@ -121,5 +123,16 @@ class JobWatches:
         return watcher.owner is not self._owner or self._watchers.get(watcher.job_id) is watcher
 
     def forget(self, job_id: str) -> None:
-        """The job's cleanup is done: the events of its watches are stale from now on."""
-        self._watchers.pop(job_id, None)
+        """The job's cleanup is done: the events of its watches are stale from now on, and the
+        watches still armed are taken back (:meth:`ZooKeeper.forget_watches`): its cancel and
+        stop nodes are never made again, and kazoo would keep their watcher, and ZooKeeper its
+        watch, for the life of the session (a leader's memory grew with every job it had seen).
+        """
+        self._wanted.pop(job_id, None)
+        watcher = self._watchers.pop(job_id, None)
+        if watcher is None:
+            return
+        layout = self._layout
+        paths = {*watcher.armed, layout.cancel(job_id), layout.stop(job_id), layout.running(job_id)}
+        watcher.armed.clear()
+        self._zk.forget_watches(dict.fromkeys(paths, watcher))

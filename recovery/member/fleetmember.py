@@ -47,6 +47,7 @@ from recovery.member.ender import Endings
 from recovery.member.launcher import DriverLauncher, Launch, describe_exit
 from recovery.settings import DaemonSettings
 from recovery.shared import attemptdir, processes
+from recovery.shared.memory import own_memory
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore import __version__, protocol
 from zkstore.admin.acl import grant_job
@@ -98,6 +99,8 @@ class FleetMember:
         #: again counts its attempts from 1 again)
         self._placed: dict[str, str] = {}
         self._watch: NodeWatch | None = None
+        #: the member record as registered (its memory reported on top of it)
+        self._info: MemberInfo | None = None
         self.assignments = AssignmentView(
             cluster.zk, cluster.layout.member_assignments(self.daemon_id)
         )
@@ -142,6 +145,7 @@ class FleetMember:
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
         self._users_out = {}  # a new record shows none: the next check says them again
+        self._info = info
         try:  # after the record exists: see zkstore.cluster.fleet on finalizing meanwhile
             fleet.admit(zk, layout, self.daemon_id)
         except FleetVersionError:
@@ -172,6 +176,18 @@ class FleetMember:
         the next look, which need not list them again, and look."""
         self.assignments.listed(names if isinstance(names, Listing) else None)
         self._notify()
+
+    def report_memory(self) -> None:
+        """Write the daemon's own memory into its member record (``zkstore daemons list``
+        shows it); a failure is left to the next report."""
+        if self._info is None:
+            return
+        memory = own_memory()
+        info = replace(self._info, rss=memory.rss, heap_blocks=memory.heap_blocks)
+        try:
+            self.cluster.zk.set(self.cluster.layout.member(self.daemon_id), info.to_bytes())
+        except ZkStoreError as exc:
+            logger.debug("memory not reported in the member record: %s", exc)
 
     def ensure_registered(self) -> None:
         """After a new session, our ephemeral record is gone: make it again."""
@@ -232,6 +248,24 @@ class FleetMember:
             if launch.alive and (placed is None or placed.attempt != launch.attempt):
                 self._withdraw(launch)
         self.endings.check(self.launches)
+        self._forget_over(current)
+
+    def _forget_over(self, current: dict[str, Assignment]) -> None:
+        """Drop what the member kept of the attempts that are over: the driver gone, its exit
+        recorded (or nobody's to record), and no assignment left (the leader removes it once it
+        has acted on the exit). A member kept every launch it ever made: its memory grew with
+        every job it had run."""
+        for job_id, launch in list(self.launches.items()):
+            if (
+                job_id not in current
+                and job_id not in self._unrecorded
+                and not launch.alive
+                and not self.endings.ending(launch)
+            ):
+                del self.launches[job_id]
+                self._placed.pop(job_id, None)
+        for job_id in [job for job in self._left if job not in current]:
+            del self._left[job_id]
 
     def _is_new(self, job_id: str, assignment: Assignment) -> bool:
         """An assignment not launched (nor adopted) yet, and not over."""

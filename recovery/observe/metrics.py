@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from recovery.observe.view import ClusterView, Observed, read_view
+from recovery.shared.memory import own_memory
 from zkstore.conditions import CANNOT_FIRE, NOTIFICATION_DROPPED
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.states import (
@@ -175,6 +176,23 @@ class ClusterCollector(Collector):
         for kind in sorted({CANNOT_FIRE, NOTIFICATION_DROPPED, *stats.conditions}):
             raised.add_metric([daemon_id, kind], float(stats.conditions[kind]))
         yield raised
+        memory = own_memory()
+        if memory.rss is not None:
+            rss = GaugeMetricFamily(
+                "zkstore_daemon_resident_memory_bytes",
+                "This daemon's resident memory (it should not grow with the jobs it has seen)",
+                labels=["daemon"],
+            )
+            rss.add_metric([daemon_id], float(memory.rss))
+            yield rss
+        heap = GaugeMetricFamily(
+            "zkstore_daemon_python_heap_blocks",
+            "Memory blocks this daemon's Python allocator holds (its objects and their small "
+            "buffers)",
+            labels=["daemon"],
+        )
+        heap.add_metric([daemon_id], float(memory.heap_blocks))
+        yield heap
         if stats.last_takeover_seconds is not None:
             yield _gauge(
                 "zkstore_last_takeover_duration_seconds",

@@ -7,6 +7,8 @@ contract says none imports another); what two of them share lives here::
                    together (the member makes the directory, the driver works in it)
     fleet.py       the daemons, their labels and assignments as read from ZooKeeper (leader,
                    page, CLI)
+    memory.py      a daemon's own memory (resident set, Python heap) for its metrics and its
+                   member record
     pickling.py    which modules cloudpickle ships by value (client pickles, driver checks)
     processes.py   process identity (pid, start time, boot; pidfds) for adoption and signalling
     sparkconf.py   Spark configuration as spark-submit takes it, and its list-valued keys

@@ -292,6 +292,46 @@ def test_metrics_tell_the_state_of_the_cluster(
     assert served[key] >= 1.0
 
 
+def process_rss(pid: int) -> int:
+    """A process's resident memory as ``/proc`` tells it, in bytes."""
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_each_daemon_tells_its_own_memory_in_metrics_and_daemons_list(
+    web: LocalCluster, runtime_config: StoreConfig
+) -> None:
+    """Its resident memory and its Python heap, per daemon (issue 62): what an operator
+    watches to see that a daemon does not grow with the jobs it has seen."""
+    for daemon in web.daemons.values():
+        samples = metrics(daemon)
+        me = (("daemon", daemon.daemon_id),)
+        rss = samples[("zkstore_daemon_resident_memory_bytes", me)]
+        assert 0.5 < rss / process_rss(daemon.pid) < 2, "the daemon's own process's"
+        assert samples[("zkstore_daemon_python_heap_blocks", me)] > 10_000
+    fleet = wait_for(
+        lambda: (
+            (f := {d["id"]: d for d in cli_json(runtime_config, "daemons", "list")})
+            and all(d["rss"] for d in f.values())
+            and f
+        ),
+        timeout=60,
+        what="both daemons' memory in their records",
+    )
+    for daemon in web.daemons.values():
+        row = fleet[daemon.daemon_id]
+        assert 0.5 < row["rss"] / process_rss(daemon.pid) < 2
+        assert row["heap_blocks"] > 10_000
+    table = subprocess.run(
+        [str(BIN / "zkstore"), "daemons", "list", *connection_args(runtime_config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert table.returncode == 0 and "MEMORY" in table.stdout.upper(), table.stdout
+    assert table.stdout.count(" MiB") == 2, table.stdout
+
+
 def test_mutations_are_refused_without_a_configured_token(
     runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

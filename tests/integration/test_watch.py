@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import connected, expire_session, requests_sent, wait_for
 from zkstore.config import StoreConfig
-from zkstore.dev.embedded import EmbeddedZooKeeper
+from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.errors import StoreUnavailable
 from zkstore.watch import NodeWatch, WatchedValue
 from zkstore.zk import ZooKeeper
@@ -174,3 +174,38 @@ def test_a_watch_told_so_reports_a_node_it_may_not_read(secure: StoreConfig) -> 
         watch.stop()
         with pytest.raises(AccessDenied):
             NodeWatch(zk, path, Seen())
+
+
+def server_watches(server: EmbeddedZooKeeper) -> int:
+    """The watches ZooKeeper keeps for every session (``mntr``)."""
+    for line in four_letter_word("127.0.0.1", server.port, "mntr").splitlines():
+        key, _, value = line.partition("\t")
+        if key == "zk_watch_count":
+            return int(value)
+    raise AssertionError("mntr told no zk_watch_count")
+
+
+def kazoo_watchers(zk: ZooKeeper) -> int:
+    client = zk.kazoo
+    return sum(
+        len(w) for table in (client._data_watchers, client._child_watchers) for w in table.values()
+    )
+
+
+def test_a_stopped_watch_leaves_no_watch_behind(
+    zk_server: EmbeddedZooKeeper, zk: ZooKeeper, root: str
+) -> None:
+    """A watch of a node that is never made (a finished attempt's ``end`` node) held its
+    watcher in kazoo, and its watch in ZooKeeper, for the life of the session (issue 62)."""
+    zk.ensure_path(f"{root}/listed")
+    zk.exists(root)  # a round trip: every earlier watch is set
+    before = kazoo_watchers(zk), server_watches(zk_server)
+    watches = [NodeWatch(zk, f"{root}/never-{n}", Seen()) for n in range(5)] + [
+        NodeWatch(zk, f"{root}/listed", Seen(), children=True)
+    ]
+    assert kazoo_watchers(zk) == before[0] + 6
+    for watch in watches:
+        watch.stop()
+    zk.exists(root)  # after the removals, in the session's order
+    assert (kazoo_watchers(zk), server_watches(zk_server)) == before
+    assert zk.forget_watches({f"{root}/never-0": watches[0]._fired}) == 0, "gone already"

@@ -81,3 +81,14 @@ def test_a_driver_makes_its_own_records_with_the_clusters_rights_on_them() -> No
     assert _rights(acl, digest_id(CLUSTER)) == Permissions.ALL, "the leader removes it later"
     assert _rights(acl, digest_id(driver.job)) == Permissions.ALL
     assert policy.job_entry("b") is None, "a driver cannot name another job's identity"
+
+
+def test_a_policy_keeps_a_bounded_number_of_jobs_ids() -> None:
+    """A daemon's policy meets every job it ever runs: the ids it derived are a cache, bounded
+    (it kept one per job for the life of the daemon, issue 62), derived again when needed."""
+    policy = AclPolicy(BASE, "c1", cluster=CLUSTER)
+    first = policy.acl_for(f"{BASE}/jobs/job-0/running")
+    for n in range(3000):
+        policy.acl_for(f"{BASE}/jobs/job-{n}/running")
+    assert len(policy._jobs) <= 1024, "JOB_IDS_KEPT of the 3,000 met"
+    assert policy.acl_for(f"{BASE}/jobs/job-0/running") == first, "derived again, the same"

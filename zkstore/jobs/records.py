@@ -436,6 +436,11 @@ class MemberInfo(Record):
     #: running as it, or what could not be removed of what a driver left); read by people
     #: only (``daemons list``): a reader of an older release ignores it
     users_out: dict[str, Any] | None = None
+    #: the daemon's own memory as it last reported it (:mod:`recovery.shared.memory`): its
+    #: resident set in bytes and the blocks its Python allocator holds; an older daemon's
+    #: record has neither, and an older reader ignores them
+    rss: int | None = None
+    heap_blocks: int | None = None
 
     optional = frozenset(
         {
@@ -447,9 +452,11 @@ class MemberInfo(Record):
             "release",
             "settings",
             "users_out",
+            "rss",
+            "heap_blocks",
         }
     )
-    wide = frozenset({"start_ticks"})  # see RunningInfo
+    wide = frozenset({"start_ticks", "rss", "heap_blocks"})  # see RunningInfo
     times = frozenset({"started"})
     #: (not stored as ``protocol``: that field marks a record written at a newer protocol)
     stored = {"daemon_id": "member_id"}
