@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from zkstore.errors import HandleExists, HandleNotFound
+from zkstore.errors import HandleExists, HandleNotFound, StoreUnavailable
 from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
 
@@ -60,6 +60,23 @@ class ServerClock:
         """ZooKeeper's time now (measuring the offset first if it is stale). Outages raise,
         as any write's: a leader that cannot reach ZooKeeper decides nothing."""
         return datetime.fromtimestamp(self._wall() + self.offset(), UTC)
+
+    def recent(self) -> datetime:
+        """ZooKeeper's time now by the offset last measured, measured again only when stale
+        and ZooKeeper answers (for a thread that must not stop on an outage: the notifier)."""
+        try:
+            return self.now()
+        except StoreUnavailable:
+            with self._lock:
+                measured = self._measured
+            if measured is None:
+                raise
+            return datetime.fromtimestamp(self._wall() + measured[0], UTC)
+
+    def stamp(self) -> str:
+        """ZooKeeper's time now in the timestamp format of zkstore (what a leader writes in its
+        records: a job's status, its history, a result's ``finished``)."""
+        return self.now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def offset(self) -> float:
         """Seconds to add to the local clock to read ZooKeeper's (measured if stale)."""
