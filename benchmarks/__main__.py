@@ -48,7 +48,7 @@ SMOKE = {
     "cost": ["--jobs", "3", "--runs", "1", "--idle", "1"],
     "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
     "cli": ["--rounds", "1", "--jobs", "5"],
-    "lifecycle": ["--rounds", "20", "--events", "20"],
+    "lifecycle": ["--rounds", "20", "--events", "20", "--backlog", "50", "--deliveries", "3"],
     "schedules": ["--fires", "5", "--latency-fires", "5"],
     "spark_resume": ["--runs", "1"],
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],

@@ -186,8 +186,8 @@ class NotificationSender:
                 lanes.submit(item)
             elif item.name not in lanes.busy:
                 done.waiting += 1
-                if item.entry.next_try is not None:
-                    done.due_at(parse_time(item.entry.next_try))
+                if item.next_try is not None:
+                    done.due_at(item.next_try)
 
     async def _settle(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
         """Record what came of one try (off the event loop: ZooKeeper calls block); never

@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from zkstore.errors import CorruptRecord, HandleNotFound, ZkStoreError
@@ -203,10 +204,19 @@ class Pending:
     order: int
 
     def due(self, now: datetime) -> bool:
-        return self.entry.next_try is None or parse_time(self.entry.next_try) <= now
+        return self.next_try is None or self.next_try <= now
 
     def age(self, now: datetime) -> float:
-        return (now - parse_time(self.entry.created)).total_seconds()
+        return (now - self.created).total_seconds()
+
+    # Parsed once: a sender keeps what it read (OutboxView) and asks again every round.
+    @cached_property
+    def next_try(self) -> datetime | None:
+        return None if self.entry.next_try is None else parse_time(self.entry.next_try)
+
+    @cached_property
+    def created(self) -> datetime:
+        return parse_time(self.entry.created)
 
     def describe(self) -> str:
         return f"{self.entry.key} to {redact_url(self.entry.url)}"
