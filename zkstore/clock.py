@@ -1,14 +1,16 @@
 """ZooKeeper's time: what a leader decides by, whatever its own host's clock says.
 
 A schedule's windows are instants: a leader whose clock is an hour off would fire them an hour
-early or late. ZooKeeper stamps every write with its own clock (the ``mtime`` of a node, set by
-the ZooKeeper leader when it commits the write, the same for every client). :class:`ServerClock`
-writes one node of its own, ``R/leader/clock``, and takes the difference between that stamp and
-the middle of its local send and answer times as the offset of ZooKeeper's clock from the local
-one (known to within half the round trip). Its :meth:`~ServerClock.now` is the local clock plus
-that offset: measured again when a minute old, so that a clock stepped or drifting meanwhile is
-followed. A local clock off by more than a second is said (once a minute), since everything
-else on the host (its logs, its drivers' times) is off as much.
+early or late; so would it expire results, back off retries and time out starts (issue 60.1).
+Every time a leader writes or decides by is ZooKeeper's. ZooKeeper stamps every write with its
+own clock (the ``mtime`` of a node, set by the ZooKeeper leader when it commits the write, the
+same for every client). :class:`ServerClock` writes one node of its own, ``R/leader/clock``, and
+takes the difference between that stamp and the middle of its local send and answer times as the
+offset of ZooKeeper's clock from the local one (known to within half the round trip). Its
+:meth:`~ServerClock.now` is the local clock plus that offset: measured again when a minute old,
+so that a clock stepped or drifting meanwhile is followed. A local clock off by more than a
+second is said (once a minute), since everything else on the host (its logs, its drivers' times)
+is off as much.
 """
 
 from __future__ import annotations
@@ -102,9 +104,9 @@ class ServerClock:
         if abs(offset) - uncertainty > WARN_OFF_BY:
             self._throttle.warning(
                 "off",
-                "this host's clock is %.1f s %s ZooKeeper's: schedule windows follow "
-                "ZooKeeper's; the host's own logs and its drivers' times do not (check its "
-                "time synchronization)",
+                "this host's clock is %.1f s %s ZooKeeper's: what a leader decides (schedule "
+                "windows, retries, retention) follows ZooKeeper's; the host's own logs and its "
+                "drivers' times do not (check its time synchronization)",
                 abs(offset),
                 "behind" if offset > 0 else "ahead of",
             )
