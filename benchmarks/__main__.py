@@ -52,7 +52,7 @@ SMOKE = {
     "session": ["--jobs", "4", "--seconds", "20", "--long-jobs", "2", "--trickle", "2"],
     "cli": ["--rounds", "1", "--jobs", "5"],
     "outputs": ["--steps", "3", "--rounds", "1"],
-    "lifecycle": ["--rounds", "20", "--events", "20"],
+    "lifecycle": ["--rounds", "20", "--events", "20", "--backlog", "50", "--deliveries", "3"],
     "schedules": ["--fires", "5", "--latency-fires", "5"],
     "spark_resume": ["--runs", "1"],
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import Result, file_config, show_all, zookeeper
+from benchmarks.common import Result, file_config, per_run, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 
@@ -100,17 +100,16 @@ def side_by_side(
     run(ours, env, code)  # the page cache warm for both
     run(baseline, env)
     timings = [(run(ours, env, code), run(baseline, env)) for _ in range(rounds)]
-    wall = statistics.median(t[0][0] for t in timings)
-    base = statistics.median(t[1][0] for t in timings)
     cpu = statistics.median(t[0][1] for t in timings)
     base_cpu = statistics.median(t[1][1] for t in timings)
-    return Result(
+    cpu_ratio = statistics.median(per_run([t[0][1] for t in timings], [t[1][1] for t in timings]))
+    return Result.of_runs(
         name,
-        wall,
-        base,
+        [t[0][0] for t in timings],
+        [t[1][0] for t in timings],
         goal,
-        detail=f"CPU {cpu:.3f} s vs {base_cpu:.3f} s (ratio {cpu / base_cpu:.2f}); median of "
-        f"{rounds}, interleaved; load {os.getloadavg()[0]:.2f}",
+        detail=f"CPU {cpu:.3f} s vs {base_cpu:.3f} s (ratio {cpu_ratio:.2f}, median of the "
+        f"runs'); medians of {rounds}, interleaved; load {os.getloadavg()[0]:.2f}",
     )
 
 

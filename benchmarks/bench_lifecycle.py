@@ -9,6 +9,12 @@
 3. The sender: events recorded, then delivered to a local HTTP receiver (POST, fenced delete),
    against the same number of raw aiohttp POSTs to that receiver (goal: at least 0.3x their
    throughput: each delivery also reads and deletes its entry in ZooKeeper).
+4. A delivery behind a backlog (issue 60.4): one new event delivered while 10,000 entries wait
+   for a later try, against one delivered while 10 wait, run by run (goal: at most 1.5x; each
+   round lists the outbox and reads only what it has not read). Printed: the ZooKeeper
+   requests of each delivery.
+
+Ratios are per run, summarised as their median and range (``Result.of_runs``).
 """
 
 from __future__ import annotations
@@ -16,9 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.server
-import statistics
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -30,8 +36,15 @@ from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.limits import heartbeat_interval
 from zkstore.lifecycle.ops import heartbeat_ops
-from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, Outbox, notification_ops
-from zkstore.lifecycle.records import Heartbeat
+from zkstore.lifecycle.outbox import (
+    ATTEMPT_FAILED,
+    SUCCEEDED,
+    Event,
+    Outbox,
+    entry_name,
+    notification_ops,
+)
+from zkstore.lifecycle.records import Heartbeat, NotificationEntry, outbox_path
 from zkstore.ops import Check, Create, Fence, SetData
 from zkstore.strict import utc_moment, utc_now
 from zkstore.zk import ZooKeeper
@@ -75,8 +88,11 @@ def leadership(zk: ZooKeeper, layout: Layout) -> Fence:
     return Fence.check(node, error=NotLeader, description="no longer the leader")
 
 
-def bench_state_change(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[float, float]:
-    """Median seconds of a fenced status write alone, and with its event for two URLs."""
+def bench_state_change(
+    zk: ZooKeeper, layout: Layout, rounds: int
+) -> tuple[list[float], list[float]]:
+    """Seconds of each fenced status write alone, and of the same with its event for two URLs
+    right after it."""
     fence = leadership(zk, layout)
     Outbox(zk, layout).ensure()
     status = f"{layout.jobs}/j/status"
@@ -93,11 +109,14 @@ def bench_state_change(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[floa
         start = time.perf_counter()
         zk.commit(ops, fence=fence)
         with_event.append(time.perf_counter() - start)
-    return statistics.median(alone), statistics.median(with_event)
+    return alone, with_event
 
 
-def bench_heartbeat(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[float, float, int]:
-    """Median seconds of a fenced heartbeat and of a raw kazoo set; the heartbeat's bytes."""
+def bench_heartbeat(
+    zk: ZooKeeper, layout: Layout, rounds: int
+) -> tuple[list[float], list[float], int]:
+    """Seconds of each fenced heartbeat and of the raw kazoo set after it; the heartbeat's
+    bytes."""
     status, running = f"{layout.jobs}/h/status", f"{layout.jobs}/h/running"
     zk.ensure_path(status)
     zk.commit([Check(status, 0), Create(running, b"{}", ephemeral=True)])
@@ -115,7 +134,7 @@ def bench_heartbeat(zk: ZooKeeper, layout: Layout, rounds: int) -> tuple[float, 
         start = time.perf_counter()
         zk.kazoo.set(raw_path, beat.to_bytes())
         raw.append(time.perf_counter() - start)
-    return statistics.median(fenced), statistics.median(raw), len(beat.to_bytes())
+    return fenced, raw, len(beat.to_bytes())
 
 
 def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, float]:
@@ -164,20 +183,108 @@ def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, flo
         receiver.stop()
 
 
+def waiting(zk: ZooKeeper, layout: Layout, fence: Fence, count: int) -> None:
+    """``count`` entries whose try failed and whose next is an hour away (a receiver down)."""
+    later = utc_moment() + timedelta(seconds=3600)
+    parent, url = outbox_path(layout), "http://127.0.0.1:9/down"
+    transactions = []
+    for n in range(count):
+        event = Event(f"backlog-{n}", 1, ATTEMPT_FAILED, utc_moment())
+        entry = NotificationEntry(
+            version=None,
+            key=event.key,
+            job_id=event.job_id,
+            attempt=1,
+            state=event.state,
+            at=event.at,
+            url=url,
+            created=event.at,
+            tries=1,
+            next_try=later,
+            last_error="HTTP 500",
+        )
+        transactions.append([Create(f"{parent}/{entry_name(event, url, 'b')}", entry.to_bytes())])
+    for start in range(0, count, 1000):
+        errors = zk.commit_many(transactions[start : start + 1000], fence=fence)
+        assert not any(errors), errors
+
+
+def bench_backlog(
+    zk: ZooKeeper, layouts: list[Layout], backlog: int, rounds: int
+) -> tuple[list[float], list[float], tuple[int, int]]:
+    """Seconds of each delivery of one new event behind ``backlog`` waiting entries and, right
+    after it, behind 10; the ZooKeeper requests of the last of each."""
+    receiver = Receiver()
+    try:
+        senders = []
+        for layout, count in zip(layouts, (backlog, 10), strict=True):
+            fence = leadership(zk, layout)
+            outbox = Outbox(zk, layout)
+            outbox.ensure()
+            waiting(zk, layout, fence, count)
+            sender = NotificationSender(
+                outbox,
+                fence=fence,
+                settings=SenderSettings(deadline=10),
+                destinations=Destinations.parse("127.0.0.1"),
+            )
+            assert sender.run_once().waiting == count  # a new leadership reads everything once
+            senders.append((layout, fence, sender))
+        took: list[list[float]] = [[], []]
+        requests = [0, 0]
+        for n in range(rounds):
+            for side, (layout, fence, sender) in enumerate(senders):
+                event = Event("fresh", n + 1, SUCCEEDED, utc_moment())
+                zk.commit(notification_ops(layout, [event], [receiver.url]), fence=fence)
+                sent = Counted(zk)
+                start = time.perf_counter()
+                with sent:
+                    done = sender.run_once()
+                took[side].append(time.perf_counter() - start)
+                requests[side] = sent.count
+                assert done.delivered == 1, done
+        return took[0], took[1], (requests[0], requests[1])
+    finally:
+        receiver.stop()
+
+
+class Counted:
+    """Count the requests ``zk``'s kazoo client sends inside the block."""
+
+    def __init__(self, zk: ZooKeeper) -> None:
+        self.client, self.count = zk.kazoo, 0
+
+    def __enter__(self) -> Counted:
+        real = self.real = self.client._call
+
+        def counted(request: object, async_object: object) -> object:
+            self.count += 1
+            return real(request, async_object)
+
+        self.client._call = counted
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client._call = self.real
+
+
 def main(argv: list[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--events", type=int, default=500)
+    parser.add_argument("--backlog", type=int, default=10_000, help="entries waiting")
+    parser.add_argument("--deliveries", type=int, default=30, help="deliveries behind it")
     args = parser.parse_args(argv)
     with zookeeper() as hosts:
         zk = connect(hosts)
         try:
-            layouts = [Layout(fresh_root()) for _ in range(3)]
+            layouts = [Layout(fresh_root()) for _ in range(5)]
             for layout in layouts:
                 zk.ensure_path(layout.jobs)
             alone, with_event = bench_state_change(zk, layouts[0], args.rounds)
             fenced, raw, size = bench_heartbeat(zk, layouts[1], args.rounds)
             delivered, posted = bench_sender(zk, layouts[2], args.events)
+            behind, beside, requests = bench_backlog(zk, layouts[3:], args.backlog, args.deliveries)
         finally:
             zk.stop()
     for jobs, progress in ((1000, 60.0), (1000, 600.0)):
@@ -187,19 +294,19 @@ def main(argv: list[str] | None = None) -> list[Result]:
             f"{jobs / interval:.0f} writes/s of {size} bytes (one per {interval:g} s per job)"
         )
     results = [
-        Result(
+        Result.of_runs(
             "lifecycle: state change + its event for 2 URLs, vs the state change alone",
             with_event,
             alone,
             "<= 1.5",
-            detail=f"median of {args.rounds}; fenced transactions",
+            detail=f"medians of {args.rounds}; fenced transactions",
         ),
-        Result(
+        Result.of_runs(
             "lifecycle: heartbeat (fenced 3-op transaction) vs raw kazoo set",
             fenced,
             raw,
             "<= 3",
-            detail=f"median of {args.rounds}; {size} bytes",
+            detail=f"medians of {args.rounds}; {size} bytes",
         ),
         Result(
             "lifecycle: events delivered per second vs raw POSTs per second",
@@ -209,6 +316,14 @@ def main(argv: list[str] | None = None) -> list[Result]:
             unit="/s",
             higher_is_better=True,
             detail=f"{args.events} events, read from the outbox, POSTed, deleted (fenced)",
+        ),
+        Result.of_runs(
+            f"lifecycle: one delivery behind {args.backlog} waiting entries vs behind 10",
+            behind,
+            beside,
+            "<= 1.5",
+            detail=f"medians of {args.deliveries}; ZooKeeper requests of a delivery: "
+            f"{requests[0]} vs {requests[1]}",
         ),
     ]
     for result in results:

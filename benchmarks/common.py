@@ -1,4 +1,10 @@
-"""What every benchmark shares: servers, timing, and one way to print a result line."""
+"""What every benchmark shares: servers, timing, and one way to print a result line.
+
+A ratio is computed per run and summarised (issue 60.9): each run measures zkstore and its
+baseline side by side, under the same load; :func:`paired` gives both series, and a
+:class:`Result` with ``ratios`` reports the median of the per-run ratios and their range, not
+the median of one series over the median of the other (which pairs figures of different runs:
+a noisy moment in one series moves the ratio though the two never met)."""
 
 from __future__ import annotations
 
@@ -10,10 +16,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.protocol.states import WatchedEvent
@@ -154,6 +160,20 @@ def best_of(rounds: int, func: Callable[[], object]) -> float:
     return statistics.median(timed(func) for _ in range(rounds))
 
 
+def paired(
+    rounds: int, ours: Callable[[], float], baseline: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """``rounds`` runs, each measuring ``ours`` then ``baseline`` right after it (the same
+    moment's load): the two series, run by run."""
+    measured = [(ours(), baseline()) for _ in range(rounds)]
+    return [m[0] for m in measured], [m[1] for m in measured]
+
+
+def per_run(ours: Sequence[float], baseline: Sequence[float]) -> list[float]:
+    """The ratio of each run (runs whose baseline measured nothing are left out)."""
+    return [o / b for o, b in zip(ours, baseline, strict=True) if b]
+
+
 @dataclass
 class Result:
     name: str
@@ -163,10 +183,36 @@ class Result:
     unit: str = "s"
     higher_is_better: bool = False
     detail: str = ""
+    #: the ratio of each run (:func:`per_run`): when given, :attr:`ratio` is their median and
+    #: their range is printed; ``ours`` and ``baseline`` are then only shown
+    ratios: list[float] = field(default_factory=list)
+
+    @classmethod
+    def of_runs(
+        cls, name: str, ours: Sequence[float], baseline: Sequence[float], goal: str, **more: Any
+    ) -> Result:
+        """The result of paired runs: the medians shown, the per-run ratios judged."""
+        return cls(
+            name,
+            statistics.median(ours),
+            statistics.median(baseline),
+            goal,
+            ratios=per_run(ours, baseline),
+            **more,
+        )
 
     @property
     def ratio(self) -> float:
+        if self.ratios:
+            return statistics.median(self.ratios)
         return self.ours / self.baseline if self.baseline else float("inf")
+
+    @property
+    def spread(self) -> str:
+        """The per-run ratios' range and count ("" for a single figure)."""
+        if len(self.ratios) < 2:
+            return ""
+        return f", runs {min(self.ratios):.2f}-{max(self.ratios):.2f} of {len(self.ratios)}"
 
     def met(self) -> bool:
         bound = float(self.goal.split()[-1])
@@ -176,12 +222,14 @@ class Result:
         verdict = "meets" if self.met() else "MISSES"
         print(
             f"{self.name}: zkstore {self.ours:.4g} {self.unit}, baseline {self.baseline:.4g} "
-            f"{self.unit}, ratio {self.ratio:.2f} (goal {self.goal}: {verdict})"
+            f"{self.unit}, ratio {self.ratio:.2f}{self.spread} (goal {self.goal}: {verdict})"
             + (f"  [{self.detail}]" if self.detail else "")
         )
         if os.environ.get("BENCH_JSON"):
             with open(os.environ["BENCH_JSON"], "a") as out:
                 record = {**self.__dict__, "ratio": self.ratio, "met": self.met()}
+                if self.ratios:
+                    record["ratio_range"] = [min(self.ratios), max(self.ratios)]
                 out.write(json.dumps(record) + "\n")
         sys.stdout.flush()
 

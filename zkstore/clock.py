@@ -1,14 +1,16 @@
 """ZooKeeper's time: what a leader decides by, whatever its own host's clock says.
 
 A schedule's windows are instants: a leader whose clock is an hour off would fire them an hour
-early or late. ZooKeeper stamps every write with its own clock (the ``mtime`` of a node, set by
-the ZooKeeper leader when it commits the write, the same for every client). :class:`ServerClock`
-writes one node of its own, ``R/leader/clock``, and takes the difference between that stamp and
-the middle of its local send and answer times as the offset of ZooKeeper's clock from the local
-one (known to within half the round trip). Its :meth:`~ServerClock.now` is the local clock plus
-that offset: measured again when a minute old, so that a clock stepped or drifting meanwhile is
-followed. A local clock off by more than a second is said (once a minute), since everything
-else on the host (its logs, its drivers' times) is off as much.
+early or late; so would it expire results, back off retries and time out starts (issue 60.1).
+Every time a leader writes or decides by is ZooKeeper's. ZooKeeper stamps every write with its
+own clock (the ``mtime`` of a node, set by the ZooKeeper leader when it commits the write, the
+same for every client). :class:`ServerClock` writes one node of its own, ``R/leader/clock``, and
+takes the difference between that stamp and the middle of its local send and answer times as the
+offset of ZooKeeper's clock from the local one (known to within half the round trip). Its
+:meth:`~ServerClock.now` is the local clock plus that offset: measured again when a minute old,
+so that a clock stepped or drifting meanwhile is followed. A local clock off by more than a
+second is said (once a minute), since everything else on the host (its logs, its drivers' times)
+is off as much.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from zkstore.errors import HandleExists, HandleNotFound
+from zkstore.errors import HandleExists, HandleNotFound, StoreUnavailable
 from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
 
@@ -61,6 +63,29 @@ class ServerClock:
         as any write's: a leader that cannot reach ZooKeeper decides nothing."""
         return datetime.fromtimestamp(self._wall() + self.offset(), UTC)
 
+    def recent(self) -> datetime:
+        """ZooKeeper's time now by the offset last measured, measured again only when stale
+        and ZooKeeper answers (for a thread that must not stop on an outage: the notifier)."""
+        try:
+            return self.now()
+        except StoreUnavailable:
+            with self._lock:
+                measured = self._measured
+            if measured is None:
+                raise
+            return datetime.fromtimestamp(self._wall() + measured[0], UTC)
+
+    def moment(self) -> datetime:
+        """ZooKeeper's time now, to the millisecond (what a typed record keeps of it: read
+        back, it equals the one written)."""
+        now = self.now()
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+    def stamp(self) -> str:
+        """ZooKeeper's time now in the timestamp format of zkstore (what a leader writes in its
+        records: a job's status, its history, a result's ``finished``)."""
+        return self.now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
     def offset(self) -> float:
         """Seconds to add to the local clock to read ZooKeeper's (measured if stale)."""
         with self._lock:
@@ -85,9 +110,9 @@ class ServerClock:
         if abs(offset) - uncertainty > WARN_OFF_BY:
             self._throttle.warning(
                 "off",
-                "this host's clock is %.1f s %s ZooKeeper's: schedule windows follow "
-                "ZooKeeper's; the host's own logs and its drivers' times do not (check its "
-                "time synchronization)",
+                "this host's clock is %.1f s %s ZooKeeper's: what a leader decides (schedule "
+                "windows, retries, retention) follows ZooKeeper's; the host's own logs and its "
+                "drivers' times do not (check its time synchronization)",
                 abs(offset),
                 "behind" if offset > 0 else "ahead of",
             )

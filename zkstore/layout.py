@@ -278,6 +278,7 @@ class Layout:
             self.assignments,
             self.artifact_claims,
             self.schedules,
+            self.leader_clock,  # a leader's clock reads write it, and never create it (deposed)
         )
 
 

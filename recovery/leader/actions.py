@@ -24,7 +24,6 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from recovery.leader.decide import (
@@ -59,7 +58,6 @@ from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
-from zkstore.strict import utc_moment, utc_now
 from zkstore.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
@@ -115,7 +113,10 @@ class JobActions:
     def status(self, job: JobSnapshot, **changes: object) -> JobStatus:
         """The job's status with ``changes``, stamped by this leader (not yet written)."""
         base = job.status or JobStatus(version=None)
-        stamp: dict[str, Any] = {"updated": utc_now(), "leader_id": self.leader.settings.daemon_id}
+        stamp: dict[str, Any] = {
+            "updated": self.leader.clock.stamp(),
+            "leader_id": self.leader.settings.daemon_id,
+        }
         return replace(base, **{**stamp, **changes, "version": None})
 
     # -- one method per action -----------------------------------------------------------------
@@ -224,7 +225,7 @@ class JobActions:
             if action.ended is not None and job.status is not None:
                 self._remember_end(job, _ending(job, action.ended), action.ended.error)
             if not told:
-                self._remember(job.job_id, replace(placed, placed=utc_now()))
+                self._remember(job.job_id, replace(placed, placed=self.leader.clock.stamp()))
             logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
@@ -261,7 +262,7 @@ class JobActions:
         assert running is not None
         self.leader.watch_job(job.job_id, self.cluster.layout.running(job.job_id))
         if action.until is not None:  # one of its limits passes then
-            delay = (action.until - datetime.now(UTC)).total_seconds()
+            delay = (action.until - self.leader.clock.now()).total_seconds()
             self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
         self.report_running(job.job_id, running)
 
@@ -293,7 +294,7 @@ class JobActions:
         if isinstance(action, NoSlot):
             self._note_reason(job, action.reason)
         if action.until is not None:
-            delay = (action.until - datetime.now(UTC)).total_seconds()
+            delay = (action.until - self.leader.clock.now()).total_seconds()
             self.leader.post_at(time.monotonic() + max(0.0, delay), job.job_id)
 
     def _note_reason(self, job: JobSnapshot, reason: str) -> None:
@@ -364,6 +365,7 @@ class JobActions:
                     action.outcome,
                     attempts=attempts,
                     extra_ops=extra_ops,
+                    finished=self.leader.clock.stamp(),  # ZooKeeper's time, as retention's
                     error=action.error,
                     name=job.name,
                     summary=job.summary,
@@ -426,7 +428,7 @@ class JobActions:
             version=None,
             attempt=action.attempt,
             reason=action.why,
-            requested=utc_now(),
+            requested=self.leader.clock.stamp(),
             grace_ms=round(grace * 1000),
             detail=action.detail,
             leader=self.settings.daemon_id,
@@ -524,7 +526,9 @@ class JobActions:
             return None
         daemon = status.daemon_id or "?"
         outcome = outcome if outcome in history.ENDINGS else history.FAILED
-        return AttemptEntry(status.attempt, daemon, status.updated, outcome, utc_now(), note)
+        return AttemptEntry(
+            status.attempt, daemon, status.updated, outcome, self.leader.clock.stamp(), note
+        )
 
     # -- notifications ---------------------------------------------------------------------------
 
@@ -575,7 +579,7 @@ class JobActions:
                 counts.total,
             )
         attempt = job.status.attempt if job.status is not None else 0
-        at = utc_moment()
+        at = self.leader.clock.moment()
         return outbox.notification_ops(
             self.cluster.layout,
             [
@@ -591,6 +595,7 @@ class JobActions:
                 for state, reason in admitted
             ],
             targets,
+            created=at,
         )
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:

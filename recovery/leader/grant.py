@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from recovery.leader.actions import JobActions
 from recovery.leader.conditions import JobConditions
@@ -82,7 +82,6 @@ from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.outbox import Outbox
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Create, Delete, Op, without_existing
-from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch
 
 __all__ = ["BATCH", "CLEANED_KEPT", "FLEET_CHANGED", "TIMER", "LeaderProcess"]
@@ -156,7 +155,7 @@ class LeaderProcess:
     def start(self) -> None:
         """Take over: publish who leads, watch submissions and the fleet, recover every job;
         then (never before) the first retention pass is scheduled."""
-        started, since = time.monotonic(), utc_now()
+        started, since = time.monotonic(), self.clock.stamp()
         self.election.publish_info(since)
         self.published.ensure()  # before any job: what clients check against is the leader's
         layout = self.cluster.layout
@@ -171,6 +170,7 @@ class LeaderProcess:
             counts=self.outbox_counts,
             on_fence_lost=lambda _: self.leadership.revoke(),
             conditions=self.conditions,
+            clock=self.clock.recent,
         ).start()
         self._watches = [
             self.cluster.jobs.watch(self.post),
@@ -178,7 +178,7 @@ class LeaderProcess:
             NodeWatch(self.cluster.zk, layout.drained, self._fleet_changed, children=True),
         ]
         count = self.reconcile_all()
-        self.election.publish_info(since, recovered=utc_now())
+        self.election.publish_info(since, recovered=self.clock.stamp())
         logger.info(
             "leadership taken: %d job(s) recovered in %.2f s on %d daemon(s)",
             count,
@@ -224,7 +224,7 @@ class LeaderProcess:
             logger.warning("daemon %s left the fleet", daemon_id)
             for job_id in self.fleet.assignments.get(daemon_id, ()):
                 self.post(job_id)
-        departed = {d: utc_now() for d in left if self.fleet.assignments.get(d)}
+        departed = {d: self.clock.stamp() for d in left if self.fleet.assignments.get(d)}
         if departed or joined:
             self._remember_fleet(departed, joined)
         for daemon_id in set(self.fleet.members) - set(before.members):
@@ -436,7 +436,7 @@ class LeaderProcess:
         self._collect_stale_assignments(ids, snapshots)
         assignments = self._read_assignments(snapshots.values())
         self._read_outcomes_of_exits(snapshots, assignments)
-        now = datetime.now(UTC)
+        now = self.clock.now()
         position = {job_id: place for place, job_id in enumerate(ids)}
         plans: list[tuple[JobSnapshot, Action]] = []
         fresh: list[JobSnapshot] = []

@@ -47,7 +47,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.lifecycle.destinations import Destinations
-from zkstore.lifecycle.outbox import DEFAULT_RETENTION, Outbox, Pending
+from zkstore.lifecycle.outbox import DEFAULT_RETENTION, Outbox, OutboxView, Pending
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.lifecycle.policy import Backoff, jitter_fraction
 from zkstore.ops import Fence
@@ -107,15 +107,20 @@ class NotificationSender:
         on_step: Callable[[str], None] | None = None,
         on_fence_lost: Callable[[FenceLost], None] | None = None,
         conditions: JobConditions | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         """``conditions``: where a dropped notification is said on its job (and cleared by a
         delivered one: :mod:`recovery.leader.conditions`)."""
         self.outbox = outbox
         self.conditions = conditions
+        #: what this sender read of the outbox: a round reads only what is new (issue 60.4)
+        self.view = OutboxView(outbox)
         self.fence = fence
         self.settings = settings or SenderSettings()
         self.destinations = destinations or Destinations()
         self.counts = counts
+        #: the time entries are judged by (a leader's: ZooKeeper's, as their ``created``)
+        self._now = clock or (lambda: datetime.now(UTC))
         self._on_step = on_step or (lambda step: None)
         self._on_fence_lost = on_fence_lost
         self._stopped = threading.Event()
@@ -135,7 +140,7 @@ class NotificationSender:
         apart), settle each; return when every due entry is settled. Raises
         :class:`~zkstore.errors.FenceLost` when this sender may no longer write, and
         :class:`~zkstore.errors.StoreUnavailable` when ZooKeeper does not answer."""
-        return asyncio.run(self._once(now or datetime.now(UTC)))
+        return asyncio.run(self._once(now or self._now()))
 
     async def _once(self, now: datetime) -> Round:
         done = Round()
@@ -157,7 +162,7 @@ class NotificationSender:
     def _read(self, now: datetime, done: Round) -> list[Pending]:
         """The outbox's entries (oldest first), less those past the retention (dropped)."""
         began = time.monotonic()
-        pending, garbage = self.outbox.pending()
+        pending, garbage = self.view.pending()
         if self.counts is not None:
             self.counts.listed([p.name for p in pending], began)
         for name in set(garbage) - self._garbage_seen:
@@ -174,6 +179,8 @@ class NotificationSender:
                 done.dropped += 1
             except (HandleNotFound, VersionConflict):
                 continue  # delivered or changed by another sender meanwhile
+            finally:
+                self.view.forget(item.name)
             if self.conditions is not None:
                 self.conditions.dropped(item, why)
         return kept
@@ -206,6 +213,12 @@ class NotificationSender:
             logger.exception("notification sender: round failed; trying again")
 
     def _settle_one(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
+        try:
+            self._record_try(item, answer, done, now)
+        finally:
+            self.view.forget(item.name)  # changed (or not, if the write failed): read it again
+
+    def _record_try(self, item: Pending, answer: Answer, done: Round, now: datetime) -> None:
         if answer.refused:
             why = f"its destination is refused: {answer.error}"
             try:
@@ -302,7 +315,7 @@ class NotificationSender:
         """A failed try's next is due at ``due``: wake the thread then if it sleeps longer."""
         if self._loop is None:
             return
-        at = time.monotonic() + max(0.0, (due - datetime.now(UTC)).total_seconds())
+        at = time.monotonic() + max(0.0, (due - self._now()).total_seconds())
         if at < self._wake_at:
             self._poke()
 
@@ -327,14 +340,14 @@ class NotificationSender:
                 await lanes.join()
 
     async def _settle_now(self, item: Pending, answer: Answer) -> None:
-        await self._settle(item, answer, Round(), datetime.now(UTC))
+        await self._settle(item, answer, Round(), self._now())
 
     async def _round(self, lanes: Lanes) -> float:
         """Read the outbox and queue what is due; seconds until the next read."""
         wait = self.settings.poll
-        now = datetime.now(UTC)
         done = Round()
         try:
+            now = self._now()
             self._dispatch(await asyncio.to_thread(self._read, now, done), lanes, now, done)
         except FenceLost as exc:
             self._lost(exc)
@@ -347,6 +360,6 @@ class NotificationSender:
             logger.exception("notification sender: round failed; trying again")
             wait = min(wait, self.settings.error_pause)
         if done.next_due is not None:
-            ahead = (done.next_due - datetime.now(UTC)).total_seconds()
+            ahead = (done.next_due - self._now()).total_seconds()
             wait = min(wait, max(READ_GAP, ahead))
         return wait

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -118,7 +118,7 @@ class QuietAttempts:
                 looks.add(job_id)
         paths = [p for job_id, path in asked for p in (layout.outcome(job_id), path)]
         found = self.leader.cluster.zk.get_many_or_denied(paths)
-        now = datetime.now(UTC)
+        now = self.leader.clock.now()
         for n, (job_id, path) in enumerate(asked):
             outcome, assignment = found[2 * n], found[2 * n + 1]
             if isinstance(outcome, AccessDenied) or isinstance(assignment, AccessDenied):

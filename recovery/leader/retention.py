@@ -107,7 +107,13 @@ class Retention:
 
     def _expire(self, page: Sequence[str]) -> int:
         results, _ = self.cluster.results.read_many(page)
-        found = expire(self.cluster, results, keep_results=self.keep, fence=self.leader.fence)
+        found = expire(
+            self.cluster,
+            results,
+            keep_results=self.keep,
+            fence=self.leader.fence,
+            now=self.leader.clock.now(),  # ZooKeeper's time, as the results' ``finished``
+        )
         self._names = found.rest + self._names
         for job_id in found.dirty:
             self.leader.post(job_id)

@@ -1,4 +1,5 @@
-"""A leader whose host clock is an hour off fires a schedule's windows on time (issue 50.5).
+"""A leader whose host clock is an hour off fires a schedule's windows on time (issue 50.5),
+stamps its records and keeps its results by ZooKeeper's time (issue 60.1).
 
 Windows are instants: a leader deciding them by its own clock fired them an hour late (clock
 behind) or an hour of them at once, early (clock ahead). The daemon here runs with its clock
@@ -11,8 +12,10 @@ and the leader's pass of it; the daemon says its clock is off.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +33,8 @@ from zkstore.strict import parse_time
 SHIM = Path(__file__).resolve().parent.parent / "skewed_clock"
 EVERY = 2
 HOUR = 3600.0
+#: --keep-results of the retention test: long enough to see a result kept, short for a test
+KEEP = 20.0
 
 
 def created_runs(config: StoreConfig, name: str) -> dict[datetime, float]:
@@ -86,5 +91,66 @@ def test_windows_follow_zookeeper_time_not_the_leaders_clock(
             assert window.timestamp() <= now, (window, now)
         said = "behind" if skew < 0 else "ahead of"
         assert re.search(rf"this host's clock is 3600\.\d s {said} ZooKeeper's", daemon.log())
+    finally:
+        local.stop()
+
+
+def first_result(config: StoreConfig, name: str) -> tuple[str, datetime, float] | None:
+    """A run of the schedule with a result: its job, the result's ``finished`` and the
+    ZooKeeper time (seconds) the result was created at."""
+    with Cluster.open(config) as cluster:
+        zk, layout = cluster.zk, cluster.layout
+        for job in sorted(zk.children(layout.results)):
+            if window_of(name, job) is None:
+                continue
+            item = zk.get_if_exists(layout.result(job))
+            if item is not None:
+                finished = parse_time(json.loads(item[0])["finished"])
+                return job, finished, item[1].ctime / 1000.0
+    return None
+
+
+@pytest.mark.parametrize("skew", [-HOUR, HOUR], ids=["behind", "ahead"])
+def test_results_are_stamped_and_kept_by_zookeeper_time(
+    runtime_config: StoreConfig, tmp_path: Path, laptop: Path, skew: float
+) -> None:
+    """A leader an hour ahead stamped a result an hour in the future and, for a result stamped
+    by another leader, expired it an hour early (one behind: an hour late). The result's
+    ``finished`` is ZooKeeper's time (its node's own stamp is the witness), and it is deleted
+    no sooner than ``--keep-results`` after it, on ZooKeeper's clock (this host's is true)."""
+    config, out = runtime_config, tmp_path / "runs"
+    pythonpath = os.pathsep.join(p for p in (str(SHIM), os.environ.get("PYTHONPATH", "")) if p)
+    local = LocalCluster(
+        config,
+        tmp_path / "rt",
+        extra_env={"PYTHONPATH": pythonpath, "SKEWED_CLOCK_SECONDS": str(skew)},
+        extra_args=("--keep-results", str(KEEP)),
+    )
+    try:
+        local.start_daemon("skewed")
+        local.wait_for_leader(timeout=SESSION_TIMEOUT * 4 + 30)
+        job = job_file(laptop)
+        made = script(config, "schedules create", "tick", f"{job}:run", str(out), "--every", "5s")
+        assert made.returncode == 0, made.stderr
+        job_id, finished, created = wait_for(
+            lambda: first_result(config, "tick"),
+            timeout=5 + SESSION_TIMEOUT * 4 + 60,
+            what="a result of the schedule's first run",
+        )
+        # stamped just before its write committed, by ZooKeeper's clock (not an hour off)
+        assert created - 10.0 <= finished.timestamp() <= created + 0.5, (finished, created)
+        seen = [time.time()]
+        with Cluster.open(config) as cluster:
+            path = cluster.layout.result(job_id)
+
+            def gone() -> bool:
+                there = cluster.zk.exists(path) is not None
+                if there:
+                    seen.append(time.time())
+                return not there
+
+            wait_for(gone, timeout=KEEP + SESSION_TIMEOUT * 4 + 60, interval=0.2, what="retention")
+        # kept until its retention passed (seen within a poll or two of it), then deleted
+        assert seen[-1] >= finished.timestamp() + KEEP - 3.0, (seen[-1], finished)
     finally:
         local.stop()

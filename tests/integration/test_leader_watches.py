@@ -52,6 +52,7 @@ def leader(config: StoreConfig, cluster: Cluster) -> Iterator[LeaderProcess]:
     assert election.check()
     settings = DaemonSettings(store=config, daemon_id="d1")
     process = LeaderProcess(cluster, settings, Leadership(election.fence()), Loop(), election)
+    process.clock.now()  # ZooKeeper's time, measured at takeover as start() does (a write)
     yield process
     election.resign()
 

@@ -46,6 +46,9 @@ class ResultDetails(TypedDict, total=False):
     daemon: str | None
     failures: int | None
     lost: int | None
+    #: when the job ended, as the writer's clock says (a leader's: ZooKeeper's time); now if
+    #: not given
+    finished: str
 
 
 class JobResultStore:
@@ -110,7 +113,7 @@ class JobResultStore:
             state=DIRTY,
             outcome=outcome,
             attempts=attempts,
-            finished=utc_now(),
+            finished=details.get("finished") or utc_now(),
             error=short_error(details.get("error")),
             name=details.get("name"),
             summary=dict(summary) if summary else None,
