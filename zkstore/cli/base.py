@@ -417,7 +417,7 @@ for _name, _module, _help in (
     (
         "pools",
         "zkstore.cli.pools",
-        "Pools: how many of a pool's jobs run at once, and which pool's jobs start first.",
+        "Pools: how many of a pool's jobs may run at once and which pool's jobs start first.",
     ),
     (
         "quarantine",
