@@ -14,7 +14,10 @@ import contextlib
 import json
 import signal
 import threading
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script
@@ -68,6 +71,19 @@ def show(config: StoreConfig, job_id: str) -> dict[str, object]:
     return data
 
 
+def metrics(url: str | None) -> dict[tuple[str, str], float]:
+    """``zkstore_pool_jobs`` of a daemon's ``/metrics``: (pool, state) -> jobs."""
+    assert url is not None
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    return {
+        (sample.labels["pool"], sample.labels["state"]): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "zkstore_pool_jobs"
+        for sample in family.samples
+    }
+
+
 class RunningCount:
     """The most jobs of ``jobs`` whose ``running`` node existed at once, sampled by a thread
     that reads them all again whenever any of them changes (and at least every 20 ms)."""
@@ -105,6 +121,7 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     local: LocalCluster, runtime_config: StoreConfig, laptop: Path
 ) -> None:
     (laptop / "job.py").write_text(JOB)
+    local.http = True
     local.start_daemon("d1", "--max-drivers", "4")
     local.wait_for_leader(timeout=BOUND)
     config = runtime_config
@@ -141,6 +158,9 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
         "waiting": 3,
     }
     assert pools["default"]["running"] == 1
+    scraped = metrics(local.daemons["d1"].url)
+    assert scraped[("backfill", "running")] == 2.0 and scraped[("backfill", "waiting")] == 3.0
+    assert scraped[("default", "running")] == 1.0
 
     (laptop / "gate").write_text("")
     for job in [*jobs, "other"]:

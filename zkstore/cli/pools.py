@@ -11,11 +11,10 @@ import click
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster, fleet
-from zkstore.cluster.pools import MAX_PRIORITY, Pool, delete_pool, read_pools, set_pool
+from zkstore.cluster.pools import MAX_PRIORITY, Pool, counts, delete_pool, read_pools, set_pool
 from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import read_listing, read_snapshots
-from zkstore.jobs.states import PENDING, RESTARTING, STARTING
 from zkstore.protocol import FEATURES, POOLS
 
 COLUMNS = ["name", "max_running", "priority", "running", "waiting"]
@@ -140,19 +139,7 @@ def _row(record: Pool | None, name: str, running: int, waiting: int) -> dict[str
 
 
 def _counts(cluster: Cluster) -> tuple[Counter[str], Counter[str]]:
-    """Per pool, the jobs whose attempt is placed (running or being launched, or lost and not
-    yet replaced) and the jobs waiting for a start, from their statuses."""
+    """Per pool, the jobs running (placed) and waiting (:func:`zkstore.cluster.pools.counts`)."""
     listing = read_listing(cluster.zk, cluster.layout, results=False)
     ids = set(listing.current_jobs) - set(listing.quarantine)
-    snapshots = read_snapshots(cluster.zk, cluster.layout, ids, listing=listing)
-    running: Counter[str] = Counter()
-    waiting: Counter[str] = Counter()
-    for snap in snapshots.values():
-        if snap.status is None or snap.result is not None:
-            continue
-        pool = snap.run.pool_name if snap.run is not None else DEFAULT_POOL
-        if snap.status.state == STARTING:
-            running[pool] += 1
-        elif snap.status.state in (PENDING, RESTARTING):
-            waiting[pool] += 1
-    return running, waiting
+    return counts(read_snapshots(cluster.zk, cluster.layout, ids, listing=listing).values())

@@ -8,21 +8,25 @@ A job whose pool has no record is placed as ``default``'s jobs are without one.
 
 ``zkstore pools set`` writes a record with compare-and-set at the version it read (a
 concurrent change makes it read again, :data:`zkstore.retry.RACES`), and in the same
-transaction writes a new random value to ``R/pools`` itself, whose data the leader watches: one watch tells it that
-any pool changed. Writing one needs the fleet at protocol 4 (:data:`zkstore.protocol.POOLS`): a
-leader of protocol 3 would ignore the limits.
+transaction writes a new random value to ``R/pools`` itself, whose data the leader watches:
+one watch tells it that any pool changed. Writing one needs the fleet at protocol 4
+(:data:`zkstore.protocol.POOLS`): a leader of protocol 3 would ignore the limits.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound, VersionConflict
 from zkstore.jobs.records import Record
 from zkstore.jobs.runspec import DEFAULT_POOL, POOL_NAME
+from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.jobs.states import PENDING, RESTARTING, STARTING
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Op, SetData
 from zkstore.retry import RACES, TryAgain
@@ -34,6 +38,7 @@ __all__ = [
     "MAX_PRIORITY",
     "Pool",
     "check_name",
+    "counts",
     "delete_pool",
     "pool_path",
     "read_pools",
@@ -93,6 +98,23 @@ class Pool(Record):
             "written": self.written,
             "version": self.version,
         }
+
+
+def counts(snapshots: Iterable[JobSnapshot]) -> tuple[Counter[str], Counter[str]]:
+    """Per pool, the jobs whose attempt is placed (running, being launched, or lost and not
+    yet replaced: STARTING) and the jobs waiting for a start (PENDING, RESTARTING), from their
+    statuses; what ``pools list`` and ``/metrics`` say."""
+    running: Counter[str] = Counter()
+    waiting: Counter[str] = Counter()
+    for snap in snapshots:
+        if snap.status is None or snap.result is not None or snap.quarantine is not None:
+            continue
+        pool = snap.run.pool_name if snap.run is not None else DEFAULT_POOL
+        if snap.status.state == STARTING:
+            running[pool] += 1
+        elif snap.status.state in (PENDING, RESTARTING):
+            waiting[pool] += 1
+    return running, waiting
 
 
 def read_pools(zk: ZooKeeper, layout: Layout) -> dict[str, Pool]:
