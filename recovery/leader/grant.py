@@ -51,6 +51,7 @@ from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from recovery.leader.placement import Fleet, read_fleet
 from recovery.leader.pools import PoolFull
+from recovery.leader.pools import limit_of as pool_limit
 from recovery.leader.pools import order as pool_order
 from recovery.leader.pools import ready as pools_ready
 from recovery.leader.pools import refusal as pool_refusal
@@ -601,7 +602,7 @@ class LeaderProcess:
         except ConfigError as exc:
             return QuarantineJob(reason=str(exc))
         pool = self.pool_of.get(job.job_id)
-        if pool is not None:
+        if pool is not None and pool_limit(self.pools, pool) is not None:  # else: no count
             count = sum(
                 1 for j in self._holding() if j != job.job_id and self.pool_of.get(j) == pool
             )
