@@ -230,3 +230,29 @@ def test_submit_to_a_pool_that_does_not_exist_is_refused(
     assert "no pool 'nosuch'" in ran.stderr.strip().splitlines()[-1]
     layout = Layout(runtime_config.base_path)
     assert local.zk.exists(f"{layout.current_jobs}/x") is None
+
+
+def test_pools_set_show_list_and_delete_through_the_command_line(
+    local: LocalCluster, runtime_config: StoreConfig
+) -> None:
+    config = runtime_config
+    local.start_daemon("d1")
+    local.wait_for_leader(timeout=BOUND)
+    made = json.loads(zk_cli(config, "pools set", "etl", "--max-running", "3", "--format", "json"))
+    assert (made["max_running"], made["priority"], made["version"]) == (3, 0, 0)
+    changed = json.loads(zk_cli(config, "pools set", "etl", "--priority", "7", "--format", "json"))
+    assert (changed["max_running"], changed["priority"], changed["version"]) == (3, 7, 1)
+    shown = json.loads(zk_cli(config, "pools show", "etl", "--format", "json"))
+    assert shown == {"name": "etl", "max_running": 3, "priority": 7, "running": 0, "waiting": 0}
+    listed = zk_cli(config, "pools list")
+    assert "etl" in listed and "default" in listed
+
+    bad = script(config, "pools set", "Bad/Name", "--max-running", "1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert "invalid pool name" in bad.stderr.strip().splitlines()[-1]
+
+    assert "would delete pool etl" in zk_cli(config, "pools delete", "etl", "--dry-run")
+    assert "etl" in zk_cli(config, "pools list")
+    zk_cli(config, "pools delete", "etl", "--yes")
+    gone = script(config, "pools show", "etl")
+    assert gone.returncode == 4 and "no pool 'etl'" in gone.stderr, gone.stderr
