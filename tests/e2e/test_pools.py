@@ -256,3 +256,48 @@ def test_pools_set_show_list_and_delete_through_the_command_line(
     zk_cli(config, "pools delete", "etl", "--yes")
     gone = script(config, "pools show", "etl")
     assert gone.returncode == 4 and "no pool 'etl'" in gone.stderr, gone.stderr
+
+
+def test_a_schedules_runs_inherit_its_pool(
+    local: LocalCluster, runtime_config: StoreConfig, laptop: Path
+) -> None:
+    """``schedules create --pool``: each run waits in the pool (here one that runs nothing
+    until its limit is raised), and starts once the pool lets it."""
+    config = runtime_config
+    (laptop / "job.py").write_text(JOB)
+    (laptop / "gate").write_text("")
+    local.start_daemon("d1")
+    local.wait_for_leader(timeout=BOUND)
+    zk_cli(config, "pools set", "etl", "--max-running", "0")
+    log = laptop / "started.log"
+    zk_cli(
+        config,
+        "schedules create",
+        "nightly",
+        "job.py:run",
+        "--every",
+        "1h",
+        "--start-at",
+        "2020-01-01T00:00:00Z",
+        "--pool",
+        "etl",
+        "--",
+        "run",
+        str(log),
+        str(laptop / "gate"),
+        cwd=laptop,
+    )
+    reason = "waiting: pool etl at 0 of 0"
+
+    def waiting_run() -> str | None:
+        rows = json.loads(zk_cli(config, "jobs list", "--format", "json"))
+        for row in rows:
+            if reason in json.dumps(row):
+                return str(row["job_id"])
+        return None
+
+    run = wait_for(waiting_run, timeout=BOUND, what="the schedule's run waiting on its pool")
+    assert not log.exists()
+    zk_cli(config, "pools set", "etl", "--max-running", "1")
+    wait_for(lambda: show(config, run).get("state") == "SUCCEEDED", timeout=BOUND, what="run ended")
+    assert log.read_text().split() == ["run"]
