@@ -28,7 +28,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from recovery.leader.election import LeaderElection
-from recovery.leader.grant import FLEET_CHANGED, LeaderProcess
+from recovery.leader.grant import FLEET_CHANGED, POOLS_CHANGED, LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.retention import RETENTION
 from recovery.leader.schedules import SCHEDULES
@@ -276,6 +276,8 @@ class Daemon:
             self.loop.post_at(time.monotonic() + REPORT_EVERY, Event(MEMORY))
         elif event.kind == FLEET_CHANGED and self.is_leader and self.leader is not None:
             self.leader.fleet_changed()
+        elif event.kind == POOLS_CHANGED and self.is_leader and self.leader is not None:
+            self.leader.pools_changed()
         elif event.kind == RETENTION and self.is_leader and event.data is self.leader:
             self.leader.retention.run_pass()  # a pass scheduled by an earlier grant is dropped
         elif event.kind == SCHEDULES and self.is_leader and event.data is self.leader:

@@ -7,6 +7,7 @@ ZooKeeper, under ``R = <root>/<cluster-id>``::
     R/leader/history                      JSON the last leaders, the daemons seen leaving
     R/fleet                               JSON the fleet protocol the cluster is finalized at
     R/settings                            JSON the leader's bounds and policies (invariant 17)
+    R/pools/<name>                        JSON a pool's limit and priority (zkstore pools set)
     R/conditions/jobs/<job>               JSON what the leader does not do for the job, and why
     R/conditions/schedules/<name>         JSON ... for the schedule (zkstore/conditions.py)
     R/currentJobs/<job>                   JSON handle of the job definition
@@ -125,6 +126,12 @@ class Layout:
     def schedules(self) -> str:
         """The schedules (:mod:`zkstore.schedules`): one spec node per schedule, its state below."""
         return f"{self.base}/schedules"
+
+    @property
+    def pools(self) -> str:
+        """The pools (:mod:`zkstore.cluster.pools`): one record per pool; its own data is
+        touched by every change, for the leader's one watch."""
+        return f"{self.base}/pools"
 
     @property
     def settings(self) -> str:

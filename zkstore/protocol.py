@@ -37,6 +37,7 @@ __all__ = [
     "MAX_PROTOCOL",
     "MIN_PROTOCOL",
     "OUTPUTS",
+    "POOLS",
     "PROTOCOL",
     "RUN_SPEC",
     "Feature",
@@ -71,6 +72,7 @@ ATTEMPT_PROVENANCE = "attempt-provenance"
 CLUSTER_SETTINGS = "cluster-settings"
 RUN_SPEC = "run-spec"
 OUTPUTS = "outputs"
+POOLS = "pools"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -111,6 +113,9 @@ FEATURES: dict[str, Feature] = {
     # Outputs committed with checkpoints (zkstore/jobs/outputs/): a leader of protocol 3 would
     # neither delete an attempt's uncommitted staging nor keep the manifest at the job's end.
     OUTPUTS: Feature(OUTPUTS, 4, "outputs committed with checkpoints (ctx.outputs)"),
+    # Pools (zkstore.cluster.pools): a leader of protocol 3 would place a pooled job ignoring
+    # its pool's limit, so the pools' commands and --pool are refused until the fleet is at 4.
+    POOLS: Feature(POOLS, 4, "pools (zkstore pools, submit --pool)"),
 }
 
 

@@ -39,7 +39,8 @@ def _paths_option(name: str, what: str) -> Callable[[F], F]:
 
 def job_options(func: F) -> F:
     """``--name``, ``--conf``, ``--py-files``, ``--files``, ``--jars``, ``--packages``,
-    ``--max-attempts``, ``--max-lost-attempts``, ``--require`` and ``--no-path-check``."""
+    ``--max-attempts``, ``--max-lost-attempts``, ``--require``, ``--pool`` and
+    ``--no-path-check``."""
     for option in reversed(_JOB_OPTIONS):
         func = option(func)
     return func
@@ -89,6 +90,12 @@ _JOB_OPTIONS: list[Callable[[Any], Any]] = [
         help="run only on daemons started with --label KEY=VALUE; repeatable",
     ),
     click.option(
+        "--pool",
+        metavar="NAME",
+        help="the pool the job waits and runs in (zkstore pools list): its limit and priority "
+        "apply [default: the pool 'default']",
+    ),
+    click.option(
         "--no-path-check",
         is_flag=True,
         help="pass arguments that are relative paths here without refusing them",
@@ -107,6 +114,7 @@ def job_settings(
     max_attempts: int,
     max_lost_attempts: int,
     requirements: tuple[str, ...],
+    pool: str | None,
     no_path_check: bool,
 ) -> dict[str, Any]:
     """What :func:`job_options` gave, as :meth:`recovery.Client.definition_for_file` takes it."""
@@ -120,6 +128,7 @@ def job_settings(
         "max_attempts": max_attempts,
         "max_lost_attempts": max_lost_attempts,
         "require": parse_labels(requirements, "requirement"),
+        "pool": pool,
         "needs": Dependencies(py_files=py_files, files=files, jars=jars, packages=packages),
         "check_paths": not no_path_check,
     }
@@ -136,6 +145,7 @@ JOB_KEYS = (
     "max_attempts",
     "max_lost_attempts",
     "requirements",
+    "pool",
     "no_path_check",
 )
 

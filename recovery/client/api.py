@@ -43,6 +43,7 @@ from recovery.client.shipping import Dependencies, Shipment, check_arguments, pr
 from recovery.shared.pickling import is_user_module, pickled_by_value
 from zkstore.closing import Closeable
 from zkstore.cluster import Cluster, fleet, triage
+from zkstore.cluster.pools import check_name, read_pools
 from zkstore.config import StoreConfig
 from zkstore.errors import (
     ConfigError,
@@ -60,12 +61,13 @@ from zkstore.jobs.definition import origin as code_origin
 from zkstore.jobs.dependencies import AFTER, check_after, format_after, parse_after
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
+from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
 from zkstore.lifecycle.options import NOTIFY_KEY, SUMMARY_KEYS
 from zkstore.policy import ClusterPolicy
-from zkstore.protocol import ARGUMENTS_APART, RUN_SPEC
+from zkstore.protocol import ARGUMENTS_APART, FEATURES, POOLS, RUN_SPEC
 from zkstore.schedules.records import SchedulePaths
 
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
@@ -79,6 +81,8 @@ class RunOptions(TypedDict, total=False):
     max_attempts: int
     max_lost_attempts: int
     require: Mapping[str, str] | None
+    #: the pool the job runs in (``--pool``); None: ``default``
+    pool: str | None
     #: the lifecycle options' summary keys (:meth:`zkstore.lifecycle.options.Lifecycle.summary`)
     lifecycle: Mapping[str, SummaryValue]
 
@@ -251,6 +255,7 @@ class Client(Closeable):
         max_attempts: int = 3,
         max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
         require: Mapping[str, str] | None = None,
+        pool: str | None = None,
         needs: Dependencies | None = None,
         after: Sequence[str] = (),
     ) -> str:
@@ -267,7 +272,10 @@ class Client(Closeable):
             job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
             name=name,
             run=RunOptions(
-                max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+                max_attempts=max_attempts,
+                max_lost_attempts=max_lost_attempts,
+                require=require,
+                pool=pool,
             ),
         )
         source = _source_of(Path(origin)) if origin else None
@@ -286,6 +294,7 @@ class Client(Closeable):
         max_attempts: int = 3,
         max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
         require: Mapping[str, str] | None = None,
+        pool: str | None = None,
         needs: Dependencies | None = None,
     ) -> str:
         """Submit an unmodified PySpark script (restarted from scratch after a failure), with
@@ -299,7 +308,10 @@ class Client(Closeable):
                 job_id=job_id,
                 name=name,
                 run=RunOptions(
-                    max_attempts=max_attempts, max_lost_attempts=max_lost_attempts, require=require
+                    max_attempts=max_attempts,
+                    max_lost_attempts=max_lost_attempts,
+                    require=require,
+                    pool=pool,
                 ),
             ),
             origin=code_origin(str(script.resolve())),
@@ -348,6 +360,7 @@ class Client(Closeable):
         max_attempts: int = 3,
         max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
         require: Mapping[str, str] | None = None,
+        pool: str | None = None,
         needs: Dependencies | None = None,
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
@@ -364,6 +377,7 @@ class Client(Closeable):
             max_attempts=max_attempts,
             max_lost_attempts=max_lost_attempts,
             require=require,
+            pool=pool,
             lifecycle=dict(lifecycle or {}),
         )
         checked = (
@@ -495,6 +509,15 @@ class Client(Closeable):
         :meth:`file_definition`)."""
         self._check_size(shipment)
         typed_run = self.fleet.allows(RUN_SPEC)
+        pool = run.get("pool")
+        if pool is not None and pool != DEFAULT_POOL:
+            # a pool an older leader would ignore: refused until the fleet is at 4
+            fleet.require(self.cluster.zk, self.cluster.layout, FEATURES[POOLS])
+            if check_name(pool) not in read_pools(self.cluster.zk, self.cluster.layout):
+                raise HandleNotFound(
+                    f"no pool {pool!r}: zkstore pools set {pool} --max-running N makes it "
+                    "(zkstore pools list)"
+                )
         if isinstance(what, _Function):
             with pickled_by_value(what.by_value):
                 return JobDefinition.for_function(

@@ -50,6 +50,12 @@ from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from recovery.leader.placement import Fleet, read_fleet
+from recovery.leader.pools import PoolFull
+from recovery.leader.pools import limit_of as pool_limit
+from recovery.leader.pools import order as pool_order
+from recovery.leader.pools import ready as pools_ready
+from recovery.leader.pools import refusal as pool_refusal
+from recovery.leader.pools import running as pools_running
 from recovery.leader.published import SettingsPublisher
 from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
@@ -60,6 +66,7 @@ from recovery.shared.fleet import format_labels
 from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.cluster.fleet import FleetReading
+from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import (
     AccessDenied,
     ConfigError,
@@ -84,7 +91,7 @@ from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Create, Delete, Op, without_existing
 from zkstore.watch import NodeWatch
 
-__all__ = ["BATCH", "CLEANED_KEPT", "FLEET_CHANGED", "TIMER", "LeaderProcess"]
+__all__ = ["BATCH", "CLEANED_KEPT", "FLEET_CHANGED", "POOLS_CHANGED", "TIMER", "LeaderProcess"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +102,7 @@ CLEANED_KEPT = 10_000
 #: end, a limit's next check, a cleanup to try again.
 TIMER = "timer"
 FLEET_CHANGED = "fleet-changed"
+POOLS_CHANGED = "pools-changed"
 
 #: Jobs read, decided and acted on together: big enough to pipeline, small enough that the first
 #: jobs of a large backlog start within moments of a takeover.
@@ -134,9 +142,12 @@ class LeaderProcess:
         self._fleet_read = False  # see reconcile
         self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
-        #: jobs waiting for a driver slot, in the order they started waiting
         #: jobs waiting for a driver slot, in the order they began to wait: their labels
         self._waiting: dict[str, dict[str, str]] = {}
+        #: the pools' records (R/pools), read on grant and whenever one changes
+        self.pools: dict[str, Pool] = {}
+        #: the pool of each job this leadership looked at (its run options)
+        self.pool_of: dict[str, str] = {}
         self.watches = JobWatches(cluster.zk, cluster.layout, self, loop.post)
         #: the jobs this leader cleaned up last, oldest first (see :meth:`outlived`)
         self._cleaned: dict[str, None] = {}
@@ -172,11 +183,14 @@ class LeaderProcess:
             conditions=self.conditions,
             clock=self.clock.recent,
         ).start()
+        self.cluster.zk.ensure_path(layout.pools)
         self._watches = [
+            NodeWatch(self.cluster.zk, layout.pools, self._pools_changed, report_first=False),
             self.cluster.jobs.watch(self.post),
             NodeWatch(self.cluster.zk, layout.members, self._fleet_changed, children=True),
             NodeWatch(self.cluster.zk, layout.drained, self._fleet_changed, children=True),
         ]
+        self.pools = read_pools(self.cluster.zk, layout)
         count = self.reconcile_all()
         self.election.publish_info(since, recovered=self.clock.stamp())
         logger.info(
@@ -212,6 +226,16 @@ class LeaderProcess:
 
     def _fleet_changed(self, _: object) -> None:
         self.loop.post(Event(FLEET_CHANGED))
+
+    def _pools_changed(self, _: object) -> None:
+        self.loop.post(Event(POOLS_CHANGED))
+
+    def pools_changed(self) -> None:
+        """A pool was set or deleted (loop thread): read them again and look at every job
+        waiting (a limit raised lets some start; a priority changes which first)."""
+        self.pools = read_pools(self.cluster.zk, self.cluster.layout)
+        for job_id in self._waiting:
+            self.post(job_id)
 
     def fleet_changed(self) -> None:
         """A member joined, left, was drained or undrained (loop thread): the jobs of a member
@@ -258,7 +282,7 @@ class LeaderProcess:
         """Offer free driver slots to the jobs waiting longest for one (first come, first
         served: a waiting job keeps its place until it starts)."""
         if self.fleet.free_slots > 0:
-            for job_id in self.fleet.could_start(self._waiting.items()):
+            for job_id in self.fleet.could_start(self._startable()):
                 self.post(job_id)
 
     def job_made(self, job_id: str) -> None:
@@ -341,6 +365,7 @@ class LeaderProcess:
             self._cleaned.pop(next(iter(self._cleaned)))
         self._dirty.discard(job_id)
         self._waiting.pop(job_id, None)
+        self.pool_of.pop(job_id, None)
         self.watches.forget(job_id)
         self.dependencies.forget(job_id)
         for waiting in self.dependencies.waiters(job_id):  # --after: it ended
@@ -385,10 +410,13 @@ class LeaderProcess:
         waited for the cleanups of every job that ended in the same turn, then a turn more for
         the look its freeing asked for, then for its member's launch behind more cleanups.
         """
-        waiting = {job_id: place for place, job_id in enumerate(self._waiting)}
+        ordered = pool_order(self._waiting, self.pool_of, self.pools)
+        waiting = {job_id: place for place, job_id in enumerate(ordered)}
+        # the jobs holding a slot first: their pools are counted before any job is placed
+        held = self._holding()
         ids = sorted(
             set(job_ids),
-            key=lambda j: (j not in self._dirty, waiting.get(j, len(waiting)), j),
+            key=lambda j: (j not in self._dirty, j not in held, waiting.get(j, len(waiting)), j),
         )
         for first in range(0, len(ids), BATCH):
             if not self.active:
@@ -399,12 +427,30 @@ class LeaderProcess:
             self._fill_freed_slots()
         self.slot_freed()
 
+    def _holding(self) -> set[str]:
+        """The jobs holding a driver slot: an assignment read or written (on any daemon, one
+        that left included: lost, not yet replaced) or a placement decided in this batch."""
+        held: set[str] = set()
+        for jobs in self.fleet.assignments.values():
+            held |= jobs
+        for member in self.fleet.members.values():
+            held |= member.assigned
+        return held
+
+    def _startable(self) -> list[tuple[str, dict[str, str]]]:
+        """The waiting jobs their pools let start, in the order they are to start."""
+        counts = pools_running(self._holding(), self.pool_of)
+        return [
+            (job, dict(labels))
+            for job, labels in pools_ready(self._waiting.items(), self.pool_of, self.pools, counts)
+        ]
+
     def _fill_freed_slots(self) -> None:
         """Place the jobs waiting longest for the slots this turn freed, in this turn (a look at
         each, as :meth:`slot_freed` would ask for): a slot is refilled before the cleanups of the
         jobs that freed it, not after them and a turn of the loop."""
         if self.active and self.fleet.free_slots > 0 and self._waiting:
-            ready = self.fleet.could_start(self._waiting.items())
+            ready = self.fleet.could_start(self._startable())
             if ready:
                 self._reconcile_batch(ready, None)
 
@@ -524,6 +570,8 @@ class LeaderProcess:
     # -- guarded decisions and actions ---------------------------------------------------------
 
     def _decide(self, job: JobSnapshot, assignment: Assignment | None, now: datetime) -> Action:
+        if job.run is not None:
+            self.pool_of[job.job_id] = job.run.pool_name
         try:
             action = decide(job, self._local(job, assignment), self.settings, now)
             if isinstance(action, Start) and action.attempt == 1:
@@ -554,6 +602,14 @@ class LeaderProcess:
             required = _labels(job)
         except ConfigError as exc:
             return QuarantineJob(reason=str(exc))
+        pool = self.pool_of.get(job.job_id)
+        if pool is not None and pool_limit(self.pools, pool) is not None:  # else: no count
+            count = sum(
+                1 for j in self._holding() if j != job.job_id and self.pool_of.get(j) == pool
+            )
+            full = pool_refusal(self.pools, pool, count)
+            if full is not None:
+                return start.ended if start.ended is not None else PoolFull(reason=full)
         member, why = self.fleet.place(job.job_id, required)
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.

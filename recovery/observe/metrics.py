@@ -24,8 +24,10 @@ from prometheus_client.registry import Collector
 
 from recovery.observe.view import ClusterView, Observed, read_view
 from recovery.shared.memory import own_memory
+from zkstore.cluster.pools import counts as pool_counts
 from zkstore.conditions import CANNOT_FIRE, NOTIFICATION_DROPPED
 from zkstore.errors import ZkStoreError
+from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.states import (
     CLEANING,
     NEEDS_UPGRADE,
@@ -226,6 +228,17 @@ class ClusterCollector(Collector):
                 "zkstore_leader_since_timestamp_seconds", "When the current leader took over", since
             )
         yield from _per_job(view)
+        running, waiting = pool_counts(view.jobs.values())
+        pools = GaugeMetricFamily(
+            "zkstore_pool_jobs",
+            "Jobs of each pool running (attempts placed: launching, running, or lost and not "
+            "yet replaced) and waiting for a start",
+            labels=["pool", "state"],
+        )
+        for pool in sorted({DEFAULT_POOL, *running, *waiting}):
+            pools.add_metric([pool, "running"], float(running[pool]))
+            pools.add_metric([pool, "waiting"], float(waiting[pool]))
+        yield pools
         behind = GaugeMetricFamily(
             "zkstore_schedule_windows_behind",
             "Windows of a schedule up to now that no leader decided yet (a catch-up being "

@@ -22,6 +22,7 @@ for click and nothing of ours beyond the group.
     acl.py          zkstore acl check | apply | digest
     fleet.py        zkstore fleet status | finalize
     cluster.py      zkstore cluster settings: the bounds and policies the leader enforces
+    pools.py        zkstore pools set | list | show | delete: limits and priorities of slots
     schedules.py    zkstore schedules list | show | pause | resume | delete
 """
 

@@ -415,6 +415,11 @@ for _name, _module, _help in (
         "What jobs committed with their checkpoints (ctx.outputs): only committed parts.",
     ),
     (
+        "pools",
+        "zkstore.cli.pools",
+        "Pools: how many of a pool's jobs may run at once and which pool's jobs start first.",
+    ),
+    (
         "quarantine",
         "zkstore.cli.quarantine",
         "Jobs that cannot run as they are: look at them, release or purge them.",

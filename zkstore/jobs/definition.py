@@ -113,6 +113,7 @@ class JobOptions(TypedDict, total=False):
     files: Sequence[ShippedFile]
     lifecycle: Mapping[str, SummaryValue]
     typed_run: bool
+    pool: str | None
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class JobDefinition:
     #: the handle's summary carries the run options as one typed field (:mod:`zkstore.jobs.
     #: runspec`, fleet protocol 4); False: as display texts (``require``, ``conf``), as before
     typed_run: bool = False
+    #: the pool the job runs in (``--pool``; fleet protocol 4: kept in ``run`` only)
+    pool: str | None = None
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)
@@ -178,6 +181,13 @@ class JobDefinition:
         if len(_labels(self.require)) > MAX_REQUIRE_CHARS:
             raise ConfigError(f"the requirements take more than {MAX_REQUIRE_CHARS} characters")
         _check_unique([f.name for f in self.files])
+        if self.pool is not None:
+            if not self.typed_run:
+                raise ConfigError("--pool needs the run options typed (fleet protocol 4)")
+            try:
+                RunSpec.of({}, {}, self.pool)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
 
     def _check_kind(self) -> None:
         if self.kind == SCRIPT:
@@ -332,7 +342,7 @@ class JobDefinition:
     @property
     def run(self) -> RunSpec:
         """The run options the handle keeps (:mod:`zkstore.jobs.runspec`)."""
-        return RunSpec.of(self.spark_conf, self.require)
+        return RunSpec.of(self.spark_conf, self.require, getattr(self, "pool", None))
 
 
 class _RunFields(TypedDict):
@@ -343,6 +353,7 @@ class _RunFields(TypedDict):
     require: dict[str, str]
     lifecycle: dict[str, SummaryValue]
     typed_run: bool
+    pool: str | None
 
 
 def _run_fields(options: JobOptions) -> _RunFields:
@@ -355,6 +366,7 @@ def _run_fields(options: JobOptions) -> _RunFields:
         require=dict(options.get("require") or {}),
         lifecycle=dict(options.get("lifecycle") or {}),
         typed_run=options.get("typed_run", False),
+        pool=options.get("pool"),
     )
 
 

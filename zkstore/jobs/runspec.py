@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,14 +39,20 @@ from zkstore.jobs.shown import ELLIPSIS, MAX_CONF_BYTES, REDACT, REDACTED, cut, 
 
 __all__ = [
     "DECIDING_KEYS",
+    "DEFAULT_POOL",
     "MAX_RUN_BYTES",
     "MAX_VALUE_BYTES",
+    "POOL_NAME",
     "RUN",
     "RunSpec",
     "SparkSetting",
     "digest",
 ]
 
+#: The pool of a job submitted without ``--pool`` (no limit unless one is set for it).
+DEFAULT_POOL = "default"
+#: What a pool may be called.
+POOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 #: The summary field that holds the run options (fleet protocol 4).
 RUN = "run"
 #: A Spark value longer than this (UTF-8) is kept as its start and its digest.
@@ -143,24 +150,30 @@ class RunSpec:
     #: Spark settings left out of the handle (past :data:`MAX_RUN_BYTES`); an older handle's
     #: cut text counts 1 for "some"
     more: int = 0
+    #: the pool the job runs in (``--pool``, fleet protocol 4 feature ``pools``); None: the
+    #: ``default`` pool
+    pool: str | None = None
 
     @classmethod
-    def of(cls, spark_conf: Mapping[str, str], require: Mapping[str, str]) -> RunSpec:
+    def of(
+        cls, spark_conf: Mapping[str, str], require: Mapping[str, str], pool: str | None = None
+    ) -> RunSpec:
         """A submission's options, as its handle keeps them (see the module)."""
         first = sorted(k for k in spark_conf if k in DECIDING_KEYS)
         rest = sorted(k for k in spark_conf if k not in DECIDING_KEYS)
         settings = tuple(SparkSetting.of(k, spark_conf[k]) for k in first)
-        spec = cls(_labels(require), settings, len(rest))
+        spec = cls(_labels(require), settings, len(rest), _pool(pool))
         for index, key in enumerate(rest):
             wider = cls(
                 spec.require,
                 (*spec.spark, SparkSetting.of(key, spark_conf[key])),
                 len(rest) - index - 1,
+                spec.pool,
             )
             if wider.stored_bytes() > MAX_RUN_BYTES:
                 break
             spec = wider
-        return cls(spec.require, _sorted(spec.spark), spec.more)
+        return cls(spec.require, _sorted(spec.spark), spec.more, spec.pool)
 
     # -- the handle ----------------------------------------------------------------------------
 
@@ -172,6 +185,8 @@ class RunSpec:
             record["spark"] = {s.key: s.to_json() for s in self.spark}
         if self.more:
             record["more"] = self.more
+        if self.pool is not None:
+            record["pool"] = self.pool
         return json.dumps(record, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
     def stored_bytes(self) -> int:
@@ -196,12 +211,16 @@ class RunSpec:
         more = raw.get("more", 0)
         if type(more) is not int or more < 0:
             raise ValueError("'more' is not a count")
+        pool = raw.get("pool")
+        if pool is not None and not isinstance(pool, str):
+            raise ValueError("'pool' is not text")
         settings = tuple(_setting(k, v) for k, v in spark.items())
-        return cls(_labels(require), _sorted(settings), more)
+        return cls(_labels(require), _sorted(settings), more, _pool(pool))
 
     def summary_fields(self) -> dict[str, str]:
         """The handle's summary field of these options (fleet protocol 4)."""
-        return {RUN: self.to_json()} if self.require or self.spark or self.more else {}
+        wanted = self.require or self.spark or self.more or self.pool is not None
+        return {RUN: self.to_json()} if wanted else {}
 
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> RunSpec:
@@ -238,6 +257,11 @@ class RunSpec:
     # -- what it says ----------------------------------------------------------------------------
 
     @property
+    def pool_name(self) -> str:
+        """The pool the job waits and runs in: its ``--pool``, else ``default``."""
+        return self.pool if self.pool is not None else DEFAULT_POOL
+
+    @property
     def labels(self) -> dict[str, str]:
         """The labels a daemon must have to run the job."""
         return dict(self.require)
@@ -266,6 +290,15 @@ def _labels(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
         if not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
             raise ValueError(f"requirement {key[:80]!r}={value[:80]!r} is not a label")
     return tuple(sorted(labels.items()))
+
+
+def _pool(name: str | None) -> str | None:
+    """A pool's name, checked (ValueError if not one); ``default`` is kept as None."""
+    if name is None or name == DEFAULT_POOL:
+        return None
+    if not POOL_NAME.fullmatch(name):
+        raise ValueError(f"pool {name[:80]!r} is not a pool name (1-63 of [a-z0-9_-])")
+    return name
 
 
 def _sorted(settings: tuple[SparkSetting, ...] | list[SparkSetting]) -> tuple[SparkSetting, ...]:

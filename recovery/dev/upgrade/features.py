@@ -25,6 +25,7 @@ from zkstore.protocol import (
     FEATURES,
     JOB_IDENTITIES,
     OUTPUTS,
+    POOLS,
     RUN_SPEC,
     Feature,
 )
@@ -95,6 +96,7 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "no job writes an output: ctx.outputs.stage raises FleetVersionError in the job (its "
         "attempt fails, saying to finalize the fleet) and nothing of it is written"
     ),
+    POOLS: Refused(lambda _: ["pools", "set", "upgrade", "--max-running", "1"]),
 }
 
 
