@@ -537,6 +537,7 @@ class Driver:
                 host=socket.gethostname(),
                 log=self.log,
                 started=self._started,
+                jvm=self.spark_jvm.had(),
             )
             try:
                 WHILE_STANDING.call(

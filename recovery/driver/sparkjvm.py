@@ -296,6 +296,12 @@ class SparkJvm:
         if self.how is None or not self.how.startswith("warm"):
             WarmProcess(self.offer).kill()
 
+    def had(self) -> str:
+        """What the attempt had, for its outcome (one line): ``warm: ...``, ``cold: <why>``,
+        or ``none: ...`` when its job asked for no Spark."""
+        how = self.how or "none: the job started no Spark (no driver JVM)"
+        return " ".join(how.split())
+
     def close(self) -> None:
         """The attempt is over: a warm JVM it took and never used is let go (one it used ends
         with this process, which holds its standard input)."""

@@ -20,7 +20,7 @@ from recovery.member.sparkjvm.archive import MAKE_TIMEOUT
 from recovery.member.sparkjvm.pool import STOP_GRACE
 from tests import jobs, spark_jvm
 from tests.helpers import alive, hands_client, wait_for
-from tests.warm_drivers import JOB, WARM, driver_log, ready, show, titled_warm, took
+from tests.warm_drivers import JOB, WARM, driver_log, had, ready, show, titled_warm, took
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS
 from zkstore.jobs.states import SUCCEEDED
@@ -76,6 +76,8 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
                 assert secret.encode() not in Path(where).read_bytes(), where
             gate.touch()
             assert client.wait("warm", timeout=JOB).outcome == SUCCEEDED
+            kept = wait_for(lambda: had(spark_config, "warm"), JOB, what="its end told")
+            assert kept.startswith(f"warm: warm driver {warm_id} (pid {warm_pid}"), kept
             wait_for(lambda: not alive(warm_pid), STOP_GRACE * 3, what="the warm JVM gone")
             second = wait_for(lambda: ready(daemon) - first, WARM, what="the next warm driver")
             [second_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
@@ -107,6 +109,9 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
             assert "job cold: attempt 1 launched without a warm driver" in daemon.log()
             (tmp_path / "cold-gate").touch()
             assert client.wait("cold", timeout=JOB).outcome == SUCCEEDED
+            kept = wait_for(lambda: had(spark_config, "cold"), JOB, what="its end told")
+            assert kept.startswith("cold: spark.driver.extraJavaOptions="), kept
+            assert "job's summary" in kept, kept
         own = jobs.read_marks(str(out / "cold"))["jvm-1"]
         assert own["properties"] == {"zkstore.test": "cold"}, "its own setting took effect"
         assert own["pid"] not in (warm_pid, pid) and own["total"] == sum(range(100))
