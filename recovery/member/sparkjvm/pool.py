@@ -475,8 +475,8 @@ class WarmPool:
         if jvm is None:
             return "no warm driver was ready when the job first asked for Spark"
         warm_id = jvm.record.warm_id
+        log_fd = -1
         try:
-            exchange(self.records.cwd(warm_id), work_dir)
             log = jvm.record.log
             fd = os.open(log, os.O_WRONLY | os.O_NOFOLLOW)
             try:
@@ -484,8 +484,11 @@ class WarmPool:
             finally:
                 os.close(fd)
             log_fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            exchange(self.records.cwd(warm_id), work_dir)  # last: nothing after it fails
         except OSError as exc:
             logger.warning("warm driver %s not handed over: %s", warm_id, exc)
+            if log_fd >= 0:
+                os.close(log_fd)
             self._end(jvm)
             return f"warm driver {warm_id} could not be handed over ({exc})"
         return self._handed_to(jvm, job_id, attempt, Path(jvm.record.log)), log_fd
