@@ -48,6 +48,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -66,7 +67,7 @@ from benchmarks.profiles import (
     summarize_zkcalls,
 )
 from recovery.client.api import Client
-from recovery.dev.localcluster import LocalCluster
+from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from zkstore.config import ZkAuth
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 
@@ -76,7 +77,7 @@ CPROFILE_ENV = "ZKSTORE_BENCH_CPROFILE"
 ZKCALLS_ENV = "ZKSTORE_BENCH_ZKCALLS"
 GOAL = 0.05
 TICK = os.sysconf("SC_CLK_TCK")
-KINDS = ("daemon", "fork server", "drivers", "shippers", "ZooKeeper")
+KINDS = ("daemon", "fork server", "drivers", "shippers", "warm JVMs", "ZooKeeper")
 
 
 def noop(ctx: object) -> None:
@@ -91,6 +92,26 @@ def proc_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def warm_jvms_cpu(daemon: int) -> float:
+    """The CPU of the daemon's warm driver JVMs (``--warm-drivers``): those alive (``ps``
+    names them ``zkstore warm-driver ID``) and those it ended and reaped (its children's CPU,
+    ``cutime + cstime``: it reaps nothing else itself, its drivers are the fork server's)."""
+    with open(f"/proc/{daemon}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = (int(fields[13]) + int(fields[14])) / TICK
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            title = (entry / "cmdline").read_bytes()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == daemon and title.startswith(
+                b"zkstore warm-driver "
+            ):
+                total += proc_cpu(int(entry.name))
+    return total
 
 
 #: The JVM's JIT compiler threads (``comm`` is cut at 15 characters): a fresh JVM compiles the
@@ -260,6 +281,7 @@ class Cost:
             "fork server": proc_cpu(self.fork_server),
             "client": own_cpu(),
             "shippers": 0.0,
+            "warm JVMs": warm_jvms_cpu(self.daemon_pid),
         }
         for pid in self.probe.shippers():  # the daemon's one, alive across batches
             with contextlib.suppress(OSError):
@@ -298,7 +320,10 @@ class Cost:
             time.sleep(0.1)
         after, took = self.snapshot(), time.monotonic() - start
         zk_after = zk_counters(self.hosts)
-        cpu = {k: after[k] - before[k] for k in ("daemon", "fork server", "ZooKeeper", "shippers")}
+        cpu = {
+            k: after[k] - before[k]
+            for k in ("daemon", "fork server", "ZooKeeper", "shippers", "warm JVMs")
+        }
         cpu["drivers"] = sum(drivers)
         zk = {k: zk_after[k] - zk_before[k] for k in zk_after if k in zk_before}
         return Batch(
@@ -322,6 +347,8 @@ def one_daemon(
     zkcalls: bool,
     s3: S3 | None = None,
     credentials: bool = False,
+    warm_drivers: int = 0,
+    class_data: str | None = None,
 ) -> Iterator[Cost]:
     config = file_config(hosts, tmp, timeout=30.0)
     if credentials:  # digest credentials: each driver holds its own job's identity
@@ -348,6 +375,9 @@ def one_daemon(
         extra_args=("--max-drivers", str(slots)),
         extra_env=env,
         verbose=False,
+        spark_master="local[1]",
+        warm_drivers=warm_drivers,
+        class_data=class_data or str(Path(tmp) / "class-data"),
     )
     try:
         daemon = local.start_daemon("cost")
@@ -357,6 +387,9 @@ def one_daemon(
             # A first job starts the fork server, and leaves nothing to warm up in the batches.
             client.submit_function(noop, job_id="warm-up")
             wait_all_exist(client.cluster.zk, [client.cluster.layout.result("warm-up")], 120)
+            if warm_drivers > 0:  # settled: the archive made, the warm JVMs ready
+                wait_ready(daemon, warm_drivers)
+            time.sleep(5.0)  # the warm-up's child reaped, the archive's checks done
             # Its process title (recovery/proctitle.py), or its command line without one.
             fork_server = child_with(daemon.pid, "zkstore fork-server") or child_with(
                 daemon.pid, "recovery.member.forkserver"
@@ -438,6 +471,15 @@ def zookeeper_with_pid() -> Iterator[tuple[str, int | None]]:
         yield server.connect_string, server.pid
 
 
+def wait_ready(daemon: DaemonProcess, count: int, timeout: float = 900.0) -> None:
+    """Until the daemon says ``count`` warm drivers are ready (its log)."""
+    deadline = time.monotonic() + timeout
+    while len(set(re.findall(r"warm driver ([0-9a-f]{8}) ready", daemon.log()))) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {count} warm driver(s) ready within {timeout:g} s")
+        time.sleep(0.5)
+
+
 def bench_cost(args: argparse.Namespace) -> Result:
     with contextlib.ExitStack() as stack:
         s3 = stack.enter_context(s3_server()) if args.s3 else None
@@ -455,7 +497,16 @@ def _bench_cost(args: argparse.Namespace, s3: S3 | None) -> Result:
         )
         cprofile = Path(args.cprofile) if args.cprofile else None
         with one_daemon(
-            hosts, zk_pid, tmp, args.slots, cprofile, args.zk_calls, s3, args.credentials
+            hosts,
+            zk_pid,
+            tmp,
+            args.slots,
+            cprofile,
+            args.zk_calls,
+            s3,
+            args.credentials,
+            args.warm_drivers,
+            args.class_data,
         ) as cost:
             idle = cost.idle(args.idle)
             print(
@@ -498,7 +549,8 @@ def _bench_cost(args: argparse.Namespace, s3: S3 | None) -> Result:
     )
     floor_total = floor + floor_zk
     return Result(
-        f"CPU per no-op job, all processes ({args.jobs} jobs on {args.slots} slots"
+        f"CPU per no-op job, all processes ({args.jobs} jobs on {args.slots} slots, "
+        f"--warm-drivers {args.warm_drivers}"
         f"{', payloads on S3' if s3 is not None else ''}, "
         f"median of {len(batches)})",
         medians["total"],
@@ -531,6 +583,18 @@ def main(argv: list[str] | None = None) -> list[Result]:
         action="store_true",
         help="ZooKeeper digest credentials: every node carries its ACL, every driver holds "
         "its own job's identity (issue 43: what per-job identities cost)",
+    )
+    parser.add_argument(
+        "--warm-drivers",
+        type=int,
+        default=0,
+        help="the daemon's --warm-drivers (local[1]; measured once its archive is made and its "
+        "warm JVMs are ready; their CPU is counted as 'warm JVMs')",
+    )
+    parser.add_argument(
+        "--class-data",
+        metavar="DIR",
+        help="the daemon's --class-data (an archive made already: not made again)",
     )
     parser.add_argument("--floor", nargs=2, metavar=("HOSTS", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

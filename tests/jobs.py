@@ -234,6 +234,14 @@ def jvm_report(
             time.sleep(0.05)
 
 
+def files_then_spark(ctx: Any, out: str) -> None:
+    """Write a file in the attempt's directory, then :func:`jvm_report`, then record whether
+    the file is still where the job left it (``kept``)."""
+    Path("before.txt").write_text("made before Spark")
+    jvm_report(ctx, out)
+    mark(out, "kept", text=Path("before.txt").read_text(), cwd=os.getcwd())
+
+
 def jvm_report_own_options(ctx: Any, out: str, how: str, option: str) -> None:
     """Start Spark the way a job's own code may, with the JVM option ``option`` (a system
     property ``zkstore.test``), then :func:`jvm_report`: set in ``SparkSession.builder``

@@ -50,6 +50,16 @@ def show(config: StoreConfig, job_id: str) -> dict[str, object]:
     return shown
 
 
+def had(config: StoreConfig, job_id: str, attempt: int = 1) -> str | None:
+    """The driver JVM ``jobs show`` says the attempt had, once the attempt's end is told."""
+    attempts = show(config, job_id)["attempts"]
+    assert isinstance(attempts, list), attempts
+    for entry in attempts:
+        if entry["attempt"] == attempt and entry["outcome"] != "PLACED":
+            return str(entry.get("jvm"))
+    return None
+
+
 def driver_log(local: LocalCluster, job_id: str, attempt: int = 1) -> str:
     return (local.work_dir / "drivers" / job_id / f"attempt-{attempt}.log").read_text()
 

@@ -69,7 +69,7 @@ from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
 from recovery.shared import processes
 from recovery.shared.sparkconf import spark_submit_args
-from recovery.shared.sparkjvm import WarmOffer
+from recovery.shared.sparkjvm import WarmAsk, WarmOffer
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -537,6 +537,7 @@ class Driver:
                 host=socket.gethostname(),
                 log=self.log,
                 started=self._started,
+                jvm=self.spark_jvm.had(),
             )
             try:
                 WHILE_STANDING.call(
@@ -690,7 +691,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"cannot read the configuration from fd {args.config_fd}: {exc}")
     except ConfigError as exc:
         parser.error(str(exc))
-    offer = _warm_offer(warm)
+    offer, ask = _warm_offer(warm)
+    work_dir = _enter(args.work_dir)
+    spark_jvm = SparkJvm(
+        offer, args.warm_fd, declined=declined.strip() or None, ask=ask, work_dir=work_dir
+    )
     driver = Driver(
         config,
         job_id=args.job_id,
@@ -698,22 +703,24 @@ def main(argv: list[str] | None = None) -> int:
         status_version=args.status_version,
         spark_master=spark_master_from_env(None),
         cancel_grace=args.cancel_grace,
-        work_dir=_enter(args.work_dir),
+        work_dir=work_dir,
         log=args.log_uri,
-        spark_jvm=SparkJvm(offer, args.warm_fd, declined=declined.strip() or None),
+        spark_jvm=spark_jvm,
     )
     return driver.run()
 
 
-def _warm_offer(text: str) -> WarmOffer | None:
-    """The warm JVM the daemon handed over (the configuration pipe's second line), if any."""
+def _warm_offer(text: str) -> tuple[WarmOffer | None, WarmAsk | None]:
+    """The configuration pipe's second line: the warm JVM the daemon handed over at launch, or
+    the hint that the driver may ask for one at its job's first use of Spark, or neither."""
     if not text.strip():
-        return None
+        return None, None
     try:
-        return WarmOffer.from_json(text)
+        ask = WarmAsk.from_json(text)
+        return (WarmOffer.from_json(text) if ask is None else None), ask
     except ValueError as exc:  # nothing a daemon writes: no warm JVM, the attempt starts cold
         logger.warning("the warm driver handed over is unreadable (%s): starting cold", exc)
-        return None
+        return None, None
 
 
 def _read_config(fd: int) -> str:

@@ -6,10 +6,14 @@ first time the job builds a SparkContext (``ctx.spark``, or a script's own
 and decides there, with every setting the job gave Spark (its ``--conf``, a script's own
 builder options, ``PYSPARK_SUBMIT_ARGS``):
 
-- **warm**: the attempt took a warm JVM at its launch (:mod:`recovery.member.sparkjvm.pool`: its
-  gateway's port and secret came through the configuration pipe, its standard input as the
-  descriptor ``--warm-fd``), its master is one a warm JVM serves, and its JVM-level settings
-  are the ones that JVM was started with (:mod:`recovery.shared.sparkjvm`): pyspark
+- **warm**: its master is one a warm JVM serves, its JVM-level settings are the ones the warm
+  JVMs were started with (:mod:`recovery.shared.sparkjvm`), and it has one: asked of its daemon
+  now, at the job's first use of Spark, through its channel (``--warm-fd``, with
+  :class:`~recovery.shared.sparkjvm.WarmAsk` on the configuration pipe:
+  :mod:`recovery.member.sparkjvm.asks`; the answer brings the gateway's port and secret, the
+  JVM's standard input and its log, and the JVM's directory is the attempt's), or taken at its
+  launch with ``--driver-user`` (:mod:`recovery.member.sparkjvm.pool`: its gateway's port and
+  secret came through the configuration pipe, its standard input as ``--warm-fd``): pyspark
   connects to it, the system properties ``spark-submit`` would have set (the job's ``--conf``,
   master, name, submission time) are set in it, and the context is built there;
 - **cold** otherwise, saying why: pyspark starts the attempt's own JVM as before, with the
@@ -19,17 +23,21 @@ builder options, ``PYSPARK_SUBMIT_ARGS``):
   launched without one (its job's summary showed a JVM-level setting the warm JVMs lack:
   ``declined``) says so, and whether its own settings agree.
 
-Which it got is in the driver's log and in the attempt's ``spark`` record (``zkstore jobs show``).
+Which it got is in the driver's log, in the attempt's ``spark`` record while it runs, and in its
+outcome (:meth:`SparkJvm.had`), which the leader keeps in the job's history (``zkstore jobs
+show``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shlex
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
@@ -39,10 +47,12 @@ from recovery.shared.processes import Liveness, ProcessIdentity, boot_id, probe
 from recovery.shared.sparkconf import is_local_master, loopback_ui
 from recovery.shared.sparkjvm import (
     ARCHIVE_ENV,
+    ASK,
     JVM_LEVEL,
     PROPERTIES_ENV,
     WARM_ENV,
     SubmitArgs,
+    WarmAsk,
     WarmOffer,
     class_path_reason,
     jvm_reason,
@@ -53,9 +63,14 @@ from recovery.shared.sparkjvm import (
 )
 from zkstore.config import ENV_VARS
 
-__all__ = ["SUBMIT_ARGS", "SUBMIT_OPTS", "SparkJvm", "WarmProcess"]
+__all__ = ["ASK_TIMEOUT", "SUBMIT_ARGS", "SUBMIT_OPTS", "SparkJvm", "WarmProcess"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds the daemon has to answer an ask for a warm JVM (it renames and truncates files).
+ASK_TIMEOUT = 30.0
+#: How often the warm JVM's new output is copied into the attempt's log.
+RELAY_PERIOD = 0.25
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
@@ -98,20 +113,36 @@ class SparkJvm:
         environ: MutableMapping[str, str] | None = None,
         *,
         declined: str | None = None,
+        ask: WarmAsk | None = None,
+        work_dir: Path | None = None,
     ) -> None:
         self.offer = offer if warm_fd is not None else None
         #: why the daemon handed over no warm JVM, from the job's summary (None: it did not say)
         self.declined = declined if self.offer is None else None
         self._fd = warm_fd if offer is not None else None
-        if warm_fd is not None and self._fd is None:
+        #: the channel to ask the daemon for a warm JVM at the job's first use of Spark, once
+        self._ask_fd = warm_fd if offer is None and ask is not None else None
+        if warm_fd is not None and self._fd is None and self._ask_fd is None:
             with contextlib.suppress(OSError):
                 os.close(warm_fd)
-        if self._fd is not None:
-            os.set_inheritable(self._fd, False)  # job code's children never hold the JVM up
+        for fd in (self._fd, self._ask_fd):
+            if fd is not None:
+                os.set_inheritable(fd, False)  # job code's children never hold them
+        self.work_dir = work_dir
         self._env = os.environ if environ is None else environ
         self.archive = self._env.get(ARCHIVE_ENV) or None
         self.properties = self._env.get(PROPERTIES_ENV) or None
-        self._defaults = dict(offer.defaults) if offer is not None else self._read_defaults()
+        self._defaults = (
+            dict(offer.defaults)
+            if offer is not None
+            else dict(ask.defaults)
+            if ask is not None
+            else self._read_defaults()
+        )
+        #: seconds the ask for a warm JVM took at first use (None: not asked)
+        self.asked: float | None = None
+        self._relay_stop = threading.Event()
+        self._relay: threading.Thread | None = None
         #: what the attempt got, once its Spark started (None before)
         self.how: str | None = None
         self._given: tuple[str | None, str | None] = (None, None)
@@ -192,9 +223,12 @@ class SparkJvm:
             except Exception as exc:  # noqa: BLE001 - whatever py4j raises: the JVM is not usable
                 reason = f"warm driver {self.offer.warm_id} did not answer: {exc}"
             else:
+                first_use = (
+                    f"; taken at first use in {self.asked:.2f} s" if self.asked is not None else ""
+                )
                 self.how = (
                     f"warm: warm driver {self.offer.warm_id} (pid {self.offer.pid}, "
-                    f"warmed in {self.offer.warmed:.1f} s)"
+                    f"warmed in {self.offer.warmed:.1f} s{first_use})"
                 )
                 logger.info("Spark driver JVM: %s", self.how)
                 return gateway
@@ -218,7 +252,20 @@ class SparkJvm:
             return SubmitArgs(others=("(unreadable)",))
 
     def _cold_reason(self, submit: SubmitArgs, settings: Mapping[str, str]) -> str | None:
-        """Why the attempt starts its own JVM, or None if it can use the warm one."""
+        """Why the attempt starts its own JVM, or None if it can use the warm one (asked of
+        its daemon now, if it may ask)."""
+        if self.offer is None and self._ask_fd is not None:
+            if (self._env.get(SUBMIT_ARGS), self._env.get(SUBMIT_OPTS)) != self._given:
+                self._close_ask()
+                return (
+                    "the job changed PYSPARK_SUBMIT_ARGS or SPARK_SUBMIT_OPTS "
+                    "(no warm driver asked for)"
+                )
+            own = self._settings_reason(submit, settings)
+            if own is not None:
+                self._close_ask()  # no JVM taken: it stays in the daemon's pool
+                return f"{own} (no warm driver asked for)"
+            return self._ask()
         if self.offer is None and self.declined is not None:
             own = self._settings_reason(submit, settings)
             if own is not None:
@@ -285,6 +332,93 @@ class SparkJvm:
         gateway.proc = WarmProcess(self.offer)
         return gateway
 
+    # -- a warm JVM at first use --------------------------------------------------------------
+
+    def _ask(self) -> str | None:
+        """Ask the daemon for a warm JVM, once: None if it gave one (then :attr:`offer` is
+        it, the attempt's directory is the JVM's, its log is copied into the attempt's), else
+        why not."""
+        fd, self._ask_fd = self._ask_fd, None
+        assert fd is not None
+        began = time.monotonic()
+        data, fds = b"", []
+        with socket.socket(fileno=fd) as channel:
+            channel.settimeout(ASK_TIMEOUT)
+            try:
+                channel.sendall(ASK)
+                while not data.endswith(b"\n") and len(data) < 1 << 20:
+                    chunk, got, _, _ = socket.recv_fds(channel, 1 << 16, 2, socket.MSG_CMSG_CLOEXEC)
+                    fds += got
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError as exc:
+                _close_all(fds)
+                return f"its daemon did not answer the ask for a warm driver ({exc})"
+        if not data:
+            _close_all(fds)
+            return "its daemon closed the channel of warm drivers (it restarted or stops)"
+        try:
+            answer = json.loads(data)
+            if "offer" in answer and len(fds) == 2:
+                offer = WarmOffer.from_json(json.dumps(answer["offer"]))
+            elif isinstance(answer.get("none"), str):
+                _close_all(fds)
+                return " ".join(str(answer["none"]).split())[:300]
+            else:
+                raise ValueError("neither an offer with its descriptors nor a reason")
+        except (ValueError, AttributeError) as exc:
+            _close_all(fds)
+            return f"its daemon's answer about a warm driver is unreadable ({exc})"
+        self.offer, self._fd = offer, fds[0]
+        self._defaults = dict(offer.defaults)
+        self._move_in()
+        self._start_relay(fds[1])
+        self.asked = time.monotonic() - began
+        return None
+
+    def _move_in(self) -> None:
+        """The daemon exchanged the attempt's directory and the JVM's: the attempt's path is
+        the JVM's directory now. Move what the job made before it asked for Spark (this
+        process's current directory, where the JVM's was) there, and go there."""
+        if self.work_dir is None:
+            return
+        for name in os.listdir("."):
+            try:
+                os.rename(name, self.work_dir / name)
+            except OSError as exc:
+                logger.warning("%s not moved into the warm driver's directory: %s", name, exc)
+        os.chdir(self.work_dir)
+
+    def _start_relay(self, log_fd: int) -> None:
+        """Copy the warm JVM's output (its own log, which it appends to) into this attempt's
+        log (this process's standard error) until the attempt ends."""
+
+        def relay() -> None:
+            try:
+                while True:
+                    data = os.read(log_fd, 1 << 16)
+                    if data:
+                        _write_all(2, data)
+                    elif self._relay_stop.wait(RELAY_PERIOD):
+                        while data := os.read(log_fd, 1 << 16):
+                            _write_all(2, data)
+                        return
+            except OSError:
+                return
+            finally:
+                with contextlib.suppress(OSError):
+                    os.close(log_fd)
+
+        self._relay = threading.Thread(target=relay, name="warm-jvm-log", daemon=True)
+        self._relay.start()
+
+    def _close_ask(self) -> None:
+        if self._ask_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._ask_fd)
+            self._ask_fd = None
+
     def let_go(self) -> None:
         """The warm JVM is not this attempt's Spark (it starts cold, or never started Spark):
         end it now rather than when the attempt ends."""
@@ -296,9 +430,31 @@ class SparkJvm:
         if self.how is None or not self.how.startswith("warm"):
             WarmProcess(self.offer).kill()
 
+    def had(self) -> str:
+        """What the attempt had, for its outcome (one line): ``warm: ...``, ``cold: <why>``,
+        or ``none: ...`` when its job asked for no Spark."""
+        how = self.how or "none: the job started no Spark (no driver JVM)"
+        return " ".join(how.split())
+
     def close(self) -> None:
         """The attempt is over: a warm JVM it took and never used is let go (one it used ends
         with this process, which holds its standard input)."""
+        self._close_ask()  # never asked: the warm JVMs stay in the daemon's pool
         if self.how is None and self.offer is not None:
             logger.info("warm driver %s not used: the job started no Spark", self.offer.warm_id)
             self.let_go()
+        if self._relay is not None:
+            self._relay_stop.set()
+            self._relay.join(timeout=RELAY_PERIOD * 8)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -520,14 +520,22 @@ class JobActions:
 
     def _end_entry(self, job: JobSnapshot, outcome: str, note: str | None) -> AttemptEntry | None:
         """The history's entry for the end of the job's current attempt (None: it never had
-        one)."""
+        one), with the driver JVM its outcome says it had."""
         status = job.status
         if status is None or status.attempt < 1:
             return None
         daemon = status.daemon_id or "?"
         outcome = outcome if outcome in history.ENDINGS else history.FAILED
+        reported = job.outcome if job.outcome and job.outcome.attempt == status.attempt else None
+        jvm = reported.jvm if reported is not None else None  # what its driver said it had
         return AttemptEntry(
-            status.attempt, daemon, status.updated, outcome, self.leader.clock.stamp(), note
+            status.attempt,
+            daemon,
+            status.updated,
+            outcome,
+            self.leader.clock.stamp(),
+            note,
+            jvm=jvm,
         )
 
     # -- notifications ---------------------------------------------------------------------------

@@ -22,9 +22,13 @@ changes its user).
 
 Its Spark JVM (:mod:`recovery.member.sparkjvm`): the environment names the class-data archive
 once the daemon has verified it, and the deployment's ``spark-defaults.conf``; with
-``--warm-drivers``, an attempt takes a warm JVM if one is ready: its directory and log become
-the attempt's, and the driver gets the JVM's gateway through its configuration pipe (a second
-line) and the JVM's standard input as a descriptor (``--warm-fd``). An attempt whose job's
+``--warm-drivers``, an attempt may take a warm JVM the first time its job asks for Spark: its
+driver gets the warm JVMs' settings through its configuration pipe (a second line) and its end
+of a channel to ask for one as ``--warm-fd`` (:mod:`recovery.member.sparkjvm.asks`), nothing
+of any JVM. With ``--driver-user`` an attempt takes one at its launch if one is ready (the
+driver runs as the JVM's user): its directory and log become the attempt's, and the driver
+gets the JVM's gateway through its configuration pipe and the JVM's standard input as
+``--warm-fd``. An attempt whose job's
 summary shows a JVM-level setting the warm JVMs lack takes none; its driver is told why (the
 pipe's third line).
 
@@ -55,6 +59,7 @@ from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
 from recovery.member.sparkjvm.archive import ClassData
+from recovery.member.sparkjvm.asks import WarmAsks
 from recovery.member.sparkjvm.pool import PoolSetup, Taken, WarmPool
 from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared import attemptdir
@@ -65,7 +70,7 @@ from recovery.shared.processes import (
     spawn_with_config,
     start_ticks,
 )
-from recovery.shared.sparkjvm import WARM_ENV
+from recovery.shared.sparkjvm import WARM_ENV, WarmAsk
 from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
@@ -233,6 +238,9 @@ class DriverLauncher:
             if settings.warm_drivers > 0
             else None
         )
+        #: the attempts' channels to take a warm JVM at first use (drivers of the daemon's own
+        #: user; with --driver-user an attempt takes one at its launch, as its user is the JVM's)
+        self.asks: WarmAsks | None = None
 
     def start(self) -> None:
         """Start what this daemon does in the background for its drivers: the class-data
@@ -240,6 +248,8 @@ class DriverLauncher:
         self.class_data.start()
         if self.warm is not None:
             self.warm.start()
+            if self.driver_users is None:
+                self.asks = WarmAsks(self.warm)
 
     def _start_shipper(self, argv: list[str], config: str, log: Path) -> int:
         """Start the daemon's log shipper: forked by the fork server (a few milliseconds), or
@@ -394,8 +404,10 @@ class DriverLauncher:
         if self.warm is not None:
             if launch.warm_id is not None:
                 self.warm.discard(launch.warm_id)
-            else:  # adopted after a restart: its record names the attempt
+            else:  # taken at first use, or adopted after a restart: its record names it
                 self.warm.attempt_over(launch.job_id, launch.attempt)
+        if self.asks is not None:
+            self.asks.attempt_over(launch.job_id, launch.attempt)
         ended = self.driver_users.ended(launch.identity) if self.driver_users else None
         if ended is not None and ended[1]:
             logger.warning(
@@ -420,6 +432,8 @@ class DriverLauncher:
         it is left empty): a clean stop leaves nothing in /tmp. With a live driver, everything
         stays for its adoption."""
         self.class_data.stop()
+        if self.asks is not None:
+            self.asks.close()
         if self.warm is not None:
             self.warm.close()
         if self.fork_server is not None:
@@ -479,20 +493,9 @@ class DriverLauncher:
         log_path = self.log_path(job_id, attempt)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         work_dir = self.work_dir(job_id, attempt)
-        declined = self.warm.declines(run) if self.warm is not None else None
-        warm = None
-        if self.warm is not None and declined is None:
-            warm = self.warm.take(job_id, attempt, work_dir, log_path)
-        if declined is not None:
-            logger.info(
-                "job %s: attempt %d launched without a warm driver (its run options): %s",
-                job_id,
-                attempt,
-                declined,
-            )
-            config = f"{config}\n\n{' '.join(declined.splitlines())}"
+        warm, ask_fd, config = self._warm_for(job_id, attempt, (work_dir, log_path), run, config)
         if warm is not None:  # a warm JVM's user is its driver's
-            user, config = warm.user, f"{config}\n{warm.offer.to_json()}"
+            user = warm.user
         else:
             user = self.driver_users.take() if self.driver_users is not None else None
         try:
@@ -500,14 +503,19 @@ class DriverLauncher:
                 attemptdir.remove(work_dir, self.driver_uids)  # left by a dead driver of it
                 attemptdir.make(work_dir, (user.uid, user.gid) if user is not None else None)
             process, ticks, offset = self._start(
-                job_id, attempt, status_version, (work_dir, log_path), config, user, warm
+                job_id, attempt, status_version, (work_dir, log_path), config, user, warm, ask_fd
             )
         except BaseException:
             if user is not None and self.driver_users is not None:
                 self.driver_users.release(user)
             if warm is not None and self.warm is not None:
                 self.warm.discard(warm.offer.warm_id)
+            if self.asks is not None:
+                self.asks.attempt_over(job_id, attempt)
             raise
+        finally:
+            if ask_fd is not None:
+                os.close(ask_fd)  # the driver's end: the driver holds it now
         if warm is not None and self.warm is not None:
             self.warm.handed(warm.offer.warm_id)  # the driver holds the JVM's input now
         driver = ProcessIdentity(socket.gethostname(), process.pid, ticks, boot_id())
@@ -534,6 +542,35 @@ class DriverLauncher:
             )
         return launch
 
+    def _warm_for(
+        self,
+        job_id: str,
+        attempt: int,
+        paths: tuple[Path, Path],
+        run: RunSpec | None,
+        config: str,
+    ) -> tuple[Taken | None, int | None, str]:
+        """The attempt's warm JVM, as its driver is told of it: taken now (with
+        ``--driver-user``), a channel to ask for one at first use (the driver's end), or
+        neither (its job's run options rule one out: why, the pipe's third line); and the
+        configuration with the lines that say so."""
+        if self.warm is None:
+            return None, None, config
+        declined = self.warm.declines(run)
+        if declined is not None:
+            logger.info(
+                "job %s: attempt %d launched without a warm driver (its run options): %s",
+                job_id,
+                attempt,
+                declined,
+            )
+            return None, None, f"{config}\n\n{' '.join(declined.splitlines())}"
+        if self.asks is not None:  # a JVM at first use
+            ask_fd = self.asks.channel(job_id, attempt, paths[0])
+            return None, ask_fd, f"{config}\n{WarmAsk(self.warm.defaults()).to_json()}"
+        warm = self.warm.take(job_id, attempt, *paths)
+        return warm, None, config if warm is None else f"{config}\n{warm.offer.to_json()}"
+
     def _start(
         self,
         job_id: str,
@@ -543,11 +580,13 @@ class DriverLauncher:
         config: str,
         user: DriverUser | None,
         warm: Taken | None,
+        ask_fd: int | None = None,
     ) -> tuple[DriverProcess, int | None, int]:
         """Fork (else spawn) the driver; returns it, its start time and where its output
-        begins in its log."""
+        begins in its log. Its ``--warm-fd`` is the standard input of the warm JVM it took at
+        launch, or its end of the channel to ask for one at first use (``ask_fd``)."""
         offset = open_log(paths[1])
-        warm_fd = warm.stdin if warm is not None else None
+        warm_fd = warm.stdin if warm is not None else ask_fd
         forked = self._fork(job_id, attempt, status_version, paths, config, user, warm_fd)
         if forked is not None:
             return forked, forked.start_ticks, offset

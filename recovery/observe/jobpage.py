@@ -239,7 +239,8 @@ def _conditions(conditions: list[dict[str, str]]) -> str | None:
 
 
 def _attempt_table(entries: list[AttemptEntry]) -> str:
-    """Each attempt the history tells: how it ended, where, and the definition it ran."""
+    """Each attempt the history tells: how it ended, where, the definition it ran and the
+    driver JVM it had."""
     rows = []
     for entry in attempts_json(entries):
         ran = ""
@@ -256,10 +257,20 @@ def _attempt_table(entries: list[AttemptEntry]) -> str:
             page.escape(entry["placed"]),
             page.escape(entry.get("ended") or ""),
             ran or "<span class='muted'>not recorded</span>",
+            page.escape(entry.get("jvm") or ""),
             page.escape(entry.get("note") or ""),
         ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    headers = ["attempt", "outcome", "daemon", "placed", "ended", "definition", "note"]
+    headers = [
+        "attempt",
+        "outcome",
+        "daemon",
+        "placed",
+        "ended",
+        "definition",
+        "driver JVM",
+        "note",
+    ]
     return page.table(headers, rows, "no attempt told yet")
 
 

@@ -43,12 +43,14 @@ from zkstore.jobs.runspec import RunSpec
 
 __all__ = [
     "ARCHIVE_ENV",
+    "ASK",
     "CLASS_PATH",
     "JVM_LEVEL",
     "PROPERTIES_ENV",
     "UNSET_MEANS",
     "WARM_ENV",
     "SubmitArgs",
+    "WarmAsk",
     "WarmOffer",
     "class_path_reason",
     "jvm_reason",
@@ -233,6 +235,38 @@ def quote_option(option: str) -> str:
     """One JVM option as Spark's launcher reads ``SPARK_SUBMIT_OPTS`` (split as a shell would:
     double quotes, backslashes), whatever its path holds."""
     return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+#: What a driver writes on its channel to its daemon to take a warm JVM at first use.
+ASK = b"take\n"
+
+
+@dataclass(frozen=True)
+class WarmAsk:
+    """What a driver is given at its launch, through its configuration pipe, when it may ask its
+    daemon for a warm JVM the first time its job asks for Spark (the descriptor ``--warm-fd`` is
+    then its end of a socket to its daemon, :mod:`recovery.member.sparkjvm.asks`): the
+    JVM-level settings the warm JVMs were started with, to decide whether to ask at all. Nothing
+    of a JVM: which one, its port and its secret come only with the answer."""
+
+    defaults: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"ask": {"defaults": self.defaults}}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WarmAsk | None:
+        """The hint, None if ``text`` is not one (an offer); ValueError for garbage."""
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or "ask" not in raw:
+            return None
+        ask = raw["ask"]
+        defaults = ask.get("defaults") if isinstance(ask, dict) else None
+        if not isinstance(defaults, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in defaults.items()
+        ):
+            raise ValueError("'defaults' is not a map of text")
+        return cls(dict(defaults))
 
 
 @dataclass(frozen=True)

@@ -203,13 +203,16 @@ def test_stop_resume_twice_and_what_the_views_say(
         text = script(config, "jobs show", "orders1")
         assert text.returncode == 0, text.stderr
         lines = text.stdout.split("attempts:\n")[1].splitlines()
+        # the driver JVM each attempt had, as its JSON says it (issue 56.4)
+        jvm = [f"; driver JVM {a['jvm']}" if a.get("jvm") else "" for a in (one, two)]
+        assert str(two["jvm"]).startswith("none: the job started no Spark"), two
         assert lines[0] == (
             f"  1 STOPPED on d1, placed {one['placed']}, ended {one['ended']}, definition "
-            f"{one['definition'][:12]} from {v1}: {one['note']}"
+            f"{one['definition'][:12]} from {v1}{jvm[0]}: {one['note']}"
         )
         assert lines[1] == (
             f"  2 SUCCEEDED on d1, placed {two['placed']}, ended {two['ended']}, definition "
-            f"{two['definition'][:12]} from {v2}, new since the attempt before"
+            f"{two['definition'][:12]} from {v2}, new since the attempt before{jvm[1]}"
         )
         assert "attempt 1 is over" not in text.stdout
         assert FAILED not in text.stdout

@@ -20,7 +20,7 @@ from recovery.member.sparkjvm.archive import MAKE_TIMEOUT
 from recovery.member.sparkjvm.pool import STOP_GRACE
 from tests import jobs, spark_jvm
 from tests.helpers import alive, hands_client, wait_for
-from tests.warm_drivers import JOB, WARM, driver_log, ready, show, titled_warm, took
+from tests.warm_drivers import JOB, WARM, driver_log, had, ready, show, titled_warm, took
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS
 from zkstore.jobs.states import SUCCEEDED
@@ -76,6 +76,8 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
                 assert secret.encode() not in Path(where).read_bytes(), where
             gate.touch()
             assert client.wait("warm", timeout=JOB).outcome == SUCCEEDED
+            kept = wait_for(lambda: had(spark_config, "warm"), JOB, what="its end told")
+            assert kept.startswith(f"warm: warm driver {warm_id} (pid {warm_pid}"), kept
             wait_for(lambda: not alive(warm_pid), STOP_GRACE * 3, what="the warm JVM gone")
             second = wait_for(lambda: ready(daemon) - first, WARM, what="the next warm driver")
             [second_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
@@ -107,6 +109,9 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
             assert "job cold: attempt 1 launched without a warm driver" in daemon.log()
             (tmp_path / "cold-gate").touch()
             assert client.wait("cold", timeout=JOB).outcome == SUCCEEDED
+            kept = wait_for(lambda: had(spark_config, "cold"), JOB, what="its end told")
+            assert kept.startswith("cold: spark.driver.extraJavaOptions="), kept
+            assert "job's summary" in kept, kept
         own = jobs.read_marks(str(out / "cold"))["jvm-1"]
         assert own["properties"] == {"zkstore.test": "cold"}, "its own setting took effect"
         assert own["pid"] not in (warm_pid, pid) and own["total"] == sum(range(100))
@@ -124,6 +129,53 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
         local.stop()
 
 
+def test_a_job_that_never_asks_for_spark_leaves_the_warm_jvm_to_the_next_spark_job(
+    spark_config: StoreConfig, tmp_path: Path
+) -> None:
+    """Issue 56.1: a warm JVM is taken when the job first asks for Spark, not at launch. A
+    pure-Python job runs and ends without one (the daemon hands it none, the JVM stays ready,
+    its attempt says it had none); the Spark job submitted right after it computes in that very
+    JVM (read back by its pid), whose current directory is the attempt's, with the file the job
+    wrote there before it asked for Spark; its attempt says warm, taken at first use."""
+    local = LocalCluster(
+        spark_config,
+        tmp_path / "runtime",
+        spark_master="local[1]",
+        warm_drivers=1,
+        class_data=str(spark_jvm.HOME),
+    )
+    out = tmp_path / "out"
+    try:
+        daemon = local.start_daemon("d1")
+        first = wait_for(lambda: ready(daemon), WARM, what="a warm driver")
+        [warm_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
+        with hands_client(spark_config) as client:
+            client.submit_function(jobs.noop, job_id="plain", max_attempts=1)
+            assert client.wait("plain", timeout=JOB).outcome == SUCCEEDED
+            plain = wait_for(lambda: had(spark_config, "plain"), JOB, what="its end told")
+            assert plain.startswith("none: the job started no Spark"), plain
+            assert took(daemon, "plain") is None, daemon.log()[-3000:]
+            assert ready(daemon) == first and titled_warm(local) == [warm_pid]
+
+            client.submit_function(jobs.files_then_spark, str(out), job_id="spark", max_attempts=1)
+            assert client.wait("spark", timeout=JOB).outcome == SUCCEEDED
+            report = jobs.read_marks(str(out))
+            warm_id, pid = took(daemon, "spark") or ("", 0)
+            assert warm_id in first and pid == warm_pid == report["jvm-1"]["pid"], report
+            attempt_dir = str(local.work_dir / "attempts" / "spark-attempt-1")
+            assert report["jvm-1"]["cwd"] == report["jvm-1"]["own_cwd"] == attempt_dir
+            kept_file = {k: report["kept"][k] for k in ("text", "cwd")}
+            assert kept_file == {"text": "made before Spark", "cwd": attempt_dir}, report
+            kept = wait_for(lambda: had(spark_config, "spark"), JOB, what="its end told")
+            assert kept.startswith(f"warm: warm driver {warm_id} (pid {warm_pid}"), kept
+            assert "taken at first use" in kept, kept
+            wait_for(lambda: not alive(warm_pid), STOP_GRACE * 3, what="the warm JVM gone")
+            wait_for(lambda: ready(daemon) - first, WARM, what="the next warm driver")
+        local.stop_daemons()
+    finally:
+        local.stop()
+
+
 def test_jvm_options_the_warm_drivers_lack_never_run_in_one_wherever_the_job_sets_them(
     spark_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -131,7 +183,8 @@ def test_jvm_options_the_warm_drivers_lack_never_run_in_one_wherever_the_job_set
     after another long one, is kept typed in the handle: the daemon takes no warm JVM for it
     (the display text used to cut it off, and the daemon handed over one its driver let go).
     One set in the job's own ``SparkSession.builder``, or in ``PYSPARK_SUBMIT_ARGS`` before it,
-    which no daemon can see: the driver starts its own JVM and lets the warm one go. Each job
+    which no daemon can see: the driver sees it as the job asks for Spark, starts its own JVM
+    and asks for no warm one (issue 56.1: taken at first use), which stays ready. Each job
     reads its JVM's pid and the option back through the gateway."""
     local = LocalCluster(
         spark_config,
@@ -164,10 +217,8 @@ def test_jvm_options_the_warm_drivers_lack_never_run_in_one_wherever_the_job_set
             assert "job long: attempt 1 launched without a warm driver" in daemon.log()
             assert ready(daemon) == first and titled_warm(local) == [warm_pid]
             for how in ("builder", "submit-args"):
-                wait_for(
-                    lambda: ready(daemon) and len(titled_warm(local)) == 1,
-                    WARM,
-                    what="one warm driver ready",
+                [ready_pid] = wait_for(
+                    lambda: ready(daemon) and titled_warm(local), WARM, what="one warm driver"
                 )
                 client.submit_function(
                     jobs.jvm_report_own_options,
@@ -180,14 +231,12 @@ def test_jvm_options_the_warm_drivers_lack_never_run_in_one_wherever_the_job_set
                 assert client.wait(how, timeout=JOB).outcome == SUCCEEDED
                 report = jobs.read_marks(str(out / how))["jvm-1"]
                 assert report["properties"] == {"zkstore.test": how}, report
-                taken = took(daemon, how)
-                assert taken is not None, daemon.log()[-3000:]
-                assert report["pid"] != taken[1], "its own JVM, not the warm one"
+                assert took(daemon, how) is None, daemon.log()[-3000:]
+                assert report["pid"] != ready_pid, "its own JVM, not the warm one"
                 said = driver_log(local, how)
                 assert "Spark driver JVM: its own, cold:" in said, said
-                wait_for(
-                    lambda pid=taken[1]: not alive(pid), STOP_GRACE * 3, what="the warm JVM let go"
-                )
+                assert "(no warm driver asked for)" in said, said
+                assert titled_warm(local) == [ready_pid], "the warm JVM stays ready"
         local.stop_daemons()
         assert not local.spark_jvms(), "no Spark JVM left"
     finally:

@@ -167,9 +167,11 @@ def show_job(
     """Everything the store says about one job, with its checkpoints.
 
     JSON: the object of ``jobs list`` plus attempts [{attempt, daemon, placed, outcome,
-    ended, note, definition, target, new_definition}] (each attempt as the leader told it:
+    ended, note, definition, target, jvm, new_definition}] (each attempt as the leader told it:
     the SHA-256 of the definition it was placed with and what that runs, and whether that
-    changed since the attempt before), checkpoints, control, and resources {attempt,
+    changed since the attempt before; jvm: the driver JVM the attempt had, as its driver
+    reported it when it ended: "warm: warm driver ID (pid ...)", "cold: WHY" or "none: ...",
+    absent for an attempt lost before it reported), checkpoints, control, and resources {attempt,
     updated, final, counts {NAME: {opens, closes, failed_opens, uses}}} or null: the counts of
     the job's executor-side resources (ctx.resource) as the driver of that attempt last saw them;
     artifacts [{name, scope, attempt, state, keep, uri, registered, finished, size}] (size in
@@ -210,7 +212,7 @@ def attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
     """One line per attempt: ``2 SUCCEEDED on d2, placed 2026-...Z, ended 2026-...Z,
     definition 8e1d0c2a91b4 from /home/ann/etl/v2/etl.py:main, new since the attempt before``
     (an attempt placed before the leader recorded where its code came from names what it runs:
-    ``(etl.py:main)``), then its note."""
+    ``(etl.py:main)``), the driver JVM it had (``; driver JVM cold: ...``), then its note."""
     lines = []
     for entry in attempts:
         line = f"{entry['attempt']} {entry['outcome']} on {entry['daemon']}"
@@ -224,6 +226,8 @@ def attempt_lines(attempts: list[dict[str, Any]]) -> list[str]:
                 line += f" from {target}" if target.startswith(("/", "...")) else f" ({target})"
             if entry["new_definition"]:
                 line += ", new since the attempt before"
+        if entry.get("jvm"):
+            line += f"; driver JVM {entry['jvm']}"
         if entry.get("note"):
             line += f": {entry['note']}"
         lines.append(line)

@@ -123,6 +123,7 @@ _ATTEMPT_FIELDS: dict[str, tuple[type, bool]] = {
     "note": (str, False),
     "definition": (str, False),
     "target": (str, False),
+    "jvm": (str, False),
 }
 _KNOWN = frozenset(_ATTEMPT_FIELDS)
 _TERM_FIELDS: dict[str, tuple[type, bool]] = {"leader": (str, True), "since": (str, True)}
@@ -143,11 +144,15 @@ class AttemptEntry:
     #: is at the protocol of :data:`~zkstore.protocol.ATTEMPT_PROVENANCE`
     definition: str | None = None
     target: str | None = None
+    #: the driver JVM the attempt had, as its driver reported it with its outcome (``warm:
+    #: warm driver w-... (pid ...)``, ``cold: <why>``, ``none: ...``); None when no outcome
+    #: said it (a lost attempt, a driver of an older release)
+    jvm: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"daemon": self.daemon, "placed": self.placed}
         data["outcome"] = self.outcome
-        for name in ("ended", "note", "definition", "target"):
+        for name in ("ended", "note", "definition", "target", "jvm"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
@@ -186,7 +191,7 @@ class JobHistory(Record):
     def with_entry(self, entry: AttemptEntry) -> JobHistory:
         """This history with ``entry`` put in (its note cut to :data:`NOTE_CHARS`; the oldest
         attempts dropped past :data:`MAX_ATTEMPTS`): always far under a record's 64 KB."""
-        entry = replace(entry, note=_cut(entry.note))
+        entry = replace(entry, note=_cut(entry.note), jvm=_cut(entry.jvm))
         attempts = {**self.attempts, str(entry.attempt): entry.as_json()}
         for key in sorted(attempts, key=int)[: max(len(attempts) - MAX_ATTEMPTS, 0)]:
             del attempts[key]

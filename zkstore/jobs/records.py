@@ -311,8 +311,11 @@ class Outcome(Record):
     log: str | None = None
     #: when the attempt's driver took ``running`` (its ``running.started``): how long it ran
     started: str | None = None
+    #: the driver JVM the attempt had and why (``warm: ...``, ``cold: ...``, ``none: ...``):
+    #: kept by the leader in the job's history; a reader of an older release ignores it
+    jvm: str | None = None
 
-    optional = frozenset({"error", "host", "log", "started"})
+    optional = frozenset({"error", "host", "log", "started", "jvm"})
     times = frozenset({"finished", "started"})
     choices = {"outcome": ATTEMPT_OUTCOMES}
     multiline = frozenset({"error"})

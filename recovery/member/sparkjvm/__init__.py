@@ -9,14 +9,16 @@ each a module here:
   launches maps it (a JVM whose class path differs loads the classes from the jars, and says
   why).
 - :mod:`.pool`: ``--warm-drivers N`` driver JVMs started ahead of need and warmed by a
-  throw-away context and query (:mod:`.warmup`); an attempt takes one at its launch and its
-  driver connects to it instead of starting one, if its JVM-level settings match
+  throw-away context and query (:mod:`.warmup`); an attempt takes one when its job first asks
+  for Spark (:mod:`.asks`; at its launch with ``--driver-user``) and its driver connects to it
+  instead of starting one, if its JVM-level settings match
   (:mod:`recovery.shared.sparkjvm`); each serves one attempt and is discarded after it.
 
 Each module::
 
     archive.py   the class-data archive: made in the background, verified before any use
     pool.py      ``--warm-drivers``: JVMs started, warmed, handed to one attempt, ended
+    asks.py      each attempt's channel to its daemon, to take a warm JVM at first use, once
     warmup.py    the throw-away context and queries that warm a JVM (its own child process)
     home.py      where Spark and Java are, and the command Spark's launcher builds
     confdir.py   a deployment's ``SPARK_CONF_DIR`` without defeating the archive

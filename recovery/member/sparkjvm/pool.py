@@ -39,6 +39,7 @@ archive, the records, Spark's home, the warm-up) lives apart.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -100,6 +101,7 @@ __all__ = [
     "WarmJvm",
     "WarmPool",
     "WarmUpFailed",
+    "exchange",
     "parse_connection_info",
 ]
 
@@ -450,6 +452,49 @@ class WarmPool:
     def take(self, job_id: str, attempt: int, work_dir: Path, log_path: Path) -> Taken | None:
         """A ready JVM for the attempt about to be launched (None if none is ready): its
         directory becomes ``work_dir``, its log ``log_path``; the pool starts the next."""
+        jvm = self._pop_ready()
+        if jvm is None:
+            return None
+        try:
+            self._hand_over_files(jvm, work_dir, log_path)
+        except OSError as exc:
+            logger.warning("warm driver %s not handed over: %s", jvm.record.warm_id, exc)
+            self._end(jvm)
+            return None
+        return self._handed_to(jvm, job_id, attempt, log_path)
+
+    def take_at_first_use(
+        self, job_id: str, attempt: int, work_dir: Path
+    ) -> tuple[Taken, int] | str:
+        """A ready JVM for the attempt whose driver asks for one as its job first asks for
+        Spark (:mod:`.asks`), or why none: the JVM's directory and the attempt's are exchanged
+        (the JVM's current directory is the attempt's path from now on; the driver moves in what
+        it made there before), the JVM's log stays its own (truncated: its driver copies what
+        comes into the attempt's log, through the read descriptor returned with it)."""
+        jvm = self._pop_ready()
+        if jvm is None:
+            return "no warm driver was ready when the job first asked for Spark"
+        warm_id = jvm.record.warm_id
+        log_fd = -1
+        try:
+            log = jvm.record.log
+            fd = os.open(log, os.O_WRONLY | os.O_NOFOLLOW)
+            try:
+                os.ftruncate(fd, 0)  # the warm-up's lines; the JVM appends
+            finally:
+                os.close(fd)
+            log_fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            exchange(self.records.cwd(warm_id), work_dir)  # last: nothing after it fails
+        except OSError as exc:
+            logger.warning("warm driver %s not handed over: %s", warm_id, exc)
+            if log_fd >= 0:
+                os.close(log_fd)
+            self._end(jvm)
+            return f"warm driver {warm_id} could not be handed over ({exc})"
+        return self._handed_to(jvm, job_id, attempt, Path(jvm.record.log)), log_fd
+
+    def _pop_ready(self) -> WarmJvm | None:
+        """The first ready JVM still alive (the pool starts the next), taken out of the pool."""
         with self._changed:
             jvm = None
             while self._ready and jvm is None:
@@ -460,20 +505,16 @@ class WarmPool:
                     self._ready.append(candidate)  # the pool's thread says why, and ends it
                     break
             self._changed.notify_all()
-        if jvm is None:
-            return None
-        try:
-            self._hand_over_files(jvm, work_dir, log_path)
-        except OSError as exc:
-            logger.warning("warm driver %s not handed over: %s", jvm.record.warm_id, exc)
-            self._end(jvm)
-            return None
+        return jvm
+
+    def _handed_to(self, jvm: WarmJvm, job_id: str, attempt: int, log_path: Path) -> Taken:
+        """Record that the attempt took ``jvm``; what its driver is given of it."""
         jvm.record = jvm.record.taken_by(job_id, attempt, log_path)
         with contextlib.suppress(OSError):
             self.records.write(jvm.record)
         with self._lock:
             self._handed[jvm.record.warm_id] = jvm
-        self.taken += 1
+            self.taken += 1
         offer = WarmOffer(
             warm_id=jvm.record.warm_id,
             pid=jvm.process.pid,
@@ -636,3 +677,19 @@ def parse_connection_info(data: bytes) -> tuple[int, str]:
     if not 0 < port < 65536 or len(secret) != length or not secret:
         raise WarmUpFailed("unreadable gateway connection info")
     return port, secret
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def exchange(first: Path, second: Path) -> None:
+    """Swap two directories of one file system atomically (``renameat2`` with
+    ``RENAME_EXCHANGE``: each path names the other's directory after it); raises OSError."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    done = libc.renameat2(
+        _AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE
+    )
+    if done != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"cannot exchange {first} and {second}: {os.strerror(error)}")

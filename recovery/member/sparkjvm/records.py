@@ -157,13 +157,14 @@ class WarmRecords:
 
     def remove(self, record: WarmRecord, owners: Collection[int] = ()) -> None:
         """Remove what the warm JVM left: its directories (only this user's or its drivers'
-        users', never through a link), its log if still its own (not yet an attempt's), then
+        users', never through a link), its log if still its own (not an attempt's: never taken,
+        or taken at first use, when its driver copied it into the attempt's), then
         its record (last: while anything is left, the record says so)."""
         warm_id = record.warm_id
         for place in (self.scratch(warm_id), self.conn(warm_id), self.cwd(warm_id)):
             if attemptdir.ours(place, owners):
                 shutil.rmtree(place, ignore_errors=True)
-        if not record.taken:
+        if not record.taken or Path(record.log).parent.name == WARM:  # still its own log
             remove_own_file(Path(record.log))
         self.record(warm_id).unlink(missing_ok=True)
 
