@@ -374,4 +374,5 @@ PARENTS = {
     "member_assignments",
     "base_paths",
     "schedules",
+    "pools",
 }

@@ -88,13 +88,17 @@ class NodeWatch:
             zk.remove_listener(self._on_state)
             raise
 
-    def stop(self) -> None:
+    def stop(self, *, forget: bool = True) -> None:
         """No report starts after this returns, and the watches still set are taken back
         (a watch of a node never made again, such as a finished attempt's ``end`` node, would
-        otherwise hold this object for the life of the session)."""
+        otherwise hold this object for the life of the session). ``forget=False``: left to
+        the session, for a process whose session ends with the watch (a driver's: no request
+        for what its exit drops anyway)."""
         with self._lock:
             self._stopped = True
         self._zk.remove_listener(self._on_state)
+        if not forget:
+            return
         self._zk.forget_watches({self.path: self._fired})
         if self._children:
             self._zk.forget_watches({self.path: self._fired}, children=True)

@@ -181,7 +181,7 @@ class JobControl:
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self._watch is not None:
-            self._watch.stop()
+            self._watch.stop(forget=False)  # the driver's session ends with its job
 
     # -- the control thread ----------------------------------------------------------------------
 

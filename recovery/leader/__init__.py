@@ -12,6 +12,8 @@
     dependencies.py  ``--after``: the gate before a job's first attempt
     placement.py     where an attempt goes: the least loaded member with a free slot and the
                      labels the job requires, never a drained one
+    pools.py         the order of waiting jobs by their pool's priority, and each pool's limit
+                     (pure)
     actions.py       the fenced actions the decisions call for
     finished.py      the cleanups of finished jobs, after the placements their slots allow
     watches.py       the watches of the jobs' nodes: each one fired is a look at its job
