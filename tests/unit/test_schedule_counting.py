@@ -37,9 +37,8 @@ EXPRESSIONS = [
     "0 0 * * 5L",
     "0 1 29 2 *",
 ]
-#: zones whose offsets change by whole hours at a whole hour (where they do not, Lord Howe
-#: Island's half-hour change or Chatham's at 02:45, cronsim's own real-time iteration skips a
-#: window or two near the change that the count finds: see the module)
+#: zones whose offsets change by whole hours at a whole hour, and those that do not (Lord Howe
+#: Island by half an hour, Chatham at 02:45, Troll by two hours)
 ZONES = [
     "UTC",
     "Europe/Berlin",
@@ -47,6 +46,9 @@ ZONES = [
     "America/Sao_Paulo",
     "Africa/Casablanca",
     "Asia/Kolkata",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "Antarctica/Troll",
 ]
 CHANGES = {
     name: transitions(

@@ -29,11 +29,9 @@ on real time (see :mod:`zkstore.schedules.timing`) that is exact: an hour that d
 has no window, one that happens twice has its windows twice. For the ones it reads on the
 wall clock (a 5-field expression with both minute and hour fixed), a wall-clock time counts
 once (its first occurrence), and the times of a spring-forward gap all fire at the gap's end,
-as one window. Counted that way too. Where a zone's offset changes by a fraction of an hour or
-at a time that is not a whole hour (Lord Howe Island, Chatham), cronsim's own real-time
-iteration skips a window or two next to the change that the count includes: a count is then
-off by those, and is only ever shown (a history row's count, how far behind a schedule is);
-which windows fire is taken from the iteration.
+as one window. Counted that way too, and the iteration that fires
+(:meth:`~zkstore.schedules.timing.Timing.after`) agrees, also where a zone's offset changes
+by a fraction of an hour or at a time that is not a whole hour (Lord Howe Island, Chatham).
 """
 
 from __future__ import annotations
@@ -42,18 +40,15 @@ import bisect
 import calendar
 import functools
 import itertools
-from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 from cronsim import CronSim, CronSimError
 
-from zkstore.schedules.timing import ONE_SECOND, Timing
+from zkstore.schedules.timing import ONE_SECOND, WEEKS, Timing, on_wall_clock, transitions
 
 __all__ = ["WEEKS", "count", "newest_until", "shortest_gap", "split", "transitions"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: a year's offsets are first looked at a week apart
-WEEKS = 53
 
 
 def count(timing: Timing, after: datetime | None, until: datetime) -> int:
@@ -170,14 +165,8 @@ class _CronCounter:
         self.months = frozenset(self._engine.months)
         self.per_day = len(self.seconds) * len(self.minutes) * len(self.hours)
         self.zone = zone
-        fields = expression.split()
         #: read on the wall clock at daylight-saving changes (cronsim's Debian rule)
-        self.wall = (
-            len(fields) == 5
-            and not fields[0].startswith("*")
-            and not fields[1].startswith("*")
-            and not isinstance(zone, timezone)
-        )
+        self.wall = on_wall_clock(expression, zone)
         self._patterns: dict[tuple[int, int], list[int]] = {}
         self._years: dict[int, int] = {}
 
@@ -303,45 +292,6 @@ def _wall(moment: datetime, offset: timedelta) -> datetime:
 def _offset(zone: tzinfo, moment: datetime) -> timedelta:
     found = moment.astimezone(zone).utcoffset()
     return found if found is not None else timedelta(0)
-
-
-def transitions(zone: tzinfo, low: datetime, high: datetime) -> list[datetime]:
-    """The instants ``t`` in ``(low, high]`` at which ``zone``'s offset changes (``t`` has the
-    new offset, the second before it the old one), oldest first."""
-    if isinstance(zone, timezone) or not isinstance(zone, ZoneInfo):
-        return []
-    found: list[datetime] = []
-    for year in range(low.year, high.year + 1):
-        found += [t for t in _year_transitions(zone, year) if low < t <= high]
-    return found
-
-
-@functools.lru_cache(maxsize=1024)
-def _year_transitions(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
-    """A zone's offset changes in one (UTC) year: sampled a week apart (none: none that
-    year), then a day apart, then found to the second by bisection."""
-    found: list[datetime] = []
-    day = datetime(year, 1, 1, tzinfo=UTC)
-    end = datetime(year + 1, 1, 1, tzinfo=UTC)
-    previous = _offset(zone, day - ONE_SECOND)
-    weeks = [_offset(zone, day + timedelta(days=days)) for days in range(0, 7 * WEEKS, 7)]
-    if all(offset == previous for offset in (*weeks, _offset(zone, end - ONE_SECOND))):
-        return ()  # no change this year (UTC, or a zone without summer time then)
-    while day < end:
-        step = min(day + timedelta(days=1), end)
-        current = _offset(zone, step - ONE_SECOND)
-        if current != previous:
-            low, high = day - ONE_SECOND, step - ONE_SECOND  # offset(low) old, offset(high) new
-            while high - low > ONE_SECOND:
-                middle = low + timedelta(seconds=_seconds(high - low) // 2)
-                if _offset(zone, middle) == previous:
-                    low = middle
-                else:
-                    high = middle
-            found.append(high)
-            previous = current
-        day = step
-    return tuple(found)
 
 
 def shortest_gap(timing: Timing) -> int:

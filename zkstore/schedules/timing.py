@@ -24,7 +24,11 @@ nothing below applies. At a daylight-saving change:
 - Any other expression (``*/15 * * * *``, ``0 * * * *``, six fields) is read on real time: an
   hourly schedule runs every 60 minutes across both changes, so none in the hour that does not
   exist, and twice in the hour that happens twice (02:00 summer time and 02:00 winter time,
-  two windows an hour apart in UTC).
+  two windows an hour apart in UTC). A window is exactly an instant whose wall-clock time, at
+  the offset in force then, matches; that holds for changes of half an hour (Lord Howe
+  Island) or at 02:45 (Chatham) too, where cronsim's own stepping (an hour at a time in real
+  time) skips windows: these expressions are iterated one offset at a time (cronsim in UTC
+  over that offset's wall clock), cut at the zone's changes (:func:`transitions`).
 - ``--every DURATION`` counts real elapsed seconds from its anchor; the time zone plays no part.
 
 **Bounds.** Windows are at or after ``start`` and strictly before ``end``. For ``every``, the
@@ -39,10 +43,11 @@ plus multiples of it (:meth:`~zkstore.schedules.records.ScheduleSpec.timing`), a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -56,15 +61,18 @@ __all__ = [
     "MAX_CRON_CHARS",
     "MAX_EVERY_SECONDS",
     "ONE_SECOND",
+    "WEEKS",
     "Timing",
     "aligned_start",
     "ceil_second",
     "format_time",
+    "on_wall_clock",
     "parse_cron",
     "parse_every",
     "parse_moment",
     "parse_timezone",
     "shares_windows",
+    "transitions",
 ]
 
 #: A cron expression is short; a longer one is a mistake (and bounds the parser's work).
@@ -84,6 +92,10 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _EVERY = re.compile(r"(?:(\d{1,9})d)?(?:(\d{1,9})h)?(?:(\d{1,9})m)?(?:(\d{1,9})s)?")
 _ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+){0,3}")
 ONE_SECOND = timedelta(seconds=1)
+#: a year's offsets are first looked at a week apart (:func:`transitions`)
+WEEKS = 53
+#: cronsim's horizon: an expression that matches nothing for 50 years has no next window
+_HORIZON = timedelta(days=50 * 366)
 
 
 def parse_cron(expression: str) -> str:
@@ -275,10 +287,100 @@ class Timing:
 
     def _cron(self, lower: datetime) -> Iterator[datetime]:
         assert self.cron is not None
-        engine = CronSim(self.cron, lower.astimezone(self.zone))
+        if on_wall_clock(self.cron, self.zone):
+            yield from self._wall_clock(self.cron, lower)
+        else:
+            yield from self._real_time(self.cron, lower)
+
+    def _wall_clock(self, cron: str, lower: datetime) -> Iterator[datetime]:
+        """Debian cron's rule (see the module), as cronsim applies it."""
+        engine = CronSim(cron, lower.astimezone(self.zone))
         while True:
             try:
                 window = next(engine)
             except StopIteration:  # nothing in the next 50 years
                 return
             yield window.astimezone(UTC)
+
+    def _real_time(self, cron: str, lower: datetime) -> Iterator[datetime]:
+        """The instants whose wall-clock time, at the offset in force then, matches: cronsim
+        run in UTC over the wall clock of one offset at a time, cut at the zone's offset
+        changes (cronsim's own real-time stepping, an hour at a time, skips the windows next
+        to a change of half an hour, as Lord Howe Island's)."""
+        moment = lower  # windows lie strictly after it
+        horizon = lower + _HORIZON
+        while moment < horizon:
+            offset = _offset(self.zone, moment + ONE_SECOND)
+            change: datetime | None = None
+            for wall in CronSim(cron, moment + offset):  # aware UTC: no daylight-saving rule
+                window = wall - offset
+                changes = transitions(self.zone, moment + ONE_SECOND, window)
+                if changes:
+                    change = changes[0]
+                    break
+                yield window
+                moment = window
+            if change is None:  # nothing in the next 50 years
+                return
+            moment = change - ONE_SECOND  # the next stretch: from the change, its offset
+
+
+def on_wall_clock(cron: str, zone: tzinfo) -> bool:
+    """True if ``cron`` in ``zone`` is read on the wall clock at daylight-saving changes
+    (cronsim's Debian rule: five fields, minute and hour both fixed, a zone with changes);
+    False: on real time."""
+    fields = cron.split()
+    return (
+        len(fields) == 5
+        and not fields[0].startswith("*")
+        and not fields[1].startswith("*")
+        and not isinstance(zone, timezone)
+    )
+
+
+def _offset(zone: tzinfo, moment: datetime) -> timedelta:
+    found = moment.astimezone(zone).utcoffset()
+    return found if found is not None else timedelta(0)
+
+
+def _seconds(delta: timedelta) -> int:
+    return delta.days * 86400 + delta.seconds
+
+
+def transitions(zone: tzinfo, low: datetime, high: datetime) -> list[datetime]:
+    """The instants ``t`` in ``(low, high]`` at which ``zone``'s offset changes (``t`` has the
+    new offset, the second before it the old one), oldest first."""
+    if isinstance(zone, timezone) or not isinstance(zone, ZoneInfo):
+        return []
+    found: list[datetime] = []
+    for year in range(low.year, high.year + 1):
+        found += [t for t in _year_transitions(zone, year) if low < t <= high]
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _year_transitions(zone: ZoneInfo, year: int) -> tuple[datetime, ...]:
+    """A zone's offset changes in one (UTC) year: sampled a week apart (none: none that
+    year), then a day apart, then found to the second by bisection."""
+    found: list[datetime] = []
+    day = datetime(year, 1, 1, tzinfo=UTC)
+    end = datetime(year + 1, 1, 1, tzinfo=UTC)
+    previous = _offset(zone, day - ONE_SECOND)
+    weeks = [_offset(zone, day + timedelta(days=days)) for days in range(0, 7 * WEEKS, 7)]
+    if all(offset == previous for offset in (*weeks, _offset(zone, end - ONE_SECOND))):
+        return ()  # no change this year (UTC, or a zone without summer time then)
+    while day < end:
+        step = min(day + timedelta(days=1), end)
+        current = _offset(zone, step - ONE_SECOND)
+        if current != previous:
+            low, high = day - ONE_SECOND, step - ONE_SECOND  # offset(low) old, offset(high) new
+            while high - low > ONE_SECOND:
+                middle = low + timedelta(seconds=_seconds(high - low) // 2)
+                if _offset(zone, middle) == previous:
+                    low = middle
+                else:
+                    high = middle
+            found.append(high)
+            previous = current
+        day = step
+    return tuple(found)
