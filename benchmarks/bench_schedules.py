@@ -8,13 +8,19 @@
 - ``fire`` of one window (read spec and state, plan, copy the schedule's definition under the
   run's prefix, one fenced transaction) vs a plain ``submit`` of the same definition (write it,
   one transaction), on the same servers, interleaved: median and p99 over ``--fires``.
+- **fire throughput** (issue 60.3): a schedule ``--every 1s --catchup all`` ``--backlog``
+  windows behind, fired by one :meth:`Firer.fire` (every window decided, its run's definition
+  copied, the runs published), in windows a second, against plain kazoo committing the same
+  transactions, one a window, right after it (``bench_bounded.raw_fires``): ``--runs`` runs,
+  the ratio judged run by run (goal >= 0.3). Local storage, and S3.
 
 The issue's goal, "the schedule adds under 100 ms to the median from scheduled time to driver
 running", needs the leader's loop (phase B wires it): this measures the part of that path that
 exists now, the store's. Each fire is given the window as its clock, so that it fires exactly
 one window and nothing waits.
 
-``python -m benchmarks.bench_schedules [--fires 200] [--latency-fires 200]``
+``python -m benchmarks.bench_schedules [--fires 200] [--latency-fires 200] [--backlog 200]
+[--runs 5]``
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_bounded import raw_fires
 from benchmarks.common import Result, file_config, fresh_root, s3_server, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.chaos.schedules import read_runs, scheduled_run
@@ -99,6 +106,50 @@ def bench_fire(config: StoreConfig, fires: int, kind: str) -> list[Result]:
                 detail=detail,
             ),
         ]
+
+
+def bench_throughput(config: StoreConfig, backlog: int, runs: int, kind: str) -> list[Result]:
+    """Windows a second of one fire of a ``backlog``-window catch-up, against plain kazoo's
+    transactions (one a window) right after it, run by run."""
+    ours: list[float] = []
+    raw: list[float] = []
+    with Cluster.open(config) as cluster:
+        election = LeaderElection(cluster.zk, cluster.layout, "bench", lambda: None)
+        election.contend()
+        schedules = ScheduleStore.for_config(config, cluster.zk)
+        firer = Firer.for_cluster(cluster, schedules)
+        for run in range(runs):
+            name = f"backlog-{run}"
+            spec = ScheduleSpec(
+                version=None,
+                name=name,
+                created=format_time(START - timedelta(days=1)),
+                every=1,
+                catchup="all",
+                catchup_max=backlog,
+                grace=0,
+                start_at=format_time(START),
+            )
+            schedules.create(spec, JobDefinition.for_function(name, noop))
+            now = START + timedelta(seconds=backlog - 1)
+            began = time.perf_counter()
+            report = firer.fire(name, election.fence(), now, limit=backlog, rounds=backlog)
+            took = time.perf_counter() - began
+            assert len(report.fired) == backlog and not report.more, report
+            ours.append(backlog / took)
+            raw.append(backlog / raw_fires(config.zk_hosts, backlog))
+    return [
+        Result.of_runs(
+            f"fire throughput, a backlog of {backlog} windows ({kind} storage)",
+            ours,
+            raw,
+            ">= 0.3",
+            unit="windows/s",
+            higher_is_better=True,
+            detail=f"{runs} runs; raw: plain kazoo, the same transactions one a window, no "
+            "payload",
+        )
+    ]
 
 
 def bench_latency(hosts: str, fires: int, credentials: bool = False) -> list[Result]:
@@ -186,6 +237,8 @@ def main(argv: list[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fires", type=int, default=200)
     parser.add_argument("--latency-fires", type=int, default=200)
+    parser.add_argument("--backlog", type=int, default=200, help="windows of a throughput run")
+    parser.add_argument("--runs", type=int, default=5, help="throughput runs")
     parser.add_argument(
         "--credentials",
         action="store_true",
@@ -194,16 +247,19 @@ def main(argv: list[str] | None = None) -> list[Result]:
     )
     args = parser.parse_args(argv)
     results: list[Result] = []
-    with zookeeper() as hosts:
-        results += show_all(bench_latency(hosts, args.latency_fires, args.credentials))
+    if args.latency_fires:
+        with zookeeper() as hosts:
+            results += show_all(bench_latency(hosts, args.latency_fires, args.credentials))
     with zookeeper() as hosts, tempfile.TemporaryDirectory() as tmp, s3_server() as s3:
         local = StoreConfig(zk_hosts=hosts, root=fresh_root(), storage_url=f"file://{tmp}/s")
         results += show_all(bench_fire(local, args.fires, "file"))
+        results += show_all(bench_throughput(local, args.backlog, args.runs, "file"))
         options: dict[str, Any] = dict(s3.options)
         remote = local.with_changes(
             root=fresh_root(), storage_url=f"s3://{s3.bucket}/s", storage_options=options
         )
         results += show_all(bench_fire(remote, args.fires, "s3"))
+        results += show_all(bench_throughput(remote, args.backlog, args.runs, "s3"))
     return results
 
 

@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Generic, TypeVar
 
@@ -178,6 +178,63 @@ class ZooKeeperStateHandleStore(Generic[T]):
             self._locked.add(name)
         self._step("add:committed")
         return replace(handle, version=0)
+
+    def add_many(
+        self,
+        entries: Sequence[tuple[str, T, Mapping[str, SummaryValue] | None]],
+        *,
+        fence: Fence | None = None,
+        lock: bool = True,
+        with_ops: Sequence[Op] = (),
+    ) -> list[Handle]:
+        """Store several ``(name, state, summary)`` and publish their handles in ONE
+        transaction with ``with_ops``: all of them or none. The payloads are written first, at
+        once (each create-only at a fresh key; fsyncs and requests overlap), then the handles
+        are published, so invariant 1 holds as in :meth:`add`.
+
+        Raises as :meth:`add` does, except that a name whose node is only marked for deletion
+        raises :class:`HandleExists` too (:meth:`add` alone finishes such a removal first). The
+        caller keeps the whole under ZooKeeper's request limit (each handle is at most
+        :data:`~zkstore.handle.MAX_HANDLE_BYTES`). On every failure but
+        :class:`OutcomeUnknown` the new payloads are discarded.
+        """
+        if not entries:
+            return []
+        nodes = [self.node(name) for name, _, _ in entries]
+        workers = max(1, min(self.workers, len(entries)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="zkstore-add") as pool:
+            futures = [
+                pool.submit(self._write_payload, name, state, summary, "")
+                for name, state, summary in entries
+            ]
+            written = [_settled(future) for future in futures]
+        failed = next((item for item in written if isinstance(item, Exception)), None)
+        if failed is not None:
+            for item in written:
+                if not isinstance(item, Exception):
+                    self.storage.discard(item[0].uri)
+            raise failed
+        made = [item for item in written if not isinstance(item, Exception)]
+        self._step("add:payload-written")
+        ops = [
+            op
+            for (name, _, _), (handle, _) in zip(entries, made, strict=True)
+            for op in self.publish_ops(name, handle, lock=lock)
+        ]
+        first_node, first = nodes[0], made[0][0]
+        with contextlib.ExitStack() as stack:
+            for handle, _ in made:
+                stack.enter_context(self._discard_on_failure(handle))
+            self._commit(
+                [*ops, *with_ops],
+                fence,
+                applied=lambda: self._points_at(first_node, first.uri),
+                written=min(when for _, when in made),
+            )
+        if lock:
+            self._locked.update(name for name, _, _ in entries)
+        self._step("add:committed")
+        return [replace(handle, version=0) for handle, _ in made]
 
     def publish_ops(self, name: str, handle: Handle, *, lock: bool = True) -> list[Op]:
         """The ops that publish a live entry: its handle, its ``locks`` child and (with ``lock``)
@@ -578,3 +635,12 @@ class ZooKeeperStateHandleStore(Generic[T]):
         for name, error in zip(names, results, strict=True):
             if error is None or isinstance(error, HandleExists):
                 self._locked.add(name)
+
+
+def _settled(future: Future[tuple[Handle, float]]) -> tuple[Handle, float] | Exception:
+    """A payload write's result, or the error it raised (every write is waited for, so that
+    none is left running when the others' payloads are discarded)."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - re-raised by the caller once all have settled
+        return exc

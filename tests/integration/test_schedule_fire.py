@@ -439,6 +439,88 @@ def test_a_long_outage_is_caught_up_per_catchup_in_bounded_transactions(leader: 
     assert len(leader.cluster.zk.get(leader.schedules.paths.state(NAME))[0]) < 16 * 1024
 
 
+# -- several windows a transaction (issue 60.3) -------------------------------------------------
+
+
+def counted_commits(leader: Leader, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The runs each transaction of the leader's client publishes (one entry per commit)."""
+    real = leader.cluster.zk.commit
+    runs: list[int] = []
+    prefix = f"{leader.cluster.layout.current_jobs}/"
+
+    def counting(ops: list[Op], **kwargs: object) -> list[object]:
+        made = [op for op in ops if isinstance(op, Create) and op.path.startswith(prefix)]
+        runs.append(sum(1 for op in made if not op.path.endswith("/locks")))
+        return real(ops, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(leader.cluster.zk, "commit", counting)
+    return runs
+
+
+def test_a_backlog_fires_several_windows_a_transaction(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 windows behind: three transactions (16, 16, 8 runs), each window once, the history
+    and the counts as if fired one by one, every run's payload its own."""
+    create(leader, cron=None, every=60, timezone="UTC", catchup="all")
+    runs = counted_commits(leader, monkeypatch)
+    report = leader.firer.fire(NAME, leader.fence, START + timedelta(minutes=39), limit=40)
+    windows = [START + timedelta(minutes=k) for k in range(40)]
+    assert report.fired == [(w, run_id(NAME, w)) for w in windows] and not report.more
+    assert runs == [16, 16, 8]
+    assert current_jobs(leader.cluster) == sorted(run_id(NAME, w) for w in windows)
+    state = leader.schedules.get(NAME).state
+    assert (state.fired, state.last_run) == (40, run_id(NAME, windows[-1]))
+    assert [e.job for e in state.history if e.outcome == FIRED][-40:] == [
+        run_id(NAME, w) for w in windows
+    ]
+    for window in (windows[0], windows[-1]):
+        job = run_id(NAME, window)
+        assert leader.cluster.jobs.recover(job, lock=False).state.job_id == job
+
+
+def test_a_taken_run_id_in_a_batch_decides_each_window_alone(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job holding the id of the third window's run fails the batch whole (nothing of it is
+    left, not even a payload); its windows are then fired one a transaction: the taken one
+    skipped saying why, the others fired."""
+    create(leader, cron=None, every=60, timezone="UTC", catchup="all")
+    windows = [START + timedelta(minutes=k) for k in range(5)]
+    taken = run_id(NAME, windows[2])
+    leader.cluster.jobs.submit(JobDefinition.for_function(taken, noop))
+    runs = counted_commits(leader, monkeypatch)
+    report = leader.firer.fire(NAME, leader.fence, windows[-1])
+    # the batch refused, then each alone: the taken one refused too, then recorded skipped
+    assert runs == [5, 1, 1, 1, 0, 1, 1]
+    assert [w for w, _ in report.fired] == [w for w in windows if w != windows[2]]
+    ((window, reason),) = report.skipped
+    assert window == windows[2] and "taken" in reason
+    state = leader.schedules.get(NAME).state
+    assert (state.fired, state.skipped, state.last) == (4, 1, format_time(windows[-1]))
+    for window in windows:
+        payloads = leader.cluster.storage.list(
+            leader.cluster.storage_layout.definitions(run_id(NAME, window))
+        )
+        assert len(payloads) == 1  # the refused batch's were discarded (the taken: its own)
+
+
+def test_a_deposed_leaders_batch_fails_whole(signed: StoreConfig) -> None:
+    with Cluster.open(signed) as first_cluster, Cluster.open(signed) as second_cluster:
+        first = lead(first_cluster, "d1")
+        create(first, cron=None, every=60, timezone="UTC", catchup="all")
+        fence = first.fence
+        version = first.schedules.get(NAME).state.version
+        expire_session(first_cluster.zk)
+        with pytest.raises(NotLeader):
+            first.firer.fire(NAME, fence, START + timedelta(minutes=9))
+        assert current_jobs(first_cluster) == []
+        assert first.schedules.get(NAME).state.version == version
+        second = lead(second_cluster, "d2")
+        report = second.firer.fire(NAME, second.fence, START + timedelta(minutes=9))
+        assert len(report.fired) == 10 and len(current_jobs(second_cluster)) == 10
+
+
 # -- the store ------------------------------------------------------------------------------------
 
 

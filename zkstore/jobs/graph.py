@@ -81,18 +81,43 @@ class JobGraphStore:
         published with its payload, or an orphan payload (invariant 1).
         """
         job_id = definition.job_id
-        not_quarantined = Fence.absent(
-            self.layout.quarantine_entry(job_id),
-            error=JobQuarantined,
-            description=f"job {job_id} is in quarantine",
-        )
         return self.handles.add(
             job_id,
             definition,
             summary={**definition.summary(), **(summary or {})},
-            fence=(fence or Fence()) + self.not_finished(job_id) + not_quarantined,
+            fence=(fence or Fence()) + self._new_job(job_id),
             lock=keep_lock,
             with_ops=with_ops,
+        )
+
+    def submit_many(
+        self,
+        runs: Sequence[tuple[JobDefinition, Mapping[str, SummaryValue]]],
+        *,
+        fence: Fence | None = None,
+        with_ops: Sequence[Op] = (),
+    ) -> list[Handle]:
+        """Store several new jobs in ONE transaction (all or none), each with the fences and
+        the summary :meth:`submit` gives it, and ``with_ops``: a schedule's windows fired
+        together. Raises as :meth:`submit` does (which job: the error's path or message); a
+        job id whose node is marked for deletion raises :class:`HandleExists` too (submit it
+        alone). The caller bounds the count (ZooKeeper's request limit)."""
+        guards = fence or Fence()
+        for definition, _ in runs:
+            guards = guards + self._new_job(definition.job_id)
+        return self.handles.add_many(
+            [(d.job_id, d, {**d.summary(), **summary}) for d, summary in runs],
+            fence=guards,
+            lock=False,
+            with_ops=with_ops,
+        )
+
+    def _new_job(self, job_id: str) -> Fence:
+        """The fences of a new job: no result, not in quarantine."""
+        return self.not_finished(job_id) + Fence.absent(
+            self.layout.quarantine_entry(job_id),
+            error=JobQuarantined,
+            description=f"job {job_id} is in quarantine",
         )
 
     def not_finished(self, job_id: str) -> Fence:

@@ -3,7 +3,13 @@ r"""Firing a schedule's windows: the leader's side.
 :class:`Firer` (phase B calls :meth:`Firer.fire` on the leader's loop at each window and on
 takeover) reads a schedule, :func:`~zkstore.schedules.due.plan`\ s its windows, and commits one
 fenced transaction per step (:func:`~zkstore.schedules.transaction.build_fire`), re-planning
-from fresh reads after a lost race.
+from fresh reads after a lost race. With ``--concurrency allow``, up to
+:data:`TRANSACTION_WINDOWS` steps in a row that fire are one transaction (issue 60.3): their
+runs' definitions written at once, then every run published with the same fences as alone
+(the leader's, the spec's version, the state's, each run's no result and no quarantine entry),
+all or none; a batch refused for one run (its id taken) is committed a step at a time, and
+when other work waits on the leader's loop a pass fires one window before it gives way, as
+before.
 
 The run's definition is a copy of the schedule's, under the run's own prefix and signed with
 the run's job key, written before the transaction (invariant 1: a crash in between leaves an
@@ -38,7 +44,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import SummaryValue
+from zkstore.handle import MAX_HANDLE_BYTES, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.dependencies import (
     AFTER,
@@ -52,7 +58,7 @@ from zkstore.jobs.graph import JobGraphStore
 from zkstore.jobs.records import CancelRequest
 from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, Op
+from zkstore.ops import Create, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain
 from zkstore.schedules.counting import shortest_gap
 from zkstore.schedules.due import (
@@ -81,14 +87,18 @@ from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import Transaction, build_fire
 from zkstore.store import is_marked
 from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.zk import MAX_ZNODE_BYTES, ZooKeeper
 
-__all__ = ["MAX_ROUNDS", "FireReport", "Firer"]
+__all__ = ["MAX_ROUNDS", "TRANSACTION_WINDOWS", "FireReport", "Firer"]
 
 logger = logging.getLogger(__name__)
 
 #: Plans per call of :meth:`Firer.fire` at most (together they fire up to its ``limit``).
 MAX_ROUNDS = 5
+#: Windows fired in one transaction at most: a run's handle is at most MAX_HANDLE_BYTES, so
+#: 16 of them leave half of a transaction's 64 KB to the schedule's state (a group that
+#: would not fit is cut in two all the same).
+TRANSACTION_WINDOWS = 16
 
 
 @dataclass
@@ -216,11 +226,77 @@ class Firer:
         report.next = decided.next
         context = _Round(schedule.spec, leader, now, report)
         state = schedule.state
-        for step in steps(decided):
-            state = self._commit_step(context, state, step)
-            if step.fire is not None and give_way is not None and give_way():
+        for group in _together(schedule.spec, steps(decided)):
+            if len(group) > 1 and give_way is not None and give_way():
+                # other work waits already: one window, as ever, then it goes first
+                self._commit_step(context, state, group[0])
+                return replace(decided, more=True)
+            state = self._commit_steps(context, state, group)
+            fires = any(step.fire is not None for step in group)
+            if fires and give_way is not None and give_way():
                 return replace(decided, more=True)  # the rest is planned again, later
         return decided
+
+    def _commit_steps(
+        self, context: _Round, state: ScheduleState, group: list[Step]
+    ) -> ScheduleState:
+        """Commit steps that each fire a window in ONE transaction (the same fences as each
+        alone: the leader's, the spec's version, the state's, and each run's own); the state
+        after them. A group that would not fit ZooKeeper's request limit is cut in two; one
+        whose run id is taken, or whose definition cannot be read, is committed a step at a
+        time, where each case is decided as for a window alone."""
+        if len(group) == 1:
+            return self._commit_step(context, state, group[0])
+        spec, report = context.spec, context.report
+        decided: list[HistoryEntry] = []
+        runs: list[tuple[JobDefinition, dict[str, SummaryValue]]] = []
+        try:
+            for step in group:
+                assert step.fire is not None
+                job = run_id(spec.name, step.fire)
+                runs.append(self._run_of(spec, step.fire, job, None))
+                decided += [*entries(step.before), fired(step.fire, job)]
+        except PayloadError:
+            return self._commit_each(context, state, group)
+        new = state.recording(tuple(decided), context.now)
+        recorded = self._transaction(context, state, new)
+        if (
+            sum(len(op.data) for op in recorded.ops if isinstance(op, SetData))
+            + len(group) * MAX_HANDLE_BYTES
+            > MAX_ZNODE_BYTES
+        ):
+            half = len(group) // 2
+            state = self._commit_steps(context, state, group[:half])
+            return self._commit_steps(context, state, group[half:])
+        try:
+            self.jobs.submit_many(runs, fence=recorded.fence, with_ops=recorded.ops)
+        except OutcomeUnknown:
+            raise  # the handles may be published: their payloads are kept
+        except (HandleExists, JobFinished, JobQuarantined):
+            return self._commit_each(context, state, group)
+        except ZkStoreError as exc:
+            _conflict(exc)
+            raise
+        self._step("fire:committed")
+        for step, (definition, _) in zip(group, runs, strict=True):
+            logger.info(
+                "schedule %s: fired its window %s as job %s",
+                spec.name,
+                step.fire,
+                definition.job_id,
+            )
+            assert step.fire is not None
+            report.fired.append((step.fire, definition.job_id))
+        report.recorded += sum(e.count for e in decided if e.outcome != FIRED)
+        assert state.version is not None
+        return new.with_version(state.version + 1)
+
+    def _commit_each(
+        self, context: _Round, state: ScheduleState, group: list[Step]
+    ) -> ScheduleState:
+        for step in group:
+            state = self._commit_step(context, state, step)
+        return state
 
     def _commit_step(self, context: _Round, state: ScheduleState, step: Step) -> ScheduleState:
         """Commit one step of the plan; the state as it is after it."""
@@ -459,6 +535,26 @@ class Firer:
         )
         ops: list[Op] = [] if dir_stat is not None else [Create(job_dir)]
         return (*ops, Create(cancel, request.to_bytes()))
+
+
+def _together(spec: ScheduleSpec, planned: list[Step]) -> list[list[Step]]:
+    """The plan's steps as transactions: with ``--concurrency allow``, up to
+    :data:`TRANSACTION_WINDOWS` fires in a row in one (a step that only records, and every
+    step of ``forbid`` and ``replace``, whose admission reads the previous run, alone)."""
+    groups: list[list[Step]] = []
+    for step in planned:
+        previous = groups[-1] if groups else None
+        if (
+            spec.concurrency == ALLOW
+            and step.fire is not None
+            and previous is not None
+            and previous[-1].fire is not None
+            and len(previous) < TRANSACTION_WINDOWS
+        ):
+            previous.append(step)
+        else:
+            groups.append([step])
+    return groups
 
 
 def _conflict(exc: ZkStoreError) -> None:

@@ -319,7 +319,8 @@ class HistoryEntry:
             object.__setattr__(self, "reason", clean)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        # flat fields: no deep copy (asdict's), a state writes 50 of these at each fire
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
 
     @classmethod
     def parse(cls, raw: Any) -> HistoryEntry:
@@ -396,7 +397,11 @@ class ScheduleState(Record):
         return values
 
     def to_bytes(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if k not in ("version", "history")}
+        data = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("version", "history")
+        }
         data["history"] = [entry.to_json() for entry in self.history]
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 

@@ -21,7 +21,9 @@ before the first fire committed, a retry after a lost answer) fails on the state
 whatever the state says, on the run's job id: ZooKeeper refuses a second
 ``currentJobs/<run>``, and a run that already ended has a result. A deposed leader's fire fails
 on its fence, even after kazoo reconnected with a new session. A step that fires nothing
-(windows skipped or missed) is the schedule's part alone.
+(windows skipped or missed) is the schedule's part alone. Several steps that fire (a backlog,
+``--concurrency allow``) may be one transaction: the schedule's part once, with the state
+after the last of them, and each run's part (:meth:`~zkstore.jobs.graph.JobGraphStore.submit_many`).
 """
 
 from __future__ import annotations
