@@ -9,7 +9,10 @@ hold). They live apart from the object's own records, under ``R/conditions/jobs/
 cleanup of a job that finished (a notification of its end dropped afterwards) and never
 changes the version of a record a driver is fenced on. Only the leader writes them, fenced on
 its leadership; it clears each one when it no longer holds (a schedule fired again, a
-notification of the job delivered), and deletes a job's with its result.
+notification of the job delivered), and deletes a job's with its result. A schedule's go with
+the schedule (``schedules delete``: the same transaction), and a leader's write of one checks
+that the schedule still exists, so none is made for a schedule deleted meanwhile; what a crash
+or an older release left is ``orphan-conditions`` to ``handles lingering`` and ``cleanup``.
 
 A job's placement that no daemon can satisfy is a condition too, read from its status (the
 leader writes why a job waits there already): :func:`waiting_condition`.
@@ -27,7 +30,7 @@ from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound, VersionC
 from zkstore.jobs.records import JobStatus, Record
 from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Fence, Op, SetData
+from zkstore.ops import Check, Create, Delete, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain
 from zkstore.strict import check_text, parse_time
 from zkstore.zk import ZooKeeper
@@ -165,6 +168,25 @@ class ConditionStore:
     def path(self, kind: str, name: str) -> str:
         return self.layout.conditions_of(kind, name)
 
+    def _commit(self, kind: str, name: str, op: Op, fence: Fence) -> bool:
+        """Commit one change of the object's conditions; False if its schedule is gone."""
+        ops = [op]
+        if kind == SCHEDULE and not isinstance(op, Delete):
+            ops.insert(0, Check(self._object(kind, name)))  # never on a deleted schedule
+        try:
+            self.zk.commit(ops, fence=fence)
+        except HandleNotFound as exc:
+            if exc.path == self._object(kind, name):
+                return False  # the schedule is gone (its conditions went with it)
+            raise TryAgain(str(exc)) from exc
+        except (HandleExists, VersionConflict) as exc:
+            raise TryAgain(str(exc)) from exc  # changed meanwhile: read again
+        return True
+
+    def _object(self, kind: str, name: str) -> str:
+        """The node of the object the conditions are on (a schedule's spec)."""
+        return f"{self.layout.schedules}/{name}" if kind == SCHEDULE else self.layout.job_dir(name)
+
     def read(self, kind: str, name: str) -> list[Condition]:
         """The object's conditions (none without a node); garbage raises
         :class:`CorruptRecord`."""
@@ -231,10 +253,6 @@ class ConditionStore:
                 op = Create(path, changed.to_bytes())
             else:
                 op = SetData(path, changed.to_bytes(), version=found[1].version)
-            try:
-                self.zk.commit([op], fence=fence)
-            except (HandleExists, VersionConflict, HandleNotFound) as exc:
-                raise TryAgain(str(exc)) from exc  # changed meanwhile: read again
-            return True
+            return self._commit(kind, name, op, fence)
 
         return RACES.call(attempt, what=f"changing the conditions of {kind} {name}", path=path)

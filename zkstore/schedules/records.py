@@ -32,6 +32,7 @@ from zkstore.config import validate_id
 from zkstore.errors import ConfigError, CorruptHandle
 from zkstore.handle import Handle
 from zkstore.jobs.records import MAX_FIELD_INT, Record
+from zkstore.layout import Layout
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.timing import (
     MAX_EVERY_SECONDS,
@@ -109,6 +110,11 @@ class SchedulePaths:
 
     def state(self, name: str) -> str:
         return f"{self.schedule(name)}/state"
+
+    def conditions(self, name: str) -> str:
+        """The schedule's conditions (:mod:`zkstore.conditions`): the leader's, deleted with
+        the schedule."""
+        return Layout(self.base).conditions_of("schedules", validate_name(name))
 
     def definitions(self, name: str) -> str:
         """The storage prefix of the schedule's definition payloads."""

@@ -189,17 +189,23 @@ class ScheduleStore:
         )
 
     def delete(self, name: str) -> bool:
-        """Delete the schedule, then its definition payload; False if there was none. Its runs
-        are left alone (each has its own copy of the definition)."""
+        """Delete the schedule (its state and the leader's conditions on it in the same
+        transaction, the conditions at the version read: a leader's change meanwhile makes it
+        read again), then its definition payload; False if there was none. Its runs are left
+        alone (each has its own copy of the definition)."""
         path, state = self.paths.schedule(name), self.paths.state(name)
+        conditions = self.paths.conditions(name)
 
         def once() -> tuple[bool, Handle | None]:
             found = self.zk.get_if_exists(path)
             if found is None:
                 return False, None
             ops: list[Op] = [Delete(path, found[1].version)]
-            if self.zk.exists(state) is not None:
+            state_stat, conditions_stat = self.zk.exists_many([state, conditions])
+            if state_stat is not None:
                 ops.insert(0, Delete(state))
+            if conditions_stat is not None:
+                ops.append(Delete(conditions, conditions_stat.version))
             try:
                 handle: Handle | None = ScheduleSpec.from_znode(found[0], found[1], path).handle
             except CorruptRecord:

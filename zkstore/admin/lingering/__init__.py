@@ -20,6 +20,9 @@ removes, the others are for people to decide:
 ``quarantined-job`` a job in quarantine (reported, never removed by cleanup)
 ``orphan-schedule-payload``
                     a schedule's definition that no schedule references (:mod:`.schedules`)
+``orphan-conditions``
+                    the leader's conditions on a schedule or a job that no longer exists
+                    (:mod:`.conditions`)
 
 Every deletion is re-checked against ZooKeeper just before it is made, so that a payload
 published meanwhile is never removed; nothing younger than the minimum age is ever touched.
@@ -34,6 +37,7 @@ The modules::
     artifacts.py   artifacts of dead attempts and of ended jobs
     outputs.py     staged output parts never committed
     schedules.py   orphan schedule payloads
+    conditions.py  conditions of schedules and jobs that are gone
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from collections.abc import Callable
 
 from zkstore.admin.inventory import Inventory, read_inventory
 from zkstore.admin.lingering.artifacts import DeadAttemptArtifact, EndedJobArtifact
+from zkstore.admin.lingering.conditions import OrphanConditions
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.admin.lingering.outputs import OutputStaging
 from zkstore.admin.lingering.payloads import DanglingHandle, MarkedNode, OrphanPayload
@@ -64,6 +69,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     EmptyJobTree(),
     QuarantinedJob(),
     OrphanSchedulePayload(),
+    OrphanConditions(),
 )
 BY_NAME = {kind.name: kind for kind in ALL_KINDS}
 KINDS = tuple(BY_NAME)
