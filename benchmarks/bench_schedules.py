@@ -146,8 +146,7 @@ def bench_throughput(config: StoreConfig, backlog: int, runs: int, kind: str) ->
             ">= 0.3",
             unit="windows/s",
             higher_is_better=True,
-            detail=f"{runs} runs; raw: plain kazoo, the same transactions one a window, no "
-            "payload",
+            detail=f"{runs} runs; raw: plain kazoo, the same transactions one a window, no payload",
         )
     ]
 
