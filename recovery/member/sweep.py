@@ -15,8 +15,13 @@ grants nothing to a driver, its JVM or its job's code, even before it is swept.
 The walk never follows a symbolic link (a link the user planted is removed, never its target),
 never leaves the file system of the place it started in, and enters only directories the user
 may search (what it cannot search it cannot have written into: the other users' attempt
-directories, pytest's or the daemon's private ones). A user whose leftovers cannot all be
-removed (an immutable file, a mount point) stays out of the pool: :func:`sweep` says why.
+directories, pytest's or the daemon's private ones). It goes by open directories (``openat``
+with ``O_NOFOLLOW``, each checked to be the directory it looked at), and removes only entries
+the user owns, proved by their status at that moment: inside a directory of the user's, an
+entry of another owner (root's, another user's written into a directory the job opened to
+all) is kept, with the directories that hold it. A user whose leftovers cannot all be
+removed (an immutable file, a mount point, another's entry in its directory) stays out of the
+pool: :func:`sweep` says why.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import contextlib
 import ctypes
 import logging
 import os
-import shutil
 import stat
 import sys
 from collections.abc import Collection
@@ -108,41 +112,114 @@ def _searchable(found: os.stat_result, user: DriverUser) -> bool:
 
 
 def _walk(directory: str, device: int, user: DriverUser, swept: Swept) -> None:
-    try:
-        entries = list(os.scandir(directory))
-    except OSError as exc:
-        if not isinstance(exc, FileNotFoundError):
-            swept.fail(f"cannot list {directory}: {exc.strerror or exc}")
+    fd = _open_directory(directory, None, None)
+    if fd is None:
+        if os.path.isdir(directory):
+            swept.fail(f"cannot list {directory}")
         return
-    for entry in entries:
+    try:
+        _walk_at(fd, directory, device, user, swept)
+    finally:
+        os.close(fd)
+
+
+def _walk_at(fd: int, path: str, device: int, user: DriverUser, swept: Swept) -> None:
+    """Sweep the directory open at ``fd`` (``path`` for messages): the user's entries removed,
+    the others' directories it may search walked."""
+    for name, found in _entries(fd, path, swept):
+        full = f"{path}/{name}"
+        if found.st_uid == user.uid:
+            if _remove(fd, name, full, found, device, user, swept):
+                swept.removed += 1
+        elif stat.S_ISDIR(found.st_mode) and found.st_dev == device and _searchable(found, user):
+            sub = _open_directory(name, fd, found)
+            if sub is None:
+                continue  # gone or replaced meanwhile: not what was looked at
+            try:
+                _walk_at(sub, full, device, user, swept)
+            finally:
+                os.close(sub)
+
+
+def _entries(fd: int, path: str, swept: Swept) -> list[tuple[str, os.stat_result]]:
+    """The entries of the directory open at ``fd``, each with its own status (a link's, never
+    its target's)."""
+    try:
+        names = os.listdir(fd)
+    except OSError as exc:
+        swept.fail(f"cannot list {path}: {exc.strerror or exc}")
+        return []
+    found: list[tuple[str, os.stat_result]] = []
+    for name in names:
         try:
-            found = entry.stat(follow_symlinks=False)
+            found.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
         except FileNotFoundError:
             continue
         except OSError as exc:
-            swept.fail(f"cannot look at {entry.path}: {exc.strerror or exc}")
-            continue
-        if found.st_uid == user.uid:
-            _remove(entry.path, stat.S_ISDIR(found.st_mode), swept)
-        elif stat.S_ISDIR(found.st_mode) and found.st_dev == device and _searchable(found, user):
-            _walk(entry.path, device, user, swept)
+            swept.fail(f"cannot look at {path}/{name}: {exc.strerror or exc}")
+    return found
 
 
-def _remove(path: str, directory: bool, swept: Swept) -> None:
-    errors: list[str] = []
+def _open_directory(name: str, fd: int | None, expected: os.stat_result | None) -> int | None:
+    """``name`` (under the directory open at ``fd``) opened as a directory without following
+    a link, if it is still the one ``expected`` describes; None if not (or gone)."""
     try:
-        if directory:  # links inside are removed, never followed (shutil's fd-based walk)
-            shutil.rmtree(path, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
-        else:
-            os.unlink(path)
+        opened = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+    except OSError:
+        return None
+    now = os.fstat(opened)
+    if expected is not None and (now.st_dev, now.st_ino) != (expected.st_dev, expected.st_ino):
+        os.close(opened)
+        return None
+    return opened
+
+
+def _remove(
+    fd: int,
+    name: str,
+    path: str,
+    found: os.stat_result,
+    device: int,
+    user: DriverUser,
+    swept: Swept,
+) -> bool:
+    """Remove the user's entry ``name`` under the directory open at ``fd`` (``found``: its
+    status): a file or a link unlinked (a link never followed), a directory emptied of what the
+    user owns, at any depth, then removed. An entry of another owner inside is kept, and so
+    are the directories that hold it (what the user was given is not the user's to lose):
+    ``swept`` says which, and the user stays out of the pool until somebody decides. True if
+    the entry is gone."""
+    try:
+        if not stat.S_ISDIR(found.st_mode):
+            os.unlink(name, dir_fd=fd)
+            return True
+        if found.st_dev != device:
+            swept.fail(f"cannot remove {path}: another file system is mounted there")
+            return False
+        sub = _open_directory(name, fd, found)
+        if sub is None:
+            return False  # gone or replaced meanwhile: not what was looked at
+        try:
+            emptied = True
+            for child, status in _entries(sub, path, swept):
+                if status.st_uid != user.uid:
+                    swept.fail(
+                        f"kept {path}/{child}: uid {status.st_uid}'s, in a directory of "
+                        f"{user.name}'s (kept too)"
+                    )
+                    emptied = False
+                elif not _remove(sub, child, f"{path}/{child}", status, device, user, swept):
+                    emptied = False
+        finally:
+            os.close(sub)
+        if emptied:
+            os.rmdir(name, dir_fd=fd)
+        return emptied
     except FileNotFoundError:
-        return
+        return False
     except OSError as exc:
-        errors.append(f"{path}: {exc.strerror or exc}")
-    if errors:
-        swept.fail(f"cannot remove {errors[0]}")
-    else:
-        swept.removed += 1
+        swept.fail(f"cannot remove {path}: {exc.strerror or exc}")
+        return False
 
 
 def _remove_ipc(uid: int, swept: Swept) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.sweep import Swept, sweep
 from recovery.settings import DriverUser
-from tests.users import require_root
+from tests.users import User, require_root, shared_directory
 
 
 def nobody_uses(tmp_path: Path) -> DriverUser:
@@ -45,7 +47,10 @@ def test_a_sweep_removes_what_the_user_owns_where_it_could_write_and_nothing_els
     owned(place / "suid-python", user).chmod(0o4755)
     own_tree = place / "tree"
     (own_tree / "deep").mkdir(parents=True)
-    (own_tree / "deep" / "root-file").write_text("root's, in the user's directory")
+    owned(own_tree / "deep" / "file", user)
+    os.symlink(target_of_links := tmp_path / "linked", own_tree / "deep" / "link")
+    give(own_tree / "deep" / "link", user)
+    give(own_tree / "deep", user)
     give(own_tree, user)
     shared = place / "shared"  # someone's directory the user may write into
     shared.mkdir()
@@ -56,6 +61,7 @@ def test_a_sweep_removes_what_the_user_owns_where_it_could_write_and_nothing_els
     owned(private / "kept", user)
     target = tmp_path / "outside"
     target.mkdir()
+    (tmp_path / "linked").mkdir()
     owned(target / "not-swept", user)
     os.symlink(target, place / "link")
     give(place / "link", user)  # the user's link: removed, its target left alone
@@ -73,8 +79,75 @@ def test_a_sweep_removes_what_the_user_owns_where_it_could_write_and_nothing_els
     assert list(shared.iterdir()) == []
     assert (private / "kept").exists(), "a directory it cannot search is not entered"
     assert (target / "not-swept").exists(), "a link is removed, never followed"
+    assert target_of_links.is_dir(), "a link inside the user's tree is removed, not followed"
     assert home.is_dir() and list(home.iterdir()) == [], "its home is emptied, not removed"
     assert swept.removed == 5  # the file, its tree, the shared one, the link, .local
+
+
+def test_entries_of_others_inside_the_users_directory_are_kept_and_said(
+    other_users: list[User],
+) -> None:
+    """A job of pool user A opened a directory to all; user B (a real user, not root) wrote a
+    file and a directory into it. The sweep removes A's entries only: B's stay, with A's
+    directories that hold them, and the sweep says so (A stays out of the pool until someone
+    decides); a directory of A's with nothing of another's inside goes whole."""
+    a, b = other_users
+    user = DriverUser(a.name, a.uid, a.gid, (a.gid,), "/nonexistent")
+    outer = shared_directory("loose-sweep-")  # pytest's own is root's alone: B could not write
+    try:
+        kept_and_said(outer, a, b, user)
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
+
+
+def kept_and_said(outer: Path, a: User, b: User, user: DriverUser) -> None:
+    place = outer / "tmp"
+    place.mkdir()
+    place.chmod(0o1777)
+    opened = place / "opened"
+    (opened / "inner").mkdir(parents=True)
+    for path in (opened / "inner", opened):
+        path.chmod(0o777)
+        os.chown(path, a.uid, a.gid)
+    owned(opened / "mine", user)
+    owned(opened / "inner" / "mine-too", user)
+    alone = place / "alone"
+    alone.mkdir()
+    owned(alone / "only-mine", user)
+    os.chown(alone, a.uid, a.gid)
+    as_user(b, lambda: (opened / "inner" / "theirs").write_text("B's"))
+    as_user(b, (opened / "their-dir").mkdir)
+
+    swept = sweep(user, [str(place)])
+
+    assert sorted(p.name for p in place.iterdir()) == ["opened"]
+    assert sorted(p.name for p in opened.iterdir()) == ["inner", "their-dir"]
+    assert [p.name for p in (opened / "inner").iterdir()] == ["theirs"]
+    assert (opened / "inner" / "theirs").read_text() == "B's"
+    assert swept.removed == 1  # alone, whole
+    assert sorted(swept.failed) == sorted(
+        [
+            f"kept {opened}/inner/theirs: uid {b.uid}'s, in a directory of {a.name}'s (kept too)",
+            f"kept {opened}/their-dir: uid {b.uid}'s, in a directory of {a.name}'s (kept too)",
+        ]
+    )
+
+
+def as_user(user: User, action: Callable[[], object]) -> None:
+    """Run ``action`` in a child process of ``user``'s (its ids only, no groups)."""
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+            action()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_sweep_removes_the_users_system_v_ipc(tmp_path: Path) -> None:
