@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from recovery.observe.view import ClusterView, Observed, read_view
+from recovery.observe.view import ClusterView, EndedJobs, Observed, read_view
 from recovery.shared.memory import own_memory
 from zkstore.cluster.pools import counts as pool_counts
 from zkstore.conditions import CANNOT_FIRE, NOTIFICATION_DROPPED
@@ -122,6 +122,8 @@ class ClusterCollector(Collector):
     def __init__(self, daemon: Observed, stats: LeadershipStats) -> None:
         self.daemon = daemon
         self.stats = stats
+        #: the finished jobs, read once each: a scrape costs what the live jobs do
+        self.ended = EndedJobs()
 
     def collect(self) -> Iterator[Metric]:
         yield from self._own()
@@ -129,7 +131,7 @@ class ClusterCollector(Collector):
         view: ClusterView | None = None
         if cluster is not None and cluster.zk.connected:
             try:
-                view = read_view(cluster)
+                view = read_view(cluster, self.ended)
             except ZkStoreError as exc:
                 logger.debug("metrics: cannot read the cluster: %s", exc)
         yield _gauge(

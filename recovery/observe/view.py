@@ -9,6 +9,7 @@ the fleet's members, the leader's record and the latest checkpoint of each runni
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from zkstore.schedules.view import listing as schedule_rows
 __all__ = [
     "ClusterView",
     "DaemonInfo",
+    "EndedJobs",
     "Launches",
     "Observed",
     "finished",
@@ -114,9 +116,11 @@ class ClusterView:
     read_seconds: float = 0.0
     #: notification events not yet taken by a receiver (the outbox's entries)
     notifications_pending: int = 0
+    #: the finished jobs left out of ``jobs`` (read through :class:`EndedJobs`), by state
+    ended: Counter[str] = field(default_factory=Counter)
 
     def states(self) -> Counter[str]:
-        return Counter(job.state for job in self.jobs.values())
+        return Counter(job.state for job in self.jobs.values()) + self.ended
 
     def live_jobs(self) -> list[JobSnapshot]:
         """Jobs not finished and cleaned up (what ``jobs list`` shows without ``--all``)."""
@@ -137,12 +141,48 @@ def read_jobs(cluster: Cluster) -> dict[str, JobSnapshot]:
     return read_snapshots(cluster.zk, cluster.layout, listing.job_ids(), listing=listing)
 
 
-def read_view(cluster: Cluster) -> ClusterView:
+class EndedJobs:
+    """The finished jobs (a CLEAN result and no other trace) by state, kept between reads, for
+    a reader that only counts them (``/metrics``): each is read once, when its result first
+    appears, and forgotten when its result goes (retention), so that what a read costs does not
+    grow with the jobs that ended (one listing of the results' names, pipelined with the other
+    parents). Safe from several threads."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def read(self, cluster: Cluster) -> tuple[dict[str, JobSnapshot], Counter[str]]:
+        """The snapshots of every job but the finished ones already known, and the finished
+        ones by state."""
+        listing = read_listing(cluster.zk, cluster.layout)
+        live = listing.current_jobs | listing.job_dirs | listing.quarantine | listing.cleanup
+        ended = (listing.results or frozenset()) - live
+        with self._lock:
+            known = {job: self._states[job] for job in ended if job in self._states}
+        new = [job for job in ended if job not in known]
+        jobs = read_snapshots(cluster.zk, cluster.layout, [*live, *new], listing=listing)
+        for job_id in new:
+            found = jobs.get(job_id)
+            if found is not None and finished(found):
+                known[job_id] = found.state
+                del jobs[job_id]
+        with self._lock:
+            self._states = known  # a result gone (retention) is forgotten
+        return jobs, Counter(known.values())
+
+
+def read_view(cluster: Cluster, ended: EndedJobs | None = None) -> ClusterView:
     """Leader, daemons, every job, the latest checkpoint of each running job, and the
-    schedules."""
+    schedules; with ``ended``, the finished jobs it knows already are only counted
+    (:attr:`ClusterView.ended`), not read again."""
     started = time.monotonic()
     read_at = time.time()
-    jobs = read_jobs(cluster)
+    counted: Counter[str] = Counter()
+    if ended is None:
+        jobs = read_jobs(cluster)
+    else:
+        jobs, counted = ended.read(cluster)
     leader = _leader(cluster)
     view = ClusterView(
         leader=leader,
@@ -154,6 +194,7 @@ def read_view(cluster: Cluster) -> ClusterView:
         ),
         read_at=read_at,
         notifications_pending=_outbox_size(cluster),
+        ended=counted,
     )
     view.read_seconds = time.monotonic() - started
     return view
