@@ -5,6 +5,7 @@
   its pool says so in ``jobs show``, ``jobs list`` and ``pools list``;
 - a job of a higher-priority pool submitted after a backlog starts first, under a leader that
   took over after the pools were set (the pools survive a failover);
+- a slot a new leader finds free goes to the highest priority, not to the first job id;
 - ``submit --pool`` of a pool that does not exist is refused, changing nothing.
 """
 
@@ -301,3 +302,43 @@ def test_a_schedules_runs_inherit_its_pool(
     zk_cli(config, "pools set", "etl", "--max-running", "1")
     wait_for(lambda: show(config, run).get("state") == "SUCCEEDED", timeout=BOUND, what="run ended")
     assert log.read_text().split() == ["run"]
+
+
+def test_a_leader_that_takes_over_gives_a_free_slot_by_priority_not_by_job_id(
+    local: LocalCluster, runtime_config: StoreConfig, laptop: Path
+) -> None:
+    """Two jobs wait for a daemon that can run them; the leader is killed and such a daemon
+    starts, to lead: the new leader, which knows nobody waiting yet, gives its one slot to the
+    urgent job, whose id sorts last, not to the bulk job whose id sorts first."""
+    (laptop / "job.py").write_text(JOB)
+    (laptop / "gate").write_text("")
+    config = runtime_config
+    local.start_daemon("d1", "--max-drivers", "1", "--label", "role=lead")
+    assert local.wait_for_leader(timeout=BOUND).daemon_id == "d1"
+    zk_cli(config, "pools set", "urgent", "--priority", "10")
+    zk_cli(config, "pools set", "bulk", "--priority", "0")
+    work = ("--require", "role=work")
+    submit(config, laptop, "a-bulk", *work, "--pool", "bulk")
+    submit(config, laptop, "z-urgent", *work, "--pool", "urgent")
+    for job in ("a-bulk", "z-urgent"):
+        wait_for(
+            lambda job=job: show(config, job).get("state") == "PENDING",
+            timeout=BOUND,
+            what=f"{job} waiting",
+        )
+
+    local.daemons["d1"].signal(signal.SIGKILL)
+    local.start_daemon("d2", "--max-drivers", "1", "--label", "role=work")
+    wait_for(
+        lambda: (info := local.leader()) is not None and info.daemon_id == "d2",
+        timeout=BOUND,
+        what="d2 leading",
+    )
+    for job in ("z-urgent", "a-bulk"):
+        wait_for(
+            lambda job=job: show(config, job).get("state") == "SUCCEEDED",
+            timeout=BOUND,
+            what=f"{job} succeeded",
+        )
+    log = laptop / "started.log"
+    assert log.read_text().split() == ["z-urgent", "a-bulk"]
