@@ -2,7 +2,8 @@
 
 - a pool limited to 2 never has 3 of its jobs running at once (counted from the jobs'
   ``running`` nodes, sampled on every change of them, not from timing), and a job waiting on
-  its pool says so in ``jobs show``, ``jobs list`` and ``pools list``;
+  its pool says so in ``jobs show``, ``jobs list`` and ``pools list``; the counts are in
+  ``/metrics`` and on the status page;
 - a job of a higher-priority pool submitted after a backlog starts first, under a leader that
   took over after the pools were set (the pools survive a failover);
 - a slot a new leader finds free goes to the highest priority, not to the first job id;
@@ -162,6 +163,12 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     scraped = metrics(local.daemons["d1"].url)
     assert scraped[("backfill", "running")] == 2.0 and scraped[("backfill", "waiting")] == 3.0
     assert scraped[("default", "running")] == 1.0
+    url = local.daemons["d1"].url
+    with urllib.request.urlopen(f"{url}/", timeout=30) as answer:
+        page = answer.read().decode()
+    # the status page's pools: running, waiting, limit, priority
+    assert "<tr><td>backfill</td><td>2</td><td>3</td><td>2</td><td>0</td></tr>" in page, page
+    assert "<tr><td>default</td><td>1</td><td>0</td><td>none</td><td>0</td></tr>" in page
 
     (laptop / "gate").write_text("")
     for job in [*jobs, "other"]:
