@@ -50,9 +50,7 @@ def test_ready_offers_no_more_of_a_pool_than_its_limit_leaves_in_priority_order(
     assert ready(waiting, pool_of, POOLS, {"backfill": 2, "mid": 1}) == [("u1", {"zone": "a"})]
 
 
-def test_the_leader_looks_at_dirty_then_held_then_the_highest_priority_then_the_longest_waiting() -> (
-    None
-):
+def test_the_leader_looks_by_tier_then_priority_then_the_longest_waiting() -> None:
     """A new urgent job goes before a waiting backfill job, and a leader that has just taken
     over (nobody waiting yet) looks by priority, not by id: the first job of a look that frees
     a slot is the one that gets it."""
