@@ -34,6 +34,7 @@ SUITES = [
     "outputs",
     "sweep",
     "soak",
+    "pools",
 ]
 
 #: The arguments of each benchmark's tiny run.
@@ -58,6 +59,20 @@ SMOKE = {
     "bounded": ["--jobs", "2", "--windows", "40", "--connections", "20"],
     "sweep": ["--rounds", "2", "--files", "10"],
     "soak": ["--jobs", "20", "--every", "0.25", "--sample", "1"],
+    "pools": [
+        "--windows",
+        "2",
+        "--every",
+        "3",
+        "--backlog",
+        "10",
+        "--hold",
+        "1",
+        "--placements",
+        "30",
+        "--rounds",
+        "1",
+    ],
 }
 #: Benchmarks only run when named (minutes each, quoted by the README, not goals).
 BY_NAME_ONLY = {"outage", "session", "soak"}

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
+from zkstore.cluster.pools import check_name
 from zkstore.cluster.settings import ClusterSettings, settings_digest
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.limits import least_limits
 from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL
-from zkstore.secrecy import read_secret_file
+from zkstore.secrecy import read_secret_file, read_secret_lines
 
 __all__ = [
     "ANY_HOST",
@@ -32,7 +33,9 @@ __all__ = [
     "DaemonSettings",
     "DriverUser",
     "HttpAddress",
+    "PoolToken",
     "api_token_from_env",
+    "api_tokens_from_env",
     "default_daemon_id",
     "driver_users",
     "is_address",
@@ -125,6 +128,55 @@ def api_token_from_env(
     return token.strip() if token is not None else None
 
 
+@dataclass(frozen=True)
+class PoolToken:
+    """A change token of the HTTP API that acts on the jobs of ``pools`` only (a line
+    ``TOKEN pool=etl,reporting`` of ``--api-token-file``)."""
+
+    token: str = field(repr=False)
+    pools: frozenset[str]
+
+
+def api_tokens_from_env(
+    environ: Mapping[str, str] | None = None, *, file: str | None = None
+) -> tuple[str | None, tuple[PoolToken, ...]]:
+    """The API's cluster-wide change token and its pool-scoped ones.
+
+    Without ``file``: :data:`API_TOKEN_ENV` alone, as :func:`api_token_from_env` reads it, and
+    no scoped token. With ``file`` (``--api-token-file``): each line (blank lines and ``#``
+    comments aside) is ``TOKEN`` (the cluster-wide token: one at most) or ``TOKEN
+    pool=NAME[,NAME...]`` (a token of those pools). Raises ConfigError naming the line, never
+    its token: a token too short, a word other than ``pool=``, a pool name that cannot be one,
+    a token given twice."""
+    if file is None:
+        return api_token_from_env(environ), ()
+    option = TOKEN_FILE_OPTIONS[API_TOKEN_ENV]
+    cluster: str | None = None
+    scoped: list[PoolToken] = []
+    seen: set[str] = set()
+    for number, line in read_secret_lines(file, option):
+        where = f"{option} {file} line {number}"
+        token, *words = line.split()
+        if len(token) < MIN_TOKEN_CHARS:
+            raise ConfigError(f"{where}: the token is too short: use {MIN_TOKEN_CHARS} characters")
+        if token in seen:
+            raise ConfigError(f"{where}: the token is given twice")
+        seen.add(token)
+        if not words:
+            if cluster is not None:
+                raise ConfigError(f"{where}: a second cluster-wide token (give it pool=...)")
+            cluster = token
+            continue
+        if len(words) > 1 or not words[0].startswith("pool="):
+            raise ConfigError(f"{where}: after the token, only pool=NAME[,NAME...]")
+        try:
+            names = frozenset(check_name(n) for n in words[0].removeprefix("pool=").split(","))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        scoped.append(PoolToken(token, names))
+    return cluster, tuple(scoped)
+
+
 # -- the bounds on what submitters send (invariant 15, issue 44) -------------------------------
 
 
@@ -214,7 +266,8 @@ class DaemonSettings:
     keeps a finished job's result (and so refuses its id) before deleting it; None keeps them
     forever. ``http`` is where the daemon serves its HTTP API (None: not at all); if it is not
     ``http_required``, an address in use only costs a warning. ``api_token`` enables the API's
-    changes; ``api_read_token``, when set, guards the reads that may carry secrets.
+    changes; ``api_read_token``, when set, guards the reads that may carry secrets;
+    ``api_pool_tokens`` act on the jobs of their pools only (and guard those reads as well).
     ``http_allowed_hosts`` are the host names the HTTP side answers to besides ``localhost`` and
     addresses (None: the name in ``http``; see :mod:`recovery.observe.access`). ``driver_users``:
     the users drivers run as (none: the daemon's own); one is every driver's, several are one
@@ -248,6 +301,8 @@ class DaemonSettings:
     http: HttpAddress | None = None
     http_required: bool = False
     api_token: str | None = field(default=None, repr=False)
+    #: change tokens of the HTTP API that act on the jobs of some pools only
+    api_pool_tokens: tuple[PoolToken, ...] = field(default=(), repr=False)
     api_read_token: str | None = field(default=None, repr=False)
     http_allowed_hosts: tuple[str, ...] | None = None
     keep_results: float | None = DEFAULT_KEEP_RESULTS

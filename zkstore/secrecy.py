@@ -50,6 +50,7 @@ __all__ = [
     "no_new_privileges",
     "no_new_privileges_hook",
     "read_secret_file",
+    "read_secret_lines",
     "set_dumpable",
     "take_from_environment",
 ]
@@ -146,6 +147,26 @@ def read_secret_file(path: str, option: str) -> str:
     naming the file and never its content, if it cannot be read, is not a regular file, is
     empty, or if anyone but its owner and its group may read it, anyone but its owner may
     change it, or its owner is neither this user nor root (who may change it for us)."""
+    line = _read_secret_text(path, option).split("\n", 1)[0].strip()
+    if not line:
+        raise ConfigError(f"{option} {path}: its first line is empty")
+    return line
+
+
+def read_secret_lines(path: str, option: str) -> list[tuple[int, str]]:
+    """Every line of the secret file ``path`` that is neither blank nor a ``#`` comment, with
+    its number, stripped; checked as :func:`read_secret_file` checks (ConfigError if none)."""
+    lines = [
+        (number, line.strip())
+        for number, line in enumerate(_read_secret_text(path, option).split("\n"), start=1)
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    if not lines:
+        raise ConfigError(f"{option} {path}: it holds no line")
+    return lines
+
+
+def _read_secret_text(path: str, option: str) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
@@ -173,9 +194,6 @@ def read_secret_file(path: str, option: str) -> str:
     if len(data) > MAX_SECRET_FILE_BYTES:
         raise ConfigError(f"{option} {path}: over {MAX_SECRET_FILE_BYTES} bytes")
     try:
-        line = data.decode("utf-8").split("\n", 1)[0].strip()
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{option} {path}: not UTF-8 text") from exc
-    if not line:
-        raise ConfigError(f"{option} {path}: its first line is empty")
-    return line

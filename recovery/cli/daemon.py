@@ -19,6 +19,7 @@ from recovery.settings import (
     READ_TOKEN_ENV,
     DaemonSettings,
     api_token_from_env,
+    api_tokens_from_env,
     default_daemon_id,
     driver_users,
     parse_allowed_hosts,
@@ -167,7 +168,10 @@ from zkstore.lifecycle.destinations import Destinations
 @click.option(
     "--api-token-file",
     metavar="FILE",
-    help=f"file holding the HTTP API's change token (its first line) [env {API_TOKEN_ENV}]",
+    help="file holding the HTTP API's change tokens, one a line: TOKEN (the cluster-wide "
+    "token, which does everything) or TOKEN pool=NAME[,NAME...] (a token that lists, reads, "
+    "cancels and controls only the jobs of those pools; with one, the reads a read token guards "
+    f"are guarded) [env {API_TOKEN_ENV}: the cluster-wide token alone]",
 )
 @click.option(
     "--api-read-token-file",
@@ -289,6 +293,7 @@ def daemon(
             )
     master = spark_master_from_env(spark_master)
     warm_drivers = _warm_drivers(warm_drivers, max_drivers, master)
+    api_token, api_pool_tokens = api_tokens_from_env(environ, file=api_token_file)
     settings = DaemonSettings(
         store=store,
         daemon_id=daemon_id or default_daemon_id(),
@@ -304,7 +309,8 @@ def daemon(
         keep_logs=keep_logs,
         http=parse_http_address(explicit_http or DEFAULT_HTTP),
         http_required=explicit_http is not None,
-        api_token=api_token_from_env(environ, file=api_token_file),
+        api_token=api_token,
+        api_pool_tokens=api_pool_tokens,
         api_read_token=api_token_from_env(
             environ, variable=READ_TOKEN_ENV, file=api_read_token_file
         ),

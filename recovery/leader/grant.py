@@ -50,8 +50,11 @@ from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from recovery.leader.placement import Fleet, read_fleet
-from recovery.leader.pools import PoolFull
+from recovery.leader.pools import PoolFull, SlotKept, kept_reason
+from recovery.leader.pools import ahead_of as pools_ahead
+from recovery.leader.pools import left_over as pools_left_over
 from recovery.leader.pools import limit_of as pool_limit
+from recovery.leader.pools import look_order as pools_look_order
 from recovery.leader.pools import order as pool_order
 from recovery.leader.pools import ready as pools_ready
 from recovery.leader.pools import refusal as pool_refusal
@@ -410,14 +413,7 @@ class LeaderProcess:
         waited for the cleanups of every job that ended in the same turn, then a turn more for
         the look its freeing asked for, then for its member's launch behind more cleanups.
         """
-        ordered = pool_order(self._waiting, self.pool_of, self.pools)
-        waiting = {job_id: place for place, job_id in enumerate(ordered)}
-        # the jobs holding a slot first: their pools are counted before any job is placed
-        held = self._holding()
-        ids = sorted(
-            set(job_ids),
-            key=lambda j: (j not in self._dirty, j not in held, waiting.get(j, len(waiting)), j),
-        )
+        ids = self._look_order(set(job_ids))
         for first in range(0, len(ids), BATCH):
             if not self.active:
                 return
@@ -426,6 +422,18 @@ class LeaderProcess:
             self._reconcile_batch(ids[first : first + BATCH], listing)
             self._fill_freed_slots()
         self.slot_freed()
+
+    def _look_order(self, job_ids: Iterable[str]) -> list[str]:
+        """Dirty results, then the jobs holding a slot, then by priority
+        (:func:`.pools.look_order`)."""
+        held = self._holding()
+        return pools_look_order(
+            job_ids,
+            lambda j: 0 if j in self._dirty else 1 if j in held else 2,
+            pool_order(self._waiting, self.pool_of, self.pools),
+            self.pool_of,
+            self.pools,
+        )
 
     def _holding(self) -> set[str]:
         """The jobs holding a driver slot: an assignment read or written (on any daemon, one
@@ -483,17 +491,20 @@ class LeaderProcess:
         assignments = self._read_assignments(snapshots.values())
         self._read_outcomes_of_exits(snapshots, assignments)
         now = self.clock.now()
-        position = {job_id: place for place, job_id in enumerate(ids)}
+        for snapshot in snapshots.values():  # their pools, known before the order is
+            if snapshot.run is not None:
+                self.pool_of[snapshot.job_id] = snapshot.run.pool_name
         plans: list[tuple[JobSnapshot, Action]] = []
-        fresh: list[JobSnapshot] = []
-        for snapshot in sorted(snapshots.values(), key=lambda s: position[s.job_id]):
-            self.quiet.forget(snapshot.job_id)
-            action = self._decide(snapshot, assignments.get(snapshot.job_id), now)
-            if isinstance(action, Initialize):
-                fresh.append(snapshot)
+        fresh: list[tuple[JobSnapshot, Action]] = []
+        for job_id in self._look_order(snapshots):
+            snapshot = snapshots[job_id]
+            self.quiet.forget(job_id)
+            action = self._decide(snapshot, assignments.get(job_id), now)
+            if isinstance(action, Initialize):  # decided in its turn, as the others
+                fresh.append(self._decide_new(snapshot, now))
             else:
                 plans.append((snapshot, action))
-        plans += self._initialize(fresh, listing, now)
+        plans += self._initialize(fresh, listing)
         plans.sort(key=lambda plan: not isinstance(plan[1], CleanUp))
         try:
             for snapshot, action in plans:
@@ -610,11 +621,33 @@ class LeaderProcess:
             full = pool_refusal(self.pools, pool, count)
             if full is not None:
                 return start.ended if start.ended is not None else PoolFull(reason=full)
-        member, why = self.fleet.place(job.job_id, required)
+        among = self._not_kept(job.job_id, required)
+        if isinstance(among, SlotKept):
+            return start.ended if start.ended is not None else among
+        member, why = self.fleet.place(job.job_id, required, among)
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.
             return start.ended if start.ended is not None else NoSlot(reason=why)
         return replace(start, daemon_id=member)
+
+    def _not_kept(self, job_id: str, required: dict[str, str]) -> set[str] | SlotKept | None:
+        """The daemons whose free slots the waiting jobs ahead of ``job_id`` leave it (None:
+        nobody waits ahead, any free slot), or why it waits (:func:`.pools.left_over`)."""
+        if self.fleet.free_slots == 0 or len(self._waiting) <= (job_id in self._waiting):
+            return None
+        members = self.fleet.members
+        free = {d: m.free for d, m in members.items() if not m.drained and m.free > 0}
+        able = {d for d in free if members[d].matches(required)}
+        if not able:
+            return None  # no slot for it anyway: placement says why
+        counts = pools_running(self._holding(), self.pool_of)
+        ahead = list(pools_ahead(job_id, self._waiting.items(), self.pool_of, self.pools, counts))
+        if not ahead:
+            return None
+        left = pools_left_over(free, ahead, lambda d, labels: members[d].matches(labels))
+        if able & left.keys():
+            return set(left)
+        return SlotKept(reason=kept_reason(len(ahead), sum(free[d] for d in able)))
 
     def _apply(self, job: JobSnapshot, action: Action) -> None:
         self._guarded(job, type(action).__name__, lambda: self.actions.apply(job, action))
@@ -647,23 +680,25 @@ class LeaderProcess:
         except Exception:
             logger.exception("job %s: could not be quarantined either", job.job_id)
 
+    def _decide_new(self, job: JobSnapshot, now: datetime) -> tuple[JobSnapshot, Action]:
+        """A new job, decided on the status it is to be created with (PENDING, with the reason
+        it waits if no slot is free for it)."""
+        status = self.actions.status(
+            job, state=PENDING, attempt=0, failures=0, reason=self._foreseen_wait(job)
+        )
+        pending = replace(job, status=status.with_version(0))
+        return pending, self._decide(pending, None, now)
+
     def _initialize(
-        self, jobs: list[JobSnapshot], listing: Listing | None, now: datetime
+        self, decided: list[tuple[JobSnapshot, Action]], listing: Listing | None
     ) -> list[tuple[JobSnapshot, Action]]:
-        """New jobs, each decided on the status it is to be created with (PENDING, with the
-        reason it waits if no slot is free for it). One placed at once is created by its
-        placement's transaction (one write, not two: :attr:`Start.new`); the others' statuses
-        are created in one pipelined round, and a job somebody else initialized meanwhile is
-        looked at again. Returns each job, as it is to be, with its action."""
-        if not jobs:
+        """New jobs, each as it is to be with its action (:meth:`_decide_new`). One placed at
+        once is created by its placement's transaction (one write, not two:
+        :attr:`Start.new`); the others' statuses are created in one pipelined round, and a job
+        somebody else initialized meanwhile is looked at again. Returns each job, as it is to
+        be, with its action."""
+        if not decided:
             return []
-        decided = []
-        for job in jobs:
-            status = self.actions.status(
-                job, state=PENDING, attempt=0, failures=0, reason=self._foreseen_wait(job)
-            )
-            pending = replace(job, status=status.with_version(0))
-            decided.append((pending, self._decide(pending, None, now)))
         plans: list[tuple[JobSnapshot, Action]] = []
         waiting: list[tuple[JobSnapshot, Action]] = []
         for job, action in decided:

@@ -9,7 +9,7 @@ assignments. The fleet itself (members, labels, assignments) is read by ``recove
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from recovery.shared import fleet as shared
 from recovery.shared.fleet import FleetView, Member, format_labels
@@ -30,12 +30,17 @@ class Fleet(FleetView):
     each member's ``assigned`` also counts the placements decided in the current batch.
     """
 
-    def place(self, job_id: str, required: Mapping[str, str]) -> tuple[str | None, str]:
-        """The member to run the job's next attempt on, or None and why not.
+    def place(
+        self, job_id: str, required: Mapping[str, str], among: Collection[str] | None = None
+    ) -> tuple[str | None, str]:
+        """The member to run the job's next attempt on (one of ``among`` if given: the slots
+        not kept for jobs ahead), or None and why not.
 
         Takes the slot at once, so that the decisions of one batch never overfill a member.
         """
         free, why = self._free(required)
+        if among is not None:
+            free = [m for m in free if m.daemon_id in among]
         if not free:
             return None, why
         chosen = min(free, key=lambda m: (len(m.assigned) / m.info.slots, -m.free, m.daemon_id))

@@ -10,24 +10,48 @@ leader knows and the jobs that hold a driver slot: the leader's wiring
   being launched, or lost with its daemon and not yet replaced, plus the placements decided in
   the current batch). A job of a pool at its limit waits, and says so: ``waiting: pool backfill
   at 2 of 2``.
+- Places kept: a free slot goes to the jobs ahead in that order first, whichever job the leader
+  happens to look at. A job looked at for its own reason (submitted, its backoff ended, a label
+  only some daemons have) takes a slot only if the waiting jobs ahead of it that could start now
+  (their pools let them, a daemon with a free slot matches them) leave one it can use
+  (:func:`ahead_of`, :func:`left_over`); else it waits and says for whom.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from recovery.leader.decide import NoSlot
 from zkstore.cluster.pools import Pool
 
-__all__ = ["PoolFull", "limit_of", "order", "priority_of", "ready", "refusal", "running"]
+__all__ = [
+    "PoolFull",
+    "SlotKept",
+    "ahead_of",
+    "kept_reason",
+    "left_over",
+    "limit_of",
+    "look_order",
+    "order",
+    "priority_of",
+    "ready",
+    "refusal",
+    "running",
+]
 
 
 @dataclass(frozen=True)
 class PoolFull(NoSlot):
     """The job's pool runs as many jobs as its limit allows: look again when one of them ends
     or the pool changes."""
+
+
+@dataclass(frozen=True)
+class SlotKept(NoSlot):
+    """Every free slot the job could take is kept for waiting jobs ahead of it (a higher
+    priority, or its own and waiting longer): look again when a slot frees up."""
 
 
 def priority_of(pools: Mapping[str, Pool], pool: str) -> int:
@@ -71,13 +95,90 @@ def ready(
     """The waiting jobs (job id, required labels; in the order they began to wait) that their
     pools let start now, in the order they are to start: each pool's jobs up to what its limit
     leaves (``counts``: its jobs holding a slot)."""
+    return list(_ready(waiting, pool_of, pools, counts))
+
+
+def _ready(
+    waiting: Iterable[tuple[str, Mapping[str, str]]],
+    pool_of: Mapping[str, str],
+    pools: Mapping[str, Pool],
+    counts: Mapping[str, int],
+) -> Iterator[tuple[str, Mapping[str, str]]]:
     labels = dict(waiting)
     left = dict(counts)
-    chosen: list[tuple[str, Mapping[str, str]]] = []
     for job in order(labels, pool_of, pools):
         pool = pool_of.get(job, "")
         if refusal(pools, pool, left.get(pool, 0)) is not None:
             continue
         left[pool] = left.get(pool, 0) + 1
-        chosen.append((job, labels[job]))
-    return chosen
+        yield job, labels[job]
+
+
+def look_order(
+    ids: Iterable[str],
+    tier: Callable[[str], int],
+    waiting: Iterable[str],
+    pool_of: Mapping[str, str],
+    pools: Mapping[str, Pool],
+) -> list[str]:
+    """``ids`` in the order the leader looks at them: by ``tier`` (dirty results, then the jobs
+    holding a slot, whose pools are counted before any job is placed), then the highest
+    priority first (a pool not known yet: 0), then the jobs ``waiting`` (in the order they are
+    to start) before the others, then by id. A look that frees a slot gives it to the next
+    one in this order: a new job of a higher priority goes before one waiting longer, and a
+    leader that has just taken over (nobody waiting yet) places by priority, not by id."""
+    position = {job: place for place, job in enumerate(waiting)}
+    after = len(position)
+
+    def key(job: str) -> tuple[int, int, int, str]:
+        priority = priority_of(pools, pool_of.get(job, ""))
+        return tier(job), -priority, position.get(job, after), job
+
+    return sorted(ids, key=key)
+
+
+def ahead_of(
+    job: str,
+    waiting: Iterable[tuple[str, Mapping[str, str]]],
+    pool_of: Mapping[str, str],
+    pools: Mapping[str, Pool],
+    counts: Mapping[str, int],
+) -> Iterator[tuple[str, Mapping[str, str]]]:
+    """The waiting jobs (as for :func:`ready`) that go before ``job`` and that their pools let
+    start now, in the order they are to start: those before it in the order if it waits, else
+    every one of its priority or higher (a job that begins to wait goes behind them)."""
+    mine = priority_of(pools, pool_of.get(job, ""))
+    for other, labels in _ready(waiting, pool_of, pools, counts):
+        if other == job or priority_of(pools, pool_of.get(other, "")) < mine:
+            return
+        yield other, labels
+
+
+def left_over(
+    free: Mapping[str, int],
+    ahead: Iterable[tuple[str, Mapping[str, str]]],
+    matches: Callable[[str, Mapping[str, str]], bool],
+) -> dict[str, int]:
+    """The free slots (per daemon) that the jobs ``ahead`` leave, each of them taking one on
+    the first daemon (by name) that ``matches`` its labels and has one left, as the leader's
+    offer of freed slots does (:meth:`recovery.leader.placement.Fleet.could_start`); a job no
+    daemon with a free slot matches takes none."""
+    left = {daemon: n for daemon, n in free.items() if n > 0}
+    for _, labels in ahead:
+        if not left:
+            break
+        daemon = next((d for d in sorted(left) if matches(d, labels)), None)
+        if daemon is None:
+            continue
+        left[daemon] -= 1
+        if left[daemon] == 0:
+            del left[daemon]
+    return left
+
+
+def kept_reason(ahead: int, able: int) -> str:
+    """Why a job waits although a slot is free: the jobs ahead of it take every one it could."""
+    return (
+        f"waiting: the {able} free driver slot(s) it could take are kept for "
+        f"{ahead} job(s) ahead of it (a higher priority, or waiting longer)"
+    )

@@ -101,6 +101,7 @@ def held_secrets(settings: DaemonSettings) -> list[str]:
         "ZooKeeper credentials": store.zk_auth,
         "the API change token": settings.api_token,
         "the API read token": settings.api_read_token,
+        "the API's tokens of pools": bool(settings.api_pool_tokens),
     }
     return [name for name, value in held.items() if value]
 

@@ -22,6 +22,15 @@ credentials (401, 403), so no client mistakes it for an auth failure and retries
 set, is required to read what may carry secrets: job details and lists (errors), driver logs,
 control values and history. Both come from the daemon's environment only, are compared in
 constant time, and never logged or echoed.
+
+**Tokens of pools.** A line ``TOKEN pool=etl,reporting`` of ``--api-token-file`` is a token
+that acts on (cancels, controls) and reads (details, logs, control, outputs) only the jobs of
+those pools, lists only them, and changes nothing else (schedules: the cluster-wide token's);
+another pool's job is a 403. Where it lands: the API checks the job's pool, read from its own
+records, before any route about one job runs (:meth:`Tokens.scope`, then
+:mod:`recovery.observe.api`'s middleware), so a route added later is covered without a word
+of its own. With such tokens configured, the reads a read token guards are guarded as if one
+were set: a scoped token would be no limit if anyone could read every job's logs.
 """
 
 from __future__ import annotations
@@ -31,9 +40,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from recovery.settings import ANY_HOST, is_address, normal_host
+from recovery.settings import ANY_HOST, PoolToken, is_address, normal_host
 
-__all__ = ["LOCAL_NAMES", "AllowedHosts", "ApiError", "Tokens"]
+__all__ = ["LOCAL_NAMES", "AllowedHosts", "ApiError", "Scope", "Tokens"]
 
 #: Names every daemon answers to (with any port): the loopback name. Addresses are always
 #: answered (see the module's docstring).
@@ -85,16 +94,42 @@ class AllowedHosts:
             )
 
 
-class Tokens:
-    """The change token and the optional read token of a daemon's API."""
+@dataclass(frozen=True)
+class Scope:
+    """What a request's token may reach: every job (``pools`` None) or the jobs of
+    ``pools``."""
 
-    def __init__(self, change: str | None, read: str | None = None) -> None:
+    pools: frozenset[str] | None = None
+
+    def allows(self, pool: str) -> bool:
+        return self.pools is None or pool in self.pools
+
+    def refusal(self, job_id: str, pool: str) -> ApiError:
+        return ApiError(
+            403,
+            f"this token acts on the jobs of pool(s) {', '.join(sorted(self.pools or ()))} "
+            f"only; {job_id} is in pool {pool}",
+        )
+
+
+#: the scope of a request without a scoped token (what the change and read tokens decide)
+EVERY_POOL = Scope()
+
+
+class Tokens:
+    """The change token, the optional read token and the pool-scoped change tokens of a
+    daemon's API."""
+
+    def __init__(
+        self, change: str | None, read: str | None = None, pools: tuple[PoolToken, ...] = ()
+    ) -> None:
         self._change = change.encode() if change else None
         self._read = read.encode() if read else None
+        self._pools = [(t.token.encode(), t.pools) for t in pools]
 
     @property
     def reads_guarded(self) -> bool:
-        return self._read is not None
+        return self._read is not None or bool(self._pools)
 
     def _given(self, authorization: str) -> bytes | None:
         scheme, _, given = authorization.partition(" ")
@@ -104,25 +139,37 @@ class Tokens:
         # Both compared whatever the first gave: the time taken says nothing of which matched.
         return given is not None and token is not None and hmac.compare_digest(given, token)
 
-    def authorize_change(self, authorization: str) -> None:
-        """Only with the change token configured, and only with that token."""
+    def scope(self, authorization: str) -> Scope:
+        """The pools a request's token is limited to (:data:`EVERY_POOL` unless it is a
+        scoped token). Every scoped token is compared, whichever matches."""
+        given = self._given(authorization)
+        found = [pools for token, pools in self._pools if self._matches(given, token)]
+        return Scope(found[0]) if found else EVERY_POOL
+
+    def authorize_change(self, authorization: str, scope: Scope = EVERY_POOL) -> None:
+        """Only with the change token configured, and only with that token; or with a scoped
+        token whose ``scope`` the caller checked against the job changed."""
+        if scope.pools is not None:
+            return
         if self._change is None:
             raise ApiError(403, "changes through the API are disabled: no ZKSTORE_API_TOKEN is set")
         if not self._matches(self._given(authorization), self._change):
             raise _unauthorized()
 
     def authorize_read(self, authorization: str) -> None:
-        """Free unless a read token is configured; then the read or the change token."""
+        """Free unless a read token (or a scoped token) is configured; then the read, the
+        change or a scoped token."""
         if not self.reads(authorization):
             raise _unauthorized()
 
     def reads(self, authorization: str) -> bool:
-        """True if ``authorization`` may read what the read token guards."""
-        if self._read is None:
+        """True if ``authorization`` may read what the read token guards (a scoped token:
+        the jobs of its pools, which the caller keeps to)."""
+        if not self.reads_guarded:
             return True
         given = self._given(authorization)
         read, change = self._matches(given, self._read), self._matches(given, self._change)
-        return read or change
+        return read or change or self.scope(authorization).pools is not None
 
 
 def _unauthorized() -> ApiError:

@@ -55,6 +55,7 @@ errors) is applied in one place; the views and services they render live apart.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -67,7 +68,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from recovery.observe.access import AllowedHosts, ApiError, Tokens
+from recovery.observe.access import EVERY_POOL, AllowedHosts, ApiError, Scope, Tokens
 from recovery.observe.jobpage import read_job_page, render_job_page, render_missing
 from recovery.observe.metrics import DaemonMetrics
 from recovery.observe.page import CSP, render, render_unavailable
@@ -82,7 +83,7 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.jobs.logs import AttemptLog, JobLogs
-from zkstore.jobs.snapshot import read_snapshot
+from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.state import who
 from zkstore.layout import validate_job_id
 from zkstore.service.control import COMMANDS, ControlService
@@ -118,6 +119,9 @@ MAX_REASON_CHARS = 1000
 MAX_TAIL_LINES = 100_000
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: what a request's token reaches (:class:`Scope`), and whether its job's pool was checked
+_SCOPE = "zkstore.scope"
+_CHECKED = "zkstore.scope-checked"
 
 
 def error_response(
@@ -199,6 +203,7 @@ class Api:
                 )
             self._active += counted
             try:
+                await self._check_scope(request)
                 response = await handler(request)
             finally:
                 self._active -= counted
@@ -228,9 +233,34 @@ class Api:
             raise ApiError(503, "this daemon has no ZooKeeper session right now")
         return cluster
 
+    async def _check_scope(self, request: web.Request) -> None:
+        """A pool-scoped token (:mod:`recovery.observe.access`): a route about one job runs
+        only for a job of its pools, whatever the route (403 otherwise, 404 for no such job);
+        the request remembers the scope checked, which lets its change through."""
+        scope = self.tokens.scope(request.headers.get("Authorization", ""))
+        request[_SCOPE] = scope
+        if scope.pools is None or "job_id" not in request.match_info:
+            return
+        job_id = validate_job_id(request.match_info["job_id"])
+        pool = await self._run(partial(_pool_of_job, self._cluster(), job_id))
+        if not scope.allows(pool):
+            raise scope.refusal(job_id, pool)
+        request[_CHECKED] = True
+
+    def _scope(self, request: web.Request) -> Scope:
+        scope = request.get(_SCOPE)
+        return scope if isinstance(scope, Scope) else EVERY_POOL
+
     def _authorize(self, request: web.Request) -> None:
-        """A change: only with the change token configured, and only with that token."""
-        self.tokens.authorize_change(request.headers.get("Authorization", ""))
+        """A change: only with the change token configured, and only with that token; or with
+        a scoped token, on a job of its pools (checked by :meth:`_check_scope`)."""
+        scope = self._scope(request)
+        if scope.pools is not None and not request.get(_CHECKED):
+            raise ApiError(
+                403,
+                f"this token acts on the jobs of pool(s) {', '.join(sorted(scope.pools))} only",
+            )
+        self.tokens.authorize_change(request.headers.get("Authorization", ""), scope)
 
     def _authorize_read(self, request: web.Request) -> None:
         """A read that may carry secrets: with a read token configured, it or the change token."""
@@ -266,8 +296,13 @@ class Api:
         settings = self.daemon.settings
         cluster_id = settings.store.cluster_id
         jobs = self.tokens.reads(request.headers.get("Authorization", ""))
+        scope = self._scope(request)
         try:
             view = await self._run(partial(read_view, self._cluster()))
+            if scope.pools is not None:  # its pools' jobs only
+                kept = {k: j for k, j in view.jobs.items() if scope.allows(pool_of(j))}
+                pools = {k: p for k, p in view.pools.items() if scope.allows(k)}
+                view = dataclasses.replace(view, jobs=kept, pools=pools)
             text = render(
                 view,
                 daemon_id=settings.daemon_id,
@@ -327,8 +362,13 @@ class Api:
     async def jobs(self, request: web.Request) -> web.Response:
         self._authorize_read(request)
         show_all = _flag(request, "all")
+        scope = self._scope(request)
         snapshots = await self._run(partial(read_jobs, self._cluster()))
-        items = [describe(s) for s in snapshots.values() if show_all or not finished(s)]
+        items = [
+            describe(s)
+            for s in snapshots.values()
+            if (show_all or not finished(s)) and scope.allows(pool_of(s))
+        ]
         return _json(items)
 
     async def job(self, request: web.Request) -> web.Response:
@@ -537,6 +577,16 @@ def _number(request: web.Request, name: str, low: int, high: int) -> int | None:
 def _allow(exc: web.HTTPException) -> dict[str, str] | None:
     allow = exc.headers.get("Allow")
     return {"Allow": allow} if allow else None
+
+
+def pool_of(job: JobSnapshot) -> str:
+    """The job's pool, from its run options (``default`` without any); an empty name, which no
+    pool has, if they cannot be read: a scoped token reaches no such job."""
+    return job.run.pool_name if job.run is not None else ""
+
+
+def _pool_of_job(cluster: Cluster, job_id: str) -> str:
+    return pool_of(read_snapshot(cluster.zk, cluster.layout, job_id))
 
 
 def _published_settings(cluster: Cluster) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from recovery.observe.view import ClusterView, DaemonInfo, finished
+from zkstore.cluster.pools import counts as pool_counts
+from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.service.jobs import describe, duration, headline
 from zkstore.strict import parse_time, time_text
@@ -270,7 +272,12 @@ def render(
             daemon_id,
             leading,
             now,
-            [_leader_section(view, now), _summary_section(view), _section("Jobs", notice)],
+            [
+                _leader_section(view, now),
+                _summary_section(view),
+                _pools_section(view),
+                _section("Jobs", notice),
+            ],
         )
     live = sorted(view.live_jobs(), key=lambda j: j.job_id)
     done = sorted((j for j in view.jobs.values() if finished(j)), key=_finished_order, reverse=True)
@@ -283,6 +290,7 @@ def render(
         [
             _leader_section(view, now),
             _summary_section(view),
+            _pools_section(view),
             _section(
                 _title("Jobs", len(live), LIVE_SHOWN, "the first"),
                 _table(
@@ -396,6 +404,28 @@ def _summary_section(view: ClusterView) -> str:
         f"<span>{_badge(state)} {count}</span>" for state, count in sorted(view.states().items())
     )
     return _section("Jobs by state", f'<div class="chips">{chips or "no jobs"}</div>')
+
+
+POOL_HEADERS = ("Pool", "Running", "Waiting", "Limit", "Priority")
+
+
+def _pools_section(view: ClusterView) -> str:
+    """Each pool's jobs running (attempts placed) and waiting for a start, with its limit and
+    priority (``zkstore pools list``): ``default`` and every pool with a record or a job."""
+    running, waiting = pool_counts(view.jobs.values())
+    names = sorted({DEFAULT_POOL, *view.pools, *running, *waiting})
+    rows = []
+    for name in names:
+        record = view.pools.get(name)
+        cells = [
+            _e(name),
+            _e(running[name]),
+            _e(waiting[name]),
+            _e(record.limit_shown() if record is not None else "none"),
+            _e(record.priority if record is not None else 0),
+        ]
+        rows.append(_row(cells))
+    return _section("Pools", _table(POOL_HEADERS, rows, "no pools"))
 
 
 def _quarantine(jobs: list[JobSnapshot], now: float) -> str:

@@ -164,7 +164,7 @@ def start_http(daemon: Observed, stats: LeadershipStats) -> HttpSide | None:
     api = Api(
         daemon,
         metrics,
-        tokens=Tokens(settings.api_token, settings.api_read_token),
+        tokens=Tokens(settings.api_token, settings.api_read_token, settings.api_pool_tokens),
         hosts=AllowedHosts.of(settings.http_allowed_hosts, settings.http.host),
         workers=settings.bounds.http_workers,
         timeout=settings.bounds.http_timeout,

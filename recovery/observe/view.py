@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from recovery.settings import DaemonSettings
 from recovery.shared.fleet import read_fleet
 from zkstore.cluster import Cluster
+from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import CorruptRecord
 from zkstore.jobs import history
 from zkstore.jobs.history import LeaderHistory
@@ -112,6 +113,8 @@ class ClusterView:
     checkpoints: dict[str, float] = field(default_factory=dict)
     #: every schedule's row (:func:`zkstore.schedules.view.listing`): next fire, last run, state
     schedules: list[dict[str, Any]] = field(default_factory=list)
+    #: the pools' records (``R/pools``): their limits and priorities
+    pools: dict[str, Pool] = field(default_factory=dict)
     read_at: float = 0.0
     read_seconds: float = 0.0
     #: notification events not yet taken by a receiver (the outbox's entries)
@@ -192,6 +195,7 @@ def read_view(cluster: Cluster, ended: EndedJobs | None = None) -> ClusterView:
         schedules=schedule_rows(
             ScheduleStore.for_config(cluster.config, cluster.zk), cluster.layout
         ),
+        pools=read_pools(cluster.zk, cluster.layout),
         read_at=read_at,
         notifications_pending=_outbox_size(cluster),
         ended=counted,

@@ -2,9 +2,11 @@
 
 - a pool limited to 2 never has 3 of its jobs running at once (counted from the jobs'
   ``running`` nodes, sampled on every change of them, not from timing), and a job waiting on
-  its pool says so in ``jobs show``, ``jobs list`` and ``pools list``;
+  its pool says so in ``jobs show``, ``jobs list`` and ``pools list``; the counts are in
+  ``/metrics`` and on the status page;
 - a job of a higher-priority pool submitted after a backlog starts first, under a leader that
   took over after the pools were set (the pools survive a failover);
+- a slot a new leader finds free goes to the highest priority, not to the first job id;
 - ``submit --pool`` of a pool that does not exist is refused, changing nothing.
 """
 
@@ -161,6 +163,12 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     scraped = metrics(local.daemons["d1"].url)
     assert scraped[("backfill", "running")] == 2.0 and scraped[("backfill", "waiting")] == 3.0
     assert scraped[("default", "running")] == 1.0
+    url = local.daemons["d1"].url
+    with urllib.request.urlopen(f"{url}/", timeout=30) as answer:
+        page = answer.read().decode()
+    # the status page's pools: running, waiting, limit, priority
+    assert "<tr><td>backfill</td><td>2</td><td>3</td><td>2</td><td>0</td></tr>" in page, page
+    assert "<tr><td>default</td><td>1</td><td>0</td><td>none</td><td>0</td></tr>" in page
 
     (laptop / "gate").write_text("")
     for job in [*jobs, "other"]:
@@ -301,3 +309,43 @@ def test_a_schedules_runs_inherit_its_pool(
     zk_cli(config, "pools set", "etl", "--max-running", "1")
     wait_for(lambda: show(config, run).get("state") == "SUCCEEDED", timeout=BOUND, what="run ended")
     assert log.read_text().split() == ["run"]
+
+
+def test_a_leader_that_takes_over_gives_a_free_slot_by_priority_not_by_job_id(
+    local: LocalCluster, runtime_config: StoreConfig, laptop: Path
+) -> None:
+    """Two jobs wait for a daemon that can run them; the leader is killed and such a daemon
+    starts, to lead: the new leader, which knows nobody waiting yet, gives its one slot to the
+    urgent job, whose id sorts last, not to the bulk job whose id sorts first."""
+    (laptop / "job.py").write_text(JOB)
+    (laptop / "gate").write_text("")
+    config = runtime_config
+    local.start_daemon("d1", "--max-drivers", "1", "--label", "role=lead")
+    assert local.wait_for_leader(timeout=BOUND).daemon_id == "d1"
+    zk_cli(config, "pools set", "urgent", "--priority", "10")
+    zk_cli(config, "pools set", "bulk", "--priority", "0")
+    work = ("--require", "role=work")
+    submit(config, laptop, "a-bulk", *work, "--pool", "bulk")
+    submit(config, laptop, "z-urgent", *work, "--pool", "urgent")
+    for job in ("a-bulk", "z-urgent"):
+        wait_for(
+            lambda job=job: show(config, job).get("state") == "PENDING",
+            timeout=BOUND,
+            what=f"{job} waiting",
+        )
+
+    local.daemons["d1"].signal(signal.SIGKILL)
+    local.start_daemon("d2", "--max-drivers", "1", "--label", "role=work")
+    wait_for(
+        lambda: (info := local.leader()) is not None and info.daemon_id == "d2",
+        timeout=BOUND,
+        what="d2 leading",
+    )
+    for job in ("z-urgent", "a-bulk"):
+        wait_for(
+            lambda job=job: show(config, job).get("state") == "SUCCEEDED",
+            timeout=BOUND,
+            what=f"{job} succeeded",
+        )
+    log = laptop / "started.log"
+    assert log.read_text().split() == ["z-urgent", "a-bulk"]

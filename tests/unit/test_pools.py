@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from recovery.leader.pools import order, ready, refusal, running
+from recovery.leader.pools import ahead_of, left_over, look_order, order, ready, refusal, running
 from zkstore.cluster.pools import Pool
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.runspec import RunSpec
@@ -48,6 +48,72 @@ def test_ready_offers_no_more_of_a_pool_than_its_limit_leaves_in_priority_order(
     chosen = ready(waiting, pool_of, POOLS, {"backfill": 1})
     assert chosen == [("u1", {"zone": "a"}), ("m1", {}), ("b1", {})]
     assert ready(waiting, pool_of, POOLS, {"backfill": 2, "mid": 1}) == [("u1", {"zone": "a"})]
+
+
+def test_the_leader_looks_by_tier_then_priority_then_the_longest_waiting() -> None:
+    """A new urgent job goes before a waiting backfill job, and a leader that has just taken
+    over (nobody waiting yet) looks by priority, not by id: the first job of a look that frees
+    a slot is the one that gets it."""
+    pool_of = {"a-bulk": "backfill", "z-urgent": "urgent", "m": "mid", "held": "backfill"}
+    tiers = {"dirty": 0, "held": 1}
+    ids = ["a-bulk", "z-urgent", "m", "held", "dirty", "x-new"]
+
+    def tier(job: str) -> int:
+        return tiers.get(job, 2)
+
+    assert look_order(ids, tier, [], pool_of, POOLS) == [
+        "dirty",
+        "held",
+        "z-urgent",
+        "m",
+        "a-bulk",
+        "x-new",
+    ]
+    # within one priority the jobs waiting go first, in their order, then the others by id
+    assert look_order(["x-new", "a-bulk", "b2"], tier, ["b2", "a-bulk"], pool_of, POOLS) == [
+        "b2",
+        "a-bulk",
+        "x-new",
+    ]
+
+
+def test_a_job_leaves_the_free_slots_to_the_startable_jobs_ahead_of_it() -> None:
+    """The pure decision behind the priority gap: a backfill job looked at for its own reason
+    (new, its backoff over) takes a slot only if the waiting jobs ahead of it that could start
+    leave one."""
+    pool_of = {"u1": "urgent", "m1": "mid", "m2": "mid", "b1": "backfill", "b2": "backfill"}
+    waiting = [("b1", {}), ("u1", {"zone": "a"}), ("m1", {}), ("m2", {})]
+    # a new backfill job: every startable job of priority 0 or more is ahead; m2 is not (mid
+    # runs one already)
+    ahead = list(ahead_of("b2", waiting, pool_of, POOLS, {"mid": 0}))
+    assert ahead == [("u1", {"zone": "a"}), ("m1", {}), ("b1", {})]
+    assert list(ahead_of("b2", waiting, pool_of, POOLS, {"mid": 1})) == [
+        ("u1", {"zone": "a"}),
+        ("b1", {}),
+    ]
+    # a waiting job: only those before it in the order; the first has nobody ahead
+    assert list(ahead_of("m1", waiting, pool_of, POOLS, {})) == [("u1", {"zone": "a"})]
+    assert list(ahead_of("u1", waiting, pool_of, POOLS, {})) == []
+    # a new urgent job: nobody of a higher priority waits
+    assert list(ahead_of("u9", waiting, {**pool_of, "u9": "urgent"}, POOLS, {})) == [
+        ("u1", {"zone": "a"})
+    ]
+
+    zones = {"d-a": {"zone": "a"}, "d-b": {"zone": "b"}}
+
+    def matches(daemon: str, labels: object) -> bool:
+        assert isinstance(labels, dict)
+        return all(zones[daemon].get(k) == v for k, v in labels.items())
+
+    # u1 takes d-a's slot, m1 and b1 d-b's: nothing left for b2
+    assert left_over({"d-a": 1, "d-b": 2}, ahead, matches) == {}
+    # one more slot on d-b: it is left
+    assert left_over({"d-a": 1, "d-b": 3}, ahead, matches) == {"d-b": 1}
+    # u1 cannot use d-b: with d-a full, m1 and b1 take two of d-b's three
+    assert left_over({"d-b": 3}, ahead, matches) == {"d-b": 1}
+    # a job ahead that no daemon with a free slot matches keeps nothing
+    assert left_over({"d-b": 1}, [("u1", {"zone": "a"})], matches) == {"d-b": 1}
+    assert left_over({"d-a": 0}, [], matches) == {}
 
 
 def test_a_pool_record_reads_back_and_garbage_is_corrupt() -> None:
