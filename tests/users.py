@@ -130,10 +130,10 @@ def public_python(user: User) -> Iterator[str]:
         shutil.rmtree(place, ignore_errors=True)
 
 
-def shared_directory(prefix: str) -> Path:
-    """A new directory in the system's temporary directory that every user may pass through
-    (mode 0711: not list), outside pytest's own (which is private to root)."""
-    place = Path(tempfile.mkdtemp(prefix=prefix))
+def shared_directory(prefix: str, parent: str | None = None) -> Path:
+    """A new directory in the system's temporary directory (or ``parent``) that every user may
+    pass through (mode 0711: not list), outside pytest's own (which is private to root)."""
+    place = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     place.chmod(0o711)
     return place
 

@@ -45,8 +45,10 @@ TOKEN = "change-t0ken-of-the-daemon-" + "a" * 8
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    """Outside pytest's directory (private to root): the drivers pass through it."""
-    place = shared_directory("zkstore-apart-")
+    """Outside pytest's directory (private to root): the drivers pass through it. Not in a
+    place a driver user's sweep empties (/tmp...): what the jobs write there for the test is
+    theirs, and would be gone once their user's last process ended, before the test read it."""
+    place = shared_directory("zkstore-apart-", parent="/run")
     (place / "out").mkdir()
     (place / "out").chmod(0o1777)
     yield place
