@@ -49,7 +49,7 @@ from recovery.leader.election import LeaderElection
 from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
-from recovery.leader.placement import Fleet, read_fleet
+from recovery.leader.placement import Fleet, read_fleet, refresh_warm, would_take_warm
 from recovery.leader.pools import PoolFull
 from recovery.leader.pools import limit_of as pool_limit
 from recovery.leader.pools import order as pool_order
@@ -610,7 +610,10 @@ class LeaderProcess:
             full = pool_refusal(self.pools, pool, count)
             if full is not None:
                 return start.ended if start.ended is not None else PoolFull(reason=full)
-        member, why = self.fleet.place(job.job_id, required)
+        warm = would_take_warm(job.run)
+        if warm:
+            refresh_warm(self.fleet, self.cluster.zk, self.cluster.layout)
+        member, why = self.fleet.place(job.job_id, required, warm)
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.
             return start.ended if start.ended is not None else NoSlot(reason=why)
