@@ -64,6 +64,7 @@ __all__ = [
     "MEMORY",
     "STATE",
     "STOP",
+    "WARM",
     "Daemon",
     "say_session",
 ]
@@ -77,6 +78,8 @@ ASSIGNMENTS = "assignments"
 DRIVER_EXITED = "driver-exited"
 #: the daemon's own memory, into its member record (:mod:`recovery.shared.memory`)
 MEMORY = "memory"
+#: the number of warm JVMs ready changed: into the member record (the leader places by it)
+WARM = "warm"
 #: The events that name a job for the leader to look at.
 JOB_EVENTS = (JOB_CHANGED, DRIVER_EXITED)
 CONNECT_RETRY = 2.0
@@ -161,6 +164,8 @@ class Daemon:
             self.cluster.close()
             self._stop_http()
             return 0
+        if self.launcher.warm is not None:
+            self.launcher.warm.changed = lambda: self.loop.post(Event(WARM))
         self.launcher.start()  # the class-data archive, the warm drivers: in the background
         self.cluster.zk.add_listener(self._on_state)
         self.election = LeaderElection(
@@ -271,6 +276,8 @@ class Daemon:
             self.member.sync()
         elif event.kind == DRIVER_EXITED:
             self.member.driver_exited(event.data)
+        elif event.kind == WARM:
+            self.member.report_warm()
         elif event.kind == MEMORY:
             self.member.report_memory()
             self.loop.post_at(time.monotonic() + REPORT_EVERY, Event(MEMORY))

@@ -215,7 +215,8 @@ from zkstore.lifecycle.destinations import Destinations
     envvar="ZKSTORE_CLASS_DATA",
     help="where this daemon makes (in the background, once per pyspark version, Java and class "
     "path) and keeps the class-data archive its Spark drivers map Spark's classes from; off: "
-    "they load them from the jars [env ZKSTORE_CLASS_DATA; default (auto): "
+    "they load them from the jars [env ZKSTORE_CLASS_DATA; default (auto): this user's cache "
+    "<tmp>/zkstore-<uid>/class-data, kept at a clean stop; with --work-dir, "
     "<work dir>/.class-data]",
 )
 @daemon_notify_option
@@ -376,7 +377,7 @@ def _warm_drivers(given: int | None, max_drivers: int, master: str) -> int:
 
 def _class_data(value: str | None) -> str:
     """``--class-data``: ``off``, a directory (made absolute), or ``auto`` (the default: the
-    work directory's)."""
+    user's cache, or the work directory's: :func:`recovery.member.launcher.class_data_dir`)."""
     if value is None or value.strip().lower() in ("", "auto"):
         return "auto"
     if value.strip().lower() == "off":

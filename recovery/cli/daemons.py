@@ -60,6 +60,10 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "users_out": info.users_out or {},
                 "rss": info.rss,
                 "heap_blocks": info.heap_blocks,
+                "warm_ready": info.warm_ready,
+                "warm_first_s": None
+                if info.warm_first_ms is None
+                else round(info.warm_first_ms / 1000, 1),
             }
         )
     for daemon_id in sorted(drained_only):
@@ -80,13 +84,17 @@ def list_daemons(connection: Connection, fmt: str) -> None:
 
     \b
     JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
-    started, up, release, protocol, min_protocol, users_out, rss, heap_blocks} (release,
+    started, up, release, protocol, min_protocol, users_out, rss, heap_blocks, warm_ready,
+    warm_first_s} (release,
     protocol, min_protocol: the daemon's zkstore release, the fleet protocol it speaks and the
     oldest it serves; release null for a daemon older than 0.2.0; users_out: its --driver-user
     users out of its pool, name -> why: a process left running as it, or what a driver left
     that could not be removed; rss, heap_blocks: its resident memory in bytes and the blocks
     its Python allocator holds, as it reports them every 30 s, null until its first report or
-    for a daemon older than 0.3.0). MEMORY: the resident memory in MiB.
+    for a daemon older than 0.3.0; warm_ready: its warm driver JVMs ready for an attempt now,
+    warm_first_s: the seconds from its start to its first one ready, both null without warm
+    drivers, warm_first_s until then). MEMORY: the resident memory in MiB; WARM: the warm JVMs
+    ready (and when the first was).
     """
     with Cluster.open(connection.config) as cluster:
         items = fleet_report(cluster)
@@ -100,6 +108,7 @@ def list_daemons(connection: Connection, fmt: str) -> None:
             "jobs": ",".join(item.get("jobs") or []) or None,
             "age": age(item.get("started")),
             "memory": _mib(item.get("rss")),
+            "warm": _warm(item.get("warm_ready"), item.get("warm_first_s")),
             "users out": "; ".join(f"{k}: {v}" for k, v in sorted(item["users_out"].items()))
             if item.get("users_out")
             else None,
@@ -116,11 +125,19 @@ def list_daemons(connection: Connection, fmt: str) -> None:
         "release",
         "age",
         "memory",
+        "warm",
         "jobs",
     ]
     if any(item.get("users_out") for item in items):
         columns.append("users out")
     emit(items, fmt, columns=columns, rows=rows, empty="no daemons")
+
+
+def _warm(ready: object, first: object) -> str | None:
+    """The warm JVMs as the column shows them: ``1 ready (first at 23.4 s)``."""
+    if not isinstance(ready, int):
+        return None
+    return f"{ready} ready" + (f" (first at {first:g} s)" if isinstance(first, float) else "")
 
 
 def _mib(value: object) -> str | None:

@@ -367,11 +367,12 @@ class JobControl:
 
     def _set_log_level(self, level: object) -> None:
         """The driver's Python logging, then Spark's (if a SparkContext is up)."""
+        root = logging.getLogger()
         if isinstance(level, str) and level in PY_LEVELS:
-            logging.getLogger().setLevel(PY_LEVELS[level])
+            root.setLevel(PY_LEVELS[level])
             logger.warning("log level %s", level)
-        else:
-            logging.getLogger().setLevel(self._root_level)
+        elif root.level != self._root_level:  # a setLevel clears every logger's cache
+            root.setLevel(self._root_level)
         self.sync_spark()
 
     def sync_spark(self) -> None:

@@ -97,7 +97,7 @@ from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_now
 from zkstore.watch import NodeWatch, WatchedValue
 
-__all__ = ["EXIT_CODES", "WATCH", "Driver", "main", "warm"]
+__all__ = ["EXIT_CODES", "LOG_LEVELS", "WATCH", "Driver", "main", "set_up_logging", "warm"]
 
 logger = logging.getLogger("recovery.driver.driver")
 
@@ -664,25 +664,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The driver's log levels: its own and zkstore's at INFO, kazoo's at WARNING.
+LOG_LEVELS = {"": logging.INFO, "kazoo": logging.WARNING}
+
+
 def warm() -> None:
     """What a fork server does once before it forks drivers (:mod:`recovery.member.forkserver`):
     the parser built and used once, so that the patterns argparse compiles at its first parse
-    are in ``re``'s cache of every driver forked after."""
+    are in ``re``'s cache of every driver forked after; the log levels set (no handler: a
+    driver adds its own), so that a driver's start sets none (each clears every logger's
+    cache)."""
     _parser().parse_args(
         ["--job-id", "j", "--attempt", "1", "--status-version", "0", "--config-fd", "0"]
     )
+    for name, level in LOG_LEVELS.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def set_up_logging() -> None:
+    """The driver's log (its standard error: the attempt's log) at :data:`LOG_LEVELS`. Each
+    ``setLevel`` clears the cache of every logger the process has (hundreds, with pyspark and
+    py4j imported): a forked driver finds the levels set by its fork server (:func:`warm`) and
+    sets none."""
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr
+    )
+    for name, level in LOG_LEVELS.items():
+        if logging.getLogger(name).level != level:
+            logging.getLogger(name).setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     set_title(driver_title(args.job_id, args.attempt))  # a spawned driver too (issue 27)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    set_up_logging()
     try:
         text, _, rest = _read_config(args.config_fd).partition("\n")
         warm, _, declined = rest.partition("\n")

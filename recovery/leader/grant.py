@@ -49,7 +49,7 @@ from recovery.leader.election import LeaderElection
 from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
-from recovery.leader.placement import Fleet, read_fleet
+from recovery.leader.placement import Fleet, read_fleet, refresh_warm, would_take_warm
 from recovery.leader.pools import PoolFull, SlotKept, kept_reason
 from recovery.leader.pools import ahead_of as pools_ahead
 from recovery.leader.pools import left_over as pools_left_over
@@ -624,7 +624,10 @@ class LeaderProcess:
         among = self._not_kept(job.job_id, required)
         if isinstance(among, SlotKept):
             return start.ended if start.ended is not None else among
-        member, why = self.fleet.place(job.job_id, required, among)
+        warm = would_take_warm(job.run)
+        if warm:
+            refresh_warm(self.fleet, self.cluster.zk, self.cluster.layout)
+        member, why = self.fleet.place(job.job_id, required, among, warm=warm)
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.
             return start.ended if start.ended is not None else NoSlot(reason=why)

@@ -1,7 +1,10 @@
 """Placement: the leader places each attempt on a member with a free slot.
 
 Least loaded first, among the members whose labels satisfy what the job requires, and never on a
-drained one. A placement is an assignment ``R/assignments/<member>/<job>``, written by the leader
+drained one; for a job that would take a warm driver JVM, a member whose record says it has one
+ready comes before those without (then least loaded, as for any job).
+
+A placement is an assignment ``R/assignments/<member>/<job>``, written by the leader
 with the attempt's status in one fenced transaction; a member's load is the number of its
 assignments. The fleet itself (members, labels, assignments) is read by ``recovery.shared.fleet``.
 """
@@ -9,43 +12,92 @@ assignments. The fleet itself (members, labels, assignments) is read by ``recove
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from recovery.shared import fleet as shared
 from recovery.shared.fleet import FleetView, Member, format_labels
-from zkstore.errors import CorruptRecord
-from zkstore.jobs.records import Assignment
+from recovery.shared.sparkjvm import run_reason
+from zkstore.errors import CorruptRecord, ZkStoreError
+from zkstore.jobs.records import Assignment, MemberInfo
+from zkstore.jobs.runspec import RunSpec
 from zkstore.layout import Layout
 from zkstore.zk import ZooKeeper
 
-__all__ = ["Fleet", "read_assignment", "read_fleet"]
+__all__ = [
+    "WARM_FRESH",
+    "Fleet",
+    "read_assignment",
+    "read_fleet",
+    "refresh_warm",
+    "would_take_warm",
+]
 
 logger = logging.getLogger(__name__)
 
 
+#: Seconds the leader trusts what the member records it holds say of their warm JVMs: placing
+#: a job that would take one after that, it reads them again (their data is not watched).
+WARM_FRESH = 1.0
+
+
+@dataclass
 class Fleet(FleetView):
     """The fleet the leader places on.
 
     ``assignments`` is what ZooKeeper holds (as read, plus this leader's own writes since);
-    each member's ``assigned`` also counts the placements decided in the current batch.
+    each member's ``assigned`` also counts the placements decided in the current batch, and
+    its ``warm_ready`` the warm JVMs they would take.
     """
 
+    #: when the members' records were read (:func:`time.monotonic`)
+    read_at: float = field(default_factory=time.monotonic)
+
     def place(
-        self, job_id: str, required: Mapping[str, str], among: Collection[str] | None = None
+        self,
+        job_id: str,
+        required: Mapping[str, str],
+        among: Collection[str] | None = None,
+        warm: bool = False,
     ) -> tuple[str | None, str]:
         """The member to run the job's next attempt on (one of ``among`` if given: the slots
-        not kept for jobs ahead), or None and why not.
+        not kept for jobs ahead), or None and why not. ``warm``: the job would take a warm JVM
+        (its run options do not rule one out): a member with one ready first.
 
-        Takes the slot at once, so that the decisions of one batch never overfill a member.
+        Takes the slot at once (and the warm JVM, for ``warm``), so that the decisions of one
+        batch never overfill a member nor count one JVM twice.
         """
         free, why = self._free(required)
         if among is not None:
             free = [m for m in free if m.daemon_id in among]
         if not free:
             return None, why
-        chosen = min(free, key=lambda m: (len(m.assigned) / m.info.slots, -m.free, m.daemon_id))
+        chosen = min(
+            free,
+            key=lambda m: (
+                warm and m.warm_ready == 0,
+                len(m.assigned) / m.info.slots,
+                -m.free,
+                m.daemon_id,
+            ),
+        )
         self.take(chosen.daemon_id, job_id)
+        if warm and chosen.warm_ready > 0:
+            member = self.members[chosen.daemon_id]
+            info = replace(member.info, warm_ready=chosen.warm_ready - 1)
+            self.members[chosen.daemon_id] = replace(member, info=info)
+            return chosen.daemon_id, f"placed on {chosen.daemon_id} (a warm driver ready)"
         return chosen.daemon_id, f"placed on {chosen.daemon_id}"
+
+    def refresh(self, infos: Mapping[str, MemberInfo]) -> None:
+        """Members' records read again (what they say of their warm JVMs); their drain marks
+        and assignments are kept. A member not in ``infos`` is left as it was."""
+        for daemon_id, info in infos.items():
+            member = self.members.get(daemon_id)
+            if member is not None:
+                self.members[daemon_id] = replace(member, info=info)
+        self.read_at = time.monotonic()
 
     def refusal(self, required: Mapping[str, str]) -> str | None:
         """Why a job requiring ``required`` would not be placed now (None: it would be); takes
@@ -112,6 +164,25 @@ class Fleet(FleetView):
             if free[member] == 0:
                 del free[member]
         return chosen
+
+
+def would_take_warm(run: RunSpec | None) -> bool:
+    """Whether an attempt of a job whose handle keeps ``run`` would take a warm JVM where one
+    is ready: nothing it keeps rules one out (the leader's hint: whether its code asks for
+    Spark at all, and the daemon's own JVM defaults, are known only where it runs)."""
+    return run is not None and run_reason(run, {}) is None
+
+
+def refresh_warm(fleet: Fleet, zk: ZooKeeper, layout: Layout) -> None:
+    """Read the members' records again if older than :data:`WARM_FRESH` (what they say of
+    their warm JVMs); an unreachable ZooKeeper leaves the fleet as it was (the placement is a
+    preference: the batch's own reads say the outage)."""
+    if time.monotonic() - fleet.read_at < WARM_FRESH:
+        return
+    try:
+        fleet.refresh(shared.read_members(zk, layout, list(fleet.members)))
+    except ZkStoreError as exc:
+        logger.debug("members' warm drivers not read again: %s", exc)
 
 
 def read_fleet(zk: ZooKeeper, layout: Layout) -> Fleet:

@@ -142,6 +142,7 @@ class FleetMember:
             release=__version__,
             settings=self.settings.settings_digest,
         )
+        info = self._with_warm(info)
         if not registration.take_id(zk, layout.member(self.daemon_id), info, stop):
             return False
         self._users_out = {}  # a new record shows none: the next check says them again
@@ -188,6 +189,35 @@ class FleetMember:
             self.cluster.zk.set(self.cluster.layout.member(self.daemon_id), info.to_bytes())
         except ZkStoreError as exc:
             logger.debug("memory not reported in the member record: %s", exc)
+            return
+        self._info = info
+
+    def _with_warm(self, info: MemberInfo) -> MemberInfo:
+        """``info`` saying what our warm JVMs are now (:class:`MemberInfo` ``warm_*``)."""
+        pool = self.launcher.warm
+        if pool is None:
+            return info
+        first = pool.first_ready
+        return replace(
+            info,
+            warm_ready=pool.ready,
+            warm_first_ms=None if first is None else round(first * 1000),
+        )
+
+    def report_warm(self) -> None:
+        """Write how many warm JVMs are ready into our member record, if it changed (the
+        leader reads it as it places a job that would take one; ``daemons list`` shows it).
+        A failure is left to the next change or memory report, which carries it too."""
+        if self._info is None or self.launcher.warm is None:
+            return
+        info = self._with_warm(self._info)
+        if info == self._info:
+            return
+        self._info = info
+        try:
+            self.cluster.zk.set(self.cluster.layout.member(self.daemon_id), self._info.to_bytes())
+        except ZkStoreError as exc:
+            logger.debug("warm drivers not reported in the member record: %s", exc)
 
     def ensure_registered(self) -> None:
         """After a new session, our ephemeral record is gone: make it again."""
@@ -220,6 +250,8 @@ class FleetMember:
             zk.set(path, replace(info, users_out=out or None).to_bytes(), version=found[1].version)
         except ConflictError:
             return  # changed meanwhile (ours only): the next check writes it
+        if self._info is not None:  # what the memory and warm reports write on top of
+            self._info = replace(self._info, users_out=out or None)
         for name in sorted(out.keys() - self._users_out.keys()):
             logger.warning("driver user %s is out of the pool: %s", name, out[name])
         for name in sorted(self._users_out.keys() - out.keys()):

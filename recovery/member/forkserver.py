@@ -322,7 +322,8 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """The daemon's handle on its fork server, started on first use and again if it died."""
+    """The daemon's handle on its fork server, started with the daemon (:meth:`start`), on
+    first use if not, and again if it died."""
 
     def __init__(
         self,
@@ -348,6 +349,12 @@ class ForkServer:
     def alive(self) -> bool:
         process = self._process
         return process is not None and process.poll() is None
+
+    def start(self) -> None:
+        """Start the server now (it imports what drivers need while nothing waits for it);
+        raises OSError if it cannot be started."""
+        with self._lock:
+            self._start_if_needed()
 
     def fork(
         self,

@@ -243,8 +243,14 @@ class DriverLauncher:
         self.asks: WarmAsks | None = None
 
     def start(self) -> None:
-        """Start what this daemon does in the background for its drivers: the class-data
-        archive, the warm JVMs."""
+        """Start what this daemon does in the background for its drivers: the fork server
+        (its imports done before the first launch needs it), the class-data archive, the
+        warm JVMs."""
+        if self.fork_server is not None:
+            try:
+                self.fork_server.start()
+            except OSError as exc:  # the first fork tries again; until then, new processes
+                logger.warning("fork server not started: %s", exc)
         self.class_data.start()
         if self.warm is not None:
             self.warm.start()
@@ -429,8 +435,9 @@ class DriverLauncher:
         and let the log shipper go once it has stored what it follows. A daemon of the default
         directories whose drivers have all ended (no launch record left) and whose shipper has
         stored everything removes its directory under ``<tmp>/zkstore-<uid>/`` (and that one, if
-        it is left empty): a clean stop leaves nothing in /tmp. With a live driver, everything
-        stays for its adoption."""
+        it is left empty): a clean stop leaves nothing in /tmp but this user's class-data
+        archive (``<tmp>/zkstore-<uid>/class-data``: kept for the next start). With a live
+        driver, everything stays for its adoption."""
         self.class_data.stop()
         if self.asks is not None:
             self.asks.close()
@@ -620,12 +627,16 @@ def storage_modules(url: str) -> list[str]:
 
 
 def class_data_dir(settings: DaemonSettings, work_root: Path) -> Path | None:
-    """Where the class-data archive is made and kept (``--class-data``): None when off, the
-    work directory's ``.class-data`` by default."""
+    """Where the class-data archive is made and kept (``--class-data``): None when off; by
+    default, with the default directories, this user's cache ``<tmp>/zkstore-<uid>/class-data``
+    (kept at a clean stop, shared by the daemons of this user: made once, not at each start),
+    else the work directory's ``.class-data``."""
     if settings.class_data == "off":
         return None
     if settings.class_data == "auto":
-        return work_root / ".class-data"
+        if settings.work_dir:
+            return work_root / ".class-data"
+        return user_directory(settings) / "class-data"
     return Path(settings.class_data)
 
 
@@ -635,6 +646,13 @@ def default_work_root(settings: DaemonSettings) -> Path:
     drivers' directories) again. The per-user directory must be private: anyone could otherwise
     plant a record (or a symlink) there; with ``--driver-user`` others may pass through it
     (mode 0711) to their attempts' directories, never list or change it."""
+    cluster = re.sub(r"[^A-Za-z0-9._-]", "_", settings.store.base_path.strip("/"))
+    return user_directory(settings) / f"{cluster}-{settings.daemon_id}" / "work"
+
+
+def user_directory(settings: DaemonSettings) -> Path:
+    """``<tmp>/zkstore-<uid>``, made private if missing (passable with ``--driver-user``);
+    raises ConfigError if it is not this user's private directory."""
     base = Path(tempfile.gettempdir()) / f"zkstore-{os.getuid()}"
     passed = 0o711 if settings.driver_users else 0o700
     try:
@@ -648,5 +666,4 @@ def default_work_root(settings: DaemonSettings) -> Path:
     private = 0o066 if settings.driver_users else 0o077
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & private:
         raise ConfigError(f"{base} is not a private directory of this user: pass --work-dir")
-    cluster = re.sub(r"[^A-Za-z0-9._-]", "_", settings.store.base_path.strip("/"))
-    return base / f"{cluster}-{settings.daemon_id}" / "work"
+    return base

@@ -18,7 +18,7 @@ from zkstore.layout import Layout
 from zkstore.throttle import Throttle
 from zkstore.zk import ZooKeeper
 
-__all__ = ["FleetView", "Member", "format_labels", "parse_labels", "read_fleet"]
+__all__ = ["FleetView", "Member", "format_labels", "parse_labels", "read_fleet", "read_members"]
 
 logger = logging.getLogger(__name__)
 #: The fleet is read many times a second: a garbled member record is said once a minute.
@@ -62,6 +62,11 @@ class Member:
     def free(self) -> int:
         return self.info.slots - len(self.assigned)
 
+    @property
+    def warm_ready(self) -> int:
+        """The warm JVMs its record says are ready (0 without warm drivers)."""
+        return max(0, self.info.warm_ready or 0)
+
     def matches(self, required: Mapping[str, str]) -> bool:
         labels = self.labels
         return all(labels.get(key) == value for key, value in required.items())
@@ -85,11 +90,24 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> FleetView:
         list(found or ())
         for found in zk.children_many([layout.members, layout.drained, layout.assignments])
     )
-    records = zk.get_many([f"{layout.members}/{name}" for name in names])
+    infos = read_members(zk, layout, names)
     dirs = zk.children_many([f"{layout.assignments}/{name}" for name in assigned_to])
     fleet = FleetView(
         assignments={name: set(jobs or ()) for name, jobs in zip(assigned_to, dirs, strict=True)}
     )
+    for name, info in infos.items():
+        fleet.members[name] = Member(
+            info, name in drained, frozenset(fleet.assignments.get(name, ()))
+        )
+    return fleet
+
+
+def read_members(zk: ZooKeeper, layout: Layout, names: Iterable[str]) -> dict[str, MemberInfo]:
+    """The member records of ``names`` (one pipelined round): those gone, garbled or not
+    matching their name are left out (a garbled one said once a minute)."""
+    names = list(names)
+    records = zk.get_many([f"{layout.members}/{name}" for name in names])
+    infos: dict[str, MemberInfo] = {}
     for name, item in zip(names, records, strict=True):
         if item is None:
             continue
@@ -103,7 +121,5 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> FleetView:
                 name, "ignoring member %s: its record does not match its name", name
             )
             continue
-        fleet.members[name] = Member(
-            info, name in drained, frozenset(fleet.assignments.get(name, ()))
-        )
-    return fleet
+        infos[name] = info
+    return infos

@@ -18,7 +18,13 @@ import pytest
 from recovery.capacity import GiB, HostSize, default_max_drivers, default_warm_drivers
 from recovery.driver.sparkjvm import SparkJvm
 from recovery.member.sparkjvm import confdir, home
-from recovery.member.sparkjvm.archive import ArchiveKey, Sidecar, private_problem, verify
+from recovery.member.sparkjvm.archive import (
+    ArchiveKey,
+    Sidecar,
+    private_problem,
+    remove_stale,
+    verify,
+)
 from recovery.member.sparkjvm.pool import WarmUpFailed, parse_connection_info
 from recovery.member.sparkjvm.records import WarmRecord
 from recovery.proctitle import fit, warm_driver_title
@@ -290,6 +296,49 @@ def test_only_an_archive_that_matches_its_sidecar_and_key_is_trusted(tmp_path: P
     (tmp_path / "elsewhere.jsa").write_bytes(b"classes")
     assert "not a regular file" in verify(tmp_path, KEY)[1]
     assert private_problem(tmp_path, directory=True) is None
+
+
+def _write_key(directory: Path, key: ArchiveKey) -> None:
+    data = key.name.encode()
+    (directory / f"{key.name}.jsa").write_bytes(data)
+    sidecar = Sidecar(key, len(data), hashlib.sha256(data).hexdigest(), "2026-01-01T00:00:00Z")
+    (directory / f"{key.name}.json").write_bytes(sidecar.to_bytes())
+
+
+def test_a_shared_cache_keeps_the_archives_of_other_installations(tmp_path: Path) -> None:
+    """Issue 56.3: the per-user cache holds the archives of every Spark home and Java its
+    user's daemons run; a daemon removes only its own installation's older ones (and those
+    nobody can verify), never another's."""
+    older = replace(KEY, pyspark="3.5.0")
+    updated_java = replace(KEY, java_size=99)
+    other_home = replace(KEY, spark_home="/other/spark")
+    other_java = replace(KEY, java="/opt/jdk21/bin/java")
+    for key in (KEY, older, updated_java, other_home, other_java):
+        _write_key(tmp_path, key)
+    orphan = replace(KEY, class_path="/gone").name
+    (tmp_path / f"{orphan}.jsa").write_bytes(b"no sidecar")
+    assert remove_stale(tmp_path, KEY) == 5
+    left = {p.name.rsplit(".", 1)[0] for p in tmp_path.iterdir()}
+    assert left == {KEY.name, other_home.name, other_java.name}
+
+
+def test_the_default_directories_keep_the_archive_in_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from recovery.member.launcher import class_data_dir, default_work_root
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    store = StoreConfig(zk_hosts="127.0.0.1:1", storage_url=f"file://{tmp_path}/storage")
+    plain = DaemonSettings(store=store, daemon_id="d1", class_data="auto")
+    work = default_work_root(plain)
+    cache = class_data_dir(plain, work)
+    assert cache == tmp_path / f"zkstore-{os.getuid()}" / "class-data"
+    assert not cache.is_relative_to(work.parent), "not removed with the daemon's directory"
+    own = replace(plain, work_dir=str(tmp_path / "w"))
+    assert class_data_dir(own, tmp_path / "w") == tmp_path / "w" / ".class-data"
+    assert class_data_dir(replace(plain, class_data="off"), work) is None
 
 
 # -- warm drivers -------------------------------------------------------------------------------

@@ -444,6 +444,12 @@ class MemberInfo(Record):
     #: record has neither, and an older reader ignores them
     rss: int | None = None
     heap_blocks: int | None = None
+    #: its warm driver JVMs (``--warm-drivers``) ready for an attempt now, as it last said
+    #: (the leader prefers a daemon with one for a job that would take one); and the seconds
+    #: (in milliseconds) from its start to its first one ready. None: no warm drivers (not
+    #: yet), or a daemon older than them (an older reader ignores both)
+    warm_ready: int | None = None
+    warm_first_ms: int | None = None
 
     optional = frozenset(
         {
@@ -457,6 +463,8 @@ class MemberInfo(Record):
             "users_out",
             "rss",
             "heap_blocks",
+            "warm_ready",
+            "warm_first_ms",
         }
     )
     wide = frozenset({"start_ticks", "rss", "heap_blocks"})  # see RunningInfo

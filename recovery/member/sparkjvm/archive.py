@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -47,6 +48,7 @@ from zkstore.strict import utc_now
 
 __all__ = [
     "FORMAT",
+    "MAKE_NICE",
     "MAKE_TIMEOUT",
     "SIDECAR",
     "SUFFIX",
@@ -71,6 +73,8 @@ SIDECAR = ".json"
 _NAME = re.compile(r"spark-[0-9a-f]{16}\.(jsa|json)")
 #: Seconds the making of an archive may take (a Spark job: 25 s of CPU here).
 MAKE_TIMEOUT = 900.0
+#: The niceness the archive is made at (``nice -n``): below the warm JVM started meanwhile.
+MAKE_NICE = 10
 #: What an archive is made from: a driver's start, a query, an RDD job with a Python worker,
 #: the context's stop (the classes a driver loads, most of what a first query loads).
 WARM_UP = """\
@@ -218,9 +222,13 @@ def make(
             "-Xlog:cds+dynamic=off",
         ]
         env = {**environ, "SPARK_SUBMIT_OPTS": shlex.join([*dump, *kept])}
+        # at a lower priority than the warm JVM started beside it (issue 56.3: the JVM a user
+        # waits for first; the archive only makes the next ones faster)
+        nice = shutil.which("nice")
+        lower = [nice, "-n", str(MAKE_NICE)] if nice is not None else []
         try:
             run = subprocess.run(
-                [str(spark.submit), *submit_args, str(script)],
+                [*lower, str(spark.submit), *submit_args, str(script)],
                 env=env,
                 cwd=scratch,
                 stdin=subprocess.DEVNULL,
@@ -245,18 +253,38 @@ def make(
     return target
 
 
-def remove_stale(directory: Path, keep: str) -> int:
-    """Remove this user's archives and sidecars in ``directory`` other than ``keep``'s (a name:
-    older pysparks' and Javas'); returns how many files went."""
+def remove_stale(directory: Path, keep: ArchiveKey) -> int:
+    """Remove this user's archives and sidecars in ``directory`` made for the Spark home and
+    Java that ``keep`` names but another key (an older pyspark there, a Java updated in place),
+    and those whose sidecar is gone or garbled; returns how many files went. Archives of other
+    Spark homes and Javas are left: a per-user directory holds those of every installation its
+    daemons use (``<tmp>/zkstore-<uid>/class-data``)."""
     removed = 0
+    stale: set[str] = set()
     for entry in directory.iterdir():
-        if not _NAME.fullmatch(entry.name) or entry.name.startswith(f"{keep}."):
+        match = _NAME.fullmatch(entry.name)
+        if match is None or entry.name.startswith(f"{keep.name}."):
             continue
-        if private_problem(entry) is None:
-            with contextlib.suppress(FileNotFoundError):
-                entry.unlink()
-                removed += 1
+        base = entry.name.rsplit(".", 1)[0]
+        if base not in stale and not _other_installation(directory / f"{base}{SIDECAR}", keep):
+            stale.add(base)
+    for base in stale:
+        for entry in (directory / f"{base}{SUFFIX}", directory / f"{base}{SIDECAR}"):
+            if private_problem(entry) is None:
+                with contextlib.suppress(FileNotFoundError):
+                    entry.unlink()
+                    removed += 1
     return removed
+
+
+def _other_installation(sidecar: Path, keep: ArchiveKey) -> bool:
+    """Whether the sidecar names a key of another Spark home or Java than ``keep``'s (False
+    if it cannot be read: its archive cannot be verified, so nobody can use it)."""
+    try:
+        key = Sidecar.parse(sidecar.read_bytes()).key
+    except (OSError, ValueError):
+        return False
+    return (key.spark_home, key.java) != (keep.spark_home, keep.java)
 
 
 @contextlib.contextmanager
@@ -301,8 +329,11 @@ class ClassData:
         self.archive: Path | None = None
         #: what happened, for the log and the drivers: why there is no archive
         self.reason = "not made yet"
-        #: set once the archive is ready or known not to come (a warm driver waits for it)
+        #: set once the archive is ready or known not to come
         self.settled = threading.Event()
+        #: set once a warm driver may start (:mod:`.pool`): the archive verified, or being
+        #: made (it starts without it, and is replaced once it is ready), or known not to come
+        self.startable = threading.Event()
         self._stop = threading.Event()
 
     @property
@@ -337,6 +368,7 @@ class ClassData:
         except (OSError, home.SparkNotFound) as exc:
             self.reason = str(exc)
         finally:
+            self.startable.set()
             self.settled.set()
         if self.archive is not None:
             logger.info(
@@ -374,9 +406,10 @@ class ClassData:
             found, why = verify(self.directory, key)
             if found is None and not self._stop.is_set():
                 logger.info("making the class-data archive (%s) in %s", why, self.directory)
+                self.startable.set()  # Spark is found and planned: warm drivers need not wait
                 found, why = make(self.directory, key, self.spark, env, args), "made"
             if found is not None:
-                removed = remove_stale(self.directory, key.name)
+                removed = remove_stale(self.directory, key)
                 if removed:
                     logger.info("removed %d file(s) of older class-data archives", removed)
         self.archive, self.reason = found, why

@@ -133,6 +133,8 @@ class WarmJvm:
     port: int = 0
     secret: str = field(default="", repr=False)
     warmed: float = 0.0
+    #: the class-data archive it maps (None: started before the archive was ready)
+    archive: Path | None = None
 
     @property
     def identity(self) -> ProcessIdentity:
@@ -198,6 +200,13 @@ class WarmPool:
         #: warm JVMs started and taken (metrics, tests)
         self.started = 0
         self.taken = 0
+        #: when the pool was made (the daemon's start), and the seconds from then to its first
+        #: JVM ready (None until then)
+        self._made = time.monotonic()
+        self.first_ready: float | None = None
+        #: called (from any thread; it only posts) when the number of ready JVMs changes: the
+        #: member publishes it (the leader prefers a daemon with one ready)
+        self.changed: Callable[[], None] = lambda: None
 
     # -- the pool's thread -------------------------------------------------------------------
 
@@ -212,7 +221,7 @@ class WarmPool:
         return self
 
     def _run(self) -> None:
-        while not self.class_data.settled.wait(1.0):
+        while not self.class_data.startable.wait(1.0):
             if self._stop.is_set():
                 return
         reason = self._unusable()
@@ -221,11 +230,40 @@ class WarmPool:
             return
         while not self._stop.is_set():
             self._reap()
-            if self._wanted() and time.monotonic() >= self._retry_at:
+            due = time.monotonic() >= self._retry_at
+            if self._wanted() and due:
                 self._start_one()
+                continue
+            stale = self._without_archive()
+            if stale is not None and due:
+                self._replace(stale)
                 continue
             with self._changed:
                 self._changed.wait(1.0)
+
+    def _without_archive(self) -> WarmJvm | None:
+        """A ready JVM started before the class-data archive was ready, now that it is."""
+        archive = self.class_data.archive
+        if archive is None:
+            return None
+        with self._lock:
+            return next((jvm for jvm in self._ready if jvm.archive != archive), None)
+
+    def _replace(self, stale: WarmJvm) -> None:
+        """Start a JVM that maps the archive, then end ``stale`` if no attempt took it
+        meanwhile (until the new one is ready, ``stale`` serves)."""
+        if not self._start_one():
+            return
+        with self._lock:
+            if stale not in self._ready:
+                return
+            self._ready.remove(stale)
+        logger.info(
+            "warm driver %s ended: started before the class-data archive, replaced",
+            stale.record.warm_id,
+        )
+        self._end(stale)
+        self.changed()
 
     def _unusable(self) -> str | None:
         plan, spark = self.class_data.conf_plan, self.class_data.spark
@@ -246,6 +284,8 @@ class WarmPool:
             self._ready = [jvm for jvm in self._ready if jvm not in dead]
             for jvm in self._handed.values():
                 jvm.process.poll()
+        if dead:
+            self.changed()
         for jvm in dead:
             logger.warning(
                 "warm driver %s (pid %d) exited by itself (code %s); see %s",
@@ -256,17 +296,20 @@ class WarmPool:
             )
             self._end(jvm)
 
-    def _start_one(self) -> None:
+    def _start_one(self) -> bool:
+        """Start and warm one JVM, ready for an attempt; False if it could not be (said)."""
         warm_id = uuid.uuid4().hex[:8]
         try:
             user = self.setup.users.take() if self.setup.users is not None else None
         except OSError:
             self._retry_at = time.monotonic() + 1.0  # every user is busy: when one is free
-            return
+            return False
         jvm: WarmJvm | None = None
         began = time.monotonic()
+        archive = self.class_data.archive  # before its environment is made: at worst older
         try:
             jvm = self._launch_jvm(warm_id, user)
+            jvm.archive = archive
             with self._lock:
                 self._starting = jvm
             jvm.port, jvm.secret = self._wait_for_gateway(jvm)
@@ -275,7 +318,7 @@ class WarmPool:
             if jvm is None and user is not None and self.setup.users is not None:
                 self.setup.users.release(user)
             self._failed(warm_id, jvm, str(exc))
-            return
+            return False
         finally:
             with self._lock:
                 self._starting = None
@@ -284,11 +327,17 @@ class WarmPool:
         self._retry = FIRST_RETRY
         self.started += 1
         logger.info(
-            "warm driver %s ready (pid %d, started and warmed in %.1f s)",
+            "warm driver %s ready (pid %d, started and warmed in %.1f s%s)",
             warm_id,
             jvm.process.pid,
             time.monotonic() - began,
+            "" if archive is not None else ", without the class-data archive",
         )
+        if self.first_ready is None:
+            self.first_ready = time.monotonic() - self._made
+            logger.info("first warm driver ready %.1f s after the daemon started", self.first_ready)
+        self.changed()
+        return True
 
     def _failed(self, warm_id: str, jvm: WarmJvm | None, why: str) -> None:
         if self._stop.is_set():
@@ -505,6 +554,8 @@ class WarmPool:
                     self._ready.append(candidate)  # the pool's thread says why, and ends it
                     break
             self._changed.notify_all()
+        if jvm is not None:
+            self.changed()
         return jvm
 
     def _handed_to(self, jvm: WarmJvm, job_id: str, attempt: int, log_path: Path) -> Taken:
