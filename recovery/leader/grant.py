@@ -492,8 +492,9 @@ class LeaderProcess:
         self._read_outcomes_of_exits(snapshots, assignments)
         now = self.clock.now()
         for snapshot in snapshots.values():  # their pools, known before the order is
-            if snapshot.run is not None:
-                self.pool_of[snapshot.job_id] = snapshot.run.pool_name
+            run = snapshot.run  # parsed from its summary: once
+            if run is not None:
+                self.pool_of[snapshot.job_id] = run.pool_name
         plans: list[tuple[JobSnapshot, Action]] = []
         fresh: list[tuple[JobSnapshot, Action]] = []
         for job_id in self._look_order(snapshots):
@@ -581,8 +582,7 @@ class LeaderProcess:
     # -- guarded decisions and actions ---------------------------------------------------------
 
     def _decide(self, job: JobSnapshot, assignment: Assignment | None, now: datetime) -> Action:
-        if job.run is not None:
-            self.pool_of[job.job_id] = job.run.pool_name
+        """What to do for ``job`` (its pool noted in :attr:`pool_of` by the batch already)."""
         try:
             action = decide(job, self._local(job, assignment), self.settings, now)
             if isinstance(action, Start) and action.attempt == 1:
