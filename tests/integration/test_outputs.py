@@ -203,6 +203,28 @@ def test_a_commits_node_stays_bounded() -> None:
             OutputCommit.from_znode(json.dumps(garbage).encode(), None, "/p")
 
 
+def test_parts_of_one_directory_are_looked_at_together_and_a_missing_one_refused(
+    any_cluster: Cluster, attempts: Attempts
+) -> None:
+    """A commit of many files of one directory (on S3: one listing, not a request each): each
+    must hold data, a directory part counts if anything is under it."""
+    cluster = any_cluster
+    ctx = context(cluster, start(cluster, attempts, "j"), "j")
+    assert ctx.outputs is not None
+    staging = ctx.outputs.stage("days")
+    for n in range(3):
+        write_data(cluster, f"{staging}/day=1", f"part-{n}.json", b"[1]")
+    write_data(cluster, f"{staging}/day=1/sub", "x.json", b"[1]")
+    files = [f"{staging}/day=1/part-{n}.json" for n in range(3)]
+    for missing in (f"{staging}/day=1/part-3.json", f"{staging}/day=1/part-", f"{staging}/day"):
+        with pytest.raises(ConfigError, match="nothing was written"):
+            ctx.checkpoint({"day": 1}, commit={"days": [*files, missing]})
+    assert ctx.latest_checkpoint() is None
+    committed = [*files, f"{staging}/day=1/sub"]
+    assert ctx.checkpoint({"day": 1}, commit={"days": committed}) == 1
+    assert ctx.outputs.paths("days") == committed
+
+
 MANY_STEPS = 300
 
 
