@@ -2,28 +2,32 @@
 plain checkpoint and against raw kazoo's transaction of the same ops and bytes, same run.
 
 The job's side as a driver runs it (``JobContext.checkpoint(state, commit=...)``, fenced on a
-stand-in attempt: its status and ``running`` node), on local storage and the embedded ZooKeeper:
-a commit adds to a plain checkpoint one node in the same transaction, a storage stat per part
-(each must hold data) and the manifest file written after it (every commit of the output read
-back). The raw baseline is one kazoo transaction with the same checks and creates (the fence's
-two checks, the handle, its ``locks`` and lock, the commit's node, the same bytes), no storage.
+stand-in attempt: its status and ``running`` node), on local storage (``--storage s3``: a moto
+S3 server) and the embedded ZooKeeper: a commit adds to a plain checkpoint one node in the same
+transaction, a look at storage for its parts (each must hold data) and the manifest file
+written after it (the commits of its block read back). The raw baseline is one kazoo
+transaction with the same checks and creates (the fence's two checks, the handle, its
+``locks`` and lock, the commit's node, the same bytes), no storage.
+
+Paired runs (:func:`benchmarks.common.paired`): each run of ``--steps`` commits is timed right
+before its baseline's run, so both meet the same moment's load; the ratio is judged per run.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import contextlib
 import tempfile
 import threading
 import uuid
-from pathlib import Path
 
-from benchmarks.common import Result, file_config, timed, zookeeper
+from benchmarks.common import Result, file_config, paired, s3_server, timed, zookeeper
 from recovery.driver.artifacts import JobArtifacts
 from recovery.driver.config import DynamicConfig
 from recovery.driver.context import JobContext
 from recovery.driver.outputs import JobOutputs
 from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import STARTING
@@ -67,8 +71,7 @@ def attempt_context(cluster: Cluster, job: str) -> JobContext:
     )
 
 
-def bench(hosts: str, tmp: str, steps: int, rounds: int) -> list[Result]:
-    config = file_config(hosts, tmp)
+def bench(config: StoreConfig, steps: int, rounds: int) -> list[Result]:
     with Cluster.open(config) as cluster:
         kazoo = cluster.zk.kazoo
         contexts = {kind: attempt_context(cluster, f"bench-{kind}") for kind in ("1", "100", "0")}
@@ -77,21 +80,25 @@ def bench(hosts: str, tmp: str, steps: int, rounds: int) -> list[Result]:
             assert ctx.outputs is not None
             stagings[kind] = ctx.outputs.stage("days")
         step = {"n": 0}
-        sizes: dict[str, int] = {}
 
         def parts(kind: str, count: int) -> list[str]:
             step["n"] += 1
-            base = Path(stagings[kind].removeprefix("file://")) / f"step={step['n']}"
-            base.mkdir(parents=True)
+            outputs = contexts[kind].outputs
+            assert outputs is not None
+            base = f"{stagings[kind]}/step={step['n']}"
             for i in range(count):
-                (base / f"part-{i:03d}.json").write_text("{}\n")
+                with outputs.open(f"{base}/part-{i:03d}.json") as file:
+                    file.write(b"{}\n")
             if count == 1:
-                return [f"{stagings[kind]}/step={step['n']}"]
-            return [f"{stagings[kind]}/step={step['n']}/part-{i:03d}.json" for i in range(count)]
+                return [base]
+            return [f"{base}/part-{i:03d}.json" for i in range(count)]
 
-        def plain() -> None:
-            for i in range(steps):
-                contexts["0"].checkpoint({"step": i})
+        def plain() -> float:
+            def run() -> None:
+                for i in range(steps):
+                    contexts["0"].checkpoint({"step": i})
+
+            return timed(run) / steps * 1e3
 
         def commit(kind: str, count: int) -> float:
             batches = [parts(kind, count) for _ in range(steps)]  # written before the clock
@@ -101,7 +108,7 @@ def bench(hosts: str, tmp: str, steps: int, rounds: int) -> list[Result]:
                 for i, batch in enumerate(batches):
                     ctx.checkpoint({"step": i}, commit={"days": batch})
 
-            return timed(run)
+            return timed(run) / steps * 1e3
 
         raw_root = f"{config.base_path}/raw"
         kazoo.ensure_path(raw_root)
@@ -124,62 +131,58 @@ def bench(hosts: str, tmp: str, steps: int, rounds: int) -> list[Result]:
                     results = transaction.commit()
                     assert not any(isinstance(r, Exception) for r in results), results
 
-            return timed(run)
+            return timed(run) / steps * 1e3
 
-        sizes["1"] = len(b'{"attempt":1,"commit":1,"committed":"","output":"days","parts":[]}') + 20
-        sizes["100"] = sizes["1"] + 100 * 45
-        timings: dict[str, list[float]] = {k: [] for k in ("plain", "1", "100", "raw1", "raw100")}
-        for _ in range(rounds):  # interleaved: a noisy moment hits every kind alike
-            timings["plain"].append(timed(plain))
-            timings["1"].append(commit("1", 1))
-            timings["100"].append(commit("100", 100))
-            timings["raw1"].append(raw(sizes["1"]))
-            timings["raw100"].append(raw(sizes["100"]))
-        per = {k: statistics.median(v) / steps * 1e3 for k, v in timings.items()}
-        detail = f"{steps} steps x {rounds} interleaved rounds, local storage"
-        return [
-            Result(
-                "checkpoint committing 1 part vs a plain checkpoint",
-                per["1"],
-                per["plain"],
-                "<= 1.5",
-                unit="ms/op",
-                detail=detail,
-            ),
-            Result(
-                "checkpoint committing 100 parts vs a plain checkpoint",
-                per["100"],
-                per["plain"],
-                "<= 3.0",
-                unit="ms/op",
-                detail=detail,
-            ),
-            Result(
-                "checkpoint committing 1 part vs raw kazoo transaction of its size",
-                per["1"],
-                per["raw1"],
+        one = len(b'{"attempt":1,"commit":1,"committed":"","output":"days","parts":[]}') + 20
+        hundred = one + 100 * 45
+        where = "S3 (moto)" if config.storage_url.startswith("s3://") else "local disk"
+        detail = f"{steps} steps a run, {rounds} paired runs, {where}"
+        pairs = {
+            "1 part vs a plain checkpoint": (lambda: commit("1", 1), plain, "<= 1.5"),
+            "100 parts vs a plain checkpoint": (lambda: commit("100", 100), plain, "<= 3.0"),
+            "1 part vs raw kazoo's transaction of its size": (
+                lambda: commit("1", 1),
+                lambda: raw(one),
                 "<= 10",
-                unit="ms/op",
-                detail=detail,
             ),
-            Result(
-                "checkpoint committing 100 parts vs raw kazoo transaction of its size",
-                per["100"],
-                per["raw100"],
+            "100 parts vs raw kazoo's transaction of its size": (
+                lambda: commit("100", 100),
+                lambda: raw(hundred),
                 "<= 20",
-                unit="ms/op",
-                detail=detail,
             ),
-        ]
+        }
+        results = []
+        for name, (ours, baseline, goal) in pairs.items():
+            mine, theirs = paired(rounds, ours, baseline)
+            results.append(
+                Result.of_runs(
+                    f"checkpoint committing {name}",
+                    mine,
+                    theirs,
+                    goal,
+                    unit="ms/op",
+                    detail=detail,
+                )
+            )
+        return results
 
 
 def main(argv: list[str] | None = None) -> list[Result]:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--storage", choices=["file", "s3"], default="file")
     args = parser.parse_args(argv)
-    with zookeeper() as hosts, tempfile.TemporaryDirectory() as tmp:
-        results = bench(hosts, tmp, args.steps, args.rounds)
+    with contextlib.ExitStack() as stack:
+        hosts = stack.enter_context(zookeeper())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        config = file_config(hosts, tmp)
+        if args.storage == "s3":
+            s3 = stack.enter_context(s3_server())
+            config = config.with_changes(
+                storage_url=f"s3://{s3.bucket}/zkstore", storage_options=s3.options
+            )
+        results = bench(config, args.steps, args.rounds)
     for result in results:
         result.show()
     return results

@@ -123,20 +123,20 @@ class JobOutputs:
     def relative(self, commit: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         """``commit``'s parts relative to each output's place, checked."""
         parts: dict[str, list[str]] = {}
+        where: list[tuple[str, str]] = []  # (output, URI) of every part, to look at at once
         for name, paths in commit.items():
             if isinstance(paths, str):
                 raise ConfigError(f"commit={{{name!r}: ...}} takes a list of paths, not a string")
             place = self._place(name)
             staging = f"{place}/{staging_dir(self._attempt)}"
-            relative = []
-            for path in paths:
-                part = self._relative(name, place, staging, str(path))
-                if not self._store.space.occupied(self._store.job_id, f"{place}/{part}"):
-                    # swept because this attempt was superseded? Then that is what it hears.
-                    self._fenced(lambda: self._store.zk.ensure_fence(self._fence))
-                    raise ConfigError(f"output {name!r}: nothing was written at {place}/{part}")
-                relative.append(part)
-            parts[name] = relative
+            parts[name] = [self._relative(name, place, staging, str(path)) for path in paths]
+            where += [(name, f"{place}/{part}") for part in parts[name]]
+        there = self._store.space.occupied_many(self._store.job_id, [uri for _, uri in where])
+        for (name, uri), occupied in zip(where, there, strict=True):
+            if not occupied:
+                # swept because this attempt was superseded? Then that is what it hears.
+                self._fenced(lambda: self._store.zk.ensure_fence(self._fence))
+                raise ConfigError(f"output {name!r}: nothing was written at {uri}")
         return parts
 
     def _relative(self, name: str, place: str, staging: str, path: str) -> str:

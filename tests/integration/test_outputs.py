@@ -11,6 +11,7 @@ and a ``running`` node in a session of their own), the job context the driver's 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,7 +30,7 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import ConfigError, CorruptRecord, TooLarge
 from zkstore.jobs.artifacts import release_dead_attempts
-from zkstore.jobs.outputs.manifest import MANIFESTS, read_paths
+from zkstore.jobs.outputs.manifest import MANIFESTS, chain, manifest_name, read_paths
 from zkstore.jobs.outputs.records import MAX_PARTS, OutputCommit
 from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.zk import ZooKeeper
@@ -200,6 +201,74 @@ def test_a_commits_node_stays_bounded() -> None:
     ):
         with pytest.raises(CorruptRecord):
             OutputCommit.from_znode(json.dumps(garbage).encode(), None, "/p")
+
+
+def test_parts_of_one_directory_are_looked_at_together_and_a_missing_one_refused(
+    any_cluster: Cluster, attempts: Attempts
+) -> None:
+    """A commit of many files of one directory (on S3: one listing, not a request each): each
+    must hold data, a directory part counts if anything is under it."""
+    cluster = any_cluster
+    ctx = context(cluster, start(cluster, attempts, "j"), "j")
+    assert ctx.outputs is not None
+    staging = ctx.outputs.stage("days")
+    for n in range(3):
+        write_data(cluster, f"{staging}/day=1", f"part-{n}.json", b"[1]")
+    write_data(cluster, f"{staging}/day=1/sub", "x.json", b"[1]")
+    files = [f"{staging}/day=1/part-{n}.json" for n in range(3)]
+    for missing in (f"{staging}/day=1/part-3.json", f"{staging}/day=1/part-", f"{staging}/day"):
+        with pytest.raises(ConfigError, match="nothing was written"):
+            ctx.checkpoint({"day": 1}, commit={"days": [*files, missing]})
+    assert ctx.latest_checkpoint() is None
+    committed = [*files, f"{staging}/day=1/sub"]
+    assert ctx.checkpoint({"day": 1}, commit={"days": committed}) == 1
+    assert ctx.outputs.paths("days") == committed
+
+
+MANY_STEPS = 300
+
+
+def test_manifest_files_grow_as_n_log_n_and_every_reader_sees_each_commit_once(
+    any_cluster: Cluster, attempts: Attempts
+) -> None:
+    """A commit per step for a few hundred steps: the manifest files take O(n log n) bytes
+    (counted in storage: each is written once, create-only), not the O(n^2) of a whole manifest
+    per commit; after every commit a reader without ZooKeeper reads at most log2(n) + 1 files
+    and gets every committed part once, in order. A file a dead driver never wrote is written
+    by the next commit whose chain reads it; until then readers see the commits before it."""
+    cluster = any_cluster
+    ctx = context(cluster, start(cluster, attempts, "j"), "j")
+    assert ctx.outputs is not None
+    staging = ctx.outputs.stage("days")
+    place = ctx.outputs.uri("days")
+    options = cluster.config.storage_options
+    committed: list[str] = []
+    for step in range(1, MANY_STEPS + 1):
+        write_data(cluster, f"{staging}/s={step}", "p.json", b"[1]")
+        commit = ctx.checkpoint({"step": step}, commit={"days": [f"{staging}/s={step}"]})
+        committed.append(f"{place}/attempt-1/s={step}")
+        if step == 2:  # as if the driver died between its commit and the file
+            cluster.storage.fs.rm_file(
+                cluster.storage.path_of(f"{place}/{MANIFESTS}/{manifest_name(commit)}")
+            )
+            assert read_paths(place, **options) == committed[:1], "the commits before it"
+            continue
+        if step <= 4 or step in (255, 256, 257) or step % 50 == 0:
+            assert read_paths(place, **options) == committed, f"after step {step}"
+    files = cluster.storage.list(cluster.storage.key_of(f"{place}/{MANIFESTS}"))
+    written = sum(len(cluster.storage.fs.cat_file(cluster.storage.path_of(f.uri))) for f in files)
+    whole = len(json.dumps(cluster.outputs("j").manifest("days").as_dict(), indent=1))
+    bound = (math.log2(MANY_STEPS) / 2 + 2) * whole
+    assert written <= bound, (
+        f"{written} bytes of manifest files for {MANY_STEPS} commits, over {bound:.0f} "
+        f"((log2 n) / 2 + 2 times the whole manifest, {whole} bytes)"
+    )
+    assert len(files) == MANY_STEPS, "the file the dead driver left out written since"
+    assert len(chain(MANY_STEPS)) <= math.log2(MANY_STEPS) + 1
+    assert read_paths(place, **options) == committed == cluster.outputs("j").manifest("days").paths
+    shown = run(cluster.config, "outputs", "paths", "j", "days", "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == committed
 
 
 @pytest.mark.parametrize("outcome", [SUCCEEDED, FAILED])

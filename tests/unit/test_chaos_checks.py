@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,22 @@ def test_with_partitions_the_plan_alternates_a_partition_and_a_process_fault() -
     assert {order[1], order[3], order[4]} == {"a", "b", "c"}, "the rest once the cuts are done"
     assert {order[5], order[7]} == {"x", "y"} and len(order) == 8
     assert plan(options) == order
+
+
+def part(step: int, square: int | None = None, attempt: int = 1) -> tuple[str, bytes]:
+    content = {"step": step, "square": step * step if square is None else square}
+    return (f"s3://b/o/attempt-{attempt}/step-{step}.json", json.dumps(content).encode())
+
+
+def test_every_step_committed_exactly_once_is_what_the_outputs_check_wants() -> None:
+    assert job.committed_once([part(1), part(2, attempt=2), part(3, attempt=2)], 3) == []
+    (twice,) = job.committed_once([part(1), part(2), part(2, attempt=2), part(3)], 3)
+    assert "step 2 committed 2 times" in twice and "attempt-2/step-2.json" in twice
+    (missing,) = job.committed_once([part(1), part(3)], 3)
+    assert "steps [2] never committed" in missing
+    (extra,) = job.committed_once([part(1), part(2)], 1)
+    assert "steps [2] committed, beyond the 1" in extra
+    (stale,) = job.committed_once([part(1, square=4)], 1)
+    assert "not step 1's" in stale
+    (foreign,) = job.committed_once([("s3://b/o/attempt-1/other.json", b"{}"), part(1)], 1)
+    assert "not a step's" in foreign

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import CorruptRecord, HandleNotFound, JobNotFound, UntrustedPayload
-from zkstore.jobs.outputs.manifest import MANIFESTS, Manifest, hadoop_url, newest_file
+from zkstore.jobs.outputs.manifest import FORMAT, MANIFESTS, Manifest, hadoop_url, read_manifest
 from zkstore.jobs.outputs.store import validate_output_name
 from zkstore.strict import load_object
 
@@ -80,10 +80,19 @@ def _kept(cluster: Cluster, job_id: str) -> dict[str, str]:
 def _from_file(cluster: Cluster, job_id: str, name: str, uri: str) -> dict[str, Any]:
     space = cluster.artifact_space
     listed = space.objects(job_id, f"{uri}/{MANIFESTS}")
-    newest = newest_file([o.uri.rsplit("/", 1)[-1] for o in listed])
-    if newest is None:
+
+    def fetch(base: str) -> bytes:
+        raw = space.fetch(job_id, f"{uri}/{MANIFESTS}/{base}", max_bytes=_MAX_FILE)
+        load_object(raw, max_bytes=_MAX_FILE, max_depth=4)  # bounded before it is parsed
+        return raw
+
+    try:
+        data = read_manifest([o.uri.rsplit("/", 1)[-1] for o in listed], fetch, where=uri)
+    except ValueError as exc:
+        raise CorruptRecord(f"{uri}/{MANIFESTS}: not a manifest ({exc})") from None
+    if data is None:
         return {
-            "format": 1,
+            "format": FORMAT,
             "job_id": job_id,
             "output": name,
             "uri": uri,
@@ -92,19 +101,8 @@ def _from_file(cluster: Cluster, job_id: str, name: str, uri: str) -> dict[str, 
             "commits": [],
             "from": "manifest",
         }
-    where = f"{uri}/{MANIFESTS}/{newest}"
-    try:
-        raw = space.fetch(job_id, where, max_bytes=_MAX_FILE)
-        data = load_object(raw, max_bytes=_MAX_FILE, max_depth=4)
-    except ValueError as exc:
-        raise CorruptRecord(f"{where}: not a manifest ({exc})") from None
-    found = data.get("paths")
-    if (
-        data.get("output") != name
-        or not isinstance(found, list)
-        or not all(isinstance(p, str) and p.startswith(uri + "/") for p in found)
-    ):
-        raise UntrustedPayload(f"{where}: not the manifest of output {name!r} at {uri}")
+    if data["output"] != name or data["uri"] != uri:
+        raise UntrustedPayload(f"{uri}/{MANIFESTS}: not the manifest of output {name!r} at {uri}")
     return {**data, "from": "manifest"}
 
 

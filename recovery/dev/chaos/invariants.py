@@ -16,6 +16,10 @@
    planted beside zkstore's own (:data:`~recovery.dev.chaos.world.SENTINELS`) is still there
    after ``handles cleanup``.
 10. On a world of hosts, every host's processes accounted for (:mod:`.processes`).
+11. Every step committed exactly once: the parts the job's output names (``zkstore outputs
+    paths``, from its manifest once the job is over) are one per step it ran, each read back
+    with its own square (:func:`~recovery.dev.chaos.job.committed_once`); a step re-run by the
+    next attempt appears once, whichever attempt committed it.
 
 The store commands run as the installed ``zkstore`` script, in a subprocess.
 """
@@ -28,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import fsspec
 
 from recovery.dev.chaos import job, ledger, processes
 from recovery.dev.chaos.faults import Fault
@@ -61,7 +67,8 @@ def check(run: RunCluster, timeout: float, fault: Fault | None = None) -> list[s
     violations += _quarantined(run)
     if violations:
         return violations
-    violations = _store_checks(run)
+    violations = _committed_once(run)
+    violations += _store_checks(run)
     for job_id, (out, _) in run.jobs.items():
         gone = ledger.missing(run.ledger(job_id), out / ledger.LOG)
         if gone:
@@ -82,6 +89,33 @@ def ledger_counts(run: RunCluster) -> str:
         writes += len(entries)
         attempts += len({e.attempt for e in entries})
     return f"ledger: {writes} writes in storage by {attempts} attempts of {len(run.jobs)} jobs"
+
+
+def _committed_once(run: RunCluster) -> list[str]:
+    """Invariant 11, as a reader of the outputs sees them once every job is over; what it read
+    is left in ``run.outputs_read`` (the run's table prints it)."""
+    violations = []
+    parts_read, attempts = 0, 0
+    for job_id, (out, steps) in run.jobs.items():
+        result = job.output(out)
+        ran = steps if steps is not None else (result or {}).get("steps", 0)
+        shown = _zkstore(run, "outputs", "show", job_id, job.STEPS, "--format", "json")
+        if shown.returncode != 0:
+            violations.append(f"{job_id}: outputs show failed: {shown.stderr.strip()}")
+            continue
+        manifest = json.loads(shown.stdout)
+        parts = []
+        for path in manifest["paths"]:
+            fs, root = fsspec.core.url_to_fs(path, **run.config.storage_options)
+            parts.append((path, fs.cat_file(root)))
+        violations += [f"{job_id}: {line}" for line in job.committed_once(parts, ran)]
+        parts_read += len(parts)
+        attempts += len({c["attempt"] for c in manifest["commits"]})
+    run.outputs_read = (
+        f"outputs: {parts_read} committed parts read, committed by {attempts} attempts of "
+        f"{len(run.jobs)} jobs"
+    )
+    return violations
 
 
 def _quarantined(run: RunCluster) -> list[str]:

@@ -19,6 +19,11 @@ heartbeats between the checkpoints, from the thread that also watches its sessio
 With a ``ledger`` (an fsspec URL and its storage options), each attempt also writes to storage
 as it works, from a thread ZooKeeper never blocks, for as long as it lives
 (:mod:`~recovery.dev.chaos.ledger`): the evidence of a zombie write, in storage's own order.
+
+With ``outputs``, each step also stages a part (``step-<n>.json``: the step and its square) in
+the output :data:`STEPS` and commits the parts staged since the last checkpoint with the next
+one (``ctx.checkpoint(state, commit=...)``): the checker reads the output's manifest and wants
+every step committed exactly once (:func:`committed_once`), whatever the faults did.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import itertools
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +43,12 @@ from recovery.dev.chaos.ledger import Ledger, LedgerWriter
 __all__ = [
     "OUTPUT",
     "PROGRESS",
+    "STEPS",
     "STOP",
     "Attempt",
     "attempts",
     "back_after",
+    "committed_once",
     "expected_total",
     "longest_stall",
     "output",
@@ -53,6 +61,8 @@ __all__ = [
 OUTPUT = "output.json"
 PROGRESS = "progress.log"
 STOP = "stop"
+#: The output the chaos job commits a part per step to (with ``outputs``).
+STEPS = "steps"
 
 
 def expected_total(steps: int) -> int:
@@ -73,6 +83,7 @@ def sum_of_squares(
     delay: float,
     ledger: tuple[str, dict[str, Any]] | None = None,
     checkpoint_every: int = 1,
+    outputs: bool = False,
 ) -> None:
     """The chaos job: resumable from its latest checkpoint; see the module docstring."""
     folder = Path(out)
@@ -84,14 +95,18 @@ def sum_of_squares(
             Ledger(url, options), ctx.attempt, max(delay, 0.25), folder / LEDGER_LOG
         ).start()
     try:
-        _steps(ctx, folder, steps, delay, checkpoint_every)
+        _steps(ctx, folder, steps, delay, checkpoint_every, outputs)
     finally:
         if writer is not None:
             writer.stop()
 
 
-def _steps(ctx: Any, folder: Path, steps: int | None, delay: float, checkpoint_every: int) -> None:
+def _steps(
+    ctx: Any, folder: Path, steps: int | None, delay: float, checkpoint_every: int, outputs: bool
+) -> None:
     checkpoint = ctx.latest_checkpoint() or {"step": 0, "total": 0}
+    staging = ctx.outputs.stage(STEPS) if outputs else None
+    staged: list[str] = []  # the parts staged since the last checkpoint
     step, total = int(checkpoint["step"]), int(checkpoint["total"])
     marker = folder / f"attempt-{ctx.attempt}.json"
     record = {"attempt": ctx.attempt, "pid": os.getpid(), "start": time.time(), "from": step}
@@ -101,8 +116,10 @@ def _steps(ctx: Any, folder: Path, steps: int | None, delay: float, checkpoint_e
         time.sleep(delay)
         step += 1
         total += step * step
+        if staging is not None:
+            staged.append(_stage(ctx, staging, step))
         if step % checkpoint_every == 0 or step == steps:
-            ctx.checkpoint({"step": step, "total": total})
+            _checkpoint(ctx, {"step": step, "total": total}, staged)
         else:
             ctx.heartbeat()
         record["last"] = time.time()
@@ -110,9 +127,55 @@ def _steps(ctx: Any, folder: Path, steps: int | None, delay: float, checkpoint_e
         _write(marker, record)
         with open(folder / PROGRESS, "a") as log:  # one short line per write: appends stay whole
             log.write(f"{ctx.attempt} {step} {record['last']:.3f}\n")
+    if staged:  # stopped between checkpoints: its last steps are committed too
+        _checkpoint(ctx, {"step": step, "total": total}, staged)
     _write(folder / OUTPUT, {"steps": step, "total": total, "attempt": ctx.attempt})
     record["end"] = record["last"] = time.time()
     _write(marker, record)
+
+
+def _stage(ctx: Any, staging: str, step: int) -> str:
+    part = f"{staging}/step-{step}.json"
+    with ctx.outputs.open(part) as file:
+        file.write(json.dumps({"step": step, "square": step * step}).encode())
+    return part
+
+
+def _checkpoint(ctx: Any, state: dict[str, int], staged: list[str]) -> None:
+    if staged:
+        ctx.checkpoint(state, commit={STEPS: list(staged)})
+        staged.clear()
+    else:
+        ctx.checkpoint(state)
+
+
+def committed_once(parts: Sequence[tuple[str, bytes]], steps: int) -> list[str]:
+    """What is wrong with an output of the chaos job that ran ``steps`` steps, given its
+    committed parts ((path, content), in the manifest's order): each of the steps
+    ``1..steps`` committed exactly once, holding its own square; nothing else."""
+    problems = []
+    found: dict[int, list[str]] = {}
+    for path, content in parts:
+        name = path.rsplit("/", 1)[-1]
+        try:
+            step = int(name.removeprefix("step-").removesuffix(".json"))
+            data = json.loads(content)
+        except ValueError:
+            problems.append(f"committed part {path} is not a step's")
+            continue
+        if data != {"step": step, "square": step * step}:
+            problems.append(f"committed part {path} holds {data}, not step {step}'s")
+        found.setdefault(step, []).append(path)
+    twice = {step: paths for step, paths in found.items() if len(paths) > 1}
+    for step, paths in sorted(twice.items()):
+        problems.append(f"step {step} committed {len(paths)} times: {', '.join(paths)}")
+    missing = sorted(set(range(1, steps + 1)) - set(found))
+    if missing:
+        problems.append(f"steps {missing[:20]} never committed (of 1..{steps})")
+    extra = sorted(set(found) - set(range(1, steps + 1)))
+    if extra:
+        problems.append(f"steps {extra[:20]} committed, beyond the {steps} the job ran")
+    return problems
 
 
 @dataclass(frozen=True)

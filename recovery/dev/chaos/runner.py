@@ -147,7 +147,7 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
         found, schedule = probe.check(options.job_timeout, bound)
         probe.stop()
         violations = invariants.check(run, options.job_timeout, fault) + found
-        evidence = invariants.ledger_counts(run)
+        evidence = "; ".join(filter(None, [invariants.ledger_counts(run), run.outputs_read]))
         recovery = max(recovered(out, fault) for out, _ in run.jobs.values())
     except Exception as exc:  # a harness failure is reported as a violation
         logger.exception("run %d (%s) broke", index, scenario)

@@ -246,6 +246,8 @@ class RunCluster(Closeable):
         self.jvms_left: list[int] = []
         self.client: Client | None = None
         self.jobs: dict[str, tuple[Path, int | None]] = {}
+        #: what the exactly-once check of the outputs read (:mod:`.invariants`)
+        self.outputs_read = ""
         #: the run's schedule (the runner's)
         self.probe: ScheduleProbe | None = None
 
@@ -296,7 +298,7 @@ class RunCluster(Closeable):
         definition = JobDefinition.for_function(
             job_id,
             job.sum_of_squares,
-            args=(str(out), steps, delay, self.ledger_of(job_id), every),
+            args=(str(out), steps, delay, self.ledger_of(job_id), every, True),
             max_attempts=max_attempts,
             lifecycle=lifecycle,
         )

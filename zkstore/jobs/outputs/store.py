@@ -5,8 +5,9 @@ Order of writes (what a crash at any line leaves):
 - ``declare``: the output's record before any part is staged (its data is an artifact of the
   job, registered before it, so nothing is ever written where no record says so);
 - a commit: one node, created in the transaction of the checkpoint it is committed with, fenced
-  on the attempt (:meth:`OutputStore.commit_ops`); then the manifest file, create-only
-  (:meth:`OutputStore.write_manifest`): a crash in between leaves the file one commit behind;
+  on the attempt (:meth:`OutputStore.commit_ops`); then its manifest file, create-only, after
+  the files its chain reads (:meth:`OutputStore.write_manifest`): a crash in between leaves the
+  newest file one commit behind;
 - ``sweep``: once no attempt is alive, every staged object that no commit names is deleted,
   after a check of the sweeper's fence (the leader's);
 - ``remove``: the output's nodes go before its data (the artifact's release), so a reader never
@@ -29,7 +30,14 @@ from zkstore.errors import (
     InvalidName,
     UntrustedPayload,
 )
-from zkstore.jobs.outputs.manifest import MANIFESTS, Manifest
+from zkstore.jobs.outputs.manifest import (
+    MANIFESTS,
+    Manifest,
+    ManifestFile,
+    block_size,
+    chain,
+    manifest_name,
+)
 from zkstore.jobs.outputs.records import Output, OutputCommit
 from zkstore.layout import Layout, checkpoint_node_name, is_checkpoint_node_name
 from zkstore.ops import Create, Fence, Op
@@ -97,17 +105,26 @@ class OutputStore:
     def commits(self, name: str) -> list[OutputCommit]:
         """Every commit of the output, oldest first. A commit that cannot be read raises
         :class:`CorruptRecord`: a reader must never get a manifest with parts missing."""
+        return [c for c in self._read(name, self.commit_ids(name)) if c is not None]
+
+    def commit_ids(self, name: str) -> list[int]:
+        """The ids of the output's commits, oldest first (its children's names alone)."""
         path = self.layout.output(self.job_id, validate_output_name(name))
         try:
             children = self.zk.children(path)
         except HandleNotFound:
             return []
-        ids = sorted(int(c) for c in children if is_checkpoint_node_name(c))
+        return sorted(int(c) for c in children if is_checkpoint_node_name(c))
+
+    def _read(self, name: str, ids: Sequence[int]) -> list[OutputCommit | None]:
+        """The commits ``ids`` of the output (None: removed meanwhile)."""
+        path = self.layout.output(self.job_id, validate_output_name(name))
         found = self.zk.get_many([f"{path}/{checkpoint_node_name(i)}" for i in ids])
-        commits = []
+        commits: list[OutputCommit | None] = []
         for commit_id, item in zip(ids, found, strict=True):
             if item is None:
-                continue  # removed meanwhile
+                commits.append(None)
+                continue
             node = f"{path}/{checkpoint_node_name(commit_id)}"
             commit = OutputCommit.from_znode(item[0], item[1], node)
             if (commit.output, commit.commit) != (name, commit_id):
@@ -182,14 +199,36 @@ class OutputStore:
         return [Create(f"{path}/{checkpoint_node_name(commit_id)}", record.checked_bytes())]
 
     def write_manifest(self, name: str, *, upto: int | None = None) -> str | None:
-        """Write the manifest file as of commit ``upto`` (default: the newest), create-only;
-        returns its URI (None: no commit yet). Idempotent: its content is fixed by its name."""
-        manifest = self.manifest(name, upto=upto)
-        if not manifest.commits:
+        """Write the manifest file of commit ``upto`` (default: the newest), create-only, after
+        the files its chain reads that are missing (:mod:`.manifest`); returns its URI (None:
+        no commit yet, or the output was removed meanwhile). Idempotent: a file's content is
+        fixed by its name. Reads only the commits of the files it writes."""
+        output = self.get(name)
+        if output is None:
             return None
-        uri = manifest.file_uri()
-        if not self.space.put_new(self.job_id, uri, manifest.to_bytes()):
-            logger.error("manifest %s holds other bytes than the commits say: left alone", uri)
+        ids = [i for i in self.commit_ids(name) if upto is None or i <= upto]
+        if not ids:
+            return None
+        newest = len(ids)
+        uri = None
+        for position in reversed(chain(newest)):  # oldest first: each file after its chain's
+            size = block_size(position)
+            uri = output.uri + f"/{MANIFESTS}/" + manifest_name(ids[position - 1])
+            if position != newest and self.space.occupied(self.job_id, uri):
+                continue
+            commits = self._read(name, ids[position - size : position])
+            if any(c is None for c in commits):
+                return None  # the output is being removed
+            block = ManifestFile(
+                self.job_id,
+                name,
+                output.uri,
+                position,
+                ids[position - size - 1] if position > size else 0,
+                tuple(c for c in commits if c is not None),
+            )
+            if not self.space.put_new(self.job_id, uri, block.to_bytes()):
+                logger.error("manifest %s holds other bytes than the commits say: left alone", uri)
         return uri
 
     def sweep(self, *, fence: Fence | None, live_attempt: int | None = None) -> int:
