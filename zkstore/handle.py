@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 from zkstore import protocol
@@ -98,6 +99,11 @@ class Handle:
         )
         handle.to_bytes()
         return handle
+
+    @property
+    def created_at(self) -> datetime:
+        """``created`` as a time (checked to parse when the handle was read or made)."""
+        return parse_time(self.created)
 
     @property
     def ref(self) -> PayloadRef:

@@ -5,12 +5,18 @@ from __future__ import annotations
 from recovery.leader.placement import Fleet
 from recovery.shared.fleet import Member
 from zkstore.jobs.records import MemberInfo
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 
 def member(name: str, slots: int, *jobs_: str, drained: bool = False, **labels: str) -> Member:
     info = MemberInfo(
-        version=0, daemon_id=name, host="h", pid=1, slots=slots, started=utc_now(), labels=labels
+        version=0,
+        daemon_id=name,
+        host="h",
+        pid=1,
+        slots=slots,
+        started=parse_time(utc_now()),
+        labels=labels,
     )
     return Member(info, drained, frozenset(jobs_))
 

@@ -20,6 +20,7 @@ from zkstore.cli.artifacts import (
 )
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import emit, format_option
+from zkstore.strict import time_text
 
 if TYPE_CHECKING:
     from zkstore.cluster import Cluster
@@ -379,7 +380,7 @@ def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
     elif quarantined:
         click.echo(f"{job_id} was quarantined: ended as CANCELLED, its data removed")
     else:
-        click.echo(f"cancel of {job_id} requested at {request.requested}")
+        click.echo(f"cancel of {job_id} requested at {time_text(request.requested)}")
 
 
 @jobs.command("forget")
