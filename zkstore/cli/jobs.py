@@ -301,10 +301,10 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
 def run_option_lines(lifecycle: dict[str, Any]) -> dict[str, Any]:
     """The lines of a job's (or a schedule's runs') options of how it runs: ``limits``,
     ``retry`` and ``notify`` (redacted already)."""
+    from zkstore.jobs.shown import LIMIT_KEYS
+
     limits = [
-        f"--{key.replace('_', '-')} {lifecycle[key]:g}s"
-        for key in ("timeout", "start_timeout", "progress_timeout")
-        if key in lifecycle
+        f"--{key.replace('_', '-')} {lifecycle[key]:g}s" for key in LIMIT_KEYS if key in lifecycle
     ]
     retry = [
         f"--{key.replace('_', '-')} {lifecycle[key]:g}{'' if key == 'retry_jitter' else 's'}"
