@@ -344,12 +344,15 @@ class Scenario:
         handle: the previous release's command line refuses to read it (the job shown as
         needing a newer zkstore, naming the protocol), never shows it without them."""
         fleet, old, new = self.fleet, self.old, self.new
-        typed = Job(TYPED_ID, self.work / "out" / TYPED_ID, new.name, 3, spans_upgrade=False)
+        # It runs until told to finish (as the long jobs do): its handle is there while both
+        # command lines look, however fast this machine is (a finished job's is gone).
+        typed = Job(TYPED_ID, self.work / "out" / TYPED_ID, new.name, spans_upgrade=False)
+        forever = workload.UNTIL_STOPPED
         self._submit(
             new,
             typed,
             "squares",
-            [str(typed.out), "3", "0.1"],
+            [str(typed.out), forever, str(STEP_DELAY)],
             "--conf",
             "spark.ui.enabled=false",
         )
