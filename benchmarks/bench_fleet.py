@@ -20,7 +20,7 @@ from benchmarks.common import Result, file_config, fresh_root, hold, show_all, z
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.jobs.records import MemberInfo
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 
@@ -95,7 +95,7 @@ def bench_placement(hosts: str, jobs: int, members: int, slots: int) -> Result:
                 host="bench",
                 pid=i + 1,
                 slots=slots,
-                started=utc_now(),
+                started=utc_moment(),
             )
             fake.create(layout.member(info.daemon_id), info.to_bytes(), ephemeral=True)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--max-drivers", "1"))

@@ -121,13 +121,13 @@ def bench_heartbeat(
     zk.ensure_path(status)
     zk.commit([Check(status, 0), Create(running, b"{}", ephemeral=True)])
     fence = Fence.check(status, 0) + Fence.check(running, 0)
-    beat = Heartbeat(version=None, attempt=1, at=utc_now(), beats=1)
+    beat = Heartbeat(version=None, attempt=1, at=utc_moment(), beats=1)
     zk.commit(heartbeat_ops(layout, "h", beat, existing=None), fence=fence)
     raw_path = f"{layout.jobs}/h/raw"
     zk.create(raw_path, beat.to_bytes())
     fenced, raw = [], []
     for n in range(rounds):
-        beat = Heartbeat(version=None, attempt=1, at=utc_now(), beats=n + 2)
+        beat = Heartbeat(version=None, attempt=1, at=utc_moment(), beats=n + 2)
         start = time.perf_counter()
         zk.commit(heartbeat_ops(layout, "h", beat, existing=n), fence=fence)
         fenced.append(time.perf_counter() - start)

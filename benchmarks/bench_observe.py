@@ -43,7 +43,7 @@ from zkstore.layout import StorageLayout
 from zkstore.ops import Create, Op
 from zkstore.service.jobs import describe
 from zkstore.storage import StateStorage
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 PRINTER = "line = 'x' * 99\nfor i in range({lines}):\n    print(line)\n"
 
@@ -55,14 +55,14 @@ def seed_jobs(cluster: Cluster, count: int) -> None:
     running, finished = names[: count // 10], names[count // 10 : count // 5]
     transactions: list[list[Op]] = []
     for name in names[count // 10 :]:
-        status = JobStatus(version=None, state=PENDING, updated=utc_now())
+        status = JobStatus(version=None, state=PENDING, updated=utc_moment())
         transactions.append(
             [Create(layout.job_dir(name)), Create(layout.status(name), status.to_bytes())]
         )
     cluster.zk.commit_many(transactions)
     for name in running:
-        status = JobStatus(version=None, state="STARTING", attempt=1, updated=utc_now())
-        info = RunningInfo(version=None, attempt=1, host="bench", pid=1, started=utc_now())
+        status = JobStatus(version=None, state="STARTING", attempt=1, updated=utc_moment())
+        info = RunningInfo(version=None, attempt=1, host="bench", pid=1, started=utc_moment())
         cluster.zk.commit(
             [
                 Create(layout.job_dir(name)),

@@ -32,7 +32,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import STARTING
 from zkstore.ops import Fence
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 
 def noop(ctx: object) -> None:
@@ -44,11 +44,11 @@ def attempt_context(cluster: Cluster, job: str) -> JobContext:
     cluster.jobs.submit(JobDefinition.for_function(job, noop))
     status = cluster.state.put_status(
         job,
-        JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now()),
+        JobStatus(version=None, state=STARTING, attempt=1, updated=utc_moment()),
         expected_version=None,
     )
     assert status.version is not None
-    info = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
+    info = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_moment())
     cluster.zk.create(cluster.layout.running(job), info.to_bytes(), ephemeral=True)
     fence = Fence.check(cluster.layout.status(job), status.version) + Fence.check(
         cluster.layout.running(job), 0

@@ -44,7 +44,7 @@ from zkstore.jobs.records import MemberInfo
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import ceil_second, format_time
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment, utc_now
 from zkstore.zk import ZooKeeper
 
 SLOTS = 4
@@ -194,7 +194,7 @@ def _placement_seconds(
                 host="bench",
                 pid=i + 1,
                 slots=slots,
-                started=utc_now(),
+                started=utc_moment(),
             )
             fake.create(layout.member(daemon_id), info.to_bytes(), ephemeral=True)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--max-drivers", "1"))

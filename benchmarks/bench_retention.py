@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.common import Result, connect, file_config, zookeeper
@@ -33,7 +34,7 @@ from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, STARTING, SUCCEEDED
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Op
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 PENDING = 100
@@ -46,7 +47,7 @@ def noop(ctx: object) -> None:
     """A job that does nothing."""
 
 
-def seed_results(zk: ZooKeeper, layout: Layout, count: int, finished: str) -> None:
+def seed_results(zk: ZooKeeper, layout: Layout, count: int, finished: datetime) -> None:
     """``count`` CLEAN results, as a leader leaves them, in pipelined multi-create rounds."""
     zk.ensure_path(layout.results)
     transactions: list[list[Op]] = []
@@ -124,7 +125,7 @@ def measure_takeover(hosts: str, results: int, code: str | None) -> tuple[float,
         layout = Layout(config.base_path)
         zk = connect(hosts, timeout=120)
         try:
-            seed_results(zk, layout, results, utc_now())
+            seed_results(zk, layout, results, utc_moment())
             with Client(config) as client:
                 ids = [client.submit_function(noop, job_id=f"p-{i:04d}") for i in range(PENDING)]
             with _code(code):
@@ -205,7 +206,7 @@ def bench_retention(hosts: str, results: int) -> Result:
         zk = connect(hosts, timeout=120)
         local = LocalCluster(config, Path(tmp) / "rt", extra_args=("--keep-results", "30s"))
         try:
-            seed_results(zk, layout, results, "2020-01-01T00:00:00.000Z")
+            seed_results(zk, layout, results, datetime(2020, 1, 1, tzinfo=UTC))
             local.start_daemon("retention")
             local.wait_for_leader(timeout=300)
             start = time.monotonic()

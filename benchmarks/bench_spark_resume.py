@@ -45,7 +45,7 @@ from benchmarks.common import Result, file_config, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from zkstore.jobs.records import DrainMark
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 SESSION_TIMEOUT = 2.0
 MASTER = "local[1]"
@@ -219,7 +219,7 @@ class Bench:
             wait(lambda d=daemon: warm_ready(d) > 0, 600, f"a warm driver on {daemon.daemon_id}")
         zk, layout = self.client.cluster.zk, self.client.cluster.layout
         drained = layout.drain_mark(leader.daemon_id)
-        zk.create(drained, DrainMark(version=None, since=utc_now()).to_bytes())  # on the victim
+        zk.create(drained, DrainMark(version=None, since=utc_moment()).to_bytes())  # on the victim
         submitted = time.time()
         job_id, out, gate = self._job()
         first = wait(lambda: actions(out), 600, "the first action")[0]

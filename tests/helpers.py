@@ -32,7 +32,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus
 from zkstore.jobs.states import CLEAN, QUARANTINED, STARTING
 from zkstore.storage import StateStorage
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 if TYPE_CHECKING:
@@ -275,7 +275,7 @@ def plant(zk: ZooKeeper, path: str, data: bytes) -> None:
 def quarantined(cluster: Cluster, job_id: str, *, checkpoint: bool = True) -> None:
     """A submitted job (with a status, a checkpoint) that the leader moved to quarantine."""
     cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
-    status = JobStatus(version=None, state=STARTING, attempt=2, failures=1, updated=utc_now())
+    status = JobStatus(version=None, state=STARTING, attempt=2, failures=1, updated=utc_moment())
     cluster.state.put_status(job_id, status, expected_version=None)
     if checkpoint:
         store = cluster.checkpoints(job_id)

@@ -30,7 +30,7 @@ from zkstore.errors import OutcomeUnknown
 from zkstore.jobs.records import JobStatus
 from zkstore.jobs.states import STARTING
 from zkstore.layout import Layout
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 LOG = logging.getLogger("tests.lossy_driver")
@@ -77,7 +77,11 @@ def supersede(config: StoreConfig, job_id: str, attempt: int) -> None:
     path = Layout(config.base_path).status(job_id)
     with ZooKeeper(config.zk_hosts, timeout=config.timeout).start() as zk:
         status = JobStatus(
-            version=None, state=STARTING, attempt=attempt + 1, updated=utc_now(), daemon_id="other"
+            version=None,
+            state=STARTING,
+            attempt=attempt + 1,
+            updated=parse_time(utc_now()),
+            daemon_id="other",
         )
         zk.set(path, status.to_bytes())
 

@@ -32,7 +32,7 @@ from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
 from zkstore.ops import Check, Create, Delete, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain
-from zkstore.strict import check_text, parse_time
+from zkstore.strict import check_text, parse_time, time_text
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -154,7 +154,7 @@ def waiting_condition(status: JobStatus | None) -> Condition | None:
         return None
     if not status.reason.startswith(NO_DAEMON):
         return None
-    return Condition(UNPLACEABLE, "NoDaemonMatches", status.reason, status.updated)
+    return Condition(UNPLACEABLE, "NoDaemonMatches", status.reason, time_text(status.updated))
 
 
 class ConditionStore:

@@ -16,21 +16,38 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 from zkstore import protocol
 from zkstore.errors import CorruptHandle, SerializationError, TooLarge
 from zkstore.strict import check_text, load_object, parse_time, utc_now
 
-__all__ = ["FORMAT", "MAX_HANDLE_BYTES", "Handle", "PayloadRef", "SummaryValue", "ZnodeStatLike"]
+__all__ = [
+    "FORMAT",
+    "MAX_HANDLE_BYTES",
+    "RUN_FIELD",
+    "RUN_FORMAT",
+    "Handle",
+    "PayloadRef",
+    "SummaryValue",
+    "ZnodeStatLike",
+]
 
 FORMAT = 1
+#: The summary field of a job's typed run options (:data:`zkstore.jobs.runspec.RUN`).
+RUN_FIELD = "run"
+#: The format of a handle whose summary holds ``run`` (fleet protocol 4, feature ``run-spec``):
+#: a reader of an older protocol takes it for a newer writer's record (and refuses it, naming
+#: the protocol) instead of reading a job without its requirements and Spark settings.
+RUN_FORMAT = protocol.FEATURES[protocol.RUN_SPEC].protocol
 #: Typical handles are 400-700 bytes. The bound leaves room for the longest ids the store accepts
 #: (128 characters each for cluster and job), a name of 100 characters of any script, and a
 #: storage root URL of up to 300 bytes (see :data:`zkstore.config.MAX_STORAGE_URL_BYTES`).
 MAX_HANDLE_BYTES = 2048
 
 _CORE = ("format", "uri", "size", "sha256", "created", "writer", "hmac")
+_FORMAT_OF = {RUN_FORMAT: f" (a handle with {RUN_FIELD!r} is format {RUN_FORMAT})"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 SummaryValue = str | int | float | bool | None
 
@@ -84,6 +101,11 @@ class Handle:
         return handle
 
     @property
+    def created_at(self) -> datetime:
+        """``created`` as a time (checked to parse when the handle was read or made)."""
+        return parse_time(self.created)
+
+    @property
     def ref(self) -> PayloadRef:
         return PayloadRef(self.uri, self.size, self.sha256, self.hmac)
 
@@ -103,7 +125,7 @@ class Handle:
         """The handle as its JSON object (what :meth:`to_bytes` encodes, and what a record
         that keeps a handle inside it stores: :meth:`from_record` reads it back)."""
         record: dict[str, Any] = {
-            "format": FORMAT,
+            "format": self.format,
             "uri": self.uri,
             "size": self.size,
             "sha256": self.sha256,
@@ -117,6 +139,12 @@ class Handle:
                 raise SerializationError(f"summary field {key!r} clashes with the handle format")
             record[key] = value
         return record
+
+    @property
+    def format(self) -> int:
+        """The handle's format: :data:`RUN_FORMAT` if its summary holds a job's typed run
+        options, else :data:`FORMAT`."""
+        return RUN_FORMAT if RUN_FIELD in self.summary else FORMAT
 
     @classmethod
     def from_znode(cls, data: bytes, stat: ZnodeStatLike | None, path: str) -> Handle:
@@ -154,8 +182,10 @@ class Handle:
 
     @classmethod
     def _from_record(cls, record: dict[str, Any]) -> Handle:
-        if record.get("format") != FORMAT or isinstance(record.get("format"), bool):
-            raise ValueError(f"unknown format {record.get('format')!r:.40}")
+        written = record.get("format")
+        wanted = RUN_FORMAT if RUN_FIELD in record else FORMAT
+        if written != wanted or isinstance(written, bool):
+            raise ValueError(f"unknown format {written!r:.40}" + _FORMAT_OF.get(wanted, ""))
         for key in ("uri", "sha256", "created", "writer"):
             if not isinstance(record.get(key), str) or not record[key]:
                 raise ValueError(f"missing or non-string {key!r}")

@@ -26,10 +26,13 @@ __all__ = [
     "escape_control",
     "is_time",
     "load_object",
+    "optional_time_text",
     "parse_time",
     "time_text",
+    "to_millisecond",
     "utc_in",
     "utc_moment",
+    "utc_moment_in",
     "utc_now",
 ]
 
@@ -160,13 +163,27 @@ def utc_in(seconds: float) -> str:
 def utc_moment() -> datetime:
     """The current time in UTC, to the millisecond (what a record keeps of it: a record's
     time read back equals the one written)."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    return utc_moment_in(0.0)
+
+
+def utc_moment_in(seconds: float) -> datetime:
+    """The time ``seconds`` from now in UTC, to the millisecond (as :func:`utc_moment`)."""
+    return to_millisecond(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
+def to_millisecond(moment: datetime) -> datetime:
+    """``moment`` cut to the millisecond: what a record keeps of it (its text's precision)."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
 def time_text(moment: datetime) -> str:
     """``moment`` in the timestamp format of zkstore (:func:`parse_time` reads it back)."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def optional_time_text(moment: datetime | None) -> str | None:
+    """:func:`time_text` of ``moment``, None for None (a record's optional time, for JSON)."""
+    return None if moment is None else time_text(moment)
 
 
 def is_time(value: object) -> bool:

@@ -16,7 +16,7 @@ from zkstore.config import validate_id
 from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
 from zkstore.jobs.records import DrainMark, LeaderInfo, read_record
 from zkstore.service.jobs import age
-from zkstore.strict import utc_now
+from zkstore.strict import time_text, utc_moment
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 "labels": member.labels,
                 "drained": member.drained,
                 "jobs": sorted(member.assigned),
-                "started": info.started,
+                "started": time_text(info.started),
                 "up": True,
                 "release": info.release,
                 "protocol": info.protocol,
@@ -190,7 +190,7 @@ def drain(daemon_id: str, before_start: bool, connection: Connection) -> None:
     with Cluster.open(connection.config) as cluster:
         if not before_start and not _known(cluster, daemon_id):
             raise _unknown(cluster, daemon_id)
-        mark = DrainMark(version=None, since=utc_now()).to_bytes()
+        mark = DrainMark(version=None, since=utc_moment()).to_bytes()
         try:
             cluster.zk.create(cluster.layout.drain_mark(daemon_id), mark)
         except HandleExists:

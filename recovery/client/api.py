@@ -69,6 +69,7 @@ from zkstore.lifecycle.options import NOTIFY_KEY, SUMMARY_KEYS
 from zkstore.policy import ClusterPolicy
 from zkstore.protocol import ARGUMENTS_APART, FEATURES, POOLS, RUN_SPEC
 from zkstore.schedules.records import SchedulePaths
+from zkstore.strict import time_text
 
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
 
@@ -118,7 +119,7 @@ class JobEnd:
             job_id=result.job_id,
             outcome=result.outcome,
             attempts=result.attempts,
-            finished=result.finished,
+            finished=time_text(result.finished),
             error=result.error,
             name=result.name,
             log=result.log,

@@ -36,7 +36,7 @@ from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import DrainMark
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.layout import Layout
-from zkstore.strict import utc_now
+from zkstore.strict import optional_time_text, utc_moment
 
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
 #: the line a daemon logs once its warm driver JVM is ready (recovery.member.sparkjvm.pool)
@@ -265,7 +265,7 @@ def _drain(local: LocalCluster, daemon_id: str, *, drained: bool) -> None:
     write): no new attempt is placed on a drained daemon."""
     path = Layout(local.config.base_path).drain_mark(daemon_id)
     if drained:
-        local.zk.create(path, DrainMark(version=None, since=utc_now()).to_bytes())
+        local.zk.create(path, DrainMark(version=None, since=utc_moment()).to_bytes())
     else:
         local.zk.delete(path)
 
@@ -302,7 +302,8 @@ def _nothing_left(say: Callable[..., None], config: StoreConfig, job_id: str) ->
         attempts = JobLogs(cluster.storage, cluster.storage_layout, job_id).attempts()
     say(
         f"the logs of its {len(attempts)} attempt(s) are kept in storage until "
-        f"{result.logs_until if result else '?'}: zkstore jobs logs {job_id} --attempt N"
+        f"{optional_time_text(result.logs_until) if result else '?'}: "
+        f"zkstore jobs logs {job_id} --attempt N"
     )
     say(
         f"left behind: {len(handles)} job handle(s), {len(records)} job record tree(s), "

@@ -50,6 +50,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ from zkstore.lifecycle.limits import least_heartbeat_interval
 from zkstore.lifecycle.ops import heartbeat_ops
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
 from zkstore.retry import RACES, WHILE_STANDING, TryAgain
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.watch import NodeWatch, WatchedValue
 
 __all__ = ["EXIT_CODES", "LOG_LEVELS", "WATCH", "Driver", "main", "set_up_logging", "warm"]
@@ -151,7 +152,7 @@ class Driver:
         self._interrupt_lock = threading.Lock()
         self._report_lock = threading.Lock()
         self._reported = False
-        self._started: str | None = None  # when this attempt took ``running``
+        self._started: datetime | None = None  # when this attempt took ``running``
         #: when the transaction that took ``running`` was sent (monotonic): its answer is the
         #: lease's first, no heartbeat needed to start it
         self._took_running_at = 0.0
@@ -218,7 +219,7 @@ class Driver:
 
     def _take_running(self) -> bool:
         me = processes.this_process()
-        self._started = utc_now()
+        self._started = utc_moment()
         info = RunningInfo(
             version=None,
             attempt=self.attempt,
@@ -485,7 +486,7 @@ class Driver:
         if not gate.due(now):
             return
         beats = gate.beats
-        record = Heartbeat(version=None, attempt=self.attempt, at=utc_now(), beats=beats)
+        record = Heartbeat(version=None, attempt=self.attempt, at=utc_moment(), beats=beats)
         layout = self.cluster.layout
         try:
             self.cluster.zk.commit(
@@ -532,7 +533,7 @@ class Driver:
                 version=None,
                 attempt=self.attempt,
                 outcome=outcome,
-                finished=utc_now(),
+                finished=utc_moment(),
                 error=short_error(error),
                 host=socket.gethostname(),
                 log=self.log,

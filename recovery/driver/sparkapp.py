@@ -20,7 +20,7 @@ from typing import Any
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.records import SparkApp
 from zkstore.ops import Create, Fence, SetData
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def current_app(attempt: int) -> SparkApp | None:
         app_id=str(app_id),
         master=str(master),
         ui=str(ui) if ui else None,
-        started=utc_now(),
+        started=utc_moment(),
     )
 
 

@@ -58,6 +58,7 @@ from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
+from zkstore.strict import time_text, to_millisecond
 from zkstore.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
@@ -114,7 +115,7 @@ class JobActions:
         """The job's status with ``changes``, stamped by this leader (not yet written)."""
         base = job.status or JobStatus(version=None)
         stamp: dict[str, Any] = {
-            "updated": self.leader.clock.stamp(),
+            "updated": self.leader.clock.moment(),
             "leader_id": self.leader.settings.daemon_id,
         }
         return replace(base, **{**stamp, **changes, "version": None})
@@ -163,7 +164,7 @@ class JobActions:
             assigned=status.updated,
         )
         path = layout.assignment(action.daemon_id, job.job_id)
-        placed = AttemptEntry(action.attempt, action.daemon_id, status.updated)
+        placed = AttemptEntry(action.attempt, action.daemon_id, time_text(status.updated))
         if job.handle is not None and self.leader.protocol.allows(ATTEMPT_PROVENANCE):
             # where the code came from (the file given at submit or resume), else what it runs
             target = job.summary.get(ORIGIN) or job.summary.get("entry")
@@ -319,7 +320,7 @@ class JobActions:
     def _restart(self, job: JobSnapshot, action: Restart) -> None:
         assert job.status is not None and job.status.version is not None
         assert action.not_before is not None
-        not_before = action.not_before.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        not_before = to_millisecond(action.not_before)
         status = self.status(
             job,
             state=RESTARTING,
@@ -365,7 +366,7 @@ class JobActions:
                     action.outcome,
                     attempts=attempts,
                     extra_ops=extra_ops,
-                    finished=self.leader.clock.stamp(),  # ZooKeeper's time, as retention's
+                    finished=self.leader.clock.moment(),  # ZooKeeper's time, as retention's
                     error=action.error,
                     name=job.name,
                     summary=job.summary,
@@ -428,7 +429,7 @@ class JobActions:
             version=None,
             attempt=action.attempt,
             reason=action.why,
-            requested=self.leader.clock.stamp(),
+            requested=self.leader.clock.moment(),
             grace_ms=round(grace * 1000),
             detail=action.detail,
             leader=self.settings.daemon_id,
@@ -531,7 +532,7 @@ class JobActions:
         return AttemptEntry(
             status.attempt,
             daemon,
-            status.updated,
+            time_text(status.updated),
             outcome,
             self.leader.clock.stamp(),
             note,

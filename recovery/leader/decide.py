@@ -67,7 +67,6 @@ from zkstore.lifecycle import stopping
 from zkstore.lifecycle.limits import Expired, Limits, judge
 from zkstore.lifecycle.policy import AttemptEnd, after_end
 from zkstore.lifecycle.states import COUNTED_AS, FAILURE, LOST
-from zkstore.strict import parse_time
 
 __all__ = [
     "CANCEL_END_GRACE",
@@ -262,7 +261,7 @@ def decide(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dateti
     if job.cancel_requested:
         return Finish(outcome=CANCELLED, error="cancelled", reason="cancel requested")
     if status.state == RESTARTING and status.not_before is not None:
-        not_before = parse_time(status.not_before)
+        not_before = status.not_before
         if now < not_before:
             return Wait(until=not_before, reason="restart backoff")
     return Start(attempt=status.attempt + 1, reason=f"{status.state.lower()} job")
@@ -285,7 +284,7 @@ def _settled(
             outcome is not None
             and status is not None
             and outcome.attempt == status.attempt
-            and parse_time(outcome.finished) >= parse_time(job.result.finished)
+            and outcome.finished >= job.result.finished
         ):
             # Its last driver ended after the result was recorded (a quarantined job cancelled
             # or purged while it ran): its cleanup waits until that driver is known gone.
@@ -378,10 +377,7 @@ def _cancelled_running(
         return Adopt(reason=f"driver of attempt {attempt} is being ended (cancelled)")
     due = now
     if job.cancel is not None:
-        try:
-            requested = min(parse_time(job.cancel.requested), now)
-        except ValueError:
-            requested = now
+        requested = min(job.cancel.requested, now)
         due = requested + timedelta(seconds=settings.cancel_grace + CANCEL_MARGIN)
     if now < due:
         return Adopt(until=due, reason=f"driver of attempt {attempt} is stopping (cancelled)")
@@ -417,12 +413,9 @@ def _ended_by_leader(
     if local.exited is None and local.member_alive:
         # Its member carries the end out and records the exit; a member that does not know
         # the launch (its records lost) never will: after a bound, the job moves on.
-        try:
-            bound = parse_time(end.requested) + timedelta(
-                seconds=end.grace_ms / 1000 + END_BOUND + settings.start_timeout
-            )
-        except ValueError:
-            bound = now
+        bound = end.requested + timedelta(
+            seconds=end.grace_ms / 1000 + END_BOUND + settings.start_timeout
+        )
         if now < bound:
             return Wait(
                 until=bound,
@@ -463,7 +456,7 @@ def _starting(job: JobSnapshot, local: Local, settings: DaemonSettings, now: dat
         error = f"driver of attempt {attempt} on {member} {local.exited}"
     elif not local.member_alive:
         error = f"daemon {member}, where attempt {attempt} was placed, is gone"
-    elif (now - parse_time(job.status.updated)).total_seconds() < settings.start_timeout:
+    elif (now - job.status.updated).total_seconds() < settings.start_timeout:
         reason = f"driver of attempt {attempt} is starting on {member}"
         limits = job_lifecycle(job, settings).limits
         if limits.start_timeout is None:
@@ -511,7 +504,7 @@ def _exiting(
         return None
     witness = placed and local.member_alive
     bound = settings.start_timeout if witness else settings.store.session_timeout
-    until = parse_time(job.outcome.finished) + timedelta(seconds=bound)
+    until = job.outcome.finished + timedelta(seconds=bound)
     if now >= until:
         return None
     return Wait(

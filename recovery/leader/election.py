@@ -23,6 +23,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from recovery.shared import processes
 from recovery.shared.processes import Liveness, ProcessIdentity
@@ -42,7 +43,7 @@ from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence
 from zkstore.protocol import PROTOCOL
 from zkstore.retry import RACES
-from zkstore.strict import utc_now
+from zkstore.strict import time_text, utc_moment
 from zkstore.zk import ZooKeeper, is_own_ephemeral
 
 __all__ = ["Contender", "LeaderElection"]
@@ -259,7 +260,9 @@ class LeaderElection:
             raise NotLeader("not contending")
         return Fence.check(self._node, error=NotLeader, description="no longer the leader")
 
-    def publish_info(self, since: str | None = None, recovered: str | None = None) -> None:
+    def publish_info(
+        self, since: datetime | None = None, recovered: datetime | None = None
+    ) -> None:
         """Write ``R/leader/info`` (EPHEMERAL, fenced) so that anyone can see who leads, since
         when, and (once its first pass over every job is done) when it had ``recovered`` them.
 
@@ -273,7 +276,7 @@ class LeaderElection:
             daemon_id=self.daemon_id,
             host=socket.gethostname(),
             pid=os.getpid(),
-            since=since or utc_now(),
+            since=since or utc_moment(),
             contender=(self._node or "").rsplit("/", 1)[-1],
             recovered=recovered,
         ).to_bytes()
@@ -298,7 +301,7 @@ class LeaderElection:
         except ConflictError as exc:  # spent, or refused (a node planted with children)
             logger.error("leading without a leader record (who leads is not shown): %s", exc)
         if recovered is None:  # taking office (not the later note that it recovered every job)
-            self._remember_term(since or utc_now())
+            self._remember_term(time_text(since or utc_moment()))
 
     def _remember_term(self, since: str) -> None:
         """This term in ``R/leader/history`` (for people: never blocks the leadership)."""

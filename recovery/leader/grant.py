@@ -169,7 +169,7 @@ class LeaderProcess:
     def start(self) -> None:
         """Take over: publish who leads, watch submissions and the fleet, recover every job;
         then (never before) the first retention pass is scheduled."""
-        started, since = time.monotonic(), self.clock.stamp()
+        started, since = time.monotonic(), self.clock.moment()
         self.election.publish_info(since)
         self.published.ensure()  # before any job: what clients check against is the leader's
         layout = self.cluster.layout
@@ -195,7 +195,7 @@ class LeaderProcess:
         ]
         self.pools = read_pools(self.cluster.zk, layout)
         count = self.reconcile_all()
-        self.election.publish_info(since, recovered=self.clock.stamp())
+        self.election.publish_info(since, recovered=self.clock.moment())
         logger.info(
             "leadership taken: %d job(s) recovered in %.2f s on %d daemon(s)",
             count,

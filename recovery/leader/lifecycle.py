@@ -22,7 +22,7 @@ from zkstore.lifecycle.limits import AttemptTimes, least_limits
 from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
 from zkstore.lifecycle.policy import DEFAULT_RESET_AFTER, Backoff, RetryPolicy, Streak
 from zkstore.lifecycle.stopping import StopView
-from zkstore.strict import parse_time, utc_now
+from zkstore.strict import utc_moment
 
 __all__ = [
     "DEFAULT_JITTER",
@@ -80,7 +80,7 @@ def stop_view(job: JobSnapshot, *, known_dead: bool) -> StopView:
     status = job.status
     stop = job.stop
     if stop is None and "stop" in job.errors:
-        stop = StopRequest(version=None, requested=utc_now(), reason="unreadable stop request")
+        stop = StopRequest(version=None, requested=utc_moment(), reason="unreadable stop request")
     outcome = job.outcome
     token = None
     if job.newest_checkpoint is not None:
@@ -106,28 +106,15 @@ def attempt_times(job: JobSnapshot) -> AttemptTimes | None:
     status = job.status
     if status is None:
         return None
-    try:
-        placed = parse_time(status.updated)
-        running = job.running
-        since = (
-            parse_time(running.started)
-            if running is not None and running.attempt == status.attempt
-            else None
-        )
-        checkpoint = (
-            parse_time(job.newest_checkpoint.created) if job.newest_checkpoint is not None else None
-        )
-        beat = job.heartbeat
-        heartbeat = (
-            parse_time(beat.at) if beat is not None and beat.attempt == status.attempt else None
-        )
-    except ValueError:
-        return None
+    running, newest, beat = job.running, job.newest_checkpoint, job.heartbeat
+    since = running.started if running is not None and running.attempt == status.attempt else None
+    checkpoint = newest.created_at if newest is not None else None
+    heartbeat = beat.at if beat is not None and beat.attempt == status.attempt else None
     if checkpoint is not None and since is not None and checkpoint < since:
         checkpoint = None  # an earlier attempt's
     return AttemptTimes(
         attempt=status.attempt,
-        placed=placed,
+        placed=status.updated,
         running_since=since,
         checkpoint=checkpoint,
         heartbeat=heartbeat,
@@ -137,9 +124,4 @@ def attempt_times(job: JobSnapshot) -> AttemptTimes | None:
 def started_at(job: JobSnapshot) -> datetime | None:
     """When the attempt that just ended started running, if its outcome says."""
     outcome = job.outcome
-    if outcome is None or outcome.started is None:
-        return None
-    try:
-        return parse_time(outcome.started)
-    except ValueError:
-        return None
+    return None if outcome is None else outcome.started

@@ -31,7 +31,6 @@ from recovery.leader.role import LeaderRole
 from recovery.leader.watches import JobWatcher, arming
 from zkstore.errors import AccessDenied, CorruptRecord
 from zkstore.jobs.records import Assignment, Outcome, RunningInfo
-from zkstore.strict import parse_time
 
 __all__ = ["Node", "QuietAttempts"]
 
@@ -143,8 +142,8 @@ class QuietAttempts:
         try:
             outcome = Outcome.from_znode(*outcome_node, self.leader.cluster.layout.outcome(job_id))
             assignment = Assignment.from_znode(*assignment_node, path)
-            finished = parse_time(outcome.finished)
-        except (CorruptRecord, ValueError):
+            finished = outcome.finished
+        except CorruptRecord:
             return None
         if outcome.attempt != attempt or assignment.attempt != attempt or assignment.exited:
             return None

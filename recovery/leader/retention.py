@@ -41,7 +41,7 @@ from zkstore.jobs.logs import JobLogs, logs_due
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, DIRTY
 from zkstore.ops import Fence
-from zkstore.strict import parse_time
+from zkstore.strict import optional_time_text
 
 __all__ = [
     "LOG_REMOVALS",
@@ -186,9 +186,7 @@ def expire(
             found.dirty.append(result.job_id)
         elif result.state != CLEAN:
             continue
-        elif keep_results is not None and parse_time(result.finished) <= now - timedelta(
-            seconds=keep_results
-        ):
+        elif keep_results is not None and result.finished <= now - timedelta(seconds=keep_results):
             if result.logs_until is not None:
                 remove_logs(cluster, result, fence, forget=True)
                 found.logs_removed += 1
@@ -209,6 +207,9 @@ def remove_logs(cluster: Cluster, result: JobResult, fence: Fence | None, *, for
     if not forget:
         cluster.results.logs_removed(job_id, fence=fence)
     logger.info(
-        "job %s: %d log object(s) removed, kept until %s", job_id, removed, result.logs_until
+        "job %s: %d log object(s) removed, kept until %s",
+        job_id,
+        removed,
+        optional_time_text(result.logs_until),
     )
     return removed

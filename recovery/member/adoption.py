@@ -38,11 +38,13 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from recovery.shared.processes import Liveness, ProcessIdentity
-from zkstore.jobs.records import RunningInfo
+from zkstore.jobs.records import EPOCH, RunningInfo
+from zkstore.strict import parse_time, time_text
 
 __all__ = [
     "LAUNCHES",
@@ -73,7 +75,8 @@ class LaunchRecord:
 
     job_id: str
     attempt: int
-    assigned: str
+    #: the assignment's time (the text of a stray's, which has none, is empty: EPOCH here)
+    assigned: datetime
     status_version: int
     host: str
     boot_id: str | None
@@ -89,7 +92,9 @@ class LaunchRecord:
         return ProcessIdentity(self.host, self.pid, self.start_ticks, self.boot_id)
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        values = asdict(self)
+        values["assigned"] = "" if self.assigned == EPOCH else time_text(self.assigned)
+        return json.dumps(values, sort_keys=True).encode()
 
     @classmethod
     def parse(cls, data: bytes) -> LaunchRecord:
@@ -112,6 +117,7 @@ class LaunchRecord:
             if type(raw.get(name)) not in allowed:
                 raise ValueError(f"{name!r} has the wrong type")
         values: dict[str, Any] = {name: raw.get(name) for name in types}
+        values["assigned"] = parse_time(raw["assigned"]) if raw["assigned"] else EPOCH
         return cls(**values)
 
 
@@ -144,15 +150,15 @@ class LaunchRecords:
             return None
         except OSError as exc:
             logger.warning("cannot read launch record %s: %s", path, exc)
-            return LaunchRecord(job_id, attempt, "", -1, "", None)
+            return LaunchRecord(job_id, attempt, EPOCH, -1, "", None)
         try:
             record = LaunchRecord.parse(data)
         except ValueError as exc:
             logger.warning("unreadable launch record %s: %s", path, exc)
-            return LaunchRecord(job_id, attempt, "", -1, "", None)
+            return LaunchRecord(job_id, attempt, EPOCH, -1, "", None)
         if (record.job_id, record.attempt) != (job_id, attempt):
             logger.warning("launch record %s names another attempt: ignored", path)
-            return LaunchRecord(job_id, attempt, "", -1, "", None)
+            return LaunchRecord(job_id, attempt, EPOCH, -1, "", None)
         return record
 
     def remove(self, job_id: str, attempt: int) -> None:

@@ -32,7 +32,6 @@ from recovery.member.launcher import Launch
 from zkstore.errors import AccessDenied, CorruptRecord, ZkStoreError
 from zkstore.jobs.stops import EndRequest
 from zkstore.layout import Layout
-from zkstore.strict import parse_time
 from zkstore.watch import NodeWatch
 from zkstore.zk import ZooKeeper
 
@@ -154,8 +153,8 @@ class Endings:
                 continue
             try:
                 request = EndRequest.from_znode(item[0], item[1], self._layout.end(job_id))
-                requested = parse_time(request.requested).timestamp()
-            except (CorruptRecord, ValueError) as exc:
+                requested = request.requested.timestamp()
+            except CorruptRecord as exc:
                 logger.warning("job %s: ignoring an unreadable end request: %s", job_id, exc)
                 continue
             launch = live[job_id]

@@ -39,6 +39,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 
 from recovery.member import adoption, registration
 from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
@@ -61,12 +62,12 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.handle import Handle, ZnodeStatLike
-from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
+from zkstore.jobs.records import EPOCH, Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.resign import resign_job
 from zkstore.jobs.runspec import RunSpec
 from zkstore.ops import Check, Delete, Fence, SetData
 from zkstore.protocol import JOB_IDENTITIES
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.watch import Listing, NodeWatch
 from zkstore.zk import is_own_ephemeral
 
@@ -97,7 +98,7 @@ class FleetMember:
         self.launches: dict[str, Launch] = {}
         #: when the assignment each launch was made for was placed (its identity: an id run
         #: again counts its attempts from 1 again)
-        self._placed: dict[str, str] = {}
+        self._placed: dict[str, datetime] = {}
         self._watch: NodeWatch | None = None
         #: the member record as registered (its memory reported on top of it)
         self._info: MemberInfo | None = None
@@ -108,7 +109,7 @@ class FleetMember:
         #: (attempt, how it ended, its status version, the process that ended)
         self._unrecorded: dict[str, tuple[int, str, int | None, ProcessIdentity | None]] = {}
         #: attempts left alone (logged once): job id to (attempt, assigned)
-        self._left: dict[str, tuple[int, str]] = {}
+        self._left: dict[str, tuple[int, datetime]] = {}
         #: the launch records of attempts no longer placed here were looked at (after a start)
         self._swept = False
         #: attempts the leader ended (timeout, stuck, stop), being ended here
@@ -133,7 +134,7 @@ class FleetMember:
             host=me.host,
             pid=me.pid,
             slots=self.settings.max_drivers,
-            started=utc_now(),
+            started=utc_moment(),
             labels=dict(self.settings.labels) or None,
             start_ticks=me.start_ticks,
             boot_id=me.boot_id,
@@ -353,7 +354,7 @@ class FleetMember:
     ) -> Found:
         layout = self.cluster.layout
         record = self.records.read(job_id, assignment.attempt)
-        if record is not None and record.assigned not in ("", assignment.assigned):
+        if record is not None and record.assigned not in (EPOCH, assignment.assigned):
             record = None  # of an earlier run of this id
         held: RunningInfo | None = None
         unreadable = False
@@ -483,7 +484,7 @@ class FleetMember:
             logger.info("job %s: %d node(s) opened to its own identity", job_id, changed)
         return True
 
-    def _track(self, launch: Launch, assigned: str | None) -> None:
+    def _track(self, launch: Launch, assigned: datetime | None) -> None:
         """Wait for the driver's exit on a thread of its own (which only posts)."""
         if assigned is not None:
             self.launches[launch.job_id] = launch
@@ -580,7 +581,7 @@ class FleetMember:
                     daemon_id=self.daemon_id,
                     attempt=attempt,
                     status_version=record.status_version if record else -1,
-                    assigned=record.assigned if record else "",
+                    assigned=record.assigned if record else EPOCH,
                 )
                 launch = self._follow(job_id, stray, identity, record, track=False)
                 if launch is not None and not self._may_hold(job_id, identity):
@@ -662,7 +663,7 @@ class FleetMember:
             )
             if self.launches.get(launch.job_id) is launch:
                 del self.launches[launch.job_id]
-                placed = self._placed.get(launch.job_id, "")
+                placed = self._placed.get(launch.job_id, EPOCH)
                 assignment = Assignment(
                     version=None,
                     job_id=launch.job_id,
@@ -780,7 +781,7 @@ class FleetMember:
         def write(assignment: Assignment, version: int) -> None:
             if assignment.attempt != attempt:
                 return  # a newer attempt is placed here now
-            ended = Assignment(**{**assignment.as_dict(), "exited": how, "version": None})
+            ended = replace(assignment, exited=how, version=None)
             zk.commit([SetData(path, ended.to_bytes(), version), *release])
             self.assignments.wrote(job_id, replace(ended, version=version + 1))
 

@@ -34,6 +34,7 @@ from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.errors import ConfigError, ConflictError, CorruptRecord, HandleExists, HandleNotFound
 from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.records import MemberInfo
+from zkstore.strict import time_text
 from zkstore.zk import ZooKeeper, is_own_ephemeral
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def take_id(
                 "removing its member record now instead of waiting for its session to expire",
                 info.daemon_id,
                 holder.pid,
-                holder.started,
+                time_text(holder.started),
             )
             with contextlib.suppress(HandleNotFound, ConflictError):
                 zk.delete(path, version=found[1].version)
@@ -101,7 +102,11 @@ def _identity(info: MemberInfo) -> ProcessIdentity:
 
 
 def _in_use(daemon_id: str, holder: MemberInfo | None, liveness: Liveness) -> str:
-    who = f" (host {holder.host}, pid {holder.pid}, since {holder.started})" if holder else ""
+    who = (
+        f" (host {holder.host}, pid {holder.pid}, since {time_text(holder.started)})"
+        if holder
+        else ""
+    )
     where = "on this host" if liveness is Liveness.ALIVE else "elsewhere"
     return (
         f"daemon id {daemon_id!r} is in use by another live daemon {where}{who}: give this "
@@ -121,7 +126,7 @@ def _wait(
     when the whole wait began."""
     now = time.monotonic()
     who = (
-        f"pid {holder.pid} on host {holder.host} (since {holder.started})"
+        f"pid {holder.pid} on host {holder.host} (since {time_text(holder.started)})"
         if holder is not None
         else "an unreadable member record"
     )

@@ -89,7 +89,7 @@ from zkstore.layout import validate_job_id
 from zkstore.service.control import COMMANDS, ControlService
 from zkstore.service.jobs import describe, job_details
 from zkstore.service.outputs import list_outputs, show_output
-from zkstore.strict import load_object
+from zkstore.strict import load_object, time_text
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -460,7 +460,7 @@ class Api:
             raise ApiError(400, f'"reason" must be a string of at most {MAX_REASON_CHARS} chars')
         job_id = validate_job_id(request.match_info["job_id"])
         cancel = await self._run(partial(triage.cancel, self._cluster(), job_id, reason=reason))
-        return _json({"job_id": job_id, "cancel_requested": cancel.requested}, 202)
+        return _json({"job_id": job_id, "cancel_requested": time_text(cancel.requested)}, 202)
 
     async def control_set(self, request: web.Request) -> web.Response:
         self._authorize(request)

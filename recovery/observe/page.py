@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from recovery.observe.view import ClusterView, DaemonInfo, finished
 from zkstore.cluster.pools import counts as pool_counts
+from zkstore.jobs.records import EPOCH
 from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.service.jobs import describe, duration, headline
@@ -249,8 +250,8 @@ def _row(cells: list[str]) -> str:
     return "<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
-def _finished_order(job: JobSnapshot) -> str:
-    return job.result.finished if job.result is not None else ""
+def _finished_order(job: JobSnapshot) -> datetime:
+    return job.result.finished if job.result is not None else EPOCH
 
 
 def render(

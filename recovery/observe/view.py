@@ -29,6 +29,7 @@ from zkstore.layout import is_checkpoint_node_name
 from zkstore.lifecycle.records import outbox_path
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.view import listing as schedule_rows
+from zkstore.strict import time_text
 
 __all__ = [
     "ClusterView",
@@ -217,7 +218,12 @@ def _leader(cluster: Cluster) -> dict[str, Any] | None:
         return {"error": "unreadable leader record"}
     if info is None:
         return None
-    return {"id": info.daemon_id, "host": info.host, "pid": info.pid, "since": info.since}
+    return {
+        "id": info.daemon_id,
+        "host": info.host,
+        "pid": info.pid,
+        "since": time_text(info.since),
+    }
 
 
 def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:

@@ -67,9 +67,11 @@ def test_a_forged_definition_never_runs_in_a_command(
         stopped = _plant_definition(cluster, "stopped", marker)
         plant(zk, layout.job_handle("stopped"), stopped.to_bytes())
         zk.create(f"{layout.job_handle('stopped')}/locks")
-        status = JobStatus(version=None, state="STOPPED", attempt=1, updated=utc_now())
+        status = JobStatus(version=None, state="STOPPED", attempt=1, updated=parse_time(utc_now()))
         plant(zk, layout.status("stopped"), status.to_bytes())
-        stop = StopRequest(version=None, requested=utc_now(), by="tester", reason="forged")
+        stop = StopRequest(
+            version=None, requested=parse_time(utc_now()), by="tester", reason="forged"
+        )
         plant(zk, layout.stop("stopped"), stop.to_bytes())
         # A quarantined job keeping a forged definition's handle.
         kept = _plant_definition(cluster, "held", marker)
@@ -81,7 +83,11 @@ def test_a_forged_definition_never_runs_in_a_command(
             handle=kept,
         )
         plant(zk, layout.quarantine_entry("held"), entry.to_bytes())
-        plant(zk, layout.status("held"), JobStatus(version=None, updated=utc_now()).to_bytes())
+        plant(
+            zk,
+            layout.status("held"),
+            JobStatus(version=None, updated=parse_time(utc_now())).to_bytes(),
+        )
 
         env_ran = []
         for words in (

@@ -16,7 +16,7 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobStatus
 from zkstore.jobs.states import PENDING, SUCCEEDED
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 
 def busiest(outs: list[Path]) -> int:
@@ -39,7 +39,7 @@ def test_a_batch_of_a_new_and_a_pending_job_respects_one_driver_slot(
     client.submit_function(jobs.sleeper, str(outs[0]), 1.5, job_id="a")
     client.submit_function(jobs.sleeper, str(outs[1]), 1.5, job_id="b")
     with Cluster.open(runtime_config) as cluster:  # b was seen by an earlier leader: PENDING
-        status = JobStatus(version=None, state=PENDING, updated=utc_now())
+        status = JobStatus(version=None, state=PENDING, updated=parse_time(utc_now()))
         cluster.state.put_status("b", status, expected_version=None)
     local = LocalCluster(runtime_config, tmp_path / "rt", extra_args=("--max-drivers", "1"))
     try:

@@ -23,7 +23,7 @@ from tests.helpers import REPO
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobStatus, Outcome
 from zkstore.jobs.states import FAILED, STARTING, SUCCEEDED
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 JOB = "lossy"
 
@@ -31,7 +31,9 @@ JOB = "lossy"
 def place_attempt_1(client: Client, out: Path) -> int:
     """Submit the job and place its first attempt as a leader would; the status version."""
     client.submit_function(jobs.flaky, str(out), 1, job_id=JOB)
-    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), daemon_id="gone")
+    status = JobStatus(
+        version=None, state=STARTING, attempt=1, updated=parse_time(utc_now()), daemon_id="gone"
+    )
     client.cluster.zk.create(client.cluster.layout.status(JOB), status.to_bytes(), makepath=True)
     return 0
 
@@ -155,7 +157,9 @@ def test_a_first_attempts_outcome_over_one_already_there_is_set_not_dropped(
     the create is refused, read back, and the next try sets it: recorded, not dropped."""
     out = tmp_path / "out"
     place_attempt_1(client, out)
-    stray = Outcome(version=None, attempt=1, outcome=FAILED, finished=utc_now(), error="stray")
+    stray = Outcome(
+        version=None, attempt=1, outcome=FAILED, finished=parse_time(utc_now()), error="stray"
+    )
     client.cluster.zk.create(client.cluster.layout.outcome(JOB), stray.to_bytes())
     driver = run_driver(runtime_config, tmp_path)
     assert driver.returncode == 0, driver.stderr[-3000:]

@@ -16,7 +16,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished
 from zkstore.jobs.records import RunningInfo
 from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 LONG_AGO = "2020-01-01T00:00:00.000Z"
 
@@ -32,7 +32,7 @@ def plant_result(cluster: Cluster, job_id: str, state: str, finished: str) -> No
     assert result.version is not None
     cluster.zk.set(
         cluster.layout.result(job_id),
-        replace(result, finished=finished).to_bytes(),
+        replace(result, finished=parse_time(finished)).to_bytes(),
         version=result.version,
     )
 
@@ -50,7 +50,9 @@ def test_retention_deletes_only_clean_results_past_their_age(
         try:
             plant_result(cluster, "old", CLEAN, LONG_AGO)
             plant_result(cluster, "stuck", DIRTY, LONG_AGO)
-            running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
+            running = RunningInfo(
+                version=None, attempt=1, host="h", pid=1, started=parse_time(utc_now())
+            )
             cluster.zk.create(
                 cluster.layout.running("stuck"), running.to_bytes(), ephemeral=True, makepath=True
             )

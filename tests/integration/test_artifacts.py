@@ -40,7 +40,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import CANCELLED, FAILED, STARTING, SUCCEEDED
 from zkstore.ops import Fence
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -55,14 +55,16 @@ class Attempt:
         current = cluster.state.status(job_id)
         status = cluster.state.put_status(
             job_id,
-            JobStatus(version=None, state=STARTING, attempt=attempt, updated=utc_now()),
+            JobStatus(version=None, state=STARTING, attempt=attempt, updated=parse_time(utc_now())),
             expected_version=current.version if current is not None else None,
         )
         assert status.version is not None
         self.status_version = status.version
         self.attempt = attempt
         self.zk = zk  # a stand-in's session (tests/conftest.py stand_in_session)
-        info = RunningInfo(version=None, attempt=attempt, host="h", pid=1, started=utc_now())
+        info = RunningInfo(
+            version=None, attempt=attempt, host="h", pid=1, started=parse_time(utc_now())
+        )
         self.zk.create(layout.running(job_id), info.to_bytes(), ephemeral=True)
         self.fence = Fence.check(layout.status(job_id), status.version) + Fence.check(
             layout.running(job_id), 0
@@ -439,7 +441,7 @@ def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
     # A driver that appears before the cleanup acts makes it keep the artifact.
     back = attempts.open_session()
     try:
-        info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
+        info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=parse_time(utc_now()))
         back.create(cluster.layout.running("gone"), info.to_bytes(), ephemeral=True)
         report = run_cli(
             cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s", "--format", "json"

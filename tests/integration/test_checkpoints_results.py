@@ -23,6 +23,7 @@ from zkstore.jobs.records import JobStatus
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.states import CLEAN, DIRTY, FAILED, PENDING, QUARANTINED, STARTING, SUCCEEDED
 from zkstore.ops import Fence
+from zkstore.strict import parse_time
 from zkstore.zk import ZooKeeper
 
 
@@ -162,12 +163,16 @@ def test_unknown_outcome_is_refused(cluster: Cluster) -> None:
 
 
 def test_status_is_versioned(cluster: Cluster) -> None:
-    status = JobStatus(version=None, state=PENDING, attempt=0, updated="2026-11-21T00:00:00Z")
+    status = JobStatus(
+        version=None, state=PENDING, attempt=0, updated=parse_time("2026-11-21T00:00:00Z")
+    )
     created = cluster.state.put_status("job-1", status, expected_version=None)
     assert created.version == 0
     with pytest.raises(HandleExists):
         cluster.state.put_status("job-1", status, expected_version=None)
-    starting = JobStatus(version=None, state=STARTING, attempt=1, updated="2026-11-21T00:00:01Z")
+    starting = JobStatus(
+        version=None, state=STARTING, attempt=1, updated=parse_time("2026-11-21T00:00:01Z")
+    )
     updated = cluster.state.put_status("job-1", starting, expected_version=0)
     assert updated.version == 1
     with pytest.raises(VersionConflict):

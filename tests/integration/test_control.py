@@ -48,7 +48,7 @@ from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.states import PAUSED, RUNNING, SUCCEEDED
 from zkstore.ops import Create, Fence
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -62,13 +62,17 @@ def attempt(cluster: Cluster, driver: ZooKeeper, job_id: str, number: int) -> Fe
     leader and driver do) and return the driver's fence: the status version of its attempt
     and its running node."""
     layout = cluster.layout
-    status = JobStatus(version=None, state="STARTING", attempt=number, updated=utc_now())
+    status = JobStatus(
+        version=None, state="STARTING", attempt=number, updated=parse_time(utc_now())
+    )
     current = cluster.state.status(job_id)
     written = cluster.state.put_status(
         job_id, status, expected_version=None if current is None else current.version
     )
     assert written.version is not None
-    running = RunningInfo(version=None, attempt=number, host="h", pid=1, started=utc_now())
+    running = RunningInfo(
+        version=None, attempt=number, host="h", pid=1, started=parse_time(utc_now())
+    )
     if cluster.zk.exists(layout.running(job_id)) is not None:
         cluster.zk.delete(layout.running(job_id))
     driver.commit([Create(layout.running(job_id), running.to_bytes(), ephemeral=True)])

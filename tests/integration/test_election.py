@@ -26,7 +26,7 @@ from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
 from zkstore.protocol import PROTOCOL
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -95,7 +95,7 @@ def test_deposed_leader_is_fenced_even_after_kazoo_reconnects(
     assert not b.check()
     fence = a.fence()
     states = JobStateStore(sessions[0], Layout(config.base_path))
-    status = JobStatus(version=None, state=PENDING, updated="2026-11-21T00:00:00Z")
+    status = JobStatus(version=None, state=PENDING, updated=parse_time("2026-11-21T00:00:00Z"))
     states.put_status("j1", status, expected_version=None, fence=fence)
     expire_session(sessions[0])  # kazoo silently opens a new session for a
     assert sessions[0].connected
@@ -166,7 +166,7 @@ def _member(zk: ZooKeeper, config: StoreConfig, daemon_id: str, speaks: int) -> 
         daemon_id=daemon_id,
         host="h",
         pid=1,
-        started=utc_now(),
+        started=parse_time(utc_now()),
         speaks=speaks,
         serves_from=1,
         release="9.9.9",

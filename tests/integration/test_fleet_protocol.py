@@ -16,7 +16,7 @@ from zkstore.errors import EXIT_FLEET, FleetVersionError, NewerRecord
 from zkstore.jobs.records import MemberInfo
 from zkstore.layout import Layout
 from zkstore.protocol import Feature
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 NEWER = protocol.PROTOCOL + 1
@@ -44,7 +44,7 @@ def _daemon(zk: ZooKeeper, layout: Layout, daemon_id: str, speaks: int | None) -
         daemon_id=daemon_id,
         host=f"host-{daemon_id}",
         pid=1,
-        started=utc_now(),
+        started=parse_time(utc_now()),
         speaks=speaks,
         serves_from=None if speaks is None else 1,
         release=None if speaks is None else f"0.{speaks}.0",

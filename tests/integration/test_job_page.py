@@ -25,7 +25,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
 from zkstore.jobs.records import JobStatus
 from zkstore.ops import Fence
-from zkstore.strict import utc_in, utc_now
+from zkstore.strict import parse_time, utc_in, utc_now
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -58,7 +58,9 @@ def test_a_lost_attempt_and_the_running_one_are_two_bars_and_nothing_is_unescape
     ended = AttemptEntry(1, "?", utc_now(), history.LOST, utc_in(-30), "killed by signal 9")
     assert note(cluster, "etl", ended)
     assert note(cluster, "etl", AttemptEntry(2, "d2", utc_in(-29)))
-    status = JobStatus(version=None, state="STARTING", attempt=2, lost=1, updated=utc_now())
+    status = JobStatus(
+        version=None, state="STARTING", attempt=2, lost=1, updated=parse_time(utc_now())
+    )
     plant(cluster.zk, cluster.layout.status("etl"), status.to_bytes())
     terms = LeaderHistory(version=None).with_term("d2-n_0000000002", "d2", utc_in(-31))
     plant(cluster.zk, cluster.layout.leader_history, terms.to_bytes())
@@ -81,7 +83,7 @@ def test_garbage_and_a_stale_history_cost_bars_never_the_page_or_the_write(
     path = cluster.layout.history("odd")
     plant(cluster.zk, path, b"\xff{not json")
     running = JobStatus(
-        version=None, state="STARTING", attempt=3, updated=utc_now(), daemon_id="d1"
+        version=None, state="STARTING", attempt=3, updated=parse_time(utc_now()), daemon_id="d1"
     )
     plant(cluster.zk, cluster.layout.status("odd"), running.to_bytes())
     html = page_of(cluster, "odd")
@@ -107,7 +109,9 @@ def test_an_end_is_told_once_and_a_gap_is_drawn_as_unknown(cluster: Cluster) -> 
     cancel = AttemptEntry(2, "d1", utc_now(), history.CANCELLED, utc_now())
     note(cluster, "gap", cancel)  # the job was cancelled while it waited: attempt 2 had failed
     assert note(cluster, "gap", AttemptEntry(3, "d2", utc_in(-20)))
-    status = JobStatus(version=None, state="STARTING", attempt=3, updated=utc_now(), daemon_id="d2")
+    status = JobStatus(
+        version=None, state="STARTING", attempt=3, updated=parse_time(utc_now()), daemon_id="d2"
+    )
     plant(cluster.zk, cluster.layout.status("gap"), status.to_bytes())
     data = read_job_page(cluster, "gap")
     data.item["driver"] = {"attempt": 3}  # as a driver holding its running node makes it

@@ -36,7 +36,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.states import CLEAN, SUCCEEDED
 from zkstore.ops import Create, Delete
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 #: Jobs run before the first measure (caches, interned strings, the first batches' buffers),
@@ -65,7 +65,9 @@ def leader(config: StoreConfig, cluster: Cluster, hands: ZooKeeper) -> Iterator[
     assert election.check()
     settings = DaemonSettings(store=config, daemon_id="d1")
     process = LeaderProcess(cluster, settings, Leadership(election.fence()), Loop(), election)
-    info = MemberInfo(version=None, daemon_id="m1", host="h", pid=1, slots=4, started=utc_now())
+    info = MemberInfo(
+        version=None, daemon_id="m1", host="h", pid=1, slots=4, started=parse_time(utc_now())
+    )
     hands.create(cluster.layout.member("m1"), info.to_bytes(), ephemeral=True)
     hands.ensure_path(cluster.layout.member_assignments("m1"))
     process.fleet_changed()
@@ -78,10 +80,10 @@ def run_job(cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper, job_id: s
     layout = cluster.layout
     cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
     leader_turn(leader, [job_id])  # placed on m1: its running, cancel and stop nodes watched
-    running = RunningInfo(version=None, attempt=1, host="h", pid=2, started=utc_now())
+    running = RunningInfo(version=None, attempt=1, host="h", pid=2, started=parse_time(utc_now()))
     hands.create(layout.running(job_id), running.to_bytes(), ephemeral=True)
     leader_turn(leader, leader.triage(leader.loop.next_events(timeout=0.1)))
-    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
+    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=parse_time(utc_now()))
     hands.commit(
         [Create(layout.outcome(job_id), outcome.to_bytes()), Delete(layout.running(job_id))]
     )

@@ -41,7 +41,7 @@ from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CLEAN, PENDING, SUCCEEDED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create, Delete
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -125,14 +125,16 @@ def member(cluster: Cluster, hands: ZooKeeper, daemon_id: str = "m1") -> None:
     """A member in the fleet, as a daemon registers (its record in a session of its own)."""
     layout = cluster.layout
     info = MemberInfo(
-        version=None, daemon_id=daemon_id, host="h", pid=1, slots=4, started=utc_now()
+        version=None, daemon_id=daemon_id, host="h", pid=1, slots=4, started=parse_time(utc_now())
     )
     hands.create(layout.member(daemon_id), info.to_bytes(), ephemeral=True)
     hands.ensure_path(layout.member_assignments(daemon_id))
 
 
 def driver_starts(cluster: Cluster, hands: ZooKeeper, job_id: str, attempt: int = 1) -> None:
-    running = RunningInfo(version=None, attempt=attempt, host="h", pid=2, started=utc_now())
+    running = RunningInfo(
+        version=None, attempt=attempt, host="h", pid=2, started=parse_time(utc_now())
+    )
     hands.create(cluster.layout.running(job_id), running.to_bytes(), ephemeral=True)
 
 
@@ -208,7 +210,9 @@ def test_a_drivers_start_with_anything_to_decide_is_a_look(
 def ends_with_outcome(cluster: Cluster, hands: ZooKeeper, job_id: str, attempt: int = 1) -> None:
     """The driver records its outcome with the delete of its ``running`` node."""
     layout = cluster.layout
-    outcome = Outcome(version=None, attempt=attempt, outcome=SUCCEEDED, finished=utc_now())
+    outcome = Outcome(
+        version=None, attempt=attempt, outcome=SUCCEEDED, finished=parse_time(utc_now())
+    )
     hands.commit(
         [Create(layout.outcome(job_id), outcome.to_bytes()), Delete(layout.running(job_id))]
     )
@@ -339,7 +343,7 @@ def succeeds(cluster: Cluster, hands: ZooKeeper, job_id: str, member_id: str = "
     """The driver of attempt 1 starts, records SUCCEEDED, and its member sees it exit."""
     layout = cluster.layout
     driver_starts(cluster, hands, job_id)
-    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=utc_now())
+    outcome = Outcome(version=None, attempt=1, outcome=SUCCEEDED, finished=parse_time(utc_now()))
     hands.commit(
         [Create(layout.outcome(job_id), outcome.to_bytes()), Delete(layout.running(job_id))]
     )

@@ -18,7 +18,7 @@ from zkstore.lifecycle.ops import clear_end_ops, end_ops, heartbeat_ops, stopped
 from zkstore.lifecycle.records import EndRequest, Heartbeat, end_path, heartbeat_path
 from zkstore.lifecycle.states import STOPPED, TIMED_OUT
 from zkstore.ops import Check, Create, Fence
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 JOB = "j"
@@ -27,7 +27,7 @@ JOB = "j"
 @pytest.fixture
 def placed(cluster: Cluster) -> int:
     """Attempt 2 of JOB placed by a leader: the status version the attempt is fenced on."""
-    status = JobStatus(version=None, state=STARTING, attempt=2, updated=utc_now())
+    status = JobStatus(version=None, state=STARTING, attempt=2, updated=parse_time(utc_now()))
     cluster.zk.ensure_path(cluster.layout.job_dir(JOB))
     cluster.zk.create(cluster.layout.status(JOB), status.to_bytes())
     return 0
@@ -42,7 +42,7 @@ def driver(stand_in_session: Callable[[], ZooKeeper]) -> ZooKeeper:
 def take_running(cluster: Cluster, zk: ZooKeeper, status_version: int) -> Fence:
     """What a driver does first; its fence for every later write."""
     layout = cluster.layout
-    info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
+    info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=parse_time(utc_now()))
     zk.commit(
         [
             Check(layout.status(JOB), status_version),
@@ -53,7 +53,7 @@ def take_running(cluster: Cluster, zk: ZooKeeper, status_version: int) -> Fence:
 
 
 def beat(cluster: Cluster, zk: ZooKeeper, fence: Fence, n: int, existing: int | None) -> int:
-    record = Heartbeat(version=None, attempt=2, at=utc_now(), beats=n)
+    record = Heartbeat(version=None, attempt=2, at=parse_time(utc_now()), beats=n)
     results = zk.commit(heartbeat_ops(cluster.layout, JOB, record, existing=existing), fence=fence)
     return 0 if existing is None else results[-1].version
 
@@ -100,7 +100,7 @@ def test_the_end_request_is_written_only_for_the_attempt_read(
         version=None,
         attempt=2,
         reason=TIMED_OUT,
-        requested=utc_now(),
+        requested=parse_time(utc_now()),
         grace_ms=30_000,
         detail="attempt 2 ran 1h00m05s: over its --timeout of 1h",
     )
@@ -116,7 +116,9 @@ def test_the_end_request_is_written_only_for_the_attempt_read(
 
 
 def stopped_status() -> bytes:
-    return JobStatus(version=None, state=STOPPED, attempt=2, updated=utc_now()).to_bytes()
+    return JobStatus(
+        version=None, state=STOPPED, attempt=2, updated=parse_time(utc_now())
+    ).to_bytes()
 
 
 def test_stopped_is_recorded_only_once_no_driver_holds_running(
@@ -141,7 +143,9 @@ def test_stopped_fences_out_a_driver_about_to_start(
     cluster: Cluster, stand_in_session: Callable[[], ZooKeeper], placed: int
 ) -> None:
     layout = cluster.layout
-    request = EndRequest(version=None, attempt=2, reason=STOPPED, requested=utc_now(), grace_ms=1)
+    request = EndRequest(
+        version=None, attempt=2, reason=STOPPED, requested=parse_time(utc_now()), grace_ms=1
+    )
     cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=None))
     cluster.zk.commit(
         stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=0)

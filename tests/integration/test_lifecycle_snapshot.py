@@ -13,7 +13,7 @@ from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.jobs.states import STARTING, STOPPING, STUCK
 from zkstore.jobs.stops import EndRequest, StopRequest
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -24,9 +24,11 @@ def job(ctx: object) -> None:
 def placed(cluster: Cluster, job_id: str, **lifecycle: float) -> None:
     cluster.jobs.submit(JobDefinition.for_function(job_id, job, lifecycle=lifecycle))
     cluster.zk.ensure_path(cluster.layout.job_dir(job_id))
-    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now())
+    status = JobStatus(version=None, state=STARTING, attempt=1, updated=parse_time(utc_now()))
     cluster.zk.create(cluster.layout.status(job_id), status.to_bytes())
-    end = EndRequest(version=None, attempt=1, reason=STUCK, requested=utc_now(), grace_ms=0)
+    end = EndRequest(
+        version=None, attempt=1, reason=STUCK, requested=parse_time(utc_now()), grace_ms=0
+    )
     cluster.zk.create(cluster.layout.end(job_id), end.to_bytes())
 
 
@@ -37,7 +39,7 @@ def test_the_end_request_is_read_where_the_leader_may_have_written_it(
     found = read_snapshot(cluster.zk, cluster.layout, "lost")
     assert found.end is not None and found.end.reason == STUCK, "no running node: read"
     placed(cluster, "limited", timeout=60)
-    driver = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
+    driver = RunningInfo(version=None, attempt=1, host="h", pid=1, started=parse_time(utc_now()))
     stand_in = stand_in_session()
     stand_in.create(cluster.layout.running("limited"), driver.to_bytes(), ephemeral=True)
     assert read_snapshot(cluster.zk, cluster.layout, "limited").end is not None
@@ -49,7 +51,7 @@ def test_the_end_request_is_read_where_the_leader_may_have_written_it(
 
 def test_a_stop_request_makes_the_job_stopping(cluster: Cluster) -> None:
     placed(cluster, "stopping")
-    stop = StopRequest(version=None, requested=utc_now(), by="me")
+    stop = StopRequest(version=None, requested=parse_time(utc_now()), by="me")
     cluster.zk.create(cluster.layout.stop("stopping"), stop.to_bytes())
     found = read_snapshot(cluster.zk, cluster.layout, "stopping")
     assert found.stop is not None and found.state == STOPPING

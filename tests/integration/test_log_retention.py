@@ -21,7 +21,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
 from zkstore.ops import Fence
-from zkstore.strict import parse_time
+from zkstore.strict import time_text
 
 
 def finished_job_with_logs(cluster: Cluster, job_id: str, attempts: int = 2) -> JobLogs:
@@ -72,7 +72,7 @@ def test_cleanup_keeps_the_logs_and_records_until_when(cluster: Cluster) -> None
     assert len(left) == 6, "two chunks and end.json for each of two attempts"
     result = cluster.results.get("kept")
     assert result is not None and result.state == CLEAN and result.logs_until is not None
-    assert before + 3600 <= parse_time(result.logs_until).timestamp() <= time.time() + 3600
+    assert before + 3600 <= result.logs_until.timestamp() <= time.time() + 3600
     assert orphans(cluster) == [], "logs within their retention are no orphans"
     assert b"".join(logs.read(logs.attempt(2))) == b"attempt 2 says hello\nattempt 2 says goodbye\n"
 
@@ -149,11 +149,12 @@ def test_lingering_reports_logs_only_once_no_job_keeps_them(cluster: Cluster) ->
     stray.write_chunk(1, 0, b"no job ever had this id\n")
     expired = cluster.results.get("expired")
     assert expired is not None and expired.logs_until is not None
-    until = parse_time(expired.logs_until).timestamp()
+    until_at = expired.logs_until
+    until = until_at.timestamp()
     wait_for(lambda: time.time() > until, timeout=1.0, what="the logs' retention (0 s) to pass")
     found = orphans(cluster)
     assert sorted(set(found)) == [
-        ("expired", f"driver log past its retention (kept until {expired.logs_until})"),
+        ("expired", f"driver log past its retention (kept until {time_text(until_at)})"),
         ("never-existed", "driver log of no job"),
     ]
     assert len(found) == 7, "six objects of 'expired', one stray"

@@ -23,7 +23,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import StoreUnavailable
 from zkstore.jobs.records import Assignment
 from zkstore.ops import Create, Delete
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 MEMBER = "m"
 
@@ -35,7 +35,7 @@ def ended(job_id: str, attempt: int = 1) -> bytes:
         daemon_id=MEMBER,
         attempt=attempt,
         status_version=0,
-        assigned=utc_now(),
+        assigned=parse_time(utc_now()),
         exited="exit 0",
     ).to_bytes()
 

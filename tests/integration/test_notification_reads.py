@@ -16,7 +16,7 @@ from zkstore.cluster import Cluster
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, entry_name
 from zkstore.lifecycle.records import NotificationEntry, outbox_path
 from zkstore.ops import Create, Fence
-from zkstore.strict import utc_in, utc_now
+from zkstore.strict import parse_time, utc_in, utc_now
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def backlog(cluster: Cluster, fence: Fence, first: int, count: int, url: str) ->
             url=url,
             created=event.at,
             tries=1,
-            next_try=later,
+            next_try=parse_time(later),
             last_error="HTTP 500",
         )
         name = entry_name(event, url, "backlog")

@@ -17,7 +17,7 @@ from tests.helpers import plant
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import CancelRequest, JobStatus
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 
 def job(ctx: object) -> None:
@@ -34,13 +34,21 @@ def test_tables_say_why_where_how_and_when(cluster: Cluster) -> None:
     layout = cluster.layout
     cluster.jobs.submit(JobDefinition.for_function("waits", job, require={"zone": "eu"}))
     waiting = JobStatus(
-        version=None, state="PENDING", updated=utc_now(), reason="no daemon with zone=eu is up"
+        version=None,
+        state="PENDING",
+        updated=parse_time(utc_now()),
+        reason="no daemon with zone=eu is up",
     )
     plant(cluster.zk, layout.status("waits"), waiting.to_bytes())
 
     cluster.jobs.submit(JobDefinition.for_function("runs", job, max_attempts=3))
     running = JobStatus(
-        version=None, state="STARTING", attempt=3, lost=2, updated=utc_now(), daemon_id="d1"
+        version=None,
+        state="STARTING",
+        attempt=3,
+        lost=2,
+        updated=parse_time(utc_now()),
+        daemon_id="d1",
     )
     plant(cluster.zk, layout.status("runs"), running.to_bytes())
 
@@ -50,7 +58,9 @@ def test_tables_say_why_where_how_and_when(cluster: Cluster) -> None:
         "broke", "FAILED", attempts=3, error=long_error, daemon="d2", failures=3, lost=0
     )
     cluster.jobs.submit(JobDefinition.for_function("stopped", job))
-    cancel = CancelRequest(version=None, requested=utc_now(), by="ann", reason="wrong day")
+    cancel = CancelRequest(
+        version=None, requested=parse_time(utc_now()), by="ann", reason="wrong day"
+    )
     cluster.results.create_dirty(
         "stopped", "CANCELLED", attempts=1, error="cancelled", cancel=cancel, daemon="d1"
     )

@@ -27,7 +27,7 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import Assignment, JobStatus
 from zkstore.jobs.states import STARTING
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -44,7 +44,9 @@ def hold_attempt(config: StoreConfig, zk: ZooKeeper, job_id: str) -> ZooKeeper:
     """Status (version 0, attempt 1 on member m) and a running node of attempt 1 held by this
     test process in ``zk``, a session of its own (the live driver's: a stand-in's)."""
     base = config.base_path
-    status = JobStatus(version=None, state=STARTING, attempt=1, updated=utc_now(), daemon_id="m")
+    status = JobStatus(
+        version=None, state=STARTING, attempt=1, updated=parse_time(utc_now()), daemon_id="m"
+    )
     zk.ensure_path(f"{base}/jobs/{job_id}")
     zk.create(f"{base}/jobs/{job_id}/status", status.to_bytes())
     me = os.getpid()
@@ -139,7 +141,7 @@ def test_the_exit_of_a_refused_duplicate_leaves_the_live_drivers_node_and_assign
                 daemon_id="m",
                 attempt=1,
                 status_version=0,
-                assigned=utc_now(),
+                assigned=parse_time(utc_now()),
             )
             cluster.zk.ensure_path(layout.member_assignments("m"))
             cluster.zk.create(layout.assignment("m", "j"), assignment.to_bytes())

@@ -12,7 +12,7 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobStatus
 from zkstore.jobs.states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 JOB_FILE = "def run(ctx, day):\n    return None\n"
 
@@ -52,7 +52,7 @@ def test_submit_options_travel_in_the_handle_and_resume_changes_them(
     refused = script(config, "jobs resume", "j", "--timeout", "off")
     assert refused.returncode == 5 and "not STOPPED" in refused.stderr
 
-    status = JobStatus(version=None, state=STOPPED, attempt=1, updated=utc_now())
+    status = JobStatus(version=None, state=STOPPED, attempt=1, updated=parse_time(utc_now()))
     cluster.zk.ensure_path(cluster.layout.job_dir("j"))
     cluster.zk.create(cluster.layout.status("j"), status.to_bytes())
     StopStore(cluster).request("j")
@@ -105,7 +105,7 @@ def test_resumes_edges_say_what_is_so(
         == 0
     )
     cluster.zk.ensure_path(cluster.layout.job_dir("r"))
-    running = JobStatus(version=None, state="STARTING", attempt=2, updated=utc_now())
+    running = JobStatus(version=None, state="STARTING", attempt=2, updated=parse_time(utc_now()))
     cluster.zk.create(cluster.layout.status("r"), running.to_bytes())
     told = JobHistory(
         version=None,

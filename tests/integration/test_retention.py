@@ -11,7 +11,7 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobResult
 from zkstore.jobs.snapshot import read_listing
 from zkstore.jobs.states import CLEAN, SUCCEEDED
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 
 def test_the_index_follows_the_results_state(cluster: Cluster) -> None:
@@ -30,7 +30,7 @@ def test_the_index_follows_the_results_state(cluster: Cluster) -> None:
     cluster.results.create_dirty("b", SUCCEEDED, attempts=1)  # never blocked by it
     cluster.results.mark_clean("b")
     assert cluster.results.cleanup_pending() == []
-    legacy = JobResult(version=None, job_id="c", finished=utc_now())
+    legacy = JobResult(version=None, job_id="c", finished=parse_time(utc_now()))
     cluster.zk.create(layout.result("c"), legacy.to_bytes())
     assert cluster.results.mark_clean("c").state == CLEAN, "a DIRTY result without an entry"
     listing = read_listing(cluster.zk, layout, results=False)

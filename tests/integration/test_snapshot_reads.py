@@ -13,7 +13,7 @@ from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.stops import EndRequest, StopRequest
 from zkstore.ops import Create
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -32,13 +32,17 @@ def test_looking_inside_reads_the_same_snapshots_with_fewer_reads(
     for job_id in ("pending", "starting", "ended", "stopped", "running"):
         cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
     for job_id in ("starting", "ended", "stopped", "running"):
-        status = JobStatus(version=None, state="STARTING", attempt=1, updated=now, daemon_id="d")
+        status = JobStatus(
+            version=None, state="STARTING", attempt=1, updated=parse_time(now), daemon_id="d"
+        )
         cluster.state.put_status(job_id, status, expected_version=None)
-    end = EndRequest(version=None, attempt=1, reason="STOPPED", requested=now, grace_ms=1000)
+    end = EndRequest(
+        version=None, attempt=1, reason="STOPPED", requested=parse_time(now), grace_ms=1000
+    )
     cluster.zk.commit([Create(layout.end("ended"), end.to_bytes())])
-    stop = StopRequest(version=None, requested=now)
+    stop = StopRequest(version=None, requested=parse_time(now))
     cluster.zk.commit([Create(layout.stop("stopped"), stop.to_bytes())])
-    running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=now)
+    running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=parse_time(now))
     stand_in_session().commit(
         [Create(layout.running("running"), running.to_bytes(), ephemeral=True)]
     )

@@ -11,7 +11,7 @@ from tests.helpers import HANDS_SESSION
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import RunningInfo
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -26,7 +26,7 @@ def test_a_stand_in_holds_its_running_node_in_a_long_session_of_its_own(
         assert session.granted_session_timeout >= HANDS_SESSION > 2 * config.session_timeout
     running = cluster.layout.running("j")
     cluster.zk.ensure_path(cluster.layout.job_dir("j"))
-    info = RunningInfo(version=None, attempt=1, host="h", pid=1, started=utc_now())
+    info = RunningInfo(version=None, attempt=1, host="h", pid=1, started=parse_time(utc_now()))
     driver.create(running, info.to_bytes(), ephemeral=True)
     assert cluster.zk.exists(running) is not None
     driver.stop()  # the stand-in driver dies: its node goes at once, not after a timeout

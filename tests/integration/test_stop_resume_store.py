@@ -28,7 +28,7 @@ from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 JOB = "pipeline"
@@ -37,7 +37,9 @@ JOB = "pipeline"
 def submit(cluster: Cluster, *, state: str = STOPPED, checkpoints: int = 3) -> None:
     """A job as a leader left it: status ``state`` at attempt 2, ``checkpoints`` taken."""
     cluster.jobs.submit(JobDefinition.for_script(JOB, "print('v1')", filename="v1.py"))
-    status = JobStatus(version=None, state=state, attempt=2, failures=1, updated=utc_now())
+    status = JobStatus(
+        version=None, state=state, attempt=2, failures=1, updated=parse_time(utc_now())
+    )
     cluster.zk.ensure_path(cluster.layout.job_dir(JOB))
     cluster.zk.create(cluster.layout.status(JOB), status.to_bytes())
     store = cluster.checkpoints(JOB)
@@ -196,7 +198,7 @@ def test_a_crash_at_any_step_of_a_resume_leaves_a_consistent_job(
 
 
 def running(cluster: Cluster, driver: ZooKeeper) -> None:
-    info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
+    info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=parse_time(utc_now()))
     driver.commit([Create(cluster.layout.running(JOB), info.to_bytes(), ephemeral=True)])
 
 
@@ -217,7 +219,7 @@ def test_no_definition_is_swapped_once_the_status_moved(cluster: Cluster) -> Non
     stopped(cluster)
     path = cluster.layout.status(JOB)
     _, stat = cluster.zk.get(path)
-    moved = JobStatus(version=None, state=STARTING, attempt=3, updated=utc_now())
+    moved = JobStatus(version=None, state=STARTING, attempt=3, updated=parse_time(utc_now()))
     cluster.zk.set(path, moved.to_bytes(), version=stat.version)  # a leader placed attempt 3
     v2 = JobDefinition.for_script(JOB, "print('v2')", filename="v2.py")
     with pytest.raises(WrongState, match="changed since it was read"):

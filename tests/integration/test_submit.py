@@ -18,6 +18,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
 from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
+from zkstore.strict import parse_time
 from zkstore.zk import ZooKeeper
 
 T0 = "2026-11-21T00:00:00Z"
@@ -212,13 +213,15 @@ def test_the_spark_app_record_is_fenced_on_the_attempt(
     from zkstore.ops import Create, Fence
 
     def app(app_id: str) -> SparkApp:
-        return SparkApp(version=None, attempt=1, app_id=app_id, master="local[1]", started=T0)
+        return SparkApp(
+            version=None, attempt=1, app_id=app_id, master="local[1]", started=parse_time(T0)
+        )
 
     layout, zk = cluster.layout, cluster.zk
     cluster.jobs.submit(JobDefinition.for_function("j", jobs.sleeper))
     zk.ensure_path(layout.job_dir("j"))
     zk.create(layout.status("j"), b"{}")
-    running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=T0)
+    running = RunningInfo(version=None, attempt=1, host="h", pid=1, started=parse_time(T0))
     driver = stand_in_session()  # the driver's own session: running, and its records
     driver.commit([Create(layout.running("j"), running.to_bytes(), ephemeral=True)])
     fence = Fence.check(layout.status("j"), 0) + Fence.check(layout.running("j"), 0)

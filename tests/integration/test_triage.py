@@ -29,7 +29,7 @@ from zkstore.jobs.states import (
     QUARANTINED,
     STARTING,
 )
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -116,7 +116,7 @@ def test_release_refuses_a_foreign_payload_a_raw_handle_and_a_live_driver(
     refused = invoke(config, "quarantine", "release", "raw")
     assert refused.exit_code == 5 and "kept no valid handle" in refused.output
 
-    running = RunningInfo(version=None, attempt=2, host="h", pid=1, started=utc_now())
+    running = RunningInfo(version=None, attempt=2, host="h", pid=1, started=parse_time(utc_now()))
     stand_in_session().create(cluster.layout.running("own"), running.to_bytes(), ephemeral=True)
     with pytest.raises(WrongState, match="still runs"):
         triage.release(cluster, "own")
@@ -133,7 +133,9 @@ def test_release_loses_a_race_with_the_leader_instead_of_overwriting(cluster: Cl
             calls.append(step)
             current = cluster.state.status("q1")
             assert current is not None and current.version is not None
-            changed = JobStatus(version=None, state=STARTING, attempt=5, updated=utc_now())
+            changed = JobStatus(
+                version=None, state=STARTING, attempt=5, updated=parse_time(utc_now())
+            )
             cluster.state.put_status("q1", changed, expected_version=current.version)
 
     with Cluster.open(cluster.config, on_step=meddle) as other:

@@ -19,6 +19,7 @@ from recovery.member.adoption import (
 )
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.jobs.records import RunningInfo
+from zkstore.strict import parse_time
 
 HOST, BOOT = "h", "boot-1"
 T = "2026-11-21T11:59:00.000Z"
@@ -45,7 +46,7 @@ def record(pid: int | None = 10, ticks: int | None = 1000, **kw: object) -> Laun
     values: dict[str, object] = {
         "job_id": "j",
         "attempt": 1,
-        "assigned": T,
+        "assigned": parse_time(T),
         "status_version": 3,
         "host": HOST,
         "boot_id": BOOT,
@@ -58,7 +59,13 @@ def record(pid: int | None = 10, ticks: int | None = 1000, **kw: object) -> Laun
 
 def running(pid: int = 10, attempt: int = 1, ticks: int | None = 1000) -> RunningInfo:
     return RunningInfo(
-        version=0, attempt=attempt, host=HOST, pid=pid, started=T, start_ticks=ticks, boot_id=BOOT
+        version=0,
+        attempt=attempt,
+        host=HOST,
+        pid=pid,
+        started=parse_time(T),
+        start_ticks=ticks,
+        boot_id=BOOT,
     )
 
 
@@ -119,7 +126,7 @@ def test_a_pid_reused_by_another_process_is_not_the_driver() -> None:
 
 
 def test_a_holder_that_cannot_be_checked_is_left_alone() -> None:
-    elsewhere = RunningInfo(version=0, attempt=1, host="other", pid=10, started=T)
+    elsewhere = RunningInfo(version=0, attempt=1, host="other", pid=10, started=parse_time(T))
     left = verdict(
         Found(attempt=1, record=record(), running=elsewhere, boot_id=BOOT), dead=frozenset({10})
     )

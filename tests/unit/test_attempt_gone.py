@@ -18,6 +18,7 @@ from zkstore.handle import Handle
 from zkstore.jobs.records import JobResult, JobStatus, Outcome
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, DIRTY, FAILED, STARTING
+from zkstore.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 SETTINGS = DaemonSettings(
@@ -41,8 +42,12 @@ def failed_attempt(finished: float, **records: Any) -> JobSnapshot:
         summary={"max_attempts": 3},
         version=0,
     )
-    status = JobStatus(version=4, state=STARTING, attempt=1, updated=ago(120), daemon_id="m")
-    outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=ago(finished), error="x")
+    status = JobStatus(
+        version=4, state=STARTING, attempt=1, updated=parse_time(ago(120)), daemon_id="m"
+    )
+    outcome = Outcome(
+        version=0, attempt=1, outcome=FAILED, finished=parse_time(ago(finished)), error="x"
+    )
     return JobSnapshot(job_id="j", handle=handle, status=status, outcome=outcome, **records)
 
 
@@ -65,7 +70,12 @@ def test_with_no_member_to_say_the_end_waits_one_session_timeout() -> None:
 def test_a_cleanup_waits_for_a_driver_that_ended_after_the_result() -> None:
     """A quarantined job cancelled while its driver ran: the result was recorded first."""
     result = JobResult(
-        version=0, job_id="j", state=DIRTY, outcome=CANCELLED, attempts=1, finished=ago(5)
+        version=0,
+        job_id="j",
+        state=DIRTY,
+        outcome=CANCELLED,
+        attempts=1,
+        finished=parse_time(ago(5)),
     )
     later = failed_attempt(1, result=result)
     waiting = decide(later, Local(member_alive=True), SETTINGS, NOW)

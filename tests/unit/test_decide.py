@@ -76,7 +76,13 @@ def status(
     **kw: Any,
 ) -> JobStatus:
     return JobStatus(
-        version=4, state=state, attempt=attempt, failures=failures, lost=lost, updated=updated, **kw
+        version=4,
+        state=state,
+        attempt=attempt,
+        failures=failures,
+        lost=lost,
+        updated=parse_time(updated),
+        **kw,
     )
 
 
@@ -96,11 +102,11 @@ ALIVE = Local(member_alive=True)
 
 
 def running(attempt: int = 1, pid: int = 100) -> RunningInfo:
-    return RunningInfo(version=0, attempt=attempt, host="h", pid=pid, started=T)
+    return RunningInfo(version=0, attempt=attempt, host="h", pid=pid, started=parse_time(T))
 
 
 def outcome(result: str, attempt: int = 1, error: str | None = None) -> Outcome:
-    return Outcome(version=0, attempt=attempt, outcome=result, finished=T, error=error)
+    return Outcome(version=0, attempt=attempt, outcome=result, finished=parse_time(T), error=error)
 
 
 def decided(snapshot: JobSnapshot, local: Local | None = None) -> Any:
@@ -141,10 +147,10 @@ def test_failure_with_no_attempts_left_is_final() -> None:
 
 
 def test_backoff_is_waited_out_then_next_attempt_starts() -> None:
-    later = (NOW + timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    later = NOW + timedelta(seconds=5)
     waiting = decided(job(status=status(RESTARTING, attempt=1, failures=1, not_before=later)))
     assert isinstance(waiting, Wait) and waiting.until == NOW + timedelta(seconds=5)
-    past = (NOW - timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+    past = NOW - timedelta(seconds=1)
     start = decided(job(status=status(RESTARTING, attempt=1, failures=1, not_before=past)))
     assert isinstance(start, Start) and start.attempt == 2
 
@@ -163,7 +169,9 @@ def test_a_placed_attempt_gets_time_to_start_then_is_lost() -> None:
     old = decided(job(status=status(updated=ago(31), daemon_id="m1")), ALIVE)
     assert isinstance(old, EndAttempt) and old.why == STUCK and old.grace == 0
     assert "left no outcome" in old.detail
-    request = EndRequest(version=0, attempt=1, reason=STUCK, requested=ago(1), grace_ms=0)
+    request = EndRequest(
+        version=0, attempt=1, reason=STUCK, requested=parse_time(ago(1)), grace_ms=0
+    )
     killed = Local(member_alive=True, exited="killed by signal 9")
     lost = ended(decided(job(status=status(updated=ago(31), daemon_id="m1"), end=request), killed))
     assert lost.lost == 1 and lost.failures == 0
@@ -192,23 +200,27 @@ def test_broken_definition_goes_to_quarantine() -> None:
 
 @pytest.mark.parametrize("state", [PENDING, RESTARTING])
 def test_cancel_of_a_job_without_driver_finishes_it(state: str) -> None:
-    cancel = CancelRequest(version=0, requested=T)
+    cancel = CancelRequest(version=0, requested=parse_time(T))
     action = decided(job(status=status(state), cancel=cancel))
     assert isinstance(action, Finish) and action.outcome == CANCELLED
 
 
 def test_cancelled_attempt_and_failed_attempt_under_cancel_both_end_cancelled() -> None:
-    cancel = CancelRequest(version=0, requested=T)
+    cancel = CancelRequest(version=0, requested=parse_time(T))
     assert decided(job(status=status(), outcome=outcome(CANCELLED))).outcome == CANCELLED
     failed = decided(job(status=status(), outcome=outcome(FAILED), cancel=cancel))
     assert isinstance(failed, Finish) and failed.outcome == CANCELLED
 
 
 def test_result_means_cleanup_or_nothing_never_a_new_attempt() -> None:
-    dirty = JobResult(version=0, job_id="j", state=DIRTY, outcome=SUCCEEDED, attempts=1, finished=T)
+    dirty = JobResult(
+        version=0, job_id="j", state=DIRTY, outcome=SUCCEEDED, attempts=1, finished=parse_time(T)
+    )
     assert isinstance(decided(job(status=status(PENDING), result=dirty)), CleanUp)
     assert isinstance(decided(job(status=status(), result=dirty, running=running())), Wait)
-    clean = JobResult(version=1, job_id="j", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=T)
+    clean = JobResult(
+        version=1, job_id="j", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=parse_time(T)
+    )
     assert isinstance(decided(job(status=status(PENDING), result=clean)), Nothing)
 
 

@@ -17,6 +17,7 @@ from zkstore.jobs.shown import (
     zipped_modules,
 )
 from zkstore.service.jobs import attempts_text
+from zkstore.strict import parse_time
 
 
 def test_texts_are_cut_with_an_ellipsis_within_their_bytes() -> None:
@@ -121,7 +122,7 @@ def test_a_result_keeps_the_daemon_and_the_counters_and_reads_old_results() -> N
         job_id="j",
         outcome="SUCCEEDED",
         attempts=2,
-        finished="2026-01-01T00:00:00.000Z",
+        finished=parse_time("2026-01-01T00:00:00.000Z"),
         daemon="d1",
         failures=0,
         lost=1,
@@ -153,8 +154,10 @@ def test_a_running_jobs_error_is_none_whatever_an_earlier_attempt_left() -> None
     from zkstore.service.jobs import describe, job_error
 
     now = "2026-11-28T00:00:00Z"
-    status = JobStatus(version=3, state="STARTING", attempt=2, updated=now, last_error="boom")
-    running = RunningInfo(version=0, attempt=2, host="h", pid=7, started=now)
+    status = JobStatus(
+        version=3, state="STARTING", attempt=2, updated=parse_time(now), last_error="boom"
+    )
+    running = RunningInfo(version=0, attempt=2, host="h", pid=7, started=parse_time(now))
     paused = ControlAck(version=0, attempt=2, applied_version=0, paused=True)
     for snapshot in (
         JobSnapshot("j", status=status, running=running),
@@ -163,10 +166,12 @@ def test_a_running_jobs_error_is_none_whatever_an_earlier_attempt_left() -> None
             "j",
             status=status,
             running=running,
-            stop=StopRequest(version=0, requested=now, by="me", reason="r"),
+            stop=StopRequest(version=0, requested=parse_time(now), by="me", reason="r"),
         ),
     ):
         assert job_error(snapshot) is None, snapshot.state
         assert describe(snapshot)["last_error"] == "boom"
-    waiting = JobStatus(version=4, state="RESTARTING", attempt=1, updated=now, last_error="boom")
+    waiting = JobStatus(
+        version=4, state="RESTARTING", attempt=1, updated=parse_time(now), last_error="boom"
+    )
     assert job_error(JobSnapshot("j", status=waiting)) == "boom", "between attempts: its error"

@@ -27,6 +27,7 @@ from zkstore.jobs.records import CancelRequest, JobStatus, Outcome, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, FAILED, STARTING, STOPPED, STUCK, TIMED_OUT
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
+from zkstore.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 SETTINGS = DaemonSettings(store=StoreConfig(), restart_backoff=1.0, start_timeout=60)
@@ -55,17 +56,28 @@ def job(summary: dict[str, Any] | None = None, **records: Any) -> JobSnapshot:
 
 def status(state: str = STARTING, attempt: int = 1, **kw: Any) -> JobStatus:
     return JobStatus(
-        version=4, state=state, attempt=attempt, updated=kw.pop("updated", ago(100)), **kw
+        version=4,
+        state=state,
+        attempt=attempt,
+        updated=parse_time(kw.pop("updated", ago(100))),
+        **kw,
     )
 
 
 def running(started: float = 100, attempt: int = 1) -> RunningInfo:
-    return RunningInfo(version=0, attempt=attempt, host="h", pid=1, started=ago(started))
+    return RunningInfo(
+        version=0, attempt=attempt, host="h", pid=1, started=parse_time(ago(started))
+    )
 
 
 def end(reason: str, attempt: int = 1) -> EndRequest:
     return EndRequest(
-        version=0, attempt=attempt, reason=reason, requested=ago(5), grace_ms=30000, detail="why"
+        version=0,
+        attempt=attempt,
+        reason=reason,
+        requested=parse_time(ago(5)),
+        grace_ms=30000,
+        detail="why",
     )
 
 
@@ -98,13 +110,13 @@ def test_an_attempt_being_ended_is_not_ended_twice() -> None:
 
 
 def test_no_progress_for_the_progress_timeout_is_stuck() -> None:
-    beat = Heartbeat(version=0, attempt=1, at=ago(200), beats=4)
+    beat = Heartbeat(version=0, attempt=1, at=parse_time(ago(200)), beats=4)
     snapshot = job(
         {"progress_timeout": 120}, status=status(), running=running(1000), heartbeat=beat
     )
     action = decided(snapshot)
     assert isinstance(action, EndAttempt) and action.why == STUCK
-    fresh = Heartbeat(version=0, attempt=1, at=ago(10), beats=5)
+    fresh = Heartbeat(version=0, attempt=1, at=parse_time(ago(10)), beats=5)
     kept = decided(
         job({"progress_timeout": 120}, status=status(), running=running(1000), heartbeat=fresh)
     )
@@ -149,9 +161,9 @@ def failed(attempt: int = 1, started: float | None = None) -> Outcome:
         version=0,
         attempt=attempt,
         outcome=FAILED,
-        finished=ago(1),
+        finished=parse_time(ago(1)),
         error="boom",
-        started=None if started is None else ago(started),
+        started=None if started is None else parse_time(ago(started)),
     )
 
 
@@ -185,7 +197,7 @@ def test_a_stable_run_resets_the_delay() -> None:
 def stop(checkpoint: bool = False, timeout: float = 60) -> StopRequest:
     return StopRequest(
         version=0,
-        requested=ago(5),
+        requested=parse_time(ago(5)),
         by="me",
         checkpoint=checkpoint,
         token="t1" if checkpoint else None,
@@ -230,7 +242,7 @@ def test_stopped_stays_until_resumed_or_cancelled() -> None:
     assert isinstance(decided(job(status=stopped, stop=stop())), Nothing)
     resumed = decided(job(status=stopped))
     assert isinstance(resumed, Start) and resumed.attempt == 3 and resumed.resume
-    cancel = CancelRequest(version=0, requested=ago(1), by="me")
+    cancel = CancelRequest(version=0, requested=parse_time(ago(1)), by="me")
     finished = decided(job(status=stopped, stop=stop(), cancel=cancel))
     assert isinstance(finished, Finish) and finished.outcome == CANCELLED
 
@@ -239,7 +251,7 @@ def test_stopped_stays_until_resumed_or_cancelled() -> None:
 
 
 def cancel(seconds_ago: float) -> CancelRequest:
-    return CancelRequest(version=0, requested=ago(seconds_ago), by="u@h")
+    return CancelRequest(version=0, requested=parse_time(ago(seconds_ago)), by="u@h")
 
 
 def test_a_cancelled_driver_gets_its_grace_then_the_leader_ends_it() -> None:

@@ -195,3 +195,20 @@ def test_redefined_refuses_another_jobs_code_and_unknown_options() -> None:
         redefined(job("daily"), other)
     with pytest.raises(ConfigError, match="not an option"):
         redefined(job("daily"), None, name="x")
+
+
+def test_one_list_of_lifecycle_keys_and_a_flag_for_each() -> None:
+    """docs/design.md: a new lifecycle option touches zkstore/jobs/shown.py (its key, in the one
+    list that the handle, ``jobs show``, ``schedules update`` and the job snapshot read),
+    zkstore/lifecycle/options.py, the module that decides by it and zkstore/cli/lifecycle.py (its
+    flag): a key missing from any of them fails here."""
+    from zkstore.cli.jobs import run_option_lines
+    from zkstore.jobs import snapshot
+    from zkstore.jobs.shown import LIMIT_KEYS, RETRY_KEYS, run_options_shown
+    from zkstore.lifecycle.options import NOTIFY_KEY
+
+    assert {*LIMIT_KEYS, *RETRY_KEYS, NOTIFY_KEY} == SUMMARY_KEYS
+    assert snapshot.LIMIT_KEYS is LIMIT_KEYS
+    assert {p.name for p in submit.params if isinstance(p, click.Option)} == SUMMARY_KEYS
+    shown = run_option_lines(run_options_shown(dict.fromkeys(LIMIT_KEYS, 60)))
+    assert shown["limits"] == ", ".join(f"--{k.replace('_', '-')} 60s" for k in LIMIT_KEYS)

@@ -13,6 +13,7 @@ from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT
 from zkstore.jobs.stops import EndRequest, StopRequest
 from zkstore.service.jobs import describe
+from zkstore.strict import parse_time
 
 T = "2026-11-21T12:00:00.000Z"
 URL = "https://hooks.example.com:8443/services/T000/SECRET-token?sig=SECRET"
@@ -40,7 +41,9 @@ def snapshot(**records: object) -> JobSnapshot:
 
 
 def test_the_limits_and_the_redacted_url_are_shown_never_the_secret() -> None:
-    item = describe(snapshot(status=JobStatus(version=1, state=STARTING, attempt=1, updated=T)))
+    item = describe(
+        snapshot(status=JobStatus(version=1, state=STARTING, attempt=1, updated=parse_time(T)))
+    )
     assert item["lifecycle"] == {
         "timeout": 3600,
         "progress_timeout": 600,
@@ -57,15 +60,25 @@ def test_the_limits_and_the_redacted_url_are_shown_never_the_secret() -> None:
 
 def test_a_stop_under_way_and_the_attempt_being_ended() -> None:
     stop = StopRequest(
-        version=0, requested=T, by="ann@h", checkpoint=True, token="t", timeout_ms=300_000
+        version=0,
+        requested=parse_time(T),
+        by="ann@h",
+        checkpoint=True,
+        token="t",
+        timeout_ms=300_000,
     )
     end = EndRequest(
-        version=0, attempt=2, reason=STOPPED, requested=T, grace_ms=30_000, detail="stopped"
+        version=0,
+        attempt=2,
+        reason=STOPPED,
+        requested=parse_time(T),
+        grace_ms=30_000,
+        detail="stopped",
     )
-    running = RunningInfo(version=0, attempt=2, host="h", pid=7, started=T)
+    running = RunningInfo(version=0, attempt=2, host="h", pid=7, started=parse_time(T))
     item = describe(
         snapshot(
-            status=JobStatus(version=1, state=STARTING, attempt=2, updated=T),
+            status=JobStatus(version=1, state=STARTING, attempt=2, updated=parse_time(T)),
             running=running,
             stop=stop,
             end=end,
@@ -78,7 +91,9 @@ def test_a_stop_under_way_and_the_attempt_being_ended() -> None:
 
 
 def test_stopped_and_how_the_last_attempt_was_ended_and_when_the_next_is_due() -> None:
-    stopped = describe(snapshot(status=JobStatus(version=1, state=STOPPED, attempt=2, updated=T)))
+    stopped = describe(
+        snapshot(status=JobStatus(version=1, state=STOPPED, attempt=2, updated=parse_time(T)))
+    )
     assert stopped["state"] == STOPPED and stopped["driver"] is None
     waiting = describe(
         snapshot(
@@ -87,8 +102,8 @@ def test_stopped_and_how_the_last_attempt_was_ended_and_when_the_next_is_due() -
                 state=RESTARTING,
                 attempt=1,
                 failures=1,
-                updated=T,
-                not_before="2026-11-21T12:00:05.000Z",
+                updated=parse_time(T),
+                not_before=parse_time("2026-11-21T12:00:05.000Z"),
                 ended=TIMED_OUT,
             )
         )
@@ -104,16 +119,16 @@ def test_the_status_page_shows_stopping_and_stopped_and_never_the_url() -> None:
     from recovery.observe.page import render
     from recovery.observe.view import ClusterView
 
-    stop = StopRequest(version=0, requested=T, by="ann@h", timeout_ms=0)
+    stop = StopRequest(version=0, requested=parse_time(T), by="ann@h", timeout_ms=0)
     stopping = snapshot(
-        status=JobStatus(version=1, state=STARTING, attempt=1, updated=T),
-        running=RunningInfo(version=0, attempt=1, host="h", pid=7, started=T),
+        status=JobStatus(version=1, state=STARTING, attempt=1, updated=parse_time(T)),
+        running=RunningInfo(version=0, attempt=1, host="h", pid=7, started=parse_time(T)),
         stop=stop,
     )
     stopped = JobSnapshot(
         job_id="k",
         handle=stopping.handle,
-        status=JobStatus(version=1, state=STOPPED, attempt=2, updated=T),
+        status=JobStatus(version=1, state=STOPPED, attempt=2, updated=parse_time(T)),
         stop=stop,
     )
     view = ClusterView(leader=None, daemons=[], jobs={"j": stopping, "k": stopped})

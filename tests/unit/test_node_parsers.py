@@ -101,7 +101,7 @@ def test_a_process_start_time_of_a_long_running_host_is_not_garbage() -> None:
         attempt=1,
         host="h",
         pid=42,
-        started="2026-11-23T00:00:00+00:00",
+        started=parse_time("2026-11-23T00:00:00+00:00"),
         start_ticks=ticks,
         boot_id="b",
     )
@@ -112,7 +112,7 @@ def test_a_process_start_time_of_a_long_running_host_is_not_garbage() -> None:
         host="h",
         pid=42,
         slots=2,
-        started="2026-11-23T00:00:00+00:00",
+        started=parse_time("2026-11-23T00:00:00+00:00"),
         start_ticks=ticks,
         boot_id="b",
     )

@@ -152,9 +152,13 @@ def test_garbage_records_are_refused(kind: type, data: bytes) -> None:
 
 def test_records_round_trip() -> None:
     records = [
-        StopRequest(None, requested=AT, by="u@h", checkpoint=True, token="stop-1", timeout_ms=5),
-        EndRequest(None, attempt=2, reason=TIMED_OUT, requested=AT, grace_ms=30_000, detail="x"),
-        Heartbeat(None, attempt=2, at=AT, beats=2**40),
+        StopRequest(
+            None, requested=parse_time(AT), by="u@h", checkpoint=True, token="stop-1", timeout_ms=5
+        ),
+        EndRequest(
+            None, attempt=2, reason=TIMED_OUT, requested=parse_time(AT), grace_ms=30_000, detail="x"
+        ),
+        Heartbeat(None, attempt=2, at=parse_time(AT), beats=2**40),
     ]
     for record in records:
         assert type(record).from_znode(record.to_bytes(), None, "/p") == record

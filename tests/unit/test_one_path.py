@@ -26,6 +26,7 @@ from zkstore.jobs.states import (
     KeyState,
 )
 from zkstore.service.control import COMMANDS
+from zkstore.strict import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,7 +80,9 @@ def test_records_name_the_daemon_id_and_keep_their_stored_names() -> None:
     )
     assert (status.daemon_id, status.leader_id) == ("d1", "d2")
     assert json.loads(status.to_bytes())["member"] == "d1"
-    placed = Assignment(None, job_id="j", daemon_id="d1", assigned="2026-11-21T00:00:00Z")
+    placed = Assignment(
+        None, job_id="j", daemon_id="d1", assigned=parse_time("2026-11-21T00:00:00Z")
+    )
     assert json.loads(placed.to_bytes())["member_id"] == "d1"
     leads = LeaderInfo.from_znode(
         b'{"id":"d1","host":"h","pid":1,"since":"2026-11-21T00:00:00Z","contender":"c"}',

@@ -9,7 +9,7 @@ from recovery.leader.placement import Fleet, would_take_warm
 from recovery.shared.fleet import Member
 from zkstore.jobs.records import MemberInfo
 from zkstore.jobs.runspec import RunSpec
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 
 def member(
@@ -26,7 +26,7 @@ def member(
         host="h",
         pid=1,
         slots=slots,
-        started=utc_now(),
+        started=parse_time(utc_now()),
         labels=labels,
         warm_ready=warm,
     )

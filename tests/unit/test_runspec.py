@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from zkstore.handle import Handle, PayloadRef
+from zkstore import protocol
+from zkstore.errors import CorruptHandle, NewerRecord
+from zkstore.handle import FORMAT, RUN_FORMAT, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.runspec import (
     MAX_RUN_BYTES,
@@ -123,3 +125,36 @@ def test_the_stored_form_is_plain_json() -> None:
         "require": {"zone": "a"},
         "spark": {"spark.a.token": None, "spark.master": "local[1]"},
     }
+
+
+def test_a_handle_with_typed_run_options_is_refused_by_a_reader_of_an_older_protocol(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A handle that keeps the ``run`` field is of format 4 (the protocol of feature run-spec):
+    a reader that speaks protocol 2 (release 0.2.0) raises NewerRecord for it, as it does for
+    every newer writer's record, instead of reading a job without its requirements and Spark
+    settings (it had neither ``require`` nor ``conf`` to show). Older handles stay format 1."""
+    ref = PayloadRef("file:///x", 1, "0" * 64)
+    typed = Handle.for_payload(ref, "w", _definition(True).summary()).to_bytes()
+    older = Handle.for_payload(ref, "w", _definition(False).summary()).to_bytes()
+    assert json.loads(typed)["format"] == RUN_FORMAT == 4
+    assert json.loads(older)["format"] == FORMAT == 1
+    assert Handle.parse(typed, "/h").summary[RUN] == _definition(True).summary()[RUN]
+    monkeypatch.setattr(protocol, "PROTOCOL", 2)
+    with pytest.raises(NewerRecord, match="written at fleet protocol 4"):
+        Handle.parse(typed, "/h")
+    assert Handle.parse(older, "/h").summary["require"] == "gpu=yes,zone=a"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"format": 1}, {"format": 4, "run": None}, {"format": 2}],
+    ids=["run-as-format-1", "format-4-without-run", "format-2"],
+)
+def test_a_handle_whose_format_is_not_its_writers_is_garbage(change: dict[str, object]) -> None:
+    ref = PayloadRef("file:///x", 1, "0" * 64)
+    record = json.loads(Handle.for_payload(ref, "w", _definition(True).summary()).to_bytes())
+    record.update(change)
+    record = {k: v for k, v in record.items() if v is not None}
+    with pytest.raises(CorruptHandle, match="unknown format"):
+        Handle.parse(json.dumps(record).encode(), "/h")

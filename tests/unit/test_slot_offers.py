@@ -11,12 +11,18 @@ from __future__ import annotations
 from recovery.leader.placement import Fleet
 from recovery.shared.fleet import Member
 from zkstore.jobs.records import MemberInfo
-from zkstore.strict import utc_now
+from zkstore.strict import parse_time, utc_now
 
 
 def member(name: str, slots: int, used: int, *, drained: bool = False, **labels: str) -> Member:
     info = MemberInfo(
-        version=None, daemon_id=name, host="h", pid=1, slots=slots, labels=labels, started=utc_now()
+        version=None,
+        daemon_id=name,
+        host="h",
+        pid=1,
+        slots=slots,
+        labels=labels,
+        started=parse_time(utc_now()),
     )
     return Member(info, drained, frozenset(f"{name}-job{n}" for n in range(used)))
 

@@ -30,6 +30,7 @@ from zkstore.lifecycle.stopping import (
     StopView,
     stop_step,
 )
+from zkstore.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 ASKED = "2026-11-21T11:59:00.000Z"  # 60 s before NOW
@@ -38,7 +39,7 @@ ASKED = "2026-11-21T11:59:00.000Z"  # 60 s before NOW
 def stop(checkpoint: bool = False, timeout: float = 300) -> StopRequest:
     return StopRequest(
         version=0,
-        requested=ASKED,
+        requested=parse_time(ASKED),
         by="me@h",
         checkpoint=checkpoint,
         token="stop-abc" if checkpoint else None,
@@ -47,7 +48,9 @@ def stop(checkpoint: bool = False, timeout: float = 300) -> StopRequest:
 
 
 def end(attempt: int = 3) -> EndRequest:
-    return EndRequest(version=0, attempt=attempt, reason=STOPPED, requested=ASKED, grace_ms=30_000)
+    return EndRequest(
+        version=0, attempt=attempt, reason=STOPPED, requested=parse_time(ASKED), grace_ms=30_000
+    )
 
 
 def view(**kw: object) -> StopView:

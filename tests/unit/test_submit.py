@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zkstore.jobs.states import FAILED, SUCCEEDED
+from zkstore.strict import parse_time
 
 
 def test_a_finished_attempt_is_never_shown_as_starting_again() -> None:
@@ -11,8 +12,14 @@ def test_a_finished_attempt_is_never_shown_as_starting_again() -> None:
     from zkstore.jobs.snapshot import ENDED, JobSnapshot
     from zkstore.jobs.states import STARTING
 
-    status = JobStatus(version=3, state=STARTING, attempt=2, updated="2026-11-21T00:00:00Z")
-    ended = Outcome(version=0, attempt=2, outcome=SUCCEEDED, finished="2026-11-21T00:00:01Z")
-    older = Outcome(version=0, attempt=1, outcome=FAILED, finished="2026-11-21T00:00:01Z")
+    status = JobStatus(
+        version=3, state=STARTING, attempt=2, updated=parse_time("2026-11-21T00:00:00Z")
+    )
+    ended = Outcome(
+        version=0, attempt=2, outcome=SUCCEEDED, finished=parse_time("2026-11-21T00:00:01Z")
+    )
+    older = Outcome(
+        version=0, attempt=1, outcome=FAILED, finished=parse_time("2026-11-21T00:00:01Z")
+    )
     assert JobSnapshot("j", status=status, outcome=ended).state == ENDED
     assert JobSnapshot("j", status=status, outcome=older).state == STARTING

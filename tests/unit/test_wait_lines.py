@@ -11,9 +11,12 @@ from zkstore.handle import Handle
 from zkstore.jobs.records import JobResult, JobStatus, Outcome, RunningInfo, SparkApp
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CLEAN, FAILED, PENDING, RESTARTING, STARTING, SUCCEEDED
+from zkstore.strict import parse_time
 
 T = "2026-11-23T12:00:00.000Z"
-RESULT = JobResult(version=0, job_id="etl", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=T)
+RESULT = JobResult(
+    version=0, job_id="etl", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=parse_time(T)
+)
 KILLED = "driver of attempt 1 on host-a killed by signal 9 and left no outcome"
 
 
@@ -31,11 +34,11 @@ def snap(**records: Any) -> JobSnapshot:
 
 
 def status(state: str, attempt: int, **kw: Any) -> JobStatus:
-    return JobStatus(version=attempt, state=state, attempt=attempt, updated=T, **kw)
+    return JobStatus(version=attempt, state=state, attempt=attempt, updated=parse_time(T), **kw)
 
 
 def running(attempt: int, host: str = "host-a", pid: int = 100) -> RunningInfo:
-    return RunningInfo(version=0, attempt=attempt, host=host, pid=pid, started=T)
+    return RunningInfo(version=0, attempt=attempt, host=host, pid=pid, started=parse_time(T))
 
 
 def told(*snapshots: JobSnapshot) -> list[str]:
@@ -47,7 +50,9 @@ def told(*snapshots: JobSnapshot) -> list[str]:
 
 
 def test_a_run_is_told_once_per_change_and_spark_on_a_line_of_its_own() -> None:
-    spark = SparkApp(version=0, attempt=1, app_id="local-1", master="local[2]", started=T)
+    spark = SparkApp(
+        version=0, attempt=1, app_id="local-1", master="local[2]", started=parse_time(T)
+    )
     on_a = status(STARTING, 1, daemon_id="host-a")
     lines = told(
         snap(status=status(PENDING, 0, reason="no free driver slot (4 of 4 in use)")),
@@ -58,7 +63,12 @@ def test_a_run_is_told_once_per_change_and_spark_on_a_line_of_its_own() -> None:
         snap(
             status=on_a,
             result=JobResult(
-                version=0, job_id="etl", state=CLEAN, outcome=SUCCEEDED, attempts=1, finished=T
+                version=0,
+                job_id="etl",
+                state=CLEAN,
+                outcome=SUCCEEDED,
+                attempts=1,
+                finished=parse_time(T),
             ),
         ),
     )
@@ -103,9 +113,13 @@ def test_a_loss_seen_late_is_still_told() -> None:
 def test_a_failure_says_its_error_and_the_count_then_when_the_next_starts() -> None:
     error = "Traceback (most recent call last):\n  File x\nValueError: bad row 17"
     on_a = status(STARTING, 1, daemon_id="host-a")
-    outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=T, error=error)
+    outcome = Outcome(version=0, attempt=1, outcome=FAILED, finished=parse_time(T), error=error)
     restarting = status(
-        RESTARTING, 1, failures=1, last_error=error, not_before="2026-11-23T12:00:05.000Z"
+        RESTARTING,
+        1,
+        failures=1,
+        last_error=error,
+        not_before=parse_time("2026-11-23T12:00:05.000Z"),
     )
     lines = told(
         snap(status=on_a, running=running(1)),
@@ -153,7 +167,7 @@ def test_a_driver_the_leader_ended_is_told_as_ended_with_why_not_as_lost() -> No
         version=0,
         attempt=1,
         reason="TIMED_OUT",
-        requested=T,
+        requested=parse_time(T),
         grace_ms=0,
         detail="it ran longer than --timeout 1s",
         leader="d1",

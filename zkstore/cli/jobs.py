@@ -20,6 +20,7 @@ from zkstore.cli.artifacts import (
 )
 from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
 from zkstore.cli.output import emit, format_option
+from zkstore.strict import time_text
 
 if TYPE_CHECKING:
     from zkstore.cluster import Cluster
@@ -300,10 +301,10 @@ def _show_lines(item: dict[str, Any]) -> dict[str, Any]:
 def run_option_lines(lifecycle: dict[str, Any]) -> dict[str, Any]:
     """The lines of a job's (or a schedule's runs') options of how it runs: ``limits``,
     ``retry`` and ``notify`` (redacted already)."""
+    from zkstore.jobs.shown import LIMIT_KEYS
+
     limits = [
-        f"--{key.replace('_', '-')} {lifecycle[key]:g}s"
-        for key in ("timeout", "start_timeout", "progress_timeout")
-        if key in lifecycle
+        f"--{key.replace('_', '-')} {lifecycle[key]:g}s" for key in LIMIT_KEYS if key in lifecycle
     ]
     retry = [
         f"--{key.replace('_', '-')} {lifecycle[key]:g}{'' if key == 'retry_jitter' else 's'}"
@@ -379,7 +380,7 @@ def cancel_job(job_id: str, reason: str | None, connection: Connection) -> None:
     elif quarantined:
         click.echo(f"{job_id} was quarantined: ended as CANCELLED, its data removed")
     else:
-        click.echo(f"cancel of {job_id} requested at {request.requested}")
+        click.echo(f"cancel of {job_id} requested at {time_text(request.requested)}")
 
 
 @jobs.command("forget")

@@ -21,6 +21,7 @@ Lines carry no job id prefix: the caller adds it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
@@ -36,7 +37,6 @@ from zkstore.jobs.states import (
     SUBMITTED,
 )
 from zkstore.service.jobs import headline
-from zkstore.strict import parse_time
 
 __all__ = ["Followed", "follow_lines", "interrupted_lines", "start", "state_line"]
 
@@ -197,13 +197,8 @@ def state_line(job: JobSnapshot) -> str | None:
     return state
 
 
-def _clock(timestamp: str | None) -> str | None:
-    if not timestamp:
-        return None
-    try:
-        return parse_time(timestamp).strftime("%H:%M:%S UTC")
-    except ValueError:
-        return None
+def _clock(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).strftime("%H:%M:%S UTC")
 
 
 def interrupted_lines(job_id: str, prog: str = "zkstore") -> list[str]:

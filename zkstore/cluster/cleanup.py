@@ -30,7 +30,7 @@ from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import JobResult
 from zkstore.ops import Fence
 from zkstore.storage import is_temporary
-from zkstore.strict import utc_in
+from zkstore.strict import utc_moment_in
 
 __all__ = ["DEFAULT_KEEP_LOGS", "clean_up", "remove_records"]
 
@@ -96,7 +96,7 @@ def clean_up(
     for uri in leftovers:
         cluster.storage.discard(uri)
     cluster.step("cleanup:leftovers-discarded")
-    until = utc_in(max(0.0, keep_logs))
+    until = utc_moment_in(max(0.0, keep_logs))
     cluster.results.mark_clean(job_id, fence=fence, logs_until=until, known=result)
     return True
 

@@ -45,7 +45,7 @@ from zkstore.jobs.state import who
 from zkstore.jobs.states import CANCELLED, CLEAN, DIRTY, FAILED, PENDING
 from zkstore.ops import Delete, Fence, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 __all__ = ["Done", "cancel", "forget", "kept_handle", "purge", "release"]
 
@@ -165,7 +165,7 @@ def _pending_status_ops(cluster: Cluster, job: JobSnapshot) -> list[Op]:
             state=PENDING,
             daemon_id=None,
             not_before=None,
-            updated=utc_now(),
+            updated=utc_moment(),
             leader_id=None,
             reason=why,
         )
@@ -174,7 +174,9 @@ def _pending_status_ops(cluster: Cluster, job: JobSnapshot) -> list[Op]:
     if stat is None:
         return []  # never initialized: the leader does that (it leaves quarantined jobs alone)
     attempt = job.outcome.attempt if job.outcome is not None else 0
-    fresh = JobStatus(version=None, state=PENDING, attempt=attempt, updated=utc_now(), reason=why)
+    fresh = JobStatus(
+        version=None, state=PENDING, attempt=attempt, updated=utc_moment(), reason=why
+    )
     return [SetData(path, fresh.to_bytes(), stat.version)]  # an unreadable one is replaced
 
 
@@ -283,7 +285,7 @@ def cancel(cluster: Cluster, job_id: str, *, reason: str | None = None) -> Cance
     (it has a result) or :class:`JobNotFound`."""
     job = read_snapshot(cluster.zk, cluster.layout, job_id)
     if job.quarantined:
-        request = CancelRequest(version=None, requested=utc_now(), by=who(), reason=reason)
+        request = CancelRequest(version=None, requested=utc_moment(), by=who(), reason=reason)
         purge(cluster, job_id, cancel=request)
         return request
     check_cancellable(job)

@@ -27,7 +27,7 @@ from zkstore.jobs.records import JobResult
 from zkstore.jobs.states import CLEAN, DIRTY
 from zkstore.layout import LOG_CHUNK_BYTES, StorageLayout
 from zkstore.storage import TEMP_MARKER, StateStorage
-from zkstore.strict import load_object, parse_time, utc_now
+from zkstore.strict import load_object, utc_now
 
 __all__ = [
     "END",
@@ -305,4 +305,4 @@ def logs_kept(live: bool, result: JobResult | None, now: datetime) -> bool:
 
 
 def _retention_over(result: JobResult, now: datetime) -> bool:
-    return result.logs_until is not None and parse_time(result.logs_until) <= now
+    return result.logs_until is not None and result.logs_until <= now

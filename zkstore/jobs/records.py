@@ -242,9 +242,9 @@ class JobStatus(Record):
     attempt: int = 0
     failures: int = 0
     lost: int = 0
-    updated: str = ""
+    updated: datetime = EPOCH
     last_error: str | None = None
-    not_before: str | None = None
+    not_before: datetime | None = None
     leader_id: str | None = None
     daemon_id: str | None = None
     reason: str | None = None
@@ -288,7 +288,7 @@ class RunningInfo(Record):
     attempt: int = 0
     host: str = ""
     pid: int = 0
-    started: str = ""
+    started: datetime = EPOCH
     log: str | None = None
     start_ticks: int | None = None
     boot_id: str | None = None
@@ -305,12 +305,12 @@ class Outcome(Record):
 
     attempt: int = 0
     outcome: str = FAILED
-    finished: str = ""
+    finished: datetime = EPOCH
     error: str | None = None
     host: str | None = None
     log: str | None = None
     #: when the attempt's driver took ``running`` (its ``running.started``): how long it ran
-    started: str | None = None
+    started: datetime | None = None
     #: the driver JVM the attempt had and why (``warm: ...``, ``cold: ...``, ``none: ...``):
     #: kept by the leader in the job's history; a reader of an older release ignores it
     jvm: str | None = None
@@ -325,7 +325,7 @@ class Outcome(Record):
 class CancelRequest(Record):
     """``R/jobs/<job>/cancel``: somebody asked the job to stop."""
 
-    requested: str = ""
+    requested: datetime = EPOCH
     by: str | None = None
     reason: str | None = None
 
@@ -346,7 +346,7 @@ class JobResult(Record):
     state: str = DIRTY
     outcome: str = FAILED
     attempts: int = 0
-    finished: str = ""
+    finished: datetime = EPOCH
     error: str | None = None
     name: str | None = None
     #: what the job's handle said (kind, entry, submitted, max_attempts...): the handle is gone
@@ -357,7 +357,7 @@ class JobResult(Record):
     #: where the log of the last attempt is (a URI)
     log: str | None = None
     #: set while the job's driver logs are kept in storage after its cleanup: until when
-    logs_until: str | None = None
+    logs_until: datetime | None = None
     #: the artifacts a SUCCEEDED job marked to keep (name: URI), left in place by its cleanup
     outputs: dict[str, Any] | None = None
     #: the daemon the last attempt was placed on (``jobs list`` keeps its DAEMON once finished)
@@ -422,7 +422,7 @@ class MemberInfo(Record):
     host: str = ""
     pid: int = 0
     slots: int = 1
-    started: str = ""
+    started: datetime = EPOCH
     labels: dict[str, Any] | None = None
     #: the daemon process's start time and boot (see :class:`RunningInfo`)
     start_ticks: int | None = None
@@ -510,7 +510,7 @@ class Assignment(Record):
     daemon_id: str = ""
     attempt: int = 0
     status_version: int = 0
-    assigned: str = ""
+    assigned: datetime = EPOCH
     exited: str | None = None
 
     optional = frozenset({"exited"})
@@ -527,7 +527,7 @@ class SparkApp(Record):
     app_id: str = ""
     master: str = ""
     ui: str | None = None
-    started: str = ""
+    started: datetime = EPOCH
     #: the driver JVM the attempt got and why (``warm: ...``, ``cold: ...``); optional, read
     #: by nothing but people (a reader of an older release ignores it)
     jvm: str | None = None
@@ -564,9 +564,9 @@ class LeaderInfo(Record):
     daemon_id: str = ""
     host: str = ""
     pid: int = 0
-    since: str = ""
+    since: datetime = EPOCH
     contender: str = ""
-    recovered: str | None = None
+    recovered: datetime | None = None
 
     optional = frozenset({"recovered"})
     times = frozenset({"since", "recovered"})
@@ -578,7 +578,7 @@ class DrainMark(Record):
     """``R/drained/<daemon>``: persistent, present while the daemon takes no new attempts
     (``zkstore daemons drain``); only its presence counts, ``since`` is for people."""
 
-    since: str = ""
+    since: datetime = EPOCH
 
     times = frozenset({"since"})
 

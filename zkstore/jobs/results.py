@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, TypedDict, Unpack
 
 from zkstore.errors import (
@@ -28,7 +29,7 @@ from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
 from zkstore.layout import Layout, validate_job_id
 from zkstore.ops import Create, Delete, Fence, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 __all__ = ["JobResultStore", "ResultDetails", "is_job_id"]
@@ -48,7 +49,7 @@ class ResultDetails(TypedDict, total=False):
     lost: int | None
     #: when the job ended, as the writer's clock says (a leader's: ZooKeeper's time); now if
     #: not given
-    finished: str
+    finished: datetime
 
 
 class JobResultStore:
@@ -113,7 +114,7 @@ class JobResultStore:
             state=DIRTY,
             outcome=outcome,
             attempts=attempts,
-            finished=details.get("finished") or utc_now(),
+            finished=details.get("finished") or utc_moment(),
             error=short_error(details.get("error")),
             name=details.get("name"),
             summary=dict(summary) if summary else None,
@@ -148,7 +149,7 @@ class JobResultStore:
         job_id: str,
         *,
         fence: Fence | None = None,
-        logs_until: str | None = None,
+        logs_until: datetime | None = None,
         known: JobResult | None = None,
     ) -> JobResult:
         """Mark the result clean, with the end of its logs' retention if they are kept, and drop

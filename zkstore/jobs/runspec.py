@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zkstore.handle import RUN_FIELD
 from zkstore.jobs.records import LABEL
 from zkstore.jobs.shown import ELLIPSIS, MAX_CONF_BYTES, REDACT, REDACTED, cut, read_conf_text
 
@@ -53,8 +54,9 @@ __all__ = [
 DEFAULT_POOL = "default"
 #: What a pool may be called.
 POOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
-#: The summary field that holds the run options (fleet protocol 4).
-RUN = "run"
+#: The summary field that holds the run options (fleet protocol 4; a handle that has it is
+#: of format :data:`~zkstore.handle.RUN_FORMAT`, which a reader of an older protocol refuses).
+RUN = RUN_FIELD
 #: A Spark value longer than this (UTF-8) is kept as its start and its digest.
 MAX_VALUE_BYTES = 64
 #: How much of a long value's start is kept (for people).

@@ -114,7 +114,10 @@ def zipped_modules(data: bytes) -> str | None:
     return cut(", ".join(sorted(top)), MAX_MODULES_BYTES) if top else None
 
 
-#: The lifecycle's summary keys (``submit --timeout ...``; see zkstore.lifecycle.options).
+#: The lifecycle's summary keys (``submit --timeout ...``), the one list of them: the limits
+#: that make the leader end attempts, and the retry pacing (:mod:`zkstore.lifecycle.options`
+#: reads and writes them, ``jobs show`` and ``schedules update`` say them; docs/design.md says
+#: which files a new one touches).
 LIMIT_KEYS = ("timeout", "start_timeout", "progress_timeout")
 RETRY_KEYS = (
     "retry_delay",

@@ -49,6 +49,7 @@ from zkstore.jobs.records import (
     SparkApp,
 )
 from zkstore.jobs.runspec import RunSpec
+from zkstore.jobs.shown import LIMIT_KEYS
 from zkstore.jobs.states import (
     CLEAN,
     CLEANING,
@@ -81,9 +82,6 @@ __all__ = [
 
 R = TypeVar("R", bound=Record)
 
-#: The summary keys of the limits that make the leader end attempts (see
-#: :mod:`zkstore.lifecycle.options`).
-LIMIT_KEYS = ("timeout", "start_timeout", "progress_timeout")
 
 logger = logging.getLogger(__name__)
 

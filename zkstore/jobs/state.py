@@ -22,7 +22,7 @@ from zkstore.jobs.records import (
 )
 from zkstore.layout import Layout
 from zkstore.ops import Create, Delete, Fence, SetData
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 __all__ = ["JobStateStore", "who"]
@@ -103,7 +103,7 @@ class JobStateStore:
         ``by`` defaults to this process's ``user@host``.
         """
         path = self.layout.cancel(job_id)
-        request = CancelRequest(version=None, requested=utc_now(), by=by or who(), reason=reason)
+        request = CancelRequest(version=None, requested=utc_moment(), by=by or who(), reason=reason)
         self.zk.ensure_path(self.layout.job_dir(job_id))
         try:
             self.zk.create(path, request.to_bytes())

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit
 
-from zkstore.jobs.records import Record
+from zkstore.jobs.records import EPOCH, Record
 from zkstore.jobs.states import END_REASONS
 
 __all__ = ["EndRequest", "Heartbeat", "StopRequest", "redact_url"]
@@ -22,7 +23,7 @@ class StopRequest(Record):
     first asked for a checkpoint (the control plane's request, carrying ``token``) and given
     ``timeout_ms`` to answer it; then, answered or not, its driver is ended."""
 
-    requested: str = ""
+    requested: datetime = EPOCH
     by: str | None = None
     reason: str | None = None
     checkpoint: bool = False
@@ -50,7 +51,7 @@ class EndRequest(Record):
 
     attempt: int = 0
     reason: str = ""
-    requested: str = ""
+    requested: datetime = EPOCH
     grace_ms: int = 0
     detail: str | None = None
     leader: str | None = None
@@ -67,7 +68,7 @@ class Heartbeat(Record):
     wrote (``at``, the driver's clock), and how many ``ctx.heartbeat()`` calls it had seen."""
 
     attempt: int = 0
-    at: str = ""
+    at: datetime = EPOCH
     beats: int = 0
 
     times = frozenset({"at"})

@@ -20,6 +20,7 @@ from typing import Any
 
 from zkstore.errors import ConfigError
 from zkstore.handle import SummaryValue
+from zkstore.jobs.shown import LIMIT_KEYS
 from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.policy import Backoff, RetryPolicy
 from zkstore.lifecycle.records import url_problem
@@ -34,7 +35,7 @@ _BACKOFF_KEYS = {
     "lost_retry_delay": ("lost", "delay"),
     "lost_retry_max_delay": ("lost", "max_delay"),
 }
-_LIMIT_KEYS = ("timeout", "start_timeout", "progress_timeout")
+_LIMIT_KEYS = LIMIT_KEYS
 RESET_KEY = "retry_reset_after"
 NOTIFY_KEY = "notify"
 #: Every summary key this module writes.

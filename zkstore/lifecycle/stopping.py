@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from zkstore.jobs.states import BROKEN, CANCELLED, PENDING, RESTARTING, STARTING, SUCCEEDED
 from zkstore.lifecycle.records import EndRequest, StopRequest
 from zkstore.lifecycle.states import STOPPED
-from zkstore.strict import parse_time
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -199,6 +198,6 @@ def _checkpoint_or_end(view: StopView, stop: StopRequest, now: datetime) -> Stop
 
 def _deadline(stop: StopRequest) -> datetime | None:
     try:
-        return parse_time(stop.requested) + timedelta(milliseconds=stop.timeout_ms)
-    except (ValueError, OverflowError):
+        return stop.requested + timedelta(milliseconds=stop.timeout_ms)
+    except OverflowError:
         return None

@@ -51,7 +51,7 @@ from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.states import STOPPED, STOPPING
 from zkstore.ops import Check, Create, Delete, Fence, Op
 from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 __all__ = ["DEFAULT_CHECKPOINT_TIMEOUT", "MAX_CHECKPOINT_TIMEOUT", "Resumed", "StopStore"]
 
@@ -154,7 +154,7 @@ class StopStore:
             )
         record = StopRequest(
             version=None,
-            requested=utc_now(),
+            requested=utc_moment(),
             by=by or who(),
             reason=reason,
             checkpoint=checkpoint,

@@ -86,7 +86,7 @@ from zkstore.schedules.store import ScheduleStore, commit_settled
 from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import Transaction, build_fire
 from zkstore.store import is_marked
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment, utc_now
 from zkstore.zk import MAX_ZNODE_BYTES, ZooKeeper
 
 __all__ = ["MAX_ROUNDS", "TRANSACTION_WINDOWS", "FireReport", "Firer"]
@@ -529,7 +529,7 @@ class Firer:
             return ()
         request = CancelRequest(
             version=None,
-            requested=utc_now(),
+            requested=utc_moment(),
             by=f"schedule {name}",
             reason=f"replaced by {job}, its run of {format_time(window)} (--concurrency replace)",
         )

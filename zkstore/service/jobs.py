@@ -18,7 +18,7 @@ from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
-from zkstore.strict import parse_time, time_text
+from zkstore.strict import optional_time_text, parse_time, time_text
 
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
     from zkstore.cluster import Cluster
@@ -123,7 +123,11 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
     """One job as a JSON-able dict (the documented shape of ``jobs list --format json``)."""
     status, running, spark, ended = job.status, job.running, job.spark, job.attempt_outcome
     cancel = (
-        {"requested": job.cancel.requested, "by": job.cancel.by, "reason": job.cancel.reason}
+        {
+            "requested": time_text(job.cancel.requested),
+            "by": job.cancel.by,
+            "reason": job.cancel.reason,
+        }
         if job.cancel is not None
         else (job.result.cancel if job.result is not None else None)
     )
@@ -147,7 +151,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
             "host": running.host,
             "pid": running.pid,
             "attempt": running.attempt,
-            "started": running.started,
+            "started": time_text(running.started),
         },
         "spark": None
         if spark is None or running is None or spark.attempt != running.attempt
@@ -172,11 +176,11 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         else (job.result.lost if job.result is not None else None),
         "max_lost_attempts": job.summary_int("max_lost"),
         "last_error": status.last_error if status is not None else None,
-        "next_attempt_at": status.not_before if status is not None else None,
+        "next_attempt_at": optional_time_text(status.not_before) if status is not None else None,
         "attempt_outcome": None
         if ended is None
         else {"attempt": ended.attempt, "outcome": ended.outcome, "error": ended.error},
-        "cancel_requested": job.cancel.requested if job.cancel is not None else None,
+        "cancel_requested": time_text(job.cancel.requested) if job.cancel is not None else None,
         "cancel": cancel,
         "result": None
         if job.result is None
@@ -184,7 +188,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
             "outcome": job.result.outcome,
             "state": job.result.state,
             "attempts": job.result.attempts,
-            "finished": job.result.finished,
+            "finished": time_text(job.result.finished),
             "error": job.result.error,
         },
         "quarantine": None
@@ -194,7 +198,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "stop": None
         if job.stop is None
         else {
-            "requested": job.stop.requested,
+            "requested": time_text(job.stop.requested),
             "by": job.stop.by,
             "reason": job.stop.reason,
             "checkpoint": job.stop.checkpoint,
@@ -205,7 +209,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         else {
             "attempt": job.end.attempt,
             "reason": job.end.reason,
-            "requested": job.end.requested,
+            "requested": time_text(job.end.requested),
             "grace_s": job.end.grace_ms / 1000,
             "detail": job.end.detail,
         },

@@ -48,6 +48,7 @@ __all__ = [
     "SPARK_DELAY",
     "STEP_DELAY",
     "STOPPED_ID",
+    "TYPED_ID",
     "WORKLOAD",
     "Scenario",
 ]
@@ -59,6 +60,9 @@ EVERY = 5
 STEP_DELAY = 0.5
 SPARK_DELAY = 1.0
 STOPPED_ID, AFTER_ID, DEPENDENCY_ID, NEW_CLI_ID = "stopped", "after", "long-1", "new-cli"
+#: A job this code's command line submits once the fleet is finalized, with run options: its
+#: handle keeps them typed (feature run-spec), which the previous release must refuse to read.
+TYPED_ID = "typed"
 #: The jobs' results, once told to finish: their last steps, then the --after job's start and
 #: its five short steps (a driver's start: an interpreter on a loaded machine).
 RESULTS_DEADLINE = 2 * START_DEADLINE
@@ -333,6 +337,45 @@ class Scenario:
             notes.append(f"a daemon of {old.version} refused: exit 9: {lines[-1]}")
             self.say(notes[-1])
         wait_until(lambda: fleet.member("late") is None, STOP_DEADLINE, "late's record gone")
+        self.check_old_reader(notes)
+
+    def check_old_reader(self, notes: list[str]) -> None:
+        """A job submitted once the fleet is finalized keeps its run options typed in its
+        handle: the previous release's command line refuses to read it (the job shown as
+        needing a newer zkstore, naming the protocol), never shows it without them."""
+        fleet, old, new = self.fleet, self.old, self.new
+        # It runs until told to finish (as the long jobs do): its handle is there while both
+        # command lines look, however fast this machine is (a finished job's is gone).
+        typed = Job(TYPED_ID, self.work / "out" / TYPED_ID, new.name, spans_upgrade=False)
+        forever = workload.UNTIL_STOPPED
+        self._submit(
+            new,
+            typed,
+            "squares",
+            [str(typed.out), forever, str(STEP_DELAY)],
+            "--conf",
+            "spark.ui.enabled=false",
+        )
+        wanted = f"fleet protocol {protocol.PROTOCOL}"
+        for command in (("jobs", "show", TYPED_ID), ("jobs", "list")):
+            ran = fleet.run(old, *command, "--format", "json")
+            said = " ".join(command)
+            if ran.returncode != 0:
+                self.violation(f"{old.version}'s {said}: exit {ran.returncode}: {ran.line()}")
+                continue
+            shown = json.loads(ran.stdout)
+            found = [shown] if isinstance(shown, dict) else shown
+            job = next((j for j in found if j.get("job_id") == TYPED_ID), None)
+            if job is None:
+                self.violation(f"{old.version}'s {said} does not show {TYPED_ID}")
+            elif job.get("state") != NEEDS_UPGRADE or wanted not in str(job.get("error")):
+                self.violation(
+                    f"{old.version}'s {said} reads {TYPED_ID} (typed run options) as "
+                    f"{job.get('state')}: {job.get('error')}, not {NEEDS_UPGRADE} naming {wanted}"
+                )
+            else:
+                notes.append(f"{old.version}'s {said}: {TYPED_ID} {NEEDS_UPGRADE}")
+                self.say(notes[-1])
 
     def finish(self, notes: list[str]) -> None:
         fleet, client = self.fleet, self.client

@@ -15,6 +15,7 @@ from zkstore.jobs.logs import is_log_key, logs_kept
 from zkstore.layout import job_record_dir
 from zkstore.storage import StoredObject, is_temporary
 from zkstore.store import ZooKeeperStateHandleStore, is_marked
+from zkstore.strict import time_text
 
 __all__ = ["DanglingHandle", "MarkedNode", "OrphanPayload"]
 
@@ -52,7 +53,7 @@ class OrphanPayload(Kind):
                 if logs_kept(live or job in inventory.quarantine, result, _at(look.now)):
                     continue
                 detail = (
-                    f"driver log past its retention (kept until {result.logs_until})"
+                    f"driver log past its retention (kept until {time_text(result.logs_until)})"
                     if result is not None and result.logs_until is not None
                     else "driver log of no job"
                 )

@@ -6,7 +6,6 @@ from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look, own
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.jobs.states import DIRTY
-from zkstore.strict import parse_time
 
 __all__ = ["DirtyResult", "EmptyJobTree", "QuarantinedJob"]
 
@@ -19,7 +18,7 @@ class DirtyResult(Kind):
     def find(self, look: Look) -> list[Finding]:
         found = []
         for job, result in look.inventory.results.items():
-            age = look.now - parse_time(result.finished).timestamp()
+            age = look.now - result.finished.timestamp()
             if result.state == DIRTY and age >= look.min_age:
                 path = look.cluster.layout.result(job)
                 detail = f"{result.outcome}, cleanup unfinished"
