@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from recovery.settings import ANY_HOST, PoolToken, is_address, normal_host
 
-__all__ = ["LOCAL_NAMES", "AllowedHosts", "ApiError", "Scope", "Tokens"]
+__all__ = ["EVERY_POOL", "LOCAL_NAMES", "AllowedHosts", "ApiError", "Scope", "Tokens"]
 
 #: Names every daemon answers to (with any port): the loopback name. Addresses are always
 #: answered (see the module's docstring).

@@ -22,6 +22,10 @@ After a crash at any line, each window is decided once or not at all: the state,
 its history entry are one transaction. A lost answer is read back (is the run's handle ours?)
 and, if not applied, sent again; unresolved, :class:`~zkstore.errors.OutcomeUnknown` is raised
 and the payload kept.
+
+Why one module: a batch of windows and a single window are one path (the same plan, fences,
+lost-answer read-back and fall-back from batch to single), and splitting them would put the
+all-or-none rule in two places.
 """
 
 from __future__ import annotations
