@@ -30,6 +30,7 @@ import pytest
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import machine_speed, spark_jvm
+from tests.fleets import Fleets, Shape
 from tests.helpers import (
     HANDS_SESSION,
     MONITOR_ID,
@@ -91,14 +92,62 @@ def root() -> str:
     return f"/t{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture(scope="session")
+def fleets(
+    zk_server: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleets]:
+    """This test process's shared fleets (:mod:`tests.fleets`), started on first use."""
+    made = Fleets(
+        cluster_config(zk_server, "/fleets", "file:///unused").with_changes(
+            session_timeout=SESSION_TIMEOUT
+        ),
+        tmp_path_factory.mktemp("fleets"),
+    )
+    yield made
+    made.close()
+
+
+def fleet_shape(request: pytest.FixtureRequest) -> Shape:
+    """The daemons and options of the test's fleet: its ``shared_fleet`` marker's (its daemon
+    ids as arguments, ``d1`` alone by default; ``restart_backoff``, ``session_timeout``)."""
+    marker = request.node.get_closest_marker("shared_fleet")
+    if marker is None:
+        return Shape()
+    return Shape(tuple(marker.args) or ("d1",), **marker.kwargs)
+
+
+def shared_shape(request: pytest.FixtureRequest) -> Shape | None:
+    """The shape of the shared fleet the test runs on: a test that uses ``local``, marked
+    ``shared_fleet`` and not ``disturbs``; None for a test that starts its own daemons."""
+    if request.node.get_closest_marker("shared_fleet") is None:
+        return None
+    if request.node.get_closest_marker("disturbs") is not None:
+        return None
+    if "local" not in request.fixturenames:
+        return None
+    return fleet_shape(request)
+
+
 @pytest.fixture
-def config(zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any) -> StoreConfig:
-    """The test's cluster. ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes it with
-    ZooKeeper credentials (drivers then hold their job's identity: zkstore.identity)."""
+def config(
+    zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> StoreConfig:
+    """The test's cluster (a shared fleet's, for a test that runs on one: its own root and
+    storage, emptied for each test). ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes
+    it with ZooKeeper credentials (drivers then hold their job's identity: zkstore.identity)."""
+    shape = shared_shape(request)
+    if shape is not None:
+        fleets: Fleets = request.getfixturevalue("fleets")
+        return fleets.of(shape).config.with_changes(session_timeout=4.0)
+    return cluster_config(zk_server, root, f"file://{tmp_path}/storage")
+
+
+def cluster_config(zk_server: EmbeddedZooKeeper, root: str, storage_url: str) -> StoreConfig:
+    """A cluster on ``root`` of the test process's ZooKeeper (see :func:`config`)."""
     config = StoreConfig(
         zk_hosts=zk_server.connect_string,
         root=root,
-        storage_url=f"file://{tmp_path}/storage",
+        storage_url=storage_url,
         session_timeout=4.0,
         # A call waits as long as its session can go without an answer: a longer wait would
         # outlive the session, a shorter one fails a test whose ZooKeeper is starved for a
@@ -193,8 +242,21 @@ def runtime_config(config: StoreConfig) -> StoreConfig:
 def local(
     runtime_config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[LocalCluster]:
-    """Daemons as real processes (none started yet); their logs are printed if the test fails."""
-    cluster = LocalCluster(runtime_config, tmp_path / "runtime", restart_backoff=0.2)
+    """Daemons as real processes (none started yet); their logs are printed if the test fails.
+
+    A test marked ``shared_fleet`` (and not ``disturbs``) gets its process's shared fleet of
+    that shape instead, its daemons running (:mod:`tests.fleets`): reset after the test, which
+    fails if it left the fleet changed."""
+    shape = shared_shape(request)
+    if shape is not None:
+        yield from _on_shared_fleet(request, shape)
+        return
+    own = fleet_shape(request)
+    cluster = LocalCluster(
+        runtime_config.with_changes(session_timeout=own.session_timeout),
+        tmp_path / "runtime",
+        restart_backoff=own.restart_backoff,
+    )
     yield cluster
     cluster.stop()
     report = getattr(request.node, "rep_call", None)
@@ -203,6 +265,25 @@ def local(
             print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
         for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
             print(f"----- {log} -----\n{log.read_text()[-3000:]}")
+
+
+def _on_shared_fleet(request: pytest.FixtureRequest, shape: Shape) -> Iterator[LocalCluster]:
+    fleets: Fleets = request.getfixturevalue("fleets")
+    fleet = fleets.of(shape)
+    shared = fleet.begin()
+    yield shared
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for daemon in shared.daemons.values():
+            print(f"----- {daemon.daemon_id} (this test's part) -----\n{daemon.log()[-6000:]}")
+    changed = fleet.reset()
+    if changed:
+        fleets.discard(shape)
+        pytest.fail(
+            "the test changed the shared fleet (mark it @pytest.mark.disturbs): "
+            + "; ".join(changed),
+            pytrace=False,
+        )
 
 
 @pytest.fixture
