@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 # (tests/spark_jvm.py: about half of a small job's start); made beside lint and the type checker.
 pytest: $(STAMP)
 	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
-	$(PYCACHE) .ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PYCACHE) .ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --save-durations $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.

@@ -17,7 +17,6 @@ The tests live in three folders, and each test is marked after its folder:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import uuid
@@ -29,7 +28,7 @@ import pytest
 
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
-from tests import machine_speed, spark_jvm
+from tests import durations, machine_speed, spark_jvm
 from tests.fleets import Fleets, Shape
 from tests.helpers import (
     HANDS_SESSION,
@@ -370,27 +369,18 @@ SERVER_FIXTURES = frozenset(
 )
 
 
-#: Seconds each test file took in a measured run (``python -m tests.cpu_usage --save``); a file
-#: not listed is taken to cost what a file of its kind usually does.
-DURATIONS = json.loads((Path(__file__).parent / "durations.json").read_text())
-USUAL_COST = {"e2e": 10.0, "integration": 2.0, "unit": 0.5}
+#: Seconds each test took in the last run that saved them (:mod:`tests.durations`).
+DURATIONS = durations.load()
+#: This run's times (the process that reports keeps them: pytest-xdist's workers send theirs).
+RECORDED = pytest.StashKey[durations.Recorder]()
 
 
-def _longest_files_first(items: list[pytest.Item]) -> None:
-    """Order the files longest first (collection order within a file and between equals).
-
-    pytest-xdist hands each worker a whole file at a time in this order (``--dist loadfile
-    --no-loadscope-reorder``): the long files start at once and the short ones fill the gaps,
-    instead of a long file starting last and running alone at the end.
-    """
-    root = Path(__file__).parent.parent
-
-    def cost(item: pytest.Item) -> float:
-        name = item.path.relative_to(root).as_posix()
-        return float(DURATIONS.get(name, USUAL_COST.get(item.path.parent.name, 1.0)))
-
-    order = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda item: (-cost(item), str(item.path), order[id(item)]))
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--save-durations",
+        action="store_true",
+        help="write each test's time to tests/durations.json (make test does)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -415,7 +405,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "unit tests must not use servers (move them to integration/ or e2e/): "
             + ", ".join(misplaced)
         )
-    _longest_files_first(items)
+    durations.order_longest_files_first(items, DURATIONS)
 
 
 #: The machine's speed when the run started (:mod:`tests.machine_speed`), measured once by the
@@ -437,6 +427,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """The machine's speed at the start and at the end of the run, even under ``-q`` (which
     prints no header): what every time this run printed is to be read beside."""
+    if RECORDED in config.stash:
+        recorder = config.stash[RECORDED]
+        for line in recorder.summary():
+            terminalreporter.write_line(line)
+        if config.getoption("save_durations") and recorder.took:
+            saved = recorder.save(DURATIONS)
+            terminalreporter.write_line(f"{durations.PATH}: {saved} tests' times")
     if SPEED_AT_START in config.stash:
         start, end = config.stash[SPEED_AT_START], machine_speed.loop_seconds()
         terminalreporter.write_line(machine_speed.describe(start, end))
@@ -445,6 +442,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_configure(config: pytest.Config) -> None:
     if _reports(config):  # before the workers start, which load the machine
         config.stash[SPEED_AT_START] = machine_speed.loop_seconds()
+        config.stash[RECORDED] = durations.Recorder()
+        config.pluginmanager.register(config.stash[RECORDED], "zkstore-durations")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
