@@ -36,7 +36,9 @@ from tests.helpers import (
     SECRET,
     SESSION_TIMEOUT,
     hands_client,
+    http_status,
     make_storage,
+    wait_for,
 )
 from tests.servers import S3Server, Standalone
 from tests.users import User, public_python, unix_users
@@ -283,6 +285,46 @@ def _on_shared_fleet(request: pytest.FixtureRequest, shape: Shape) -> Iterator[L
             + "; ".join(changed),
             pytrace=False,
         )
+
+
+@pytest.fixture
+def web_env() -> dict[str, str]:
+    """The environment of the :func:`web` fixture's daemons beyond the cluster's (a module
+    overrides it with its API tokens); none of its values may reach a daemon's log."""
+    return {}
+
+
+@pytest.fixture
+def web(
+    runtime_config: StoreConfig,
+    tmp_path: Path,
+    web_env: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> Iterator[LocalCluster]:
+    """Daemons that serve HTTP, each on a free loopback port, with :func:`web_env`. A test
+    marked ``@pytest.mark.web("d1", "d2")`` gets those started (the first leading) and
+    answering ``/health``; else none is started. No value of ``web_env`` may reach a log."""
+    cluster = LocalCluster(
+        runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True, extra_env=web_env
+    )
+    try:
+        marker = request.node.get_closest_marker("web")
+        for daemon_id in marker.args if marker is not None else ():
+            cluster.start_daemon(daemon_id)
+            if daemon_id == marker.args[0]:
+                cluster.wait_for_leader()
+        for daemon in cluster.daemons.values():
+            wait_for(
+                lambda d=daemon: http_status(d, "/health") == 200,
+                timeout=60,
+                what=f"HTTP of {daemon.daemon_id} up",
+            )
+        yield cluster
+    finally:
+        cluster.stop()
+    for daemon in cluster.daemons.values():
+        log = daemon.log()
+        assert not any(value in log for value in web_env.values()), "no token reaches a log"
 
 
 @pytest.fixture
