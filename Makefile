@@ -68,9 +68,10 @@ CREDENTIAL_TESTS ?= tests/e2e/test_artifacts_runtime.py tests/e2e/test_control_e
 test-credentials: $(STAMP)
 	ZKSTORE_TEST_CREDENTIALS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(CREDENTIAL_TESTS)
 
-# The pure tests alone (no server, no process): seconds, for the edit-test loop.
+# The pure tests alone (no server, no process) that make test's last run timed under a second,
+# no property (tests/durations.py): within a minute, for the edit-test loop.
 test-fast: $(STAMP)
-	$(PYCACHE) $(BIN)/python -m pytest -q -m unit $(PYTEST_ARGS)
+	$(PYCACHE) $(BIN)/python -m pytest -q -n 2 -m unit --fast $(PYTEST_ARGS)
 
 # The suite again and again while two busy loops load the CPU: SOAK_RUNS full runs must all pass.
 SOAK_RUNS ?= 5

@@ -419,6 +419,12 @@ RECORDED = pytest.StashKey[durations.Recorder]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--fast",
+        action="store_true",
+        help="only the tests the last saved run timed under "
+        f"{durations.FAST_LIMIT:g} s, no property (make test-fast)",
+    )
+    parser.addoption(
         "--save-durations",
         action="store_true",
         help="write each test's time to tests/durations.json (make test does)",
@@ -447,6 +453,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "unit tests must not use servers (move them to integration/ or e2e/): "
             + ", ".join(misplaced)
         )
+    if config.getoption("fast"):
+        slow = durations.deselected_as_slow(items, DURATIONS)
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item not in slow]
     durations.order_longest_files_first(items, DURATIONS)
 
 

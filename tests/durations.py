@@ -8,6 +8,7 @@ setup, call and teardown took in the last run that saved them (``make test`` doe
   whole file at a time (``--dist loadfile``), so the files are run longest first, a file's
   cost being the sum of its tests' (a test not listed counts as a test of its kind usually
   does);
+- ``make test-fast`` (:func:`deselected_as_slow`): the unit tests that took under a second;
 - the run's summary (:meth:`Recorder.summary`): the ten slowest tests of this run, where the
   time went.
 
@@ -29,6 +30,8 @@ ROOT = Path(__file__).parent.parent
 USUAL_COST = {"e2e": 5.0, "integration": 0.5, "unit": 0.02}
 #: how many of the slowest tests the summary names
 SLOWEST = 10
+#: the longest a test of ``make test-fast`` took in the last saved run
+FAST_LIMIT = 1.0
 
 
 def load(path: Path = PATH) -> dict[str, float]:
@@ -59,6 +62,17 @@ def order_longest_files_first(items: list[pytest.Item], known: Mapping[str, floa
             costs[name] = took
     order = {id(item): n for n, item in enumerate(items)}
     items.sort(key=lambda item: (-costs[file_of(item.nodeid)], item.nodeid, order[id(item)]))
+
+
+def deselected_as_slow(items: list[pytest.Item], known: Mapping[str, float]) -> list[pytest.Item]:
+    """The items ``--fast`` leaves out: a property (its examples take seconds) and a test the
+    last saved run timed over :data:`FAST_LIMIT` (a test not timed yet is kept)."""
+    return [
+        item
+        for item in items
+        if item.get_closest_marker("property") is not None
+        or known.get(item.nodeid, 0.0) > FAST_LIMIT
+    ]
 
 
 class Recorder:

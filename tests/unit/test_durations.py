@@ -72,3 +72,12 @@ def test_saved_times_are_per_test_and_keep_what_this_run_did_not_time(tmp_path: 
         f"{UNIT}::test_saved_times_are_per_test": 1.23,
         f"{UNIT}::test_the_summary_names_the_ten_slowest_tests_with_their_time": 0.5,
     }
+
+
+def test_fast_leaves_out_properties_and_the_tests_timed_over_a_second() -> None:
+    quick, slow, new, prop = (item(f"{UNIT}::{name}") for name in ("q", "s", "n", "p"))
+    for each in (quick, slow, new):
+        each.get_closest_marker = lambda name: None
+    prop.get_closest_marker = lambda name: object() if name == "property" else None
+    known = {quick.nodeid: 0.4, slow.nodeid: 1.5, prop.nodeid: 0.1}
+    assert durations.deselected_as_slow([quick, slow, new, prop], known) == [slow, prop]
