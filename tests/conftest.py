@@ -122,6 +122,8 @@ def shared_shape(request: pytest.FixtureRequest) -> Shape | None:
     ``shared_fleet`` and not ``disturbs``; None for a test that starts its own daemons."""
     if request.node.get_closest_marker("shared_fleet") is None:
         return None
+    if request.config.getoption("own_fleets"):
+        return None
     if request.node.get_closest_marker("disturbs") is not None:
         return None
     if "local" not in request.fixturenames:
@@ -418,6 +420,11 @@ RECORDED = pytest.StashKey[durations.Recorder]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--own-fleets",
+        action="store_true",
+        help="every test starts its own daemons, none shares a fleet (as before tests/fleets.py)",
+    )
     parser.addoption(
         "--fast",
         action="store_true",
