@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 # (tests/spark_jvm.py: about half of a small job's start); made beside lint and the type checker.
 pytest: $(STAMP)
 	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
-	$(PYCACHE) .ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PYCACHE) .ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --save-durations $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.
@@ -68,9 +68,10 @@ CREDENTIAL_TESTS ?= tests/e2e/test_artifacts_runtime.py tests/e2e/test_control_e
 test-credentials: $(STAMP)
 	ZKSTORE_TEST_CREDENTIALS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(CREDENTIAL_TESTS)
 
-# The pure tests alone (no server, no process): seconds, for the edit-test loop.
+# The pure tests alone (no server, no process) that make test's last run timed under a second,
+# no property (tests/durations.py): within a minute, for the edit-test loop.
 test-fast: $(STAMP)
-	$(PYCACHE) $(BIN)/python -m pytest -q -m unit $(PYTEST_ARGS)
+	$(PYCACHE) $(BIN)/python -m pytest -q -n 2 -m unit --fast $(PYTEST_ARGS)
 
 # The suite again and again while two busy loops load the CPU: SOAK_RUNS full runs must all pass.
 SOAK_RUNS ?= 5

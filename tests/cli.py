@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from click.testing import CliRunner
 
 from tests.helpers import BIN
-from zkstore.config import StoreConfig
+from zkstore.config import ENV_VARS, StoreConfig
 
 
 class Ran(NamedTuple):
@@ -126,7 +126,9 @@ def script(
     )
 
 
-def start(config: StoreConfig, command: str, *words: str, cwd: Path) -> subprocess.Popen[str]:
+def start(
+    config: StoreConfig, command: str, *words: str, cwd: Path | None = None
+) -> subprocess.Popen[str]:
     """The installed script started in the background (``submit --wait``, ``logs --follow``)."""
     return subprocess.Popen(
         [str(BIN / "zkstore"), *command.split(), *connection(config), *words],
@@ -136,6 +138,25 @@ def start(config: StoreConfig, command: str, *words: str, cwd: Path) -> subproce
         cwd=cwd,
         env=with_credentials(config, None),
     )
+
+
+def environment(config: StoreConfig, auth: str | None = None) -> dict[str, str]:
+    """This process's environment with the connection to ``config``'s cluster in the
+    ``ZKSTORE_*`` variables instead of options (and ``auth`` as its credentials, with its read
+    ACL), as a user's shell may hold it; no other ``ZKSTORE_*`` variable of this process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
+    env.update(
+        {
+            ENV_VARS["zk_hosts"]: config.zk_hosts,
+            ENV_VARS["root"]: config.root,
+            ENV_VARS["cluster_id"]: config.cluster_id,
+            ENV_VARS["storage_url"]: config.storage_url,
+        }
+    )
+    if auth:
+        env[ENV_VARS["zk_auth"]] = auth
+        env[ENV_VARS["zk_read_acl"]] = ",".join(config.zk_read_acl)
+    return env
 
 
 def with_credentials(config: StoreConfig, env: dict[str, str] | None) -> dict[str, str] | None:

@@ -17,7 +17,6 @@ The tests live in three folders, and each test is marked after its folder:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import uuid
@@ -29,14 +28,17 @@ import pytest
 
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
-from tests import machine_speed, spark_jvm
+from tests import durations, machine_speed, spark_jvm
+from tests.fleets import Fleets, Shape
 from tests.helpers import (
     HANDS_SESSION,
     MONITOR_ID,
     SECRET,
     SESSION_TIMEOUT,
     hands_client,
+    http_status,
     make_storage,
+    wait_for,
 )
 from tests.servers import S3Server, Standalone
 from tests.users import User, public_python, unix_users
@@ -91,14 +93,64 @@ def root() -> str:
     return f"/t{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture(scope="session")
+def fleets(
+    zk_server: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleets]:
+    """This test process's shared fleets (:mod:`tests.fleets`), started on first use."""
+    made = Fleets(
+        cluster_config(zk_server, "/fleets", "file:///unused").with_changes(
+            session_timeout=SESSION_TIMEOUT
+        ),
+        tmp_path_factory.mktemp("fleets"),
+    )
+    yield made
+    made.close()
+
+
+def fleet_shape(request: pytest.FixtureRequest) -> Shape:
+    """The daemons and options of the test's fleet: its ``shared_fleet`` marker's (its daemon
+    ids as arguments, ``d1`` alone by default; ``restart_backoff``, ``session_timeout``)."""
+    marker = request.node.get_closest_marker("shared_fleet")
+    if marker is None:
+        return Shape()
+    return Shape(tuple(marker.args) or ("d1",), **marker.kwargs)
+
+
+def shared_shape(request: pytest.FixtureRequest) -> Shape | None:
+    """The shape of the shared fleet the test runs on: a test that uses ``local``, marked
+    ``shared_fleet`` and not ``disturbs``; None for a test that starts its own daemons."""
+    if request.node.get_closest_marker("shared_fleet") is None:
+        return None
+    if request.config.getoption("own_fleets"):
+        return None
+    if request.node.get_closest_marker("disturbs") is not None:
+        return None
+    if "local" not in request.fixturenames:
+        return None
+    return fleet_shape(request)
+
+
 @pytest.fixture
-def config(zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any) -> StoreConfig:
-    """The test's cluster. ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes it with
-    ZooKeeper credentials (drivers then hold their job's identity: zkstore.identity)."""
+def config(
+    zk_server: EmbeddedZooKeeper, root: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> StoreConfig:
+    """The test's cluster (a shared fleet's, for a test that runs on one: its own root and
+    storage, emptied for each test). ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes
+    it with ZooKeeper credentials (drivers then hold their job's identity: zkstore.identity)."""
+    shape = shared_shape(request)
+    if shape is not None:
+        fleets: Fleets = request.getfixturevalue("fleets")
+        return fleets.of(shape).config.with_changes(session_timeout=4.0)
+    return cluster_config(zk_server, root, f"file://{tmp_path}/storage")
+
+
+def cluster_config(zk_server: EmbeddedZooKeeper, root: str, storage_url: str) -> StoreConfig:
+    """A cluster on ``root`` of the test process's ZooKeeper (see :func:`config`)."""
     config = StoreConfig(
         zk_hosts=zk_server.connect_string,
         root=root,
-        storage_url=f"file://{tmp_path}/storage",
+        storage_url=storage_url,
         session_timeout=4.0,
         # A call waits as long as its session can go without an answer: a longer wait would
         # outlive the session, a shorter one fails a test whose ZooKeeper is starved for a
@@ -193,8 +245,21 @@ def runtime_config(config: StoreConfig) -> StoreConfig:
 def local(
     runtime_config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[LocalCluster]:
-    """Daemons as real processes (none started yet); their logs are printed if the test fails."""
-    cluster = LocalCluster(runtime_config, tmp_path / "runtime", restart_backoff=0.2)
+    """Daemons as real processes (none started yet); their logs are printed if the test fails.
+
+    A test marked ``shared_fleet`` (and not ``disturbs``) gets its process's shared fleet of
+    that shape instead, its daemons running (:mod:`tests.fleets`): reset after the test, which
+    fails if it left the fleet changed."""
+    shape = shared_shape(request)
+    if shape is not None:
+        yield from _on_shared_fleet(request, shape)
+        return
+    own = fleet_shape(request)
+    cluster = LocalCluster(
+        runtime_config.with_changes(session_timeout=own.session_timeout),
+        tmp_path / "runtime",
+        restart_backoff=own.restart_backoff,
+    )
     yield cluster
     cluster.stop()
     report = getattr(request.node, "rep_call", None)
@@ -203,6 +268,65 @@ def local(
             print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
         for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
             print(f"----- {log} -----\n{log.read_text()[-3000:]}")
+
+
+def _on_shared_fleet(request: pytest.FixtureRequest, shape: Shape) -> Iterator[LocalCluster]:
+    fleets: Fleets = request.getfixturevalue("fleets")
+    fleet = fleets.of(shape)
+    shared = fleet.begin()
+    yield shared
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for daemon in shared.daemons.values():
+            print(f"----- {daemon.daemon_id} (this test's part) -----\n{daemon.log()[-6000:]}")
+    changed = fleet.reset()
+    if changed:
+        fleets.discard(shape)
+        pytest.fail(
+            "the test changed the shared fleet (mark it @pytest.mark.disturbs): "
+            + "; ".join(changed),
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def web_env() -> dict[str, str]:
+    """The environment of the :func:`web` fixture's daemons beyond the cluster's (a module
+    overrides it with its API tokens); none of its values may reach a daemon's log."""
+    return {}
+
+
+@pytest.fixture
+def web(
+    runtime_config: StoreConfig,
+    tmp_path: Path,
+    web_env: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> Iterator[LocalCluster]:
+    """Daemons that serve HTTP, each on a free loopback port, with :func:`web_env`. A test
+    marked ``@pytest.mark.web("d1", "d2")`` gets those started (the first leading) and
+    answering ``/health``; else none is started. No value of ``web_env`` may reach a log."""
+    cluster = LocalCluster(
+        runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True, extra_env=web_env
+    )
+    try:
+        marker = request.node.get_closest_marker("web")
+        for daemon_id in marker.args if marker is not None else ():
+            cluster.start_daemon(daemon_id)
+            if daemon_id == marker.args[0]:
+                cluster.wait_for_leader()
+        for daemon in cluster.daemons.values():
+            wait_for(
+                lambda d=daemon: http_status(d, "/health") == 200,
+                timeout=60,
+                what=f"HTTP of {daemon.daemon_id} up",
+            )
+        yield cluster
+    finally:
+        cluster.stop()
+    for daemon in cluster.daemons.values():
+        log = daemon.log()
+        assert not any(value in log for value in web_env.values()), "no token reaches a log"
 
 
 @pytest.fixture
@@ -289,27 +413,29 @@ SERVER_FIXTURES = frozenset(
 )
 
 
-#: Seconds each test file took in a measured run (``python -m tests.cpu_usage --save``); a file
-#: not listed is taken to cost what a file of its kind usually does.
-DURATIONS = json.loads((Path(__file__).parent / "durations.json").read_text())
-USUAL_COST = {"e2e": 10.0, "integration": 2.0, "unit": 0.5}
+#: Seconds each test took in the last run that saved them (:mod:`tests.durations`).
+DURATIONS = durations.load()
+#: This run's times (the process that reports keeps them: pytest-xdist's workers send theirs).
+RECORDED = pytest.StashKey[durations.Recorder]()
 
 
-def _longest_files_first(items: list[pytest.Item]) -> None:
-    """Order the files longest first (collection order within a file and between equals).
-
-    pytest-xdist hands each worker a whole file at a time in this order (``--dist loadfile
-    --no-loadscope-reorder``): the long files start at once and the short ones fill the gaps,
-    instead of a long file starting last and running alone at the end.
-    """
-    root = Path(__file__).parent.parent
-
-    def cost(item: pytest.Item) -> float:
-        name = item.path.relative_to(root).as_posix()
-        return float(DURATIONS.get(name, USUAL_COST.get(item.path.parent.name, 1.0)))
-
-    order = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda item: (-cost(item), str(item.path), order[id(item)]))
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--own-fleets",
+        action="store_true",
+        help="every test starts its own daemons, none shares a fleet (as before tests/fleets.py)",
+    )
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="only the tests the last saved run timed under "
+        f"{durations.FAST_LIMIT:g} s, no property (make test-fast)",
+    )
+    parser.addoption(
+        "--save-durations",
+        action="store_true",
+        help="write each test's time to tests/durations.json (make test does)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -334,7 +460,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "unit tests must not use servers (move them to integration/ or e2e/): "
             + ", ".join(misplaced)
         )
-    _longest_files_first(items)
+    if config.getoption("fast"):
+        slow = durations.deselected_as_slow(items, DURATIONS)
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item not in slow]
+    durations.order_longest_files_first(items, DURATIONS)
 
 
 #: The machine's speed when the run started (:mod:`tests.machine_speed`), measured once by the
@@ -356,6 +487,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """The machine's speed at the start and at the end of the run, even under ``-q`` (which
     prints no header): what every time this run printed is to be read beside."""
+    if RECORDED in config.stash:
+        recorder = config.stash[RECORDED]
+        for line in recorder.summary():
+            terminalreporter.write_line(line)
+        if config.getoption("save_durations") and recorder.took:
+            saved = recorder.save(DURATIONS)
+            terminalreporter.write_line(f"{durations.PATH}: {saved} tests' times")
     if SPEED_AT_START in config.stash:
         start, end = config.stash[SPEED_AT_START], machine_speed.loop_seconds()
         terminalreporter.write_line(machine_speed.describe(start, end))
@@ -364,6 +502,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_configure(config: pytest.Config) -> None:
     if _reports(config):  # before the workers start, which load the machine
         config.stash[SPEED_AT_START] = machine_speed.loop_seconds()
+        config.stash[RECORDED] = durations.Recorder()
+        config.pluginmanager.register(config.stash[RECORDED], "zkstore-durations")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.security import make_digest_acl_credential
 
+from recovery.dev.localcluster import DaemonProcess as LocalDaemon
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from zkstore.admin.lingering import find_lingering
@@ -415,3 +416,19 @@ def crash(
 
     spec = {"config": config.to_json(), "op": op, "job": job, "step": step, **extra}
     assert run_child(module, spec) == CRASHED, f"the child did not die at {step}"
+
+
+def http_status(daemon: LocalDaemon, path: str) -> int | None:
+    """The status of ``GET path`` on a daemon serving HTTP, or None while it does not listen
+    (yet, or any more)."""
+    import urllib.error
+    import urllib.request
+
+    assert daemon.url is not None, f"{daemon.daemon_id} serves no HTTP"
+    try:
+        with urllib.request.urlopen(daemon.url + path, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except urllib.error.URLError:
+        return None

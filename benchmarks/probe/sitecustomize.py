@@ -39,8 +39,9 @@ _PROFILE_DIR = os.environ.get("ZKSTORE_BENCH_CPROFILE")
 _ORIGIN = os.getpid()
 _KINDS = {"recovery.driver.driver": "driver", "recovery.member.shipper": "shipper"}
 _ROLE = (
-    "daemon"
+    "daemon"  # started as a module, or through the installed script (as LocalCluster does)
     if "recovery.cli.main" in sys.orig_argv
+    or any(arg.endswith("/zkstore") for arg in sys.orig_argv[1:2])
     else "fork server"
     if "recovery.member.forkserver" in sys.orig_argv
     else "other"

@@ -24,6 +24,9 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
 
+# Tests whose daemon takes no option and that kill nothing share one (tests/fleets.py).
+pytestmark = pytest.mark.shared_fleet
+
 JOBS = Path(artifact_jobs.__file__)
 
 
@@ -44,6 +47,7 @@ def nothing_of(config: StoreConfig, job_id: str, *places: Path) -> None:
         assert not place.exists(), f"{place} was left behind"
 
 
+@pytest.mark.disturbs
 def test_a_driver_killed_mid_staging_is_cleaned_before_attempt_2_which_reuses_job_results(
     local: LocalCluster, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -115,6 +119,7 @@ def test_a_driver_killed_mid_staging_is_cleaned_before_attempt_2_which_reuses_jo
     nothing_of(runtime_config, "staged", scratch / "staging")
 
 
+@pytest.mark.disturbs
 def test_failed_and_cancelled_jobs_leave_no_artifact(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

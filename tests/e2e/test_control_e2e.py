@@ -24,6 +24,9 @@ from zkstore.jobs.control import ControlAck
 from zkstore.jobs.states import CANCELLED, PAUSED, SUCCEEDED
 from zkstore.watch import NodeWatch
 
+# Tests that only submit, tune and read jobs share a daemon (tests/fleets.py).
+pytestmark = pytest.mark.shared_fleet
+
 #: Generous: the machine is shared; the benchmark measures the real latency.
 ACK_BOUND = 30.0
 
@@ -185,6 +188,7 @@ def test_ten_rapid_changes_end_on_the_last_with_monotonic_acknowledgements(
     assert client.wait(job_id, timeout=120).outcome == SUCCEEDED
 
 
+@pytest.mark.disturbs
 def test_a_change_made_while_the_driver_is_dead_is_applied_by_the_next_attempt(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
@@ -232,6 +236,7 @@ def _adopted(daemon: DaemonProcess, job_id: str) -> bool:
     return "leadership taken" in log and f"job {job_id}: attempt 1 runs" in log
 
 
+@pytest.mark.disturbs
 def test_a_paused_job_stays_paused_across_failovers_and_can_be_cancelled(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

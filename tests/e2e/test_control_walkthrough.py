@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from recovery.dev.localcluster import LocalCluster
-from tests.helpers import BIN, REPO, SESSION_TIMEOUT, hands_client, wait_for
+from tests.cli import environment, script
+from tests.helpers import REPO, SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import PAUSED
 
@@ -24,23 +25,7 @@ LINES = 40_000
 def zkstore(config: StoreConfig, *words: str, expect: int = 0) -> str:
     """Run the installed ``zkstore`` script as a user does (from the repository, connection
     settings in the environment); return what it printed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
-    env.update(
-        {
-            "ZKSTORE_ZK": config.zk_hosts,
-            "ZKSTORE_ROOT": config.root,
-            "ZKSTORE_CLUSTER_ID": config.cluster_id,
-            "ZKSTORE_STORAGE": config.storage_url,
-        }
-    )
-    done = subprocess.run(
-        [str(BIN / "zkstore"), *words],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = script(None, "", *words, cwd=REPO, env=environment(config), timeout=120)
     assert done.returncode == expect, (words, done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr, done.stderr
     return done.stdout if "--format" in words else done.stdout + done.stderr

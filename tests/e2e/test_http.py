@@ -10,7 +10,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
-from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for
+from tests.helpers import SESSION_TIMEOUT, http_status, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, RUNNING, SUCCEEDED
 
@@ -44,14 +43,6 @@ def request(
             return answer.status, dict(answer.headers), answer.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), exc.read()
-
-
-def answers(daemon: DaemonProcess, path: str) -> int | None:
-    """The status of ``GET path``, or None while the daemon does not listen (yet, or any more)."""
-    try:
-        return request(daemon, path)[0]
-    except urllib.error.URLError:
-        return None
 
 
 def get_json(daemon: DaemonProcess, path: str, status: int = 200) -> Any:
@@ -87,27 +78,13 @@ def metrics(daemon: DaemonProcess) -> dict[tuple[str, tuple[tuple[str, str], ...
     }
 
 
+#: The tests here that take ``web`` get d1 (leading) and d2 serving HTTP with the API token.
+pytestmark = pytest.mark.web("d1", "d2")
+
+
 @pytest.fixture
-def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    """Two daemons serving HTTP on free loopback ports, with an API token; d1 leads."""
-    cluster = LocalCluster(
-        runtime_config,
-        tmp_path / "rt",
-        restart_backoff=0.2,
-        http=True,
-        extra_env={"ZKSTORE_API_TOKEN": TOKEN},
-    )
-    try:
-        cluster.start_daemon("d1")
-        cluster.wait_for_leader()
-        cluster.start_daemon("d2")
-        for daemon in cluster.daemons.values():
-            wait_for(lambda d=daemon: answers(d, "/health") == 200, timeout=60, what="HTTP up")
-        yield cluster
-    finally:
-        cluster.stop()
-    for daemon in cluster.daemons.values():
-        assert TOKEN not in daemon.log(), "the token never reaches a log"
+def web_env() -> dict[str, str]:
+    return {"ZKSTORE_API_TOKEN": TOKEN}
 
 
 def finished_and_running(client: Client, tmp_path: Path) -> tuple[str, str]:
@@ -190,7 +167,7 @@ def test_leader_answers_200_on_the_leader_only_across_a_failover(
         what="the standby answering 200 on /leader",
     )
     third = web.start_daemon("d3")
-    wait_for(lambda: answers(third, "/health") == 200, timeout=60, what="d3 up")
+    wait_for(lambda: http_status(third, "/health") == 200, timeout=60, what="d3 up")
     assert request(third, "/leader")[0] == 503
     assert request(second, "/leader")[0] == 200
     samples = metrics(second)
@@ -338,7 +315,7 @@ def test_mutations_are_refused_without_a_configured_token(
     cluster = LocalCluster(runtime_config, tmp_path / "rt", http=True)
     try:
         daemon = cluster.start_daemon("solo")
-        wait_for(lambda: answers(daemon, "/health") == 200, timeout=60, what="HTTP up")
+        wait_for(lambda: http_status(daemon, "/health") == 200, timeout=60, what="HTTP up")
         code, _, body = request(
             daemon,
             "/api/v1/jobs/any/cancel",

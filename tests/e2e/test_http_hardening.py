@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from recovery.observe.access import AllowedHosts
 from recovery.observe.server import is_loopback
 from recovery.settings import READ_TOKEN_ENV, api_token_from_env, parse_allowed_hosts
 from tests import jobs
-from tests.helpers import wait_for
+from tests.helpers import http_status, wait_for
 from zkstore.config import SECRET_ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.states import RUNNING
@@ -46,39 +45,24 @@ def request(
 
 
 def up(daemon: DaemonProcess) -> None:
-    assert daemon.url is not None
-
-    def health() -> int | None:
-        try:
-            return request(daemon.url or "", "/health")[0]
-        except urllib.error.URLError:
-            return None
-
-    wait_for(lambda: health() == 200, timeout=60, what=f"HTTP of {daemon.daemon_id} up")
+    wait_for(
+        lambda: http_status(daemon, "/health") == 200,
+        timeout=60,
+        what=f"HTTP of {daemon.daemon_id} up",
+    )
 
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+#: The tests here that take ``web`` get d1 serving HTTP with a change and a read token.
+pytestmark = pytest.mark.web("d1")
+
+
 @pytest.fixture
-def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    """One daemon serving HTTP on a loopback port, with a change and a read token."""
-    cluster = LocalCluster(
-        runtime_config,
-        tmp_path / "rt",
-        restart_backoff=0.2,
-        http=True,
-        extra_env={"ZKSTORE_API_TOKEN": TOKEN, "ZKSTORE_API_READ_TOKEN": READ_TOKEN},
-    )
-    try:
-        up(cluster.start_daemon("d1"))
-        yield cluster
-    finally:
-        cluster.stop()
-    for daemon in cluster.daemons.values():
-        log = daemon.log()
-        assert not any(secret in log for secret in ALL_SECRETS), "no token reaches a log"
+def web_env() -> dict[str, str]:
+    return {"ZKSTORE_API_TOKEN": TOKEN, "ZKSTORE_API_READ_TOKEN": READ_TOKEN}
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import connection
+from tests.cli import start
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_TIMEOUT
@@ -36,15 +36,6 @@ GARBAGE = {
 }
 
 
-def zkstore(config: StoreConfig, *words: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [ZKSTORE, *words, *connection(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 @pytest.mark.parametrize("kind", sorted(GARBAGE))
 def test_garbage_leader_info_never_breaks_daemons_list_jobs_wait_or_submit_wait(
     config: StoreConfig, tmp_path: Path, kind: str
@@ -57,10 +48,10 @@ def test_garbage_leader_info_never_breaks_daemons_list_jobs_wait_or_submit_wait(
     script = tmp_path / "job.py"
     script.write_text("print('hello')\n")
     started = {  # at once: each is a Python process starting, a second of CPU
-        "daemons list": zkstore(config, "daemons", "list"),
-        "daemons list json": zkstore(config, "daemons", "list", "--format", "json"),
-        "jobs wait": zkstore(config, "jobs", "wait", "waiting", "--wait-timeout", "1s"),
-        "submit --wait": zkstore(config, "submit", str(script), "--wait", "--wait-timeout", "1s"),
+        "daemons list": start(config, "daemons list"),
+        "daemons list json": start(config, "daemons list", "--format", "json"),
+        "jobs wait": start(config, "jobs wait", "waiting", "--wait-timeout", "1s"),
+        "submit --wait": start(config, "submit", str(script), "--wait", "--wait-timeout", "1s"),
     }
     done = {}
     for what, process in started.items():

@@ -205,14 +205,6 @@ def receivers() -> Iterator[tuple[NotificationReceiver, HostileReceiver, Hostile
         server.stop()
 
 
-@pytest.fixture
-def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    """Daemons as processes that serve HTTP (their metrics, their port)."""
-    found = LocalCluster(runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True)
-    yield found
-    found.stop()
-
-
 def test_webhooks_that_answer_128_mb_or_never_bound_the_leader_and_delay_no_other_event(
     web: LocalCluster,
     runtime_config: StoreConfig,

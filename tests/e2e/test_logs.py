@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
@@ -17,6 +19,9 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.states import SUCCEEDED
+
+# Tests that only submit and read logs share a daemon (tests/fleets.py).
+pytestmark = pytest.mark.shared_fleet
 
 BIN = Path(sys.executable).parent
 
@@ -39,6 +44,7 @@ def stored_tail(config: StoreConfig, job_id: str, attempt: int, lines: int) -> s
         return logs.tail(logs.attempt(attempt), lines).decode()
 
 
+@pytest.mark.disturbs
 def test_driver_sigkilled_by_hand_keeps_its_last_lines(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:

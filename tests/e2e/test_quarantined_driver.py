@@ -8,27 +8,17 @@ says how to end it; ``jobs cancel`` ends the driver, and the job ends CANCELLED 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from recovery.client.api import Client
 from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import connection
-from tests.helpers import BIN, SESSION_TIMEOUT, alive, wait_for
+from tests.cli import script
+from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, QUARANTINED
 
 START = SESSION_TIMEOUT * 10
-
-
-def zkstore(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "zkstore"), *words, *connection(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
@@ -40,7 +30,7 @@ def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
     out = tmp_path / "out"
     job_id = client.submit_function(job.sum_of_squares, str(out), None, 0.2, job_id="held")
     wait_for(lambda: len(job.progress_times(out)) >= 2, timeout=90, what="progress")
-    assert zkstore(runtime_config, "control", "pause", job_id).returncode == 0
+    assert script(runtime_config, "control pause", job_id).returncode == 0
     wait_for(lambda: client.status(job_id).state == "PAUSED", timeout=60, what="paused")
     pid = local.driver_pid(job_id)
     assert pid is not None
@@ -49,15 +39,15 @@ def test_jobs_cancel_ends_a_quarantined_jobs_live_driver(
     wait_for(lambda: client.status(job_id).state == QUARANTINED, timeout=60, what="quarantined")
     assert alive(pid), "the driver of a quarantined job goes on"
 
-    refused = zkstore(runtime_config, "quarantine", "release", job_id)
+    refused = script(runtime_config, "quarantine release", job_id)
     assert refused.returncode == 5, refused
     assert f"pid {pid}" in refused.stderr, refused.stderr
     assert f"zkstore jobs cancel {job_id}" in refused.stderr, refused.stderr
-    resume = zkstore(runtime_config, "control", "resume", job_id)
+    resume = script(runtime_config, "control resume", job_id)
     assert resume.returncode == 5, resume
     assert f"zkstore jobs cancel {job_id}" in resume.stderr, resume.stderr
 
-    cancelled = zkstore(runtime_config, "jobs", "cancel", job_id)
+    cancelled = script(runtime_config, "jobs cancel", job_id)
     assert cancelled.returncode == 0, cancelled.stderr
     assert "its driver, still running, is asked to stop" in cancelled.stdout, cancelled.stdout
     wait_for(lambda: not alive(pid), timeout=SESSION_TIMEOUT * 5, what="the driver ended")

@@ -9,7 +9,6 @@ eight partitions, each task using one resource that leaves a file per open and p
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from recovery.dev.localcluster import LocalCluster
 from tests import resource_jobs
+from tests.cli import script
 from tests.helpers import REPO, hands_client, run_daemon, wait_for
 from tests.resource_jobs import all_closed, check_sharing, check_tagged_logs, lifecycle, marks
 from zkstore.config import StoreConfig
@@ -28,13 +28,6 @@ pytestmark = pytest.mark.spark
 
 BIN = Path(sys.executable).parent
 JOB_FILE = REPO / "tests" / "resource_jobs.py"
-
-
-def zkstore(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:
-    """The installed console script, with the test's connection options after the command."""
-    connection = ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
-    command = [str(BIN / "zkstore"), *words[:2], *connection, *words[2:]]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
@@ -60,7 +53,7 @@ def test_submitted_job_shares_one_instance_per_worker_and_closes_each(
     """Through the installed ``zkstore submit``, the daemon and a driver; ``jobs show`` sees
     the counts of the running attempt."""
     out = tmp_path / "out"
-    submitted = zkstore(
+    submitted = script(
         spark_config,
         "submit",
         f"{JOB_FILE}:three_stages",
@@ -76,7 +69,7 @@ def test_submitted_job_shares_one_instance_per_worker_and_closes_each(
     assert submitted.returncode == 0, submitted.stderr
 
     def counts() -> dict[str, Any] | None:
-        shown = zkstore(spark_config, "jobs", "show", "shared", "--format", "json")
+        shown = script(spark_config, "jobs show", "shared", "--format", "json")
         assert shown.returncode == 0, shown.stderr
         item = json.loads(shown.stdout)
         assert item["state"] in ("SUBMITTED", "PENDING", "STARTING", "RUNNING"), item
@@ -89,12 +82,12 @@ def test_submitted_job_shares_one_instance_per_worker_and_closes_each(
     assert shown["attempt"] == 1 and not shown["final"]
     assert shown["counts"]["db"]["opens"] == len(pids)
     assert shown["counts"]["db"]["failed_opens"] == 0
-    table = zkstore(spark_config, "jobs", "show", "shared")
+    table = script(spark_config, "jobs show", "shared")
     assert f"resource db: {len(pids)} opens" in table.stdout
     # While the job holds, idle workers close their instance after its idle timeout (8 s here),
     # before Spark would drop them. (The stop path is what the other tests here end on.)
     wait_for(lambda: all_closed(out), timeout=120, what="every open closed once idle")
-    assert zkstore(spark_config, "control", "set", "shared", "go=true").returncode == 0
+    assert script(spark_config, "control set", "shared", "go=true").returncode == 0
     with hands_client(spark_config) as client:
         result = client.wait("shared", timeout=240)
     assert result.outcome == SUCCEEDED, result.error

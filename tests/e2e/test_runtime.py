@@ -7,6 +7,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
@@ -21,6 +23,9 @@ from tests.helpers import (
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
+
+# Tests that start their daemons and only submit and follow jobs share one (tests/fleets.py).
+pytestmark = pytest.mark.shared_fleet
 
 
 def driver_pids(out: Path) -> set[int]:
@@ -62,6 +67,7 @@ def test_job_runs_to_success_and_leaves_nothing_behind(
     assert_nothing_left(runtime_config, job_id)
 
 
+@pytest.mark.disturbs
 def test_leader_sigkill_mid_job_is_adopted_and_finishes_once(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -80,6 +86,7 @@ def test_leader_sigkill_mid_job_is_adopted_and_finishes_once(
     assert info is not None and info.daemon_id == successor.daemon_id
 
 
+@pytest.mark.disturbs
 def test_driver_sigkill_resumes_from_latest_checkpoint(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -104,6 +111,7 @@ def test_driver_sigkill_resumes_from_latest_checkpoint(
     assert all(len(a) <= 2 for a in runs.values())
 
 
+@pytest.mark.disturbs
 def test_leader_and_driver_killed_at_once_job_is_resubmitted(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -122,6 +130,7 @@ def test_leader_and_driver_killed_at_once_job_is_resubmitted(
     assert jobs.read_marks(str(out))["start-attempt-2"]["step"] > 1
 
 
+@pytest.mark.disturbs
 def test_two_daemons_started_together_elect_exactly_one(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -145,6 +154,7 @@ def test_two_daemons_started_together_elect_exactly_one(
     assert first.alive and second.alive
 
 
+@pytest.mark.disturbs
 def test_leader_whose_session_expired_is_fenced_and_no_second_attempt_starts(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -195,6 +205,7 @@ def test_restart_policy_with_exponential_backoff(
     assert final.error is not None and "attempt 2 fails on purpose" in final.error
 
 
+@pytest.mark.disturbs
 def test_cancel_running_and_waiting_jobs(
     local: LocalCluster, client: Client, tmp_path: Path, runtime_config: StoreConfig
 ) -> None:
@@ -222,6 +233,7 @@ def test_cancel_running_and_waiting_jobs(
         slow.stop()
 
 
+@pytest.mark.disturbs
 def test_broken_definition_is_quarantined_while_others_run(
     local: LocalCluster, client: Client, tmp_path: Path, runtime_config: StoreConfig
 ) -> None:
@@ -240,6 +252,7 @@ def test_broken_definition_is_quarantined_while_others_run(
     assert ids == ["job-0", "job-1", "job-2"]
 
 
+@pytest.mark.disturbs
 def test_submission_is_durable_without_any_daemon(
     local: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -274,6 +287,7 @@ def test_dynamic_configuration_reaches_the_running_job(
     assert jobs.read_marks(str(out))["went"]["rate"] == 10
 
 
+@pytest.mark.disturbs
 def test_max_drivers_holds_when_many_jobs_are_recovered_at_once(
     runtime_config: StoreConfig, client: Client, tmp_path: Path
 ) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,17 +46,9 @@ def schedule_of(config: StoreConfig, name: str) -> Schedule:
 
 
 @pytest.fixture
-def web(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    """Daemons as processes, each serving HTTP, with a change token."""
-    cluster = LocalCluster(
-        runtime_config,
-        tmp_path / "rt",
-        restart_backoff=0.2,
-        http=True,
-        extra_env={"ZKSTORE_API_TOKEN": TOKEN},
-    )
-    yield cluster
-    cluster.stop()
+def web_env() -> dict[str, str]:
+    """The change token of the ``web`` fixture's daemons."""
+    return {"ZKSTORE_API_TOKEN": TOKEN}
 
 
 def request(

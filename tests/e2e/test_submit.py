@@ -10,7 +10,6 @@ import re
 import signal
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +59,16 @@ def records(out: Path) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
 
 
+#: The tests here share a daemon (tests/fleets.py), whose restart backoff is long enough to see.
+pytestmark = pytest.mark.shared_fleet(restart_backoff=1.0, session_timeout=4.0)
+
+
 @pytest.fixture
-def daemon(
-    config: StoreConfig, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[LocalCluster]:
-    local = LocalCluster(config, tmp_path / "runtime", restart_backoff=1.0)  # long enough to see
+def daemon(local: LocalCluster) -> LocalCluster:
+    """``d1`` running (the shared fleet's, or the test's own for a test that disturbs it); its
+    log and its drivers' are printed if the test fails (the ``local`` fixture)."""
     local.start_daemon("d1")
-    yield local
-    local.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print(local.daemons["d1"].log()[-6000:])
-        for log in sorted((tmp_path / "runtime" / "drivers").rglob("*.log")):
-            print(f"----- {log} -----\n{log.read_text()[-3000:]}")
+    return local
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -283,7 +279,7 @@ def test_function_job_imports_modules_beside_it_from_any_directory(
     ran = records(out)["ran"]
     assert (ran["greeting"], ran["area"], ran["unit"]) == ("hello from helpers", 16, "cm2")
     assert ran["files"] == ["zkstore-modules.zip"]
-    assert Path(ran["cwd"]).parent == tmp_path / "runtime" / "attempts"
+    assert Path(ran["cwd"]).parent == daemon.work_dir / "attempts"
     assert not Path(ran["cwd"]).exists(), "an attempt's directory goes with it"
 
 
@@ -383,6 +379,7 @@ def test_python_api_submit_and_wait(
 # -- what an attempt leaves behind -------------------------------------------------------------
 
 
+@pytest.mark.disturbs
 def test_a_killed_drivers_directory_is_removed_by_its_daemon(
     config: StoreConfig, laptop: Path, tmp_path: Path, daemon: LocalCluster
 ) -> None:

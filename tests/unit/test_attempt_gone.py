@@ -13,8 +13,8 @@ from typing import Any
 
 from recovery.leader.decide import CleanUp, Local, Restart, Wait, decide
 from recovery.settings import DaemonSettings
+from tests import builders
 from zkstore.config import StoreConfig
-from zkstore.handle import Handle
 from zkstore.jobs.records import JobResult, JobStatus, Outcome
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CANCELLED, DIRTY, FAILED, STARTING
@@ -33,22 +33,15 @@ def ago(seconds: float) -> str:
 
 
 def failed_attempt(finished: float, **records: Any) -> JobSnapshot:
-    handle = Handle(
-        uri="file:///s/x",
-        size=1,
-        sha256="a" * 64,
-        created=ago(600),
-        writer="w",
-        summary={"max_attempts": 3},
-        version=0,
-    )
     status = JobStatus(
         version=4, state=STARTING, attempt=1, updated=parse_time(ago(120)), daemon_id="m"
     )
     outcome = Outcome(
         version=0, attempt=1, outcome=FAILED, finished=parse_time(ago(finished)), error="x"
     )
-    return JobSnapshot(job_id="j", handle=handle, status=status, outcome=outcome, **records)
+    return builders.snapshot(
+        summary={"max_attempts": 3}, created=ago(600), status=status, outcome=outcome, **records
+    )
 
 
 def test_an_outcome_is_acted_on_once_the_member_saw_the_driver_exit() -> None:

@@ -8,13 +8,11 @@ import pytest
 
 from recovery.leader import finished
 from recovery.leader.finished import FinishedJobs
+from tests import builders
 from zkstore.errors import StoreUnavailable
-from zkstore.handle import Handle
 from zkstore.jobs.snapshot import JobSnapshot
 
-HANDLE = Handle(
-    uri="file:///s/x", size=1, sha256="a" * 64, created="2026-11-27T12:00:00.000Z", writer="w"
-)
+HANDLE = builders.handle(created="2026-11-27T12:00:00.000Z", version=None)
 
 
 def kept(jobs: FinishedJobs, *names: str) -> list[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tests import builders
 from zkstore.cli.jobs import _show_lines
-from zkstore.handle import Handle
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT
@@ -20,24 +20,16 @@ URL = "https://hooks.example.com:8443/services/T000/SECRET-token?sig=SECRET"
 
 
 def snapshot(**records: object) -> JobSnapshot:
-    handle = Handle(
-        uri="file:///s/x",
-        size=1,
-        sha256="a" * 64,
-        created=T,
-        writer="w",
-        summary={
-            "name": "n",
-            "max_attempts": 3,
-            "timeout": 3600,
-            "progress_timeout": 600,
-            "retry_delay": 5,
-            "retry_jitter": 0.1,
-            "notify": URL,
-        },
-        version=0,
-    )
-    return JobSnapshot(job_id="j", handle=handle, **records)  # type: ignore[arg-type]
+    summary = {
+        "name": "n",
+        "max_attempts": 3,
+        "timeout": 3600,
+        "progress_timeout": 600,
+        "retry_delay": 5,
+        "retry_jitter": 0.1,
+        "notify": URL,
+    }
+    return builders.snapshot(summary=summary, created=T, **records)
 
 
 def test_the_limits_and_the_redacted_url_are_shown_never_the_secret() -> None:

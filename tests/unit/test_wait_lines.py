@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests import builders
 from zkstore.cli.progress import Followed, follow_lines, interrupted_lines, start, state_line
-from zkstore.handle import Handle
 from zkstore.jobs.records import JobResult, JobStatus, Outcome, RunningInfo, SparkApp
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CLEAN, FAILED, PENDING, RESTARTING, STARTING, SUCCEEDED
@@ -21,16 +21,7 @@ KILLED = "driver of attempt 1 on host-a killed by signal 9 and left no outcome"
 
 
 def snap(**records: Any) -> JobSnapshot:
-    handle = Handle(
-        uri="file:///s/x",
-        size=1,
-        sha256="a" * 64,
-        created=T,
-        writer="w",
-        summary={"max_attempts": 3, "max_lost": 10},
-        version=0,
-    )
-    return JobSnapshot(job_id="etl", handle=handle, **records)
+    return builders.snapshot("etl", summary={"max_attempts": 3, "max_lost": 10}, **records)
 
 
 def status(state: str, attempt: int, **kw: Any) -> JobStatus:

@@ -1,0 +1,127 @@
+"""Each test's time, kept from run to run (``tests/durations.json``).
+
+The file maps a test's node id (``tests/e2e/test_runtime.py::test_...``) to the seconds its
+setup, call and teardown took in the last run that saved them (``make test`` does: pytest's
+``--save-durations``). It serves twice:
+
+- the order of the files (:func:`order_longest_files_first`): pytest-xdist hands each worker a
+  whole file at a time (``--dist loadfile``), so the files are run longest first, a file's
+  cost being the sum of its tests' (a test not listed counts as a test of its kind usually
+  does);
+- ``make test-fast`` (:func:`deselected_as_slow`): the unit tests that took under a second;
+- the run's summary (:meth:`Recorder.summary`): the ten slowest tests of this run, where the
+  time went.
+
+A run of part of the suite saves its tests' times and keeps the others'; a test that no longer
+exists is dropped (its file gone, or its function no longer in it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).parent / "durations.json"
+ROOT = Path(__file__).parent.parent
+#: what a test not listed is taken to cost, by its kind (folder)
+USUAL_COST = {"e2e": 5.0, "integration": 0.5, "unit": 0.02}
+#: how many of the slowest tests the summary names
+SLOWEST = 10
+#: the longest a test of ``make test-fast`` took in the last saved run
+FAST_LIMIT = 1.0
+
+
+def load(path: Path = PATH) -> dict[str, float]:
+    try:
+        loaded = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    return {str(name): float(took) for name, took in loaded.items()}
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def order_longest_files_first(items: list[pytest.Item], known: Mapping[str, float]) -> None:
+    """Sort ``items`` by their file's cost, longest first (collection order within a file and
+    between equals). A key without ``::`` is a whole file's time (the form before per-test
+    times), used for a file none of whose tests is listed."""
+    costs: dict[str, float] = {}
+    for item in items:
+        name = file_of(item.nodeid)
+        costs[name] = costs.get(name, 0.0) + known.get(
+            item.nodeid, USUAL_COST.get(item.path.parent.name, 1.0)
+        )
+    listed = {file_of(nodeid) for nodeid in known if "::" in nodeid}
+    for name, took in known.items():
+        if "::" not in name and name in costs and name not in listed:
+            costs[name] = took
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda item: (-costs[file_of(item.nodeid)], item.nodeid, order[id(item)]))
+
+
+def deselected_as_slow(items: list[pytest.Item], known: Mapping[str, float]) -> list[pytest.Item]:
+    """The items ``--fast`` leaves out: a property (its examples take seconds) and a test the
+    last saved run timed over :data:`FAST_LIMIT` (a test not timed yet is kept)."""
+    return [
+        item
+        for item in items
+        if item.get_closest_marker("property") is not None
+        or known.get(item.nodeid, 0.0) > FAST_LIMIT
+    ]
+
+
+class Recorder:
+    """The seconds of each test of this run (setup, call and teardown added up), from the
+    reports the process that reports receives (pytest-xdist's workers' included)."""
+
+    def __init__(self) -> None:
+        self.took: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.took[report.nodeid] = self.took.get(report.nodeid, 0.0) + report.duration
+
+    def slowest(self, count: int = SLOWEST) -> list[tuple[str, float]]:
+        return sorted(self.took.items(), key=lambda pair: (-pair[1], pair[0]))[:count]
+
+    def summary(self, count: int = SLOWEST) -> list[str]:
+        """The lines of the run's summary: its slowest tests, with their seconds."""
+        if not self.took:
+            return []
+        shown = min(count, len(self.took))
+        lines = [f"the {shown} slowest tests of this run (setup, call and teardown):"]
+        lines += [f"{took:8.2f} s  {nodeid}" for nodeid, took in self.slowest(count)]
+        return lines
+
+    def merged(self, known: Mapping[str, float]) -> dict[str, float]:
+        """``known`` with this run's times; a test whose file is gone or no longer defines
+        it is dropped, and so is a file's whole time once any of its tests is timed."""
+        kept = {nodeid: took for nodeid, took in known.items() if "::" in nodeid and exists(nodeid)}
+        kept.update({nodeid: round(took, 2) for nodeid, took in self.took.items()})
+        timed = {file_of(nodeid) for nodeid in kept}
+        kept.update(
+            {
+                name: took
+                for name, took in known.items()
+                if "::" not in name and name not in timed and (ROOT / name).exists()
+            }
+        )
+        return dict(sorted(kept.items(), key=lambda pair: (-pair[1], pair[0])))
+
+    def save(self, known: Mapping[str, float], path: Path = PATH) -> int:
+        merged = self.merged(known)
+        path.write_text(json.dumps(merged, indent=0) + "\n")
+        return len(merged)
+
+
+def exists(nodeid: str) -> bool:
+    """Whether the test of ``nodeid`` is still defined (its function's name in its file)."""
+    name = nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+    try:
+        return f"def {name}(" in (ROOT / file_of(nodeid)).read_text()
+    except FileNotFoundError:
+        return False
