@@ -368,24 +368,34 @@ def catch_starting(ctx: Any, out: str, gate: str, needles: list[str]) -> None:
     process, the ``environ`` read and which of ``needles`` the memory read holds."""
     import base64
     import time
+    import zlib
 
     seen: set[str] = set()
     caught: dict[str, dict[str, Any]] = {}
-    held: dict[str, int] = {}
+    held: dict[str, tuple[str, int]] = {}
     deadline = time.monotonic() + 240
     _mark(out, "ready", _who())
     while not os.path.exists(gate) and time.monotonic() < deadline:
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or pid in seen:
+            if not pid.isdigit():
+                continue
+            try:  # a pid and its start: pids are reused (pid_max may be 32768) in a long run
+                with open(f"/proc/{pid}/stat") as stat:
+                    started = stat.read().rsplit(")", 1)[1].split()[19]
+            except (OSError, IndexError):
                 continue
             try:  # read again at each pass: a child shows its parent's until its exec
                 with open(f"/proc/{pid}/cmdline", "rb") as file:
                     cmdline = file.read()
             except OSError:
                 continue
-            if b"zkstore" not in cmdline or int(pid) == os.getpid():
+            # and seen again after its exec (the same pid and start): a fork of a process
+            # whose command line says zkstore (pytest's, by a test's name) is caught as its
+            # parent first, then as what it runs
+            key = f"{pid}@{started}:{zlib.crc32(cmdline):08x}"
+            if key in seen or b"zkstore" not in cmdline or int(pid) == os.getpid():
                 continue
-            seen.add(pid)
+            seen.add(key)
             found: dict[str, Any] = {"cmdline": cmdline.decode(errors="replace")}
             with contextlib.suppress(OSError, ValueError, IndexError):
                 with open(f"/proc/{pid}/status") as status:
@@ -397,13 +407,13 @@ def catch_starting(ctx: Any, out: str, gate: str, needles: list[str]) -> None:
             except OSError as exc:
                 found["environ_error"] = type(exc).__name__
             try:
-                held[pid] = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+                held[key] = (pid, os.open(f"/proc/{pid}/mem", os.O_RDONLY))
                 found["mem"] = "opened"
             except OSError as exc:
                 found["mem_error"] = type(exc).__name__
-            caught[pid] = found
+            caught[key] = found
         time.sleep(0.001)
-    for pid, fd in held.items():  # read through the early descriptors, later
+    for key, (pid, fd) in held.items():  # read through the early descriptors, later
         hits: set[str] = set()
         with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as maps:
             for line in maps:
@@ -412,6 +422,6 @@ def catch_starting(ctx: Any, out: str, gate: str, needles: list[str]) -> None:
                     with contextlib.suppress(OSError):
                         chunk = os.pread(fd, end - start, start)
                         hits.update(n for n in needles if n.encode() in chunk)
-        caught[pid]["mem_holds"] = sorted(hits)
+        caught[key]["mem_holds"] = sorted(hits)
         os.close(fd)
     _mark(out, ctx.job_id, {**_who(), "caught": caught})

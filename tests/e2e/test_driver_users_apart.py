@@ -175,6 +175,7 @@ def test_jobs_as_driver_users_read_nothing_of_a_zkstore_process_as_it_starts(
         local.stop()
     ours = caught_ours(found, (config.root, str(base)))
     commands = [seen["cmdline"] for seen in ours.values()]
+    print("caught:", *(f"{key}: {seen['cmdline']}" for key, seen in found["caught"].items()))
     # the long-lived ones are caught whatever the load (a jobs list may end between two looks)
     assert any("jobs\0wait" in c for c in commands), commands
     assert any("daemon\0--id\0d1" in c for c in commands), commands
