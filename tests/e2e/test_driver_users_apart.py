@@ -105,14 +105,6 @@ def test_a_daemon_whose_jobs_could_read_its_secrets_is_refused(
         assert KEY.decode() not in done.stderr and TOKEN not in done.stderr
 
 
-def caught_ours(found: dict[str, Any], markers: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    return {
-        pid: seen
-        for pid, seen in found["caught"].items()
-        if any(marker in seen["cmdline"] for marker in markers)
-    }
-
-
 def test_jobs_as_driver_users_read_nothing_of_a_zkstore_process_as_it_starts(
     runtime_config: StoreConfig,
     s3_server: S3Server,
@@ -155,6 +147,7 @@ def test_jobs_as_driver_users_read_nothing_of_a_zkstore_process_as_it_starts(
                 local.daemons["d1"].signal(signal.SIGKILL)  # a daemon restarted under it
                 local.daemons["d1"].process.wait()
                 restarted = local.start_daemon("d1", *pool)
+                daemon_pid = restarted.process.pid
                 wait_for(
                     lambda: "job catch: attempt 1 adopted" in restarted.log(), 120, what="adopted"
                 )
@@ -173,12 +166,21 @@ def test_jobs_as_driver_users_read_nothing_of_a_zkstore_process_as_it_starts(
         raise
     finally:
         local.stop()
-    ours = caught_ours(found, (config.root, str(base)))
-    commands = [seen["cmdline"] for seen in ours.values()]
     print("caught:", *(f"{key}: {seen['cmdline']}" for key, seen in found["caught"].items()))
-    # the long-lived ones are caught whatever the load (a jobs list may end between two looks)
-    assert any("jobs\0wait" in c for c in commands), commands
-    assert any("daemon\0--id\0d1" in c for c in commands), commands
+
+    def words_of(pid: int) -> list[list[str]]:
+        """What the catcher saw of ``pid`` (keys ``pid@start:crc``): each command line's words."""
+        return [
+            seen["cmdline"].replace("\0", " ").split()
+            for key, seen in found["caught"].items()
+            if key.split("@")[0] == str(pid)
+        ]
+
+    # the long-lived ones are caught whatever the load (a jobs list may end between two looks),
+    # known by their pids: the daemon retitles itself "zkstore daemon d1" as it starts, so its
+    # first command line is seen only when a look falls before that
+    assert any("jobs" in w and "wait" in w for w in words_of(waiting.pid)), words_of(waiting.pid)
+    assert any("daemon" in w and "d1" in w for w in words_of(daemon_pid)), words_of(daemon_pid)
     pool = {user.uid for user in other_users}
     for pid, seen in found["caught"].items():  # ours and every other zkstore process here
         if seen.get("uid") not in pool:  # the daemon's, a command's: closed to a driver user
