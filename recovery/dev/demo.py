@@ -40,7 +40,8 @@ from zkstore.strict import optional_time_text, utc_moment
 
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
 #: the line a daemon logs once its warm driver JVM is ready (recovery.member.sparkjvm.pool)
-WARM_READY = re.compile(r"warm driver \S+ ready \(pid \d+, started and warmed in ([0-9.]+) s\)")
+#: :data:`recovery.member.sparkjvm.pool.READY_LINE` as logged, with or without its archive
+WARM_READY = re.compile(r"warm driver \S+ ready \(pid \d+, started and warmed in ([0-9.]+) s[,)]")
 
 
 class Narrator:

@@ -94,6 +94,7 @@ __all__ = [
     "FIRST_RETRY",
     "JVM_START_TIMEOUT",
     "MAX_RETRY",
+    "READY_LINE",
     "STOP_GRACE",
     "WARM_UP_TIMEOUT",
     "PoolSetup",
@@ -106,6 +107,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: the log line of a warm JVM ready (``zkstore demo`` reads it: tests/unit/test_demo_lines.py)
+READY_LINE = "warm driver %s ready (pid %d, started and warmed in %.1f s%s)"
 
 #: Seconds a warm JVM may take to open its gateway, and its warm-up to run (a loaded host).
 JVM_START_TIMEOUT = 180.0
@@ -327,7 +331,7 @@ class WarmPool:
         self._retry = FIRST_RETRY
         self.started += 1
         logger.info(
-            "warm driver %s ready (pid %d, started and warmed in %.1f s%s)",
+            READY_LINE,
             warm_id,
             jvm.process.pid,
             time.monotonic() - began,
