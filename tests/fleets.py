@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.helpers import SESSION_TIMEOUT
+from tests.helpers import SESSION_TIMEOUT, wait_for
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import cancel, forget
 from zkstore.config import StoreConfig
@@ -109,7 +109,21 @@ class SharedFleet:
         )
         self.local.start_all(shape)
         self.layout = Layout(config.base_path)
+        self._settled()
         self.before = self.state()
+
+    def _settled(self) -> None:
+        """Wait for what the daemons write as they start (each member's record, the leader's
+        settings record): written after the state is taken, it would read as a test's change."""
+        zk, base = self.local.zk, self.layout.base
+        wait_for(
+            lambda: (
+                len(_children(zk, f"{base}/members")) == len(self.shape.daemons)
+                and _data(zk, f"{base}/settings") is not None
+            ),
+            timeout=60,
+            what="the shared fleet's members and the leader's settings record",
+        )
 
     def begin(self) -> SharedCluster:
         """The fleet as the next test gets it: each daemon's log shown from here on."""
