@@ -43,6 +43,7 @@ import functools
 import logging
 import os
 import shlex
+import signal
 import socket
 import sys
 import tempfile
@@ -457,7 +458,7 @@ class Driver:
                 sparkapp.cancel_jobs()
                 with self._interrupt_lock:
                     if not self._finished.is_set():
-                        _thread.interrupt_main()
+                        interrupt_main_thread()
             if cancel_seen is not None and time.monotonic() - cancel_seen > self.cancel_grace:
                 logger.error(
                     "job %s ignored the cancel for %g s: stopping it",
@@ -624,6 +625,24 @@ class _CannotRun(Exception):
         super().__init__(error)
         self.outcome, self.error = outcome, error
         logger.error("attempt cannot run the job: %s", error)
+
+
+def interrupt_main_thread() -> None:
+    """Raise KeyboardInterrupt in the main thread, even while it blocks in a wait.
+
+    ``_thread.interrupt_main`` only marks the interrupt as pending: a job blocked in a lock, an
+    ``Event.wait()`` or a ``Queue.get()`` without a timeout does not see it until the wait ends
+    (so a cancel took the whole grace, and the outcome came before the job's leftovers were
+    ended). A real SIGINT to the main thread ends the wait (EINTR) and runs Python's handler at
+    once. A job that set SIGINT to SIG_DFL or SIG_IGN would be killed or ignore it, so then
+    only the simulated one is sent: the grace ends such a job.
+    """
+    if callable(signal.getsignal(signal.SIGINT)):
+        main = threading.main_thread().ident
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)
+    else:
+        _thread.interrupt_main()
 
 
 def _summarize(exc: BaseException) -> str:

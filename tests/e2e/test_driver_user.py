@@ -191,8 +191,18 @@ def test_two_jobs_of_a_pool_are_apart_and_their_adopted_drivers_end(
             assert not alive(seen["left"]["child"]), "its group was SIGKILLed after the grace"
             cancelled = script(config, "jobs cancel", "right", timeout=60)
             assert cancelled.returncode == 0, cancelled.stderr
-            assert client.wait("right", timeout=120).outcome == CANCELLED
-            assert not alive(seen["right"]["child"]), "what its driver left is killed at its exit"
+            ended = client.wait("right", timeout=120)
+            # Its main thread blocks in a wait: the cancel interrupts it at once (not after the
+            # grace, when the outcome came before the daemon had seen the driver exit).
+            assert (ended.outcome, ended.error) == (CANCELLED, "cancelled"), ended
+            # The daemon ends what a driver left as it sees the driver exit (through its pidfd,
+            # looked at every second): the outcome is reported just before that exit.
+            wait_for(lambda: not alive(seen["right"]["pid"]), 10, what="right's driver exits")
+            wait_for(
+                lambda: not alive(seen["right"]["child"]),
+                10,
+                what="what its driver left is killed at its exit",
+            )
         for found in seen.values():
             wait_for(lambda f=found: not Path(f["cwd"]).exists(), 60, what=f"{found['cwd']} gone")
     except BaseException:
