@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import BIN
+
 ROOT_ONLY = "needs root: the test creates Unix users and runs processes as them"
 
 
@@ -123,11 +125,22 @@ def public_python(user: User) -> Iterator[str]:
         (site / "zkstore-test-packages.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
         place.chmod(0o755)  # mkdtemp's is private; what venv made in it is readable
         python = str(place / "bin" / "python")
+        install_script(Path(python))
         if not runs_for(user, python):
             pytest.skip(f"no Python that user {user.name} can run with this test's packages")
         yield python
     finally:
         shutil.rmtree(place, ignore_errors=True)
+
+
+def install_script(python: Path) -> None:
+    """The ``zkstore`` console script beside ``python``: this installation's own, run by that
+    interpreter (the daemons of :class:`~recovery.dev.localcluster.LocalCluster` start through
+    the script beside their Python, as a user's do)."""
+    ours = (BIN / "zkstore").read_text().split("\n", 1)[1]
+    script = python.with_name("zkstore")
+    script.write_text(f"#!{python}\n{ours}")
+    script.chmod(0o755)
 
 
 def shared_directory(prefix: str, parent: str | None = None) -> Path:

@@ -33,7 +33,14 @@ from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.zk import ZooKeeper
 
-__all__ = ["PASSED_ON", "DaemonProcess", "LocalCluster", "free_port", "storage_option_args"]
+__all__ = [
+    "PASSED_ON",
+    "DaemonProcess",
+    "LocalCluster",
+    "free_port",
+    "installed_script",
+    "storage_option_args",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -183,9 +190,9 @@ class LocalCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
-                # ``python -m`` puts the working directory first on the path (the daemon's
-                # and its fork server's): another installation's daemon must not import the
-                # checkout this process may run in.
+                # ``python -m`` (where no script is installed) puts the working directory
+                # first on the path (the daemon's and its fork server's): another
+                # installation's daemon must not import the checkout this process may run in.
                 cwd=self.work_dir if python is not None else None,
                 **as_user,  # type: ignore[call-overload]
             )
@@ -201,11 +208,11 @@ class LocalCluster:
         python: str | os.PathLike[str] | None = None,
         port: int | None = None,
     ) -> list[str]:
-        """The command line of a daemon of this cluster (HTTP on ``port``, else off)."""
+        """The command line of a daemon of this cluster (HTTP on ``port``, else off): the
+        ``zkstore`` script installed beside the interpreter, as a user starts it
+        (:func:`installed_script`)."""
         return [
-            str(python) if python is not None else self.python,
-            "-m",
-            "recovery.cli.main",
+            *installed_script(str(python) if python is not None else self.python),
             *(["-v"] if self.verbose else []),
             "daemon",
             "--id",
@@ -322,6 +329,17 @@ class LocalCluster:
             if marker in environ and (member is None or launched_by in environ):
                 found.append(int(entry.name))
         return found
+
+
+def installed_script(python: str) -> list[str]:
+    """The command that runs ``zkstore`` with ``python``'s installation: the console script
+    installed beside that interpreter (``bin/zkstore`` of its virtual environment, through its
+    own entry point, as a user runs it); ``python -m recovery.cli.main`` only where none is
+    installed there (an interpreter whose scripts went elsewhere, ``pip install --user``)."""
+    script = Path(python).with_name("zkstore")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [python, "-m", "recovery.cli.main"]
 
 
 def free_port() -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from recovery.cli.main import cli
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.helpers import SESSION_TIMEOUT, step_runs, wait_for
+from tests.helpers import BIN, SESSION_TIMEOUT, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 
@@ -167,7 +166,7 @@ def test_a_second_daemon_with_the_same_id_refuses_to_start(
     local.wait_for_leader()
     env = local.environment()
     second = subprocess.run(
-        [sys.executable, "-m", "recovery.cli.main", "daemon", "--id", "same"],
+        [str(BIN / "zkstore"), "daemon", "--id", "same"],
         env=env,
         capture_output=True,
         text=True,

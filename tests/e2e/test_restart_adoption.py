@@ -287,7 +287,7 @@ def test_a_live_daemon_of_this_host_still_refuses_a_second_with_its_id(
     )
     try:
         second = subprocess.run(
-            [sys.executable, "-m", "recovery.cli.main", "daemon", "--id", "twin"],
+            [str(BIN / "zkstore"), "daemon", "--id", "twin"],
             env=local.environment(),
             capture_output=True,
             text=True,

@@ -322,7 +322,9 @@ class MixedFleet(Closeable):
                 continue
             if driver in environ:
                 found["drivers"].append(int(entry.name))
-            elif b"recovery.cli.main\0" in cmdline and b"\0daemon\0" in cmdline:
+            elif b"\0daemon\0" in cmdline and (
+                b"recovery.cli.main\0" in cmdline or b"/zkstore\0" in cmdline
+            ):
                 found["daemons"].append(int(entry.name))
             else:
                 found["others"].append(int(entry.name))
