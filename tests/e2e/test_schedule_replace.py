@@ -2,11 +2,11 @@
 that run to stop, and the new run starts only once the old one has ended (its ``after:
 <previous>:ENDED`` is the leader's dependency gate): never two runs of the schedule at once.
 
-The run asked to stop never looks at its context, so its driver lives until the daemon's
-``--cancel-grace`` (12 s here) has passed, over several windows (every 4 s): the run of the next
-window waits, the window after replaces that one (cancelled before it started), and the newest
-run must still wait for the first one's driver, not only for the run it replaced. Before the
-fix it started beside that driver."""
+The run asked to stop never looks at its context and sleeps through the cancel's interrupt, so
+its driver lives until the daemon's ``--cancel-grace`` (12 s here) has passed, over several
+windows (every 4 s): the run of the next window waits, the window after replaces that one
+(cancelled before it started), and the newest run must still wait for the first one's driver,
+not only for the run it replaced. Before the fix it started beside that driver."""
 
 from __future__ import annotations
 
@@ -28,7 +28,14 @@ def run(ctx, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, ctx.job_id), "w") as marker:
         marker.write(str(time.time()))
-    time.sleep(120)  # never looks at its context: a cancel ends it after the driver's grace
+    # Never looks at its context and sleeps through the cancel's interrupt: a cancel ends it
+    # only after the driver's grace.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(deadline - time.monotonic())
+        except KeyboardInterrupt:
+            pass
 """
 
 
