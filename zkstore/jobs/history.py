@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 from zkstore.errors import (
@@ -39,7 +40,7 @@ from zkstore.errors import (
 from zkstore.jobs.records import Record
 from zkstore.ops import Create, Fence, SetData
 from zkstore.retry import RACES
-from zkstore.strict import check_text, parse_time
+from zkstore.strict import check_text, parse_time, time_text, to_millisecond
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -135,9 +136,9 @@ class AttemptEntry:
 
     attempt: int
     daemon: str
-    placed: str
+    placed: datetime
     outcome: str = PLACED
-    ended: str | None = None
+    ended: datetime | None = None
     note: str | None = None
     #: the SHA-256 of the definition the attempt was placed with (its payload: ``jobs resume
     #: --definition`` changes it), and what it runs (``etl.py:main``); recorded once the fleet
@@ -149,14 +150,32 @@ class AttemptEntry:
     #: said it (a lost attempt, a driver of an older release)
     jvm: str | None = None
 
+    def __post_init__(self) -> None:
+        # what it reads back: the history keeps times to the millisecond
+        object.__setattr__(self, "placed", to_millisecond(self.placed))
+        if self.ended is not None:
+            object.__setattr__(self, "ended", to_millisecond(self.ended))
+
     def as_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"daemon": self.daemon, "placed": self.placed}
+        data: dict[str, Any] = {"daemon": self.daemon, "placed": time_text(self.placed)}
         data["outcome"] = self.outcome
-        for name in ("ended", "note", "definition", "target", "jvm"):
+        if self.ended is not None:
+            data["ended"] = time_text(self.ended)
+        for name in ("note", "definition", "target", "jvm"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
         return data
+
+    @classmethod
+    def from_json(cls, attempt: int, entry: dict[str, Any]) -> AttemptEntry:
+        """The entry of a history read (checked by :meth:`JobHistory.problem`): its times
+        parsed here, once."""
+        known = {k: v for k, v in entry.items() if k in _ATTEMPT_FIELDS}
+        known["placed"] = parse_time(known["placed"])
+        if known.get("ended") is not None:
+            known["ended"] = parse_time(known["ended"])
+        return cls(attempt=attempt, **known)
 
 
 @dataclass(frozen=True)
@@ -182,9 +201,7 @@ class JobHistory(Record):
     def entries(self) -> list[AttemptEntry]:
         """The attempts, oldest first."""
         return [
-            AttemptEntry(
-                attempt=int(key), **{k: v for k, v in entry.items() if k in _ATTEMPT_FIELDS}
-            )
+            AttemptEntry.from_json(int(key), entry)
             for key, entry in sorted(self.attempts.items(), key=lambda item: int(item[0]))
         ]
 
@@ -225,9 +242,15 @@ class LeaderHistory(Record):
                 return problem
         return None
 
-    def leaders(self) -> list[tuple[str, str]]:
+    def leaders(self) -> list[tuple[datetime, str]]:
         """(since, daemon) of each term, oldest first."""
-        return sorted((entry["since"], entry["leader"]) for entry in self.terms.values())
+        return sorted(
+            (parse_time(entry["since"]), entry["leader"]) for entry in self.terms.values()
+        )
+
+    def departed_since(self) -> dict[str, datetime]:
+        """Each daemon seen leaving the fleet (while attempts were placed on it), and when."""
+        return {daemon: parse_time(since) for daemon, since in self.departed.items()}
 
     def with_term(self, contender: str, leader: str, since: str) -> LeaderHistory:
         """This term put in (a term already known keeps its ``since``: a leadership revoked
@@ -343,12 +366,13 @@ def _attempt_change(entry: AttemptEntry) -> Callable[[JobHistory], JobHistory]:
         if entry.outcome != PLACED and isinstance(known, dict):
             if known["outcome"] != PLACED:
                 return history  # an end is told once (a cancel after a failure changes nothing)
+            told = AttemptEntry.from_json(entry.attempt, known)
             merged = replace(
                 entry,
-                daemon=known["daemon"],
-                placed=known["placed"],
-                definition=known.get("definition"),
-                target=known.get("target"),
+                daemon=told.daemon,
+                placed=told.placed,
+                definition=told.definition,
+                target=told.target,
             )
         return history.with_entry(merged)
 
