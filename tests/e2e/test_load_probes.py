@@ -123,8 +123,8 @@ def test_the_flood_schedule_is_refused_and_one_written_past_the_cli_is_bounded(
         catchup="all",
         catchup_max=3,
         grace=0,  # else the last minute of windows would fire as on time
-        start_at="2020-01-01T00:00:00Z",
-        end_at=format_time(now + timedelta(seconds=3)),
+        start_at=datetime(2020, 1, 1, tzinfo=UTC),
+        end_at=now + timedelta(seconds=3),
     )
     with Cluster.open(config) as cluster:
         ScheduleStore.for_config(config, cluster.zk).create(
