@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound, VersionConflict
@@ -103,12 +104,19 @@ class Conditions(Record):
     max_bytes = 32 * 1024
 
     def conditions(self) -> list[Condition]:
-        return sorted(
-            (
-                Condition(kind, v["reason"], v["message"], parse_time(v["since"]))
-                for kind, v in (self.items or {}).items()
-            ),
-            key=lambda c: (c.since, c.type),
+        """The conditions, oldest first (their ``since`` converted once, with the record)."""
+        return list(self._conditions)
+
+    @cached_property
+    def _conditions(self) -> tuple[Condition, ...]:
+        return tuple(
+            sorted(
+                (
+                    Condition(kind, v["reason"], v["message"], parse_time(v["since"]))
+                    for kind, v in (self.items or {}).items()
+                ),
+                key=lambda c: (c.since, c.type),
+            )
         )
 
     def holding(self, condition: Condition) -> Conditions:
@@ -145,9 +153,12 @@ class Conditions(Record):
                 return f"condition {kind} has no message or no since"
             try:
                 check_text(message, "message")
-                parse_time(since)
             except ValueError as exc:
                 return f"condition {kind}: {exc}"
+        try:
+            self._conditions  # noqa: B018 (converted once: garbage is found here)
+        except ValueError as exc:
+            return f"a condition's since: {exc}"
         return None
 
 

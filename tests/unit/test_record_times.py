@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
 from zkstore.conditions import Condition, Conditions
+from zkstore.errors import CorruptRecord
 from zkstore.jobs.control.history import HistoryEntry as ControlEntry
 from zkstore.jobs.history import JobHistory, LeaderHistory
 from zkstore.schedules.records import ScheduleSpec, ScheduleState
@@ -127,3 +130,26 @@ def test_conditions_hold_their_since_and_write_it_back_as_they_read_it() -> None
     assert rebuilt.to_bytes() == CONDITIONS
     later = Condition(condition.type, condition.reason, "again", at("2026-11-28T02:00:00"))
     assert record.holding(later).conditions()[0].since == condition.since  # it still holds
+
+
+@pytest.mark.parametrize(
+    ("kind", "data"),
+    [
+        (JobHistory, JOB_HISTORY.replace(b'"placed":"2026-11-28T01:00:00.123Z"', b'"placed":"x"')),
+        (JobHistory, JOB_HISTORY.replace(b"01:05:00.456Z", b"01:05:00.456")),  # no time zone
+        (
+            LeaderHistory,
+            LEADER_HISTORY.replace(b'"since":"2026-11-28T00:59:59.999Z"', b'"since":"x"'),
+        ),
+        (LeaderHistory, LEADER_HISTORY.replace(b"2026-11-28T01:04:59.500Z", b"0001-01-01T00:00Z")),
+        (Conditions, CONDITIONS.replace(b"2026-11-28T01:08:00.000Z", b"yesterday")),
+    ],
+)
+def test_a_time_in_a_nested_entry_that_no_writer_writes_is_a_corrupt_record(
+    kind: type[JobHistory | LeaderHistory | Conditions], data: bytes
+) -> None:
+    """The maps' times are converted once, with the record: garbage there is found as the record
+    is read (CorruptRecord naming the path), never later by whoever asks for the times."""
+    assert data not in (JOB_HISTORY, LEADER_HISTORY, CONDITIONS), "the garbage is in"
+    with pytest.raises(CorruptRecord, match="/n: not a valid"):
+        kind.from_znode(data, None, "/n")

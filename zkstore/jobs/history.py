@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
 from zkstore.errors import (
@@ -93,7 +94,8 @@ def _cut(text: str | None) -> str | None:
 
 
 def _entry_problem(key: str, entry: object, fields: dict[str, tuple[type, bool]]) -> str | None:
-    """What is wrong with one entry of a history's map (each field: its type, whether needed)."""
+    """What is wrong with one entry of a history's map (each field: its type, whether needed);
+    its times are checked where they are converted, once (the record's typed view)."""
     if not isinstance(entry, dict):
         return f"entry {key!r:.20} is not an object"
     # A field this code does not know is a newer writer's (zkstore/protocol.py): ignored.
@@ -105,15 +107,16 @@ def _entry_problem(key: str, entry: object, fields: dict[str, tuple[type, bool]]
             continue
         if type(value) is not kind:
             return f"entry {key!r:.20}: {name!r} has the wrong type"
-        if isinstance(value, str):
+        if isinstance(value, str) and name not in _TIMES:
             try:
-                if name in ("placed", "ended", "since", "at"):
-                    parse_time(value)
-                else:
-                    check_text(value, repr(name))
+                check_text(value, repr(name))
             except ValueError as exc:
                 return f"entry {key!r:.20}: {exc}"
     return None
+
+
+#: The fields of a history's entries that hold times.
+_TIMES = frozenset({"placed", "ended", "since"})
 
 
 _ATTEMPT_FIELDS: dict[str, tuple[type, bool]] = {
@@ -196,14 +199,22 @@ class JobHistory(Record):
                 problem = f"entry {key}: outcome {entry['outcome']!r:.20}"
             if problem is not None:
                 return problem
+        try:
+            self._entries  # noqa: B018 (the times, converted once: garbage is found here)
+        except ValueError as exc:
+            return f"an attempt's time: {exc}"
         return None
 
-    def entries(self) -> list[AttemptEntry]:
-        """The attempts, oldest first."""
-        return [
+    @cached_property
+    def _entries(self) -> tuple[AttemptEntry, ...]:
+        return tuple(
             AttemptEntry.from_json(int(key), entry)
             for key, entry in sorted(self.attempts.items(), key=lambda item: int(item[0]))
-        ]
+        )
+
+    def entries(self) -> list[AttemptEntry]:
+        """The attempts, oldest first (their times converted once, with the record)."""
+        return list(self._entries)
 
     def with_entry(self, entry: AttemptEntry) -> JobHistory:
         """This history with ``entry`` put in (its note cut to :data:`NOTE_CHARS`; the oldest
@@ -240,17 +251,29 @@ class LeaderHistory(Record):
             problem = _entry_problem(daemon, {"leader": daemon, "since": since}, _TERM_FIELDS)
             if problem is not None:
                 return problem
+        try:
+            self._leaders, self._departed  # noqa: B018 (converted once: garbage is found here)
+        except ValueError as exc:
+            return f"a since: {exc}"
         return None
+
+    @cached_property
+    def _leaders(self) -> tuple[tuple[datetime, str], ...]:
+        return tuple(
+            sorted((parse_time(entry["since"]), entry["leader"]) for entry in self.terms.values())
+        )
+
+    @cached_property
+    def _departed(self) -> dict[str, datetime]:
+        return {daemon: parse_time(since) for daemon, since in self.departed.items()}
 
     def leaders(self) -> list[tuple[datetime, str]]:
         """(since, daemon) of each term, oldest first."""
-        return sorted(
-            (parse_time(entry["since"]), entry["leader"]) for entry in self.terms.values()
-        )
+        return list(self._leaders)
 
     def departed_since(self) -> dict[str, datetime]:
         """Each daemon seen leaving the fleet (while attempts were placed on it), and when."""
-        return {daemon: parse_time(since) for daemon, since in self.departed.items()}
+        return dict(self._departed)
 
     def with_term(self, contender: str, leader: str, since: str) -> LeaderHistory:
         """This term put in (a term already known keeps its ``since``: a leadership revoked
