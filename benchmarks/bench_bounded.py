@@ -53,7 +53,7 @@ from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, notification_ops
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.strict import utc_moment, utc_now
+from zkstore.strict import utc_moment
 
 GOAL = "<= 1.5"
 HUGE = 128 * 1024 * 1024
@@ -132,7 +132,7 @@ def plant(config: StoreConfig, client: Client, spec: ScheduleSpec) -> None:
 
 
 def spec(name: str, **fields: Any) -> ScheduleSpec:
-    return ScheduleSpec(version=None, name=name, created=utc_now(), **fields)
+    return ScheduleSpec(version=None, name=name, created=utc_moment(), **fields)
 
 
 @contextmanager
@@ -246,8 +246,8 @@ def bench_fire(hosts: str, windows: int, jobs: int) -> list[Result]:
                     catchup="all",
                     catchup_max=min(windows, 10_000),
                     grace=0,
-                    start_at=format_time(now - timedelta(seconds=10 * (windows - 1))),
-                    end_at=format_time(now + timedelta(seconds=1)),
+                    start_at=now - timedelta(seconds=10 * (windows - 1)),
+                    end_at=now + timedelta(seconds=1),
                 )
                 plant(config, client, backlog)
                 beside = submit_to_result(client, "beside", jobs)

@@ -43,8 +43,8 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import MemberInfo
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import ceil_second, format_time
-from zkstore.strict import utc_moment, utc_now
+from zkstore.schedules.timing import ceil_second
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 SLOTS = 4
@@ -95,10 +95,10 @@ def bench_windows(
                 spec = ScheduleSpec(
                     version=None,
                     name="etl",
-                    created=utc_now(),
+                    created=utc_moment(),
                     every=every,
-                    start_at=format_time(first),
-                    end_at=format_time(first + timedelta(seconds=every * windows - 1)),
+                    start_at=first,
+                    end_at=first + timedelta(seconds=every * windows - 1),
                 )
                 definition = JobDefinition.for_function(
                     "etl",

@@ -45,8 +45,8 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import ceil_second, format_time
-from zkstore.strict import utc_now
+from zkstore.schedules.timing import ceil_second
+from zkstore.strict import utc_moment
 
 START = datetime(2026, 11, 24, tzinfo=UTC)
 
@@ -69,9 +69,9 @@ def bench_fire(config: StoreConfig, fires: int, kind: str) -> list[Result]:
         spec = ScheduleSpec(
             version=None,
             name="bench",
-            created=format_time(START - timedelta(days=1)),
+            created=START - timedelta(days=1),
             every=1,
-            start_at=format_time(START),
+            start_at=START,
         )
         schedules.create(spec, JobDefinition.for_function("bench", noop))
         fence = election.fence()
@@ -123,12 +123,12 @@ def bench_throughput(config: StoreConfig, backlog: int, runs: int, kind: str) ->
             spec = ScheduleSpec(
                 version=None,
                 name=name,
-                created=format_time(START - timedelta(days=1)),
+                created=START - timedelta(days=1),
                 every=1,
                 catchup="all",
                 catchup_max=backlog,
                 grace=0,
-                start_at=format_time(START),
+                start_at=START,
             )
             schedules.create(spec, JobDefinition.for_function(name, noop))
             now = START + timedelta(seconds=backlog - 1)
@@ -173,10 +173,10 @@ def bench_latency(hosts: str, fires: int, credentials: bool = False) -> list[Res
                 spec = ScheduleSpec(
                     version=None,
                     name="tick",
-                    created=utc_now(),
+                    created=utc_moment(),
                     every=1,
-                    start_at=format_time(first),
-                    end_at=format_time(first + timedelta(seconds=fires)),
+                    start_at=first,
+                    end_at=first + timedelta(seconds=fires),
                 )
                 definition = JobDefinition.for_function(
                     "tick", scheduled_run, args=(str(out / "tick"), 0.0)

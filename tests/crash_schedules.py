@@ -20,7 +20,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 
 def noop(ctx: object) -> None:
@@ -31,7 +31,9 @@ def main(spec: dict[str, Any]) -> int:
     cluster, crash_at = crashing_cluster(spec)
     schedules = ScheduleStore.for_config(cluster.config, cluster.zk, on_step=crash_at)
     if spec["op"] == "create":
-        schedule = ScheduleSpec(version=None, name=spec["job"], created=utc_now(), cron="0 * * * *")
+        schedule = ScheduleSpec(
+            version=None, name=spec["job"], created=utc_moment(), cron="0 * * * *"
+        )
         schedules.create(schedule, JobDefinition.for_function(spec["job"], noop))
     elif spec["op"] == "fire":
         daemon = spec.get("daemon", "crasher")

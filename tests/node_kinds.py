@@ -39,6 +39,7 @@ from zkstore.schedules.records import HistoryEntry, ScheduleSpec, ScheduleState
 from zkstore.strict import parse_time, utc_now
 
 NOW = utc_now()
+MOMENT = parse_time(NOW)
 HANDLE = Handle(
     uri="file:///s/c/jobs/j/definition/0123.pkl",
     size=120,
@@ -110,7 +111,9 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         "conditions_of",
         lambda data, path: Conditions.from_znode(data, None, path),
         Conditions(version=None)
-        .holding(Condition("CannotFire", "UnderMinimumInterval", "cannot fire: its windows", NOW))
+        .holding(
+            Condition("CannotFire", "UnderMinimumInterval", "cannot fire: its windows", MOMENT)
+        )
         .to_bytes(),
     ),
     "drained": (
@@ -149,8 +152,8 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         "history",
         lambda data, path: JobHistory.from_znode(data, None, path),
         _record(JobHistory)
-        .with_entry(AttemptEntry(1, "d1", NOW, "LOST", NOW, "killed by signal 9"))  # type: ignore[attr-defined]
-        .with_entry(AttemptEntry(2, "d2", NOW))
+        .with_entry(AttemptEntry(1, "d1", MOMENT, "LOST", MOMENT, "killed by signal 9"))  # type: ignore[attr-defined]
+        .with_entry(AttemptEntry(2, "d2", MOMENT))
         .to_bytes(),
     ),
     "running": (
@@ -309,7 +312,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
             QuarantineEntry,
             job_id="j",
             reason="broken:\n  why",
-            since=parse_time(NOW),
+            since=MOMENT,
             handle=HANDLE,
         ).to_bytes(),
     ),
@@ -319,15 +322,15 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         _record(
             ScheduleSpec,
             name="nightly",
-            created=NOW,
+            created=MOMENT,
             definition=HANDLE,
             cron="30 2 * * *",
             timezone="Europe/Berlin",
             concurrency="forbid",
             catchup="3",
-            start_at="2026-11-24T00:00:00Z",
+            start_at=parse_time("2026-11-24T00:00:00Z"),
             paused=True,
-            paused_at=NOW,
+            paused_at=MOMENT,
             after_schedule="extract",
         ).to_bytes(),
     ),
@@ -336,14 +339,22 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         lambda data, path: ScheduleState.from_znode(data, None, path),
         _record(
             ScheduleState,
-            updated=NOW,
-            last="2026-11-24T02:30:00Z",
+            updated=MOMENT,
+            last=parse_time("2026-11-24T02:30:00Z"),
             last_run="nightly-20261124T013000Z",
             fired=1,
             missed=2,
             history=(
-                HistoryEntry("2026-11-22T01:30:00Z", "missed", through=NOW, count=2, reason="r"),
-                HistoryEntry("2026-11-24T01:30:00Z", "fired", job="nightly-20261124T013000Z"),
+                HistoryEntry(
+                    parse_time("2026-11-22T01:30:00Z"),
+                    "missed",
+                    through=MOMENT,
+                    count=2,
+                    reason="r",
+                ),
+                HistoryEntry(
+                    parse_time("2026-11-24T01:30:00Z"), "fired", job="nightly-20261124T013000Z"
+                ),
             ),
         ).to_bytes(),
     ),

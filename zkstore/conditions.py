@@ -24,6 +24,8 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound, VersionConflict
@@ -32,7 +34,7 @@ from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
 from zkstore.ops import Check, Create, Delete, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain
-from zkstore.strict import check_text, parse_time, time_text
+from zkstore.strict import check_text, parse_time, time_text, to_millisecond
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -73,19 +75,22 @@ class Condition:
     type: str
     reason: str
     message: str
-    since: str
+    since: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "since", to_millisecond(self.since))  # what it reads back
 
     def as_dict(self) -> dict[str, str]:
         return {
             "type": self.type,
             "reason": self.reason,
             "message": self.message,
-            "since": self.since,
+            "since": time_text(self.since),
         }
 
     def line(self) -> str:
         """``CannotFire (UnderMinimumInterval) since ...: message``: one line for people."""
-        return f"{self.type} ({self.reason}) since {self.since}: {self.message}"
+        return f"{self.type} ({self.reason}) since {time_text(self.since)}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -99,12 +104,19 @@ class Conditions(Record):
     max_bytes = 32 * 1024
 
     def conditions(self) -> list[Condition]:
-        return sorted(
-            (
-                Condition(kind, v["reason"], v["message"], v["since"])
-                for kind, v in (self.items or {}).items()
-            ),
-            key=lambda c: (c.since, c.type),
+        """The conditions, oldest first (their ``since`` converted once, with the record)."""
+        return list(self._conditions)
+
+    @cached_property
+    def _conditions(self) -> tuple[Condition, ...]:
+        return tuple(
+            sorted(
+                (
+                    Condition(kind, v["reason"], v["message"], parse_time(v["since"]))
+                    for kind, v in (self.items or {}).items()
+                ),
+                key=lambda c: (c.since, c.type),
+            )
         )
 
     def holding(self, condition: Condition) -> Conditions:
@@ -114,7 +126,7 @@ class Conditions(Record):
         since = (
             known["since"]
             if known is not None and known["reason"] == condition.reason
-            else condition.since
+            else time_text(condition.since)
         )
         items = dict(self.items or {})
         items[condition.type] = {
@@ -141,9 +153,12 @@ class Conditions(Record):
                 return f"condition {kind} has no message or no since"
             try:
                 check_text(message, "message")
-                parse_time(since)
             except ValueError as exc:
                 return f"condition {kind}: {exc}"
+        try:
+            self._conditions  # noqa: B018 (converted once: garbage is found here)
+        except ValueError as exc:
+            return f"a condition's since: {exc}"
         return None
 
 
@@ -154,7 +169,7 @@ def waiting_condition(status: JobStatus | None) -> Condition | None:
         return None
     if not status.reason.startswith(NO_DAEMON):
         return None
-    return Condition(UNPLACEABLE, "NoDaemonMatches", status.reason, time_text(status.updated))
+    return Condition(UNPLACEABLE, "NoDaemonMatches", status.reason, status.updated)
 
 
 class ConditionStore:

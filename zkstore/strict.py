@@ -26,10 +26,14 @@ __all__ = [
     "escape_control",
     "is_time",
     "load_object",
+    "optional_second_text",
     "optional_time_text",
     "parse_time",
+    "second_text",
+    "time_or_none",
     "time_text",
     "to_millisecond",
+    "to_second",
     "utc_in",
     "utc_moment",
     "utc_moment_in",
@@ -176,6 +180,23 @@ def to_millisecond(moment: datetime) -> datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
+def to_second(moment: datetime) -> datetime:
+    """``moment`` cut to the second: what a record keeps of a time stored to the second (a
+    schedule's window or bound, :func:`second_text`)."""
+    return moment.replace(microsecond=0)
+
+
+def second_text(moment: datetime) -> str:
+    """``moment`` to the second, UTC: ``2026-11-24T01:30:00Z``, as schedules store their windows
+    and bounds (:func:`parse_time` reads it back)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def optional_second_text(moment: datetime | None) -> str | None:
+    """:func:`second_text` of ``moment``, None for None."""
+    return None if moment is None else second_text(moment)
+
+
 def time_text(moment: datetime) -> str:
     """``moment`` in the timestamp format of zkstore (:func:`parse_time` reads it back)."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -184,6 +205,15 @@ def time_text(moment: datetime) -> str:
 def optional_time_text(moment: datetime | None) -> str | None:
     """:func:`time_text` of ``moment``, None for None (a record's optional time, for JSON)."""
     return None if moment is None else time_text(moment)
+
+
+def time_or_none(value: object) -> datetime | None:
+    """``value`` as a time if it is a valid zkstore timestamp, else None: for a time kept in
+    a handle's summary (``submitted``), which is text of the job's definition."""
+    try:
+        return parse_time(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None
 
 
 def is_time(value: object) -> bool:

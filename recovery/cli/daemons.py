@@ -35,10 +35,16 @@ def _leader_id(cluster: Cluster) -> str | None:
 def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
     """Every daemon of the fleet as a JSON-able dict (the shape of ``daemons list --format
     json``); a drained daemon that is down is listed too, so that it can be undrained."""
+    return [item for item, _ in _fleet(cluster)]
+
+
+def _fleet(cluster: Cluster) -> list[tuple[dict[str, Any], datetime | None]]:
+    """:func:`fleet_report`'s items, each with when its daemon started (None: down)."""
     fleet = read_fleet(cluster.zk, cluster.layout)
     leader = _leader_id(cluster)
     drained_only = set(cluster.zk.children(cluster.layout.drained)) - set(fleet.members)
-    items = []
+    items: list[dict[str, Any]] = []
+    started: list[datetime | None] = []
     for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id):
         info = member.info
         items.append(
@@ -66,9 +72,11 @@ def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
                 else round(info.warm_first_ms / 1000, 1),
             }
         )
+        started.append(info.started)
     for daemon_id in sorted(drained_only):
         items.append({"id": daemon_id, "drained": True, "up": False, "leader": False})
-    return items
+        started.append(None)
+    return list(zip(items, started, strict=True))
 
 
 @cli.group()
@@ -97,7 +105,8 @@ def list_daemons(connection: Connection, fmt: str) -> None:
     ready (and when the first was).
     """
     with Cluster.open(connection.config) as cluster:
-        items = fleet_report(cluster)
+        found = _fleet(cluster)
+    items = [item for item, _ in found]
     rows = [
         {
             **item,
@@ -106,14 +115,14 @@ def list_daemons(connection: Connection, fmt: str) -> None:
             "labels": format_labels(item.get("labels") or {}) or None,
             "state": "drained" if item["drained"] else "active",
             "jobs": ",".join(item.get("jobs") or []) or None,
-            "age": age(item.get("started")),
+            "age": age(moment),
             "memory": _mib(item.get("rss")),
             "warm": _warm(item.get("warm_ready"), item.get("warm_first_s")),
             "users out": "; ".join(f"{k}: {v}" for k, v in sorted(item["users_out"].items()))
             if item.get("users_out")
             else None,
         }
-        for item in items
+        for item, moment in found
     ]
     columns = [
         "id",

@@ -22,6 +22,7 @@ from zkstore.schedules.runs import validate_name
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import shares_windows
 from zkstore.schedules.view import next_window
+from zkstore.strict import optional_second_text, time_text
 
 
 @schedules.command("create", context_settings={"ignore_unknown_options": False})
@@ -91,10 +92,11 @@ def check_chain(spec: ScheduleSpec, store: ScheduleStore) -> None:
         return
     if shares_windows(spec.timing(), theirs.timing()):
         return
+    theirs_from = optional_second_text(theirs.start_at) or time_text(theirs.created)
     raise ConfigError(
-        f"--after-schedule {other}: its windows (every {theirs.every}s from "
-        f"{theirs.start_at or theirs.created}) are not all this schedule's (every "
-        f"{spec.every}s from {spec.start_at}): a run of a window {other} does not have would "
+        f"--after-schedule {other}: its windows (every {theirs.every}s from {theirs_from}) are "
+        f"not all this schedule's (every {spec.every}s from "
+        f"{optional_second_text(spec.start_at)}): a run of a window {other} does not have would "
         f"fail; give --every a multiple of {theirs.every}s without --start-at (windows at "
         "multiples of the interval), the same --start-at as its, or a --cron for both"
     )

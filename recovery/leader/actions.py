@@ -58,7 +58,7 @@ from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
-from zkstore.strict import time_text, to_millisecond
+from zkstore.strict import to_millisecond
 from zkstore.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
@@ -164,7 +164,7 @@ class JobActions:
             assigned=status.updated,
         )
         path = layout.assignment(action.daemon_id, job.job_id)
-        placed = AttemptEntry(action.attempt, action.daemon_id, time_text(status.updated))
+        placed = AttemptEntry(action.attempt, action.daemon_id, status.updated)
         if job.handle is not None and self.leader.protocol.allows(ATTEMPT_PROVENANCE):
             # where the code came from (the file given at submit or resume), else what it runs
             target = job.summary.get(ORIGIN) or job.summary.get("entry")
@@ -226,7 +226,7 @@ class JobActions:
             if action.ended is not None and job.status is not None:
                 self._remember_end(job, _ending(job, action.ended), action.ended.error)
             if not told:
-                self._remember(job.job_id, replace(placed, placed=self.leader.clock.stamp()))
+                self._remember(job.job_id, replace(placed, placed=self.leader.clock.moment()))
             logger.info(
                 "job %s: attempt %d placed on %s (%s)",
                 job.job_id,
@@ -532,9 +532,9 @@ class JobActions:
         return AttemptEntry(
             status.attempt,
             daemon,
-            time_text(status.updated),
+            status.updated,
             outcome,
-            self.leader.clock.stamp(),
+            self.leader.clock.moment(),
             note,
             jvm=jvm,
         )

@@ -23,7 +23,7 @@ from zkstore.layout import Layout
 from zkstore.lifecycle.outbox import Pending
 from zkstore.ops import Delete, Fence
 from zkstore.protocol import CLUSTER_SETTINGS
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
 
 __all__ = ["JobConditions"]
@@ -82,7 +82,7 @@ class JobConditions:
     def _hold(self, job_id: str, destination: str, reason: str, message: str) -> None:
         if not self._allowed():
             return
-        condition = Condition(NOTIFICATION_DROPPED, reason, message, utc_now())
+        condition = Condition(NOTIFICATION_DROPPED, reason, message, utc_moment())
         if self._write(job_id, lambda: self.store.hold(JOB, job_id, condition, fence=self.fence)):
             with self._lock:
                 self.raised[NOTIFICATION_DROPPED] += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -28,8 +28,6 @@ from zkstore.jobs.states import FAILED
 from zkstore.layout import Layout
 from zkstore.schedules.records import FIRED, SchedulePaths, ScheduleSpec, ScheduleState
 from zkstore.schedules.runs import dependencies_of, split_run_id
-from zkstore.schedules.timing import format_time
-from zkstore.strict import parse_time
 from zkstore.zk import ZooKeeper
 
 __all__ = ["DependencyGate", "Waiting"]
@@ -103,9 +101,7 @@ class DependencyGate:
         for dependency, (name, window) in candidates:
             handle, result, quarantined, spec = next(stats), next(stats), next(stats), next(stats)
             if handle is None and result is None and quarantined is None and spec is not None:
-                runs[dependency.job_id] = replace(
-                    dependency, schedule=name, window=format_time(window)
-                )
+                runs[dependency.job_id] = replace(dependency, schedule=name, window=window)
         return tuple(runs.get(d.job_id, d) for d in dependencies)
 
     def _seen(self, dependencies: tuple[Dependency, ...]) -> dict[str, Seen]:
@@ -155,7 +151,7 @@ class DependencyGate:
         return seen
 
 
-def _is_window(found: tuple[bytes, ZnodeStat], path: str, window: str | None) -> bool:
+def _is_window(found: tuple[bytes, ZnodeStat], path: str, window: datetime | None) -> bool:
     """Whether ``window`` is one of the schedule's windows as its spec says now (a run id
     names a time, any time). An unreadable spec, or one this host cannot time (an unknown
     time zone), says yes: the job waits, as for an undecided window."""
@@ -165,12 +161,11 @@ def _is_window(found: tuple[bytes, ZnodeStat], path: str, window: str | None) ->
         timing = ScheduleSpec.from_znode(found[0], found[1], path).timing()
     except (CorruptRecord, ConfigError):
         return True
-    when = parse_time(window)
-    return timing.next_after(when - timedelta(seconds=1)) == when
+    return timing.next_after(window - timedelta(seconds=1)) == window
 
 
 def _decided(
-    found: tuple[bytes, ZnodeStat], path: str, window: str | None
+    found: tuple[bytes, ZnodeStat], path: str, window: datetime | None
 ) -> tuple[bool, str | None]:
     """Whether the schedule's state shows ``window`` decided (its newest decided window is at
     or after it), and what its history says of it (``skipped: <why>``, ``missed``; None if it
@@ -181,12 +176,10 @@ def _decided(
         return False, None
     if state.last is None or window is None:
         return False, None
-    when = parse_time(window)
-    if parse_time(state.last) < when:
+    if state.last < window:
         return False, None
     for entry in state.history:
-        first, last = parse_time(entry.window), parse_time(entry.through or entry.window)
-        if first <= when <= last and entry.outcome != FIRED:
+        if entry.window <= window <= entry.last and entry.outcome != FIRED:
             told = entry.outcome.lower()
             return True, f"{told}: {entry.reason}" if entry.reason else told
     return True, None

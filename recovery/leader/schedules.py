@@ -48,7 +48,7 @@ from zkstore.errors import (
 from zkstore.protocol import CLUSTER_SETTINGS
 from zkstore.schedules.fire import Firer, FireReport
 from zkstore.schedules.store import ScheduleStore
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 from zkstore.throttle import Throttle
 from zkstore.watch import NodeWatch
 
@@ -233,7 +233,7 @@ class ScheduleFiring:
         only once the fleet reads conditions."""
         if not self.leader.protocol.allows(CLUSTER_SETTINGS):
             return
-        condition = Condition(CANNOT_FIRE, reason, f"cannot fire: {message}", utc_now())
+        condition = Condition(CANNOT_FIRE, reason, f"cannot fire: {message}", utc_moment())
         self._conditions_seen.add(name)
         if self._guarded_conditions(
             name, lambda: self.conditions.hold(SCHEDULE, name, condition, fence=self.leader.fence)

@@ -53,7 +53,6 @@ from zkstore.service.jobs import (
     job_error,
 )
 from zkstore.service.outputs import list_outputs
-from zkstore.strict import parse_time
 
 __all__ = [
     "LOG_LINKS",
@@ -87,6 +86,10 @@ class JobPage:
 
     item: dict[str, Any]
     now: datetime
+    #: when the current attempt's driver started (else when the job was submitted), and when
+    #: the job finished: the records' times (``item`` is their JSON, for the API)
+    started: datetime | None = None
+    finished: datetime | None = None
     attempts: list[AttemptEntry] = field(default_factory=list)
     history_note: str | None = None
     checkpoints: list[datetime] = field(default_factory=list)
@@ -106,22 +109,20 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
     item["conditions"] = job_conditions(cluster, snapshot, item)
     logs = JobLogs(cluster.storage, cluster.storage_layout, job_id)
     attempts, unreadable = attempt_history(cluster, job_id)
-    checkpoints = [
-        _time(handle.created) for _, handle in cluster.checkpoints(job_id).all() if handle.created
-    ]
+    checkpoints = [handle.created_at for _, handle in cluster.checkpoints(job_id).all()]
     control: list[Mark] = []
     with contextlib.suppress(ZkStoreError):
         entries, _ = cluster.control(job_id).history.entries()
         for entry in entries:
             keys = ", ".join(sorted(entry.changes)) or "no key"
-            control.append(Mark(_time(entry.when), f"v{entry.version} by {entry.by}: {keys}"))
+            control.append(Mark(entry.when, f"v{entry.version} by {entry.by}: {keys}"))
     leaders: list[Mark] = []
     try:
         known = history.read(cluster.zk, cluster.layout.leader_history, LeaderHistory)
     except CorruptRecord:
         known = None
     if known is not None:
-        leaders = [Mark(_time(since), f"{leader} leads") for since, leader in known.leaders()]
+        leaders = [Mark(since, f"{leader} leads") for since, leader in known.leaders()]
     outputs: list[dict[str, Any]] = []
     with contextlib.suppress(ZkStoreError):  # the page shows the rest without them
         outputs = list_outputs(cluster, job_id)
@@ -131,9 +132,12 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
         latest = found[max(found)]
         with contextlib.suppress(ZkStoreError):
             tail = logs.tail(latest, TAIL_LINES, max_bytes=TAIL_BYTES).decode("utf-8", "replace")
+    running = snapshot.running
     return JobPage(
         item=item,
         now=datetime.now(UTC),
+        started=running.started if running is not None else snapshot.submitted_at,
+        finished=snapshot.result.finished if snapshot.result is not None else None,
         attempts=attempts,
         history_note=unreadable,
         checkpoints=checkpoints,
@@ -145,13 +149,6 @@ def read_job_page(cluster: Cluster, job_id: str) -> JobPage:
     )
 
 
-def _time(text: str | None) -> datetime:
-    try:
-        return parse_time(text or "")
-    except ValueError:
-        return datetime.now(UTC)
-
-
 def timeline(data: JobPage) -> Timeline:
     """The picture's records: each attempt the history tells of, and the current one from the
     job's status if the history lacks it (a gap a leader crash can leave)."""
@@ -160,7 +157,6 @@ def timeline(data: JobPage) -> Timeline:
     live = item["result"] is None
     spans: dict[int, AttemptSpan] = {}
     for entry in data.attempts:
-        ended = _time(entry.ended) if entry.ended else None
         if entry.outcome != history.PLACED:
             outcome = _DRAWN.get(entry.outcome, UNKNOWN)
         elif live and entry.attempt == current:
@@ -168,7 +164,7 @@ def timeline(data: JobPage) -> Timeline:
         else:  # placed, and its end was never told (a leader crashed in between)
             outcome = UNKNOWN
         spans[entry.attempt] = AttemptSpan(
-            entry.attempt, entry.daemon, _time(entry.placed), ended, outcome, entry.note
+            entry.attempt, entry.daemon, entry.placed, entry.ended, outcome, entry.note
         )
     ordered = sorted(spans)
     for before, after in itertools.pairwise(ordered):
@@ -176,8 +172,7 @@ def timeline(data: JobPage) -> Timeline:
         if span.outcome == UNKNOWN and span.ended is None:  # over once the next one was placed
             spans[before] = replace(span, ended=spans[after].placed, note="its end was not told")
     if live and current and current not in spans and item["daemon"]:
-        driver = item["driver"] or {}
-        placed = _time(driver.get("started") or item.get("submitted"))
+        placed = data.started or data.now
         state = RUNNING if item["driver"] is not None else STARTING
         spans[current] = AttemptSpan(current, item["daemon"], placed, None, state)
     return Timeline(
@@ -201,7 +196,7 @@ def _code(value: object) -> str | None:
     return None if value in (None, "") else f"<code>{page.escape(value)}</code>"
 
 
-def _state(item: dict[str, Any], now: float) -> str:
+def _state(item: dict[str, Any], finished_at: datetime | None, now: float) -> str:
     parts = [page.badge(str(item["state"]))]
     if item.get("waiting") and item["result"] is None:
         parts.append(f"<span class='muted'>{page.escape(item['waiting'])}</span>")
@@ -211,8 +206,8 @@ def _state(item: dict[str, Any], now: float) -> str:
         why = f": {cancel.get('reason')}" if cancel.get("reason") else ""
         parts.append(f"<span>cancel requested{page.escape(by + why)}</span>")
     result = item.get("result")
-    if result and result.get("finished"):
-        parts.append(f"<span class='muted'>finished {page.since(result['finished'], now)}</span>")
+    if result and finished_at is not None:
+        parts.append(f"<span class='muted'>finished {page.since(finished_at, now)}</span>")
     return " ".join(parts)
 
 
@@ -324,7 +319,7 @@ def render_job_page(data: JobPage, *, daemon_id: str, leading: bool, cluster_id:
     )
     state = _rows(
         [
-            ("state", _state(item, now)),
+            ("state", _state(item, data.finished, now)),
             ("attempts", page.escape(attempts_text(item)) if attempts_text(item) else None),
             ("daemon", page.escape(item["daemon"]) if item["daemon"] else None),
             (

@@ -37,7 +37,6 @@ from zkstore.jobs.states import (
     STATUS_STATES,
     SUBMITTED,
 )
-from zkstore.strict import parse_time
 
 __all__ = ["JOB_STATES", "ClusterCollector", "DaemonMetrics", "LeadershipStats"]
 
@@ -224,10 +223,11 @@ class ClusterCollector(Collector):
             used.add_metric([daemon.daemon_id], daemon.used)
         yield slots
         yield used
-        since = _since(view.leader)
-        if since is not None:
+        if view.leader_since is not None:
             yield _gauge(
-                "zkstore_leader_since_timestamp_seconds", "When the current leader took over", since
+                "zkstore_leader_since_timestamp_seconds",
+                "When the current leader took over",
+                view.leader_since.timestamp(),
             )
         yield from _per_job(view)
         running, waiting = pool_counts(view.jobs.values())
@@ -299,11 +299,3 @@ def _per_job(view: ClusterView) -> Iterator[Metric]:
 
 def _gauge(name: str, text: str, value: float | bool) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, text, value=float(value))
-
-
-def _since(leader: dict[str, object] | None) -> float | None:
-    value = leader.get("since") if leader is not None else None
-    try:
-        return parse_time(value).timestamp() if isinstance(value, str) else None
-    except ValueError:
-        return None

@@ -22,7 +22,7 @@ from zkstore.jobs.records import EPOCH
 from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.service.jobs import describe, duration, headline
-from zkstore.strict import parse_time, time_text
+from zkstore.strict import time_text
 
 __all__ = [
     "CELL_CHARS",
@@ -100,11 +100,9 @@ def _age(seconds: float | None) -> str:
     return "-" if seconds is None else duration(seconds)
 
 
-def _since(timestamp: object, now: float) -> str:
-    try:
-        return _age(now - parse_time(str(timestamp)).timestamp()) + " ago"
-    except ValueError:
-        return "-"
+def _since(moment: datetime | None, now: float) -> str:
+    """``3m12s ago``: how long before ``now`` (epoch seconds) ``moment`` was; ``-`` for None."""
+    return "-" if moment is None else _age(now - moment.timestamp()) + " ago"
 
 
 def _badge(state: str, extra: str = "") -> str:
@@ -228,9 +226,10 @@ def _finished_row(job: JobSnapshot, now: float) -> str:
             f": {cancel['reason']}" if cancel.get("reason") else ""
         )
     took = "-"
-    if item["submitted"] and result.get("finished"):
-        start, end = parse_time(item["submitted"]), parse_time(result["finished"])
-        took = duration((end - start).total_seconds())
+    ended = job.result.finished if job.result is not None else None
+    start = job.submitted_at
+    if start is not None and ended is not None:
+        took = duration((ended - start).total_seconds())
     finished_at = result.get("finished")
     cells = [
         _job_link(job.job_id),
@@ -238,7 +237,7 @@ def _finished_row(job: JobSnapshot, now: float) -> str:
         _badge(result.get("outcome") or job.state),
         _attempts(item),
         _daemon(item),
-        f'<span title="{_e(finished_at)}">{_e(_since(finished_at, now))}</span>',
+        f'<span title="{_e(finished_at)}">{_e(_since(ended, now))}</span>',
         _e(took),
         f'<td class="err">{_e(_cut(why))}</td>',
         _logs_links(job),
@@ -370,7 +369,7 @@ def _leader_section(view: ClusterView, now: float) -> str:
         lead = (
             f"<p>{_badge('leader', 'leader')} <b>{_e(leader.get('id'))}</b> on "
             f"{_e(leader.get('host'))} (pid {_e(leader.get('pid'))}), since "
-            f"{_e(_since(leader.get('since'), now))}</p>"
+            f"{_e(_since(view.leader_since, now))}</p>"
         )
     rows = [
         f"<tr><td><code>{_e(d.daemon_id)}</code></td><td>{_e(d.host)}</td><td>{_e(d.pid)}</td>"
@@ -388,8 +387,8 @@ def _leader_section(view: ClusterView, now: float) -> str:
 def _role(daemon: DaemonInfo, now: float) -> str:
     if daemon.lost:
         since = (
-            f" since {_e(daemon.lost_since)} ({_since(daemon.lost_since, now)})"
-            if daemon.lost_since
+            f" since {_e(time_text(daemon.lost_since))} ({_since(daemon.lost_since, now)})"
+            if daemon.lost_since is not None
             else ""
         )
         return (
@@ -436,7 +435,7 @@ def _quarantine(jobs: list[JobSnapshot], now: float) -> str:
         assert entry is not None
         rows.append(
             f"<tr><td>{_job_link(job.job_id)}</td><td class='err'>{_e(entry.reason)}</td>"
-            f"<td>{_e(_since(time_text(entry.since), now))}</td></tr>"
+            f"<td>{_e(_since(entry.since, now))}</td></tr>"
         )
     return _table(("job", "reason", "since"), rows, "nothing in quarantine")
 

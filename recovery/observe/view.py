@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from recovery.settings import DaemonSettings
@@ -29,7 +30,7 @@ from zkstore.layout import is_checkpoint_node_name
 from zkstore.lifecycle.records import outbox_path
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.view import listing as schedule_rows
-from zkstore.strict import time_text
+from zkstore.strict import optional_time_text, time_text
 
 __all__ = [
     "ClusterView",
@@ -81,7 +82,7 @@ class DaemonInfo:
     #: the leader has re-placed them
     lost: bool = False
     #: since when it is gone (the leader saw it leave: ``R/leader/history``), if known
-    lost_since: str | None = None
+    lost_since: datetime | None = None
     #: its zkstore release and the fleet protocol it speaks (a lost daemon's are unknown)
     release: str | None = None
     protocol: int | None = None
@@ -97,7 +98,7 @@ class DaemonInfo:
             "labels": self.labels,
             "drained": self.drained,
             "lost": self.lost,
-            "lost_since": self.lost_since,
+            "lost_since": optional_time_text(self.lost_since),
             "release": self.release,
             "protocol": self.protocol,
         }
@@ -110,6 +111,8 @@ class ClusterView:
     leader: dict[str, Any] | None
     daemons: list[DaemonInfo]
     jobs: dict[str, JobSnapshot]
+    #: since when the leader leads (its record's ``since``; None without a readable one)
+    leader_since: datetime | None = None
     #: job -> epoch seconds of its latest checkpoint, for the jobs whose driver runs
     checkpoints: dict[str, float] = field(default_factory=dict)
     #: every schedule's row (:func:`zkstore.schedules.view.listing`): next fire, last run, state
@@ -187,10 +190,12 @@ def read_view(cluster: Cluster, ended: EndedJobs | None = None) -> ClusterView:
         jobs = read_jobs(cluster)
     else:
         jobs, counted = ended.read(cluster)
-    leader = _leader(cluster)
+    info = _leader(cluster)
+    leader = _leader_json(info)
     view = ClusterView(
         leader=leader,
         daemons=_daemons(cluster, leader),
+        leader_since=info.since if isinstance(info, LeaderInfo) else None,
         jobs=jobs,
         checkpoints=_latest_checkpoints(cluster, [j for j in jobs.values() if j.driver_present]),
         schedules=schedule_rows(
@@ -211,10 +216,16 @@ def _outbox_size(cluster: Cluster) -> int:
     return len(found or ())
 
 
-def _leader(cluster: Cluster) -> dict[str, Any] | None:
+def _leader(cluster: Cluster) -> LeaderInfo | CorruptRecord | None:
+    """The leader's record, None if there is none, the error if it is garbage."""
     try:
-        info = read_record(cluster.zk, LeaderInfo, cluster.layout.leader_info)
-    except CorruptRecord:
+        return read_record(cluster.zk, LeaderInfo, cluster.layout.leader_info)
+    except CorruptRecord as exc:
+        return exc
+
+
+def _leader_json(info: LeaderInfo | CorruptRecord | None) -> dict[str, Any] | None:
+    if isinstance(info, CorruptRecord):
         return {"error": "unreadable leader record"}
     if info is None:
         return None
@@ -234,13 +245,13 @@ def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo
     leader_id = leader.get("id") if leader is not None else None
     gone = {name: jobs for name, jobs in fleet.assignments.items() if jobs}
     gone = {name: jobs for name, jobs in gone.items() if name not in fleet.members}
-    departed: dict[str, Any] = {}
+    departed: dict[str, datetime] = {}
     if gone:
         try:
             known = history.read(cluster.zk, cluster.layout.leader_history, LeaderHistory)
         except CorruptRecord:
             known = None
-        departed = known.departed if known is not None else {}
+        departed = known.departed_since() if known is not None else {}
     lost = [
         DaemonInfo(
             daemon_id=name,

@@ -35,7 +35,7 @@ from zkstore.schedules.limits import MIN_INTERVAL_ENV
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 #: ordinary jobs each probe runs beside its load
 ORDINARY = 4
@@ -118,13 +118,13 @@ def test_the_flood_schedule_is_refused_and_one_written_past_the_cli_is_bounded(
     spec = ScheduleSpec(
         version=None,
         name="flood",
-        created=utc_now(),
+        created=utc_moment(),
         every=1,
         catchup="all",
         catchup_max=3,
         grace=0,  # else the last minute of windows would fire as on time
-        start_at="2020-01-01T00:00:00Z",
-        end_at=format_time(now + timedelta(seconds=3)),
+        start_at=datetime(2020, 1, 1, tzinfo=UTC),
+        end_at=now + timedelta(seconds=3),
     )
     with Cluster.open(config) as cluster:
         ScheduleStore.for_config(config, cluster.zk).create(

@@ -132,7 +132,7 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
     # Every window up to the pause has exactly one run or a recorded decision.
     spec, state = schedule_of(config, "tick").spec, schedule_of(config, "tick").state
     assert state.last is not None
-    end = parse_time(state.last)
+    end = state.last
     windows = expected_windows(spec.timing(), began, end)
     verdict = check(windows, read_runs(out, "tick"), recorded(state.history, windows))
     assert verdict.violations == [], verdict.violations

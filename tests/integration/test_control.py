@@ -48,7 +48,7 @@ from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.states import PAUSED, RUNNING, SUCCEEDED
 from zkstore.ops import Create, Fence
-from zkstore.strict import parse_time, utc_now
+from zkstore.strict import parse_time, utc_moment, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -284,7 +284,7 @@ def test_waiting_for_an_acknowledgement_ends_with_it_or_times_out(
 def test_history_is_bounded_reports_gaps_and_garbage(cluster: Cluster) -> None:
     history = ControlHistory(cluster.storage, cluster.storage_layout.control_history("j"), limit=5)
     for version in [*range(8), 9]:  # version 8 was never recorded (its writer died)
-        history.record(HistoryEntry(version, version - 1 or None, "me", utc_now(), {}))
+        history.record(HistoryEntry(version, version - 1 or None, "me", utc_moment(), {}))
     entries, errors = history.entries()
     assert [e.version for e in entries] == [4, 5, 6, 7, 9] and errors == {}
     assert [e.version for e in history.entries(last=2)[0]] == [7, 9]

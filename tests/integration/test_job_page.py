@@ -25,7 +25,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
 from zkstore.jobs.records import JobStatus
 from zkstore.ops import Fence
-from zkstore.strict import parse_time, utc_in, utc_now
+from zkstore.strict import parse_time, utc_in, utc_moment, utc_moment_in, utc_now
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -54,10 +54,12 @@ def test_a_lost_attempt_and_the_running_one_are_two_bars_and_nothing_is_unescape
     cluster: Cluster,
 ) -> None:
     cluster.jobs.submit(JobDefinition.for_function("etl", job, args=[HOSTILE], name=HOSTILE))
-    assert note(cluster, "etl", AttemptEntry(1, "d1", utc_in(-60)))
-    ended = AttemptEntry(1, "?", utc_now(), history.LOST, utc_in(-30), "killed by signal 9")
+    assert note(cluster, "etl", AttemptEntry(1, "d1", utc_moment_in(-60)))
+    ended = AttemptEntry(
+        1, "?", utc_moment(), history.LOST, utc_moment_in(-30), "killed by signal 9"
+    )
     assert note(cluster, "etl", ended)
-    assert note(cluster, "etl", AttemptEntry(2, "d2", utc_in(-29)))
+    assert note(cluster, "etl", AttemptEntry(2, "d2", utc_moment_in(-29)))
     status = JobStatus(
         version=None, state="STARTING", attempt=2, lost=1, updated=parse_time(utc_now())
     )
@@ -90,12 +92,14 @@ def test_garbage_and_a_stale_history_cost_bars_never_the_page_or_the_write(
     assert "the attempt history is unreadable" in html
     assert bars(html) == [("3", "starting")], "the current attempt, from the job's status"
 
-    assert note(cluster, "odd", AttemptEntry(1, "d1", utc_now())), "garbage is replaced"
+    assert note(cluster, "odd", AttemptEntry(1, "d1", utc_moment())), "garbage is replaced"
     stale = JobHistory(version=None)
     for n in (1, 2, 3):
-        stale = stale.with_entry(AttemptEntry(n, "old", utc_in(-999), history.FAILED, utc_now()))
+        stale = stale.with_entry(
+            AttemptEntry(n, "old", utc_moment_in(-999), history.FAILED, utc_moment())
+        )
     plant(cluster.zk, path, stale.to_bytes())
-    assert note(cluster, "odd", AttemptEntry(1, "d1", utc_now()))
+    assert note(cluster, "odd", AttemptEntry(1, "d1", utc_moment()))
     fresh = history.read(cluster.zk, path, JobHistory)
     assert fresh is not None
     assert [(e.attempt, e.daemon, e.outcome) for e in fresh.entries()] == [(1, "d1", "PLACED")]
@@ -103,12 +107,14 @@ def test_garbage_and_a_stale_history_cost_bars_never_the_page_or_the_write(
 
 def test_an_end_is_told_once_and_a_gap_is_drawn_as_unknown(cluster: Cluster) -> None:
     cluster.jobs.submit(JobDefinition.for_function("gap", job))
-    assert note(cluster, "gap", AttemptEntry(1, "d1", utc_in(-90)))  # its end never told
-    assert note(cluster, "gap", AttemptEntry(2, "d1", utc_in(-60)))
-    assert note(cluster, "gap", AttemptEntry(2, "d1", utc_now(), history.FAILED, utc_in(-40)))
-    cancel = AttemptEntry(2, "d1", utc_now(), history.CANCELLED, utc_now())
+    assert note(cluster, "gap", AttemptEntry(1, "d1", utc_moment_in(-90)))  # its end never told
+    assert note(cluster, "gap", AttemptEntry(2, "d1", utc_moment_in(-60)))
+    assert note(
+        cluster, "gap", AttemptEntry(2, "d1", utc_moment(), history.FAILED, utc_moment_in(-40))
+    )
+    cancel = AttemptEntry(2, "d1", utc_moment(), history.CANCELLED, utc_moment())
     note(cluster, "gap", cancel)  # the job was cancelled while it waited: attempt 2 had failed
-    assert note(cluster, "gap", AttemptEntry(3, "d2", utc_in(-20)))
+    assert note(cluster, "gap", AttemptEntry(3, "d2", utc_moment_in(-20)))
     status = JobStatus(
         version=None, state="STARTING", attempt=3, updated=parse_time(utc_now()), daemon_id="d2"
     )
@@ -122,10 +128,14 @@ def test_an_end_is_told_once_and_a_gap_is_drawn_as_unknown(cluster: Cluster) -> 
 
 def test_a_finished_jobs_timeline_outlives_its_records(cluster: Cluster) -> None:
     cluster.jobs.submit(JobDefinition.for_function("done", job))
-    assert note(cluster, "done", AttemptEntry(1, "d1", utc_in(-30)))
-    assert note(cluster, "done", AttemptEntry(1, "d1", utc_now(), history.LOST, utc_in(-20)))
-    assert note(cluster, "done", AttemptEntry(2, "d2", utc_in(-19)))
-    assert note(cluster, "done", AttemptEntry(2, "d2", utc_now(), history.SUCCEEDED, utc_now()))
+    assert note(cluster, "done", AttemptEntry(1, "d1", utc_moment_in(-30)))
+    assert note(
+        cluster, "done", AttemptEntry(1, "d1", utc_moment(), history.LOST, utc_moment_in(-20))
+    )
+    assert note(cluster, "done", AttemptEntry(2, "d2", utc_moment_in(-19)))
+    assert note(
+        cluster, "done", AttemptEntry(2, "d2", utc_moment(), history.SUCCEEDED, utc_moment())
+    )
     cluster.results.create_dirty("done", "SUCCEEDED", attempts=2, daemon="d2", lost=1)
     assert clean_up(cluster, "done")
     assert cluster.zk.exists(cluster.layout.job_dir("done")) is None
@@ -150,7 +160,7 @@ def test_a_lost_daemon_says_since_when(cluster: Cluster) -> None:
     plant(cluster.zk, cluster.layout.leader_history, left.to_bytes())
     view = read_view(cluster)
     (lost,) = [d for d in view.daemons if d.lost]
-    assert (lost.daemon_id, lost.lost_since) == ("gone", since)
+    assert (lost.daemon_id, lost.lost_since) == ("gone", parse_time(since))
     assert lost.as_dict()["lost_since"] == since
     page = render(view, daemon_id="d1", leading=True, cluster_id="c")
     assert re.search(

@@ -30,7 +30,6 @@ from zkstore.schedules.fire import Firer
 from zkstore.schedules.records import FIRED, MISSED, SKIPPED, ScheduleSpec
 from zkstore.schedules.runs import run_id, run_summary
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import build_fire
 from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage
@@ -83,9 +82,9 @@ def create(leader: Leader, **changes: object) -> ScheduleSpec:
     values: dict[str, object] = {
         "version": None,
         "name": NAME,
-        "created": format_time(START - timedelta(days=1)),
+        "created": START - timedelta(days=1),
         "cron": "0 * * * *",
-        "start_at": format_time(START),
+        "start_at": START,
         "timezone": "Europe/Berlin",
     }
     values.update(changes)
@@ -130,7 +129,7 @@ def test_a_fired_window_is_a_job_that_records_its_window_and_runs_with_its_own_k
         driver.read(leader.schedules.spec(NAME).handle.ref)
 
     state = leader.schedules.get(NAME).state
-    assert (state.last, state.last_run) == ("2026-11-24T03:00:00Z", job)
+    assert (state.last, state.last_run) == (START + timedelta(hours=1), job)
     assert [(e.outcome, e.job) for e in state.history] == [(MISSED, None), (FIRED, job)]
 
 
@@ -243,7 +242,7 @@ def test_a_job_that_took_a_runs_id_is_not_taken_for_the_run(leader: Leader) -> N
     ((window, reason),) = report.skipped
     assert window == START + timedelta(hours=1) and "taken" in reason
     last = leader.schedules.get(NAME).state.history[-1]
-    assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
+    assert (last.outcome, last.window) == (SKIPPED, START + timedelta(hours=1))
 
 
 def test_a_run_id_planted_with_the_runs_own_summary_blocks_the_window_visibly(
@@ -283,7 +282,7 @@ def test_a_run_id_planted_with_the_runs_own_summary_blocks_the_window_visibly(
     assert skipped_window == window and reason.startswith(f"blocked: the job id {job} is taken")
     assert "does not verify" in reason and f"zkstore jobs cancel {job}" in reason
     last = leader.schedules.get(NAME).state.history[-1]
-    assert (last.outcome, last.window) == (SKIPPED, "2026-11-24T03:00:00Z")
+    assert (last.outcome, last.window) == (SKIPPED, START + timedelta(hours=1))
 
 
 # -- leadership and crashes -----------------------------------------------------------------------
@@ -435,7 +434,7 @@ def test_a_long_outage_is_caught_up_per_catchup_in_bounded_transactions(leader: 
         calls += 1
     assert calls == 7 and len(current_jobs(leader.cluster)) == 121
     state = leader.schedules.get(NAME).state
-    assert state.fired == 121 and state.last == "2026-11-24T04:00:00Z"
+    assert state.fired == 121 and state.last == START + timedelta(hours=2)
     assert len(leader.cluster.zk.get(leader.schedules.paths.state(NAME))[0]) < 16 * 1024
 
 
@@ -497,7 +496,7 @@ def test_a_taken_run_id_in_a_batch_decides_each_window_alone(
     ((window, reason),) = report.skipped
     assert window == windows[2] and "taken" in reason
     state = leader.schedules.get(NAME).state
-    assert (state.fired, state.skipped, state.last) == (4, 1, format_time(windows[-1]))
+    assert (state.fired, state.skipped, state.last) == (4, 1, windows[-1])
     for window in windows:
         payloads = leader.cluster.storage.list(
             leader.cluster.storage_layout.definitions(run_id(NAME, window))

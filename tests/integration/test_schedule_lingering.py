@@ -18,7 +18,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.ops import Delete
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 KIND = "orphan-schedule-payload"
 
@@ -42,7 +42,7 @@ def test_an_unreferenced_schedule_payload_is_lingering_and_cleaned_the_reference
     config: StoreConfig, cluster: Cluster
 ) -> None:
     store = ScheduleStore.for_config(config, cluster.zk)
-    spec = ScheduleSpec(version=None, name="nightly", created=utc_now(), cron="0 2 * * *")
+    spec = ScheduleSpec(version=None, name="nightly", created=utc_moment(), cron="0 2 * * *")
     created = store.create(spec, JobDefinition.for_function("nightly", nightly))
     assert lingering(config) == []
 
@@ -51,7 +51,7 @@ def test_an_unreferenced_schedule_payload_is_lingering_and_cleaned_the_reference
             raise Crash(step)
 
     crashing = ScheduleStore.for_config(config, cluster.zk, on_step=crash)
-    other = ScheduleSpec(version=None, name="hourly", created=utc_now(), cron="0 * * * *")
+    other = ScheduleSpec(version=None, name="hourly", created=utc_moment(), cron="0 * * * *")
     with pytest.raises(Crash):
         crashing.create(other, JobDefinition.for_function("hourly", nightly))
     (orphan,) = lingering(config)
@@ -69,7 +69,7 @@ def test_handles_verify_checks_each_schedules_definition_without_unpickling_it(
     config: StoreConfig, cluster: Cluster
 ) -> None:
     store = ScheduleStore.for_config(config, cluster.zk)
-    spec = ScheduleSpec(version=None, name="nightly", created=utc_now(), cron="0 2 * * *")
+    spec = ScheduleSpec(version=None, name="nightly", created=utc_moment(), cron="0 2 * * *")
     created = store.create(spec, JobDefinition.for_function("nightly", nightly))
     fine = zkstore(config, "handles verify", "--format", "json")
     assert fine.returncode == 0 and json.loads(fine.stdout) == {"checked": 1, "problems": []}
@@ -98,7 +98,7 @@ def cannot_fire(cluster: Cluster, name: str) -> bool:
     if that changed anything."""
     election = LeaderElection(cluster.zk, cluster.layout, "d1", lambda: None)
     election.contend()
-    condition = Condition(CANNOT_FIRE, "UnderMinimum", "cannot fire: 1 s apart", utc_now())
+    condition = Condition(CANNOT_FIRE, "UnderMinimum", "cannot fire: 1 s apart", utc_moment())
     return ConditionStore(cluster.zk, cluster.layout).hold(
         SCHEDULE, name, condition, fence=election.fence()
     )
@@ -108,7 +108,7 @@ def test_a_schedules_conditions_go_with_it_and_are_never_made_after_it(
     config: StoreConfig, cluster: Cluster
 ) -> None:
     store = ScheduleStore.for_config(config, cluster.zk)
-    spec = ScheduleSpec(version=None, name="nightly", created=utc_now(), cron="0 2 * * *")
+    spec = ScheduleSpec(version=None, name="nightly", created=utc_moment(), cron="0 2 * * *")
     store.create(spec, JobDefinition.for_function("nightly", nightly))
     assert cannot_fire(cluster, "nightly")
     path = cluster.layout.conditions_of(SCHEDULE, "nightly")
@@ -131,7 +131,7 @@ def test_conditions_of_what_is_gone_are_lingering_and_cleaned_the_others_never(
     kept."""
     store = ScheduleStore.for_config(config, cluster.zk)
     for name in ("nightly", "hourly"):
-        spec = ScheduleSpec(version=None, name=name, created=utc_now(), cron="0 2 * * *")
+        spec = ScheduleSpec(version=None, name=name, created=utc_moment(), cron="0 2 * * *")
         store.create(spec, JobDefinition.for_function(name, nightly))
         assert cannot_fire(cluster, name)
     cluster.zk.commit(  # the old delete: the spec and its state only

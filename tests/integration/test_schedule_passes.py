@@ -23,8 +23,7 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import format_time
-from zkstore.strict import utc_now
+from zkstore.strict import utc_moment
 
 BUDGET = 5
 EVERY = 60
@@ -53,11 +52,11 @@ def create(cluster: Cluster, config: StoreConfig, name: str, every: int = EVERY)
     spec = ScheduleSpec(
         version=None,
         name=name,
-        created=utc_now(),
+        created=utc_moment(),
         every=every,
         catchup="all",
         grace=0,
-        start_at=format_time(now - timedelta(seconds=every * BACKLOG - every // 2)),
+        start_at=now - timedelta(seconds=every * BACKLOG - every // 2),
     )
     ScheduleStore.for_config(config, cluster.zk).create(
         spec, JobDefinition.for_function(name, noop)

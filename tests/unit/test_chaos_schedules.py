@@ -17,7 +17,7 @@ from recovery.dev.chaos.schedules import (
 )
 from zkstore.schedules.records import HistoryEntry
 from zkstore.schedules.runs import run_id
-from zkstore.schedules.timing import Timing, format_time
+from zkstore.schedules.timing import Timing
 
 START = datetime(2026, 11, 24, tzinfo=UTC)
 TIMING = Timing(start=START, every=5)
@@ -67,16 +67,14 @@ def test_a_run_before_its_window_is_a_violation() -> None:
 
 def test_a_window_without_run_or_record_is_lost_and_a_recorded_one_is_not() -> None:
     runs = [run(w) for w in WINDOWS if w not in (WINDOWS[1], WINDOWS[2])]
-    history = [HistoryEntry(format_time(WINDOWS[2]), "skipped", reason="forbid")]
+    history = [HistoryEntry(WINDOWS[2], "skipped", reason="forbid")]
     verdict = check(WINDOWS, runs, recorded(history, WINDOWS))
     assert verdict.violations == [f"window {WINDOWS[1]}: no run and no record (lost)"]
     assert verdict.skipped == 1
 
 
 def test_missed_rows_are_expanded_and_fail_only_when_the_scenario_says_so() -> None:
-    history = [
-        HistoryEntry(format_time(WINDOWS[0]), "missed", through=format_time(WINDOWS[3]), count=4)
-    ]
+    history = [HistoryEntry(WINDOWS[0], "missed", through=WINDOWS[3], count=4)]
     runs = [run(w) for w in WINDOWS[4:]]
     decided = recorded(history, WINDOWS)
     assert check(WINDOWS, runs, decided).violations == []
@@ -85,7 +83,7 @@ def test_missed_rows_are_expanded_and_fail_only_when_the_scenario_says_so() -> N
 
 
 def test_a_window_both_run_and_recorded_is_a_violation() -> None:
-    history = [HistoryEntry(format_time(WINDOWS[0]), "missed")]
+    history = [HistoryEntry(WINDOWS[0], "missed")]
     verdict = check(WINDOWS, [run(w) for w in WINDOWS], recorded(history, WINDOWS))
     assert any("recorded as missed" in v for v in verdict.violations)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from zkstore.jobs import history
 from zkstore.jobs.history import MAX_ATTEMPTS, MAX_TERMS, AttemptEntry, JobHistory, LeaderHistory
-from zkstore.strict import utc_in, utc_now
+from zkstore.strict import utc_in, utc_moment, utc_now
 
 
 def test_a_job_of_many_attempts_keeps_the_newest_and_parses_back() -> None:
     record = JobHistory(version=None)
     for n in range(1, MAX_ATTEMPTS + 31):
         record = record.with_entry(
-            AttemptEntry(n, "d1", utc_now(), history.LOST, utc_now(), "x" * 5000)
+            AttemptEntry(n, "d1", utc_moment(), history.LOST, utc_moment(), "x" * 5000)
         )
     kept = JobHistory.from_znode(record.to_bytes(), None, "/h").entries()
     assert [e.attempt for e in kept] == list(range(31, MAX_ATTEMPTS + 31))
@@ -38,9 +38,9 @@ def test_an_attempt_keeps_its_definition_through_its_end_and_unknown_fields_are_
     """Issue 49.6: the placement names the definition; the end, written later without it,
     keeps it. A field of a newer writer inside an entry is ignored, as at a record's top."""
     digest = "ab" * 32
-    placed = AttemptEntry(1, "d1", utc_now(), definition=digest, target="etl.py:run")
+    placed = AttemptEntry(1, "d1", utc_moment(), definition=digest, target="etl.py:run")
     record = history._attempt_change(placed)(JobHistory(version=None))
-    ended = AttemptEntry(1, "d2", utc_now(), history.FAILED, utc_now(), "boom")
+    ended = AttemptEntry(1, "d2", utc_moment(), history.FAILED, utc_moment(), "boom")
     record = history._attempt_change(ended)(record)
     (entry,) = JobHistory.from_znode(record.to_bytes(), None, "/h").entries()
     assert (entry.outcome, entry.daemon, entry.definition, entry.target) == (

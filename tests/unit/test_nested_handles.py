@@ -33,7 +33,7 @@ ENTRY = QuarantineEntry(
 SPEC = ScheduleSpec(
     version=None,
     name="nightly",
-    created="2026-11-24T00:00:00.000Z",
+    created=parse_time("2026-11-24T00:00:00.000Z"),
     definition=HANDLE,
     cron="30 2 * * *",
 )

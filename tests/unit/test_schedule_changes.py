@@ -17,8 +17,9 @@ from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.handle import Handle, PayloadRef
 from zkstore.jobs.records import MAX_RECORD_BYTES
 from zkstore.schedules.records import CHANGES_LIMIT, MAX_REASON_CHARS, Change, ScheduleSpec
-from zkstore.schedules.timing import EPOCH, Timing, aligned_start, shares_windows
+from zkstore.schedules.timing import EPOCH, Timing, aligned_start, format_time, shares_windows
 from zkstore.schedules.update import describe
+from zkstore.strict import parse_time
 
 NOW = datetime(2026, 11, 28, 1, 0, 12, 345000, tzinfo=UTC)
 
@@ -60,15 +61,17 @@ def test_an_interval_starts_at_its_next_multiple_since_the_epoch(
 def test_two_every_schedules_created_a_second_apart_share_their_windows() -> None:
     first = new_spec("a", NOW, **when(every="15s", timezone="UTC"))
     second = new_spec("b", NOW + timedelta(seconds=1), **when(every="15s", timezone="UTC"))
-    assert first.start_at == second.start_at == "2026-11-28T01:00:15Z"
+    assert first.start_at == second.start_at == datetime(2026, 11, 28, 1, 0, 15, tzinfo=UTC)
     assert shares_windows(second.timing(), first.timing())
     assert second.timing().next_after(NOW) == first.timing().next_after(NOW)
 
 
 def test_a_given_start_is_kept_and_a_stored_spec_without_one_keeps_its_old_windows() -> None:
     given = new_spec("a", NOW, **when(every="15s", timezone="UTC", start_at="2026-11-28T00:00:01Z"))
-    assert given.start_at == "2026-11-28T00:00:01Z"
-    old = replace(given, start_at=None, created="2026-11-28T01:00:12.345Z")  # made before
+    assert given.start_at == datetime(2026, 11, 28, 0, 0, 1, tzinfo=UTC)
+    old = replace(
+        given, start_at=None, created=parse_time("2026-11-28T01:00:12.345Z")
+    )  # made before
     assert old.timing().start == datetime(2026, 11, 28, 1, 0, 28, tzinfo=UTC)
 
 
@@ -90,7 +93,7 @@ def test_the_interval_note_says_seconds_when_no_unit_was_given() -> None:
         "1970-01-01T00:00:00Z"
     )
     assert interval_note(made, "5s", aligned=False) == (
-        f"windows every 5 s, from --start-at {made.start_at}"
+        f"windows every 5 s, from --start-at {format_time(made.start_at)}"
     )
 
 
@@ -99,11 +102,11 @@ def test_a_change_touches_only_what_is_given_and_aligns_a_new_interval() -> None
     assert changed_spec(current, NOW, **change()) == current
     later = NOW + timedelta(minutes=1)
     every = changed_spec(current, later, **change(every="1m"))
-    assert (every.every, every.start_at) == (60, "2026-11-28T01:02:00Z")
+    assert (every.every, every.start_at) == (60, datetime(2026, 11, 28, 1, 2, tzinfo=UTC))
     cron = changed_spec(current, NOW, **change(cron="@hourly"))
     assert (cron.cron, cron.every) == ("0 * * * *", None)
     ended = changed_spec(
-        replace(current, end_at="2027-01-01T00:00:00Z", after_schedule="x"),
+        replace(current, end_at=datetime(2027, 1, 1, tzinfo=UTC), after_schedule="x"),
         NOW,
         **change(end_at="off", after_schedule="off"),
     )
@@ -127,7 +130,9 @@ def test_describe_says_each_change_before_and_after() -> None:
 def test_changes_are_kept_bounded_and_parsed_strictly() -> None:
     current = spec()
     for n in range(CHANGES_LIMIT + 5):
-        current = current.changed(Change(f"2026-11-28T01:00:{n:02d}.000Z", "u@h", "x" * 1000))
+        current = current.changed(
+            Change(parse_time(f"2026-11-28T01:00:{n:02d}.000Z"), "u@h", "x" * 1000)
+        )
     assert len(current.changes) == CHANGES_LIMIT
     assert all(len(c.what) == MAX_REASON_CHARS for c in current.changes)
     data = current.to_bytes()

@@ -239,16 +239,16 @@ def test_a_leader_deciding_minute_by_minute_fires_each_window_once(text: str, zo
     schedule = ScheduleSpec(
         version=1,
         name="edges",
-        created="2024-06-01T00:00:00.000Z",
+        created=datetime(2024, 6, 1, tzinfo=UTC),
         definition=HANDLE,
         cron=windows.cron,
         timezone=zone,
-        start_at=format_time(windows.start),
+        start_at=windows.start,
     )
     assert schedule.problem() is None, schedule.problem()
     for change in _changes(zone)[2:4]:  # 2026's two
         low, high = change - AROUND, change + AROUND
-        current = ScheduleState(version=1, updated=format_time(low), last=format_time(low))
+        current = ScheduleState(version=1, updated=low, last=low)
         fired_windows: list[datetime] = []
         now = low
         while now <= high:

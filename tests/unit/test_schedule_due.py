@@ -33,7 +33,6 @@ from zkstore.schedules.records import (
     ScheduleSpec,
     ScheduleState,
 )
-from zkstore.schedules.timing import format_time
 
 HANDLE = Handle(
     uri="file:///s/c/schedules/hourly/definition/0123.pkl",
@@ -55,10 +54,10 @@ def spec(**changes: Any) -> ScheduleSpec:
     values: dict[str, Any] = {
         "version": 3,
         "name": "hourly",
-        "created": "2026-11-23T12:00:00.000Z",
+        "created": datetime(2026, 11, 23, 12, tzinfo=UTC),
         "definition": HANDLE,
         "cron": "0 * * * *",
-        "start_at": format_time(START),
+        "start_at": START,
     }
     values.update(changes)
     made = ScheduleSpec(**values)
@@ -69,8 +68,8 @@ def spec(**changes: Any) -> ScheduleSpec:
 def state(last: float | None = None, **changes: Any) -> ScheduleState:
     return ScheduleState(
         version=7,
-        updated=format_time(START),
-        last=None if last is None else format_time(at(last)),
+        updated=START,
+        last=None if last is None else at(last),
         **changes,
     )
 
@@ -148,8 +147,8 @@ def test_windows_in_a_pause_are_skipped_and_never_caught_up() -> None:
     paused = spec(
         catchup="all",
         paused=False,
-        paused_at=format_time(at(1) + timedelta(minutes=30)),
-        resumed_at=format_time(at(3) + timedelta(minutes=30)),
+        paused_at=at(1) + timedelta(minutes=30),
+        resumed_at=at(3) + timedelta(minutes=30),
     )
     decided = plan(paused, state(last=0), at(4) + timedelta(seconds=1))
     assert outcomes(decided) == [(1, FIRED), (2, SKIPPED), (3, SKIPPED), (4, FIRED)]
@@ -157,7 +156,7 @@ def test_windows_in_a_pause_are_skipped_and_never_caught_up() -> None:
 
 
 def test_a_paused_schedule_records_its_windows_as_skipped_and_fires_none() -> None:
-    paused = spec(paused=True, paused_at=format_time(at(0) + timedelta(minutes=1)))
+    paused = spec(paused=True, paused_at=at(0) + timedelta(minutes=1))
     decided = plan(paused, state(last=0), at(2) + timedelta(seconds=1))
     assert outcomes(decided) == [(1, SKIPPED), (2, SKIPPED)]
     assert decided.next == at(3)
@@ -208,7 +207,9 @@ def test_a_per_second_cron_behind_by_fifty_years_costs_what_a_minute_does() -> N
     """The scan schedule of issue 44: a per-second cron from 1970, --catchup none. One plan
     decides 1.6 billion windows as one row; counted, not stepped (a unit test: it would take
     hours if it stepped)."""
-    scan = spec(cron="* * * * * *", start_at="1970-01-01T00:00:00Z", catchup="none", grace=0)
+    scan = spec(
+        cron="* * * * * *", start_at=datetime(1970, 1, 1, tzinfo=UTC), catchup="none", grace=0
+    )
     now = datetime(2020, 1, 1, 0, 0, 0, 500_000, tzinfo=UTC)
     (row,) = plan(scan, state(), now).decisions
     assert (row.outcome, row.count) == (MISSED, 1_577_836_801)
@@ -223,7 +224,7 @@ def test_a_per_second_cron_behind_by_fifty_years_costs_what_a_minute_does() -> N
 
 
 def test_the_end_of_a_schedule_has_no_next_window() -> None:
-    ending = spec(end_at=format_time(at(2)))
+    ending = spec(end_at=at(2))
     decided = plan(ending, state(last=0), at(5))
     assert [h for h, _ in outcomes(decided)] == [1] and decided.next is None
 
@@ -252,7 +253,7 @@ def test_rows_of_missed_windows_are_one_history_entry() -> None:
     decided = plan(spec(catchup="none"), state(last=0), OUTAGE_END)
     (entry,) = entries(decided.decisions)
     assert (entry.outcome, entry.count) == (MISSED, 5)
-    assert (entry.window, entry.through) == (format_time(at(1)), format_time(at(5)))
+    assert (entry.window, entry.through) == (at(1), at(5))
 
 
 def test_the_state_records_decisions_in_order_and_keeps_a_bounded_history() -> None:
@@ -264,15 +265,15 @@ def test_the_state_records_decisions_in_order_and_keeps_a_bounded_history() -> N
             else (skipped(at(hour), "--concurrency forbid: the previous run is running"),)
         )
         current = current.recording(decided, at(hour))
-    assert current.last == format_time(at(119))
+    assert current.last == at(119)
     assert current.last_run == "hourly-119"
     assert (current.fired, current.skipped, current.missed) == (80, 39, 0)
     assert len(current.history) == HISTORY_LIMIT
-    assert current.history[-1] == HistoryEntry(format_time(at(119)), FIRED, job="hourly-119")
+    assert current.history[-1] == HistoryEntry(at(119), FIRED, job="hourly-119")
 
 
 def test_a_reason_is_cut_and_cleaned_to_fit() -> None:
-    entry = HistoryEntry(format_time(START), SKIPPED, reason="a\x1b[2J" + "x" * 1000)
+    entry = HistoryEntry(START, SKIPPED, reason="a\x1b[2J" + "x" * 1000)
     assert entry.reason is not None and len(entry.reason) <= 300 and "\x1b" not in entry.reason
 
 

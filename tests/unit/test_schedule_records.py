@@ -23,26 +23,25 @@ from zkstore.schedules.records import (
     ScheduleState,
 )
 from zkstore.schedules.runs import AFTER_SCHEDULE, MAX_SCHEDULE_NAME_CHARS, run_id, run_summary
-from zkstore.schedules.timing import format_time
 
 WINDOW = datetime(2026, 11, 24, 2, tzinfo=UTC)
 LONGEST = "n" * MAX_SCHEDULE_NAME_CHARS
 
 
 def test_a_full_history_of_the_longest_entries_fits_well_under_the_node_limit() -> None:
-    state = ScheduleState(version=None, updated=format_time(WINDOW))
+    state = ScheduleState(version=None, updated=WINDOW)
     for n in range(HISTORY_LIMIT + 10):
         window = WINDOW + timedelta(hours=n)
         state = state.recording(
             (
                 HistoryEntry(
-                    format_time(window),
+                    window,
                     "skipped",
                     reason="\x07" * MAX_REASON_CHARS,  # escaped: four times as long, then cut
-                    through=format_time(window),
+                    through=window,
                     count=2**31 - 1,
                 ),
-                HistoryEntry(format_time(window), "fired", job=run_id(LONGEST, window)),
+                HistoryEntry(window, "fired", job=run_id(LONGEST, window)),
             ),
             window,
         )
@@ -89,7 +88,7 @@ HANDLE = Handle(
 VALID = ScheduleSpec(
     version=None,
     name="nightly",
-    created="2026-11-24T00:00:00.000Z",
+    created=datetime(2026, 11, 24, tzinfo=UTC),
     definition=HANDLE,
     cron="30 2 * * *",
 )
@@ -109,7 +108,10 @@ VALID = ScheduleSpec(
         {"catchup": "1001"},
         {"concurrency": "sometimes"},
         {"grace": 86401},
-        {"start_at": "2026-11-25T00:00:00Z", "end_at": "2026-11-24T00:00:00Z"},
+        {
+            "start_at": datetime(2026, 11, 25, tzinfo=UTC),
+            "end_at": datetime(2026, 11, 24, tzinfo=UTC),
+        },
         {"paused": True},
         {"after_schedule": "../x"},
         {"name": "n" * 101},

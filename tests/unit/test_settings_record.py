@@ -11,6 +11,7 @@ import pytest
 from zkstore.cluster.settings import ClusterSettings, settings_digest, settings_key
 from zkstore.conditions import Condition, Conditions
 from zkstore.errors import CorruptRecord, UntrustedPayload
+from zkstore.strict import parse_time
 
 KEY = settings_key(b"k" * 32, "default")
 
@@ -49,9 +50,15 @@ def test_the_key_of_the_settings_is_the_clusters_own() -> None:
 
 
 def test_a_condition_keeps_its_since_while_it_holds_for_the_same_reason() -> None:
-    first = Condition("CannotFire", "UnderMinimumInterval", "cannot fire", "2026-11-28T00:00:00Z")
-    again = Condition("CannotFire", "UnderMinimumInterval", "cannot fire", "2026-11-28T01:00:00Z")
-    other = Condition("CannotFire", "UnreadableRecord", "garbage", "2026-11-28T02:00:00Z")
+    first = Condition(
+        "CannotFire", "UnderMinimumInterval", "cannot fire", parse_time("2026-11-28T00:00:00Z")
+    )
+    again = Condition(
+        "CannotFire", "UnderMinimumInterval", "cannot fire", parse_time("2026-11-28T01:00:00Z")
+    )
+    other = Condition(
+        "CannotFire", "UnreadableRecord", "garbage", parse_time("2026-11-28T02:00:00Z")
+    )
     held = Conditions(version=None).holding(first).holding(again)
     assert held.conditions() == [first]
     assert held.holding(other).conditions() == [other]

@@ -29,6 +29,7 @@ from zkstore.jobs.control import (
 from zkstore.jobs.control.view import value_text
 from zkstore.layout import validate_job_id
 from zkstore.service.control import ControlService, Done, applied, command
+from zkstore.strict import time_text
 
 __all__ = [
     "DEFAULT_WAIT",
@@ -394,7 +395,7 @@ def control_history(job_id: str, last: int | None, connection: Connection, fmt: 
     rows: list[dict[str, Any]] = [
         {
             "version": e.version,
-            "when": e.when,
+            "when": time_text(e.when),
             "by": e.by,
             "changes": changes_text(e.changes),
         }

@@ -23,6 +23,8 @@ from zkstore.cli.output import emit, format_option
 from zkstore.strict import time_text
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from zkstore.cluster import Cluster
     from zkstore.layout import Layout
     from zkstore.zk import ZooKeeper
@@ -71,7 +73,7 @@ SHA-256 of the job's current definition), schedule {name, window} or null (the
 schedule and window a scheduled run was fired for)."""
 
 
-def _row(item: dict[str, Any]) -> dict[str, Any]:
+def _row(item: dict[str, Any], submitted: datetime | None) -> dict[str, Any]:
     from zkstore.service.jobs import age, headline
 
     driver = item["driver"]
@@ -81,7 +83,7 @@ def _row(item: dict[str, Any]) -> dict[str, Any]:
         "state": item["state"],
         "attempt": item["attempt"],
         "max": item["max_attempts"],
-        "age": age(item["submitted"]),
+        "age": age(submitted),
         "daemon": item["daemon"],
         "driver": f"{driver['host']}:{driver['pid']}" if driver else None,
         "error": headline(item["error"]) or item["waiting"],
@@ -135,14 +137,13 @@ def list_jobs(connection: Connection, fmt: str, show_all: bool) -> None:
         listing = read_listing(zk, layout, results=show_all)
         snapshots = read_snapshots(zk, layout, listing.job_ids(), listing=listing).values()
         results = None if show_all or fmt == "json" else zk.exists(layout.results)
-    items = [
-        describe(s) for s in snapshots if show_all or s.result is None or s.result.state != "CLEAN"
-    ]
+    listed = [s for s in snapshots if show_all or s.result is None or s.result.state != "CLEAN"]
+    items = [describe(s) for s in listed]
     emit(
         items,
         fmt,
         columns=["job", "name", "state", "attempt", "max", "age", "daemon", "driver", "error"],
-        rows=[_row(i) for i in items],
+        rows=[_row(i, s.submitted_at) for i, s in zip(items, listed, strict=True)],
         empty="no jobs",
     )
     if results is not None:
@@ -429,7 +430,7 @@ def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
         {"id": cid, "created": h.created, "size": h.size, "uri": h.uri, "version": h.version}
         for cid, h in found
     ]
-    rows = [{**i, "age": age(h.created)} for i, (_, h) in zip(items, found, strict=True)]
+    rows = [{**i, "age": age(h.created_at)} for i, (_, h) in zip(items, found, strict=True)]
     emit(
         items,
         fmt,

@@ -77,14 +77,15 @@ def list_quarantine(connection: Connection, fmt: str) -> None:
         entries, unreadable = cluster.quarantine.all()
     items = [describe_entry(e) for e in entries]
     items += [_unreadable(job_id, why) for job_id, why in sorted(unreadable.items())]
+    since = [e.since for e in entries] + [None] * len(unreadable)
     rows = [
         {
             "job": i["job_id"],
             "name": i["name"],
-            "age": age(i["since"]),
+            "age": age(moment),
             "reason": headline(i["reason"] or i["error"]),
         }
-        for i in items
+        for i, moment in zip(items, since, strict=True)
     ]
     emit(
         items,

@@ -46,13 +46,12 @@ from zkstore.schedules.runs import validate_name
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.timing import (
     aligned_start,
-    format_time,
     parse_cron,
     parse_every,
     parse_moment,
     parse_timezone,
 )
-from zkstore.strict import utc_now
+from zkstore.strict import optional_second_text, utc_moment
 
 __all__ = [
     "LIST_JSON_HELP",
@@ -180,16 +179,16 @@ def new_spec(name: str, now: datetime, **when: Any) -> ScheduleSpec:
     return ScheduleSpec(
         version=None,
         name=name,
-        created=utc_now(),
+        created=utc_moment(),
         cron=None if cron is None else parse_cron(cron),
         every=interval,
         timezone=when["timezone"],
         concurrency=when["concurrency"],
         catchup=parse_catchup(when["catchup"]),
-        start_at=format_time(parse_moment(start, zone))
+        start_at=parse_moment(start, zone)
         if start is not None
-        else (None if interval is None else format_time(aligned_start(interval, now))),
-        end_at=None if when["end_at"] is None else format_time(parse_moment(when["end_at"], zone)),
+        else (None if interval is None else aligned_start(interval, now)),
+        end_at=None if when["end_at"] is None else parse_moment(when["end_at"], zone),
         after_schedule=after,
         catchup_max=when["catchup_max"],
     )
@@ -208,7 +207,7 @@ def changed_spec(spec: ScheduleSpec, now: datetime, **when: Any) -> ScheduleSpec
     if every is not None:
         changes.update(every=parse_every(every), cron=None)
         if when["start_at"] is None:
-            changes["start_at"] = format_time(aligned_start(changes["every"], now))
+            changes["start_at"] = aligned_start(changes["every"], now)
     timezone = when["timezone"] or spec.timezone
     zone = parse_timezone(timezone)
     changes["timezone"] = timezone
@@ -218,11 +217,11 @@ def changed_spec(spec: ScheduleSpec, now: datetime, **when: Any) -> ScheduleSpec
     if when["catchup"] is not None:
         changes["catchup"] = parse_catchup(when["catchup"])
     if when["start_at"] is not None:
-        changes["start_at"] = format_time(parse_moment(when["start_at"], zone))
+        changes["start_at"] = parse_moment(when["start_at"], zone)
     end, after = when["end_at"], when["after_schedule"]
     if end is not None:
         off = end.strip().lower() in OFF_WORDS
-        changes["end_at"] = None if off else format_time(parse_moment(end, zone))
+        changes["end_at"] = None if off else parse_moment(end, zone)
     if after is not None:
         off = after.strip().lower() in OFF_WORDS
         if not off and validate_name(after) == spec.name:
@@ -240,7 +239,7 @@ def interval_note(spec: ScheduleSpec, given: str | None, *, aligned: bool) -> st
     where = (
         f"at multiples of {spec.every} s since 1970-01-01T00:00:00Z"
         if aligned
-        else f"from --start-at {spec.start_at}"
+        else f"from --start-at {optional_second_text(spec.start_at)}"
     )
     return f"windows every {spec.every} s{unit}, {where}"
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from zkstore.errors import ConfigError, InvalidJobId
 from zkstore.jobs.states import FAILED, OUTCOMES, SUCCEEDED
 from zkstore.layout import validate_job_id
+from zkstore.strict import optional_second_text
 
 __all__ = [
     "AFTER",
@@ -65,7 +67,7 @@ class Dependency:
     job_id: str
     state: str = SUCCEEDED
     schedule: str | None = None
-    window: str | None = None
+    window: datetime | None = None
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)
@@ -186,29 +188,29 @@ def decide(dependencies: Sequence[Dependency], seen: Mapping[str, Seen]) -> Verd
             waits.append(f"waiting for {name} to {wanted}")
         elif dependency.schedule is not None:
             schedule = f"schedule {dependency.schedule}"
+            window = optional_second_text(dependency.window)
             if found.schedule_gone:
                 return Verdict(FAILED, f"{schedule} was deleted before its run {name} was made")
             if found.no_such_window:
                 return Verdict(
                     FAILED,
-                    f"{schedule} has no window at {dependency.window}: its run {name} is never "
+                    f"{schedule} has no window at {window}: its run {name} is never "
                     f"made (zkstore schedules show {dependency.schedule} says when it fires)",
                 )
             if found.window_decided:
                 if found.window_fate is not None:
                     return Verdict(
                         FAILED,
-                        f"{schedule} did not run its window {dependency.window} "
-                        f"({found.window_fate})",
+                        f"{schedule} did not run its window {window} ({found.window_fate})",
                     )
                 return Verdict(
                     FAILED,
-                    f"{schedule} has no window at {dependency.window} in its history: its "
+                    f"{schedule} has no window at {window} in its history: its "
                     "windows fall at other times (two --every schedules chained with "
                     "--after-schedule need windows at the same times: the same --start-at, or "
                     "a --cron for both)",
                 )
-            waits.append(f"waiting for {schedule} to fire its window {dependency.window}")
+            waits.append(f"waiting for {schedule} to fire its window {window}")
         else:
             return Verdict(
                 FAILED,

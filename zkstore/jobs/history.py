@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
 from zkstore.errors import (
@@ -39,7 +41,7 @@ from zkstore.errors import (
 from zkstore.jobs.records import Record
 from zkstore.ops import Create, Fence, SetData
 from zkstore.retry import RACES
-from zkstore.strict import check_text, parse_time
+from zkstore.strict import check_text, parse_time, time_text, to_millisecond
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -92,7 +94,8 @@ def _cut(text: str | None) -> str | None:
 
 
 def _entry_problem(key: str, entry: object, fields: dict[str, tuple[type, bool]]) -> str | None:
-    """What is wrong with one entry of a history's map (each field: its type, whether needed)."""
+    """What is wrong with one entry of a history's map (each field: its type, whether needed);
+    its times are checked where they are converted, once (the record's typed view)."""
     if not isinstance(entry, dict):
         return f"entry {key!r:.20} is not an object"
     # A field this code does not know is a newer writer's (zkstore/protocol.py): ignored.
@@ -104,15 +107,16 @@ def _entry_problem(key: str, entry: object, fields: dict[str, tuple[type, bool]]
             continue
         if type(value) is not kind:
             return f"entry {key!r:.20}: {name!r} has the wrong type"
-        if isinstance(value, str):
+        if isinstance(value, str) and name not in _TIMES:
             try:
-                if name in ("placed", "ended", "since", "at"):
-                    parse_time(value)
-                else:
-                    check_text(value, repr(name))
+                check_text(value, repr(name))
             except ValueError as exc:
                 return f"entry {key!r:.20}: {exc}"
     return None
+
+
+#: The fields of a history's entries that hold times.
+_TIMES = frozenset({"placed", "ended", "since"})
 
 
 _ATTEMPT_FIELDS: dict[str, tuple[type, bool]] = {
@@ -135,9 +139,9 @@ class AttemptEntry:
 
     attempt: int
     daemon: str
-    placed: str
+    placed: datetime
     outcome: str = PLACED
-    ended: str | None = None
+    ended: datetime | None = None
     note: str | None = None
     #: the SHA-256 of the definition the attempt was placed with (its payload: ``jobs resume
     #: --definition`` changes it), and what it runs (``etl.py:main``); recorded once the fleet
@@ -149,14 +153,32 @@ class AttemptEntry:
     #: said it (a lost attempt, a driver of an older release)
     jvm: str | None = None
 
+    def __post_init__(self) -> None:
+        # what it reads back: the history keeps times to the millisecond
+        object.__setattr__(self, "placed", to_millisecond(self.placed))
+        if self.ended is not None:
+            object.__setattr__(self, "ended", to_millisecond(self.ended))
+
     def as_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"daemon": self.daemon, "placed": self.placed}
+        data: dict[str, Any] = {"daemon": self.daemon, "placed": time_text(self.placed)}
         data["outcome"] = self.outcome
-        for name in ("ended", "note", "definition", "target", "jvm"):
+        if self.ended is not None:
+            data["ended"] = time_text(self.ended)
+        for name in ("note", "definition", "target", "jvm"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
         return data
+
+    @classmethod
+    def from_json(cls, attempt: int, entry: dict[str, Any]) -> AttemptEntry:
+        """The entry of a history read (checked by :meth:`JobHistory.problem`): its times
+        parsed here, once."""
+        known = {k: v for k, v in entry.items() if k in _ATTEMPT_FIELDS}
+        known["placed"] = parse_time(known["placed"])
+        if known.get("ended") is not None:
+            known["ended"] = parse_time(known["ended"])
+        return cls(attempt=attempt, **known)
 
 
 @dataclass(frozen=True)
@@ -177,16 +199,22 @@ class JobHistory(Record):
                 problem = f"entry {key}: outcome {entry['outcome']!r:.20}"
             if problem is not None:
                 return problem
+        try:
+            self._entries  # noqa: B018 (the times, converted once: garbage is found here)
+        except ValueError as exc:
+            return f"an attempt's time: {exc}"
         return None
 
-    def entries(self) -> list[AttemptEntry]:
-        """The attempts, oldest first."""
-        return [
-            AttemptEntry(
-                attempt=int(key), **{k: v for k, v in entry.items() if k in _ATTEMPT_FIELDS}
-            )
+    @cached_property
+    def _entries(self) -> tuple[AttemptEntry, ...]:
+        return tuple(
+            AttemptEntry.from_json(int(key), entry)
             for key, entry in sorted(self.attempts.items(), key=lambda item: int(item[0]))
-        ]
+        )
+
+    def entries(self) -> list[AttemptEntry]:
+        """The attempts, oldest first (their times converted once, with the record)."""
+        return list(self._entries)
 
     def with_entry(self, entry: AttemptEntry) -> JobHistory:
         """This history with ``entry`` put in (its note cut to :data:`NOTE_CHARS`; the oldest
@@ -223,11 +251,29 @@ class LeaderHistory(Record):
             problem = _entry_problem(daemon, {"leader": daemon, "since": since}, _TERM_FIELDS)
             if problem is not None:
                 return problem
+        try:
+            self._leaders, self._departed  # noqa: B018 (converted once: garbage is found here)
+        except ValueError as exc:
+            return f"a since: {exc}"
         return None
 
-    def leaders(self) -> list[tuple[str, str]]:
+    @cached_property
+    def _leaders(self) -> tuple[tuple[datetime, str], ...]:
+        return tuple(
+            sorted((parse_time(entry["since"]), entry["leader"]) for entry in self.terms.values())
+        )
+
+    @cached_property
+    def _departed(self) -> dict[str, datetime]:
+        return {daemon: parse_time(since) for daemon, since in self.departed.items()}
+
+    def leaders(self) -> list[tuple[datetime, str]]:
         """(since, daemon) of each term, oldest first."""
-        return sorted((entry["since"], entry["leader"]) for entry in self.terms.values())
+        return list(self._leaders)
+
+    def departed_since(self) -> dict[str, datetime]:
+        """Each daemon seen leaving the fleet (while attempts were placed on it), and when."""
+        return dict(self._departed)
 
     def with_term(self, contender: str, leader: str, since: str) -> LeaderHistory:
         """This term put in (a term already known keeps its ``since``: a leadership revoked
@@ -343,12 +389,13 @@ def _attempt_change(entry: AttemptEntry) -> Callable[[JobHistory], JobHistory]:
         if entry.outcome != PLACED and isinstance(known, dict):
             if known["outcome"] != PLACED:
                 return history  # an end is told once (a cancel after a failure changes nothing)
+            told = AttemptEntry.from_json(entry.attempt, known)
             merged = replace(
                 entry,
-                daemon=known["daemon"],
-                placed=known["placed"],
-                definition=known.get("definition"),
-                target=known.get("target"),
+                daemon=told.daemon,
+                placed=told.placed,
+                definition=told.definition,
+                target=told.target,
             )
         return history.with_entry(merged)
 

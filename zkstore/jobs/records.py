@@ -36,7 +36,10 @@ from zkstore.strict import (
     escape_control,
     load_object,
     parse_time,
+    second_text,
     time_text,
+    to_millisecond,
+    to_second,
 )
 from zkstore.zk import ZooKeeper
 
@@ -107,6 +110,9 @@ class Record:
     #: parsed time (converted here, at the boundary: stored as :func:`~zkstore.strict.
     #: time_text`), one annotated ``str`` the text as stored
     times: ClassVar[frozenset[str]] = frozenset()
+    #: time fields stored to the whole second (:func:`~zkstore.strict.second_text`: a
+    #: schedule's windows and bounds), not to the millisecond
+    seconds: ClassVar[frozenset[str]] = frozenset()
     #: allowed values of the ``state``/``outcome`` fields, when they have them
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: text fields that may hold newlines (error messages and tracebacks)
@@ -132,6 +138,11 @@ class Record:
                 clean = escape_control(value, multiline=f.name in self.multiline)
                 if clean != value:
                     object.__setattr__(self, f.name, clean)
+            elif isinstance(value, datetime) and f.name in self.times:
+                # what the record holds is what it reads back: its stored precision
+                kept = to_second(value) if f.name in self.seconds else to_millisecond(value)
+                if kept != value:
+                    object.__setattr__(self, f.name, kept)
 
     def to_bytes(self) -> bytes:
         data = {self.stored.get(k, k): v for k, v in self.as_dict().items() if k != "version"}
@@ -142,7 +153,8 @@ class Record:
         values = asdict(self)
         for name in self.times:
             if isinstance(values.get(name), datetime):
-                values[name] = time_text(values[name])
+                text = second_text if name in self.seconds else time_text
+                values[name] = text(values[name])
         for name in self.handles:
             handle = getattr(self, name)
             values[name] = handle.record() if isinstance(handle, Handle) else None

@@ -24,6 +24,7 @@ import difflib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -66,7 +67,7 @@ from zkstore.jobs.states import (
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
 from zkstore.layout import Layout, is_checkpoint_node_name, validate_job_id
 from zkstore.store import is_marked
-from zkstore.strict import is_time
+from zkstore.strict import is_time, time_or_none
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -172,6 +173,11 @@ class JobSnapshot:
         """A text of the summary, or None if absent or not a text."""
         value = self.summary.get(key)
         return value if isinstance(value, str) else None
+
+    @property
+    def submitted_at(self) -> datetime | None:
+        """When the job was submitted (its summary's ``submitted``), None if it does not say."""
+        return time_or_none(self.summary.get("submitted"))
 
     def summary_time(self, key: str) -> str | None:
         """A timestamp of the summary, or None if absent or not a valid zkstore timestamp."""

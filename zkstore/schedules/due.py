@@ -52,8 +52,7 @@ from zkstore.schedules.records import (
     ScheduleState,
     catchup_count,
 )
-from zkstore.schedules.timing import ONE_SECOND, Timing, ceil_second, format_time
-from zkstore.strict import parse_time
+from zkstore.schedules.timing import ONE_SECOND, Timing, ceil_second
 
 __all__ = [
     "FIRE_BATCH",
@@ -183,7 +182,7 @@ def behind(spec: ScheduleSpec, state: ScheduleState, now: datetime) -> int:
 
 
 def _low(timing: Timing, state: ScheduleState) -> datetime:
-    last = state.last_window
+    last = state.last
     return timing.start - ONE_SECOND if last is None else max(last, timing.start - ONE_SECOND)
 
 
@@ -191,12 +190,12 @@ def _pause(spec: ScheduleSpec) -> Span | None:
     """The windows the schedule's pause skips, as a span (see ``paused_during``)."""
     if spec.paused_at is None:
         return None
-    first = ceil_second(parse_time(spec.paused_at)) - ONE_SECOND
+    first = ceil_second(spec.paused_at) - ONE_SECOND
     if spec.paused:
         return first, datetime.max.replace(tzinfo=first.tzinfo)
     if spec.resumed_at is None:
         return None
-    return first, ceil_second(parse_time(spec.resumed_at)) - ONE_SECOND
+    return first, ceil_second(spec.resumed_at) - ONE_SECOND
 
 
 def _due(timing: Timing, low: datetime, high: datetime, pause: Span | None) -> int:
@@ -288,16 +287,16 @@ def entries(decisions: tuple[Decision, ...]) -> tuple[HistoryEntry, ...]:
                 window=previous.window,
                 outcome=previous.outcome,
                 reason=previous.reason,
-                through=format_time(decision.last),
+                through=decision.last,
                 count=min(MAX_FIELD_INT, previous.count + decision.count),
             )
         else:
             found.append(
                 HistoryEntry(
-                    window=format_time(decision.window),
+                    window=decision.window,
                     outcome=decision.outcome,
                     reason=decision.reason,
-                    through=None if decision.through is None else format_time(decision.through),
+                    through=decision.through,
                     count=min(MAX_FIELD_INT, decision.count),
                 )
             )
@@ -345,8 +344,8 @@ def admit(concurrency: str, previous: PreviousRun | None) -> Admission:
 def skipped(window: datetime, reason: str) -> HistoryEntry:
     """The history entry of a window that was due to fire and did not (concurrency, a job id
     taken by another job)."""
-    return HistoryEntry(window=format_time(window), outcome=SKIPPED, reason=reason)
+    return HistoryEntry(window=window, outcome=SKIPPED, reason=reason)
 
 
 def fired(window: datetime, job_id: str) -> HistoryEntry:
-    return HistoryEntry(window=format_time(window), outcome=FIRED, job=job_id)
+    return HistoryEntry(window=window, outcome=FIRED, job=job_id)

@@ -24,25 +24,33 @@ row are one entry with a count.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, CorruptHandle
 from zkstore.handle import Handle
-from zkstore.jobs.records import MAX_FIELD_INT, Record
+from zkstore.jobs.records import EPOCH, MAX_FIELD_INT, Record
 from zkstore.layout import Layout
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.timing import (
     MAX_EVERY_SECONDS,
     Timing,
     ceil_second,
-    format_time,
     parse_cron,
     parse_timezone,
 )
-from zkstore.strict import check_text, escape_control, parse_time
+from zkstore.strict import (
+    check_text,
+    escape_control,
+    optional_second_text,
+    parse_time,
+    second_text,
+    time_text,
+    to_millisecond,
+    to_second,
+)
 
 __all__ = [
     "ALL",
@@ -143,7 +151,7 @@ class ScheduleSpec(Record):
     """``R/schedules/<name>``: what the schedule runs (its definition's handle) and when."""
 
     name: str = ""
-    created: str = ""
+    created: datetime = EPOCH
     definition: Handle | None = None
     cron: str | None = None
     every: int | None = None
@@ -151,12 +159,12 @@ class ScheduleSpec(Record):
     concurrency: str = ALLOW
     catchup: str = LATEST
     grace: int = DEFAULT_GRACE
-    start_at: str | None = None
-    end_at: str | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
     paused: bool = False
     #: the last pause: windows from ``paused_at`` until ``resumed_at`` are skipped (paused)
-    paused_at: str | None = None
-    resumed_at: str | None = None
+    paused_at: datetime | None = None
+    resumed_at: datetime | None = None
     #: each run waits for this schedule's run of the same window to succeed
     after_schedule: str | None = None
     #: ``--catchup all`` fires at most this many late windows (None: the default, 1000; a
@@ -185,6 +193,7 @@ class ScheduleSpec(Record):
         }
     )
     times = frozenset({"created", "start_at", "end_at", "paused_at", "resumed_at"})
+    seconds = frozenset({"start_at", "end_at", "paused_at", "resumed_at"})
     choices = {"concurrency": CONCURRENCY}
     handles = frozenset({"definition"})
 
@@ -201,7 +210,7 @@ class ScheduleSpec(Record):
     def to_bytes(self) -> bytes:
         data = {k: v for k, v in self.as_dict().items() if k not in ("version", "changes")}
         if self.changes:
-            data["changes"] = [asdict(change) for change in self.changes]
+            data["changes"] = [change.to_json() for change in self.changes]
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
     def changed(self, change: Change) -> ScheduleSpec:
@@ -224,25 +233,25 @@ class ScheduleSpec(Record):
     def timing(self) -> Timing:
         """The schedule's windows (:class:`ConfigError` if its time zone is unknown here)."""
         start = (
-            parse_time(self.start_at)
+            self.start_at
             if self.start_at is not None
-            else ceil_second(parse_time(self.created)) + timedelta(seconds=self.every or 0)
+            else ceil_second(self.created) + timedelta(seconds=self.every or 0)
         )
         return Timing(
             start=ceil_second(start),
             cron=self.cron,
             every=self.every,
             zone=parse_timezone(self.timezone),
-            end=None if self.end_at is None else ceil_second(parse_time(self.end_at)),
+            end=None if self.end_at is None else ceil_second(self.end_at),
         )
 
     def paused_during(self, window: datetime) -> bool:
         """True if ``window`` falls in the schedule's last pause (or its current one)."""
-        if self.paused_at is None or window < parse_time(self.paused_at):
+        if self.paused_at is None or window < self.paused_at:
             return False
         if self.paused:
             return True
-        return self.resumed_at is not None and window < parse_time(self.resumed_at)
+        return self.resumed_at is not None and window < self.resumed_at
 
     def problem(self) -> str | None:
         try:
@@ -280,29 +289,32 @@ class Change:
     (``every: 15s -> 30s; timeout: - -> 1m``), in at most :data:`MAX_REASON_CHARS`
     characters."""
 
-    at: str
+    at: datetime
     by: str
     what: str
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "at", to_millisecond(self.at))  # what it reads back
         for name in ("by", "what"):
             clean = escape_control(getattr(self, name))
             if len(clean) > MAX_REASON_CHARS:
                 clean = clean[: MAX_REASON_CHARS - 3] + "..."
             object.__setattr__(self, name, clean)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"at": time_text(self.at), "by": self.by, "what": self.what}
+
     @classmethod
     def parse(cls, raw: Any) -> Change:
         """Strictly; :class:`ValueError` saying why not."""
         if not isinstance(raw, dict) or set(raw) != {"at", "by", "what"}:
             raise ValueError("a change is not an object of at, by and what")
-        parse_time(raw["at"])
         for key in ("by", "what"):
             value = raw[key]
             if not isinstance(value, str) or len(value) > MAX_REASON_CHARS:
                 raise ValueError(f"a change's {key} is not text of at most {MAX_REASON_CHARS}")
             check_text(value, f"a change's {key}")
-        return cls(**raw)
+        return cls(parse_time(raw["at"]), raw["by"], raw["what"])
 
 
 @dataclass(frozen=True)
@@ -310,23 +322,36 @@ class HistoryEntry:
     """One decision about one window, or about several in a row (``count`` of them, from
     ``window`` to ``through``): fired (``job``), skipped (``reason``) or missed."""
 
-    window: str
+    window: datetime
     outcome: str
     job: str | None = None
     reason: str | None = None
-    through: str | None = None
+    through: datetime | None = None
     count: int = 1
 
     def __post_init__(self) -> None:
+        # what it reads back: windows are stored to the second
+        object.__setattr__(self, "window", to_second(self.window))
+        if self.through is not None:
+            object.__setattr__(self, "through", to_second(self.through))
         if self.reason is not None:
             clean = escape_control(self.reason)
             if len(clean) > MAX_REASON_CHARS:
                 clean = clean[: MAX_REASON_CHARS - 3] + "..."
             object.__setattr__(self, "reason", clean)
 
+    @property
+    def last(self) -> datetime:
+        """The newest window the entry decides."""
+        return self.window if self.through is None else self.through
+
     def to_json(self) -> dict[str, Any]:
         # flat fields: no deep copy (asdict's), a state writes 50 of these at each fire
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        found = {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        found["window"] = second_text(self.window)
+        if self.through is not None:
+            found["through"] = second_text(self.through)
+        return found
 
     @classmethod
     def parse(cls, raw: Any) -> HistoryEntry:
@@ -337,7 +362,7 @@ class HistoryEntry:
         raw = {k: v for k, v in raw.items() if k in known}  # a newer writer's: ignored
         for key in ("window", "through"):
             if raw.get(key) is not None:
-                parse_time(raw[key])
+                raw[key] = parse_time(raw[key])
         if raw.get("window") is None:
             raise ValueError("a history entry has no window")
         if raw.get("outcome") not in (FIRED, SKIPPED, MISSED):
@@ -377,8 +402,8 @@ class ScheduleState(Record):
     policy); ``history`` the newest :data:`HISTORY_LIMIT` decisions, oldest first.
     """
 
-    updated: str = ""
-    last: str | None = None
+    updated: datetime = EPOCH
+    last: datetime | None = None
     last_run: str | None = None
     fired: int = 0
     skipped: int = 0
@@ -387,6 +412,7 @@ class ScheduleState(Record):
 
     optional = frozenset({"last", "last_run", "fired", "skipped", "missed", "history"})
     times = frozenset({"updated", "last"})
+    seconds = frozenset({"updated", "last"})
     counters: ClassVar[dict[str, str]] = {FIRED: "fired", SKIPPED: "skipped", MISSED: "missed"}
 
     @classmethod
@@ -403,20 +429,19 @@ class ScheduleState(Record):
         return values
 
     def to_bytes(self) -> bytes:
-        data = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in ("version", "history")
-        }
-        data["history"] = [entry.to_json() for entry in self.history]
+        data = {k: v for k, v in self.as_dict().items() if k != "version"}
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "history": [entry.to_json() for entry in self.history]}
-
-    @property
-    def last_window(self) -> datetime | None:
-        return None if self.last is None else parse_time(self.last)
+        # flat fields: no deep copy (asdict's) of the 50 history entries
+        return {
+            "version": self.version,
+            "updated": second_text(self.updated),
+            "last": optional_second_text(self.last),
+            "last_run": self.last_run,
+            **{name: getattr(self, name) for name in self.counters.values()},
+            "history": [entry.to_json() for entry in self.history],
+        }
 
     def recording(self, entries: tuple[HistoryEntry, ...], now: datetime) -> ScheduleState:
         """This state with ``entries`` decided (oldest first, each newer than :attr:`last`):
@@ -428,10 +453,10 @@ class ScheduleState(Record):
             counts[self.counters[entry.outcome]] += entry.count
             if entry.outcome == FIRED:
                 last_run = entry.job
-        newest = (entries[-1].through or entries[-1].window) if entries else self.last
+        newest = entries[-1].last if entries else self.last
         return replace(
             self,
-            updated=format_time(now),
+            updated=now,
             last=newest,
             last_run=last_run,
             history=(*self.history, *entries)[-HISTORY_LIMIT:],

@@ -105,7 +105,7 @@ def is_run_of(summary: Mapping[str, SummaryValue], schedule: str, window: dateti
 def chained(schedule: str, window: datetime) -> Dependency:
     """The dependency of a run of ``window`` on ``schedule``'s run of the same window
     (``--after-schedule``): it must succeed."""
-    return Dependency(run_id(schedule, window), schedule=schedule, window=format_time(window))
+    return Dependency(run_id(schedule, window), schedule=schedule, window=window)
 
 
 def dependencies_of(summary: Mapping[str, SummaryValue]) -> tuple[Dependency, ...]:

@@ -47,9 +47,8 @@ from zkstore.retry import RACES, TryAgain, within
 from zkstore.schedules.keys import ScheduleSigner
 from zkstore.schedules.records import SchedulePaths, ScheduleSpec, ScheduleState
 from zkstore.schedules.runs import validate_name
-from zkstore.schedules.timing import format_time
 from zkstore.storage import StateStorage
-from zkstore.strict import utc_now
+from zkstore.strict import to_second, utc_moment
 from zkstore.zk import ZooKeeper
 
 __all__ = ["BrokenSchedule", "Schedule", "ScheduleStore", "check", "commit_settled"]
@@ -143,7 +142,7 @@ class ScheduleStore:
             handle = Handle.for_payload(ref, self.instance_id, definition.summary())
             stored = replace(spec, definition=handle, version=None)
             check(stored)
-            state = ScheduleState(version=None, updated=utc_now())
+            state = ScheduleState(version=None, updated=utc_moment())
             self.zk.ensure_path(self.paths.schedules)
             ops: list[Op] = [
                 Create(self.paths.schedule(name), stored.to_bytes()),
@@ -163,7 +162,7 @@ class ScheduleStore:
     def set_paused(self, name: str, paused: bool, *, now: datetime | None = None) -> ScheduleSpec:
         """Pause or resume (compare-and-set, retried on a race); the spec as written. Pausing
         a paused schedule (resuming a running one) changes nothing."""
-        moment = format_time(now or datetime.now(UTC))
+        moment = to_second(now or datetime.now(UTC))
 
         def once() -> ScheduleSpec:
             spec = self.spec(name)

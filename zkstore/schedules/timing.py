@@ -53,7 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from zkstore.errors import ConfigError
-from zkstore.strict import check_text
+from zkstore.strict import check_text, second_text
 
 __all__ = [
     "EPOCH",
@@ -224,7 +224,7 @@ def ceil_second(moment: datetime) -> datetime:
 
 def format_time(moment: datetime) -> str:
     """A window or bound as schedules store it: ``2026-11-24T01:30:00Z`` (UTC, seconds)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return second_text(moment)
 
 
 @dataclass(frozen=True)

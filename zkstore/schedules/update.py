@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import datetime
 
 from zkstore.errors import OutcomeUnknown, VersionConflict, ZkStoreError
 from zkstore.handle import Handle, SummaryValue
@@ -28,7 +29,7 @@ from zkstore.ops import SetData
 from zkstore.retry import RACES
 from zkstore.schedules.records import Change, ScheduleSpec
 from zkstore.schedules.store import ScheduleStore, check
-from zkstore.strict import utc_now
+from zkstore.strict import second_text, utc_moment
 
 __all__ = ["RUN_KEYS", "WHEN_FIELDS", "describe", "run_options", "update"]
 
@@ -77,7 +78,7 @@ def update(
         what = describe(current, changed, new_definition)
         if what is None:
             return current, None
-        return _write(store, current, changed, new_definition, Change(utc_now(), by, what)), what
+        return _write(store, current, changed, new_definition, Change(utc_moment(), by, what)), what
 
     return RACES.call(
         once,
@@ -148,6 +149,8 @@ def _shown(key: str, value: object) -> str:
 
     if value is None:
         return "-"
+    if isinstance(value, datetime):
+        return second_text(value)  # a bound (start_at, end_at), as stored
     if key == "notify" and isinstance(value, str):
         return redact_url(value)
     seconds = ("every", *LIMIT_KEYS, *RETRY_KEYS)

@@ -10,7 +10,6 @@ A schedule whose records are garbage is listed with ``error`` set, never raised.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +22,7 @@ from zkstore.schedules.due import behind
 from zkstore.schedules.records import ScheduleSpec, ScheduleState
 from zkstore.schedules.store import BrokenSchedule, Schedule, ScheduleStore
 from zkstore.schedules.timing import format_time
+from zkstore.strict import optional_second_text, time_text
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -82,12 +82,12 @@ def row(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, 
         "timezone": spec.timezone,
         "concurrency": spec.concurrency,
         "catchup": spec.catchup,
-        "start_at": spec.start_at,
-        "end_at": spec.end_at,
+        "start_at": optional_second_text(spec.start_at),
+        "end_at": optional_second_text(spec.end_at),
         "after_schedule": spec.after_schedule,
         "paused": spec.paused,
         "next": next_window(spec, now),
-        "last": state.last,
+        "last": optional_second_text(state.last),
         "last_run": state.last_run,
         "last_state": last_state,
         "fired": state.fired,
@@ -95,7 +95,7 @@ def row(schedule: Schedule, now: datetime, last_state: str | None) -> dict[str, 
         "missed": state.missed,
         "behind": windows_behind(spec, state, now),
         "catchup_max": spec.catchup_limit,
-        "created": spec.created,
+        "created": time_text(spec.created),
         "error": None,
     }
 
@@ -130,7 +130,7 @@ def detail(schedule: Schedule, now: datetime, last_state: str | None) -> dict[st
         "job": {key: summary.get(key) for key in keys},
         "lifecycle": run_options_shown(summary),
         "history": [entry.to_json() for entry in reversed(schedule.state.history)],
-        "changes": [asdict(change) for change in reversed(schedule.spec.changes)],
+        "changes": [change.to_json() for change in reversed(schedule.spec.changes)],
     }
 
 

@@ -18,7 +18,7 @@ from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
-from zkstore.strict import optional_time_text, parse_time, time_text
+from zkstore.strict import optional_time_text, time_text
 
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
     from zkstore.cluster import Cluster
@@ -57,11 +57,11 @@ def duration(seconds: float) -> str:
     return f"{whole // 86400}d"
 
 
-def age(timestamp: str | None) -> str | None:
-    """``3m12s``-style age of a zkstore timestamp."""
-    if not timestamp:
+def age(moment: datetime | None) -> str | None:
+    """``3m12s``-style age of a record's time (None: none known)."""
+    if moment is None:
         return None
-    return duration((datetime.now(UTC) - parse_time(timestamp)).total_seconds())
+    return duration((datetime.now(UTC) - moment).total_seconds())
 
 
 def headline(error: str | None) -> str | None:

@@ -32,7 +32,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.records import ALL, ScheduleSpec
 from zkstore.schedules.runs import run_id
 from zkstore.schedules.store import Schedule, ScheduleStore
-from zkstore.strict import parse_time, utc_now
+from zkstore.strict import utc_moment
 
 __all__ = ["EVERY", "NAME", "ScheduleProbe"]
 
@@ -55,10 +55,10 @@ class ScheduleProbe:
             NAME, scheduled_run, args=(str(self.out), 0.0), max_attempts=50
         )
         spec = ScheduleSpec(
-            version=None, name=NAME, created=utc_now(), every=self.every, catchup=ALL
+            version=None, name=NAME, created=utc_moment(), every=self.every, catchup=ALL
         )
         schedule = self.store.create(spec, definition)
-        self.created = parse_time(schedule.spec.created)
+        self.created = schedule.spec.created
 
     def check(self, timeout: float, bound: float | None = None) -> tuple[list[str], Verdict]:
         """The violations, and the checker's counts. ``bound``: how much later than the
@@ -67,11 +67,7 @@ class ScheduleProbe:
         end = datetime.now(UTC) - timedelta(seconds=self.every)
         deadline = time.monotonic() + timeout
         schedule = self._read()
-        while (
-            schedule is None
-            or schedule.state.last is None
-            or (parse_time(schedule.state.last) < end)
-        ):
+        while schedule is None or schedule.state.last is None or (schedule.state.last < end):
             if time.monotonic() > deadline:
                 return [
                     f"schedule: windows up to {end} not decided within {timeout:g} s"

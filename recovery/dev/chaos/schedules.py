@@ -35,7 +35,6 @@ from typing import Any
 from zkstore.schedules.records import FIRED, MISSED, SKIPPED, HistoryEntry
 from zkstore.schedules.runs import window_of
 from zkstore.schedules.timing import Timing
-from zkstore.strict import parse_time
 
 __all__ = [
     "MARKER_PREFIX",
@@ -113,10 +112,8 @@ def recorded(history: Iterable[HistoryEntry], windows: Sequence[datetime]) -> di
     for entry in history:
         if entry.outcome == FIRED:
             continue
-        first = parse_time(entry.window)
-        last = parse_time(entry.through) if entry.through is not None else first
         for window in windows:
-            if first <= window <= last:
+            if entry.window <= window <= entry.last:
                 found[window] = entry.outcome
     return found
 

@@ -36,7 +36,6 @@ from recovery.dev.upgrade.previous import Build
 from zkstore import protocol
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.states import NEEDS_UPGRADE, QUARANTINED, STOPPED, SUCCEEDED
-from zkstore.strict import parse_time
 
 __all__ = [
     "AFTER_ID",
@@ -168,7 +167,7 @@ class Scenario:
         if created.returncode != 0:
             raise RuntimeError(f"schedules create: {created.line()}")
         self.probe = ScheduleProbe(self.client, out / "schedule", every=EVERY)
-        self.probe.created = parse_time(self.probe.store.get(NAME).spec.created)
+        self.probe.created = self.probe.store.get(NAME).spec.created
         notes.append(f"{len(self.jobs)} jobs and schedule {NAME} by {old.version}'s command line")
         # This code's command line in a fleet of the previous release: what it writes, the
         # old daemons read (it runs on one of them: they are all old).

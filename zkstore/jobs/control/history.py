@@ -21,12 +21,13 @@ import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from zkstore.errors import PayloadError, SerializationError, TooLarge, ZkStoreError
 from zkstore.jobs.control.values import key_error, scalar_error
 from zkstore.storage import TEMP_MARKER, StateStorage, StoredObject
-from zkstore.strict import check_text, load_object, parse_time
+from zkstore.strict import check_text, load_object, parse_time, time_text, to_millisecond
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -52,9 +53,12 @@ class HistoryEntry:
     version: int
     previous: int | None
     by: str
-    when: str
+    when: datetime
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     uri: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "when", to_millisecond(self.when))  # what it reads back
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True).encode()
@@ -64,7 +68,7 @@ class HistoryEntry:
             "version": self.version,
             "previous": self.previous,
             "by": self.by,
-            "when": self.when,
+            "when": time_text(self.when),
             "changes": self.changes,
         }
 
@@ -82,7 +86,7 @@ class HistoryEntry:
         if not isinstance(raw["by"], str) or not isinstance(raw["when"], str):
             raise ValueError("by or when is not a text")
         check_text(raw["by"], "by")
-        parse_time(raw["when"])
+        when = parse_time(raw["when"])
         changes = raw["changes"]
         if not isinstance(changes, dict):
             raise ValueError("changes is not an object")
@@ -91,7 +95,7 @@ class HistoryEntry:
                 raise ValueError(f"change of {key!r:.60} is not {{old, new}}")
             if any(scalar_error(value) for value in change.values()):
                 raise ValueError(f"change of {key!r:.60} holds a value that is not a scalar")
-        return cls(version, previous, raw["by"], raw["when"], changes, uri)
+        return cls(version, previous, raw["by"], when, changes, uri)
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, dict[str, Any]]:

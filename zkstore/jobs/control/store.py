@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from zkstore.errors import (
@@ -45,7 +46,7 @@ from zkstore.layout import Layout, StorageLayout, validate_job_id
 from zkstore.ops import Check, Create, Fence, Op, SetData
 from zkstore.retry import RACES, TryAgain
 from zkstore.storage import StateStorage
-from zkstore.strict import escape_control, utc_now
+from zkstore.strict import escape_control, time_text, utc_moment
 from zkstore.watch import NodeWatch
 from zkstore.zk import ZooKeeper
 
@@ -77,7 +78,7 @@ class ControlChange:
     values: dict[str, Any]
     changes: dict[str, dict[str, Any]]
     by: str
-    when: str
+    when: datetime
     warnings: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -88,7 +89,7 @@ class ControlChange:
             "values": self.values,
             "changes": self.changes,
             "by": self.by,
-            "when": self.when,
+            "when": time_text(self.when),
             "warnings": list(self.warnings),
         }
 
@@ -215,7 +216,7 @@ class ControlStore:
         self, current: Desired, merged: dict[str, Any], by: str, warnings: tuple[str, ...]
     ) -> ControlChange:
         changes = diff(current.values, merged)
-        when = utc_now()
+        when = utc_moment()
         if current.replaced is not None:
             warnings += (
                 f"replaced an unreadable control object (version {current.version}), which "
