@@ -646,6 +646,7 @@ class JobActions:
                 history=kept,
                 result=result,
                 quota=self.quotas.ready(),
+                now=self.leader.clock.moment(),  # ZooKeeper's time, as retention's
             )
         finally:
             if ended is not None and not done:

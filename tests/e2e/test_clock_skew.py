@@ -35,6 +35,8 @@ EVERY = 2
 HOUR = 3600.0
 #: --keep-results of the retention test: long enough to see a result kept, short for a test
 KEEP = 20.0
+#: --keep-logs of the retention test: a finished job's logs are kept this long from its end
+KEEP_LOGS = 7200.0
 
 
 def created_runs(config: StoreConfig, name: str) -> dict[datetime, float]:
@@ -110,6 +112,13 @@ def first_result(config: StoreConfig, name: str) -> tuple[str, datetime, float] 
     return None
 
 
+def logs_until(config: StoreConfig, job_id: str) -> datetime | None:
+    """The ``logs_until`` of the job's result (None: not cleaned up yet)."""
+    with Cluster.open(config) as cluster:
+        result = cluster.results.get(job_id)
+    return result.logs_until if result is not None else None
+
+
 @pytest.mark.parametrize("skew", [-HOUR, HOUR], ids=["behind", "ahead"])
 def test_results_are_stamped_and_kept_by_zookeeper_time(
     runtime_config: StoreConfig, tmp_path: Path, laptop: Path, skew: float
@@ -124,7 +133,7 @@ def test_results_are_stamped_and_kept_by_zookeeper_time(
         config,
         tmp_path / "rt",
         extra_env={"PYTHONPATH": pythonpath, "SKEWED_CLOCK_SECONDS": str(skew)},
-        extra_args=("--keep-results", str(KEEP)),
+        extra_args=("--keep-results", str(KEEP), "--keep-logs", f"{KEEP_LOGS:g}s"),
     )
     try:
         local.start_daemon("skewed")
@@ -139,6 +148,13 @@ def test_results_are_stamped_and_kept_by_zookeeper_time(
         )
         # stamped just before its write committed, by ZooKeeper's clock (not an hour off)
         assert created - 10.0 <= finished.timestamp() <= created + 0.5, (finished, created)
+        # its logs are kept --keep-logs from its cleanup by ZooKeeper's time too: stamped by the
+        # leader's clock, they were removed an hour early (clock behind) or kept an hour late
+        until = wait_for(
+            lambda: logs_until(config, job_id), timeout=KEEP, what="the result's logs_until"
+        )
+        kept = (until - finished).total_seconds()
+        assert KEEP_LOGS <= kept <= KEEP_LOGS + 10.0, (until, finished)
         seen = [time.time()]
         with Cluster.open(config) as cluster:
             path = cluster.layout.result(job_id)

@@ -401,6 +401,9 @@ def test_replace_cancels_the_previous_run_in_the_same_transaction(leader: Leader
         and request.by == f"schedule {NAME}"
         and second in (request.reason or "")
     )
+    # asked at the firing leader's time (ZooKeeper's), from which its cancel grace is counted:
+    # stamped by the leader's host clock, a clock behind ended the run at once, without grace
+    assert request.requested == at(2)
     summary = leader.cluster.jobs.summaries()[second].summary
     assert summary["after"] == f"{first}:ENDED"
 

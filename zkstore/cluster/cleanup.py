@@ -22,6 +22,7 @@ storage when its outcome is recorded, and a later pass catches them.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 
 from zkstore.cluster import Cluster, quotas
 from zkstore.errors import NotEmpty, ZkStoreError
@@ -30,7 +31,7 @@ from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import JobResult
 from zkstore.ops import Fence
 from zkstore.storage import is_temporary
-from zkstore.strict import utc_moment_in
+from zkstore.strict import to_millisecond
 
 __all__ = ["DEFAULT_KEEP_LOGS", "clean_up", "remove_records"]
 
@@ -49,9 +50,11 @@ def clean_up(
     history: bytes | None = None,
     result: JobResult | None = None,
     quota: bool = True,
+    now: datetime | None = None,
 ) -> bool:
     """Remove the job's checkpoints, records, definition and payloads; mark its result clean,
-    its logs kept for ``keep_logs`` seconds from now.
+    its logs kept for ``keep_logs`` seconds from ``now``: the caller's time (a leader's is
+    ZooKeeper's, by which its retention passes decide), else this host's clock.
 
     The job's attempt history is kept beside its logs: ``history`` if given (the leader's, with
     the end it has not written to ZooKeeper: a write saved), else the record's. ``result``: the
@@ -96,7 +99,7 @@ def clean_up(
     for uri in leftovers:
         cluster.storage.discard(uri)
     cluster.step("cleanup:leftovers-discarded")
-    until = utc_moment_in(max(0.0, keep_logs))
+    until = to_millisecond((now or datetime.now(UTC)) + timedelta(seconds=max(0.0, keep_logs)))
     cluster.results.mark_clean(job_id, fence=fence, logs_until=until, known=result)
     return True
 

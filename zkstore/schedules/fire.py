@@ -90,7 +90,7 @@ from zkstore.schedules.store import ScheduleStore, commit_settled
 from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import Transaction, build_fire
 from zkstore.store import is_marked
-from zkstore.strict import utc_moment, utc_now
+from zkstore.strict import to_millisecond, utc_now
 from zkstore.zk import MAX_ZNODE_BYTES, ZooKeeper
 
 __all__ = ["MAX_ROUNDS", "TRANSACTION_WINDOWS", "FireReport", "Firer"]
@@ -324,7 +324,7 @@ class Firer:
             logger.error("schedule %s: window %s not fired: %s", spec.name, window, reason)
             return self._skip(context, state, before, window, reason)
         new = state.recording((*before, fired(window, job)), context.now)
-        cancel = self._cancel_ops(admission.replace, spec.name, job, window)
+        cancel = self._cancel_ops(admission.replace, spec.name, job, window, context.now)
         recorded = self._transaction(context, state, new)
         try:  # the one way a job is made (invariant 1, the publish's fences), with the window
             self.jobs.submit(
@@ -521,10 +521,11 @@ class Firer:
         return chain[:MAX_AFTER]
 
     def _cancel_ops(
-        self, previous: str | None, name: str, job: str, window: datetime
+        self, previous: str | None, name: str, job: str, window: datetime, now: datetime
     ) -> tuple[Op, ...]:
         """``--concurrency replace``: the ops that ask the previous run to stop (none if it
-        was asked already)."""
+        was asked already), requested at ``now``: the firing leader's time (ZooKeeper's), from
+        which the leader counts the run's cancel grace."""
         if previous is None:
             return ()
         job_dir, cancel = self.layout.job_dir(previous), self.layout.cancel(previous)
@@ -533,7 +534,7 @@ class Firer:
             return ()
         request = CancelRequest(
             version=None,
-            requested=utc_moment(),
+            requested=to_millisecond(now),
             by=f"schedule {name}",
             reason=f"replaced by {job}, its run of {format_time(window)} (--concurrency replace)",
         )
