@@ -432,3 +432,11 @@ def http_status(daemon: LocalDaemon, path: str) -> int | None:
         return int(exc.code)
     except urllib.error.URLError:
         return None
+
+
+def print_logs(local: LocalCluster) -> None:
+    """The daemons' and drivers' logs, for a test that failed (its directory goes with it)."""
+    for daemon in local.daemons.values():
+        print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
+    for log in sorted((local.work_dir / "drivers").rglob("*.log")):
+        print(f"----- {log} -----\n{log.read_text(errors='replace')[-3000:]}")

@@ -49,7 +49,13 @@ from recovery.leader.election import LeaderElection
 from recovery.leader.lifecycle import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
-from recovery.leader.placement import Fleet, read_fleet, refresh_warm, would_take_warm
+from recovery.leader.placement import (
+    Fleet,
+    MemberChanges,
+    read_fleet,
+    refresh_warm,
+    would_take_warm,
+)
 from recovery.leader.pools import PoolFull, SlotKept, kept_reason
 from recovery.leader.pools import ahead_of as pools_ahead
 from recovery.leader.pools import left_over as pools_left_over
@@ -143,6 +149,8 @@ class LeaderProcess:
         self.dependencies = DependencyGate(cluster.zk, cluster.layout, self.schedules.store.paths)
         self.fleet = Fleet()
         self._fleet_read = False  # see reconcile
+        #: whether a member's record changed since read with watches (what a warm JVM needs)
+        self.member_changes = MemberChanges()
         self._watches: list[JobGraphWatch | NodeWatch] = []
         self._dirty: set[str] = set()
         #: jobs waiting for a driver slot, in the order they began to wait: their labels
@@ -268,6 +276,7 @@ class LeaderProcess:
     def _read_fleet(self) -> None:
         self.fleet = read_fleet(self.cluster.zk, self.cluster.layout)
         self._fleet_read = True
+        self.member_changes.unwatched()
 
     def _remember_fleet(self, departed: dict[str, str], joined: set[str]) -> None:
         """Since when a daemon that left with attempts placed on it is gone (the page shows it
@@ -626,7 +635,7 @@ class LeaderProcess:
             return start.ended if start.ended is not None else among
         warm = would_take_warm(job.run)
         if warm:
-            refresh_warm(self.fleet, self.cluster.zk, self.cluster.layout)
+            refresh_warm(self.fleet, self.cluster.zk, self.cluster.layout, self.member_changes)
         member, why = self.fleet.place(job.job_id, required, among, warm=warm)
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.

@@ -12,9 +12,11 @@ assignments. The fleet itself (members, labels, assignments) is read by ``recove
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from recovery.shared import fleet as shared
 from recovery.shared.fleet import FleetView, Member, format_labels
@@ -28,6 +30,7 @@ from zkstore.zk import ZooKeeper
 __all__ = [
     "WARM_FRESH",
     "Fleet",
+    "MemberChanges",
     "read_assignment",
     "read_fleet",
     "refresh_warm",
@@ -37,8 +40,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-#: Seconds the leader trusts what the member records it holds say of their warm JVMs: placing
-#: a job that would take one after that, it reads them again (their data is not watched).
+#: Seconds the leader trusts what the member records it holds say of their warm JVMs when no
+#: watch told it of a change (:class:`MemberChanges`): placing a job that would take one after
+#: that, it reads them again all the same.
 WARM_FRESH = 1.0
 
 
@@ -173,15 +177,56 @@ def would_take_warm(run: RunSpec | None) -> bool:
     return run is not None and run_reason(run, {}) is None
 
 
-def refresh_warm(fleet: Fleet, zk: ZooKeeper, layout: Layout) -> None:
-    """Read the members' records again if older than :data:`WARM_FRESH` (what they say of
-    their warm JVMs); an unreachable ZooKeeper leaves the fleet as it was (the placement is a
-    preference: the batch's own reads say the outage)."""
-    if time.monotonic() - fleet.read_at < WARM_FRESH:
+class MemberChanges:
+    """Whether a member's record may have changed since the leader last read them all with a
+    watch. Each such read (:func:`refresh_warm`) sets a one-shot data watch on every record,
+    which fires on its change or deletion, or on a suspended connection (kazoo's ``NONE``
+    event: read again too). ZooKeeper delivers a watch's event before anything of a later
+    write: a job submitted after its daemon said a warm JVM was ready is looked at once the
+    leader knows its copy is stale, so it reads the records again and sees the JVM (with a
+    copy trusted for a second, the job went to a daemon without one)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Event()
+        self._changed.set()  # nothing read with watches yet
+
+    @property
+    def changed(self) -> bool:
+        return self._changed.is_set()
+
+    def notice(self, event: Any = None) -> None:
+        """The watch (kazoo's watch thread): a record changed, went, or the connection was
+        suspended."""
+        self._changed.set()
+
+    def unwatched(self) -> None:
+        """The fleet was read without watches: the next placement that prefers a warm JVM
+        reads the records again, with them."""
+        self._changed.set()
+
+    def reading(self) -> None:
+        """A read with watches begins: a change from here on fires one of them."""
+        self._changed.clear()
+
+
+def refresh_warm(
+    fleet: Fleet, zk: ZooKeeper, layout: Layout, changes: MemberChanges | None = None
+) -> None:
+    """Read the members' records again (what they say of their warm JVMs) if one may have
+    changed since they were read (``changes``), or they are older than :data:`WARM_FRESH`; an
+    unreachable ZooKeeper leaves the fleet as it was (the placement is a preference: the
+    batch's own reads say the outage)."""
+    stale = changes is None or changes.changed
+    if not stale and time.monotonic() - fleet.read_at < WARM_FRESH:
         return
+    if changes is not None:
+        changes.reading()
     try:
-        fleet.refresh(shared.read_members(zk, layout, list(fleet.members)))
+        watch = changes.notice if changes is not None else None
+        fleet.refresh(shared.read_members(zk, layout, list(fleet.members), watch=watch))
     except ZkStoreError as exc:
+        if changes is not None:
+            changes.unwatched()
         logger.debug("members' warm drivers not read again: %s", exc)
 
 

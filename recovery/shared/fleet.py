@@ -9,8 +9,9 @@ assignments ``R/assignments/<member>/<job>``. The leader places attempts on this
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.jobs.records import LABEL, MemberInfo
@@ -102,11 +103,19 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> FleetView:
     return fleet
 
 
-def read_members(zk: ZooKeeper, layout: Layout, names: Iterable[str]) -> dict[str, MemberInfo]:
+def read_members(
+    zk: ZooKeeper,
+    layout: Layout,
+    names: Iterable[str],
+    *,
+    watch: Callable[..., Any] | None = None,
+) -> dict[str, MemberInfo]:
     """The member records of ``names`` (one pipelined round): those gone, garbled or not
-    matching their name are left out (a garbled one said once a minute)."""
+    matching their name are left out (a garbled one said once a minute). ``watch``: a one-shot
+    data watch set on each record read."""
     names = list(names)
-    records = zk.get_many([f"{layout.members}/{name}" for name in names])
+    paths = [f"{layout.members}/{name}" for name in names]
+    records = zk.get_many(paths, watches=dict.fromkeys(paths, watch) if watch else None)
     infos: dict[str, MemberInfo] = {}
     for name, item in zip(names, records, strict=True):
         if item is None:

@@ -29,7 +29,7 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from tests import secret_jobs
 from tests.cli import script, zkstore
-from tests.helpers import alive, hands_client, wait_for, written_json
+from tests.helpers import alive, hands_client, print_logs, wait_for, written_json
 from tests.servers import S3Server
 from tests.users import User, shared_directory
 from zkstore.config import StoreConfig
@@ -50,14 +50,6 @@ def base() -> Iterator[Path]:
         (place / where).chmod(0o1777)
     yield place
     shutil.rmtree(place, ignore_errors=True)
-
-
-def print_logs(local: LocalCluster) -> None:
-    """The daemons' and drivers' logs, for a test that failed (its directory goes with it)."""
-    for daemon in local.daemons.values():
-        print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
-    for log in sorted((local.work_dir / "drivers").rglob("*.log")):
-        print(f"----- {log} -----\n{log.read_text(errors='replace')[-3000:]}")
 
 
 def driver_files(pid: int, directory: Path) -> dict[str, bytes]:

@@ -33,7 +33,7 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from tests import secret_jobs
 from tests.cli import connection, script
-from tests.helpers import BIN, hands_client, wait_for, written_json
+from tests.helpers import BIN, hands_client, print_logs, wait_for, written_json
 from tests.servers import S3Server
 from tests.users import User, shared_directory
 from zkstore.config import StoreConfig
@@ -66,13 +66,6 @@ def on_s3(config: StoreConfig, s3: S3Server) -> StoreConfig:
 def plain_environment(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZKSTORE_")}
     return {**env, **extra}
-
-
-def print_logs(local: LocalCluster) -> None:
-    for daemon in local.daemons.values():
-        print(f"----- {daemon.daemon_id} -----\n{daemon.log()[-6000:]}")
-    for log in sorted((local.work_dir / "drivers").rglob("*.log")):
-        print(f"----- {log} -----\n{log.read_text(errors='replace')[-3000:]}")
 
 
 def test_a_daemon_whose_jobs_could_read_its_secrets_is_refused(

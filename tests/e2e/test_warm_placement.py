@@ -19,7 +19,7 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from tests import spark_jvm
 from tests.cli import script
-from tests.helpers import wait_for
+from tests.helpers import print_logs, wait_for
 from tests.warm_drivers import JOB, WARM
 from zkstore.config import StoreConfig
 
@@ -95,5 +95,8 @@ def test_spark_jobs_land_where_a_warm_jvm_is_ready(
         assert not wrong, f"placed where no warm JVM was ready: {wrong}"
         cold = [(n, jvm) for n, (_, jvm) in enumerate(landed) if not jvm.startswith("warm:")]
         assert not cold, f"on b but not in its warm JVM: {cold}"
+    except BaseException:
+        print_logs(local)  # where each job was placed and why, what each daemon held ready
+        raise
     finally:
         local.stop()
