@@ -377,8 +377,10 @@ def _cancelled_running(
         return Adopt(reason=f"driver of attempt {attempt} is being ended (cancelled)")
     due = now
     if job.cancel is not None:
-        requested = min(job.cancel.requested, now)
-        due = requested + timedelta(seconds=settings.cancel_grace + CANCEL_MARGIN)
+        # From when ZooKeeper made the request (what its writer says is its own to say: a
+        # clock ahead, or a date planted by the job, would postpone this end for as long)
+        asked = job.cancel_made if job.cancel_made is not None else job.cancel.requested
+        due = min(asked, now) + timedelta(seconds=settings.cancel_grace + CANCEL_MARGIN)
     if now < due:
         return Adopt(until=due, reason=f"driver of attempt {attempt} is stopping (cancelled)")
     detail = f"cancelled, and still running {settings.cancel_grace:g} s after"

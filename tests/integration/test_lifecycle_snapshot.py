@@ -6,14 +6,15 @@ an unread one would make the leader write it again, and again)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus, RunningInfo
+from zkstore.jobs.records import CancelRequest, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.jobs.states import STARTING, STOPPING, STUCK
 from zkstore.jobs.stops import EndRequest, StopRequest
-from zkstore.strict import parse_time, utc_now
+from zkstore.strict import parse_time, to_millisecond, utc_now
 from zkstore.zk import ZooKeeper
 
 
@@ -55,3 +56,18 @@ def test_a_stop_request_makes_the_job_stopping(cluster: Cluster) -> None:
     cluster.zk.create(cluster.layout.stop("stopping"), stop.to_bytes())
     found = read_snapshot(cluster.zk, cluster.layout, "stopping")
     assert found.stop is not None and found.state == STOPPING
+
+
+def test_a_cancel_is_dated_by_zookeeper_whatever_its_writer_says(cluster: Cluster) -> None:
+    """The leader counts a cancel's grace from ``cancel_made``, the node's ``ctime``: a request
+    its writer dated an hour ahead (or a job planted so) is made when ZooKeeper made it."""
+    placed(cluster, "dated")
+    ahead = CancelRequest(version=None, requested=datetime.now(UTC) + timedelta(hours=1), by="u")
+    cluster.zk.create(cluster.layout.cancel("dated"), ahead.to_bytes())
+    _, stat = cluster.zk.get(cluster.layout.cancel("dated"))
+    found = read_snapshot(cluster.zk, cluster.layout, "dated")
+    assert found.cancel is not None and found.cancel.requested == to_millisecond(ahead.requested)
+    assert found.cancel_made == datetime.fromtimestamp(stat.ctime / 1000, UTC)
+    assert abs((found.cancel_made - datetime.now(UTC)).total_seconds()) < 60, "not the hour"
+    placed(cluster, "asked-nothing")
+    assert read_snapshot(cluster.zk, cluster.layout, "asked-nothing").cancel_made is None

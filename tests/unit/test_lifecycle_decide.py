@@ -266,6 +266,20 @@ def test_a_cancelled_driver_gets_its_grace_then_the_leader_ends_it() -> None:
     assert isinstance(decided(ending), Adopt)
 
 
+def test_the_grace_counts_from_when_zookeeper_made_the_cancel_not_from_its_writers_date() -> None:
+    """A cancel dated an hour ahead (its writer's clock, or a job that planted it so) kept
+    the leader from ending a job that ignored it for that hour: ``min(requested, now)`` moved
+    with the clock. The node's ``ctime`` is ZooKeeper's, and no writer's to set."""
+    grace = SETTINGS.cancel_grace + CANCEL_MARGIN
+    ahead = CancelRequest(version=0, requested=NOW + timedelta(hours=1), by="u@h")
+    made = NOW - timedelta(seconds=grace + 1)
+    past = decided(job(status=status(), running=running(), cancel=ahead, cancel_made=made))
+    assert isinstance(past, EndAttempt) and past.why == STOPPED, past
+    behind = CancelRequest(version=0, requested=NOW - timedelta(hours=1), by="u@h")
+    fresh = decided(job(status=status(), running=running(), cancel=behind, cancel_made=NOW))
+    assert isinstance(fresh, Adopt) and fresh.until == NOW + timedelta(seconds=grace), fresh
+
+
 def test_a_cancel_that_cannot_be_read_is_carried_out_at_once() -> None:
     planted = job(status=status(), running=running(), errors={"cancel": "not readable"})
     assert isinstance(decided(planted), EndAttempt)

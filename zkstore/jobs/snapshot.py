@@ -24,7 +24,7 @@ import difflib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -100,6 +100,11 @@ class JobSnapshot:
     spark: SparkApp | None = None
     outcome: Outcome | None = None
     cancel: CancelRequest | None = None
+    #: when ZooKeeper made the ``cancel`` node (its ``ctime``: ZooKeeper's clock, which no
+    #: writer sets); the leader counts the cancel's grace from it, never from the request's own
+    #: ``requested``, which its writer stamps (a clock an hour ahead, or a job planting a cancel
+    #: dated in the future, postponed the leader's end of a job that ignored it)
+    cancel_made: datetime | None = None
     result: JobResult | None = None
     quarantine: QuarantineEntry | None = None
     control: ControlAck | None = None
@@ -535,6 +540,10 @@ def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot
     if items["handle"] is not None:
         marked = is_marked(items["handle"][1])
     session = items["running"][1].ephemeralOwner if items["running"] is not None else None
+    made = items["cancel"]
+    cancel_made = (
+        datetime.fromtimestamp(made[1].ctime / 1000, UTC) if isinstance(made, tuple) else None
+    )
 
     def parse(record: type[R], key: str, path: str) -> R | None:
         return _parse(record, items[key], path, errors, key, newer)
@@ -548,6 +557,7 @@ def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot
         running_session=session,
         outcome=parse(Outcome, "outcome", layout.outcome(job_id)),
         cancel=parse(CancelRequest, "cancel", layout.cancel(job_id)),
+        cancel_made=cancel_made,
         stop=parse(StopRequest, "stop", layout.stop(job_id)),
         result=parse(JobResult, "result", layout.result(job_id)),
         quarantine=parse(QuarantineEntry, "quarantine", layout.quarantine_entry(job_id)),
