@@ -48,6 +48,7 @@ __all__ = [
     "private_dir",
     "shipper_argv",
     "shipper_config",
+    "shipper_niceness",
     "shipping_dir",
     "start_process",
     "write_atomically",
@@ -55,8 +56,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The shipper runs at a lower priority than the drivers: its work can wait, theirs cannot.
+#: The shipper runs at a lower priority than the drivers: its work can wait, theirs cannot
+#: (this much nicer than its daemon, as a fork server's ``os.nice`` makes it).
 SHIPPER_NICENESS = 10
+
+
+def shipper_niceness() -> int:
+    """The niceness of a shipper started by this process: :data:`SHIPPER_NICENESS` more
+    than its own, at most 19 (an absolute 10 raised the priority of the shipper of a daemon
+    run at a higher niceness, above its drivers')."""
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + SHIPPER_NICENESS)
+
+
 #: Its directory under the daemon's work directory, and the files in it (see
 #: :mod:`recovery.member.shipper`).
 SHIPPING = ".shipping"
@@ -353,7 +364,7 @@ def start_process(python: str, env: dict[str, str]) -> Callable[[list[str], str,
             cwd="/",
         )
         with contextlib.suppress(OSError):  # it exited already, or we may not: it runs anyway
-            os.setpriority(os.PRIO_PROCESS, shipper.pid, SHIPPER_NICENESS)
+            os.setpriority(os.PRIO_PROCESS, shipper.pid, shipper_niceness())
         # Reap it when it ends, so that no zombie is left behind; nobody waits for it otherwise.
         threading.Thread(target=shipper.wait, name="log-shipper", daemon=True).start()
         return shipper.pid
