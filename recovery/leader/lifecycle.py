@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from recovery.settings import DaemonSettings
@@ -79,6 +80,10 @@ def stop_view(job: JobSnapshot, *, known_dead: bool) -> StopView:
     assert job.status is not None
     status = job.status
     stop = job.stop
+    if stop is not None and job.stop_made is not None:
+        # dated by ZooKeeper, not by its writer: a client's clock an hour ahead waited an hour
+        # for the checkpoint it asked, one behind gave it no time at all
+        stop = replace(stop, requested=job.stop_made)
     if stop is None and "stop" in job.errors:
         stop = StopRequest(version=None, requested=utc_moment(), reason="unreadable stop request")
     outcome = job.outcome

@@ -70,4 +70,10 @@ def test_a_cancel_is_dated_by_zookeeper_whatever_its_writer_says(cluster: Cluste
     assert found.cancel_made == datetime.fromtimestamp(stat.ctime / 1000, UTC)
     assert abs((found.cancel_made - datetime.now(UTC)).total_seconds()) < 60, "not the hour"
     placed(cluster, "asked-nothing")
-    assert read_snapshot(cluster.zk, cluster.layout, "asked-nothing").cancel_made is None
+    nothing = read_snapshot(cluster.zk, cluster.layout, "asked-nothing")
+    assert (nothing.cancel_made, nothing.stop_made) == (None, None)
+    behind = StopRequest(version=None, requested=datetime.now(UTC) - timedelta(hours=1), by="u")
+    cluster.zk.create(cluster.layout.stop("dated"), behind.to_bytes())
+    _, stat = cluster.zk.get(cluster.layout.stop("dated"))
+    stopped = read_snapshot(cluster.zk, cluster.layout, "dated")
+    assert stopped.stop_made == datetime.fromtimestamp(stat.ctime / 1000, UTC)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -229,6 +230,19 @@ def test_a_stop_with_a_checkpoint_waits_for_it_then_ends() -> None:
     assert isinstance(action, EndAttempt) and "after the checkpoint" in action.detail
     late = job(status=status(), running=running(), stop=stop(checkpoint=True, timeout=2))
     assert isinstance(decided(late), EndAttempt)
+
+
+def test_a_stops_checkpoint_deadline_counts_from_when_zookeeper_made_the_stop() -> None:
+    """A stop dated an hour ahead by its writer's clock waited an hour for the checkpoint it
+    asked; one dated an hour behind gave it no time. The node's ``ctime`` is ZooKeeper's."""
+    ahead = replace(stop(checkpoint=True, timeout=60), requested=NOW + timedelta(hours=1))
+    made = NOW - timedelta(seconds=61)
+    late = decided(job(status=status(), running=running(), stop=ahead, stop_made=made))
+    assert isinstance(late, EndAttempt) and "without the checkpoint" in late.detail, late
+    behind = replace(stop(checkpoint=True, timeout=60), requested=NOW - timedelta(hours=1))
+    made = NOW - timedelta(seconds=59)
+    fresh = decided(job(status=status(), running=running(), stop=behind, stop_made=made))
+    assert isinstance(fresh, Wait) and "checkpoint" in fresh.reason, fresh
 
 
 def test_a_stopped_attempt_known_dead_is_recorded_stopped() -> None:

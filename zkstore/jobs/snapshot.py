@@ -110,6 +110,9 @@ class JobSnapshot:
     control: ControlAck | None = None
     #: ``zkstore jobs stop`` asked the job to stop (``resume`` deletes it)
     stop: StopRequest | None = None
+    #: when ZooKeeper made the ``stop`` node (its ``ctime``), as ``cancel_made``: a stop's
+    #: checkpoint deadline counts from it
+    stop_made: datetime | None = None
     #: the leader ended an attempt (read for placed attempts with a stop or a limit only)
     end: EndRequest | None = None
     end_read: bool = False
@@ -540,10 +543,6 @@ def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot
     if items["handle"] is not None:
         marked = is_marked(items["handle"][1])
     session = items["running"][1].ephemeralOwner if items["running"] is not None else None
-    made = items["cancel"]
-    cancel_made = (
-        datetime.fromtimestamp(made[1].ctime / 1000, UTC) if isinstance(made, tuple) else None
-    )
 
     def parse(record: type[R], key: str, path: str) -> R | None:
         return _parse(record, items[key], path, errors, key, newer)
@@ -557,13 +556,20 @@ def _snapshot(job_id: str, items: dict[str, Any], layout: Layout) -> JobSnapshot
         running_session=session,
         outcome=parse(Outcome, "outcome", layout.outcome(job_id)),
         cancel=parse(CancelRequest, "cancel", layout.cancel(job_id)),
-        cancel_made=cancel_made,
+        cancel_made=_made(items["cancel"]),
         stop=parse(StopRequest, "stop", layout.stop(job_id)),
+        stop_made=_made(items["stop"]),
         result=parse(JobResult, "result", layout.result(job_id)),
         quarantine=parse(QuarantineEntry, "quarantine", layout.quarantine_entry(job_id)),
         errors=errors,
         newer=frozenset(newer),
     )
+
+
+def _made(found: Any) -> datetime | None:
+    """When ZooKeeper made the node read as ``found`` (its ``ctime``: ZooKeeper's clock, which
+    no writer sets), None if absent or unreadable."""
+    return datetime.fromtimestamp(found[1].ctime / 1000, UTC) if isinstance(found, tuple) else None
 
 
 def check_cancellable(job: JobSnapshot) -> None:
