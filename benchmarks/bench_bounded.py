@@ -52,8 +52,7 @@ from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, notification_ops
 from zkstore.schedules.records import ScheduleSpec
 from zkstore.schedules.store import ScheduleStore
-from zkstore.schedules.timing import format_time
-from zkstore.strict import utc_moment
+from zkstore.strict import to_second, utc_moment
 
 GOAL = "<= 1.5"
 HUGE = 128 * 1024 * 1024
@@ -202,17 +201,16 @@ def measure(
 
 
 #: the issue's flood: --every 1s --start-at 2020-01-01 --catchup all, past the command line
-FLOOD = {"every": 1, "catchup": "all", "start_at": "2020-01-01T00:00:00Z"}
+FLOOD = {"every": 1, "catchup": "all", "start_at": datetime(2020, 1, 1, tzinfo=UTC)}
 
 
 def scan() -> dict[str, Any]:
     """A cron of a window every 10 s from 1970, ended a minute ago (no window on time)."""
-    ended = format_time(datetime.now(UTC) - timedelta(minutes=1))
     return {
         "cron": "*/10 * * * * *",
         "catchup": "none",
-        "start_at": "1970-01-01T00:00:00Z",
-        "end_at": ended,
+        "start_at": datetime(1970, 1, 1, tzinfo=UTC),
+        "end_at": to_second(datetime.now(UTC) - timedelta(minutes=1)),
     }
 
 
