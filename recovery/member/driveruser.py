@@ -336,6 +336,11 @@ def _session_of(pid: int | str) -> int:
     return int(text[text.rfind(")") + 2 :].split()[3])
 
 
+#: Drivers found gone by a periodic look kept for their exit's handling (:meth:`DriverUserPool.
+#: ended`), at most: one whose exit is never handled must not be kept for ever.
+MAX_GONE = 64
+
+
 def end_leftovers(uid: int, session: int) -> int:
     """SIGKILL every process that runs as ``uid`` in the session ``session`` (a driver's: it
     leads its own, and what it starts stays in it unless it makes a new one); returns how many.
@@ -376,6 +381,9 @@ class DriverUserPool:
         self._dirty: set[int] = {user.uid for user in self.users} if len(self.users) > 1 else set()
         #: users whose last sweep failed: why
         self._unclean: dict[int, str] = {}
+        #: drivers a periodic look found gone before their exit was handled (:meth:`ended`):
+        #: their user's id and how many processes they left were killed then
+        self._gone: dict[ProcessIdentity, tuple[int, int]] = {}
 
     @property
     def uids(self) -> frozenset[int]:
@@ -412,14 +420,20 @@ class DriverUserPool:
             return self._out_of_pool(busy)
 
     def _busy(self) -> set[int]:
-        """The users some process runs as, or handed to a driver that is not gone (lock held)."""
-        busy = users_with_processes(self.uids)
+        """The users some process runs as, or handed to a driver that is not gone (lock held).
+        A driver found gone before its exit was handled has what it left ended here, as
+        :meth:`ended` would (which then reports it): dropped alone, the user stayed out of the
+        pool as long as a child it left ran, and nothing ended that child."""
+        given: set[int] = set()
         for uid, driver in list(self._given.items()):
             if driver is None or probe(driver) is Liveness.ALIVE:
-                busy.add(uid)
+                given.add(uid)
             else:
                 del self._given[uid]
-        return busy
+                self._gone[driver] = (uid, end_leftovers(uid, driver.pid))
+                while len(self._gone) > MAX_GONE:  # exits never handled: the oldest go
+                    del self._gone[next(iter(self._gone))]
+        return users_with_processes(self.uids) | given
 
     def _out_of_pool(self, busy: set[int]) -> dict[str, str]:
         """Name -> why, for the users out of the pool though no driver of ours runs as them."""
@@ -477,12 +491,17 @@ class DriverUserPool:
         pool was the driver's. What left the session (a daemon of the job's) keeps the user
         busy until it ends: :meth:`take` passes over it."""
         with self._lock:
+            if driver in self._gone:  # a periodic look found it gone first, and ended them
+                gone, killed = self._gone.pop(driver)
+                return self._name(gone), killed
             uid = next((u for u, d in self._given.items() if d == driver), None)
             if uid is None:
                 return None
             del self._given[uid]
-            name = next(user.name for user in self.users if user.uid == uid)
-            return name, end_leftovers(uid, driver.pid)
+            return self._name(uid), end_leftovers(uid, driver.pid)
+
+    def _name(self, uid: int) -> str:
+        return next(user.name for user in self.users if user.uid == uid)
 
     def release(self, user: DriverUser) -> None:
         """The driver of ``user`` could not be started."""

@@ -4,9 +4,12 @@ keeps a user it could not sweep out (:class:`recovery.member.driveruser.DriverUs
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +18,8 @@ import pytest
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.sweep import Swept, sweep
 from recovery.settings import DriverUser
+from recovery.shared.processes import identify
+from tests.helpers import alive, wait_for
 from tests.users import User, require_root, shared_directory
 
 
@@ -205,3 +210,39 @@ def test_a_user_that_cannot_be_swept_stays_out_of_the_pool_until_it_can() -> Non
     pool.release(users[1])
     assert pool.take() == users[1]
     assert swept.count("u1") == 2, "swept again before it is handed on again"
+
+
+def test_what_a_driver_left_is_ended_even_when_a_periodic_look_finds_it_gone_first(
+    tmp_path: Path,
+) -> None:
+    """The daemon's periodic look at the pool (``reclaim``) and the driver's exit race: the
+    look found the driver gone first and forgot it, so the exit's ``ended`` knew no driver and
+    killed nothing. Its child ran on, and its user stayed out of the pool while it did (seen
+    in a fresh-clone ``make test``: test_two_jobs_of_a_pool_are_apart_and_their_adopted_...)."""
+    require_root()
+    users = [nobody_uses(tmp_path), DriverUser("spare", 64999, 64999, (), "/nonexistent")]
+    pool = DriverUserPool(users, lambda user: Swept())
+    user = pool.take()
+    driver = subprocess.Popen(  # a driver in its own session that leaves a child and exits
+        ["/bin/sh", "-c", "sleep 600 & echo $!; read line"],
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        start_new_session=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert driver.stdout is not None and driver.stdin is not None
+    child = int(driver.stdout.readline())
+    try:
+        pool.started(user, identify(driver.pid))
+        identity = identify(driver.pid)
+        driver.stdin.close()
+        driver.wait(timeout=30)
+        pool.reclaim()  # the periodic look, before the exit is handled
+        assert pool.ended(identity) == (user.name, 1), "the exit still says what it killed"
+        wait_for(lambda: not alive(child), 10, what="the child the driver left killed")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
