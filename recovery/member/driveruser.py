@@ -33,6 +33,12 @@ never through a symbolic link, which a driver may plant in its own directory).
 :func:`prepare` checks at the daemon's start, before anything runs, that all this can work: the
 privileges, the work directory, and that each user can run this daemon's Python and reach the
 work directory (a Python under ``/root`` cannot be run by anyone else).
+
+Why one module: a user's whole life as a driver's is one state (checked at the start, claimed
+on the host, handed to a driver, its leftovers ended at the driver's exit or at the periodic
+look that finds it gone first, swept, handed on), kept under one lock by the pool; the checks
+and the claim are what the pool's first state needs. What stands alone lives apart: the sweep
+(:mod:`recovery.member.sweep`) and the attempt's directory (:mod:`recovery.shared.attemptdir`).
 """
 
 from __future__ import annotations
