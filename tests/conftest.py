@@ -382,11 +382,19 @@ def client(runtime_config: StoreConfig) -> Iterator[Client]:
         yield opened
 
 
+#: The CPU of the test process (and what it waited for) as a test's phase began.
+CPU_AT = pytest.StashKey[float]()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+    # what the phase spent rides on its report to the process that reports (tests.durations)
+    now = durations.cpu_seconds()
+    report.user_properties.append((durations.CPU, round(now - item.stash.get(CPU_AT, now), 3)))
+    item.stash[CPU_AT] = now
     if report.when == "call" and report.failed and "zk_server" in getattr(item, "funcargs", {}):
         server = item.funcargs["zk_server"]
         report.sections.append(("ZooKeeper log (tail)", server.log_tail(40)))
@@ -436,6 +444,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="write each test's time to tests/durations.json (make test does)",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[CPU_AT] = durations.cpu_seconds()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

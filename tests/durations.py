@@ -10,7 +10,13 @@ setup, call and teardown took in the last run that saved them (``make test`` doe
   does);
 - ``make test-fast`` (:func:`deselected_as_slow`): the unit tests that took under a second;
 - the run's summary (:meth:`Recorder.summary`): the ten slowest tests of this run, where the
-  time went.
+  time went; and the CPU (:func:`cpu_seconds`): the suite's in all, and the ten tests that
+  took the most of it. A test's CPU is its process's and that of every process it waited for
+  (its daemons, their fork servers, drivers and Spark JVMs, the ``zkstore`` scripts it ran):
+  on this 2-core machine the suite is CPU-bound (issue 57), so the CPU, not the wall time, is
+  what a cut must save. A process is counted when it is waited for: a shared fleet's daemons
+  by the test during which the fleet is replaced, not at all if it lasts to the run's end,
+  nor the servers a test process keeps for all its tests (ZooKeeper, S3, Spark standalone).
 
 A run of part of the suite saves its tests' times and keeps the others'; a test that no longer
 exists is dropped (its file gone, or its function no longer in it).
@@ -19,6 +25,7 @@ exists is dropped (its file gone, or its function no longer in it).
 from __future__ import annotations
 
 import json
+import resource
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,6 +39,17 @@ USUAL_COST = {"e2e": 5.0, "integration": 0.5, "unit": 0.02}
 SLOWEST = 10
 #: the longest a test of ``make test-fast`` took in the last saved run
 FAST_LIMIT = 1.0
+
+
+#: the name of a report's user property that carries its test's CPU seconds
+CPU = "cpu_seconds"
+
+
+def cpu_seconds() -> float:
+    """The CPU this process and the processes it waited for spent so far (user and system)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
 
 
 def load(path: Path = PATH) -> dict[str, float]:
@@ -81,9 +99,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.took: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.took[report.nodeid] = self.took.get(report.nodeid, 0.0) + report.duration
+        for name, value in report.user_properties:
+            if name == CPU:
+                self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + float(value)
 
     def slowest(self, count: int = SLOWEST) -> list[tuple[str, float]]:
         return sorted(self.took.items(), key=lambda pair: (-pair[1], pair[0]))[:count]
@@ -95,6 +117,13 @@ class Recorder:
         shown = min(count, len(self.took))
         lines = [f"the {shown} slowest tests of this run (setup, call and teardown):"]
         lines += [f"{took:8.2f} s  {nodeid}" for nodeid, took in self.slowest(count)]
+        if self.cpu:
+            hungriest = sorted(self.cpu.items(), key=lambda pair: (-pair[1], pair[0]))[:count]
+            lines.append(
+                f"CPU: {sum(self.cpu.values()):.1f} s in all (the tests' processes and those "
+                f"they waited for); the {len(hungriest)} tests that took the most:"
+            )
+            lines += [f"{cpu:8.2f} s  {nodeid}" for nodeid, cpu in hungriest]
         return lines
 
     def merged(self, known: Mapping[str, float]) -> dict[str, float]:

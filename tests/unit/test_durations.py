@@ -81,3 +81,20 @@ def test_fast_leaves_out_properties_and_the_tests_timed_over_a_second() -> None:
     prop.get_closest_marker = lambda name: object() if name == "property" else None
     known = {quick.nodeid: 0.4, slow.nodeid: 1.5, prop.nodeid: 0.1}
     assert durations.deselected_as_slow([quick, slow, new, prop], known) == [slow, prop]
+
+
+def test_the_summary_adds_up_the_cpu_and_names_the_tests_that_took_the_most() -> None:
+    recorder = Recorder()
+    for n in range(12):
+        for phase_cpu in (0.5, float(n), 0.25):  # setup, call, teardown
+            phase = report(f"{UNIT}::t{n:02d}", 0.1)
+            phase.user_properties.append((durations.CPU, phase_cpu))
+            recorder.pytest_runtest_logreport(phase)
+    lines = recorder.summary()
+    at = lines.index(
+        "CPU: 75.0 s in all (the tests' processes and those they waited for); "
+        "the 10 tests that took the most:"
+    )
+    assert lines[at + 1] == f"   11.75 s  {UNIT}::t11"
+    assert lines[at + 10] == f"    2.75 s  {UNIT}::t02"
+    assert len(lines) == at + 11
