@@ -8,15 +8,16 @@ from typing import Any
 
 import click
 
-from recovery.shared.fleet import format_labels, read_fleet
+from recovery.shared import fleet_daemons
+from recovery.shared.fleet import format_labels
+from recovery.shared.fleet_daemons import Marked, read_daemons
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
-from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
-from zkstore.jobs.records import DrainMark, LeaderInfo, read_record
+from zkstore.errors import CorruptRecord
+from zkstore.jobs.records import LeaderInfo, read_record
 from zkstore.service.jobs import age
-from zkstore.strict import time_text, utc_moment
 
 logger = logging.getLogger(__name__)
 
@@ -34,49 +35,8 @@ def _leader_id(cluster: Cluster) -> str | None:
 
 def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
     """Every daemon of the fleet as a JSON-able dict (the shape of ``daemons list --format
-    json``); a drained daemon that is down is listed too, so that it can be undrained."""
-    return [item for item, _ in _fleet(cluster)]
-
-
-def _fleet(cluster: Cluster) -> list[tuple[dict[str, Any], datetime | None]]:
-    """:func:`fleet_report`'s items, each with when its daemon started (None: down)."""
-    fleet = read_fleet(cluster.zk, cluster.layout)
-    leader = _leader_id(cluster)
-    drained_only = set(cluster.zk.children(cluster.layout.drained)) - set(fleet.members)
-    items: list[dict[str, Any]] = []
-    started: list[datetime | None] = []
-    for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id):
-        info = member.info
-        items.append(
-            {
-                "id": member.daemon_id,
-                "host": info.host,
-                "pid": info.pid,
-                "leader": member.daemon_id == leader,
-                "slots": info.slots,
-                "used": len(member.assigned),
-                "labels": member.labels,
-                "drained": member.drained,
-                "jobs": sorted(member.assigned),
-                "started": time_text(info.started),
-                "up": True,
-                "release": info.release,
-                "protocol": info.protocol,
-                "min_protocol": info.min_protocol,
-                "users_out": info.users_out or {},
-                "rss": info.rss,
-                "heap_blocks": info.heap_blocks,
-                "warm_ready": info.warm_ready,
-                "warm_first_s": None
-                if info.warm_first_ms is None
-                else round(info.warm_first_ms / 1000, 1),
-            }
-        )
-        started.append(info.started)
-    for daemon_id in sorted(drained_only):
-        items.append({"id": daemon_id, "drained": True, "up": False, "leader": False})
-        started.append(None)
-    return list(zip(items, started, strict=True))
+    json`` and of ``GET /api/v1/cluster``'s daemons: :class:`DaemonInfo`)."""
+    return [d.as_dict() for d in read_daemons(cluster.zk, cluster.layout, _leader_id(cluster))]
 
 
 @cli.group()
@@ -91,9 +51,11 @@ def list_daemons(connection: Connection, fmt: str) -> None:
     """List the daemons: leader or not, driver slots used/total, labels, jobs placed, age.
 
     \b
-    JSON: a list of {id, host, pid, leader, slots, used, labels, drained, jobs,
-    started, up, release, protocol, min_protocol, users_out, rss, heap_blocks, warm_ready,
-    warm_first_s} (release,
+    JSON (the same as GET /api/v1/cluster's daemons): a list of {id, host, pid, leader, slots,
+    used, labels, drained, jobs, started, up, lost, lost_since, release, protocol,
+    min_protocol, users_out, rss, heap_blocks, warm_ready, warm_first_s} (up: its session
+    lives; lost: it is gone with attempts still placed on it, until the leader places them
+    again, since lost_since if known; a daemon drained and down is listed too; release,
     protocol, min_protocol: the daemon's zkstore release, the fleet protocol it speaks and the
     oldest it serves; release null for a daemon older than 0.2.0; users_out: its --driver-user
     users out of its pool, name -> why: a process left running as it, or what a driver left
@@ -105,24 +67,24 @@ def list_daemons(connection: Connection, fmt: str) -> None:
     ready (and when the first was).
     """
     with Cluster.open(connection.config) as cluster:
-        found = _fleet(cluster)
-    items = [item for item, _ in found]
+        found = read_daemons(cluster.zk, cluster.layout, _leader_id(cluster))
+    items = [d.as_dict() for d in found]
     rows = [
         {
             **item,
-            "leader": "*" if item["leader"] else "",
-            "slots": f"{item['used']}/{item['slots']}" if item["up"] else "down",
-            "labels": format_labels(item.get("labels") or {}) or None,
-            "state": "drained" if item["drained"] else "active",
-            "jobs": ",".join(item.get("jobs") or []) or None,
-            "age": age(moment),
-            "memory": _mib(item.get("rss")),
-            "warm": _warm(item.get("warm_ready"), item.get("warm_first_s")),
-            "users out": "; ".join(f"{k}: {v}" for k, v in sorted(item["users_out"].items()))
-            if item.get("users_out")
+            "leader": "*" if d.leader else "",
+            "slots": f"{d.used}/{d.slots}" if d.up else ("lost" if d.lost else "down"),
+            "labels": format_labels(d.labels) or None,
+            "state": "drained" if d.drained else "active",
+            "jobs": ",".join(d.jobs) or None,
+            "age": age(d.started),
+            "memory": _mib(d.rss),
+            "warm": _warm(d.warm_ready, d.warm_first_s),
+            "users out": "; ".join(f"{k}: {v}" for k, v in sorted(d.users_out.items()))
+            if d.users_out
             else None,
         }
-        for item, moment in found
+        for d, item in zip(found, items, strict=True)
     ]
     columns = [
         "id",
@@ -154,32 +116,6 @@ def _mib(value: object) -> str | None:
     return f"{value / 2**20:.0f} MiB" if isinstance(value, int) else None
 
 
-def _known(cluster: Cluster, daemon_id: str) -> bool:
-    """True if the daemon is up, or the fleet knows it: attempts placed on it (its assignment
-    directory, made when it registers), or a drain mark."""
-    layout = cluster.layout
-    found = cluster.zk.exists_many(
-        [
-            layout.member(daemon_id),
-            layout.member_assignments(daemon_id),
-            layout.drain_mark(daemon_id),
-        ]
-    )
-    return any(stat is not None for stat in found)
-
-
-def _unknown(cluster: Cluster, daemon_id: str) -> DaemonNotFound:
-    try:
-        up = sorted(cluster.zk.children(cluster.layout.members))
-    except HandleNotFound:
-        up = []
-    return DaemonNotFound(
-        f"no daemon {daemon_id!r} in this cluster (up: {', '.join(up) or 'none'}); to drain "
-        "one that has not started yet, or whose records are gone, use --before-start",
-        path=cluster.layout.member(daemon_id),
-    )
-
-
 @daemons.command("drain")
 @click.argument("daemon_id")
 @click.option(
@@ -197,16 +133,15 @@ def drain(daemon_id: str, before_start: bool, connection: Connection) -> None:
     """
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
-        if not before_start and not _known(cluster, daemon_id):
-            raise _unknown(cluster, daemon_id)
-        mark = DrainMark(version=None, since=utc_moment()).to_bytes()
-        try:
-            cluster.zk.create(cluster.layout.drain_mark(daemon_id), mark)
-        except HandleExists:
-            click.echo(f"{daemon_id} was drained already")
-            return
-        up = cluster.zk.exists(cluster.layout.member(daemon_id)) is not None
-    note = "" if up else " (it is not up now; the mark applies when it comes back)"
+        marked = fleet_daemons.drain(
+            cluster.zk, cluster.layout, daemon_id, before_start=before_start
+        )
+    if marked is Marked.ALREADY:
+        click.echo(f"{daemon_id} was drained already")
+        return
+    note = (
+        "" if marked is Marked.DONE else " (it is not up now; the mark applies when it comes back)"
+    )
     click.echo(f"{daemon_id} drained: no new attempts go there{note}")
 
 
@@ -218,11 +153,8 @@ def undrain(daemon_id: str, connection: Connection) -> None:
     fleet has."""
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
-        try:
-            cluster.zk.delete(cluster.layout.drain_mark(daemon_id))
-        except HandleNotFound:
-            if not _known(cluster, daemon_id):
-                raise _unknown(cluster, daemon_id) from None
-            click.echo(f"{daemon_id} was not drained")
-            return
+        marked = fleet_daemons.undrain(cluster.zk, cluster.layout, daemon_id)
+    if marked is Marked.ALREADY:
+        click.echo(f"{daemon_id} was not drained")
+        return
     click.echo(f"{daemon_id} undrained at {datetime.now(UTC).isoformat(timespec='seconds')}")

@@ -209,7 +209,9 @@ class ClusterCollector(Collector):
         for state in (*JOB_STATES, *sorted(set(states) - set(JOB_STATES))):
             jobs.add_metric([state], float(states.get(state, 0)))
         yield jobs
-        yield _gauge("zkstore_daemons", "Daemons in the fleet (members)", len(view.daemons))
+        yield _gauge(
+            "zkstore_daemons", "Daemons in the fleet (members)", sum(d.up for d in view.daemons)
+        )
         slots = GaugeMetricFamily(
             "zkstore_daemon_driver_slots", "Driver slots of each daemon", labels=["daemon"]
         )
@@ -219,6 +221,8 @@ class ClusterCollector(Collector):
             labels=["daemon"],
         )
         for daemon in view.daemons:
+            if not (daemon.up or daemon.lost):
+                continue  # drained and down: nothing placed on it
             slots.add_metric([daemon.daemon_id], daemon.slots)
             used.add_metric([daemon.daemon_id], daemon.used)
         yield slots

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from recovery.observe.view import ClusterView, DaemonInfo, finished
+from recovery.observe.view import ClusterView, finished
+from recovery.shared.fleet_daemons import DaemonInfo
 from zkstore.cluster.pools import counts as pool_counts
 from zkstore.jobs.records import EPOCH
 from zkstore.jobs.runspec import DEFAULT_POOL

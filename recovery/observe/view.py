@@ -17,12 +17,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from recovery.settings import DaemonSettings
-from recovery.shared.fleet import read_fleet
+from recovery.shared.fleet_daemons import DaemonInfo, read_daemons
 from zkstore.cluster import Cluster
 from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import CorruptRecord
-from zkstore.jobs import history
-from zkstore.jobs.history import LeaderHistory
 from zkstore.jobs.records import LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.jobs.states import CLEAN
@@ -30,7 +28,7 @@ from zkstore.layout import is_checkpoint_node_name
 from zkstore.lifecycle.records import outbox_path
 from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.view import listing as schedule_rows
-from zkstore.strict import optional_time_text, time_text
+from zkstore.strict import time_text
 
 __all__ = [
     "ClusterView",
@@ -64,44 +62,6 @@ class Observed(Protocol):
 
     @property
     def is_leader(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class DaemonInfo:
-    """One daemon of the fleet, as its member record says (:mod:`recovery.shared.fleet`)."""
-
-    daemon_id: str
-    host: str | None
-    pid: int | None
-    leader: bool
-    slots: int = 0
-    used: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
-    drained: bool = False
-    #: gone from the fleet (its session ended) with attempts still placed on it: shown until
-    #: the leader has re-placed them
-    lost: bool = False
-    #: since when it is gone (the leader saw it leave: ``R/leader/history``), if known
-    lost_since: datetime | None = None
-    #: its zkstore release and the fleet protocol it speaks (a lost daemon's are unknown)
-    release: str | None = None
-    protocol: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.daemon_id,
-            "host": self.host,
-            "pid": self.pid,
-            "leader": self.leader,
-            "slots": self.slots,
-            "used": self.used,
-            "labels": self.labels,
-            "drained": self.drained,
-            "lost": self.lost,
-            "lost_since": optional_time_text(self.lost_since),
-            "release": self.release,
-            "protocol": self.protocol,
-        }
 
 
 @dataclass
@@ -194,7 +154,7 @@ def read_view(cluster: Cluster, ended: EndedJobs | None = None) -> ClusterView:
     leader = _leader_json(info)
     view = ClusterView(
         leader=leader,
-        daemons=_daemons(cluster, leader),
+        daemons=read_daemons(cluster.zk, cluster.layout, leader_id(info)),
         leader_since=info.since if isinstance(info, LeaderInfo) else None,
         jobs=jobs,
         checkpoints=_latest_checkpoints(cluster, [j for j in jobs.values() if j.driver_present]),
@@ -224,6 +184,10 @@ def _leader(cluster: Cluster) -> LeaderInfo | CorruptRecord | None:
         return exc
 
 
+def leader_id(info: LeaderInfo | CorruptRecord | None) -> str | None:
+    return info.daemon_id if isinstance(info, LeaderInfo) else None
+
+
 def _leader_json(info: LeaderInfo | CorruptRecord | None) -> dict[str, Any] | None:
     if isinstance(info, CorruptRecord):
         return {"error": "unreadable leader record"}
@@ -235,50 +199,6 @@ def _leader_json(info: LeaderInfo | CorruptRecord | None) -> dict[str, Any] | No
         "pid": info.pid,
         "since": time_text(info.since),
     }
-
-
-def _daemons(cluster: Cluster, leader: dict[str, Any] | None) -> list[DaemonInfo]:
-    """The members of the fleet: one per live daemon, with its slots and labels; then each
-    daemon that is gone while attempts are still placed on it (lost: until they are re-placed).
-    """
-    fleet = read_fleet(cluster.zk, cluster.layout)
-    leader_id = leader.get("id") if leader is not None else None
-    gone = {name: jobs for name, jobs in fleet.assignments.items() if jobs}
-    gone = {name: jobs for name, jobs in gone.items() if name not in fleet.members}
-    departed: dict[str, datetime] = {}
-    if gone:
-        try:
-            known = history.read(cluster.zk, cluster.layout.leader_history, LeaderHistory)
-        except CorruptRecord:
-            known = None
-        departed = known.departed_since() if known is not None else {}
-    lost = [
-        DaemonInfo(
-            daemon_id=name,
-            host=None,
-            pid=None,
-            leader=False,
-            used=len(jobs),
-            lost=True,
-            lost_since=departed.get(name),
-        )
-        for name, jobs in sorted(gone.items())
-    ]
-    return lost + [
-        DaemonInfo(
-            daemon_id=member.daemon_id,
-            host=member.info.host,
-            pid=member.info.pid,
-            leader=member.daemon_id == leader_id,
-            slots=member.info.slots,
-            used=len(member.assigned),
-            labels=member.labels,
-            drained=member.drained,
-            release=member.info.release,
-            protocol=member.info.protocol,
-        )
-        for member in sorted(fleet.members.values(), key=lambda m: m.daemon_id)
-    ]
 
 
 def _latest_checkpoints(cluster: Cluster, jobs: list[JobSnapshot]) -> dict[str, float]:

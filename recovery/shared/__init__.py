@@ -7,6 +7,8 @@ contract says none imports another); what two of them share lives here::
                    together (the member makes the directory, the driver works in it)
     fleet.py       the daemons, their labels and assignments as read from ZooKeeper (leader,
                    page, CLI)
+    fleet_daemons.py  the daemons as operators see them, one JSON for the CLI and the HTTP
+                   API, and their drain marks set and lifted (CLI; the HTTP API can share it)
     memory.py      a daemon's own memory (resident set, Python heap) for its metrics and its
                    member record
     pickling.py    which modules cloudpickle ships by value (client pickles, driver checks)

@@ -79,6 +79,8 @@ class FleetView:
 
     members: dict[str, Member] = field(default_factory=dict)
     assignments: dict[str, set[str]] = field(default_factory=dict)
+    #: every drain mark's daemon (up or not)
+    drained: set[str] = field(default_factory=set)
 
     @property
     def free_slots(self) -> int:
@@ -94,7 +96,8 @@ def read_fleet(zk: ZooKeeper, layout: Layout) -> FleetView:
     infos = read_members(zk, layout, names)
     dirs = zk.children_many([f"{layout.assignments}/{name}" for name in assigned_to])
     fleet = FleetView(
-        assignments={name: set(jobs or ()) for name, jobs in zip(assigned_to, dirs, strict=True)}
+        assignments={name: set(jobs or ()) for name, jobs in zip(assigned_to, dirs, strict=True)},
+        drained=set(drained),
     )
     for name, info in infos.items():
         fleet.members[name] = Member(

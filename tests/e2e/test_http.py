@@ -126,6 +126,37 @@ def test_every_read_endpoint_on_the_leader_and_on_a_standby(
         assert page_status == 200 and page_headers["Content-Type"].startswith("text/html")
         assert "script-src" not in page_headers["Content-Security-Policy"]
         assert all(word in page.decode() for word in (done, live, RUNNING, SUCCEEDED, "d2"))
+    # a daemon has one JSON shape, the command line's and the API's (issue 61): the two up,
+    # the one running the live job, and one drained before it ever started
+    drained = subprocess.run(
+        [
+            str(BIN / "zkstore"),
+            "daemons",
+            "drain",
+            "d9",
+            "--before-start",
+            *connection_args(runtime_config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert drained.returncode == 0, drained.stderr
+    volatile = ("rss", "heap_blocks")  # each daemon reports them every 30 s
+
+    def steady(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in d.items() if k not in volatile} for d in daemons]
+
+    listed_daemons = cli_json(runtime_config, "daemons", "list")
+    api_daemons = get_json(web.daemons["d2"], "/api/v1/cluster")["daemons"]
+    assert steady(listed_daemons) == steady(api_daemons)
+    assert [(d["id"], d["up"], d["drained"]) for d in api_daemons] == [
+        ("d1", True, False),
+        ("d2", True, False),
+        ("d9", False, True),
+    ]
+    assert [d["jobs"] for d in api_daemons if d["used"]] == [[live]]
+    assert {tuple(d) for d in listed_daemons} == {tuple(d) for d in api_daemons}
 
 
 def test_logs_endpoint_serves_what_jobs_logs_prints(
