@@ -164,7 +164,7 @@ class JobSnapshot:
     @property
     def has_limits(self) -> bool:
         """The job's summary sets a limit the leader enforces by ending attempts."""
-        return any(key in self.summary for key in LIMIT_KEYS)
+        return self.run is not None and self.run.lifecycle.has_limits
 
     @property
     def quarantined(self) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from zkstore.errors import ConfigError
 from zkstore.handle import SummaryValue
-from zkstore.jobs.shown import LIMIT_KEYS
+from zkstore.jobs.runoptions import LIFECYCLE_KEYS, LIMIT_KEYS, NOTIFY_KEY
 from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.policy import Backoff, RetryPolicy
 from zkstore.lifecycle.records import url_problem
@@ -37,9 +37,9 @@ _BACKOFF_KEYS = {
 }
 _LIMIT_KEYS = LIMIT_KEYS
 RESET_KEY = "retry_reset_after"
-NOTIFY_KEY = "notify"
-#: Every summary key this module writes.
-SUMMARY_KEYS = frozenset({*_BACKOFF_KEYS, *_LIMIT_KEYS, RESET_KEY, NOTIFY_KEY})
+#: Every lifecycle option (:data:`zkstore.jobs.runoptions.LIFECYCLE_KEYS`), each of which
+#: :meth:`Lifecycle.with_options` reads.
+SUMMARY_KEYS = frozenset(LIFECYCLE_KEYS)
 
 
 @dataclass(frozen=True)
