@@ -35,6 +35,7 @@ from zkstore.errors import JobFinished, WaitTimeout
 from zkstore.jobs.dependencies import format_after
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.states import STOPPED
+from zkstore.strict import time_text
 
 #: What ``stop`` allows beyond the checkpoint's wait: the daemon's grace between SIGTERM and
 #: SIGKILL (30 s by default) and the leader's and member's reaction, with room for a busy host.
@@ -109,7 +110,7 @@ def stop_job(
         where = "from the start (it has no checkpoint)"
         if newest is not None:
             number = newest.summary.get("checkpoint_id")
-            where = f"from checkpoint {number} (taken {newest.created})"
+            where = f"from checkpoint {number} (taken {time_text(newest.created)})"
         click.echo(f"{job_id}: STOPPED at attempt {snapshot.status.attempt}; it resumes {where}")
 
 

@@ -38,6 +38,8 @@ from typing import Any
 from zkstore.errors import ConfigError, HandleExists
 from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import SCRIPT, JobDefinition
+from zkstore.jobs.dependencies import format_after
+from zkstore.jobs.runspec import RUN, RunSpec
 from zkstore.strict import check_text
 
 __all__ = [
@@ -66,6 +68,7 @@ COMPARED = (
     "max_attempts",
     "max_lost",
     "require",
+    "pool",
     "run",
     "files",
     "after",
@@ -135,6 +138,7 @@ def differences(
     ``--notify``, the retry pacing), compared as they are stored."""
     if CODE not in existing or OPTIONS not in existing:
         return ["the existing job carries no fingerprint (an older zkstore submitted it)"]
+    existing, new = _compared(existing), _compared(new)
     found = [
         f"{key}: {_shown(existing.get(key))} there, {_shown(new.get(key))} here"
         for key in (*COMPARED, *sorted(also))
@@ -151,6 +155,23 @@ def differences(
             found.append("the code differs (its source, its arguments or its shipped files)")
     if existing[OPTIONS] != new.get(OPTIONS) and not found:
         found.append("the Spark configuration (--conf) differs")
+    return found
+
+
+def _compared(summary: Mapping[str, SummaryValue]) -> dict[str, SummaryValue]:
+    """``summary`` as :func:`differences` compares it: its run options (the ``run`` field of
+    fleet protocol 4) as the flat keys people name (``timeout``, ``require``, ``pool``,
+    ``after``), so that a difference says which option; a garbled field is compared as it is
+    stored. The Spark settings are the fingerprint's (:data:`OPTIONS`)."""
+    if RUN not in summary:
+        return dict(summary)
+    try:
+        run = RunSpec.from_summary(summary)
+    except ValueError:
+        return dict(summary)
+    found: dict[str, SummaryValue] = {k: v for k, v in summary.items() if k != RUN}
+    found.update(run.lifecycle.given())
+    found.update(require=run.require_shown(), pool=run.pool, after=format_after(run.after) or None)
     return found
 
 

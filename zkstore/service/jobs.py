@@ -145,7 +145,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "require": job.run.require_shown() if job.run is not None else None,
         "attempt": job.attempt,
         "max_attempts": job.summary_int("max_attempts"),
-        "submitted": job.summary_time("submitted"),
+        "submitted": optional_time_text(job.submitted_at),
         "driver": None
         if running is None
         else {
@@ -250,7 +250,7 @@ def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
     item["artifacts"] = describe_artifacts(cluster, job_id, item)
     item["outputs"] = snapshot.result.outputs if snapshot.result is not None else None
     item["checkpoints"] = [
-        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
+        {"id": cid, "created": time_text(h.created), "size": h.size, "uri": h.uri}
         for cid, h in cluster.checkpoints(job_id).all()
     ]
     try:
