@@ -61,8 +61,8 @@ from zkstore.jobs.definition import origin as code_origin
 from zkstore.jobs.dependencies import check_after, format_after, parse_after
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
-from zkstore.jobs.runoptions import LIFECYCLE_KEYS, RunOptions
-from zkstore.jobs.runspec import DEFAULT_POOL
+from zkstore.jobs.runoptions import LIFECYCLE_KEYS
+from zkstore.jobs.runspec import DEFAULT_POOL, RunOptions
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary

@@ -28,8 +28,8 @@ from zkstore.config import validate_id
 from zkstore.errors import ConfigError, IncompatiblePayload, SerializationError
 from zkstore.handle import SummaryValue
 from zkstore.jobs.records import LABEL
-from zkstore.jobs.runoptions import LifecycleOptions, RunOptions
-from zkstore.jobs.runspec import RunSpec
+from zkstore.jobs.runoptions import LifecycleOptions
+from zkstore.jobs.runspec import RunOptions, RunSpec
 from zkstore.jobs.shown import args_text, conf_text, zipped_modules
 from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version

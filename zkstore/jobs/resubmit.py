@@ -33,12 +33,14 @@ import json
 import pickle
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists
 from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.jobs.dependencies import format_after
+from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.runspec import RUN, RunSpec
 from zkstore.strict import check_text
 
@@ -160,18 +162,21 @@ def differences(
 
 def _compared(summary: Mapping[str, SummaryValue]) -> dict[str, SummaryValue]:
     """``summary`` as :func:`differences` compares it: its run options (the ``run`` field of
-    fleet protocol 4) as the flat keys people name (``timeout``, ``require``, ``pool``,
-    ``after``), so that a difference says which option; a garbled field is compared as it is
-    stored. The Spark settings are the fingerprint's (:data:`OPTIONS`)."""
-    if RUN not in summary:
-        return dict(summary)
+    fleet protocol 4, or the flat keys before it) as the flat keys people name (``timeout``,
+    ``require``, ``pool``, ``after``), so that a difference says which option whichever form
+    each side holds; a garbled field is compared as it is stored. The Spark settings are the
+    fingerprint's (:data:`OPTIONS`)."""
     try:
         run = RunSpec.from_summary(summary)
     except ValueError:
         return dict(summary)
-    found: dict[str, SummaryValue] = {k: v for k, v in summary.items() if k != RUN}
+    found: dict[str, SummaryValue] = dict(summary)
     found.update(run.lifecycle.given())
     found.update(require=run.require_shown(), pool=run.pool, after=format_after(run.after) or None)
+    # what is left of them (an option named nowhere above), compared as stored
+    found[RUN] = replace(
+        run, require=(), spark=(), more=0, pool=None, lifecycle=LifecycleOptions(), after=()
+    ).to_json()
     return found
 
 

@@ -1,5 +1,5 @@
 """A job's lifecycle options as it gave them, typed: one part of its :class:`~zkstore.jobs.
-runspec.RunSpec`, and the run options a submission takes (:class:`RunOptions`).
+runspec.RunSpec`.
 
 :class:`LifecycleOptions` holds what ``submit --timeout``, ``--start-timeout``,
 ``--progress-timeout``, the ``--retry-*`` pacing and ``--notify`` said: seconds (a limit of 0
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypedDict
+from typing import Any
 
 from zkstore.handle import SummaryValue
 
@@ -31,7 +31,6 @@ __all__ = [
     "NOTIFY_KEY",
     "RETRY_KEYS",
     "LifecycleOptions",
-    "RunOptions",
 ]
 
 #: The limits that make the leader end attempts (their summary keys and field names).
@@ -50,22 +49,6 @@ NOTIFY_KEY = "notify"
 #: Every lifecycle option, the one list of them (tests/unit/test_lifecycle_options.py checks
 #: that every place that reads or writes them knows each).
 LIFECYCLE_KEYS = (*LIMIT_KEYS, *RETRY_KEYS, NOTIFY_KEY)
-
-
-class RunOptions(TypedDict, total=False):
-    """What a submitter chooses about how a job runs, beside its code and its files: the
-    keywords that ``recovery.Client.submit_function``, ``submit_script``, ``submit_file`` and
-    ``definition_for_file`` pass on unchanged to the definition (a new option is a key here, a
-    field of :class:`~zkstore.jobs.definition.JobDefinition`, and a field of the RunSpec)."""
-
-    max_attempts: int
-    max_lost_attempts: int
-    #: labels a daemon must have (``--require``)
-    require: Mapping[str, str] | None
-    #: the pool the job runs in (``--pool``); None: ``default``
-    pool: str | None
-    #: the lifecycle options' summary keys (:data:`LIFECYCLE_KEYS`: seconds, the URL)
-    lifecycle: Mapping[str, SummaryValue]
 
 
 @dataclass(frozen=True)

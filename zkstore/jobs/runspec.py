@@ -40,7 +40,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from zkstore.errors import ConfigError
 from zkstore.handle import RUN_FIELD, SummaryValue
@@ -56,6 +56,7 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "POOL_NAME",
     "RUN",
+    "RunOptions",
     "RunSpec",
     "SparkSetting",
     "digest",
@@ -103,6 +104,23 @@ _HEX32 = frozenset("0123456789abcdef")
 def digest(value: str) -> str:
     """What a long Spark value is kept as: the sha256 of its trimmed text, 32 hex digits."""
     return hashlib.sha256(value.strip().encode()).hexdigest()[:32]
+
+
+class RunOptions(TypedDict, total=False):
+    """What a submitter chooses about how a job runs, beside its code and its files: the
+    keywords that ``recovery.Client.submit_function``, ``submit_script``, ``submit_file`` and
+    ``definition_for_file`` pass on unchanged to the definition (a new option is a key here, a
+    field of :class:`RunSpec` here, and a field of :class:`~zkstore.jobs.definition.
+    JobDefinition`)."""
+
+    max_attempts: int
+    max_lost_attempts: int
+    #: labels a daemon must have (``--require``)
+    require: Mapping[str, str] | None
+    #: the pool the job runs in (``--pool``); None: ``default``
+    pool: str | None
+    #: the lifecycle options' summary keys (:data:`~zkstore.jobs.runoptions.LIFECYCLE_KEYS`)
+    lifecycle: Mapping[str, SummaryValue]
 
 
 @dataclass(frozen=True)
