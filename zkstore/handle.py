@@ -87,8 +87,9 @@ class Handle:
     version: int | None = field(default=None, compare=False)
     #: ``created`` as the handle's writer wrote it (None: :func:`~zkstore.strict.time_text`)
     created_text: str | None = field(default=None, compare=False, repr=False)
-    #: the summary's ``submitted`` (a job definition's), parsed
-    submitted: datetime | None = field(default=None, init=False, compare=False, repr=False)
+    #: the summary's ``submitted`` (a job definition's), parsed from the summary whatever is
+    #: given here
+    submitted: datetime | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         created: object = self.created

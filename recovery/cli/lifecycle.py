@@ -32,8 +32,6 @@ from zkstore.cli.lifecycle import (
     stop_options,
 )
 from zkstore.errors import JobFinished, WaitTimeout
-from zkstore.jobs.dependencies import format_after
-from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.states import STOPPED
 from zkstore.strict import time_text
 
@@ -207,6 +205,9 @@ def resume_job(
 def _after_text(stored: Mapping[str, Any]) -> str | None:
     """The dependencies a job's handle names (``JOB:STATE,...``; None: none), whichever form
     its run options take there (its fingerprint counts them)."""
+    from zkstore.jobs.dependencies import format_after
+    from zkstore.jobs.runspec import RunSpec
+
     try:
         return format_after(RunSpec.from_summary(stored).after) or None
     except ValueError:
