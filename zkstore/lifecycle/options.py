@@ -1,10 +1,13 @@
 """A job's lifecycle options, as submitted and as its handle's summary carries them.
 
 The leader decides without reading payloads, so what it needs of these options travels in the
-job's handle summary (flat scalars): only the values that differ from the defaults, to keep the
-handle small (a handle is at most 2 KB; these keys take at most about 300 bytes with a
-notification URL of :data:`~zkstore.lifecycle.records.MAX_URL_BYTES`). A missing key is the
-default of the version of zkstore that reads it.
+job's handle summary: only the values given, to keep the handle small (a handle is at most
+2 KB; these keys take at most about 300 bytes with a notification URL of
+:data:`~zkstore.lifecycle.records.MAX_URL_BYTES`), in the job's typed run options (fleet
+protocol 4: :class:`~zkstore.jobs.runoptions.LifecycleOptions`, read once on its snapshot),
+flat scalars before. A missing key is the default of the leader that reads it:
+:class:`Lifecycle` is what the leader decides by, its defaults with the job's options laid
+over them (:meth:`Lifecycle.with_options`).
 
 Reading is tolerant: a summary value that is not what a writer would have written is ignored
 (the default applies) and reported in ``problems``, never raised: the leader must decide for
