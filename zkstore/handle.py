@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from zkstore import protocol
 from zkstore.errors import CorruptHandle, SerializationError, TooLarge
-from zkstore.strict import check_text, load_object, parse_time, utc_now
+from zkstore.strict import check_text, load_object, parse_time, time_or_none, time_text, utc_moment
 
 __all__ = [
     "FORMAT",
@@ -71,16 +71,32 @@ class PayloadRef:
 
 @dataclass(frozen=True)
 class Handle:
-    """A parsed handle, with the znode version it was read at (``None`` if not read from ZK)."""
+    """A parsed handle, with the znode version it was read at (``None`` if not read from ZK).
+
+    Its times are typed, parsed once here: ``created`` (given as text, it is parsed, and that
+    text is what :meth:`record` writes back, so that nothing stored changes), and the job's
+    ``submitted`` of its summary (:attr:`submitted`, None if it has none or not a time)."""
 
     uri: str
     size: int
     sha256: str
-    created: str
+    created: datetime
     writer: str
     hmac: str | None = None
     summary: Mapping[str, SummaryValue] = field(default_factory=dict)
     version: int | None = field(default=None, compare=False)
+    #: ``created`` as the handle's writer wrote it (None: :func:`~zkstore.strict.time_text`)
+    created_text: str | None = field(default=None, compare=False, repr=False)
+    #: the summary's ``submitted`` (a job definition's), parsed from the summary whatever is
+    #: given here
+    submitted: datetime | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        created: object = self.created
+        if isinstance(created, str):  # as it is stored: kept, to be written back unchanged
+            object.__setattr__(self, "created_text", created)
+            object.__setattr__(self, "created", parse_time(created))
+        object.__setattr__(self, "submitted", time_or_none(self.summary.get("submitted")))
 
     @classmethod
     def for_payload(
@@ -93,7 +109,7 @@ class Handle:
             size=ref.size,
             sha256=ref.sha256,
             hmac=ref.hmac,
-            created=utc_now(),
+            created=utc_moment(),
             writer=writer,
             summary=dict(summary or {}),
         )
@@ -102,8 +118,8 @@ class Handle:
 
     @property
     def created_at(self) -> datetime:
-        """``created`` as a time (checked to parse when the handle was read or made)."""
-        return parse_time(self.created)
+        """``created`` (its older name)."""
+        return self.created
 
     @property
     def ref(self) -> PayloadRef:
@@ -129,7 +145,7 @@ class Handle:
             "uri": self.uri,
             "size": self.size,
             "sha256": self.sha256,
-            "created": self.created,
+            "created": self.created_text or time_text(self.created),
             "writer": self.writer,
         }
         if self.hmac is not None:
@@ -198,7 +214,6 @@ class Handle:
         hmac = record.get("hmac")
         if hmac is not None and (not isinstance(hmac, str) or not _HEX64.fullmatch(hmac)):
             raise ValueError("hmac is not 64 hex digits")
-        parse_time(record["created"])
         summary = {k: v for k, v in record.items() if k not in _CORE}
         for key, value in summary.items():
             if not isinstance(value, str | int | float | bool) and value is not None:
@@ -209,8 +224,9 @@ class Handle:
             uri=record["uri"],
             size=size,
             sha256=record["sha256"],
-            created=record["created"],
+            created=parse_time(record["created"]),
             writer=record["writer"],
+            created_text=record["created"],
             hmac=hmac,
             summary=summary,
         )

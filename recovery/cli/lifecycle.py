@@ -32,8 +32,8 @@ from zkstore.cli.lifecycle import (
     stop_options,
 )
 from zkstore.errors import JobFinished, WaitTimeout
-from zkstore.jobs.dependencies import AFTER
 from zkstore.jobs.states import STOPPED
+from zkstore.strict import time_text
 
 #: What ``stop`` allows beyond the checkpoint's wait: the daemon's grace between SIGTERM and
 #: SIGKILL (30 s by default) and the leader's and member's reaction, with room for a busy host.
@@ -108,7 +108,7 @@ def stop_job(
         where = "from the start (it has no checkpoint)"
         if newest is not None:
             number = newest.summary.get("checkpoint_id")
-            where = f"from checkpoint {number} (taken {newest.created})"
+            where = f"from checkpoint {number} (taken {time_text(newest.created)})"
         click.echo(f"{job_id}: STOPPED at attempt {snapshot.status.attempt}; it resumes {where}")
 
 
@@ -186,7 +186,7 @@ def resume_job(
             if target is not None:
                 stored = client.cluster.jobs.handles.get_handle(job_id).summary
                 summary = client.redefinition_summary(
-                    definition, target, list(args) if args else None, after=stored.get(AFTER)
+                    definition, target, list(args) if args else None, after=_after_text(stored)
                 )
                 if again and _same_again(stored, {**definition.summary(), **summary}):
                     click.echo(
@@ -202,11 +202,23 @@ def resume_job(
         click.echo(resumed.describe())
 
 
+def _after_text(stored: Mapping[str, Any]) -> str | None:
+    """The dependencies a job's handle names (``JOB:STATE,...``; None: none), whichever form
+    its run options take there (its fingerprint counts them)."""
+    from zkstore.jobs.dependencies import format_after
+    from zkstore.jobs.runspec import RunSpec
+
+    try:
+        return format_after(RunSpec.from_summary(stored).after) or None
+    except ValueError:
+        return None
+
+
 def _same_again(stored: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a job's current definition (its handle's ``stored`` summary) is the one ``new``
     describes: the same source, arguments and options (a digest of the source, not of the
     pickle, which differs between processes)."""
     from zkstore.jobs.resubmit import differences
-    from zkstore.lifecycle.options import SUMMARY_KEYS
+    from zkstore.jobs.runoptions import LIFECYCLE_KEYS
 
-    return not differences(stored, new, also=sorted(SUMMARY_KEYS))
+    return not differences(stored, new, also=LIFECYCLE_KEYS)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypedDict
+from typing import Any, Unpack
 
 from recovery.client.jobfile import (
     check_script_runs,
@@ -56,16 +56,16 @@ from zkstore.errors import (
     WaitTimeout,
 )
 from zkstore.handle import SummaryValue
-from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS, FUNCTION, ORIGIN, JobDefinition
+from zkstore.jobs.definition import FUNCTION, ORIGIN, JobDefinition
 from zkstore.jobs.definition import origin as code_origin
-from zkstore.jobs.dependencies import AFTER, check_after, format_after, parse_after
+from zkstore.jobs.dependencies import check_after, format_after, parse_after
 from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
-from zkstore.jobs.runspec import DEFAULT_POOL
+from zkstore.jobs.runoptions import LIFECYCLE_KEYS
+from zkstore.jobs.runspec import DEFAULT_POOL, RunOptions
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
-from zkstore.lifecycle.options import NOTIFY_KEY, SUMMARY_KEYS
 from zkstore.policy import ClusterPolicy
 from zkstore.protocol import ARGUMENTS_APART, FEATURES, POOLS, RUN_SPEC
 from zkstore.schedules.records import SchedulePaths
@@ -74,18 +74,6 @@ from zkstore.strict import time_text
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
 
 logger = logging.getLogger(__name__)
-
-
-class RunOptions(TypedDict, total=False):
-    """What the submitter chose about the attempts of a job and where it may run."""
-
-    max_attempts: int
-    max_lost_attempts: int
-    require: Mapping[str, str] | None
-    #: the pool the job runs in (``--pool``); None: ``default``
-    pool: str | None
-    #: the lifecycle options' summary keys (:meth:`zkstore.lifecycle.options.Lifecycle.summary`)
-    lifecycle: Mapping[str, SummaryValue]
 
 
 @dataclass(frozen=True)
@@ -154,12 +142,10 @@ class Client(Closeable):
         """Refuse at once (exit 2, the leader's words) what the leader would not do for the job
         of ``definition``: a notification it would drop, a ``--progress-timeout`` under its
         least."""
-        lifecycle = getattr(definition, "lifecycle", None) or {}
-        notify = lifecycle.get(NOTIFY_KEY)
-        self.policy.check_notify(str(notify) if notify else None)
-        progress = lifecycle.get("progress_timeout")
-        if isinstance(progress, int | float) and not isinstance(progress, bool):
-            self.policy.check_progress_timeout(float(progress))
+        lifecycle = definition.run.lifecycle
+        self.policy.check_notify(lifecycle.notify)
+        if lifecycle.progress_timeout is not None:
+            self.policy.check_progress_timeout(lifecycle.progress_timeout)
 
     def close(self) -> None:
         if self._owns:
@@ -192,7 +178,10 @@ class Client(Closeable):
         self.check_definition(definition)
         dependencies = check_after(job_id, [parse_after(text) for text in after])
         waits_for = format_after(dependencies) if dependencies else None
-        extra: dict[str, SummaryValue] = {} if waits_for is None else {AFTER: waits_for}
+        extra: dict[str, SummaryValue] = {}
+        if dependencies:  # in the run options (fleet protocol 4), else flat as before
+            run = definition.run.with_after(dependencies)
+            extra.update(run.summary_fields(typed=definition.typed_run))
         extra.update(fingerprint(definition, source=source, args=args, after=waits_for))
         if origin is not None:
             extra[ORIGIN] = origin
@@ -203,7 +192,7 @@ class Client(Closeable):
             existing = stored_summary(self.cluster.zk, self.cluster.layout, job_id)
             found = ["it cannot be read"] if existing is None else []
             found = found or differences(
-                existing or {}, {**definition.summary(), **extra}, also=sorted(SUMMARY_KEYS)
+                existing or {}, {**definition.summary(), **extra}, also=LIFECYCLE_KEYS
             )
             found = found or self._not_authentic(job_id)
             if found:  # the same error class (exit 5), saying how this submission differs
@@ -253,16 +242,14 @@ class Client(Closeable):
         job_id: str | None = None,
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
-        max_attempts: int = 3,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
-        pool: str | None = None,
         needs: Dependencies | None = None,
         after: Sequence[str] = (),
+        **run: Unpack[RunOptions],
     ) -> str:
         """Submit ``function(ctx, *args)``. Its module travels by value unless installed, with
         the modules it imports from its directory and the files in ``needs``; ``after`` as
-        :meth:`submit` takes it."""
+        :meth:`submit` takes it; ``run``: the run options (:class:`RunOptions`:
+        ``max_attempts``, ``max_lost_attempts``, ``require``, ``pool``, ``lifecycle``)."""
         module = sys.modules.get(getattr(function, "__module__", "") or "")
         by_value = module if module is not None and is_user_module(module) else None
         origin = getattr(by_value, "__file__", None)
@@ -272,12 +259,7 @@ class Client(Closeable):
             shipment=prepare(Path(origin) if origin else None, needs or Dependencies(), conf),
             job_id=job_id_or_default(job_id, getattr(function, "__name__", "job")),
             name=name,
-            run=RunOptions(
-                max_attempts=max_attempts,
-                max_lost_attempts=max_lost_attempts,
-                require=require,
-                pool=pool,
-            ),
+            run=run,
         )
         source = _source_of(Path(origin)) if origin else None
         name_of = getattr(function, "__qualname__", None)
@@ -292,14 +274,12 @@ class Client(Closeable):
         job_id: str | None = None,
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
-        max_attempts: int = 3,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
-        pool: str | None = None,
         needs: Dependencies | None = None,
+        **run: Unpack[RunOptions],
     ) -> str:
         """Submit an unmodified PySpark script (restarted from scratch after a failure), with
-        the modules it imports from its directory and the files in ``needs``."""
+        the modules it imports from its directory and the files in ``needs``; ``run`` as
+        :meth:`submit_function` takes it."""
         script = Path(path)
         return self.submit(
             self._definition(
@@ -308,12 +288,7 @@ class Client(Closeable):
                 shipment=prepare(script, needs or Dependencies(), conf),
                 job_id=job_id,
                 name=name,
-                run=RunOptions(
-                    max_attempts=max_attempts,
-                    max_lost_attempts=max_lost_attempts,
-                    require=require,
-                    pool=pool,
-                ),
+                run=run,
             ),
             origin=code_origin(str(script.resolve())),
         )
@@ -358,29 +333,19 @@ class Client(Closeable):
         job_id: str | None = None,
         name: str | None = None,
         conf: Mapping[str, str] | None = None,
-        max_attempts: int = 3,
-        max_lost_attempts: int = DEFAULT_MAX_LOST_ATTEMPTS,
-        require: Mapping[str, str] | None = None,
-        pool: str | None = None,
         needs: Dependencies | None = None,
         check_paths: bool = True,
         warn: Callable[[str], None] | None = None,
-        lifecycle: Mapping[str, SummaryValue] | None = None,
+        **run: Unpack[RunOptions],
     ) -> JobDefinition:
         """The definition of ``FILE.py`` (a script) or ``FILE.py:FUNCTION``
         (``FUNCTION(ctx, *args)``), checked and ready to submit (or to schedule).
 
         Relative paths in ``args`` that exist here are refused unless they name a shipped file
         (the job runs in its own directory, elsewhere); with ``check_paths=False`` they are
-        passed as they are. ``warn`` receives the warnings (default: the log).
+        passed as they are. ``warn`` receives the warnings (default: the log); ``run`` as
+        :meth:`submit_function` takes it.
         """
-        run = RunOptions(
-            max_attempts=max_attempts,
-            max_lost_attempts=max_lost_attempts,
-            require=require,
-            pool=pool,
-            lifecycle=dict(lifecycle or {}),
-        )
         checked = (
             (lambda names: check_arguments(args, names, warn or logger.warning))
             if (check_paths)
@@ -411,12 +376,6 @@ class Client(Closeable):
                 f"job {current.job_id}'s arguments are a function's (pickled): give the "
                 "script's arguments after --"
             )
-        run = RunOptions(
-            max_attempts=current.max_attempts,
-            max_lost_attempts=current.max_lost_attempts,
-            require=current.require,
-            lifecycle=dict(getattr(current, "lifecycle", None) or {}),
-        )
         return self._definition_of_file(
             target,
             current.args if args is None else args,
@@ -424,7 +383,7 @@ class Client(Closeable):
             needs=needs,
             job_id=current.job_id,
             name=current.name,
-            run=run,
+            run=current.run_options(),
             kept=current if args is None and current.kind == FUNCTION else None,
         )
 

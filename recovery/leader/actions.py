@@ -58,7 +58,7 @@ from zkstore.lifecycle import outbox
 from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
-from zkstore.strict import to_millisecond
+from zkstore.strict import time_text, to_millisecond
 from zkstore.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
@@ -492,7 +492,7 @@ class JobActions:
         where = (
             "no checkpoint: it resumes from the start"
             if newest is None
-            else f"it resumes from checkpoint {number} (taken {newest.created})"
+            else f"it resumes from checkpoint {number} (taken {time_text(newest.created)})"
         )
         return f"{who}; {where}" + (f"; {action.error}" if action.error else "")
 

@@ -53,7 +53,9 @@ class DependencyGate:
         dependencies no writer makes (the caller quarantines the job)."""
         if job.handle is None:
             return None
-        dependencies = dependencies_of(job.handle.summary)
+        if job.run is None:
+            raise ValueError("its run options are garbled")
+        dependencies = dependencies_of(job.handle.summary, job.run)
         if not dependencies:
             return None
         dependencies = self._as_runs(dependencies)

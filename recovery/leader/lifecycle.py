@@ -1,10 +1,11 @@
 """What the leader's decision needs of a job's lifecycle, from its snapshot: pure.
 
-- :func:`job_lifecycle`: the job's retry policy, limits and notification URL, from its handle
-  summary over the daemon's defaults (``--restart-backoff``/``--max-backoff`` are the default
-  ``--retry-delay``/``--retry-max-delay``; a lost attempt is placed again at once the first
-  time, then backs off like a failure). A summary key that is not valid is ignored (the default
-  applies): the leader must decide for every job.
+- :func:`job_lifecycle`: the job's retry policy, limits and notification URL, from its run
+  options (:attr:`zkstore.jobs.snapshot.JobSnapshot.run`) over the daemon's defaults
+  (``--restart-backoff``/``--max-backoff`` are the default ``--retry-delay``/
+  ``--retry-max-delay``; a lost attempt is placed again at once the first time, then backs
+  off like a failure). An option that is not valid there is ignored (the default applies):
+  the leader must decide for every job.
 - :func:`stop_view`: the job as :func:`zkstore.lifecycle.stopping.stop_step` sees it.
 - :func:`attempt_times`: the attempt as :func:`zkstore.lifecycle.limits.judge` sees it.
 - :func:`streak`: the two counts the retry pacing carries in the status.
@@ -20,7 +21,7 @@ from zkstore.errors import ConfigError
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.stops import StopRequest
 from zkstore.lifecycle.limits import AttemptTimes, least_limits
-from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
+from zkstore.lifecycle.options import Lifecycle
 from zkstore.lifecycle.policy import DEFAULT_RESET_AFTER, Backoff, RetryPolicy, Streak
 from zkstore.lifecycle.stopping import StopView
 from zkstore.strict import utc_moment
@@ -51,16 +52,18 @@ def daemon_policy(settings: DaemonSettings) -> RetryPolicy:
 
 
 def job_lifecycle(job: JobSnapshot, settings: DaemonSettings) -> Lifecycle:
-    """The job's lifecycle: its summary's keys over the daemon's defaults."""
+    """The job's lifecycle: the options its run options give (parsed once, on its snapshot:
+    :attr:`JobSnapshot.run`) over the daemon's defaults. An option that does not fit them
+    (a delay over the maximum) is left out: the leader decides for every job."""
     lifecycle = Lifecycle(
         retry=daemon_policy(settings), limits=least_limits(settings.store.lowered_minimums)
     )
-    summary = job.summary
-    for key in sorted(SUMMARY_KEYS & summary.keys()):
+    given = job.run.lifecycle.given() if job.run is not None else {}
+    for key, value in sorted(given.items()):
         try:
-            lifecycle = lifecycle.with_options(**{key: summary[key]})
-        except (ConfigError, TypeError, ValueError):
-            continue  # not what a writer writes: the default applies
+            lifecycle = lifecycle.with_options(**{key: value})
+        except ConfigError:
+            continue  # not valid here: the default applies
     return lifecycle
 
 

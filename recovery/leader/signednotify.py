@@ -46,7 +46,7 @@ class SignedNotify:
         """Where the job's own events go: the URL its signed definition says, if its summary
         names one; None if it names none, if the definition says none or cannot be verified
         (the summary's URL is then refused, and the log says why)."""
-        shown = job.summary_text(NOTIFY_KEY) or None
+        shown = job.run.lifecycle.notify if job.run is not None else None
         handle = job.handle
         if shown is None or handle is None:
             # no handle: the summary is the leader's own copy (result, quarantine entry)

@@ -57,8 +57,10 @@ def test_a_handle_rewritten_to_another_notify_url_does_not_redirect_the_jobs_eve
         path = f"{runtime_config.base_path}/currentJobs/j"
         data, stat = zk.get(path)
         record = json.loads(data)
-        assert record["notify"] == own.url("/own/hook")
-        record["notify"] = elsewhere.url("/stolen")
+        run = json.loads(record["run"])  # the run options, typed (fleet protocol 4)
+        assert run["lifecycle"]["notify"] == own.url("/own/hook")
+        run["lifecycle"]["notify"] = elsewhere.url("/stolen")
+        record["run"] = json.dumps(run)
         zk.set(path, json.dumps(record).encode(), version=stat.version)
         gate.touch()
         leader = local.daemons["d1"]

@@ -9,7 +9,8 @@ from pathlib import Path
 from tests.cli import script, zkstore
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.dependencies import AFTER
+from zkstore.jobs.dependencies import format_after
+from zkstore.jobs.runspec import RunSpec
 
 JOB = "def run(ctx, day):\n    return day\n"
 
@@ -91,7 +92,8 @@ def test_after_is_stored_checked_and_part_of_the_submission(
         config, "submit", f"{job}:run", "--job-id", "b", "--after", "a", "--after", "c:ended"
     )
     assert done.returncode == 0, done.stderr
-    assert cluster.jobs.handles.get_handle("b").summary[AFTER] == "a:SUCCEEDED,c:ENDED"
+    stored = RunSpec.from_summary(cluster.jobs.handles.get_handle("b").summary).after
+    assert format_after(stored) == "a:SUCCEEDED,c:ENDED"
     other = zkstore(config, "submit", f"{job}:run", "--job-id", "b", "--after", "a")
     assert other.returncode == 5 and "after" in other.stderr
     itself = zkstore(config, "submit", f"{job}:run", "--job-id", "s", "--after", "s")

@@ -10,6 +10,7 @@ from tests.cli import script
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.records import JobStatus
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.strict import parse_time, utc_now
@@ -40,13 +41,15 @@ def test_submit_options_travel_in_the_handle_and_resume_changes_them(
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    summary = cluster.jobs.handles.get("j", lock=False).handle.summary
-    assert (summary["timeout"], summary["progress_timeout"], summary["retry_delay"]) == (
+    # the run options as the leader reads them (the handle's typed run field)
+    run = RunSpec.from_summary(cluster.jobs.handles.get("j", lock=False).handle.summary)
+    lifecycle = run.lifecycle
+    assert (lifecycle.timeout, lifecycle.progress_timeout, lifecycle.retry_delay) == (
         7200,
         600,
         30,
     )
-    assert summary["notify"] == "https://hooks.example.com/T/SECRET"
+    assert lifecycle.notify == "https://hooks.example.com/T/SECRET"
 
     # Not stopped: resume says so (exit 5) and changes nothing.
     refused = script(config, "jobs resume", "j", "--timeout", "off")
@@ -62,8 +65,9 @@ def test_submit_options_travel_in_the_handle_and_resume_changes_them(
         "job j resumes with its new options, from the start (it has no checkpoint)"
     ), "issue 49: no new definition was given, only options"
     summary = cluster.jobs.handles.get("j", lock=False).handle.summary
-    assert "timeout" not in summary and summary["retry_delay"] == 60
-    assert summary["progress_timeout"] == 600, "what was not given is kept"
+    lifecycle = RunSpec.from_summary(summary).lifecycle
+    assert lifecycle.timeout is None and lifecycle.retry_delay == 60
+    assert lifecycle.progress_timeout == 600, "what was not given is kept"
     definition = cluster.jobs.recover("j", lock=False).state
     assert definition.load_function()[1] == ("2026-11-21",), "its arguments kept"
     assert cluster.zk.exists(cluster.layout.stop("j")) is None

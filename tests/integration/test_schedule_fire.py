@@ -33,6 +33,7 @@ from zkstore.schedules.store import ScheduleStore
 from zkstore.schedules.transaction import build_fire
 from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage
+from zkstore.strict import time_text
 
 START = datetime(2026, 11, 24, 2, tzinfo=UTC)
 NAME = "nightly"
@@ -196,9 +197,9 @@ def test_a_fire_and_a_submission_publish_the_same_handle_for_the_same_definition
     assert named_apart(submitted) == named_apart(fired)
     assert submitted.to_bytes().replace(submitted.uri.encode(), b"U").replace(
         (submitted.hmac or "").encode(), b"H"
-    ).replace(submitted.created.encode(), b"C") == fired.to_bytes().replace(
+    ).replace(time_text(submitted.created).encode(), b"C") == fired.to_bytes().replace(
         fired.uri.encode(), b"U"
-    ).replace((fired.hmac or "").encode(), b"H").replace(fired.created.encode(), b"C")
+    ).replace((fired.hmac or "").encode(), b"H").replace(time_text(fired.created).encode(), b"C")
 
 
 def test_a_lost_state_never_makes_a_second_run_of_a_window(leader: Leader) -> None:

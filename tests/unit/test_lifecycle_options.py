@@ -198,17 +198,30 @@ def test_redefined_refuses_another_jobs_code_and_unknown_options() -> None:
 
 
 def test_one_list_of_lifecycle_keys_and_a_flag_for_each() -> None:
-    """docs/design.md: a new lifecycle option touches zkstore/jobs/shown.py (its key, in the one
-    list that the handle, ``jobs show``, ``schedules update`` and the job snapshot read),
-    zkstore/lifecycle/options.py, the module that decides by it and zkstore/cli/lifecycle.py (its
-    flag): a key missing from any of them fails here."""
+    """docs/design.md: a new lifecycle option touches zkstore/jobs/runoptions.py (its key, in
+    the one list, and its typed field: what the handle's run options, ``jobs show``,
+    ``schedules update`` and the job snapshot read), zkstore/lifecycle/options.py (how it sets
+    the leader's ``Lifecycle``), the module that decides by it and zkstore/cli/lifecycle.py
+    (its flag): a key missing from any of them fails here."""
+    import dataclasses
+
     from zkstore.cli.jobs import run_option_lines
     from zkstore.jobs import snapshot
+    from zkstore.jobs.runoptions import LIFECYCLE_KEYS, LifecycleOptions
+    from zkstore.jobs.runspec import RunSpec
     from zkstore.jobs.shown import LIMIT_KEYS, RETRY_KEYS, run_options_shown
     from zkstore.lifecycle.options import NOTIFY_KEY
 
-    assert {*LIMIT_KEYS, *RETRY_KEYS, NOTIFY_KEY} == SUMMARY_KEYS
+    assert {*LIMIT_KEYS, *RETRY_KEYS, NOTIFY_KEY} == SUMMARY_KEYS == set(LIFECYCLE_KEYS)
+    assert {f.name for f in dataclasses.fields(LifecycleOptions)} == SUMMARY_KEYS
     assert snapshot.LIMIT_KEYS is LIMIT_KEYS
     assert {p.name for p in submit.params if isinstance(p, click.Option)} == SUMMARY_KEYS
-    shown = run_option_lines(run_options_shown(dict.fromkeys(LIMIT_KEYS, 60)))
+    every = {k: 0.5 if k == "retry_jitter" else 3600.0 for k in (*LIMIT_KEYS, *RETRY_KEYS)}
+    every[NOTIFY_KEY] = "https://hooks.example.com/x"
+    for key, value in every.items():  # each one sets the leader's Lifecycle
+        assert Lifecycle().with_options(**{key: value}) != Lifecycle(), key
+    typed = RunSpec.of({}, {}, lifecycle=every)
+    assert RunSpec.from_json(typed.to_json()).lifecycle.given() == every
+    assert RunSpec.from_summary(every).lifecycle == typed.lifecycle  # the flat form, as before
+    shown = run_option_lines(run_options_shown(LifecycleOptions(**dict.fromkeys(LIMIT_KEYS, 60))))
     assert shown["limits"] == ", ".join(f"--{k.replace('_', '-')} 60s" for k in LIMIT_KEYS)

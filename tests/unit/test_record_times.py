@@ -15,6 +15,7 @@ from zkstore.errors import CorruptRecord
 from zkstore.jobs.control.history import HistoryEntry as ControlEntry
 from zkstore.jobs.history import JobHistory, LeaderHistory
 from zkstore.schedules.records import ScheduleSpec, ScheduleState
+from zkstore.strict import time_text
 
 SPEC = (
     b'{"after_schedule":null,"catchup":"latest","catchup_max":null,"changes":[{"at":'
@@ -153,3 +154,28 @@ def test_a_time_in_a_nested_entry_that_no_writer_writes_is_a_corrupt_record(
     assert data not in (JOB_HISTORY, LEADER_HISTORY, CONDITIONS), "the garbage is in"
     with pytest.raises(CorruptRecord, match="/n: not a valid"):
         kind.from_znode(data, None, "/n")
+
+
+HANDLE = (
+    b'{"created":"2026-11-24T00:00:00.123Z","entry":"etl.py:run","format":1,"kind":"function",'
+    b'"name":"etl","sha256":"abababababababababababababababababababababababababababababababab",'
+    b'"size":120,"submitted":"2026-11-23T23:59:59.987Z","uri":"file:///s/c/jobs/etl/definition/'
+    b'0123.pkl","writer":"w-1"}'
+)
+
+
+def test_a_handle_holds_its_created_and_its_jobs_submitted_as_datetimes() -> None:
+    from zkstore.handle import Handle, PayloadRef
+
+    handle = Handle.parse(HANDLE, "/h")
+    assert handle.created == datetime(2026, 11, 24, 0, 0, 0, 123000, tzinfo=UTC)
+    assert handle.submitted == datetime(2026, 11, 23, 23, 59, 59, 987000, tzinfo=UTC)
+    assert handle.to_bytes() == HANDLE, "written back as it was read"
+    # a text another writer made (an offset, microseconds) is written back unchanged too
+    other = HANDLE.replace(b'"2026-11-24T00:00:00.123Z"', b'"2026-11-24T01:00:00.123456+01:00"')
+    assert Handle.parse(other, "/h").to_bytes() == other
+    assert Handle.parse(other, "/h").created == datetime(2026, 11, 24, 0, 0, 0, 123456, tzinfo=UTC)
+    made = Handle.for_payload(PayloadRef("file:///x", 1, "0" * 64), "w", {"submitted": "later"})
+    assert isinstance(made.created, datetime) and made.submitted is None
+    assert Handle.parse(made.to_bytes(), "/h") == made
+    assert b'"created":"' + time_text(made.created).encode() + b'"' in made.to_bytes()

@@ -8,9 +8,11 @@ import json
 import pytest
 
 from zkstore import protocol
-from zkstore.errors import CorruptHandle, NewerRecord
+from zkstore.errors import ConfigError, CorruptHandle, NewerRecord
 from zkstore.handle import FORMAT, RUN_FORMAT, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.dependencies import Dependency
+from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.runspec import (
     MAX_RUN_BYTES,
     MAX_VALUE_BYTES,
@@ -19,7 +21,7 @@ from zkstore.jobs.runspec import (
     SparkSetting,
     digest,
 )
-from zkstore.jobs.shown import REDACTED
+from zkstore.jobs.shown import REDACTED, run_options_shown
 
 SECRET = "hunter2-very-secret"
 
@@ -105,6 +107,16 @@ def test_the_settings_that_decide_are_kept_first_and_the_handle_fits() -> None:
         '{"spark": {"k": {"start": "x", "sha256": "zz"}}}',
         '{"more": -1}',
         '{"more": true}',
+        '{"lifecycle": []}',
+        '{"lifecycle": {"timeout": "soon"}}',
+        '{"lifecycle": {"timeout": -1}}',
+        '{"lifecycle": {"timeout": true}}',
+        '{"lifecycle": {"deadline": 5}}',
+        '{"lifecycle": {"notify": 3}}',
+        '{"after": ["a"]}',
+        '{"after": {"a": "DONE"}}',
+        '{"after": {"../x": "SUCCEEDED"}}',
+        '{"after": {"a": 1}}',
         "not json",
     ],
 )
@@ -158,3 +170,68 @@ def test_a_handle_whose_format_is_not_its_writers_is_garbage(change: dict[str, o
     record = {k: v for k, v in record.items() if v is not None}
     with pytest.raises(CorruptHandle, match="unknown format"):
         Handle.parse(json.dumps(record).encode(), "/h")
+
+
+URL = "https://hooks.example.com/T1/B2/secret"
+LIFECYCLE = {"timeout": 7200.0, "retry_delay": 10.0, "retry_jitter": 0.1, "notify": URL}
+AFTER = (Dependency("extract-1"), Dependency("load", "ENDED"))
+
+
+def _with_lifecycle(typed: bool) -> JobDefinition:
+    return JobDefinition.for_function(
+        "j1", _job, require={"zone": "a"}, lifecycle=LIFECYCLE, typed_run=typed
+    )
+
+
+def _job(ctx: object) -> None:
+    return None
+
+
+def test_the_lifecycle_options_and_dependencies_are_part_of_the_typed_value() -> None:
+    definition = _with_lifecycle(True)
+    run = definition.run.with_after(AFTER)
+    summary = {**definition.summary(), **run.summary_fields()}
+    assert not set(LIFECYCLE) & summary.keys() and "after" not in summary
+    assert json.loads(summary[RUN]) == {
+        "require": {"zone": "a"},
+        "lifecycle": LIFECYCLE,
+        "after": {"extract-1": "SUCCEEDED", "load": "ENDED"},
+    }
+    read = RunSpec.from_summary(Handle.parse(_handle(summary).to_bytes(), "/h").summary)
+    assert read == run
+    assert read.lifecycle == LifecycleOptions(
+        timeout=7200.0, retry_delay=10.0, retry_jitter=0.1, notify=URL
+    )
+    assert read.lifecycle.has_limits and read.after == AFTER
+    assert run_options_shown(read.lifecycle)["notify"] == "https://hooks.example.com/..."
+
+
+def test_an_older_handles_flat_keys_read_into_the_same_typed_value() -> None:
+    """A handle written before protocol 4 (or before the fleet was finalized at it) keeps the
+    lifecycle options and ``after`` as flat keys: read at the same boundary into the same
+    value as the new form."""
+    typed, flat = _with_lifecycle(True), _with_lifecycle(False)
+    old = {**flat.summary(), **flat.run.with_after(AFTER).summary_fields(typed=False)}
+    assert RUN not in old and old["timeout"] == 7200.0 and old["notify"] == URL
+    assert old["after"] == "extract-1:SUCCEEDED,load:ENDED"
+    new = {**typed.summary(), **typed.run.with_after(AFTER).summary_fields()}
+    assert RunSpec.from_summary(old) == RunSpec.from_summary(new)
+    # as 0.2.0 wrote them: integers, and a value no writer writes, ignored as every release did
+    older = {"require": "zone=a", "timeout": 7200, "retry_delay": "soon", "notify": URL}
+    assert RunSpec.from_summary(older).lifecycle == LifecycleOptions(timeout=7200.0, notify=URL)
+
+
+def test_a_garbled_older_dependency_is_refused_as_before() -> None:
+    with pytest.raises(ValueError):
+        RunSpec.from_summary({"after": "a"})  # no state
+
+
+def test_a_definition_refuses_a_lifecycle_option_that_is_not_one() -> None:
+    with pytest.raises(ConfigError, match="unknown lifecycle options"):
+        JobDefinition.for_function("j1", _job, lifecycle={"deadline": 5.0})
+    with pytest.raises(ConfigError, match="timeout"):
+        JobDefinition.for_function("j1", _job, lifecycle={"timeout": "soon"})
+
+
+def _handle(summary: dict[str, object]) -> Handle:
+    return Handle.for_payload(PayloadRef("file:///x", 1, "0" * 64), "w", summary)  # type: ignore[arg-type]

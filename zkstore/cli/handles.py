@@ -31,6 +31,7 @@ from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name
 from zkstore.schedules.store import ScheduleStore
 from zkstore.store import MAX_PUBLISH_DELAY
+from zkstore.strict import time_text
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
 
@@ -102,7 +103,7 @@ def _record(record: HandleRecord, cluster: Cluster, now: float) -> dict[str, Any
         "size": handle.size if handle else None,
         "sha256": handle.sha256 if handle else None,
         "signed": handle.hmac is not None if handle else None,
-        "created": handle.created if handle else None,
+        "created": time_text(handle.created) if handle else None,
         "age_seconds": round(now - record.mtime, 1) if record.mtime else None,
         "locks": list(record.locks or ()),
         "error": record.error,

@@ -427,7 +427,13 @@ def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
         read_snapshot(cluster.zk, cluster.layout, job_id)
         found = cluster.checkpoints(job_id).all()
     items: list[dict[str, Any]] = [
-        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri, "version": h.version}
+        {
+            "id": cid,
+            "created": time_text(h.created),
+            "size": h.size,
+            "uri": h.uri,
+            "version": h.version,
+        }
         for cid, h in found
     ]
     rows = [{**i, "age": age(h.created_at)} for i, (_, h) in zip(items, found, strict=True)]

@@ -50,7 +50,7 @@ def describe_entry(entry: QuarantineEntry) -> dict[str, Any]:
             "uri": handle.uri,
             "size": handle.size,
             "sha256": handle.sha256,
-            "created": handle.created,
+            "created": time_text(handle.created),
             "signed": handle.hmac is not None,
         },
         "raw": entry.raw,

@@ -8,6 +8,7 @@
     definition.py    job definitions: what to run, how, what it needs, and who wrote it
     sealed.py        a definition read without running any of it (every process but its driver)
     runspec.py       a job's run options as one typed value: what the handle keeps, read once
+    runoptions.py    the lifecycle options a job gave, typed: a part of its RunSpec
     shown.py         what a handle says of a definition for people (secrets redacted)
     stored.py        the summary a job was submitted with, wherever the store keeps it now
     resubmit.py      idempotent submission: the fingerprint, the differences

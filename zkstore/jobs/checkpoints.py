@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
@@ -46,7 +47,7 @@ class Checkpoint:
     handle: Handle
 
     @property
-    def created(self) -> str:
+    def created(self) -> datetime:
         return self.handle.created
 
     @property

@@ -28,7 +28,8 @@ from zkstore.config import validate_id
 from zkstore.errors import ConfigError, IncompatiblePayload, SerializationError
 from zkstore.handle import SummaryValue
 from zkstore.jobs.records import LABEL
-from zkstore.jobs.runspec import RunSpec
+from zkstore.jobs.runoptions import LifecycleOptions
+from zkstore.jobs.runspec import RunOptions, RunSpec
 from zkstore.jobs.shown import args_text, conf_text, zipped_modules
 from zkstore.layout import validate_job_id
 from zkstore.serializers import python_version
@@ -102,18 +103,14 @@ class ShippedFile:
         return self.role in ("modules", "py-file")
 
 
-class JobOptions(TypedDict, total=False):
+class JobOptions(RunOptions, total=False):
     """How a job runs, whatever it runs: the keywords :meth:`JobDefinition.for_script` and
-    :meth:`JobDefinition.for_function` share (defaults: the definition's own)."""
+    :meth:`JobDefinition.for_function` share (defaults: the definition's own): the
+    submitter's :class:`~zkstore.jobs.runoptions.RunOptions`, and what the client adds."""
 
     spark_conf: Mapping[str, str] | None
-    max_attempts: int
-    max_lost_attempts: int
-    require: Mapping[str, str] | None
     files: Sequence[ShippedFile]
-    lifecycle: Mapping[str, SummaryValue]
     typed_run: bool
-    pool: str | None
 
 
 @dataclass(frozen=True)
@@ -181,13 +178,12 @@ class JobDefinition:
         if len(_labels(self.require)) > MAX_REQUIRE_CHARS:
             raise ConfigError(f"the requirements take more than {MAX_REQUIRE_CHARS} characters")
         _check_unique([f.name for f in self.files])
-        if self.pool is not None:
-            if not self.typed_run:
-                raise ConfigError("--pool needs the run options typed (fleet protocol 4)")
-            try:
-                RunSpec.of({}, {}, self.pool)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+        if self.pool is not None and not self.typed_run:
+            raise ConfigError("--pool needs the run options typed (fleet protocol 4)")
+        try:
+            RunSpec.of({}, {}, self.pool, lifecycle=self.lifecycle)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _check_kind(self) -> None:
         if self.kind == SCRIPT:
@@ -320,7 +316,6 @@ class JobDefinition:
             "max_lost": self.max_lost_attempts,
             **({"require": _labels(self.require)} if self.require and not typed else {}),
             "python": self.python,
-            **dict(getattr(self, "lifecycle", None) or {}),
         }
         if self.files:
             names = ",".join(f.name for f in self.files)
@@ -335,14 +330,35 @@ class JobDefinition:
             ),
         }
         summary.update({k: v for k, v in shown.items() if v is not None})
-        if typed:
-            summary.update(self.run.summary_fields())
+        summary.update(self.run.summary_fields(typed=typed))
         return summary
 
     @property
     def run(self) -> RunSpec:
         """The run options the handle keeps (:mod:`zkstore.jobs.runspec`)."""
-        return RunSpec.of(self.spark_conf, self.require, getattr(self, "pool", None))
+        lifecycle = dict(getattr(self, "lifecycle", None) or {})  # unpickled from before it
+        try:
+            return RunSpec.of(
+                self.spark_conf, self.require, getattr(self, "pool", None), lifecycle=lifecycle
+            )
+        except ValueError:
+            # a definition pickled by an older release that wrote a value it reads tolerantly
+            return RunSpec.of(
+                self.spark_conf,
+                self.require,
+                getattr(self, "pool", None),
+                lifecycle=LifecycleOptions.from_flat(lifecycle).given(),
+            )
+
+    def run_options(self) -> RunOptions:
+        """The submitter's run options of this definition (a redefinition keeps them)."""
+        return RunOptions(
+            max_attempts=self.max_attempts,
+            max_lost_attempts=self.max_lost_attempts,
+            require=dict(self.require),
+            pool=getattr(self, "pool", None),
+            lifecycle=dict(getattr(self, "lifecycle", None) or {}),
+        )
 
 
 class _RunFields(TypedDict):

@@ -33,11 +33,15 @@ import json
 import pickle
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists
 from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import SCRIPT, JobDefinition
+from zkstore.jobs.dependencies import format_after
+from zkstore.jobs.runoptions import LifecycleOptions
+from zkstore.jobs.runspec import RUN, RunSpec
 from zkstore.strict import check_text
 
 __all__ = [
@@ -66,6 +70,7 @@ COMPARED = (
     "max_attempts",
     "max_lost",
     "require",
+    "pool",
     "run",
     "files",
     "after",
@@ -135,6 +140,7 @@ def differences(
     ``--notify``, the retry pacing), compared as they are stored."""
     if CODE not in existing or OPTIONS not in existing:
         return ["the existing job carries no fingerprint (an older zkstore submitted it)"]
+    existing, new = _compared(existing), _compared(new)
     found = [
         f"{key}: {_shown(existing.get(key))} there, {_shown(new.get(key))} here"
         for key in (*COMPARED, *sorted(also))
@@ -151,6 +157,26 @@ def differences(
             found.append("the code differs (its source, its arguments or its shipped files)")
     if existing[OPTIONS] != new.get(OPTIONS) and not found:
         found.append("the Spark configuration (--conf) differs")
+    return found
+
+
+def _compared(summary: Mapping[str, SummaryValue]) -> dict[str, SummaryValue]:
+    """``summary`` as :func:`differences` compares it: its run options (the ``run`` field of
+    fleet protocol 4, or the flat keys before it) as the flat keys people name (``timeout``,
+    ``require``, ``pool``, ``after``), so that a difference says which option whichever form
+    each side holds; a garbled field is compared as it is stored. The Spark settings are the
+    fingerprint's (:data:`OPTIONS`)."""
+    try:
+        run = RunSpec.from_summary(summary)
+    except ValueError:
+        return dict(summary)
+    found: dict[str, SummaryValue] = dict(summary)
+    found.update(run.lifecycle.given())
+    found.update(require=run.require_shown(), pool=run.pool, after=format_after(run.after) or None)
+    # what is left of them (an option named nowhere above), compared as stored
+    found[RUN] = replace(
+        run, require=(), spark=(), more=0, pool=None, lifecycle=LifecycleOptions(), after=()
+    ).to_json()
     return found
 
 

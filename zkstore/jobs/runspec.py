@@ -1,11 +1,15 @@
 """A job's run options as the leader and the daemons decide by them: one typed, frozen value.
 
 :class:`RunSpec` holds what a job's handle says of how it runs and that somebody decides by:
-the labels a daemon must have (``--require``, read at every placement) and the job's Spark
+the labels a daemon must have (``--require``, read at every placement), the job's Spark
 settings (``--conf``, read by a daemon to decide whether its attempt may take a warm driver
-JVM). It is parsed once, at the boundary (:meth:`RunSpec.from_summary`, cached on the job's
-snapshot); what people read (``jobs show``'s ``conf`` and ``require``) is derived from it
-(:meth:`RunSpec.conf_shown`) and never read back.
+JVM), its pool (``--pool``), its lifecycle options (``--timeout``, the ``--retry-*`` pacing,
+``--notify``: :class:`~zkstore.jobs.runoptions.LifecycleOptions`, read by the leader at each
+decision) and its dependencies (``--after``, read by the leader before it places the job). It
+is parsed once, at the boundary (:meth:`RunSpec.from_summary`, cached on the job's snapshot);
+what people read (``jobs show``'s ``conf``, ``require``, limits, retry options and redacted
+URL) is derived from it (:meth:`RunSpec.conf_shown`, :func:`~zkstore.jobs.shown.
+run_options_shown`) and never read back.
 
 In the handle (fleet protocol 4, :data:`zkstore.protocol.RUN_SPEC`) it is one summary field,
 ``run``: compact JSON text (a handle's summary holds scalars, which every release reads)::
@@ -15,14 +19,18 @@ In the handle (fleet protocol 4, :data:`zkstore.protocol.RUN_SPEC`) it is one su
                "spark.ssl.password": null,            # a secret: never kept
                "spark.driver.extraJavaOptions":       # longer than MAX_VALUE_BYTES: its start
                    {"start": "-XX:+UseG1GC -Dx", "sha256": "<32 hex>"}},   # and its digest
-     "more": 2}                                       # settings left out (past the budget)
+     "more": 2,                                       # settings left out (past the budget)
+     "pool": "etl",                                   # --pool (none: the default pool)
+     "lifecycle": {"timeout": 3600.0, "notify": "https://hooks.example.com/x"},
+     "after": {"extract-1": "SUCCEEDED"}}             # --after JOB:STATE
 
 The JVM-level settings and ``spark.master`` (what the warm-driver decision reads) are kept
 first, whatever their length (a long value as its digest, which compares exactly); the others
 while the field stays under :data:`MAX_RUN_BYTES`. Before protocol 4 the handle carried the
 same options as display text (``require``: ``k=v,k=v``; ``conf``: :func:`~zkstore.jobs.shown.
-conf_text`, cut, redacted): :meth:`RunSpec.from_summary` reads that older form into the same
-value (a cut value is known by its start only).
+conf_text`, cut, redacted; the lifecycle options and ``after`` as flat keys):
+:meth:`RunSpec.from_summary` reads that older form into the same value (a cut value is known
+by its start only).
 """
 
 from __future__ import annotations
@@ -31,11 +39,14 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict
 
-from zkstore.handle import RUN_FIELD
+from zkstore.errors import ConfigError
+from zkstore.handle import RUN_FIELD, SummaryValue
+from zkstore.jobs.dependencies import AFTER, Dependency, parse_summary
 from zkstore.jobs.records import LABEL
+from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.shown import ELLIPSIS, MAX_CONF_BYTES, REDACT, REDACTED, cut, read_conf_text
 
 __all__ = [
@@ -45,6 +56,7 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "POOL_NAME",
     "RUN",
+    "RunOptions",
     "RunSpec",
     "SparkSetting",
     "digest",
@@ -92,6 +104,23 @@ _HEX32 = frozenset("0123456789abcdef")
 def digest(value: str) -> str:
     """What a long Spark value is kept as: the sha256 of its trimmed text, 32 hex digits."""
     return hashlib.sha256(value.strip().encode()).hexdigest()[:32]
+
+
+class RunOptions(TypedDict, total=False):
+    """What a submitter chooses about how a job runs, beside its code and its files: the
+    keywords that ``recovery.Client.submit_function``, ``submit_script``, ``submit_file`` and
+    ``definition_for_file`` pass on unchanged to the definition (a new option is a key here, a
+    field of :class:`RunSpec` here, and a field of :class:`~zkstore.jobs.definition.
+    JobDefinition`)."""
+
+    max_attempts: int
+    max_lost_attempts: int
+    #: labels a daemon must have (``--require``)
+    require: Mapping[str, str] | None
+    #: the pool the job runs in (``--pool``); None: ``default``
+    pool: str | None
+    #: the lifecycle options' summary keys (:data:`~zkstore.jobs.runoptions.LIFECYCLE_KEYS`)
+    lifecycle: Mapping[str, SummaryValue]
 
 
 @dataclass(frozen=True)
@@ -155,27 +184,50 @@ class RunSpec:
     #: the pool the job runs in (``--pool``, fleet protocol 4 feature ``pools``); None: the
     #: ``default`` pool
     pool: str | None = None
+    #: the lifecycle options the job gave (``--timeout``, ``--retry-*``, ``--notify``)
+    lifecycle: LifecycleOptions = field(default_factory=LifecycleOptions)
+    #: the jobs it runs after (``--after JOB:STATE``), in the order given
+    after: tuple[Dependency, ...] = ()
 
     @classmethod
     def of(
-        cls, spark_conf: Mapping[str, str], require: Mapping[str, str], pool: str | None = None
+        cls,
+        spark_conf: Mapping[str, str],
+        require: Mapping[str, str],
+        pool: str | None = None,
+        *,
+        lifecycle: Mapping[str, Any] | None = None,
+        after: tuple[Dependency, ...] = (),
     ) -> RunSpec:
-        """A submission's options, as its handle keeps them (see the module)."""
+        """A submission's options, as its handle keeps them (see the module); ValueError for
+        one that is not valid."""
         first = sorted(k for k in spark_conf if k in DECIDING_KEYS)
         rest = sorted(k for k in spark_conf if k not in DECIDING_KEYS)
         settings = tuple(SparkSetting.of(k, spark_conf[k]) for k in first)
-        spec = cls(_labels(require), settings, len(rest), _pool(pool))
+        base = cls(
+            _labels(require),
+            settings,
+            len(rest),
+            _pool(pool),
+            LifecycleOptions.of(lifecycle or {}),
+            tuple(after),
+        )
+        spec, extra = base, base.stored_bytes() - _bare(base)
         for index, key in enumerate(rest):
-            wider = cls(
-                spec.require,
-                (*spec.spark, SparkSetting.of(key, spark_conf[key])),
-                len(rest) - index - 1,
-                spec.pool,
+            wider = replace(
+                spec,
+                spark=(*spec.spark, SparkSetting.of(key, spark_conf[key])),
+                more=len(rest) - index - 1,
             )
-            if wider.stored_bytes() > MAX_RUN_BYTES:
+            if wider.stored_bytes() - extra > MAX_RUN_BYTES:
                 break
             spec = wider
-        return cls(spec.require, _sorted(spec.spark), spec.more, spec.pool)
+        return replace(spec, spark=_sorted(spec.spark))
+
+    def with_after(self, after: tuple[Dependency, ...]) -> RunSpec:
+        """These options, run after ``after`` (a submission's ``--after``, a schedule's run that
+        replaces the one before)."""
+        return replace(self, after=tuple(d for d in after if d.schedule is None))
 
     # -- the handle ----------------------------------------------------------------------------
 
@@ -189,6 +241,10 @@ class RunSpec:
             record["more"] = self.more
         if self.pool is not None:
             record["pool"] = self.pool
+        if self.lifecycle.given():
+            record["lifecycle"] = self.lifecycle.given()
+        if self.after:
+            record["after"] = {d.job_id: d.state for d in self.after}
         return json.dumps(record, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
     def stored_bytes(self) -> int:
@@ -217,11 +273,30 @@ class RunSpec:
         if pool is not None and not isinstance(pool, str):
             raise ValueError("'pool' is not text")
         settings = tuple(_setting(k, v) for k, v in spark.items())
-        return cls(_labels(require), _sorted(settings), more, _pool(pool))
+        lifecycle = LifecycleOptions.from_json(raw.get("lifecycle", {}))
+        after = raw.get("after", {})
+        if not isinstance(after, dict):
+            raise ValueError("'after' is not an object")
+        return cls(_labels(require), _sorted(settings), more, _pool(pool), lifecycle, _after(after))
 
-    def summary_fields(self) -> dict[str, str]:
-        """The handle's summary field of these options (fleet protocol 4)."""
-        wanted = self.require or self.spark or self.more or self.pool is not None
+    def summary_fields(self, *, typed: bool = True) -> dict[str, SummaryValue]:
+        """The handle's summary fields of these options: the ``run`` field (fleet protocol 4),
+        or with ``typed`` False, as protocol 3 kept the ones it had in the handle: the
+        lifecycle options and ``after`` flat (``require`` and ``conf``, display texts, are the
+        definition's to write)."""
+        if not typed:
+            flat: dict[str, SummaryValue] = dict(self.lifecycle.given())
+            if self.after:
+                flat[AFTER] = ",".join(str(d) for d in self.after)
+            return flat
+        wanted = (
+            self.require
+            or self.spark
+            or self.more
+            or self.pool is not None
+            or self.lifecycle.given()
+            or self.after
+        )
         return {RUN: self.to_json()} if wanted else {}
 
     @classmethod
@@ -254,7 +329,14 @@ class RunSpec:
                 else:
                     settings.append(SparkSetting(key, value))
             more = 1 if conf.endswith(ELLIPSIS) else 0
-        return cls(_labels(require), _sorted(tuple(settings)), more)
+        return cls(
+            _labels(require),
+            _sorted(tuple(settings)),
+            more,
+            None,
+            LifecycleOptions.from_flat(summary),
+            parse_summary(summary.get(AFTER)),
+        )
 
     # -- what it says ----------------------------------------------------------------------------
 
@@ -292,6 +374,26 @@ def _labels(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
         if not LABEL.fullmatch(key) or not LABEL.fullmatch(value):
             raise ValueError(f"requirement {key[:80]!r}={value[:80]!r} is not a label")
     return tuple(sorted(labels.items()))
+
+
+def _bare(spec: RunSpec) -> int:
+    """The stored size of ``spec``'s labels and Spark settings alone: the budget of
+    :data:`MAX_RUN_BYTES` is theirs (the lifecycle options and ``after`` have their own
+    bounds)."""
+    return replace(spec, lifecycle=LifecycleOptions(), after=()).stored_bytes()
+
+
+def _after(raw: Mapping[Any, Any]) -> tuple[Dependency, ...]:
+    """The ``after`` object of a ``run`` field (job -> state); ValueError for garbage."""
+    found = []
+    for job_id, state in raw.items():
+        if not isinstance(job_id, str) or not isinstance(state, str):
+            raise ValueError("'after' is not a map of job ids to states")
+        try:
+            found.append(Dependency(job_id, state))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+    return tuple(found)
 
 
 def _pool(name: str | None) -> str | None:

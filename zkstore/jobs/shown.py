@@ -16,6 +16,8 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from zkstore.jobs.runoptions import LIMIT_KEYS, NOTIFY_KEY, RETRY_KEYS, LifecycleOptions
+
 __all__ = [
     "ELLIPSIS",
     "LIMIT_KEYS",
@@ -114,29 +116,14 @@ def zipped_modules(data: bytes) -> str | None:
     return cut(", ".join(sorted(top)), MAX_MODULES_BYTES) if top else None
 
 
-#: The lifecycle's summary keys (``submit --timeout ...``), the one list of them: the limits
-#: that make the leader end attempts, and the retry pacing (:mod:`zkstore.lifecycle.options`
-#: reads and writes them, ``jobs show`` and ``schedules update`` say them; docs/design.md says
-#: which files a new one touches).
-LIMIT_KEYS = ("timeout", "start_timeout", "progress_timeout")
-RETRY_KEYS = (
-    "retry_delay",
-    "retry_max_delay",
-    "retry_jitter",
-    "retry_reset_after",
-    "lost_retry_delay",
-    "lost_retry_max_delay",
-)
-
-
-def run_options_shown(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of how a job runs that a handle's summary carries: its limits and retry
-    options (seconds; missing: the daemon's defaults) and its notification URL redacted
-    (``scheme://host:port/...``: a webhook's path is often its secret)."""
+def run_options_shown(options: LifecycleOptions) -> dict[str, Any]:
+    """The lifecycle options a job gave (its :class:`~zkstore.jobs.runspec.RunSpec`'s), for
+    people: its limits and retry options (seconds; missing: the daemon's defaults) and its
+    notification URL redacted (``scheme://host:port/...``: a webhook's path is often its
+    secret). Derived, never read back."""
     from zkstore.jobs.stops import redact_url
 
-    found: dict[str, Any] = {k: summary[k] for k in (*LIMIT_KEYS, *RETRY_KEYS) if k in summary}
-    notify = summary.get("notify")
-    if isinstance(notify, str) and notify:
-        found["notify"] = redact_url(notify)
+    found: dict[str, Any] = options.given()
+    if options.notify is not None:
+        found[NOTIFY_KEY] = redact_url(options.notify)
     return found

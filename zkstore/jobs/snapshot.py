@@ -67,7 +67,7 @@ from zkstore.jobs.states import (
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
 from zkstore.layout import Layout, is_checkpoint_node_name, validate_job_id
 from zkstore.store import is_marked
-from zkstore.strict import is_time, time_or_none
+from zkstore.strict import time_or_none
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -164,7 +164,7 @@ class JobSnapshot:
     @property
     def has_limits(self) -> bool:
         """The job's summary sets a limit the leader enforces by ending attempts."""
-        return any(key in self.summary for key in LIMIT_KEYS)
+        return self.run is not None and self.run.lifecycle.has_limits
 
     @property
     def quarantined(self) -> bool:
@@ -184,13 +184,12 @@ class JobSnapshot:
 
     @property
     def submitted_at(self) -> datetime | None:
-        """When the job was submitted (its summary's ``submitted``), None if it does not say."""
-        return time_or_none(self.summary.get("submitted"))
-
-    def summary_time(self, key: str) -> str | None:
-        """A timestamp of the summary, or None if absent or not a valid zkstore timestamp."""
-        value = self.summary_text(key)
-        return value if value is not None and is_time(value) else None
+        """When the job was submitted (its summary's ``submitted``, parsed once by its
+        handle), None if it does not say."""
+        for handle in (self.handle, self.quarantine.handle if self.quarantine else None):
+            if handle is not None:
+                return handle.submitted
+        return time_or_none(self.summary.get("submitted"))  # the result's copy of the summary
 
     @property
     def state(self) -> str:

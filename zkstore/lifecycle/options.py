@@ -1,10 +1,13 @@
 """A job's lifecycle options, as submitted and as its handle's summary carries them.
 
 The leader decides without reading payloads, so what it needs of these options travels in the
-job's handle summary (flat scalars): only the values that differ from the defaults, to keep the
-handle small (a handle is at most 2 KB; these keys take at most about 300 bytes with a
-notification URL of :data:`~zkstore.lifecycle.records.MAX_URL_BYTES`). A missing key is the
-default of the version of zkstore that reads it.
+job's handle summary: only the values given, to keep the handle small (a handle is at most
+2 KB; these keys take at most about 300 bytes with a notification URL of
+:data:`~zkstore.lifecycle.records.MAX_URL_BYTES`), in the job's typed run options (fleet
+protocol 4: :class:`~zkstore.jobs.runoptions.LifecycleOptions`, read once on its snapshot),
+flat scalars before. A missing key is the default of the leader that reads it:
+:class:`Lifecycle` is what the leader decides by, its defaults with the job's options laid
+over them (:meth:`Lifecycle.with_options`).
 
 Reading is tolerant: a summary value that is not what a writer would have written is ignored
 (the default applies) and reported in ``problems``, never raised: the leader must decide for
@@ -20,7 +23,7 @@ from typing import Any
 
 from zkstore.errors import ConfigError
 from zkstore.handle import SummaryValue
-from zkstore.jobs.shown import LIMIT_KEYS
+from zkstore.jobs.runoptions import LIFECYCLE_KEYS, LIMIT_KEYS, NOTIFY_KEY
 from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.policy import Backoff, RetryPolicy
 from zkstore.lifecycle.records import url_problem
@@ -37,9 +40,9 @@ _BACKOFF_KEYS = {
 }
 _LIMIT_KEYS = LIMIT_KEYS
 RESET_KEY = "retry_reset_after"
-NOTIFY_KEY = "notify"
-#: Every summary key this module writes.
-SUMMARY_KEYS = frozenset({*_BACKOFF_KEYS, *_LIMIT_KEYS, RESET_KEY, NOTIFY_KEY})
+#: Every lifecycle option (:data:`zkstore.jobs.runoptions.LIFECYCLE_KEYS`), each of which
+#: :meth:`Lifecycle.with_options` reads.
+SUMMARY_KEYS = frozenset(LIFECYCLE_KEYS)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.states import STOPPED, STOPPING
 from zkstore.ops import Check, Create, Delete, Fence, Op
 from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_moment
+from zkstore.strict import time_text, utc_moment
 
 __all__ = ["DEFAULT_CHECKPOINT_TIMEOUT", "MAX_CHECKPOINT_TIMEOUT", "Resumed", "StopStore"]
 
@@ -337,7 +337,7 @@ class StopStore:
             job_id,
             version,
             checkpoint_id if isinstance(checkpoint_id, int) else None,
-            newest.created if newest is not None else None,
+            time_text(newest.created) if newest is not None else None,
             already=already,
             new_code=new_code,
         )

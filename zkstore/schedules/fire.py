@@ -50,16 +50,10 @@ from zkstore.errors import (
 )
 from zkstore.handle import MAX_HANDLE_BYTES, SummaryValue
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.dependencies import (
-    AFTER,
-    ENDED,
-    MAX_AFTER,
-    Dependency,
-    format_after,
-    parse_summary,
-)
+from zkstore.jobs.dependencies import ENDED, MAX_AFTER, Dependency
 from zkstore.jobs.graph import JobGraphStore
 from zkstore.jobs.records import CancelRequest
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout
 from zkstore.ops import Create, Fence, Op, SetData
@@ -500,8 +494,9 @@ class Firer:
         summary: dict[str, SummaryValue] = dict(run_summary(spec.name, window))
         if spec.after_schedule is not None:
             summary[AFTER_SCHEDULE] = spec.after_schedule
-        if replaced is not None:
-            summary[AFTER] = format_after(self._replacing(replaced))
+        if replaced is not None:  # in the run options (fleet protocol 4), else flat as before
+            run = copy.run.with_after(tuple(self._replacing(replaced)))
+            summary.update(run.summary_fields(typed=getattr(copy, "typed_run", False)))
         return copy, summary
 
     def _replacing(self, previous: str) -> list[Dependency]:
@@ -513,7 +508,7 @@ class Firer:
         chain = [Dependency(previous, ENDED)]
         summary = stored_summary(self.zk, self.layout, previous) or {}
         try:
-            inherited = [d for d in parse_summary(summary.get(AFTER)) if d.state == ENDED]
+            inherited = [d for d in RunSpec.from_summary(summary).after if d.state == ENDED]
         except ValueError:
             inherited = []
         ended = self.zk.exists_many([self.layout.result(d.job_id) for d in inherited])

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError
 from zkstore.handle import SummaryValue
-from zkstore.jobs.dependencies import AFTER, Dependency, parse_summary
+from zkstore.jobs.dependencies import Dependency
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
 from zkstore.schedules.timing import format_time
 from zkstore.strict import parse_time
@@ -108,11 +109,14 @@ def chained(schedule: str, window: datetime) -> Dependency:
     return Dependency(run_id(schedule, window), schedule=schedule, window=window)
 
 
-def dependencies_of(summary: Mapping[str, SummaryValue]) -> tuple[Dependency, ...]:
-    """Every dependency a job's handle ``summary`` names: its ``after`` and, for a run that
+def dependencies_of(
+    summary: Mapping[str, SummaryValue], run: RunSpec | None = None
+) -> tuple[Dependency, ...]:
+    """Every dependency a job's handle ``summary`` names: its run options' ``after``
+    (``run``, parsed once by the caller, else read from ``summary``) and, for a run that
     chains after another schedule, that schedule's run of its window. :class:`ValueError` for
     a summary no writer makes."""
-    found = list(parse_summary(summary.get(AFTER)))
+    found = list((run if run is not None else RunSpec.from_summary(summary)).after)
     after = summary.get(AFTER_SCHEDULE)
     if after is not None:
         scheduled = summary.get(SCHEDULED)

@@ -24,7 +24,8 @@ from datetime import datetime
 from zkstore.errors import OutcomeUnknown, VersionConflict, ZkStoreError
 from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.shown import LIMIT_KEYS, RETRY_KEYS
+from zkstore.jobs.runoptions import LIMIT_KEYS, NOTIFY_KEY, RETRY_KEYS
+from zkstore.jobs.runspec import RunSpec
 from zkstore.ops import SetData
 from zkstore.retry import RACES
 from zkstore.schedules.records import Change, ScheduleSpec
@@ -46,7 +47,7 @@ WHEN_FIELDS = (
     "after_schedule",
 )
 #: The definition summary's keys of how a run runs (the attempt limits and the lifecycle's).
-RUN_KEYS = ("max_attempts", "max_lost", *LIMIT_KEYS, *RETRY_KEYS, "notify")
+RUN_KEYS = ("max_attempts", "max_lost", *LIMIT_KEYS, *RETRY_KEYS, NOTIFY_KEY)
 
 
 def update(
@@ -133,13 +134,28 @@ def describe(old: ScheduleSpec, new: ScheduleSpec, definition: JobDefinition | N
         if getattr(old, key) != getattr(new, key)
     ]
     if definition is not None:
-        before, after = old.handle.summary, definition.summary()
+        before, after = _run_view(old.handle.summary), _run_view(definition.summary())
         found += [
             f"{key}: {_shown(key, before.get(key))} -> {_shown(key, after.get(key))}"
             for key in RUN_KEYS
             if before.get(key) != after.get(key)
         ]
     return "; ".join(found) or None
+
+
+def _run_view(summary: Mapping[str, SummaryValue]) -> dict[str, object]:
+    """What :data:`RUN_KEYS` name of a definition's summary: its attempt limits, and the
+    lifecycle options of its run options (read as :class:`RunSpec` reads them, whichever
+    form the handle holds them in)."""
+    try:
+        given: Mapping[str, object] = RunSpec.from_summary(summary).lifecycle.given()
+    except ValueError:
+        given = {}
+    return {
+        "max_attempts": summary.get("max_attempts"),
+        "max_lost": summary.get("max_lost"),
+        **given,
+    }
 
 
 def _shown(key: str, value: object) -> str:

@@ -15,6 +15,8 @@ from typing import Any
 
 from zkstore.conditions import SCHEDULE, ConditionStore
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
+from zkstore.jobs.runoptions import LifecycleOptions
+from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.layout import Layout
@@ -128,10 +130,19 @@ def detail(schedule: Schedule, now: datetime, last_state: str | None) -> dict[st
     return {
         **row(schedule, now, last_state),
         "job": {key: summary.get(key) for key in keys},
-        "lifecycle": run_options_shown(summary),
+        "lifecycle": run_options_shown(_lifecycle(summary)),
         "history": [entry.to_json() for entry in reversed(schedule.state.history)],
         "changes": [change.to_json() for change in reversed(schedule.spec.changes)],
     }
+
+
+def _lifecycle(summary: dict[str, Any]) -> LifecycleOptions:
+    """The lifecycle options of a schedule's definition (none if its run options are
+    garbled: ``schedules show`` still shows the schedule)."""
+    try:
+        return RunSpec.from_summary(summary).lifecycle
+    except ValueError:
+        return LifecycleOptions()
 
 
 def run_states(zk: ZooKeeper, layout: Layout, job_ids: list[str]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from zkstore.conditions import JOB, Condition, ConditionStore, waiting_condition
 from zkstore.errors import CorruptRecord, StoreUnavailable
 from zkstore.jobs.history import AttemptEntry, JobHistory
 from zkstore.jobs.resources import ResourceReports
+from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
@@ -144,7 +145,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "require": job.run.require_shown() if job.run is not None else None,
         "attempt": job.attempt,
         "max_attempts": job.summary_int("max_attempts"),
-        "submitted": job.summary_time("submitted"),
+        "submitted": optional_time_text(job.submitted_at),
         "driver": None
         if running is None
         else {
@@ -232,7 +233,7 @@ def lifecycle_of(job: JobSnapshot) -> dict[str, Any] | None:
     the rest), its notification URL redacted (``scheme://host:port/...``: a webhook's path is
     often its secret), and how the leader ended its last attempt (TIMED_OUT, STUCK), if it
     did. None when it has none of these."""
-    found = run_options_shown(job.summary)
+    found = run_options_shown(job.run.lifecycle if job.run is not None else LifecycleOptions())
     status = job.status
     if status is not None and status.ended is not None:
         found["last_ended"] = status.ended
@@ -249,7 +250,7 @@ def job_details(cluster: Cluster, job_id: str) -> dict[str, Any]:
     item["artifacts"] = describe_artifacts(cluster, job_id, item)
     item["outputs"] = snapshot.result.outputs if snapshot.result is not None else None
     item["checkpoints"] = [
-        {"id": cid, "created": h.created, "size": h.size, "uri": h.uri}
+        {"id": cid, "created": time_text(h.created), "size": h.size, "uri": h.uri}
         for cid, h in cluster.checkpoints(job_id).all()
     ]
     try:
