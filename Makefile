@@ -32,8 +32,8 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	touch $(STAMP)
 
 lint: $(STAMP)
-	.ci/timed ruff $(BIN)/ruff check zkstore recovery tests benchmarks examples
-	.ci/timed ruff-format $(BIN)/ruff format --check zkstore recovery tests benchmarks examples
+	.ci/timed ruff $(BIN)/ruff check zkstore recovery zkstore_dev tests benchmarks examples
+	.ci/timed ruff-format $(BIN)/ruff format --check zkstore recovery zkstore_dev tests benchmarks examples
 	.ci/timed import-contracts $(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
@@ -97,21 +97,21 @@ bench-smoke: $(STAMP)
 	$(BIN)/python -m benchmarks --smoke
 
 chaos: $(STAMP)
-	$(BIN)/python -m recovery.dev.chaos --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+	$(BIN)/python -m zkstore_dev.chaos --runs $(CHAOS_RUNS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 # The previous release (CHANGELOG.md, built once under .upgrade/) and this code in one fleet:
 # upgraded one daemon at a time with jobs running, back, and again (docs/testing.md).
 upgrade-test: $(STAMP)
-	$(BIN)/python -m recovery.dev.upgrade
+	$(BIN)/python -m zkstore_dev.upgrade
 
 # The docs' real sessions (docs/sessions/*.sh) run again into the blocks the pages mark, against
 # an embedded ZooKeeper (a few minutes: one runs a Spark pipeline); commit what changed.
 # transcripts-check runs nothing: a block that does not show its session's commands fails.
 transcripts: $(STAMP)
-	$(PYCACHE) $(BIN)/python -m recovery.dev.transcript
+	$(PYCACHE) $(BIN)/python -m zkstore_dev.transcript
 
 transcripts-check: $(STAMP)
-	$(BIN)/python -m recovery.dev.transcript --check
+	$(BIN)/python -m zkstore_dev.transcript --check
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .upgrade

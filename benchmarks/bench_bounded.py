@@ -50,8 +50,8 @@ from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, notification_ops
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.strict import to_second, utc_moment
 
 GOAL = "<= 1.5"

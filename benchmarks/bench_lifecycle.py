@@ -33,9 +33,10 @@ from benchmarks.common import Result, connect, fresh_root, zookeeper
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from zkstore.errors import NotLeader
 from zkstore.layout import Layout
+from zkstore.lifecycle.attempt_limits import heartbeat_interval
 from zkstore.lifecycle.destinations import Destinations
-from zkstore.lifecycle.limits import heartbeat_interval
-from zkstore.lifecycle.ops import heartbeat_ops
+from zkstore.lifecycle.lifecycle_ops import heartbeat_ops
+from zkstore.lifecycle.lifecycle_records import Heartbeat, NotificationEntry, outbox_path
 from zkstore.lifecycle.outbox import (
     ATTEMPT_FAILED,
     SUCCEEDED,
@@ -44,7 +45,6 @@ from zkstore.lifecycle.outbox import (
     entry_name,
     notification_ops,
 )
-from zkstore.lifecycle.records import Heartbeat, NotificationEntry, outbox_path
 from zkstore.ops import Check, Create, Fence, SetData
 from zkstore.strict import utc_moment, utc_now
 from zkstore.zk import ZooKeeper

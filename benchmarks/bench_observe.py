@@ -26,9 +26,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.common import Result, file_config, seed_entries, timed, zookeeper
-from recovery.member.shipping import Shipping, start_process
+from recovery.member.log_shipping import Shipping, start_process
 from recovery.observe.access import AllowedHosts, Tokens
-from recovery.observe.api import Api
+from recovery.observe.http_api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
 from recovery.observe.server import HttpServer
 from recovery.settings import DaemonSettings, HttpAddress
@@ -41,7 +41,7 @@ from zkstore.jobs.snapshot import read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, SUCCEEDED
 from zkstore.layout import StorageLayout
 from zkstore.ops import Create, Op
-from zkstore.service.jobs import describe
+from zkstore.service.job_view import describe
 from zkstore.storage import StateStorage
 from zkstore.strict import utc_moment
 

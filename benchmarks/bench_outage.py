@@ -10,7 +10,7 @@ still the only one, and still making progress? The daemon's log says how the oth
 - ``crashed``: every server SIGKILLed, restarted after D seconds: connections are refused until
   the servers are back, which takes their start-up and an election on top of D.
 - ``cut``: every connection to every server dropped and refused for D seconds (a
-  :class:`~zkstore.dev.blackout.Blackout` between the clients and the ensemble): what clients see
+  :class:`~zkstore_dev.blackout.Blackout` between the clients and the ensemble): what clients see
   of a full outage of any length, without the servers' restart time.
 
 Printed per trial: the outage as the clients saw it and how many of the jobs kept their attempt.
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from benchmarks.common import Result
 from recovery.client.api import Client
-from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
-from zkstore.dev.blackout import Blackout
-from zkstore.dev.ensemble import ZooKeeperEnsemble
+from zkstore_dev.blackout import Blackout
+from zkstore_dev.chaos import job
+from zkstore_dev.ensemble import ZooKeeperEnsemble
 
 JOBS = 3
 TRIALS = {

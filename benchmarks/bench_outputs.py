@@ -22,10 +22,10 @@ import threading
 import uuid
 
 from benchmarks.common import Result, file_config, paired, s3_server, timed, zookeeper
-from recovery.driver.artifacts import JobArtifacts
-from recovery.driver.config import DynamicConfig
+from recovery.driver.applied_config import DynamicConfig
+from recovery.driver.artifact_registry import JobArtifacts
 from recovery.driver.context import JobContext
-from recovery.driver.outputs import JobOutputs
+from recovery.driver.output_staging import JobOutputs
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition

@@ -35,17 +35,17 @@ from pathlib import Path
 from benchmarks.bench_backlog import noop
 from benchmarks.common import Result, file_config, hold, show_all, zookeeper
 from recovery.client.api import Client
-from recovery.dev.chaos.schedules import read_runs, scheduled_run
 from recovery.dev.localcluster import LocalCluster
 from zkstore.cluster.pools import set_pool
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import MemberInfo
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import ceil_second
 from zkstore.strict import utc_moment
 from zkstore.zk import ZooKeeper
+from zkstore_dev.chaos.schedule_checker import read_runs, scheduled_run
 
 SLOTS = 4
 KINDS = ("idle", "pools", "no pools")

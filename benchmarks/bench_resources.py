@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from benchmarks.common import Result
-from recovery.driver.resources import JobResources
+from recovery.driver.resource_declaring import JobResources
 
 ROWS = 100_000
 PARTITIONS = 16

@@ -2,7 +2,7 @@
 
 - **scheduled time -> driver running** (``--latency-fires``, default 200): one daemon fires a
   schedule ``--every 1s``; each run's driver writes when its job function starts
-  (:func:`recovery.dev.chaos.schedules.scheduled_run`). Beside it, half a second after each
+  (:func:`zkstore_dev.chaos.schedule_checker.scheduled_run`). Beside it, half a second after each
   window, a plain ``submit`` of the same job, timed from just before the submit. Median and p99
   of both; goal: the schedule adds under 100 ms to the median (the issue's).
 - ``fire`` of one window (read spec and state, plan, copy the schedule's definition under the
@@ -36,17 +36,17 @@ from typing import Any
 from benchmarks.bench_bounded import raw_fires
 from benchmarks.common import Result, file_config, fresh_root, s3_server, show_all, zookeeper
 from recovery.client.api import Client
-from recovery.dev.chaos.schedules import read_runs, scheduled_run
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.election import LeaderElection
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
 from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import ceil_second
 from zkstore.strict import utc_moment
+from zkstore_dev.chaos.schedule_checker import read_runs, scheduled_run
 
 START = datetime(2026, 11, 24, tzinfo=UTC)
 

@@ -31,7 +31,7 @@ from benchmarks.bench_spark_resume import MASTER, bare_start, machine_speed, wai
 from benchmarks.common import Result, file_config, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from recovery.shared.fleet import read_fleet
+from recovery.shared.fleet_view import read_fleet
 from zkstore.jobs.states import SUCCEEDED
 
 #: the goals (seconds), as issue 56 sets them

@@ -71,7 +71,7 @@ def _kind_of(pid: int, samples: list[tuple[list[str], int]], daemon: int, server
     if pid in (daemon, server):
         return "daemon" if pid == daemon else "fork server"
     text = " ".join(";".join(code) for code, _ in samples)
-    return "shippers" if "recovery/member/shipper.py" in text else "drivers"
+    return "shippers" if "recovery/member/log_shipper.py" in text else "drivers"
 
 
 def summarize_spy(path: Path, spied: int, daemon: int, fork_server: int, top: int) -> None:

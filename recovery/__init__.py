@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from recovery.client.api import Client, JobEnd, submit
-    from recovery.client.shipping import Dependencies
+    from recovery.client.spark_dependencies import Dependencies
     from recovery.driver.context import JobCancelled, JobContext
     from zkstore.errors import JobNotFound, WaitTimeout
 
@@ -44,7 +44,7 @@ _HOMES = {
     "Client": "recovery.client.api",
     "JobEnd": "recovery.client.api",
     "submit": "recovery.client.api",
-    "Dependencies": "recovery.client.shipping",
+    "Dependencies": "recovery.client.spark_dependencies",
     "JobCancelled": "recovery.driver.signals",
     "JobContext": "recovery.driver.context",
     "JobNotFound": "zkstore.errors",

@@ -27,7 +27,7 @@ On the machine this was written on (2 cores, 24 GiB): min(4, 23) = 4, where the 
 32; on an 8-core, 16-GiB host: min(16, 15) = 15; in a container limited to 1.5 CPUs and 4 GiB:
 min(3, 3) = 3.
 
-Warm drivers (``--warm-drivers``, :mod:`recovery.member.sparkjvm.pool`) are Spark driver JVMs
+Warm drivers (``--warm-drivers``, :mod:`recovery.member.warm_jvms.pool`) are Spark driver JVMs
 kept started ahead of need, each about :data:`WARM_RESIDENT` resident once warmed (measured:
 docs/operating.md) and a driver's JVM once an attempt takes it; so each counts as a driver's
 :data:`DRIVER_MEMORY`, beside the slots::

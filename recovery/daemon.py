@@ -31,7 +31,7 @@ from recovery.leader.election import LeaderElection
 from recovery.leader.grant import FLEET_CHANGED, POOLS_CHANGED, LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.retention import RETENTION
-from recovery.leader.schedules import SCHEDULES
+from recovery.leader.schedule_firing import SCHEDULES
 from recovery.leader.watches import JOB_CHANGED
 from recovery.member.fleetmember import FleetMember
 from recovery.member.launcher import DriverLauncher

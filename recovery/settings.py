@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zkstore.cluster.cleanup import DEFAULT_KEEP_LOGS
+from zkstore.cluster.cluster_settings import ClusterSettings, settings_digest
 from zkstore.cluster.pools import check_name
-from zkstore.cluster.settings import ClusterSettings, settings_digest
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
-from zkstore.lifecycle.limits import least_limits
-from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL
+from zkstore.lifecycle.attempt_limits import least_limits
+from zkstore.schedules.schedule_limits import DEFAULT_MIN_INTERVAL
 from zkstore.secrecy import read_secret_file, read_secret_lines
 
 __all__ = [
@@ -70,7 +70,7 @@ def default_daemon_id() -> str:
 
 def is_warm_master(master: str) -> bool:
     """Whether warm drivers serve ``master``: local mode and a standalone master, whose
-    scheduler a context makes by itself (:mod:`recovery.shared.sparkjvm`)."""
+    scheduler a context makes by itself (:mod:`recovery.shared.jvm_settings`)."""
     return (
         re.fullmatch(r"local(\[[0-9]+\]|\[\*\]|\[[0-9*]+, *[0-9]+\])?|spark://\S+", master)
         is not None
@@ -274,7 +274,7 @@ class DaemonSettings:
     per running driver (:mod:`recovery.member.driveruser`). ``warm_drivers``: Spark driver
     JVMs kept started and warmed ahead of need (0: none), ``class_data``: where the class-data
     archive of Spark's classes is made and kept (``auto``: the work directory's, ``off``: none;
-    :mod:`recovery.member.sparkjvm`).
+    :mod:`recovery.member.warm_jvms`).
     """
 
     store: StoreConfig
@@ -357,7 +357,7 @@ class DaemonSettings:
 
     def published(self) -> ClusterSettings:
         """What this daemon enforces as a leader, as it publishes it in ``R/settings``
-        (:mod:`zkstore.cluster.settings`; not sealed yet: no leader, no digest)."""
+        (:mod:`zkstore.cluster.cluster_settings`; not sealed yet: no leader, no digest)."""
         bounds = self.bounds
         least = least_limits(self.store.lowered_minimums).least_progress_timeout
         return ClusterSettings(

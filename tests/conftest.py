@@ -46,7 +46,7 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.lifecycle.destinations import ALLOWED_ENV
-from zkstore.schedules.limits import MIN_INTERVAL_ENV
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 from zkstore.storage import StateStorage
 from zkstore.zk import ZooKeeper
 

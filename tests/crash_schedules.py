@@ -18,8 +18,8 @@ from recovery.leader.election import LeaderElection
 from tests.crash_cluster import crashing_cluster
 from zkstore.jobs.definition import JobDefinition
 from zkstore.schedules.fire import Firer
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.strict import utc_moment
 
 

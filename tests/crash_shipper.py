@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recovery.member.shipper import ShipperService
+from recovery.member.log_shipper import ShipperService
 from zkstore.handle import PayloadRef
 from zkstore.jobs.logs import chunk_name
 from zkstore.storage import StateStorage

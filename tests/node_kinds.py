@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from zkstore.cluster.fleet import FleetRecord
-from zkstore.cluster.settings import ClusterSettings
+from zkstore.cluster.cluster_settings import ClusterSettings
+from zkstore.cluster.fleet_protocol import FleetRecord
 from zkstore.conditions import Condition, Conditions
 from zkstore.handle import Handle
-from zkstore.jobs.artifacts import Artifact
 from zkstore.jobs.claims import Claim
-from zkstore.jobs.control.records import ControlAck, ControlKeys, KeyDecision
+from zkstore.jobs.control.control_records import ControlAck, ControlKeys, KeyDecision
 from zkstore.jobs.control.values import DeclaredKey
 from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
-from zkstore.jobs.outputs.records import Output, OutputCommit
+from zkstore.jobs.job_artifacts import Artifact
+from zkstore.jobs.outputs.output_records import Output, OutputCommit
 from zkstore.jobs.records import (
     Assignment,
     CancelRequest,
@@ -35,7 +35,7 @@ from zkstore.jobs.records import (
 )
 from zkstore.jobs.resources import ResourceReport
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
-from zkstore.schedules.records import HistoryEntry, ScheduleSpec, ScheduleState
+from zkstore.schedules.schedule_records import HistoryEntry, ScheduleSpec, ScheduleState
 from zkstore.strict import parse_time, utc_now
 
 NOW = utc_now()
@@ -317,7 +317,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         ).to_bytes(),
     ),
     "schedules": (
-        "schedule",  # zkstore.schedules.records.SchedulePaths (phase B: into the Layout)
+        "schedule",  # zkstore.schedules.schedule_records.SchedulePaths (phase B: into the Layout)
         lambda data, path: ScheduleSpec.from_znode(data, None, path),
         _record(
             ScheduleSpec,

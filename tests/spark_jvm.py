@@ -8,7 +8,7 @@ the 2-core CI machine). The JVM checks the archive against its class path (each 
 time, the order) and silently loads every class from the jars as usual when they differ: a stale
 archive costs time, never correctness.
 
-The archive is the product's (:mod:`recovery.member.sparkjvm.archive`), made by the same code a
+The archive is the product's (:mod:`recovery.member.warm_jvms.archive`), made by the same code a
 daemon runs with ``--class-data`` :data:`HOME`, so a test's daemon given that directory verifies
 it and makes none (an archive dumped by the short JVM serves a JVM of any collector and
 compiler).
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from recovery.member.sparkjvm.archive import SIDECAR, ClassData, Sidecar
+from recovery.member.warm_jvms.archive import SIDECAR, ClassData, Sidecar
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS, find_java
 
 #: Where the archive and the empty configuration directory live: the virtual environment's, made

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from recovery.member.sparkjvm.pool import JVM_START_TIMEOUT, WARM_UP_TIMEOUT
+from recovery.member.warm_jvms.pool import JVM_START_TIMEOUT, WARM_UP_TIMEOUT
 from tests.cli import connection
 from tests.helpers import BIN
 from zkstore.config import StoreConfig

@@ -135,7 +135,8 @@ class Layout:
 
     @property
     def settings(self) -> str:
-        """The cluster's settings, written by its leader (:mod:`zkstore.cluster.settings`)."""
+        """The cluster's settings, written by its leader
+        (:mod:`zkstore.cluster.cluster_settings`)."""
         return f"{self.base}/settings"
 
     @property

@@ -1,6 +1,6 @@
 """What a client checks a job or a schedule against before it writes anything (invariant 17):
-the bounds and policies the cluster's leader published (:mod:`zkstore.cluster.settings`), or,
-for a cluster whose leader has not (a fleet below protocol 4), the client's own environment as
+the bounds and policies the cluster's leader published (:mod:`zkstore.cluster.cluster_settings`),
+or, for a cluster whose leader has not (a fleet below protocol 4), the client's own environment as
 before. Each refusal is the leader's words, the record's value and how to change it (the
 daemons' flag), with the exit code of its error class."""
 
@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from zkstore.cluster.settings import SHOWN_BY, ClusterSettings, key_for, read_settings
+from zkstore.cluster.cluster_settings import SHOWN_BY, ClusterSettings, key_for, read_settings
 from zkstore.config import StoreConfig
 from zkstore.errors import OutOfBounds
 from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV, Destinations
-from zkstore.schedules.limits import MIN_INTERVAL_ENV, check_bounds, min_interval_from_env
-from zkstore.schedules.records import ScheduleSpec
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV, check_bounds, min_interval_from_env
+from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.zk import ZooKeeper
 
 __all__ = ["ClusterPolicy"]

@@ -4,9 +4,9 @@ A *protocol* is a number that grows each time a release writes something an olde
 misread: a new kind of node, a new value of a field (a new job state), a new handle format, new
 ACLs. Every daemon says in its member record the protocol it speaks (:data:`PROTOCOL`) and the
 oldest it can still serve (:data:`MIN_PROTOCOL`); the cluster's own protocol, ``R/fleet``
-(:mod:`zkstore.cluster.fleet`), says which features the fleet may use. A feature of protocol N
-(:data:`FEATURES`) is used only once the fleet is at N or above, so nothing is written that a live
-daemon cannot read.
+(:mod:`zkstore.cluster.fleet_protocol`), says which features the fleet may use. A feature of
+protocol N (:data:`FEATURES`) is used only once the fleet is at N or above, so nothing is written
+that a live daemon cannot read.
 
 A record written with a feature past protocol 1 says so: a field ``"protocol": N`` in a JSON
 record, ``"format": N`` above :data:`zkstore.handle.FORMAT` in a handle. A reader that speaks

@@ -37,7 +37,7 @@ from typing import Any
 _FILE = os.environ.get("ZKSTORE_BENCH_PROBE")
 _PROFILE_DIR = os.environ.get("ZKSTORE_BENCH_CPROFILE")
 _ORIGIN = os.getpid()
-_KINDS = {"recovery.driver.driver": "driver", "recovery.member.shipper": "shipper"}
+_KINDS = {"recovery.driver.driver": "driver", "recovery.member.log_shipper": "shipper"}
 _ROLE = (
     "daemon"  # started as a module, or through the installed script (as LocalCluster does)
     if "recovery.cli.main" in sys.orig_argv

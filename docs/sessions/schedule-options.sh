@@ -1,6 +1,6 @@
 # docs/schedules.md, "A session: run options, aligned windows, a change": one daemon (the
 # production bounds), a schedule with run options, a chain of two --every schedules made apart,
-# the refusals, and an update. Regenerate: python -m recovery.dev.transcript docs/schedules.md
+# the refusals, and an update. Regenerate: python -m zkstore_dev.transcript docs/schedules.md
 #: zkstore daemon --id host-a --http off > daemon-a.log 2>&1 &
 #: until zkstore daemons list 2>/dev/null | grep -q 'host-a  \*'; do sleep 0.5; done
 zkstore schedules create tick tick.py:run --every 10 --timeout 5m --max-attempts 2 --retry-delay 30s

@@ -1,7 +1,7 @@
 # docs/using.md, "Stop, upgrade, resume": a last-state upgrade of examples/pipeline.py on one
 # daemon (--end-grace 10s); v2/pipeline.py is the same file logging "v2: day N done" and
 # checkpointing "code": "v2"; the job sleeps 3 s after each day.
-# Regenerate: python -m recovery.dev.transcript docs/using.md
+# Regenerate: python -m zkstore_dev.transcript docs/using.md
 #: cp "$REPO/examples/pipeline.py" . && mkdir -p v2
 #: sed -e 's/ctx.checkpoint({"day": number, "file": path.name})/ctx.log.info("v2: day %d done", number); ctx.checkpoint({"day": number, "file": path.name, "code": "v2"})/' pipeline.py > v2/pipeline.py
 #: zkstore daemon --id host-a --http off --end-grace 10s --artifact-root "file://$PWD/sales/output" > daemon.log 2>&1 &

@@ -14,7 +14,11 @@ from recovery.settings import Bounds
 from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.destinations import ALLOWED_ENV, Destinations
-from zkstore.schedules.limits import DEFAULT_MIN_INTERVAL, MIN_INTERVAL_ENV, min_interval_from_env
+from zkstore.schedules.schedule_limits import (
+    DEFAULT_MIN_INTERVAL,
+    MIN_INTERVAL_ENV,
+    min_interval_from_env,
+)
 
 __all__ = ["bounds_from", "bounds_options"]
 

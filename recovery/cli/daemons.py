@@ -9,15 +9,15 @@ from typing import Any
 import click
 
 from recovery.shared import fleet_daemons
-from recovery.shared.fleet import format_labels
 from recovery.shared.fleet_daemons import Marked, read_daemons
+from recovery.shared.fleet_view import format_labels
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.records import LeaderInfo, read_record
-from zkstore.service.jobs import age
+from zkstore.service.job_view import age
 
 logger = logging.getLogger(__name__)
 

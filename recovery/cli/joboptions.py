@@ -118,8 +118,8 @@ def job_settings(
     no_path_check: bool,
 ) -> dict[str, Any]:
     """What :func:`job_options` gave, as :meth:`recovery.Client.definition_for_file` takes it."""
-    from recovery.client.shipping import Dependencies
-    from recovery.shared.fleet import parse_labels
+    from recovery.client.spark_dependencies import Dependencies
+    from recovery.shared.fleet_view import parse_labels
     from recovery.shared.sparkconf import parse_spark_conf
 
     return {

@@ -25,7 +25,7 @@ __all__ = ["cli", "main", "run"]
 assert isinstance(cli, LazyGroup)
 cli.add_lazy(
     "daemon",
-    "recovery.cli.daemon",
+    "recovery.cli.daemon_command",
     "Run the recovery daemon on this host (start one on two or more hosts).",
 )
 cli.add_lazy(
@@ -39,8 +39,8 @@ cli.add_lazy(
     "Submit a PySpark job; accepted as soon as it is durable, leader or not.",
 )
 cli.extend_lazy("jobs", "recovery.cli.submit")  # jobs wait
-cli.extend_lazy("jobs", "recovery.cli.lifecycle")  # jobs stop, jobs resume
-cli.extend_lazy("schedules", "recovery.cli.schedules")  # schedules create
+cli.extend_lazy("jobs", "recovery.cli.stop_resume_commands")  # jobs stop, jobs resume
+cli.extend_lazy("schedules", "recovery.cli.schedule_create_command")  # schedules create
 
 cli.add_command(
     DevCommand(

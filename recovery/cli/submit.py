@@ -22,8 +22,8 @@ from zkstore.cli.base import (
     connection_options,
     store_timeout_connection_options,
 )
-from zkstore.cli.jobs import jobs
-from zkstore.cli.lifecycle import lifecycle_options, lifecycle_summary
+from zkstore.cli.job_commands import jobs
+from zkstore.cli.lifecycle_options import lifecycle_options, lifecycle_summary
 from zkstore.cli.types import Duration
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def follow(client: Client, job_id: str, timeout: float | None) -> None:
     from zkstore.cli.progress import interrupted_lines
     from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
     from zkstore.jobs.states import CANCELLED, SUCCEEDED
-    from zkstore.service.jobs import headline
+    from zkstore.service.job_view import headline
 
     progress = Progress(job_id)
     previous = _exit_on_interrupt(job_id)

@@ -39,10 +39,11 @@ from recovery.client.jobfile import (
     load_function,
     parse_target,
 )
-from recovery.client.shipping import Dependencies, Shipment, check_arguments, prepare
+from recovery.client.spark_dependencies import Dependencies, Shipment, check_arguments, prepare
 from recovery.shared.pickling import is_user_module, pickled_by_value
 from zkstore.closing import Closeable
-from zkstore.cluster import Cluster, fleet, triage
+from zkstore.cluster import Cluster, triage
+from zkstore.cluster import fleet_protocol as fleet
 from zkstore.cluster.pools import check_name, read_pools
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -68,7 +69,7 @@ from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
 from zkstore.policy import ClusterPolicy
 from zkstore.protocol import ARGUMENTS_APART, FEATURES, POOLS, RUN_SPEC
-from zkstore.schedules.records import SchedulePaths
+from zkstore.schedules.schedule_records import SchedulePaths
 from zkstore.strict import time_text
 
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
@@ -132,7 +133,8 @@ class Client(Closeable):
     @property
     def policy(self) -> ClusterPolicy:
         """The cluster's settings as its leader published them (read once per client), or, for
-        a cluster without them, this process's environment (:mod:`zkstore.cluster.settings`)."""
+        a cluster without them, this process's environment
+        (:mod:`zkstore.cluster.cluster_settings`)."""
         if self._policy is None:
             cluster = self.cluster
             self._policy = ClusterPolicy.read(cluster.zk, cluster.layout, cluster.config)

@@ -39,8 +39,8 @@ from zkstore.layout import Layout
 from zkstore.strict import optional_time_text, utc_moment
 
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
-#: the line a daemon logs once its warm driver JVM is ready (recovery.member.sparkjvm.pool)
-#: :data:`recovery.member.sparkjvm.pool.READY_LINE` as logged, with or without its archive
+#: the line a daemon logs once its warm driver JVM is ready (recovery.member.warm_jvms.pool)
+#: :data:`recovery.member.warm_jvms.pool.READY_LINE` as logged, with or without its archive
 WARM_READY = re.compile(r"warm driver \S+ ready \(pid \d+, started and warmed in ([0-9.]+) s[,)]")
 
 

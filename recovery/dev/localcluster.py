@@ -30,7 +30,7 @@ from zkstore.errors import CorruptRecord, HandleNotFound
 from zkstore.jobs.records import LeaderInfo, RunningInfo, read_record
 from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV
-from zkstore.schedules.limits import MIN_INTERVAL_ENV
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 from zkstore.zk import ZooKeeper
 
 __all__ = [
@@ -121,7 +121,7 @@ class LocalCluster:
         #: more arguments of one daemon (by id), at each of its starts
         self.daemon_args = dict(daemon_args or {})
         #: the command prefix that starts the daemon of an id on a host of its own
-        #: (``ip netns exec NAME``, :mod:`recovery.dev.hosts`); its drivers run there too
+        #: (``ip netns exec NAME``, :mod:`zkstore_dev.hosts`); its drivers run there too
         self.hosts = {daemon_id: list(prefix) for daemon_id, prefix in (hosts or {}).items()}
         self.daemons: dict[str, DaemonProcess] = {}
         self._zk: ZooKeeper | None = None

@@ -5,15 +5,15 @@
 starting over; ``ctx.config`` is the job's dynamic configuration (``zkstore control set``), as
 this attempt applied it: ``ctx.on_config_change``, ``ctx.declare_config``, ``ctx.pause_point``,
 ``ctx.checkpoint_requested`` and ``ctx.checkpoint_config_version`` are its control
-(:mod:`recovery.driver.control`). Every checkpoint records the control version in effect.
-``ctx.artifacts`` tracks what the job writes (:mod:`recovery.driver.artifacts`), Spark's checkpoint
-directory included; ``ctx.outputs`` stages a step's output and ``ctx.checkpoint(state, commit=...)``
-commits it with the checkpoint, exactly once (:mod:`recovery.driver.outputs`).
+(:mod:`recovery.driver.job_control`). Every checkpoint records the control version in effect.
+``ctx.artifacts`` tracks what the job writes (:mod:`recovery.driver.artifact_registry`), Spark's
+checkpoint directory included; ``ctx.outputs`` stages a step's output and ``ctx.checkpoint(state,
+commit=...)`` commits it with the checkpoint, exactly once (:mod:`recovery.driver.output_staging`).
 Checkpoint writes are fenced on this attempt: once another attempt may have started, they fail.
 A checkpoint that cannot reach ZooKeeper or storage waits for them while the attempt's session
 lease lasts, so that a short outage does not fail the attempt.
 ``ctx.resource``, ``ctx.decorate`` and ``ctx.task`` give tasks executor-side resources shared per
-worker process (:mod:`recovery.driver.resources`, :mod:`recovery.executor`).
+worker process (:mod:`recovery.driver.resource_declaring`, :mod:`recovery.executor`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from recovery.driver.config import DynamicConfig
+from recovery.driver.applied_config import DynamicConfig
 from recovery.driver.heartbeat import HeartbeatGate
-from recovery.driver.resources import JobResources
+from recovery.driver.resource_declaring import JobResources
 from recovery.driver.signals import AttemptSuperseded, JobCancelled
 from recovery.executor import DEFAULT_IDLE_TIMEOUT, ResourceRef, TaskFunction
 from recovery.executor.tasks import Decorator
@@ -39,11 +39,11 @@ from zkstore.retry import WHILE_STANDING, TryAgain
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from recovery.driver.artifacts import JobArtifacts
+    from recovery.driver.artifact_registry import JobArtifacts
     from recovery.driver.configchange import Handler
-    from recovery.driver.control import JobControl
+    from recovery.driver.job_control import JobControl
     from recovery.driver.lease import SessionLease
-    from recovery.driver.outputs import JobOutputs
+    from recovery.driver.output_staging import JobOutputs
 
 __all__ = ["AttemptSuperseded", "DynamicConfig", "JobCancelled", "JobContext"]
 
@@ -89,9 +89,11 @@ class JobContext:
         self._control = control
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
-        #: the job's artifacts (recovery/driver/artifacts.py): register before writing, then finish
+        #: the job's artifacts (recovery/driver/artifact_registry.py): register before writing, then
+        #: finish
         self.artifacts = artifacts
-        #: the job's outputs (recovery/driver/outputs.py): stage, then commit with a checkpoint
+        #: the job's outputs (recovery/driver/output_staging.py): stage, then commit with a
+        #: checkpoint
         self.outputs = outputs
         self._resources = JobResources(
             job_id, attempt, lambda: self.spark.sparkContext, reports=resource_reports, fence=fence
@@ -157,7 +159,7 @@ class JobContext:
 
         ``commit`` ({output: [paths]}) commits parts staged under ``ctx.outputs.stage(output)``
         in the checkpoint's own transaction: the parts are committed if and only if the
-        checkpoint is, exactly once (see :mod:`recovery.driver.outputs`).
+        checkpoint is, exactly once (see :mod:`recovery.driver.output_staging`).
 
         Raises :class:`JobCancelled` if a cancel was requested, :class:`AttemptSuperseded` if
         this attempt may no longer write (then nothing was written, and the parts of ``commit``
@@ -228,7 +230,7 @@ class JobContext:
             error=StoreUnavailable,
         )
 
-    # -- control (recovery/driver/control.py) ------------------------------------------------------
+    # -- control (recovery/driver/job_control.py) --------------------------------------------------
 
     def _controlled(self) -> JobControl:
         if self._control is None:
@@ -288,7 +290,7 @@ class JobContext:
         was written since: poll it, and call :meth:`checkpoint` at the next opportunity."""
         return self._controlled().checkpoint_requested
 
-    # -- executor-side resources (recovery/driver/resources.py, recovery/executor/) ----------------
+    # -- executor-side resources (recovery/driver/resource_declaring.py, recovery/executor/) -------
 
     def resource(
         self,

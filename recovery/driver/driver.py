@@ -8,8 +8,8 @@ It runs in its own OS process and its own ZooKeeper session, so it outlives a da
 2. load and verify the definition (a broken one is reported as BROKEN, for quarantine);
 3. lay out the job's shipped files in the attempt's working directory (its current directory,
    see :mod:`recovery.driver.workdir`), take the job's control values and acknowledge them (a paused
-   job waits here, see :mod:`recovery.driver.control`), then run the script as ``__main__``, or load
-   and call ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and
+   job waits here, see :mod:`recovery.driver.job_control`), then run the script as ``__main__``, or
+   load and call ``FUNCTION(ctx, *args)``; once a SparkContext is up, publish its application id and
    UI address in the EPHEMERAL ``spark`` record (fenced on the attempt);
 4. report the outcome and release ``running`` in one transaction, fenced on the attempt, and
    remove the working directory.
@@ -56,22 +56,22 @@ from pathlib import Path
 from typing import Any
 
 from recovery.driver import sparkapp, workdir
-from recovery.driver.artifacts import JobArtifacts
+from recovery.driver.artifact_registry import JobArtifacts
 from recovery.driver.context import (
     AttemptSuperseded,
     JobCancelled,
     JobContext,
 )
-from recovery.driver.control import JobControl
 from recovery.driver.heartbeat import HeartbeatGate
+from recovery.driver.job_control import JobControl
 from recovery.driver.lease import SessionLease
-from recovery.driver.outputs import JobOutputs
-from recovery.driver.sparkjvm import SparkJvm
+from recovery.driver.output_staging import JobOutputs
+from recovery.driver.warm_jvm import SparkJvm
 from recovery.proctitle import driver_title, set_title
 from recovery.settings import spark_master_from_env
 from recovery.shared import processes
+from recovery.shared.jvm_settings import WarmAsk, WarmOffer
 from recovery.shared.sparkconf import spark_submit_args
-from recovery.shared.sparkjvm import WarmAsk, WarmOffer
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -92,8 +92,8 @@ from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
 from zkstore.jobs.stops import Heartbeat
-from zkstore.lifecycle.limits import least_heartbeat_interval
-from zkstore.lifecycle.ops import heartbeat_ops
+from zkstore.lifecycle.attempt_limits import least_heartbeat_interval
+from zkstore.lifecycle.lifecycle_ops import heartbeat_ops
 from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
 from zkstore.retry import RACES, WHILE_STANDING, TryAgain
 from zkstore.strict import utc_moment

@@ -3,9 +3,9 @@
 ``ctx.heartbeat()`` calls :meth:`HeartbeatGate.beat`, from any thread, as often as the
 job likes; the driver's monitor thread (which already looks every 0.1 s) calls
 :meth:`HeartbeatGate.due` and, when it says so, writes the heartbeat node
-(:func:`zkstore.lifecycle.ops.heartbeat_ops`, fenced on the attempt), then
+(:func:`zkstore.lifecycle.lifecycle_ops.heartbeat_ops`, fenced on the attempt), then
 :meth:`HeartbeatGate.written`. A write goes out only for a job with a progress timeout, only if
-the job beat since the last write, at most once per :func:`~zkstore.lifecycle.limits.
+the job beat since the last write, at most once per :func:`~zkstore.lifecycle.attempt_limits.
 heartbeat_interval`, and not when a checkpoint was written within that interval (a checkpoint
 is progress the leader sees already). So ZooKeeper carries at most one small write per job every
 5 to 60 seconds, whatever the job does.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from zkstore.lifecycle.limits import MIN_HEARTBEAT_INTERVAL, heartbeat_interval
+from zkstore.lifecycle.attempt_limits import MIN_HEARTBEAT_INTERVAL, heartbeat_interval
 
 __all__ = ["HeartbeatGate"]
 

@@ -43,7 +43,7 @@ class SparkAppRecord:
         self.path = path
         self.attempt = attempt
         self.fence = fence
-        #: which driver JVM the attempt got and why (recovery.driver.sparkjvm), once known
+        #: which driver JVM the attempt got and why (recovery.driver.warm_jvm), once known
         self.jvm = jvm
         self.published: SparkApp | None = None
         self._checked = 0.0

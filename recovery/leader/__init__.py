@@ -7,21 +7,26 @@
     grant.py         one leadership: batches of jobs, guarded decisions
     role.py          what the leader's helpers (actions, retention) may use of a leadership
     decide.py        what to do next for one job: a pure function of what is visible
-    lifecycle.py     what the decision needs of a job's lifecycle, from its snapshot (pure):
+    lifecycle_inputs.py
+                     what the decision needs of a job's lifecycle, from its snapshot (pure):
                      retry policy, limits, stop view
-    dependencies.py  ``--after``: the gate before a job's first attempt
+    dependency_gate.py
+                     ``--after``: the gate before a job's first attempt
     placement.py     where an attempt goes: the least loaded member with a free slot and the
                      labels the job requires, never a drained one
-    pools.py         the order of waiting jobs by their pool's priority, and each pool's limit
+    pool_placement.py
+                     the order of waiting jobs by their pool's priority, and each pool's limit
                      (pure)
     actions.py       the fenced actions the decisions call for
     finished.py      the cleanups of finished jobs, after the placements their slots allow
     watches.py       the watches of the jobs' nodes: each one fired is a look at its job
     quiet.py         a driver's start and end that leave nothing to decide, confirmed with a read
     retention.py     deleting finished jobs' results and driver logs past their retention
-    schedules.py     firing schedules: a timer at the next window, a pass on takeover, a budget
+    schedule_firing.py
+                     firing schedules: a timer at the next window, a pass on takeover, a budget
     published.py     the leader's settings, published in ``R/settings`` for clients
-    conditions.py    the conditions kept on jobs: a notification dropped, until one is delivered
+    job_conditions.py
+                     the conditions kept on jobs: a notification dropped, until one is delivered
     notifier.py      the notification sender: drains the outbox, started with the leadership
     courier.py       one notification's POST, bounded, and a queue per receiver
     signednotify.py  a job's own notification URL, checked against its signed definition

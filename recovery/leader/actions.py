@@ -47,15 +47,15 @@ from zkstore.cluster import quotas
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import HandleExists, HandleNotFound, NotLeader, ZkStoreError
 from zkstore.jobs import history
-from zkstore.jobs.artifacts import release_dead_attempts
 from zkstore.jobs.definition import ORIGIN
 from zkstore.jobs.history import AttemptEntry
+from zkstore.jobs.job_artifacts import release_dead_attempts
 from zkstore.jobs.records import Assignment, JobResult, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
 from zkstore.jobs.stops import EndRequest
 from zkstore.lifecycle import outbox
-from zkstore.lifecycle.ops import clear_end_ops, end_ops, stopped_ops
+from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, stopped_ops
 from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
 from zkstore.strict import time_text, to_millisecond

@@ -19,7 +19,7 @@ and lost attempts (the driver vanished without an outcome: its host or session w
 was killed, it stopped itself during a ZooKeeper outage) are counted apart, each with its own
 limit, so that infrastructure trouble does not spend the job's attempts.
 
-The lifecycle (:mod:`recovery.leader.lifecycle`): a job asked to stop goes through
+The lifecycle (:mod:`recovery.leader.lifecycle_inputs`): a job asked to stop goes through
 :func:`zkstore.lifecycle.stopping.stop_step` (checkpoint, end its attempt, STOPPED; resumed when
 the stop node goes); an attempt over its ``--timeout``, ``--start-timeout`` or
 ``--progress-timeout`` is ended (an ``end`` request its member carries out: SIGTERM, grace,
@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from recovery.leader.lifecycle import (
+from recovery.leader.lifecycle_inputs import (
     attempt_times,
     job_lifecycle,
     started_at,
@@ -64,9 +64,9 @@ from zkstore.jobs.states import (
 )
 from zkstore.jobs.stops import EndRequest
 from zkstore.lifecycle import stopping
-from zkstore.lifecycle.limits import Expired, Limits, judge
-from zkstore.lifecycle.policy import AttemptEnd, after_end
-from zkstore.lifecycle.states import COUNTED_AS, FAILURE, LOST
+from zkstore.lifecycle.attempt_limits import Expired, Limits, judge
+from zkstore.lifecycle.lifecycle_states import COUNTED_AS, FAILURE, LOST
+from zkstore.lifecycle.retry_backoff import AttemptEnd, after_end
 
 __all__ = [
     "CANCEL_END_GRACE",

@@ -33,7 +33,6 @@ from dataclasses import replace
 from datetime import datetime
 
 from recovery.leader.actions import JobActions
-from recovery.leader.conditions import JobConditions
 from recovery.leader.decide import (
     Action,
     CleanUp,
@@ -44,9 +43,10 @@ from recovery.leader.decide import (
     Start,
     decide,
 )
-from recovery.leader.dependencies import DependencyGate, Waiting
+from recovery.leader.dependency_gate import DependencyGate, Waiting
 from recovery.leader.election import LeaderElection
-from recovery.leader.lifecycle import job_lifecycle
+from recovery.leader.job_conditions import JobConditions
+from recovery.leader.lifecycle_inputs import job_lifecycle
 from recovery.leader.loop import Event, Leadership, Loop
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from recovery.leader.placement import (
@@ -56,25 +56,25 @@ from recovery.leader.placement import (
     refresh_warm,
     would_take_warm,
 )
-from recovery.leader.pools import PoolFull, SlotKept, kept_reason
-from recovery.leader.pools import ahead_of as pools_ahead
-from recovery.leader.pools import left_over as pools_left_over
-from recovery.leader.pools import limit_of as pool_limit
-from recovery.leader.pools import look_order as pools_look_order
-from recovery.leader.pools import order as pool_order
-from recovery.leader.pools import ready as pools_ready
-from recovery.leader.pools import refusal as pool_refusal
-from recovery.leader.pools import running as pools_running
+from recovery.leader.pool_placement import PoolFull, SlotKept, kept_reason
+from recovery.leader.pool_placement import ahead_of as pools_ahead
+from recovery.leader.pool_placement import left_over as pools_left_over
+from recovery.leader.pool_placement import limit_of as pool_limit
+from recovery.leader.pool_placement import look_order as pools_look_order
+from recovery.leader.pool_placement import order as pool_order
+from recovery.leader.pool_placement import ready as pools_ready
+from recovery.leader.pool_placement import refusal as pool_refusal
+from recovery.leader.pool_placement import running as pools_running
 from recovery.leader.published import SettingsPublisher
 from recovery.leader.quiet import QuietAttempts
 from recovery.leader.retention import Retention
-from recovery.leader.schedules import ScheduleFiring
+from recovery.leader.schedule_firing import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
-from recovery.shared.fleet import format_labels
+from recovery.shared.fleet_view import format_labels
 from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
-from zkstore.cluster.fleet import FleetReading
+from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import (
     AccessDenied,
@@ -93,8 +93,8 @@ from zkstore.jobs.records import Assignment, Outcome
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
 from zkstore.jobs.states import PENDING, STARTING
+from zkstore.lifecycle.attempt_limits import Limits
 from zkstore.lifecycle.destinations import Destinations
-from zkstore.lifecycle.limits import Limits
 from zkstore.lifecycle.outbox import Outbox
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Create, Delete, Op, without_existing
@@ -434,7 +434,7 @@ class LeaderProcess:
 
     def _look_order(self, job_ids: Iterable[str]) -> list[str]:
         """Dirty results, then the jobs holding a slot, then by priority
-        (:func:`.pools.look_order`)."""
+        (:func:`.pool_placement.look_order`)."""
         held = self._holding()
         return pools_look_order(
             job_ids,
@@ -644,7 +644,7 @@ class LeaderProcess:
 
     def _not_kept(self, job_id: str, required: dict[str, str]) -> set[str] | SlotKept | None:
         """The daemons whose free slots the waiting jobs ahead of ``job_id`` leave it (None:
-        nobody waits ahead, any free slot), or why it waits (:func:`.pools.left_over`)."""
+        nobody waits ahead, any free slot), or why it waits (:func:`.pool_placement.left_over`)."""
         if self.fleet.free_slots == 0 or len(self._waiting) <= (job_id in self._waiting):
             return None
         members = self.fleet.members

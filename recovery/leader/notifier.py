@@ -22,8 +22,9 @@ A lost fence (:class:`~zkstore.errors.FenceLost`: this daemon no longer leads) e
 It reads the outbox again on a watch of its children (a new event), at the earliest
 ``next_try``, and at least every ``poll`` seconds (a watch lost to a reconnect). A crash between
 a 2xx and the delete delivers that event again from the next leader: at least once, with the
-same key. Receivers' URLs are shown redacted (:func:`~zkstore.lifecycle.records.redact_url`) in
-every log line: a webhook's path is often its secret.
+same key. Receivers' URLs are shown redacted
+(:func:`~zkstore.lifecycle.lifecycle_records.redact_url`) in every log line: a webhook's path is
+often its secret.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from recovery.leader.conditions import JobConditions
 from recovery.leader.courier import Answer, Courier, Lanes
+from recovery.leader.job_conditions import JobConditions
 from zkstore.errors import (
     FenceLost,
     HandleNotFound,
@@ -49,7 +50,7 @@ from zkstore.errors import (
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import DEFAULT_RETENTION, Outbox, OutboxView, Pending
 from zkstore.lifecycle.outboxcap import OutboxCounts
-from zkstore.lifecycle.policy import Backoff, jitter_fraction
+from zkstore.lifecycle.retry_backoff import Backoff, jitter_fraction
 from zkstore.ops import Fence
 from zkstore.watch import NodeWatch
 
@@ -110,7 +111,7 @@ class NotificationSender:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         """``conditions``: where a dropped notification is said on its job (and cleared by a
-        delivered one: :mod:`recovery.leader.conditions`)."""
+        delivered one: :mod:`recovery.leader.job_conditions`)."""
         self.outbox = outbox
         self.conditions = conditions
         #: what this sender read of the outbox: a round reads only what is new (issue 60.4)

@@ -6,7 +6,8 @@ ready comes before those without (then least loaded, as for any job).
 
 A placement is an assignment ``R/assignments/<member>/<job>``, written by the leader
 with the attempt's status in one fenced transaction; a member's load is the number of its
-assignments. The fleet itself (members, labels, assignments) is read by ``recovery.shared.fleet``.
+assignments. The fleet itself (members, labels, assignments) is read by
+``recovery.shared.fleet_view``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from recovery.shared import fleet as shared
-from recovery.shared.fleet import FleetView, Member, format_labels
-from recovery.shared.sparkjvm import run_reason
+from recovery.shared import fleet_view as shared
+from recovery.shared.fleet_view import FleetView, Member, format_labels
+from recovery.shared.jvm_settings import run_reason
 from zkstore.errors import CorruptRecord, ZkStoreError
 from zkstore.jobs.records import Assignment, MemberInfo
 from zkstore.jobs.runspec import RunSpec

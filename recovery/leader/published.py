@@ -1,5 +1,5 @@
 """The leader's settings, published in ``R/settings`` for every client to check against
-(invariant 17; :mod:`zkstore.cluster.settings`).
+(invariant 17; :mod:`zkstore.cluster.cluster_settings`).
 
 Written when a leadership is granted and looked at again at each periodic pass (a fleet
 finalized at protocol 4 meanwhile, a record changed by hand), fenced like every leader write; a
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from recovery.leader.role import LeaderRole
-from zkstore.cluster.settings import ClusterSettings, publish, settings_key
+from zkstore.cluster.cluster_settings import ClusterSettings, publish, settings_key
 from zkstore.errors import ConflictError, CorruptRecord, NotLeader
 from zkstore.protocol import CLUSTER_SETTINGS
 

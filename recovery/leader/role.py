@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from recovery.leader.conditions import JobConditions
+from recovery.leader.job_conditions import JobConditions
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
 from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
-from zkstore.cluster.fleet import FleetReading
+from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.ops import Fence
@@ -34,7 +34,7 @@ class LeaderRole(Protocol):
     fleet: Fleet
     #: ZooKeeper's time (:mod:`zkstore.clock`)
     clock: ServerClock
-    #: the fleet's protocol (:mod:`zkstore.cluster.fleet`)
+    #: the fleet's protocol (:mod:`zkstore.cluster.fleet_protocol`)
     protocol: FleetReading
     #: the outbox's entries per job, and what more may be written (invariant 15)
     outbox_counts: OutboxCounts

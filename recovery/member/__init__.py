@@ -17,8 +17,8 @@ its drivers across its own restarts and records how each ended.
     ending.py        how a driver the leader ended is ended: SIGTERM, grace, SIGKILL of its
                      group (pure)
     ender.py         carrying out the leader's end requests for the launches of this member
-    shipping.py      the daemon's hand-over of each attempt's log to its log shipper
-    shipper.py       the daemon's log shipper: one process storing every driver's log
-    sparkjvm/        the drivers' Spark JVMs made cheap to start: the class-data archive, warm
+    log_shipping.py  the daemon's hand-over of each attempt's log to its log shipper
+    log_shipper.py   the daemon's log shipper: one process storing every driver's log
+    warm_jvms/       the drivers' Spark JVMs made cheap to start: the class-data archive, warm
                      driver JVMs (``--warm-drivers``)
 """

@@ -52,7 +52,8 @@ from recovery.shared.memory import own_memory
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore import __version__, protocol
 from zkstore.admin.acl import grant_job
-from zkstore.cluster import Cluster, fleet
+from zkstore.cluster import Cluster
+from zkstore.cluster import fleet_protocol as fleet
 from zkstore.errors import (
     ConflictError,
     CorruptRecord,
@@ -148,7 +149,7 @@ class FleetMember:
             return False
         self._users_out = {}  # a new record shows none: the next check says them again
         self._info = info
-        try:  # after the record exists: see zkstore.cluster.fleet on finalizing meanwhile
+        try:  # after the record exists: see zkstore.cluster.fleet_protocol on finalizing meanwhile
             fleet.admit(zk, layout, self.daemon_id)
         except FleetVersionError:
             with contextlib.suppress(HandleNotFound):

@@ -42,8 +42,8 @@ descriptors) and stdout (answers), one JSON object per line::
     <- {"exit": 4242, "code": 0}                when a child ends (negative: killed by a signal)
 
 A request's kind is ``driver``, ``shipper`` (the daemon's log shipper,
-:mod:`recovery.member.shipper`, started once) or ``warm-up`` (the warm-up of a warm driver JVM,
-:mod:`recovery.member.sparkjvm.warmup`). The server exits when its stdin closes (its
+:mod:`recovery.member.log_shipper`, started once) or ``warm-up`` (the warm-up of a warm driver JVM,
+:mod:`recovery.member.warm_jvms.warmup`). The server exits when its stdin closes (its
 daemon is gone); drivers and the shipper go on: they are in sessions
 of their own, and a new daemon's leader adopts them.
 """
@@ -83,7 +83,7 @@ __all__ = ["MAX_FDS", "MEMBER_ENV", "ForkServer", "ForkedProcess", "prepare", "s
 logger = logging.getLogger(__name__)
 
 #: Descriptors one request carries: its child's configuration pipe, and for a driver that took
-#: a warm JVM (:mod:`recovery.member.sparkjvm.pool`) the write end of that JVM's standard input.
+#: a warm JVM (:mod:`recovery.member.warm_jvms.pool`) the write end of that JVM's standard input.
 MAX_FDS = 2
 
 
@@ -218,8 +218,8 @@ MEMBER_ENV = "ZKSTORE_DRIVER_MEMBER"
 #: What the server can fork: ``python -m <module>`` of each, already imported.
 _MAINS = {
     "driver": "recovery.driver.driver",
-    "shipper": "recovery.member.shipper",
-    "warm-up": "recovery.member.sparkjvm.warmup",
+    "shipper": "recovery.member.log_shipper",
+    "warm-up": "recovery.member.warm_jvms.warmup",
 }
 
 

@@ -3,7 +3,7 @@
 A driver is started with ``start_new_session=True``, so it is not in the daemon's process group:
 a signal to the daemon (Ctrl-C, SIGTERM, SIGKILL) does not reach it, and it outlives a daemon
 crash. Its output goes to a log file per attempt, which the daemon's log shipper (one process
-for all its drivers) stores in object storage as it grows (:mod:`recovery.member.shipper`); it
+for all its drivers) stores in object storage as it grows (:mod:`recovery.member.log_shipper`); it
 runs in a fresh
 working directory per attempt (``<work dir>/<job>-attempt-<n>``, see
 :mod:`recovery.driver.workdir`), which its daemon removes when it sees the driver exit.
@@ -20,11 +20,11 @@ daemon's pool, in a directory owned by that user (mode 0700), with that user's `
 ``USER`` and ``LOGNAME``; its log file stays the daemon's (mode 0600, opened before the driver
 changes its user).
 
-Its Spark JVM (:mod:`recovery.member.sparkjvm`): the environment names the class-data archive
+Its Spark JVM (:mod:`recovery.member.warm_jvms`): the environment names the class-data archive
 once the daemon has verified it, and the deployment's ``spark-defaults.conf``; with
 ``--warm-drivers``, an attempt may take a warm JVM the first time its job asks for Spark: its
 driver gets the warm JVMs' settings through its configuration pipe (a second line) and its end
-of a channel to ask for one as ``--warm-fd`` (:mod:`recovery.member.sparkjvm.asks`), nothing
+of a channel to ask for one as ``--warm-fd`` (:mod:`recovery.member.warm_jvms.asks`), nothing
 of any JVM. With ``--driver-user`` an attempt takes one at its launch if one is ready (the
 driver runs as the JVM's user): its directory and log become the attempt's, and the driver
 gets the JVM's gateway through its configuration pipe and the JVM's standard input as
@@ -57,12 +57,13 @@ from recovery.member import driveruser
 from recovery.member.adoption import LAUNCHES
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
-from recovery.member.shipping import SHIPPER_NICENESS, Shipping, start_process
-from recovery.member.sparkjvm.archive import ClassData
-from recovery.member.sparkjvm.asks import WarmAsks
-from recovery.member.sparkjvm.pool import PoolSetup, Taken, WarmPool
+from recovery.member.log_shipping import SHIPPER_NICENESS, Shipping, start_process
+from recovery.member.warm_jvms.archive import ClassData
+from recovery.member.warm_jvms.asks import WarmAsks
+from recovery.member.warm_jvms.pool import PoolSetup, Taken, WarmPool
 from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared import attemptdir
+from recovery.shared.jvm_settings import WARM_ENV, WarmAsk
 from recovery.shared.processes import (
     EXIT_NOT_SEEN,
     ProcessIdentity,
@@ -70,7 +71,6 @@ from recovery.shared.processes import (
     spawn_with_config,
     start_ticks,
 )
-from recovery.shared.sparkjvm import WARM_ENV, WarmAsk
 from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError

@@ -28,7 +28,7 @@ that acts on (cancels, controls) and reads (details, logs, control, outputs) onl
 those pools, lists only them, and changes nothing else (schedules: the cluster-wide token's);
 another pool's job is a 403. Where it lands: the API checks the job's pool, read from its own
 records, before any route about one job runs (:meth:`Tokens.scope`, then
-:mod:`recovery.observe.api`'s middleware), so a route added later is covered without a word
+:mod:`recovery.observe.http_api`'s middleware), so a route added later is covered without a word
 of its own. With such tokens configured, the reads a read token guards are guarded as if one
 were set: a scoped token would be no limit if anyone could read every job's logs.
 """

@@ -7,13 +7,13 @@ one may take to send its request or to take its answer.
 - **Reading a request**: a connection that has not sent a whole request head within ``timeout``
   of its opening (or of its previous answer) is closed (aiohttp's keep-alive timer, which is
   armed from the connection's start and closes a connection waiting for a request); a body is
-  read within ``timeout`` too (:mod:`recovery.observe.api`, 408).
+  read within ``timeout`` too (:mod:`recovery.observe.http_api`, 408).
 - **Writing an answer**: a connection whose unsent answer has not shrunk for ``timeout`` (a
   client that stopped reading) is aborted by :meth:`ConnectionGuard.watch`, so that its
   handler's write returns and the connection is let go.
 
 Reads of ZooKeeper and storage never run on the event loop but on the API's bounded pool of
-workers (:mod:`recovery.observe.api`), whose queue is bounded too: a request past it is
+workers (:mod:`recovery.observe.http_api`), whose queue is bounded too: a request past it is
 answered 503 at once.
 """
 

@@ -44,7 +44,7 @@ from zkstore.jobs import history
 from zkstore.jobs.history import AttemptEntry, LeaderHistory
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.snapshot import read_snapshot
-from zkstore.service.jobs import (
+from zkstore.service.job_view import (
     attempt_history,
     attempts_json,
     attempts_text,
@@ -52,7 +52,7 @@ from zkstore.service.jobs import (
     job_conditions,
     job_error,
 )
-from zkstore.service.outputs import list_outputs
+from zkstore.service.output_view import list_outputs
 
 __all__ = [
     "LOG_LINKS",

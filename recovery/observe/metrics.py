@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from recovery.observe.view import ClusterView, EndedJobs, Observed, read_view
+from recovery.observe.cluster_view import ClusterView, EndedJobs, Observed, read_view
 from recovery.shared.memory import own_memory
 from zkstore.cluster.pools import counts as pool_counts
 from zkstore.conditions import CANNOT_FIRE, NOTIFICATION_DROPPED

@@ -16,13 +16,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from recovery.observe.view import ClusterView, finished
+from recovery.observe.cluster_view import ClusterView, finished
 from recovery.shared.fleet_daemons import DaemonInfo
 from zkstore.cluster.pools import counts as pool_counts
 from zkstore.jobs.records import EPOCH
 from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.service.jobs import describe, duration, headline
+from zkstore.service.job_view import describe, duration, headline
 from zkstore.strict import time_text
 
 __all__ = [

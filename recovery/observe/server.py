@@ -7,7 +7,7 @@ dependencies (s3fs needs it). Werkzeug's and the standard library's servers are 
 
 The daemon starts the server before it connects to ZooKeeper (``/health`` says 503 until the
 session is up) and stops it as it shuts down. The event loop only parses and routes: reads run on
-the API's pool of threads (:mod:`recovery.observe.api`), so a slow ZooKeeper holds no request
+the API's pool of threads (:mod:`recovery.observe.http_api`), so a slow ZooKeeper holds no request
 but its own, and nothing here ever touches the daemon's loop thread. Connections are bounded
 (:mod:`recovery.observe.guard`: how many, how long to send a request or take an answer).
 """
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from aiohttp import web
 
 from recovery.observe.access import AllowedHosts, Tokens
-from recovery.observe.api import Api
+from recovery.observe.cluster_view import Observed
 from recovery.observe.guard import ConnectionGuard, GuardedSite
+from recovery.observe.http_api import Api
 from recovery.observe.metrics import DaemonMetrics, LeadershipStats
-from recovery.observe.view import Observed
 from recovery.settings import READ_TOKEN_ENV, Bounds, HttpAddress
 from zkstore.errors import ConfigError
 

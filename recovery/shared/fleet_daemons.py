@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from recovery.shared.fleet import Member, read_fleet
+from recovery.shared.fleet_view import Member, read_fleet
 from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
 from zkstore.jobs import history
 from zkstore.jobs.history import LeaderHistory

@@ -29,11 +29,11 @@ from tests.cli import script
 from tests.helpers import wait_for
 from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
-from zkstore.cluster.settings import ClusterSettings, read_settings
+from zkstore.cluster.cluster_settings import ClusterSettings, read_settings
 from zkstore.config import StoreConfig
 from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV
-from zkstore.schedules.limits import MIN_INTERVAL_ENV
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 
 #: the daemons' environment: the production bounds (the suite lowers them for every process)
 PRODUCTION = {MIN_INTERVAL_ENV: "", ALLOWED_ENV: ""}

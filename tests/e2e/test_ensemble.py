@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
-from zkstore.dev.ensemble import ZooKeeperEnsemble
 from zkstore.jobs.states import SUCCEEDED
+from zkstore_dev.chaos import job
+from zkstore_dev.ensemble import ZooKeeperEnsemble
 
 
 @pytest.fixture

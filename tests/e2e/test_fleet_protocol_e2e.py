@@ -12,7 +12,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import script
 from tests.helpers import hands_client, plant, wait_for
-from zkstore.cluster import fleet
+from zkstore.cluster import fleet_protocol as fleet
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_FLEET
 from zkstore.jobs.states import SUCCEEDED

@@ -17,8 +17,8 @@ from zkstore.handle import Handle
 from zkstore.jobs.records import JobStatus, QuarantineEntry
 from zkstore.jobs.stops import StopRequest
 from zkstore.schedules.keys import ScheduleSigner
-from zkstore.schedules.limits import MIN_INTERVAL_ENV
-from zkstore.schedules.records import SchedulePaths
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
+from zkstore.schedules.schedule_records import SchedulePaths
 from zkstore.serializers import PickleSerializer
 from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage

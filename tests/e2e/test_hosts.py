@@ -1,6 +1,6 @@
-"""Hosts that really fail (recovery/dev/hosts.py): namespaces made and removed, cuts that really
+"""Hosts that really fail (zkstore_dev/hosts.py): namespaces made and removed, cuts that really
 cut, and one partition end to end, as ``make chaos`` runs them (its other scenarios, and their
-checks, are ``make chaos``'s; recovery/dev/chaos/partitions.py).
+checks, are ``make chaos``'s; zkstore_dev/chaos/partitions.py).
 
 They need root (ip netns add): elsewhere they skip, saying so in one line.
 """
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev import hosts
-from recovery.dev.chaos import job, ledger
-from recovery.dev.hosts import Network
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import hands_client, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.states import SUCCEEDED
+from zkstore_dev import hosts
+from zkstore_dev.chaos import job, ledger
+from zkstore_dev.hosts import Network
 
 ECHO = """
 import socket, sys
@@ -106,7 +106,7 @@ def test_a_cut_really_cuts_one_way_or_both_and_heal_restores(network: Network) -
 def test_what_a_killed_run_left_is_removed_and_a_live_runs_kept(network: Network) -> None:
     script = (
         "import sys, time\n"
-        "from recovery.dev.hosts import Network\n"
+        "from zkstore_dev.hosts import Network\n"
         "made = Network(['x']).start()\n"
         "print(made.tag, flush=True)\n"
         "time.sleep(600)\n"

@@ -7,15 +7,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
-from zkstore.dev.blackout import Blackout
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import SUCCEEDED
-from zkstore.lifecycle.limits import heartbeat_interval
+from zkstore.lifecycle.attempt_limits import heartbeat_interval
+from zkstore_dev.blackout import Blackout
+from zkstore_dev.chaos import job
 
 
 def test_running_job_rides_out_a_full_outage_shorter_than_its_lease(

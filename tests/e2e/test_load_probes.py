@@ -31,9 +31,9 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.lifecycle.destinations import ALLOWED_ENV
-from zkstore.schedules.limits import MIN_INTERVAL_ENV
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import format_time
 from zkstore.strict import utc_moment
 

@@ -1,5 +1,5 @@
 """Exactly-once outputs across a network partition (invariant 18), on hosts that really fail
-(recovery/dev/hosts.py: network namespaces behind a router; root only, elsewhere skipped saying
+(zkstore_dev/hosts.py: network namespaces behind a router; root only, elsewhere skipped saying
 why in one line). The same test on local disk and on S3 (a moto server on a host of its own).
 
 The job (``tests/output_jobs.py:days``) has staged day 2's part when its driver's host is cut
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev import hosts
-from recovery.dev.chaos.world import S3Server
-from recovery.dev.hosts import Network
 from recovery.dev.localcluster import LocalCluster
 from tests.e2e.test_outputs_runtime import check_committed_once, installed, submit
 from tests.helpers import alive, hands_client, wait_for, written_json
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.states import SUCCEEDED
+from zkstore_dev import hosts
+from zkstore_dev.chaos.world import S3Server
+from zkstore_dev.hosts import Network
 
 DAEMONS = ("d1", "d2")
 

@@ -21,7 +21,7 @@ import pytest
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from recovery.observe.access import AllowedHosts, Tokens
-from recovery.observe.api import Api
+from recovery.observe.http_api import Api
 from tests.cli import script
 from tests.e2e.test_pools import JOB, zk_cli
 from tests.helpers import wait_for

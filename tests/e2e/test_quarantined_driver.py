@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from recovery.client.api import Client
-from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script
 from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import CANCELLED, QUARANTINED
+from zkstore_dev.chaos import job
 
 START = SESSION_TIMEOUT * 10
 

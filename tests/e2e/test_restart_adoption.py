@@ -23,15 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from recovery.client.api import Client
-from recovery.dev.chaos import job
 from recovery.dev.localcluster import LocalCluster
-from recovery.member.shipping import SHIPPER_NICENESS
+from recovery.member.log_shipping import SHIPPER_NICENESS
 from tests.cli import connection, with_credentials
 from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper
+from zkstore_dev.chaos import job
 
 #: Lines a driver writes only when something went wrong with it (the false reasons a restart
 #: used to cause: the duplicate refused, the live driver stopping itself).

@@ -1,10 +1,11 @@
 """Schedules as a user meets them: the installed ``zkstore`` script creates, lists, shows,
 pauses, resumes and deletes a schedule; real daemons fire its windows; every run writes a marker
-(``recovery.dev.chaos.schedules.scheduled_run``), so the tests count what really ran, per window.
+(``zkstore_dev.chaos.schedule_checker.scheduled_run``), so the tests count what really ran, per
+window.
 
 One cluster of two daemons per test: the leader is SIGKILLed between windows, and the checker of
-the chaos harness (``recovery.dev.chaos.schedules.check``) says that every window in the span has
-exactly one run or a recorded decision, that none ran twice and none before its time.
+the chaos harness (``zkstore_dev.chaos.schedule_checker.check``) says that every window in the span
+has exactly one run or a recorded decision, that none ran twice and none before its time.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev.chaos.schedules import check, expected_windows, read_runs, recorded
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests.cli import script, show_schedule
 from tests.helpers import SESSION_TIMEOUT, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.schedules.store import Schedule, ScheduleStore
+from zkstore.schedules.schedule_store import Schedule, ScheduleStore
 from zkstore.strict import parse_time
+from zkstore_dev.chaos.schedule_checker import check, expected_windows, read_runs, recorded
 
 EVERY = 3  # seconds between windows: a driver starts well within one on a loaded machine
 TOKEN = "t0ken-for-the-schedule-tests-" + "x" * 12
@@ -33,7 +34,7 @@ def job_file(folder: Path) -> Path:
     """The user's job file: the chaos harness's marker job, under a user's name."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tick.py"
-    path.write_text("from recovery.dev.chaos.schedules import scheduled_run as run\n")
+    path.write_text("from zkstore_dev.chaos.schedule_checker import scheduled_run as run\n")
     return path
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from recovery.member.sparkjvm.archive import MAKE_TIMEOUT
-from recovery.member.sparkjvm.pool import STOP_GRACE
+from recovery.member.warm_jvms.archive import MAKE_TIMEOUT
+from recovery.member.warm_jvms.pool import STOP_GRACE
 from tests import jobs, spark_jvm
 from tests.helpers import alive, hands_client, wait_for
 from tests.warm_drivers import JOB, WARM, driver_log, had, ready, show, titled_warm, took

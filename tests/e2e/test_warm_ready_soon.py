@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member.sparkjvm.archive import MAKE_TIMEOUT
-from recovery.member.sparkjvm.pool import STOP_GRACE
+from recovery.member.warm_jvms.archive import MAKE_TIMEOUT
+from recovery.member.warm_jvms.pool import STOP_GRACE
 from tests.cli import BIN, connection, script, with_credentials
 from tests.helpers import wait_for
 from tests.warm_drivers import WARM

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from recovery.cli.main import cli
-from recovery.driver.artifacts import JobArtifacts
+from recovery.driver.artifact_registry import JobArtifacts
 from tests.cli import connection
 from tests.servers import S3Server
 from zkstore.artifacts import ArtifactRootRefused, ArtifactUriRefused
@@ -30,8 +30,8 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import HandleExists, UntrustedPayload
-from zkstore.jobs.artifacts import ATTEMPT, JOB, Artifact
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
 from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.ops import Fence
 from zkstore.strict import utc_now

@@ -15,7 +15,7 @@ above, below, beside and through links to the storage root:
   or kept output), and a plain, fresh, free place under a root is always accepted.
 
 The code under test is the real one: ``ctx.artifacts`` (:class:`recovery.artifacts.
-JobArtifacts`) over :class:`zkstore.jobs.artifacts.ArtifactStore` and
+JobArtifacts`) over :class:`zkstore.jobs.job_artifacts.ArtifactStore` and
 :class:`zkstore.artifacts.ArtifactSpace`, the job's cleanup, a real ZooKeeper, local disk and a
 moto S3 server. The oracle is written from the contract, not from the code: real paths from
 ``os.path.realpath``, overlaps as prefixes of case-folded segments.
@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context, event
 
-from recovery.driver.artifacts import JobArtifacts
+from recovery.driver.artifact_registry import JobArtifacts
 from recovery.driver.signals import AttemptSuperseded
 from tests.helpers import examples as scaled
 from tests.servers import S3Server
@@ -63,7 +63,7 @@ from zkstore.errors import (
     UntrustedPayload,
     WrongState,
 )
-from zkstore.jobs.artifacts import ATTEMPT, JOB, Artifact
+from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
 from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.ops import Fence
 from zkstore.strict import utc_now

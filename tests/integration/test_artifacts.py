@@ -27,7 +27,8 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import FenceLost, HandleExists, UntrustedPayload, WrongState
-from zkstore.jobs.artifacts import (
+from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.job_artifacts import (
     ATTEMPT,
     FINISHED,
     IN_PROGRESS,
@@ -36,7 +37,6 @@ from zkstore.jobs.artifacts import (
     Artifact,
     release_dead_attempts,
 )
-from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import CANCELLED, FAILED, STARTING, SUCCEEDED
 from zkstore.ops import Fence

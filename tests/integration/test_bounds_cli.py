@@ -15,7 +15,7 @@ from tests.cli import zkstore
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.lifecycle.destinations import ALLOWED_ENV
-from zkstore.schedules.limits import MIN_INTERVAL_ENV
+from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 
 #: the production defaults: a 10 s minimum, global destinations only
 DEFAULTS = {MIN_INTERVAL_ENV: "", ALLOWED_ENV: ""}

@@ -18,8 +18,8 @@ import pytest
 from tests.integration.test_artifact_ownership import ctx_artifacts
 from zkstore.cluster import Cluster
 from zkstore.errors import UntrustedPayload
-from zkstore.jobs.artifacts import Artifact
 from zkstore.jobs.claims import Claim
+from zkstore.jobs.job_artifacts import Artifact
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from kazoo.security import ACL, Id, Permissions
 
-from recovery.driver.artifacts import JobArtifacts
+from recovery.driver.artifact_registry import JobArtifacts
 from zkstore.admin.acl import apply_acl, walk
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import AccessDenied, UntrustedPayload
 from zkstore.identity import digest_id, driver_identity, drivers_auth
-from zkstore.jobs.artifacts import ATTEMPT, JOB, Artifact
 from zkstore.jobs.claims import Claim
+from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
 from zkstore.ops import Create, Delete, Fence
 from zkstore.strict import utc_now
 from zkstore.zk import ZooKeeper

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from recovery.driver.control import JobControl
+from recovery.driver.job_control import JobControl
 from tests import jobs
 from tests.helpers import crash, requests_sent, wait_for
 from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
@@ -42,7 +42,7 @@ from zkstore.jobs.control import (
     gaps,
     read_view,
 )
-from zkstore.jobs.control.history import HISTORY_LIMIT, ControlHistory, HistoryEntry
+from zkstore.jobs.control.control_history import HISTORY_LIMIT, ControlHistory, HistoryEntry
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshots

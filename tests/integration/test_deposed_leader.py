@@ -36,8 +36,8 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
-from zkstore.jobs.artifacts import JOB, RELEASING
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.job_artifacts import JOB, RELEASING
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.states import CLEAN, FAILED
 from zkstore.ops import SetData

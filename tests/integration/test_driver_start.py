@@ -130,7 +130,7 @@ def test_a_daemon_imports_aiohttp_only_to_serve_http_or_notify() -> None:
     imported by the daemon's HTTP side and its notification sender, not by every daemon: one
     started with ``--http off`` and no notification to send on local storage never pays it."""
     probe = (
-        "import sys, recovery.cli.daemon, recovery.daemon, recovery.leader.notifier; "
+        "import sys, recovery.cli.daemon_command, recovery.daemon, recovery.leader.notifier; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'aiohttp'))"
     )
     done = subprocess.run(

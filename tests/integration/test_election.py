@@ -21,8 +21,8 @@ from recovery.shared.processes import boot_id, start_ticks
 from tests.helpers import expire_session, pause, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
+from zkstore.jobs.job_state_store import JobStateStore
 from zkstore.jobs.records import JobStatus, MemberInfo
-from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
 from zkstore.protocol import PROTOCOL

@@ -10,7 +10,8 @@ import pytest
 
 from tests.cli import run
 from zkstore import __version__, protocol
-from zkstore.cluster import Cluster, fleet
+from zkstore.cluster import Cluster
+from zkstore.cluster import fleet_protocol as fleet
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_FLEET, FleetVersionError, NewerRecord
 from zkstore.jobs.records import MemberInfo

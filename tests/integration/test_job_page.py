@@ -151,8 +151,8 @@ def test_a_job_without_any_trace_is_a_404_page(cluster: Cluster) -> None:
 
 
 def test_a_lost_daemon_says_since_when(cluster: Cluster) -> None:
+    from recovery.observe.cluster_view import read_view
     from recovery.observe.page import render
-    from recovery.observe.view import read_view
 
     cluster.zk.ensure_path(f"{cluster.layout.assignments}/gone/etl")  # its session ended
     since = utc_in(-12)

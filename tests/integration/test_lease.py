@@ -11,10 +11,10 @@ import pytest
 from recovery.driver.lease import SessionLease
 from tests.helpers import connected, expire_session, holds_for, requests_sent, wait_for
 from zkstore.config import StoreConfig
-from zkstore.dev.blackout import Blackout
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.polling import PollingHandler
 from zkstore.zk import ZooKeeper
+from zkstore_dev.blackout import Blackout
 
 
 def test_the_lease_lasts_what_the_server_granted_not_what_was_asked() -> None:

@@ -1,6 +1,6 @@
-"""The lifecycle's writes in the real ZooKeeper (zkstore.lifecycle.ops): a driver's heartbeat,
-fenced on its attempt and gone with its session; the leader's end request, written only for
-the attempt it read; STOPPED recorded only once no driver holds ``running``, fencing out a
+"""The lifecycle's writes in the real ZooKeeper (zkstore.lifecycle.lifecycle_ops): a driver's
+heartbeat, fenced on its attempt and gone with its session; the leader's end request, written only
+for the attempt it read; STOPPED recorded only once no driver holds ``running``, fencing out a
 driver that was about to start."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from zkstore.cluster import Cluster
 from zkstore.errors import FenceLost, HandleExists, VersionConflict
 from zkstore.jobs.records import JobStatus, RunningInfo, read_record
 from zkstore.jobs.states import STARTING
-from zkstore.lifecycle.ops import clear_end_ops, end_ops, heartbeat_ops, stopped_ops
-from zkstore.lifecycle.records import EndRequest, Heartbeat, end_path, heartbeat_path
-from zkstore.lifecycle.states import STOPPED, TIMED_OUT
+from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, heartbeat_ops, stopped_ops
+from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat, end_path, heartbeat_path
+from zkstore.lifecycle.lifecycle_states import STOPPED, TIMED_OUT
 from zkstore.ops import Check, Create, Fence
 from zkstore.strict import parse_time, utc_now
 from zkstore.zk import ZooKeeper

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member.shipper import ShipperService
-from recovery.member.shipping import (
+from recovery.member.log_shipper import ShipperService
+from recovery.member.log_shipping import (
     FollowRequest,
     Shipping,
     private_dir,
@@ -27,8 +27,8 @@ from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
+from zkstore.jobs.log_follower import LogShipper
 from zkstore.jobs.logs import MAX_CHUNK_BYTES, JobLogs, LogFollower
-from zkstore.jobs.logship import LogShipper
 from zkstore.layout import StorageLayout
 from zkstore.storage import StateStorage
 

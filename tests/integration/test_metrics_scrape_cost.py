@@ -1,7 +1,8 @@
 """What a ``/metrics`` scrape costs ZooKeeper does not grow with the jobs that ended: each
-finished job is read once, when its result appears (:class:`recovery.observe.view.EndedJobs`),
-and counted from then on; a result that goes (retention) is forgotten. Requests are counted at
-the kazoo client, every one the scrape sends to the real server."""
+finished job is read once, when its result appears
+(:class:`recovery.observe.cluster_view.EndedJobs`), and counted from then on; a result that goes
+(retention) is forgotten. Requests are counted at the kazoo client, every one the scrape sends to
+the real server."""
 
 from __future__ import annotations
 

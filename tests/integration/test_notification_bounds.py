@@ -19,7 +19,7 @@ from zkstore.dev.embedded import free_port
 from zkstore.errors import NotLeader
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, notification_ops
-from zkstore.lifecycle.policy import Backoff
+from zkstore.lifecycle.retry_backoff import Backoff
 from zkstore.ops import Fence
 from zkstore.strict import utc_moment
 

@@ -29,7 +29,7 @@ from zkstore.lifecycle.outbox import (
     Outbox,
     notification_ops,
 )
-from zkstore.lifecycle.policy import Backoff
+from zkstore.lifecycle.retry_backoff import Backoff
 from zkstore.ops import Fence, SetData
 from zkstore.strict import utc_moment, utc_now
 

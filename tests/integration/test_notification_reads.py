@@ -13,8 +13,8 @@ from tests.helpers import requests_sent
 from tests.integration.test_notification_delivery import FAST, LOOPBACK, lead, record
 from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
+from zkstore.lifecycle.lifecycle_records import NotificationEntry, outbox_path
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, entry_name
-from zkstore.lifecycle.records import NotificationEntry, outbox_path
 from zkstore.ops import Create, Fence
 from zkstore.strict import parse_time, utc_in, utc_now
 

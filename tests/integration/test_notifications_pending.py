@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from recovery.observe.cluster_view import read_view
 from recovery.observe.metrics import ClusterCollector
-from recovery.observe.view import read_view
 from zkstore.cluster import Cluster
 from zkstore.lifecycle.outbox import Event, Outbox, notification_ops
 from zkstore.strict import utc_moment

@@ -8,10 +8,10 @@ import re
 import time
 from typing import Any, cast
 
+from recovery.observe.cluster_view import read_view
 from recovery.observe.jobpage import read_job_page, render_job_page
 from recovery.observe.metrics import ClusterCollector
 from recovery.observe.page import render
-from recovery.observe.view import read_view
 from tests.helpers import plant
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up

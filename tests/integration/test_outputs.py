@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from recovery.driver.artifacts import JobArtifacts
-from recovery.driver.config import DynamicConfig
+from recovery.driver.applied_config import DynamicConfig
+from recovery.driver.artifact_registry import JobArtifacts
 from recovery.driver.context import JobContext
-from recovery.driver.outputs import JobOutputs
+from recovery.driver.output_staging import JobOutputs
 from recovery.driver.signals import AttemptSuperseded
 from tests.cli import run
 from tests.crash_artifacts import write_data
@@ -29,9 +29,9 @@ from tests.integration.test_artifacts import Attempt, Attempts, start
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import ConfigError, CorruptRecord, TooLarge
-from zkstore.jobs.artifacts import release_dead_attempts
+from zkstore.jobs.job_artifacts import release_dead_attempts
 from zkstore.jobs.outputs.manifest import MANIFESTS, chain, manifest_name, read_paths
-from zkstore.jobs.outputs.records import MAX_PARTS, OutputCommit
+from zkstore.jobs.outputs.output_records import MAX_PARTS, OutputCommit
 from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.zk import ZooKeeper
 

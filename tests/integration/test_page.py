@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from recovery.observe.cluster_view import read_view
 from recovery.observe.page import render
-from recovery.observe.view import read_view
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from recovery.observe.cluster_view import read_view
 from recovery.observe.page import CELL_CHARS, FINISHED_HEADERS, JOB_HEADERS, render
-from recovery.observe.view import read_view
 from tests.helpers import plant
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from recovery.cli.main import cli
-from recovery.driver.resources import JobResources
+from recovery.driver.resource_declaring import JobResources
 from tests.cli import connection
 from tests.helpers import REPO, connected, pause, wait_for
 from tests.resource_jobs import Counting, events
@@ -36,7 +36,7 @@ from pyspark.taskcontext import TaskContext
 from pyspark.accumulators import Accumulator
 from recovery.executor.ref import CountsParam, ResourceRef
 from recovery.executor.tasks import TaskFunction
-from recovery.driver.resources import pickle_by_value
+from recovery.driver.resource_declaring import pickle_by_value
 from tests import resource_jobs
 
 OUT = sys.argv[1]

@@ -16,7 +16,7 @@ import pytest
 
 from examples import shared_resource
 from recovery.driver.context import DynamicConfig, JobContext
-from recovery.driver.resources import JobResources
+from recovery.driver.resource_declaring import JobResources
 from tests import resource_jobs
 from tests.resource_jobs import lifecycle, marks
 from zkstore.cluster import Cluster

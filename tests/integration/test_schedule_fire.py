@@ -27,9 +27,9 @@ from zkstore.jobs.records import CancelRequest, read_record
 from zkstore.jobs.states import SUCCEEDED
 from zkstore.ops import Create, Fence, Op
 from zkstore.schedules.fire import Firer
-from zkstore.schedules.records import FIRED, MISSED, SKIPPED, ScheduleSpec
 from zkstore.schedules.runs import run_id, run_summary
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import FIRED, MISSED, SKIPPED, ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.transaction import build_fire
 from zkstore.signing import JobKey, Signer, derive_job_key
 from zkstore.storage import StateStorage

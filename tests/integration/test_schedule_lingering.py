@@ -16,8 +16,8 @@ from zkstore.conditions import CANNOT_FIRE, JOB, SCHEDULE, Condition, ConditionS
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.ops import Delete
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.strict import utc_moment
 
 KIND = "orphan-schedule-payload"

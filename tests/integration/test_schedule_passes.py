@@ -1,4 +1,4 @@
-"""The leader's schedule passes against the real ZooKeeper (recovery.leader.schedules): a pass
+"""The leader's schedule passes against the real ZooKeeper (recovery.leader.schedule_firing): a pass
 fires at most the leadership's budget over every schedule, the schedules take turns, a backlog
 is worked off over several passes a moment apart (a timer, so that the loop serves what waits
 first), a pass gives way to waiting events, and a schedule under the minimum interval is not
@@ -16,13 +16,13 @@ import pytest
 from recovery.leader.election import LeaderElection
 from recovery.leader.grant import LeaderProcess
 from recovery.leader.loop import Event, Leadership, Loop
-from recovery.leader.schedules import BACKLOG_PAUSE, SCHEDULES
+from recovery.leader.schedule_firing import BACKLOG_PAUSE, SCHEDULES
 from recovery.settings import Bounds, DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.schedules.records import ScheduleSpec
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.strict import utc_moment
 
 BUDGET = 5

@@ -16,7 +16,7 @@ import pytest
 PROBE = """
 import os, sys
 os.nice(int(sys.argv[1]))
-from recovery.member.shipping import shipper_niceness
+from recovery.member.log_shipping import shipper_niceness
 print(os.getpriority(os.PRIO_PROCESS, 0), shipper_niceness())
 """
 

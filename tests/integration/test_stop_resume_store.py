@@ -23,9 +23,9 @@ from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.states import FAILED, STARTING
-from zkstore.lifecycle.records import stop_path
+from zkstore.lifecycle.lifecycle_records import stop_path
+from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.redefine import replace_definition
-from zkstore.lifecycle.states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.ops import Create
 from zkstore.strict import parse_time, utc_now

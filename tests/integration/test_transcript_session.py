@@ -1,4 +1,4 @@
-"""The docs' transcript tool on a real session (recovery.dev.transcript): the page's marked block
+"""The docs' transcript tool on a real session (zkstore_dev.transcript): the page's marked block
 is rewritten with what the commands printed against an embedded ZooKeeper, hidden lines run
 unseen, variables carry from one line to the next, the session's directory is shown as
 /tmp/demo, the caller's ZKSTORE_* settings stay out, and what it left running is ended."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev.transcript import regenerate
 from tests.helpers import alive, wait_for
+from zkstore_dev.transcript import regenerate
 
 SESSION = """\
 # a note, left out

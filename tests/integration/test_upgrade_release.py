@@ -1,4 +1,4 @@
-"""The upgrade test finds the previous release's commit in a git history (recovery/dev/upgrade
+"""The upgrade test finds the previous release's commit in a git history (zkstore_dev/upgrade
 previous.py): the tag if the clone has it, else the first commit that set its version."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev.upgrade.previous import (
+from zkstore_dev.upgrade.previous import (
     ReleaseError,
     find_previous,
     release_at,

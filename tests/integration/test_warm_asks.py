@@ -1,5 +1,5 @@
 """An attempt's channel to take a warm JVM at first use (issue 56.1,
-recovery/member/sparkjvm/asks.py), against a daemon's real pool with no JVM ready: the driver's
+recovery/member/warm_jvms/asks.py), against a daemon's real pool with no JVM ready: the driver's
 ask is answered once, with why none, and the channel is closed after it (a second ask finds it
 closed: a driver takes at most one JVM); anything but the ask closes it unanswered; an attempt
 that is over loses its channel. The hand-over of a real JVM is in tests/e2e/test_warm_drivers.py.
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member.sparkjvm.archive import ClassData
-from recovery.member.sparkjvm.asks import WarmAsks
-from recovery.member.sparkjvm.pool import PoolSetup, WarmPool
-from recovery.shared.sparkjvm import ASK
+from recovery.member.warm_jvms.archive import ClassData
+from recovery.member.warm_jvms.asks import WarmAsks
+from recovery.member.warm_jvms.pool import PoolSetup, WarmPool
+from recovery.shared.jvm_settings import ASK
 
 #: Seconds the daemon's thread has to answer (it only looks at its pool here).
 ANSWER = 30.0

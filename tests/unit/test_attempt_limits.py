@@ -1,4 +1,4 @@
-"""Timeouts and hung drivers (zkstore.lifecycle.limits): is an attempt over --timeout,
+"""Timeouts and hung drivers (zkstore.lifecycle.attempt_limits): is an attempt over --timeout,
 --start-timeout or --progress-timeout, and when to look again; the driver's heartbeat gate
 (recovery.driver.heartbeat) that bounds ZooKeeper writes."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from recovery.driver.heartbeat import HeartbeatGate
 from zkstore.errors import ConfigError
-from zkstore.lifecycle.limits import (
+from zkstore.lifecycle.attempt_limits import (
     PROGRESS_TIMEOUT,
     START_TIMEOUT,
     TIMEOUT,
@@ -22,7 +22,7 @@ from zkstore.lifecycle.limits import (
     heartbeat_interval,
     judge,
 )
-from zkstore.lifecycle.states import FAILURE, LOST, STUCK, TIMED_OUT
+from zkstore.lifecycle.lifecycle_states import FAILURE, LOST, STUCK, TIMED_OUT
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 

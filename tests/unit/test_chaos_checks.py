@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from recovery.dev.chaos import job, ledger
-from recovery.dev.chaos.runner import Options, RunReport, plan, table
-from recovery.dev.chaos.schedules import Verdict
+from zkstore_dev.chaos import job, ledger
+from zkstore_dev.chaos.runner import Options, RunReport, plan, table
+from zkstore_dev.chaos.schedule_checker import Verdict
 
 
 def attempt(n: int, start: float, last: float) -> job.Attempt:

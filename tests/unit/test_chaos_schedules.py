@@ -6,7 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from recovery.dev.chaos.schedules import (
+from zkstore.schedules.runs import run_id
+from zkstore.schedules.schedule_records import HistoryEntry
+from zkstore.schedules.timing import Timing
+from zkstore_dev.chaos.schedule_checker import (
     Attempt,
     Run,
     check,
@@ -15,9 +18,6 @@ from recovery.dev.chaos.schedules import (
     recorded,
     scheduled_run,
 )
-from zkstore.schedules.records import HistoryEntry
-from zkstore.schedules.runs import run_id
-from zkstore.schedules.timing import Timing
 
 START = datetime(2026, 11, 24, tzinfo=UTC)
 TIMING = Timing(start=START, every=5)

@@ -29,8 +29,8 @@ def test_every_named_command_loads_and_says_what_the_table_says() -> None:
 
 
 def test_jobs_holds_the_store_and_the_runtime_subcommands() -> None:
-    """``jobs`` is defined by the store (list, show, cancel, forget), ``zkstore.cli.logs`` (logs)
-    and the runtime (wait): all of them are there however the group is reached."""
+    """``jobs`` is defined by the store (list, show, cancel, forget), ``zkstore.cli.log_commands``
+    (logs) and the runtime (wait): all of them are there however the group is reached."""
     jobs = cli.get_command(click.Context(cli), "jobs")
     assert isinstance(jobs, click.Group)
     assert {"list", "show", "cancel", "forget", "logs", "wait"} <= set(jobs.commands)

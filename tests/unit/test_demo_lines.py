@@ -5,12 +5,12 @@ waited 180 s and failed once the pool's line gained its archive note)."""
 from __future__ import annotations
 
 from recovery.dev.demo import WARM_READY
-from recovery.member.sparkjvm.pool import READY_LINE
+from recovery.member.warm_jvms.pool import READY_LINE
 
 
 def test_the_demo_reads_the_pools_ready_line_with_or_without_the_archive() -> None:
     for note in ("", ", without the class-data archive"):
-        line = "2026-11-29 INFO recovery.member.sparkjvm.pool: " + READY_LINE % (
+        line = "2026-11-29 INFO recovery.member.warm_jvms.pool: " + READY_LINE % (
             "w-1",
             4242,
             24.47,

@@ -16,7 +16,7 @@ from zkstore.jobs.shown import (
     read_conf_text,
     zipped_modules,
 )
-from zkstore.service.jobs import attempts_text
+from zkstore.service.job_view import attempts_text
 from zkstore.strict import parse_time
 
 
@@ -147,11 +147,11 @@ def _zip(*names: str) -> bytes:
 def test_a_running_jobs_error_is_none_whatever_an_earlier_attempt_left() -> None:
     """Issue 50: attempt 1 failed, attempt 2 runs (here paused, then being stopped): the
     ERROR column shows nothing; the earlier error stays the labelled ``last_error``."""
-    from zkstore.jobs.control.records import ControlAck
+    from zkstore.jobs.control.control_records import ControlAck
     from zkstore.jobs.records import JobStatus, RunningInfo
     from zkstore.jobs.snapshot import JobSnapshot
     from zkstore.jobs.stops import StopRequest
-    from zkstore.service.jobs import describe, job_error
+    from zkstore.service.job_view import describe, job_error
 
     now = "2026-11-28T00:00:00Z"
     status = JobStatus(

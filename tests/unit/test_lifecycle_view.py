@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 from tests import builders
-from zkstore.cli.jobs import _show_lines
+from zkstore.cli.job_commands import _show_lines
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT
 from zkstore.jobs.stops import EndRequest, StopRequest
-from zkstore.service.jobs import describe
+from zkstore.service.job_view import describe
 from zkstore.strict import parse_time
 
 T = "2026-11-21T12:00:00.000Z"
@@ -108,8 +108,8 @@ def test_stopped_and_how_the_last_attempt_was_ended_and_when_the_next_is_due() -
 
 
 def test_the_status_page_shows_stopping_and_stopped_and_never_the_url() -> None:
+    from recovery.observe.cluster_view import ClusterView
     from recovery.observe.page import render
-    from recovery.observe.view import ClusterView
 
     stop = StopRequest(version=0, requested=parse_time(T), by="ann@h", timeout_ms=0)
     stopping = snapshot(

@@ -13,10 +13,10 @@ import pytest
 from recovery.cli.main import cli
 from recovery.driver.heartbeat import HeartbeatGate
 from zkstore.cli.base import UsageFailure
-from zkstore.cli.lifecycle import lifecycle_summary
+from zkstore.cli.lifecycle_options import lifecycle_summary
 from zkstore.config import TEST_MINIMUMS_ENV, LoweredMinimums, StoreConfig, loopback_only
 from zkstore.errors import ConfigError
-from zkstore.lifecycle.limits import (
+from zkstore.lifecycle.attempt_limits import (
     MIN_HEARTBEAT_INTERVAL,
     MIN_PROGRESS_TIMEOUT,
     Limits,
@@ -83,7 +83,7 @@ def test_the_progress_timeout_floor_is_lowered_only_where_asked() -> None:
 
 def test_submit_and_resume_check_the_options_against_the_configurations_floor() -> None:
     """What ``zkstore submit`` and ``jobs resume`` do with ``--progress-timeout``; the leader
-    reads the summary with the same floor (``recovery.leader.lifecycle.job_lifecycle``)."""
+    reads the summary with the same floor (``recovery.leader.lifecycle_inputs.job_lifecycle``)."""
     given = {"progress_timeout": 2.0}
     with pytest.raises(UsageFailure, match=f"at least {MIN_PROGRESS_TIMEOUT:g} s"):
         lifecycle_summary(given)

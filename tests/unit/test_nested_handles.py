@@ -12,7 +12,7 @@ from zkstore import protocol
 from zkstore.errors import CorruptRecord, NewerRecord
 from zkstore.handle import Handle
 from zkstore.jobs.records import QuarantineEntry
-from zkstore.schedules.records import ScheduleSpec
+from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.strict import parse_time
 
 HANDLE = Handle(

@@ -1,6 +1,6 @@
 """Notification events (zkstore.lifecycle.outbox): the idempotency key, the entries a state
 change adds to its transaction, and the body a receiver gets; the lifecycle's records parse
-strictly (zkstore.lifecycle.records)."""
+strictly (zkstore.lifecycle.lifecycle_records)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,7 @@ import pytest
 
 from zkstore.errors import CorruptRecord
 from zkstore.layout import Layout
-from zkstore.lifecycle.outbox import (
-    ATTEMPT_FAILED,
-    FAILED,
-    QUARANTINED,
-    TIMED_OUT,
-    Event,
-    body,
-    entry_name,
-    notification_ops,
-)
-from zkstore.lifecycle.records import (
+from zkstore.lifecycle.lifecycle_records import (
     MAX_REASON_CHARS,
     EndRequest,
     Heartbeat,
@@ -30,6 +20,16 @@ from zkstore.lifecycle.records import (
     heartbeat_path,
     outbox_path,
     stop_path,
+)
+from zkstore.lifecycle.outbox import (
+    ATTEMPT_FAILED,
+    FAILED,
+    QUARANTINED,
+    TIMED_OUT,
+    Event,
+    body,
+    entry_name,
+    notification_ops,
 )
 from zkstore.ops import Create
 from zkstore.strict import parse_time

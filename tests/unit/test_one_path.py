@@ -17,15 +17,15 @@ from zkstore.admin.lingering.kind import Kind
 from zkstore.errors import ExitCode, TooLarge, ZkStoreError
 from zkstore.handle import MAX_HANDLE_BYTES, Handle
 from zkstore.jobs import control, snapshot
+from zkstore.jobs.job_state_store import JobStateStore
 from zkstore.jobs.records import Assignment, JobStatus, LeaderInfo, MemberInfo
-from zkstore.jobs.state import JobStateStore
 from zkstore.jobs.states import (
     ArtifactScope,
     DriverExit,
     JobState,
     KeyState,
 )
-from zkstore.service.control import COMMANDS
+from zkstore.service.control_service import COMMANDS
 from zkstore.strict import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_every_error_class_carries_its_exit_code_and_http_status() -> None:
 
 
 def test_the_api_maps_no_error_itself() -> None:
-    source = (ROOT / "recovery/observe/api.py").read_text()
+    source = (ROOT / "recovery/observe/http_api.py").read_text()
     assert "_status_of" not in source and "exc.http_status" in source
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from recovery.leader.placement import Fleet, would_take_warm
-from recovery.shared.fleet import Member
+from recovery.shared.fleet_view import Member
 from zkstore.jobs.records import MemberInfo
 from zkstore.jobs.runspec import RunSpec
 from zkstore.strict import parse_time, utc_now

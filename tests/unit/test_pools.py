@@ -1,11 +1,19 @@
-"""Placement by pool, the pure part (recovery/leader/pools.py) and the records: order, limits,
-the waiting reason, and a job's pool in its run options."""
+"""Placement by pool, the pure part (recovery/leader/pool_placement.py) and the records: order,
+limits, the waiting reason, and a job's pool in its run options."""
 
 from __future__ import annotations
 
 import pytest
 
-from recovery.leader.pools import ahead_of, left_over, look_order, order, ready, refusal, running
+from recovery.leader.pool_placement import (
+    ahead_of,
+    left_over,
+    look_order,
+    order,
+    ready,
+    refusal,
+    running,
+)
 from zkstore.cluster.pools import Pool
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.runspec import RunSpec

@@ -12,9 +12,9 @@ import pytest
 
 from zkstore.conditions import Condition, Conditions
 from zkstore.errors import CorruptRecord
-from zkstore.jobs.control.history import HistoryEntry as ControlEntry
+from zkstore.jobs.control.control_history import HistoryEntry as ControlEntry
 from zkstore.jobs.history import JobHistory, LeaderHistory
-from zkstore.schedules.records import ScheduleSpec, ScheduleState
+from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
 from zkstore.strict import time_text
 
 SPEC = (

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pyspark.accumulators import Accumulator
 
-from recovery.driver.resources import JobResources, pickle_by_value
+from recovery.driver.resource_declaring import JobResources, pickle_by_value
 from recovery.executor import registry as registry_module
 from recovery.executor.ref import CountsParam, ResourceRef
 from recovery.executor.registry import Registry, ResourceKey

@@ -1,4 +1,4 @@
-"""Retry pacing (zkstore.lifecycle.policy): exponential backoff with jitter, failed and lost
+"""Retry pacing (zkstore.lifecycle.retry_backoff): exponential backoff with jitter, failed and lost
 attempts paced apart, a stable run resetting the pace; when the next attempt is due."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zkstore.errors import ConfigError
-from zkstore.lifecycle.policy import (
+from zkstore.lifecycle.lifecycle_states import FAILURE, LOST
+from zkstore.lifecycle.retry_backoff import (
     DEFAULT_FAILURE_BACKOFF,
     DEFAULT_LOST_BACKOFF,
     AttemptEnd,
@@ -22,7 +23,6 @@ from zkstore.lifecycle.policy import (
     jitter_fraction,
     next_attempt_due,
 )
-from zkstore.lifecycle.states import FAILURE, LOST
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 EXACT = RetryPolicy(

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import click
 import pytest
 
-from zkstore.cli.schedules import WHEN_KEYS, changed_spec, interval_note, new_spec
+from zkstore.cli.schedule_commands import WHEN_KEYS, changed_spec, interval_note, new_spec
 from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.handle import Handle, PayloadRef
 from zkstore.jobs.records import MAX_RECORD_BYTES
-from zkstore.schedules.records import CHANGES_LIMIT, MAX_REASON_CHARS, Change, ScheduleSpec
+from zkstore.schedules.schedule_records import CHANGES_LIMIT, MAX_REASON_CHARS, Change, ScheduleSpec
 from zkstore.schedules.timing import EPOCH, Timing, aligned_start, format_time, shares_windows
 from zkstore.schedules.update import describe
 from zkstore.strict import parse_time

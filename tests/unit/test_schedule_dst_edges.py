@@ -20,8 +20,8 @@ import pytest
 from zkstore.handle import Handle
 from zkstore.schedules.counting import count, newest_until
 from zkstore.schedules.due import entries, fired, plan, steps
-from zkstore.schedules.records import ScheduleSpec, ScheduleState
 from zkstore.schedules.runs import run_id
+from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
 from zkstore.schedules.timing import Timing, format_time, parse_cron, parse_timezone
 
 ZONES = [

@@ -24,7 +24,7 @@ from zkstore.schedules.due import (
     skipped,
     steps,
 )
-from zkstore.schedules.records import (
+from zkstore.schedules.schedule_records import (
     FIRED,
     HISTORY_LIMIT,
     MISSED,

@@ -15,14 +15,14 @@ from zkstore.jobs.definition import MAX_ENTRY_BYTES, JobDefinition, ShippedFile
 from zkstore.jobs.dependencies import ENDED, Dependency, format_after
 from zkstore.jobs.records import MAX_RECORD_BYTES
 from zkstore.jobs.resubmit import fingerprint
-from zkstore.schedules.records import (
+from zkstore.schedules.runs import AFTER_SCHEDULE, MAX_SCHEDULE_NAME_CHARS, run_id, run_summary
+from zkstore.schedules.schedule_records import (
     HISTORY_LIMIT,
     MAX_REASON_CHARS,
     HistoryEntry,
     ScheduleSpec,
     ScheduleState,
 )
-from zkstore.schedules.runs import AFTER_SCHEDULE, MAX_SCHEDULE_NAME_CHARS, run_id, run_summary
 
 WINDOW = datetime(2026, 11, 24, 2, tzinfo=UTC)
 LONGEST = "n" * MAX_SCHEDULE_NAME_CHARS

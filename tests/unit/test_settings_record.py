@@ -1,5 +1,5 @@
 """The cluster's settings record (``R/settings``): what the leader writes parses back, its digest
-says its values, its signature says who wrote it (zkstore/cluster/settings.py); and the
+says its values, its signature says who wrote it (zkstore/cluster/cluster_settings.py); and the
 conditions record keeps a condition's ``since`` while it holds for the same reason."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from zkstore.cluster.settings import ClusterSettings, settings_digest, settings_key
+from zkstore.cluster.cluster_settings import ClusterSettings, settings_digest, settings_key
 from zkstore.conditions import Condition, Conditions
 from zkstore.errors import CorruptRecord, UntrustedPayload
 from zkstore.strict import parse_time

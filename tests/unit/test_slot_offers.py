@@ -9,7 +9,7 @@ job whose labels no free member has does not hold back the ones behind it.
 from __future__ import annotations
 
 from recovery.leader.placement import Fleet
-from recovery.shared.fleet import Member
+from recovery.shared.fleet_view import Member
 from zkstore.jobs.records import MemberInfo
 from zkstore.strict import parse_time, utc_now
 

@@ -16,21 +16,20 @@ from pathlib import Path
 import pytest
 
 from recovery.capacity import GiB, HostSize, default_max_drivers, default_warm_drivers
-from recovery.driver.sparkjvm import SparkJvm
-from recovery.member.sparkjvm import confdir, home
-from recovery.member.sparkjvm.archive import (
+from recovery.driver.warm_jvm import SparkJvm
+from recovery.member.warm_jvms import confdir, home
+from recovery.member.warm_jvms.archive import (
     ArchiveKey,
     Sidecar,
     private_problem,
     remove_stale,
     verify,
 )
-from recovery.member.sparkjvm.pool import WarmUpFailed, parse_connection_info
-from recovery.member.sparkjvm.records import WarmRecord
+from recovery.member.warm_jvms.pool import WarmUpFailed, parse_connection_info
+from recovery.member.warm_jvms.warm_jvm_records import WarmRecord
 from recovery.proctitle import fit, warm_driver_title
 from recovery.settings import DaemonSettings
-from recovery.shared.sparkconf import spark_submit_args
-from recovery.shared.sparkjvm import (
+from recovery.shared.jvm_settings import (
     JVM_LEVEL,
     SubmitArgs,
     WarmOffer,
@@ -42,6 +41,7 @@ from recovery.shared.sparkjvm import (
     quote_option,
     run_reason,
 )
+from recovery.shared.sparkconf import spark_submit_args
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.runspec import DECIDING_KEYS, RunSpec

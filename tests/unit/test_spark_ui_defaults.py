@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recovery.driver.sparkjvm import SparkJvm
+from recovery.driver.warm_jvm import SparkJvm
 from recovery.driver.workdir import lay_out
 from recovery.shared.sparkconf import LOCAL_IP_ENV, UI_KILL, is_local_master, loopback_ui
 from zkstore.config import ENV_VARS

@@ -17,8 +17,8 @@ from zkstore.jobs.states import (
     STARTING,
     SUCCEEDED,
 )
-from zkstore.lifecycle.records import EndRequest, StopRequest
-from zkstore.lifecycle.states import STOPPED
+from zkstore.lifecycle.lifecycle_records import EndRequest, StopRequest
+from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.stopping import (
     AwaitCheckpoint,
     AwaitEnd,

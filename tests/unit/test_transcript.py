@@ -1,10 +1,10 @@
-"""The docs' sessions (recovery.dev.transcript): what a page marks and what a session shows."""
+"""The docs' sessions (zkstore_dev.transcript): what a page marks and what a session shows."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from recovery.dev.transcript import MARK, _commands, stale
+from zkstore_dev.transcript import MARK, _commands, stale
 
 PAGE = """Before.
 

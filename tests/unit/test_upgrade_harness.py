@@ -1,4 +1,4 @@
-"""The upgrade test's pure parts (recovery/dev/upgrade): which release it runs against, the
+"""The upgrade test's pure parts (zkstore_dev/upgrade): which release it runs against, the
 table of gated features, and the checks it applies to the jobs' evidence."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from packaging.version import Version
 
 import zkstore
-from recovery.dev.chaos.schedules import Attempt, Run
-from recovery.dev.upgrade import checks, features, workload
-from recovery.dev.upgrade.previous import ReleaseError, previous_version, released_versions
 from zkstore.protocol import FEATURES, PROTOCOL, Feature
+from zkstore_dev.chaos.schedule_checker import Attempt, Run
+from zkstore_dev.upgrade import checks, features, workload
+from zkstore_dev.upgrade.previous import ReleaseError, previous_version, released_versions
 
 CHANGELOG = """\
 # Changelog

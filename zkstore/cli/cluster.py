@@ -1,5 +1,5 @@
 """``zkstore cluster settings``: the bounds and policies the cluster's leader enforces, as it
-published them (:mod:`zkstore.cluster.settings`)."""
+published them (:mod:`zkstore.cluster.cluster_settings`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import click
 
 from zkstore.cli.base import Connection, cli, connection_options
 from zkstore.cli.output import emit, format_option
-from zkstore.cluster import Cluster, fleet
-from zkstore.cluster.settings import POLICY_FIELDS, differing, key_for, read_settings, view
+from zkstore.cluster import Cluster
+from zkstore.cluster import fleet_protocol as fleet
+from zkstore.cluster.cluster_settings import POLICY_FIELDS, differing, key_for, read_settings, view
 from zkstore.errors import HandleNotFound
 
 

@@ -15,7 +15,7 @@ import click
 
 from zkstore.admin.inventory import HandleRecord, Problem, read_inventory, verify
 from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
-from zkstore.cli.artifacts import artifact_root_option, with_roots
+from zkstore.cli.artifact_options import artifact_root_option, with_roots
 from zkstore.cli.base import (
     Connection,
     OperationFailed,
@@ -29,7 +29,7 @@ from zkstore.cli.types import Duration
 from zkstore.cluster import Cluster
 from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name
-from zkstore.schedules.store import ScheduleStore
+from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.store import MAX_PUBLISH_DELAY
 from zkstore.strict import time_text
 

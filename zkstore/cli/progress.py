@@ -36,7 +36,7 @@ from zkstore.jobs.states import (
     STARTING,
     SUBMITTED,
 )
-from zkstore.service.jobs import headline
+from zkstore.service.job_view import headline
 
 __all__ = ["Followed", "follow_lines", "interrupted_lines", "start", "state_line"]
 

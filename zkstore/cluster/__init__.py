@@ -3,10 +3,13 @@ span several stores of one job.
 
 ::
 
-    connection.py  :class:`Cluster`: one ZooKeeper session, the storage and every job store
-    fleet.py     the fleet's protocol: ``R/fleet``, the gate on newer features, a daemon's
+    connection.py
+                 :class:`Cluster`: one ZooKeeper session, the storage and every job store
+    fleet_protocol.py
+                 the fleet's protocol: ``R/fleet``, the gate on newer features, a daemon's
                  admission, finalization
-    settings.py  ``R/settings``: the bounds and policies the leader enforces, published
+    cluster_settings.py
+                 ``R/settings``: the bounds and policies the leader enforces, published
     pools.py     ``R/pools``: named limits and priorities of the jobs that run at once
     cleanup.py   a finished job's cleanup (DIRTY -> CLEAN): artifacts, checkpoints, records
     quotas.py    the quota ZooKeeper enforces on each job's node, and the probe that tells

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from zkstore.cluster import Cluster, quotas
 from zkstore.errors import NotEmpty, ZkStoreError
-from zkstore.jobs.artifacts import release_for_cleanup
+from zkstore.jobs.job_artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import JobResult
 from zkstore.ops import Fence

@@ -12,19 +12,19 @@ from collections.abc import Callable
 
 from zkstore.artifacts import ArtifactSpace
 from zkstore.closing import Closeable
-from zkstore.cluster import fleet
+from zkstore.cluster import fleet_protocol as fleet
 from zkstore.config import StoreConfig
 from zkstore.entries import new_instance_id
 from zkstore.errors import HandleExists
-from zkstore.jobs.artifacts import ArtifactStore
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.jobs.claims import ArtifactClaims
 from zkstore.jobs.control import ControlStore
 from zkstore.jobs.graph import JobGraphStore
-from zkstore.jobs.outputs.store import OutputStore
+from zkstore.jobs.job_artifacts import ArtifactStore
+from zkstore.jobs.job_state_store import JobStateStore
+from zkstore.jobs.outputs.output_store import OutputStore
 from zkstore.jobs.quarantine import QuarantineStore
 from zkstore.jobs.results import JobResultStore
-from zkstore.jobs.state import JobStateStore
 from zkstore.layout import Layout, StorageLayout
 from zkstore.ops import Create
 from zkstore.storage import StateStorage

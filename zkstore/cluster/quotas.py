@@ -36,8 +36,8 @@ from kazoo.security import ACL, Id, Permissions
 
 from zkstore.errors import AccessDenied, HandleNotFound, QuotaExceeded, ZkStoreError
 from zkstore.handle import MAX_HANDLE_BYTES
-from zkstore.jobs.artifacts import MAX_ARTIFACTS
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN
+from zkstore.jobs.job_artifacts import MAX_ARTIFACTS
 from zkstore.jobs.records import MAX_RECORD_BYTES
 from zkstore.layout import Layout
 from zkstore.ops import Create, Op

@@ -38,10 +38,10 @@ from zkstore.errors import (
     WrongState,
 )
 from zkstore.handle import Handle
+from zkstore.jobs.job_state_store import who
 from zkstore.jobs.logs import JobLogs
 from zkstore.jobs.records import CancelRequest, JobStatus, QuarantineEntry
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshot
-from zkstore.jobs.state import who
 from zkstore.jobs.states import CANCELLED, CLEAN, DIRTY, FAILED, PENDING
 from zkstore.ops import Delete, Fence, Op, SetData, absent
 from zkstore.retry import RACES, TryAgain

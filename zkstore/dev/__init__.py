@@ -5,8 +5,6 @@ contract says so); ``zkstore zookeeper`` is a dev command, loaded by name.
 
     embedded.py    an embedded ZooKeeper server, from the pyspark wheel's jars: for
                    development, the demo and the tests
-    ensemble.py    a three-server ZooKeeper ensemble on loopback ports (chaos, outage tests)
-    blackout.py    TCP proxies in front of ZooKeeper servers that can take every one away at once
     lifeline.py    child processes that die with their parent (a parent-death signal)
     commands.py    the dev commands of the store: ``zkstore zookeeper``
 """

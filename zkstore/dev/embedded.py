@@ -3,7 +3,7 @@
 It runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` from the jars that the installed
 ``pyspark`` wheel ships (``pyspark/jars/zookeeper-*.jar``) with the machine's ``java``, on a free
 127.0.0.1 port and a temporary data directory. It is a single server: fine for development, not a
-production ensemble (:mod:`zkstore.dev.ensemble` runs three servers for the chaos tests).
+production ensemble (:mod:`zkstore_dev.ensemble` runs three servers for the chaos tests).
 
 The server dies with the process that started it (:mod:`zkstore.dev.lifeline`): a SIGKILLed
 ``zkstore zookeeper``, demo or test run leaves no JVM behind.
@@ -154,7 +154,7 @@ class EmbeddedZooKeeper(Closeable):
     ``jvm_options`` come after those, so a caller's own ``-XX`` flag wins.
 
     ``address`` is where it serves clients (127.0.0.1 by default; a host's own address in a
-    network namespace, :mod:`recovery.dev.hosts`), ``command_prefix`` what its command is run
+    network namespace, :mod:`zkstore_dev.hosts`), ``command_prefix`` what its command is run
     through (``ip netns exec NAME``: the JVM keeps the pid that is started).
     """
 

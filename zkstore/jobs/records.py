@@ -261,7 +261,7 @@ class JobStatus(Record):
     daemon_id: str | None = None
     reason: str | None = None
     #: consecutive failures / lost attempts since the last stable run (the retry pacing's
-    #: streaks, :class:`zkstore.lifecycle.policy.Streak`); missing: as ``failures``/``lost``
+    #: streaks, :class:`zkstore.lifecycle.retry_backoff.Streak`); missing: as ``failures``/``lost``
     streak_failures: int | None = None
     streak_lost: int | None = None
     #: how the leader ended the last attempt (TIMED_OUT, STUCK, STOPPED), and why
@@ -445,7 +445,7 @@ class MemberInfo(Record):
     serves_from: int | None = None
     release: str | None = None
     #: the digest of the settings the daemon would enforce as a leader
-    #: (:func:`zkstore.cluster.settings.settings_digest`); a daemon older than them has none
+    #: (:func:`zkstore.cluster.cluster_settings.settings_digest`); a daemon older than them has none
     settings: str | None = None
     #: its driver users out of its pool (``--driver-user``), name -> why (a process left
     #: running as it, or what could not be removed of what a driver left); read by people

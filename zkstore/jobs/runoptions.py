@@ -5,7 +5,7 @@ runspec.RunSpec`.
 ``--progress-timeout``, the ``--retry-*`` pacing and ``--notify`` said: seconds (a limit of 0
 turned off), and the URL. An option not given is None: the leader's own default applies (its
 ``--restart-backoff`` and ``--max-backoff`` pace a job that sets none), so the value is what the
-job asked, and :func:`recovery.leader.lifecycle.job_lifecycle` lays it over the leader's
+job asked, and :func:`recovery.leader.lifecycle_inputs.job_lifecycle` lays it over the leader's
 defaults into a :class:`zkstore.lifecycle.options.Lifecycle` at each decision (where a
 combination that is not valid is ignored, as before: the leader decides for every job).
 

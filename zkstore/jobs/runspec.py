@@ -77,7 +77,7 @@ START_BYTES = 24
 #: settings nobody decides by are left out.
 MAX_RUN_BYTES = 560
 #: The settings fixed when a driver JVM starts, and ``spark.master``: what decides whether an
-#: attempt may take a warm driver (kept in full, first). See recovery.shared.sparkjvm.JVM_LEVEL.
+#: attempt may take a warm driver (kept in full, first). See recovery.shared.jvm_settings.JVM_LEVEL.
 DECIDING_KEYS = frozenset(
     {
         "spark.master",

@@ -38,7 +38,7 @@ from zkstore.errors import (
     NewerRecord,
 )
 from zkstore.handle import Handle
-from zkstore.jobs.control.records import ControlAck
+from zkstore.jobs.control.control_records import ControlAck
 from zkstore.jobs.records import (
     CancelRequest,
     JobResult,

@@ -1,7 +1,7 @@
 """A job's stop, end and heartbeat records (``R/jobs/<job>/stop|end|heartbeat``): read by the
 snapshot (:mod:`zkstore.jobs.snapshot`), written by :mod:`zkstore.lifecycle` (the client's stop,
 the leader's end request) and by the driver (its heartbeat). See
-:mod:`zkstore.lifecycle.records` for who writes what and when.
+:mod:`zkstore.lifecycle.lifecycle_records` for who writes what and when.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class EndRequest(Record):
     """``R/jobs/<job>/end``: the leader ended ``attempt`` (``reason``: TIMED_OUT, STUCK or
     STOPPED; ``detail`` names the limit). Its member sends the driver SIGTERM, then after
     ``grace_ms`` SIGKILL to its process group, and records the exit; the leader counts the
-    attempt once it is known dead (:data:`~zkstore.lifecycle.states.COUNTED_AS`)."""
+    attempt once it is known dead (:data:`~zkstore.lifecycle.lifecycle_states.COUNTED_AS`)."""
 
     attempt: int = 0
     reason: str = ""

@@ -2,15 +2,20 @@
 
 The family, bottom up (each module pure unless it says otherwise)::
 
-    states.py        the words this family adds: STOPPED, TIMED_OUT, STUCK and the event names
-    policy.py        retry pacing: exponential backoff with jitter, apart for failed and lost
+    lifecycle_states.py
+                     the words this family adds: STOPPED, TIMED_OUT, STUCK and the event names
+    retry_backoff.py
+                     retry pacing: exponential backoff with jitter, apart for failed and lost
                      attempts, reset after a stable run; when the next attempt is due
-    limits.py        --timeout, --start-timeout, --progress-timeout: is an attempt over its
+    attempt_limits.py
+                     --timeout, --start-timeout, --progress-timeout: is an attempt over its
                      limits, and when to look again; how often a driver may write a heartbeat
     options.py       a job's lifecycle options (the two above and --notify) in its handle summary
-    records.py       the records: stop request, end request, heartbeat, notification entry
+    lifecycle_records.py
+                     the records: stop request, end request, heartbeat, notification entry
     stopping.py      the leader's decision for a job that is asked to stop, stopping, or stopped
-    ops.py           the ops the leader (end, stopped) and the driver (heartbeat) add to their
+    lifecycle_ops.py
+                     the ops the leader (end, stopped) and the driver (heartbeat) add to their
                      transactions
     stopstore.py     (ZooKeeper) ``jobs stop`` and ``jobs resume``: the client's writes
     redefine.py      (ZooKeeper + storage) replacing a stopped job's definition

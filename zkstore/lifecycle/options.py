@@ -3,7 +3,7 @@
 The leader decides without reading payloads, so what it needs of these options travels in the
 job's handle summary: only the values given, to keep the handle small (a handle is at most
 2 KB; these keys take at most about 300 bytes with a notification URL of
-:data:`~zkstore.lifecycle.records.MAX_URL_BYTES`), in the job's typed run options (fleet
+:data:`~zkstore.lifecycle.lifecycle_records.MAX_URL_BYTES`), in the job's typed run options (fleet
 protocol 4: :class:`~zkstore.jobs.runoptions.LifecycleOptions`, read once on its snapshot),
 flat scalars before. A missing key is the default of the leader that reads it:
 :class:`Lifecycle` is what the leader decides by, its defaults with the job's options laid
@@ -24,9 +24,9 @@ from typing import Any
 from zkstore.errors import ConfigError
 from zkstore.handle import SummaryValue
 from zkstore.jobs.runoptions import LIFECYCLE_KEYS, LIMIT_KEYS, NOTIFY_KEY
-from zkstore.lifecycle.limits import Limits
-from zkstore.lifecycle.policy import Backoff, RetryPolicy
-from zkstore.lifecycle.records import url_problem
+from zkstore.lifecycle.attempt_limits import Limits
+from zkstore.lifecycle.lifecycle_records import url_problem
+from zkstore.lifecycle.retry_backoff import Backoff, RetryPolicy
 
 __all__ = ["NOTIFY_KEY", "RESET_KEY", "SUMMARY_KEYS", "Lifecycle"]
 

@@ -40,7 +40,12 @@ from typing import Any
 
 from zkstore.errors import CorruptRecord, HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
-from zkstore.lifecycle.records import NotificationEntry, outbox_path, redact_url, url_problem
+from zkstore.lifecycle.lifecycle_records import (
+    NotificationEntry,
+    outbox_path,
+    redact_url,
+    url_problem,
+)
 from zkstore.ops import Create, Delete, Fence, Op, SetData
 from zkstore.strict import time_text, utc_moment
 from zkstore.zk import ZooKeeper

@@ -1,7 +1,7 @@
 """The leader's decision for a job that is asked to stop, is stopping, or is stopped. Pure.
 
-The records (see :mod:`zkstore.lifecycle.records`): the user's wish is the ``stop`` node (its
-presence; ``jobs resume`` deletes it); the leader writes the ``end`` request that its member
+The records (see :mod:`zkstore.lifecycle.lifecycle_records`): the user's wish is the ``stop`` node
+(its presence; ``jobs resume`` deletes it); the leader writes the ``end`` request that its member
 carries out, and records STOPPED in the job's status; the member records the driver's exit. Each
 step is one write, and :func:`stop_step` decides from what exists, never from what happened
 before, so that a new leader (or a restarted daemon) at any point goes on from the records::
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from zkstore.jobs.states import BROKEN, CANCELLED, PENDING, RESTARTING, STARTING, SUCCEEDED
-from zkstore.lifecycle.records import EndRequest, StopRequest
-from zkstore.lifecycle.states import STOPPED
+from zkstore.lifecycle.lifecycle_records import EndRequest, StopRequest
+from zkstore.lifecycle.lifecycle_states import STOPPED
 
 __all__ = [
     "DEFAULT_GRACE",

@@ -44,11 +44,11 @@ from zkstore.jobs import history
 from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import JobHistory
+from zkstore.jobs.job_state_store import who
 from zkstore.jobs.records import JobStatus, read_record
-from zkstore.jobs.state import who
-from zkstore.lifecycle.records import StopRequest, stop_path
+from zkstore.lifecycle.lifecycle_records import StopRequest, stop_path
+from zkstore.lifecycle.lifecycle_states import STOPPED, STOPPING
 from zkstore.lifecycle.redefine import replace_definition
-from zkstore.lifecycle.states import STOPPED, STOPPING
 from zkstore.ops import Check, Create, Delete, Fence, Op
 from zkstore.retry import RACES, TryAgain
 from zkstore.strict import time_text, utc_moment

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 
 from zkstore.jobs.records import MAX_FIELD_INT
 from zkstore.schedules.counting import count, newest_until, split
-from zkstore.schedules.records import (
+from zkstore.schedules.schedule_records import (
     ALLOW,
     FIRED,
     FORBID,

@@ -71,16 +71,16 @@ from zkstore.schedules.due import (
     skipped,
     steps,
 )
-from zkstore.schedules.limits import interval_refusal
-from zkstore.schedules.records import (
+from zkstore.schedules.runs import AFTER_SCHEDULE, is_run_of, run_id, run_summary
+from zkstore.schedules.schedule_limits import interval_refusal
+from zkstore.schedules.schedule_records import (
     ALLOW,
     FIRED,
     HistoryEntry,
     ScheduleSpec,
     ScheduleState,
 )
-from zkstore.schedules.runs import AFTER_SCHEDULE, is_run_of, run_id, run_summary
-from zkstore.schedules.store import ScheduleStore, commit_settled
+from zkstore.schedules.schedule_store import ScheduleStore, commit_settled
 from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import Transaction, build_fire
 from zkstore.store import is_marked

@@ -38,7 +38,7 @@ stores the first multiple of the interval since the epoch after creation
 clock (``--every 15m``: :00, :15, :30, :45 of every hour): two schedules of the same interval,
 or of intervals one a multiple of the other, share windows, which ``--after-schedule`` needs.
 A schedule created before that stored no start: its windows are creation plus one interval,
-plus multiples of it (:meth:`~zkstore.schedules.records.ScheduleSpec.timing`), as before.
+plus multiples of it (:meth:`~zkstore.schedules.schedule_records.ScheduleSpec.timing`), as before.
 """
 
 from __future__ import annotations

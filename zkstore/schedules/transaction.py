@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zkstore.ops import Check, Fence, Op, SetData
-from zkstore.schedules.records import SchedulePaths, ScheduleState
+from zkstore.schedules.schedule_records import SchedulePaths, ScheduleState
 
 __all__ = ["Transaction", "build_fire"]
 

@@ -2,8 +2,8 @@
 
 :func:`update` reads the spec at version *v*, applies the change, and writes it back with a
 check of *v* (a race re-reads and applies the change again). The spec records what changed
-(:class:`~zkstore.schedules.records.Change`: when, by whom, ``every: 15s -> 30s``) in the same
-write. A change of the run options (``--timeout``, ``--notify``, the retry pacing, the attempt
+(:class:`~zkstore.schedules.schedule_records.Change`: when, by whom, ``every: 15s -> 30s``) in the
+same write. A change of the run options (``--timeout``, ``--notify``, the retry pacing, the attempt
 limits) is a new definition: written create-only at a fresh key under the schedule's prefix
 before the spec, the old one discarded after it. A crash at any line leaves the old spec (and
 perhaps an orphan new payload, which ``handles lingering`` finds) or the new spec (and perhaps
@@ -28,8 +28,8 @@ from zkstore.jobs.runoptions import LIMIT_KEYS, NOTIFY_KEY, RETRY_KEYS
 from zkstore.jobs.runspec import RunSpec
 from zkstore.ops import SetData
 from zkstore.retry import RACES
-from zkstore.schedules.records import Change, ScheduleSpec
-from zkstore.schedules.store import ScheduleStore, check
+from zkstore.schedules.schedule_records import Change, ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore, check
 from zkstore.strict import second_text, utc_moment
 
 __all__ = ["RUN_KEYS", "WHEN_FIELDS", "describe", "run_options", "update"]

@@ -9,20 +9,21 @@ removes, the others are for people to decide:
 ``dangling-handle`` a live handle whose payload is missing or has the wrong size; cleanup
                     quarantines the job (:mod:`.payloads`)
 ``marked-node``     a handle marked for deletion whose removal never finished (:mod:`.payloads`)
-``dirty-result``    a job's result whose cleanup never finished (:mod:`.records`)
+``dirty-result``    a job's result whose cleanup never finished (:mod:`.lingering_records`)
 ``artifact-of-dead-attempt``, ``artifact-of-ended-job``
                     artifacts nobody owns any more; cleanup releases them, data then record
-                    (:mod:`.artifacts`)
+                    (:mod:`.lingering_artifacts`)
 ``output-staging``  an output's part staged by an attempt whose driver is gone and never
-                    committed (:mod:`.outputs`)
+                    committed (:mod:`.lingering_outputs`)
 ``empty-job-tree``  ``R/jobs/<job>`` records of a job that is not current, not quarantined and
-                    not being cleaned up (:mod:`.records`)
+                    not being cleaned up (:mod:`.lingering_records`)
 ``quarantined-job`` a job in quarantine (reported, never removed by cleanup)
 ``orphan-schedule-payload``
-                    a schedule's definition that no schedule references (:mod:`.schedules`)
+                    a schedule's definition that no schedule references
+                    (:mod:`.lingering_schedules`)
 ``orphan-conditions``
                     the leader's conditions on a schedule or a job that no longer exists
-                    (:mod:`.conditions`)
+                    (:mod:`.lingering_conditions`)
 
 Every deletion is re-checked against ZooKeeper just before it is made, so that a payload
 published meanwhile is never removed; nothing younger than the minimum age is ever touched.
@@ -33,11 +34,16 @@ The modules::
 
     kind.py        what every kind is: a :class:`Kind` finds its findings and cleans one up
     payloads.py    orphan payloads, dangling handles, marked nodes
-    records.py     dirty results, empty job trees, quarantined jobs
-    artifacts.py   artifacts of dead attempts and of ended jobs
-    outputs.py     staged output parts never committed
-    schedules.py   orphan schedule payloads
-    conditions.py  conditions of schedules and jobs that are gone
+    lingering_records.py
+                   dirty results, empty job trees, quarantined jobs
+    lingering_artifacts.py
+                   artifacts of dead attempts and of ended jobs
+    lingering_outputs.py
+                   staged output parts never committed
+    lingering_schedules.py
+                   orphan schedule payloads
+    lingering_conditions.py
+                   conditions of schedules and jobs that are gone
 """
 
 from __future__ import annotations
@@ -46,13 +52,13 @@ import time
 from collections.abc import Callable
 
 from zkstore.admin.inventory import Inventory, read_inventory
-from zkstore.admin.lingering.artifacts import DeadAttemptArtifact, EndedJobArtifact
-from zkstore.admin.lingering.conditions import OrphanConditions
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
-from zkstore.admin.lingering.outputs import OutputStaging
+from zkstore.admin.lingering.lingering_artifacts import DeadAttemptArtifact, EndedJobArtifact
+from zkstore.admin.lingering.lingering_conditions import OrphanConditions
+from zkstore.admin.lingering.lingering_outputs import OutputStaging
+from zkstore.admin.lingering.lingering_records import DirtyResult, EmptyJobTree, QuarantinedJob
+from zkstore.admin.lingering.lingering_schedules import OrphanSchedulePayload
 from zkstore.admin.lingering.payloads import DanglingHandle, MarkedNode, OrphanPayload
-from zkstore.admin.lingering.records import DirtyResult, EmptyJobTree, QuarantinedJob
-from zkstore.admin.lingering.schedules import OrphanSchedulePayload
 from zkstore.cluster import Cluster
 from zkstore.errors import StoreUnavailable, ZkStoreError
 

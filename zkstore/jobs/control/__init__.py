@@ -10,22 +10,22 @@ the job declared, and the history of changes.
     S/<cluster>/jobs/<job>/control-history/<version>-<uuid>.json   one change each (bounded)
 
 :class:`ControlStore` is the Python API (``zkstore control`` and the HTTP API use it);
-:func:`read_view` the picture ``control get`` shows. The job's side is ``recovery.driver.control``.
-The modules::
+:func:`read_view` the picture ``control get`` shows. The job's side is
+``recovery.driver.job_control``. The modules::
 
-    values.py    what a control object may hold: flat keys, scalar values, built-ins, types
-    records.py   what the driver writes beside it: the acknowledgement, the declared keys
-    store.py     :class:`ControlStore`: set (compare-and-set), acknowledge, declare
-    history.py   the history of changes: one small object per change, in storage
-    view.py      desired against applied, per key: what ``control get`` shows
+    values.py           what a control object may hold: flat keys, scalar values, built-ins, types
+    control_records.py  what the driver writes beside it: the acknowledgement, the declared keys
+    control_store.py    :class:`ControlStore`: set (compare-and-set), acknowledge, declare
+    control_history.py  the history of changes: one small object per change, in storage
+    control_view.py     desired against applied, per key: what ``control get`` shows
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zkstore.jobs.control.history import ControlHistory, HistoryEntry, gaps
-    from zkstore.jobs.control.records import (
+    from zkstore.jobs.control.control_history import ControlHistory, HistoryEntry, gaps
+    from zkstore.jobs.control.control_records import (
         APPLIED,
         NEEDS_RESTART,
         REJECTED,
@@ -33,7 +33,14 @@ if TYPE_CHECKING:
         ControlKeys,
         KeyDecision,
     )
-    from zkstore.jobs.control.store import ControlChange, ControlStore, Declared, Desired
+    from zkstore.jobs.control.control_store import ControlChange, ControlStore, Declared, Desired
+    from zkstore.jobs.control.control_view import (
+        CONTROL_REQUEST_FIELD,
+        CONTROL_VERSION_FIELD,
+        KEY_PENDING,
+        ControlView,
+        read_view,
+    )
     from zkstore.jobs.control.values import (
         CHECKPOINT,
         LOG_LEVEL,
@@ -43,30 +50,23 @@ if TYPE_CHECKING:
         log_level,
         value_error,
     )
-    from zkstore.jobs.control.view import (
-        CONTROL_REQUEST_FIELD,
-        CONTROL_VERSION_FIELD,
-        KEY_PENDING,
-        ControlView,
-        read_view,
-    )
 
 # Each name is imported from its module on first use: the snapshot reader needs the records only,
 # and must not pay for the history's storage (issue 27: `zkstore jobs list` answers at once).
 _HOMES = {
-    "ControlHistory": "zkstore.jobs.control.history",
-    "HistoryEntry": "zkstore.jobs.control.history",
-    "gaps": "zkstore.jobs.control.history",
-    "APPLIED": "zkstore.jobs.control.records",
-    "NEEDS_RESTART": "zkstore.jobs.control.records",
-    "REJECTED": "zkstore.jobs.control.records",
-    "ControlAck": "zkstore.jobs.control.records",
-    "ControlKeys": "zkstore.jobs.control.records",
-    "KeyDecision": "zkstore.jobs.control.records",
-    "ControlChange": "zkstore.jobs.control.store",
-    "ControlStore": "zkstore.jobs.control.store",
-    "Declared": "zkstore.jobs.control.store",
-    "Desired": "zkstore.jobs.control.store",
+    "ControlHistory": "zkstore.jobs.control.control_history",
+    "HistoryEntry": "zkstore.jobs.control.control_history",
+    "gaps": "zkstore.jobs.control.control_history",
+    "APPLIED": "zkstore.jobs.control.control_records",
+    "NEEDS_RESTART": "zkstore.jobs.control.control_records",
+    "REJECTED": "zkstore.jobs.control.control_records",
+    "ControlAck": "zkstore.jobs.control.control_records",
+    "ControlKeys": "zkstore.jobs.control.control_records",
+    "KeyDecision": "zkstore.jobs.control.control_records",
+    "ControlChange": "zkstore.jobs.control.control_store",
+    "ControlStore": "zkstore.jobs.control.control_store",
+    "Declared": "zkstore.jobs.control.control_store",
+    "Desired": "zkstore.jobs.control.control_store",
     "CHECKPOINT": "zkstore.jobs.control.values",
     "LOG_LEVEL": "zkstore.jobs.control.values",
     "PAUSE": "zkstore.jobs.control.values",
@@ -74,11 +74,11 @@ _HOMES = {
     "job_values": "zkstore.jobs.control.values",
     "log_level": "zkstore.jobs.control.values",
     "value_error": "zkstore.jobs.control.values",
-    "CONTROL_REQUEST_FIELD": "zkstore.jobs.control.view",
-    "CONTROL_VERSION_FIELD": "zkstore.jobs.control.view",
-    "KEY_PENDING": "zkstore.jobs.control.view",
-    "ControlView": "zkstore.jobs.control.view",
-    "read_view": "zkstore.jobs.control.view",
+    "CONTROL_REQUEST_FIELD": "zkstore.jobs.control.control_view",
+    "CONTROL_VERSION_FIELD": "zkstore.jobs.control.control_view",
+    "KEY_PENDING": "zkstore.jobs.control.control_view",
+    "ControlView": "zkstore.jobs.control.control_view",
+    "read_view": "zkstore.jobs.control.control_view",
 }
 
 

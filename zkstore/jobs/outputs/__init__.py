@@ -17,8 +17,8 @@ are. What was staged and never committed is deleted with the attempt's other art
 
 The modules::
 
-    records.py    the two records (parsed strictly, bounded: a commit's node stays under 64 KB)
-    manifest.py   the manifest (what a reader sees) and the file written next to the data;
-                  ``read_paths(uri)`` reads it without zkstore's runtime
-    store.py      :class:`OutputStore`: declare, the commit's ops, read, sweep, remove
+    output_records.py  the two records (parsed strictly, bounded: a commit's node stays under 64 KB)
+    manifest.py        the manifest (what a reader sees) and the file written next to the data;
+                       ``read_paths(uri)`` reads it without zkstore's runtime
+    output_store.py    :class:`OutputStore`: declare, the commit's ops, read, sweep, remove
 """

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zkstore.jobs.outputs.records import OutputCommit, part_problem
+from zkstore.jobs.outputs.output_records import OutputCommit, part_problem
 
 __all__ = [
     "FORMAT",

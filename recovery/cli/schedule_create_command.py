@@ -1,0 +1,108 @@
+"""``zkstore schedules create``: a job definition built as ``submit`` builds it (the same job
+options and run options: one option stack, :mod:`recovery.cli.joboptions` and
+:func:`zkstore.cli.lifecycle_options.lifecycle_options`), stored once as a schedule
+(:mod:`zkstore.schedules.schedule_store`); the leader runs it at every window. The other schedule
+commands are the store's (:mod:`zkstore.cli.schedule_commands`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from recovery.cli.joboptions import job_options, split_job_options
+from recovery.client.api import Client
+from zkstore.cli.base import Connection, store_timeout_connection_options
+from zkstore.cli.lifecycle_options import lifecycle_options, lifecycle_summary
+from zkstore.cli.schedule_commands import (
+    WHEN_KEYS,
+    interval_note,
+    new_spec,
+    schedules,
+    when_options,
+)
+from zkstore.errors import ConfigError, HandleNotFound
+from zkstore.schedules.runs import validate_name
+from zkstore.schedules.schedule_records import ScheduleSpec
+from zkstore.schedules.schedule_store import ScheduleStore
+from zkstore.schedules.schedule_view import next_window
+from zkstore.schedules.timing import shares_windows
+from zkstore.strict import optional_second_text, time_text
+
+
+@schedules.command("create", context_settings={"ignore_unknown_options": False})
+@click.argument("schedule_name", metavar="NAME")
+@click.argument("target", metavar="FILE.py[:FUNCTION]")
+@click.argument("args", nargs=-1, metavar="[-- ARGS...]")
+@store_timeout_connection_options
+@when_options(update=False)
+@job_options
+@lifecycle_options
+def create_schedule(
+    schedule_name: str,
+    target: str,
+    args: tuple[str, ...],
+    connection: Connection,
+    **options: Any,
+) -> None:
+    """Run FILE.py[:FUNCTION] at every window of --cron or --every, each window once.
+
+    Each window's run is a job named NAME-<window, UTC> (NAME-20261124T020000Z), with the
+    job options and run options given here, as submit takes them (--timeout is each run's
+    time limit; --notify, the retry pacing); `schedules show NAME` lists them, the recent
+    windows and how many it is behind. Prints NAME and the next window. Windows closer than
+    the cluster's minimum (the leader's --schedule-min-interval, default 10s: `zkstore
+    cluster settings` shows it) are refused, as is a --notify the leader would drop, a
+    --start-at more than --catchup-max windows back with --catchup all, and an
+    --after-schedule whose windows are not this schedule's.
+    """
+    name = validate_name(schedule_name)
+    when = {key: options.pop(key) for key in WHEN_KEYS}
+    job, lifecycle = split_job_options(options)
+    now = datetime.now(UTC)
+    spec = new_spec(name, now, **when)
+    with Client(connection.config) as client:
+        client.policy.check_schedule(spec, now)  # the leader's minimum, not this environment's
+        store = ScheduleStore.for_config(connection.config, client.cluster.zk)
+        if spec.after_schedule is not None:
+            check_chain(spec, store)
+        definition = client.definition_for_file(
+            target,
+            list(args),
+            job_id=name,
+            warn=lambda message: click.echo(f"zkstore: warning: {message}", err=True),
+            lifecycle=lifecycle_summary(lifecycle),
+            **job,
+        )
+        client.check_definition(definition)
+        created = store.create(spec, definition)
+    click.echo(name)
+    note = interval_note(created.spec, when["every"], aligned=when["start_at"] is None)
+    if note is not None:
+        click.echo(note, err=True)
+    upcoming = next_window(created.spec, datetime.now(UTC))
+    if upcoming is not None:
+        click.echo(f"next window: {upcoming}", err=True)
+
+
+def check_chain(spec: ScheduleSpec, store: ScheduleStore) -> None:
+    """Refuse (:class:`ConfigError`, exit 2) an ``--after-schedule`` of an ``--every``
+    schedule whose windows are not all windows of this one's: every run would wait for a
+    window the other schedule never has, and fail. A schedule not made yet is not judged."""
+    other = spec.after_schedule
+    assert other is not None
+    try:
+        theirs = store.spec(other)
+    except HandleNotFound:
+        return
+    if shares_windows(spec.timing(), theirs.timing()):
+        return
+    theirs_from = optional_second_text(theirs.start_at) or time_text(theirs.created)
+    raise ConfigError(
+        f"--after-schedule {other}: its windows (every {theirs.every}s from {theirs_from}) are "
+        f"not all this schedule's (every {spec.every}s from "
+        f"{optional_second_text(spec.start_at)}): a run of a window {other} does not have would "
+        f"fail; give --every a multiple of {theirs.every}s without --start-at (windows at "
+        "multiples of the interval), the same --start-at as its, or a --cron for both"
+    )

@@ -1,0 +1,434 @@
+"""The class-data-sharing archive a daemon's Spark driver JVMs map Spark's classes from.
+
+A Spark driver JVM loads and verifies some ten thousand classes from the jars at each start; a
+dynamic CDS archive (``-XX:ArchiveClassesAtExit`` to make, ``-XX:SharedArchiveFile`` to use,
+JDK 13 and newer) holds them ready to map. The daemon makes one in the background at its start
+(:class:`ClassData`), never blocking a launch: until it is ready, drivers start as before.
+
+It is made once per **key** (:class:`ArchiveKey`): the Java binary (resolved path, size, time),
+pyspark's version and home, and the class path Spark's launcher gives a driver here
+(:mod:`.home`); the archive's name is a digest of the key, and a sidecar file beside it names the
+key with the archive's size and sha256. It is used only after it is verified (:func:`verify`):
+both files regular, not links, this user's and writable by nobody else, in a directory of this
+user's that nobody else may change; the sidecar naming this very key; the archive's bytes
+matching the sidecar's digest. Anything else (another key: a new pyspark, a new Java; a file
+somebody else wrote; a cut-off write) is ignored, said in the daemon's log, and a new archive
+made. The JVM checks again what it can (its own build, each jar's size and time, the class
+path's order) and silently loads the classes from the jars when they differ: a stale archive
+costs time, never correctness. A JVM that refuses it (``-Xshare:auto``, the default) starts
+anyway.
+
+The archive and its sidecar are the only files the daemon removes here, and only its own
+(:func:`remove_stale`): regular files of this user's whose names it gives, never through a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from recovery.member.warm_jvms import confdir, home
+from recovery.shared.jvm_settings import ARCHIVE_ENV, PROPERTIES_ENV
+from zkstore.strict import utc_now
+
+__all__ = [
+    "FORMAT",
+    "MAKE_NICE",
+    "MAKE_TIMEOUT",
+    "SIDECAR",
+    "SUFFIX",
+    "WARM_UP",
+    "ArchiveKey",
+    "ClassData",
+    "Sidecar",
+    "digest",
+    "locked",
+    "make",
+    "prepare_directory",
+    "private_problem",
+    "remove_stale",
+    "verify",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+SUFFIX = ".jsa"
+SIDECAR = ".json"
+_NAME = re.compile(r"spark-[0-9a-f]{16}\.(jsa|json)")
+#: Seconds the making of an archive may take (a Spark job: 25 s of CPU here).
+MAKE_TIMEOUT = 900.0
+#: The niceness the archive is made at (``nice -n``): below the warm JVM started meanwhile.
+MAKE_NICE = 10
+#: What an archive is made from: a driver's start, a query, an RDD job with a Python worker,
+#: the context's stop (the classes a driver loads, most of what a first query loads).
+WARM_UP = """\
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").appName("zkstore class-data archive").getOrCreate()
+spark.range(100).selectExpr("sum(id)").collect()
+spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2).sum()
+spark.stop()
+"""
+#: Options of the environment's SPARK_SUBMIT_OPTS left out when making one (a JVM that maps a
+#: dynamic archive cannot write another).
+_NOT_WHEN_MAKING = re.compile(r"-XX:SharedArchiveFile=.*|-Xshare:.*|-XX:ArchiveClassesAtExit=.*")
+
+
+@dataclass(frozen=True)
+class ArchiveKey:
+    """What an archive was made for: a JVM with another of these cannot use it."""
+
+    java: str
+    java_size: int
+    java_mtime_ns: int
+    pyspark: str
+    spark_home: str
+    class_path: str
+
+    @property
+    def name(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True)
+        return f"spark-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """The file beside an archive: its key, size and sha256."""
+
+    key: ArchiveKey
+    size: int
+    sha256: str
+    made: str
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
+
+    @classmethod
+    def parse(cls, data: bytes) -> Sidecar:
+        """Raises ValueError for anything this code would not have written."""
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise ValueError("not a sidecar of this format")
+        key = raw.get("key")
+        if not isinstance(key, dict):
+            raise ValueError("no key")
+        kinds = {
+            f: (int if f.endswith(("size", "ns")) else str) for f in ArchiveKey.__annotations__
+        }
+        for name, kind in {**kinds, "size": int, "sha256": str, "made": str}.items():
+            value = key.get(name) if name in kinds else raw.get(name)
+            if type(value) is not kind:
+                raise ValueError(f"{name!r} has the wrong type")
+        return cls(
+            ArchiveKey(**{f: key[f] for f in kinds}), raw["size"], raw["sha256"], raw["made"]
+        )
+
+
+def private_problem(path: Path, *, directory: bool = False) -> str | None:
+    """What makes ``path`` untrustworthy (a link, not a regular file or directory, somebody
+    else's, writable by others), or None."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return f"{path} is missing"
+    except OSError as exc:
+        return f"{path}: {exc}"
+    wanted = stat.S_ISDIR if directory else stat.S_ISREG
+    if not wanted(found.st_mode):
+        return f"{path} is not a {'directory' if directory else 'regular file'}"
+    if found.st_uid != os.geteuid():
+        return f"{path} belongs to uid {found.st_uid}, not this daemon's"
+    if found.st_mode & 0o022:
+        return f"{path} may be changed by others (mode {stat.S_IMODE(found.st_mode):04o})"
+    return None
+
+
+def digest(path: Path) -> tuple[int, str]:
+    """Size and sha256 of the file at ``path``, opened without following a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        hashed = hashlib.sha256()
+        size = 0
+        while chunk := f.read(1 << 20):
+            hashed.update(chunk)
+            size += len(chunk)
+    return size, hashed.hexdigest()
+
+
+def verify(directory: Path, key: ArchiveKey) -> tuple[Path | None, str]:
+    """The archive for ``key`` in ``directory`` if it can be trusted (see the module), else None
+    and why not."""
+    archive = directory / f"{key.name}{SUFFIX}"
+    sidecar = directory / f"{key.name}{SIDECAR}"
+    for path in (archive, sidecar):
+        problem = private_problem(path)
+        if problem is not None:
+            return None, problem
+    try:
+        recorded = Sidecar.parse(sidecar.read_bytes())
+    except (OSError, ValueError) as exc:
+        return None, f"{sidecar} is unreadable: {exc}"
+    if recorded.key != key:
+        return None, f"{sidecar} names another Java, pyspark or class path"
+    try:
+        size, sha256 = digest(archive)
+    except OSError as exc:
+        return None, f"{archive}: {exc}"
+    if (size, sha256) != (recorded.size, recorded.sha256):
+        return None, f"{archive} does not match its sidecar's size and sha256 (cut off, or changed)"
+    return archive, "verified"
+
+
+def make(
+    directory: Path,
+    key: ArchiveKey,
+    spark: home.SparkHome,
+    environ: Mapping[str, str],
+    submit_args: list[str],
+) -> Path:
+    """Run a small Spark job under ``spark-submit SUBMIT_ARGS`` in ``environ`` (a driver's:
+    the class path its launcher builds is the key's) whose JVM writes
+    the classes it loaded into a new archive as it exits; write it and its sidecar under
+    temporary names and rename them into place (a JVM never maps a half-written archive, and a
+    half-written one never verifies). Raises OSError."""
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".making-") as scratch:
+        script = Path(scratch) / "warm_up.py"
+        script.write_text(WARM_UP)
+        written = Path(scratch) / "archive.jsa"
+        kept = [
+            o
+            for o in shlex.split(environ.get("SPARK_SUBMIT_OPTS", ""))
+            if not _NOT_WHEN_MAKING.fullmatch(o)
+        ]
+        dump = [
+            f"-Djava.io.tmpdir={scratch}",
+            f"-XX:ArchiveClassesAtExit={written}",
+            "-Xlog:cds=off",
+            "-Xlog:cds+dynamic=off",
+        ]
+        env = {**environ, "SPARK_SUBMIT_OPTS": shlex.join([*dump, *kept])}
+        # at a lower priority than the warm JVM started beside it (issue 56.3: the JVM a user
+        # waits for first; the archive only makes the next ones faster)
+        nice = shutil.which("nice")
+        lower = [nice, "-n", str(MAKE_NICE)] if nice is not None else []
+        try:
+            run = subprocess.run(
+                [*lower, str(spark.submit), *submit_args, str(script)],
+                env=env,
+                cwd=scratch,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=MAKE_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise OSError(f"not made within {MAKE_TIMEOUT:g} s") from exc
+        if run.returncode != 0 or not written.exists():
+            tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            raise OSError(f"spark-submit exited {run.returncode}: {tail[:300]}")
+        os.chmod(written, 0o644)
+        size, sha256 = digest(written)
+        sidecar = Path(scratch) / "sidecar.json"
+        sidecar.write_bytes(Sidecar(key, size, sha256, utc_now()).to_bytes())
+        os.chmod(sidecar, 0o644)
+        target = directory / f"{key.name}{SUFFIX}"
+        os.replace(written, target)
+        os.replace(sidecar, directory / f"{key.name}{SIDECAR}")
+    return target
+
+
+def remove_stale(directory: Path, keep: ArchiveKey) -> int:
+    """Remove this user's archives and sidecars in ``directory`` made for the Spark home and
+    Java that ``keep`` names but another key (an older pyspark there, a Java updated in place),
+    and those whose sidecar is gone or garbled; returns how many files went. Archives of other
+    Spark homes and Javas are left: a per-user directory holds those of every installation its
+    daemons use (``<tmp>/zkstore-<uid>/class-data``)."""
+    removed = 0
+    stale: set[str] = set()
+    for entry in directory.iterdir():
+        match = _NAME.fullmatch(entry.name)
+        if match is None or entry.name.startswith(f"{keep.name}."):
+            continue
+        base = entry.name.rsplit(".", 1)[0]
+        if base not in stale and not _other_installation(directory / f"{base}{SIDECAR}", keep):
+            stale.add(base)
+    for base in stale:
+        for entry in (directory / f"{base}{SUFFIX}", directory / f"{base}{SIDECAR}"):
+            if private_problem(entry) is None:
+                with contextlib.suppress(FileNotFoundError):
+                    entry.unlink()
+                    removed += 1
+    return removed
+
+
+def _other_installation(sidecar: Path, keep: ArchiveKey) -> bool:
+    """Whether the sidecar names a key of another Spark home or Java than ``keep``'s (False
+    if it cannot be read: its archive cannot be verified, so nobody can use it)."""
+    try:
+        key = Sidecar.parse(sidecar.read_bytes()).key
+    except (OSError, ValueError):
+        return False
+    return (key.spark_home, key.java) != (keep.spark_home, keep.java)
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s lock (daemons sharing one verify and make one at a time)."""
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def prepare_directory(directory: Path) -> str | None:
+    """Make the class-data directory and its empty ``conf`` (mode 0755: drivers of other users
+    read the archive, their JVMs list the directory); None if it can be trusted, else why not."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o755, parents=True)
+    problem = private_problem(directory, directory=True)
+    if problem is not None:
+        return problem
+    conf = directory / "conf"
+    with contextlib.suppress(FileExistsError):
+        conf.mkdir(mode=0o755)
+    problem = private_problem(conf, directory=True)
+    if problem is None and any(conf.iterdir()):
+        problem = f"{conf} is not empty: the JVM maps no archive with it on the class path"
+    return problem
+
+
+class ClassData:
+    """A daemon's Spark setup: where Spark and Java are, its deployment's configuration
+    directory (:mod:`.confdir`) and, unless ``directory`` is None (``--class-data off``), the
+    archive, verified or made on a thread of its own (:meth:`start`). Thread-safe to read."""
+
+    def __init__(self, directory: Path | None, environ: Callable[[], dict[str, str]]) -> None:
+        self.directory = directory
+        self._environ = environ  # the drivers' environment (the daemon's, less its secrets)
+        self.spark: home.SparkHome | None = None
+        self.conf_plan: confdir.ConfPlan | None = None
+        #: the verified archive, once there is one
+        self.archive: Path | None = None
+        #: what happened, for the log and the drivers: why there is no archive
+        self.reason = "not made yet"
+        #: set once the archive is ready or known not to come
+        self.settled = threading.Event()
+        #: set once a warm driver may start (:mod:`.pool`): the archive verified, or being
+        #: made (it starts without it, and is replaced once it is ready), or known not to come
+        self.startable = threading.Event()
+        self._stop = threading.Event()
+
+    @property
+    def conf_dir(self) -> Path | None:
+        return self.directory / "conf" if self.directory is not None else None
+
+    def start(self) -> ClassData:
+        threading.Thread(target=self._run, name="class-data", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """What a Spark driver JVM's environment ``base`` gets: the configuration directory
+        (:func:`.confdir.environment`), the properties file and, once verified, the archive
+        (the driver puts it in its JVM's options, unless its class path differs)."""
+        plan, conf = self.conf_plan, self.conf_dir
+        if plan is None or conf is None or plan.keep_reason is not None:
+            return {}
+        env = confdir.environment(base, plan, conf)
+        if plan.properties is not None:
+            env[PROPERTIES_ENV] = str(plan.properties)
+        if self.archive is not None:
+            env[ARCHIVE_ENV] = str(self.archive)
+        return env
+
+    def _run(self) -> None:
+        began = time.monotonic()
+        try:
+            self.settle()
+        except (OSError, home.SparkNotFound) as exc:
+            self.reason = str(exc)
+        finally:
+            self.startable.set()
+            self.settled.set()
+        if self.archive is not None:
+            logger.info(
+                "class-data archive %s: Spark drivers map Spark's classes from it (%s in %.1f s)",
+                self.archive,
+                self.reason,
+                time.monotonic() - began,
+            )
+        elif self.directory is not None:
+            logger.warning(
+                "no class-data archive: %s; Spark drivers load their classes from the jars",
+                self.reason,
+            )
+
+    def settle(self) -> None:
+        """Find Spark, plan the configuration directory; verify the archive, or make it (what
+        :meth:`start` runs on its thread; the test suite's ``python -m tests.spark_jvm`` runs
+        it at once). Raises OSError or :class:`.home.SparkNotFound` when there can be none."""
+        base = self._environ()
+        self.spark = home.find(base)
+        self.conf_plan = confdir.read_plan(base, self.spark.path)
+        if self.directory is None:
+            self.reason = "off (--class-data off)"
+            return
+        if self.conf_plan.keep_reason is not None:
+            raise OSError(self.conf_plan.keep_reason)
+        problem = prepare_directory(self.directory)
+        if problem is not None:
+            raise OSError(problem)
+        env = {**base, **self.environment(base)}
+        args = self.submit_args()
+        command = home.launcher_command(self.spark, env, [*args, "pyspark-shell"])
+        key = self._key(home.class_path(command))
+        with locked(self.directory):
+            found, why = verify(self.directory, key)
+            if found is None and not self._stop.is_set():
+                logger.info("making the class-data archive (%s) in %s", why, self.directory)
+                self.startable.set()  # Spark is found and planned: warm drivers need not wait
+                found, why = make(self.directory, key, self.spark, env, args), "made"
+            if found is not None:
+                removed = remove_stale(self.directory, key)
+                if removed:
+                    logger.info("removed %d file(s) of older class-data archives", removed)
+        self.archive, self.reason = found, why
+
+    def submit_args(self) -> list[str]:
+        """What spark-submit gets besides a job's own: the deployment's properties file."""
+        plan = self.conf_plan
+        if plan is None or plan.properties is None or plan.keep_reason is not None:
+            return []
+        return ["--properties-file", str(plan.properties)]
+
+    def _key(self, class_path: str) -> ArchiveKey:
+        spark = self.spark
+        assert spark is not None
+        return ArchiveKey(
+            java=str(spark.java),
+            java_size=spark.java_size,
+            java_mtime_ns=spark.java_mtime_ns,
+            pyspark=spark.pyspark,
+            spark_home=str(spark.path),
+            class_path=class_path,
+        )
