@@ -1,24 +1,58 @@
 """The upgrade test's jobs, submitted as ``workload.py:FUNCTION`` by either release's command line.
 
 A command line passes its arguments as text: these functions take text and call the chaos
-jobs, which both releases install (:func:`zkstore_dev.chaos.job.sum_of_squares`,
-:func:`zkstore_dev.chaos.schedule_checker.scheduled_run`; pickled by reference, so each driver runs
-its own release's copy), or run a Spark job that leaves the same evidence (an attempt marker
-per attempt, readable by :func:`zkstore_dev.chaos.job.attempts`; an exact total in
-``output.json``). This file travels by value with each job: it imports nothing of the upgrade
-test but these two modules.
+jobs (:func:`zkstore_dev.chaos.job.sum_of_squares`,
+:func:`zkstore_dev.chaos.schedule_checker.scheduled_run`), or run a Spark job that leaves the
+same evidence (an attempt marker per attempt, readable by :func:`zkstore_dev.chaos.job.attempts`;
+an exact total in ``output.json``). This file travels by value with each job: it imports nothing
+of the upgrade test but the chaos job's modules.
+
+Those travel by value too (:func:`cloudpickle.register_pickle_by_value`): a release names its
+harnesses in its own package (``zkstore_dev.chaos`` here, ``recovery.dev.chaos`` before issue
+61), and a job that one release's command line submits runs on the other release's drivers,
+which could not import them by the submitter's name. The previous release's command line loads
+this file too: it finds the chaos job under its own name.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from zkstore_dev.chaos.job import OUTPUT, PROGRESS, STOP, sum_of_squares
-from zkstore_dev.chaos.schedule_checker import scheduled_run
+import cloudpickle
+
+#: Where each release keeps the chaos job's modules: this code's name first, then the name of
+#: the releases before the harnesses left the runtime package (issue 61).
+HOMES = {
+    "job": ("zkstore_dev.chaos.job", "recovery.dev.chaos.job"),
+    "ledger": ("zkstore_dev.chaos.ledger", "recovery.dev.chaos.ledger"),
+    "schedules": ("zkstore_dev.chaos.schedule_checker", "recovery.dev.chaos.schedules"),
+}
+
+
+def _by_value(names: tuple[str, ...]) -> ModuleType:
+    """The first of ``names`` this interpreter has, registered to be pickled by value."""
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        cloudpickle.register_pickle_by_value(module)
+        return module
+    raise ModuleNotFoundError(f"none of {', '.join(names)}")
+
+
+_job, _ledger, _schedules = (_by_value(HOMES[kind]) for kind in ("job", "ledger", "schedules"))
+OUTPUT: str = _job.OUTPUT
+PROGRESS: str = _job.PROGRESS
+STOP: str = _job.STOP
+sum_of_squares = _job.sum_of_squares
+scheduled_run = _schedules.scheduled_run
 
 #: ``steps`` for a job that runs until its ``stop`` file appears (the upgrade's whole span).
 UNTIL_STOPPED = "until-stopped"
