@@ -11,7 +11,8 @@ The runtime's pieces, from the top (a module imports only from its own layer and
 
     cli/           the runtime's commands (daemon, submit, jobs wait, daemons, jobs stop and
                    resume, schedules create), named on the store's command group
-    dev/           the demo, a local cluster of daemon processes, the chaos and upgrade tests
+    dev/           the demo and a local cluster of daemon processes (the chaos and upgrade
+                   tests are in the ``zkstore_dev`` package)
     daemon.py      the daemon process: one member, a leader while elected, the HTTP side
     observe/       every daemon's HTTP side: health, a JSON API, metrics, the status page
     leader/        the leader role inside a daemon: election, the acting loop, decisions and

@@ -41,8 +41,8 @@ The store's pieces, from the top (a module imports only from its own layer and t
     strict.py       strict parsing of everything read back from ZooKeeper
     closing.py      a mixin: ``with obj:`` closes an object's session or connection
     errors.py       the exceptions: one root, each class with its exit code and HTTP status
-    dev/            the embedded ZooKeeper, an ensemble, a blackout proxy: for development
-                    (only dev code imports it)
+    dev/            the embedded ZooKeeper and its lifeline: for development (only dev code
+                    imports it; the ensemble and the blackout proxy are in ``zkstore_dev``)
 """
 
 __version__ = "0.3.0.dev0"

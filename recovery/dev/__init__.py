@@ -1,5 +1,6 @@
 """The runtime's development tools: only dev code imports them (an import-linter contract says
-so); ``zkstore demo`` is a dev command, loaded by name.
+so); ``zkstore demo`` is a dev command, loaded by name. The harnesses (chaos, the upgrade test,
+hosts, the transcripts) are in :mod:`zkstore_dev`.
 
 ::
 

@@ -25,7 +25,7 @@ import pytest
 
 from tests.helpers import REPO
 
-PRODUCT = ("zkstore", "recovery")
+PRODUCT = ("zkstore", "recovery", "zkstore_dev")
 NOT_LISTED = frozenset({"__init__", "__main__", "__pycache__"})
 
 #: ``name.py``, ``name/`` or ``name``, then two spaces and the description; ``name.py`` or

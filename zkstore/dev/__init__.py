@@ -1,5 +1,6 @@
 """The store's development servers and tools: only dev code imports them (an import-linter
-contract says so); ``zkstore zookeeper`` is a dev command, loaded by name.
+contract says so); ``zkstore zookeeper`` is a dev command, loaded by name. The ensemble and
+the blackout proxies are in :mod:`zkstore_dev`.
 
 ::
 
