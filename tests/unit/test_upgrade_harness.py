@@ -10,9 +10,10 @@ import pytest
 from packaging.version import Version
 
 import zkstore
+from tests.helpers import REPO
 from zkstore.protocol import FEATURES, PROTOCOL, Feature
 from zkstore_dev.chaos.schedule_checker import Attempt, Run
-from zkstore_dev.upgrade import checks, features, workload
+from zkstore_dev.upgrade import checks, features, run, workload
 from zkstore_dev.upgrade.previous import ReleaseError, previous_version, released_versions
 
 CHANGELOG = """\
@@ -142,3 +143,9 @@ def test_a_schedule_run_whose_code_ran_twice_is_a_violation() -> None:
         "schedule run tick-2: ran as attempts [1, 2]"
     ]
     assert checks.replaced([once, twice, replaced]) == ["tick-3 (attempt 2)"]
+
+
+def test_the_upgrade_test_finds_the_checkout_it_runs_from() -> None:
+    """Its CHANGELOG.md and git history, found from the module's own place (the harness moved to
+    zkstore_dev/ in issue 61: ``make upgrade-test`` said "no CHANGELOG.md in /work/wt")."""
+    assert run.repository() == REPO
