@@ -464,6 +464,14 @@ def read_snapshots(
     return snapshots
 
 
+def _watches_progress(snap: JobSnapshot) -> bool:
+    """Whether the job has a progress timeout (its typed run options: flat in a handle written
+    before fleet protocol 4, inside ``run`` after), so its heartbeat and newest checkpoint are
+    read for the leader's progress check."""
+    run = snap.run
+    return run is not None and run.lifecycle.progress_timeout is not None
+
+
 def _read_lifecycle(
     zk: ZooKeeper,
     layout: Layout,
@@ -492,13 +500,13 @@ def _read_lifecycle(
     beats = [
         j
         for j, snap in snapshots.items()
-        if snap.driver_present and "progress_timeout" in snap.summary and there(j, "heartbeat")
+        if snap.driver_present and _watches_progress(snap) and there(j, "heartbeat")
     ]
     newest = [
         j
         for j, snap in snapshots.items()
         if snap.driver_present
-        and ((snap.stop is not None and snap.stop.checkpoint) or "progress_timeout" in snap.summary)
+        and ((snap.stop is not None and snap.stop.checkpoint) or _watches_progress(snap))
     ]
     if not (ends or beats or newest):
         return
