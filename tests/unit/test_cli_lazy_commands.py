@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 import zkstore
 from recovery.cli import joboptions
+from recovery.cli.base import LazyGroup
 from recovery.cli.main import cli
 from zkstore import protocol
-from zkstore.cli.base import LazyGroup
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.states import JobState
 
@@ -29,7 +29,7 @@ def test_every_named_command_loads_and_says_what_the_table_says() -> None:
 
 
 def test_jobs_holds_the_store_and_the_runtime_subcommands() -> None:
-    """``jobs`` is defined by the store (list, show, cancel, forget), ``zkstore.cli.log_commands``
+    """``jobs`` is defined by the store (list, show, cancel, forget), ``recovery.cli.jobs.job_logs``
     (logs) and the runtime (wait): all of them are there however the group is reached."""
     jobs = cli.get_command(click.Context(cli), "jobs")
     assert isinstance(jobs, click.Group)

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 import click
 
+from recovery.cli.types import Duration
 from zkstore import __version__, protocol
-from zkstore.cli.types import Duration
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 from zkstore.secrecy import read_secret_file
@@ -382,53 +382,3 @@ def cli(verbose: int) -> None:
     ZKSTORE_* environment variables.
     """
     setup_logging(verbose)
-
-
-assert isinstance(cli, LazyGroup)
-for _name, _module, _help in (
-    ("acl", "zkstore.cli.acl_commands", "Who may read and change the cluster's ZooKeeper nodes."),
-    ("cluster", "zkstore.cli.cluster", "The cluster as a whole: the settings its leader enforces."),
-    ("checkpoints", "zkstore.cli.job_commands", "Inspect checkpoints."),
-    (
-        "control",
-        "zkstore.cli.control_commands",
-        "Change a running job (ctx.config in the job) and see what it applied.",
-    ),
-    (
-        "fleet",
-        "zkstore.cli.fleet_commands",
-        "The fleet's protocol: which daemons run which release, and finalizing an upgrade.",
-    ),
-    (
-        "handles",
-        "zkstore.cli.handles",
-        "Inspect and verify handles; find and clean up lingering state.",
-    ),
-    (
-        "jobs",
-        "zkstore.cli.job_commands",
-        "List, inspect, follow and cancel jobs (reads handles and records, never payloads).",
-    ),
-    (
-        "outputs",
-        "zkstore.cli.output_commands",
-        "What jobs committed with their checkpoints (ctx.outputs): only committed parts.",
-    ),
-    (
-        "pools",
-        "zkstore.cli.pool_commands",
-        "Pools: how many of a pool's jobs may run at once and which pool's jobs start first.",
-    ),
-    (
-        "quarantine",
-        "zkstore.cli.quarantine_commands",
-        "Jobs that cannot run as they are: look at them, release or purge them.",
-    ),
-    (
-        "schedules",
-        "zkstore.cli.schedule_commands",
-        "Jobs run at every window of a cron expression or an interval, each window once.",
-    ),
-):
-    cli.add_lazy(_name, _module, _help)
-cli.extend_lazy("jobs", "zkstore.cli.log_commands")

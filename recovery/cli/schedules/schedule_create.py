@@ -1,8 +1,8 @@
 """``zkstore schedules create``: a job definition built as ``submit`` builds it (the same job
 options and run options: one option stack, :mod:`recovery.cli.joboptions` and
-:func:`zkstore.cli.lifecycle_options.lifecycle_options`), stored once as a schedule
-(:mod:`zkstore.schedules.schedule_store`); the leader runs it at every window. The other schedule
-commands are the store's (:mod:`zkstore.cli.schedule_commands`)."""
+:func:`recovery.cli.lifecycle_options.lifecycle_options`), stored once as a schedule
+(:mod:`zkstore.schedules.schedule_store`); the leader runs it at every window. The group and the other
+verbs: :mod:`recovery.cli.schedules.schedule_commands`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from typing import Any
 
 import click
 
+from recovery.cli.base import Connection, store_timeout_connection_options
 from recovery.cli.joboptions import job_options, split_job_options
-from recovery.client.api import Client
-from zkstore.cli.base import Connection, store_timeout_connection_options
-from zkstore.cli.lifecycle_options import lifecycle_options, lifecycle_summary
-from zkstore.cli.schedule_commands import (
+from recovery.cli.lifecycle_options import lifecycle_options, lifecycle_summary
+from recovery.cli.schedules.schedule_commands import (
     WHEN_KEYS,
     interval_note,
     new_spec,
     schedules,
     when_options,
 )
+from recovery.client.api import Client
 from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_records import ScheduleSpec
@@ -29,6 +29,8 @@ from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.schedule_view import next_window
 from zkstore.schedules.timing import shares_windows
 from zkstore.strict import optional_second_text, time_text
+
+__all__ = ["check_chain", "create_schedule"]
 
 
 @schedules.command("create", context_settings={"ignore_unknown_options": False})
