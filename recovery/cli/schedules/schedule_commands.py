@@ -34,7 +34,8 @@ from recovery.cli.lifecycle_options import (
 )
 from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster
-from zkstore.errors import ConfigError, HandleNotFound
+from zkstore.errors import ConfigError
+from zkstore.schedules import schedule_service
 from zkstore.schedules import schedule_view as view
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_records import (
@@ -377,7 +378,7 @@ def _history_row(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _set_paused(name: str, connection: Connection, paused: bool) -> None:
     with open_schedules(connection) as (_, store):
-        spec = store.set_paused(name, paused)
+        spec = schedule_service.set_paused(store, name, paused)
     click.echo(f"schedule {spec.name} {'paused' if paused else 'resumed'}")
 
 
@@ -411,6 +412,5 @@ def delete_schedule(name: str, connection: Connection, yes: bool, dry_run: bool)
             return
         if not yes:
             raise UsageFailure(f"deleting schedule {name} needs --yes")
-        if not store.delete(name):
-            raise HandleNotFound(f"no schedule {name!r}")
+        schedule_service.delete(store, name)
     click.echo(f"schedule {name} deleted")
