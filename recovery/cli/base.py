@@ -44,6 +44,7 @@ __all__ = [
     "progress",
     "setup_logging",
     "store_timeout_connection_options",
+    "wait_timeout_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -295,6 +296,15 @@ def _connection_options(func: F, *, old_spelling: bool) -> F:
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
+
+
+#: ``--wait-timeout`` of ``jobs wait`` and ``submit --wait``.
+wait_timeout_option = click.option(
+    "--wait-timeout",
+    type=Duration(),
+    metavar="DURATION",
+    help="stop waiting after this long (30s, 10m, 2h): exit 7, the job goes on",
+)
 
 
 @contextmanager

@@ -11,9 +11,13 @@ from typing import Any
 
 import click
 
-from recovery.cli.base import Connection, cli, store_timeout_connection_options
+from recovery.cli.base import (
+    Connection,
+    cli,
+    store_timeout_connection_options,
+    wait_timeout_option,
+)
 from recovery.cli.joboptions import job_options, split_job_options
-from recovery.cli.jobs.job_wait import follow, wait_timeout_option
 from recovery.cli.lifecycle_options import lifecycle_options, lifecycle_summary
 
 
@@ -70,6 +74,7 @@ def submit(
     Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
     """
+    from recovery.cli.jobs.job_wait import follow
     from recovery.client.api import Client
 
     job, lifecycle = split_job_options(options)

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from recovery.cli.base import Connection, connection_options
+from recovery.cli.base import Connection, connection_options, wait_timeout_option
 from recovery.cli.jobs.job_commands import jobs
-from recovery.cli.types import Duration
 
 if TYPE_CHECKING:
     from recovery.cli.progress import Followed
@@ -24,15 +23,7 @@ if TYPE_CHECKING:
     from zkstore.jobs.records import LeaderInfo
     from zkstore.jobs.snapshot import JobSnapshot
 
-__all__ = ["Progress", "follow", "wait_job", "wait_timeout_option"]
-
-
-wait_timeout_option = click.option(
-    "--wait-timeout",
-    type=Duration(),
-    metavar="DURATION",
-    help="stop waiting after this long (30s, 10m, 2h): exit 7, the job goes on",
-)
+__all__ = ["Progress", "follow", "wait_job"]
 
 
 @jobs.command("wait")
