@@ -328,35 +328,29 @@ def setup_logging(verbose: int) -> None:
 
 
 class LazyGroup(ZkStoreGroup):
-    """The root group: each command named with the module(s) that define it, imported when the
-    command is used (its run, its ``--help``, a usage error inside it), never before.
+    """The root group: each command named with the one module (or package) of its noun that
+    defines it with all its verbs, imported when the command is used (its run, its ``--help``, a
+    usage error inside it), never before.
 
     ``zkstore --version``, ``--help`` and a usage error at the top import click and this module
     only: no ZooKeeper client, no storage, no runtime (issue 27: a command line that answers at
-    once). A name may be defined by several modules (the store's ``jobs`` group, which the
-    runtime's ``jobs wait`` joins): all of them are imported before the command is looked up.
-    Imports are by name, so the store never imports the runtime (setup.cfg's contracts).
+    once). The table is :data:`recovery.cli.main.COMMANDS`.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy: dict[str, tuple[list[str], str]] = {}
+        self.lazy: dict[str, tuple[str, str]] = {}
 
     def add_lazy(self, name: str, module: str, short_help: str) -> None:
         """Name a command that ``module`` defines on this group, with its one-line help."""
-        self.lazy[name] = ([module], short_help)
-
-    def extend_lazy(self, name: str, module: str) -> None:
-        """Another module adds subcommands to the group ``name``: import it with the group."""
-        self.lazy[name][0].append(module)
+        self.lazy[name] = (module, short_help)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
-            for module in self.lazy[cmd_name][0]:
-                importlib.import_module(module)  # registers its commands (idempotent)
+            importlib.import_module(self.lazy[cmd_name][0])  # registers its commands (idempotent)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
