@@ -9,8 +9,8 @@ every job resource, and must not pay for the ZooKeeper client they never use.
 The runtime's pieces, from the top (a module imports only from its own layer and those below:
 ``make lint``)::
 
-    cli/           the runtime's commands (daemon, submit, jobs wait, daemons, jobs stop and
-                   resume, schedules create), named on the store's command group
+    cli/           the whole ``zkstore`` command line, above both libraries: one module (or
+                   package) per noun, every command named in ``cli/main.py``
     dev/           the demo and a local cluster of daemon processes (the chaos and upgrade
                    tests are in the ``zkstore_dev`` package)
     daemon.py      the daemon process: one member, a leader while elected, the HTTP side

@@ -6,7 +6,6 @@ ZooKeeper holds small JSON handles pointing at them, with version checks on ever
 The store's pieces, from the top (a module imports only from its own layer and those below:
 ``make lint``): the packages, then the primitives, flat, then the errors; ``dev/`` stands apart::
 
-    cli/            the store's commands (the runtime adds its own: :mod:`recovery.cli`)
     policy.py       what a client checks a job or a schedule against: the leader's settings
     service/        the job view model and the control service that the command line, the
                     HTTP API and the status page share

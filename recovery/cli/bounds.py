@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
+from recovery.cli.types import Duration
 from recovery.settings import Bounds
-from zkstore.cli.types import Duration
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.destinations import ALLOWED_ENV, Destinations
 from zkstore.schedules.schedule_limits import (

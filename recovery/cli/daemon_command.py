@@ -11,7 +11,11 @@ from typing import Any
 
 import click
 
+from recovery.cli.artifact_options import artifact_root_option, with_roots
+from recovery.cli.base import Connection, cli, command_environment, connection_options
 from recovery.cli.bounds import bounds_from, bounds_options
+from recovery.cli.lifecycle_options import daemon_notify_option
+from recovery.cli.types import Duration, Retention
 from recovery.member.driveruser import check_apart
 from recovery.settings import (
     API_TOKEN_ENV,
@@ -27,10 +31,6 @@ from recovery.settings import (
     spark_master_from_env,
 )
 from recovery.shared.fleet_view import parse_labels
-from zkstore.cli.artifact_options import artifact_root_option, with_roots
-from zkstore.cli.base import Connection, cli, command_environment, connection_options
-from zkstore.cli.lifecycle_options import daemon_notify_option
-from zkstore.cli.types import Duration, Retention
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.lifecycle.destinations import Destinations
 

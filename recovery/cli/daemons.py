@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
+from recovery.cli.base import Connection, cli, connection_options
+from recovery.cli.output import emit, format_option
 from recovery.shared import fleet_daemons
 from recovery.shared.fleet_daemons import Marked, read_daemons
 from recovery.shared.fleet_view import format_labels
-from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
 from zkstore.errors import CorruptRecord

@@ -1,45 +1,24 @@
-"""``zkstore submit`` and ``zkstore jobs wait``: send a job, follow one to its end.
+"""``zkstore submit``: send a job; with ``--wait``, follow it to its end
+(:func:`recovery.cli.jobs.job_wait.follow`, shared with ``zkstore jobs wait``).
 
-Imported only when one of them is used; the submit side (the client, the shipping of modules)
-is imported inside the commands, so that a usage error costs click and this module only.
+Imported only when it is used; the submit side (the client, the shipping of modules) is
+imported inside the command, so that a usage error costs click and this module only.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
-import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import click
 
-from recovery.cli.joboptions import job_options, split_job_options
-from zkstore.cli.base import (
+from recovery.cli.base import (
     Connection,
     cli,
-    connection_options,
     store_timeout_connection_options,
+    wait_timeout_option,
 )
-from zkstore.cli.job_commands import jobs
-from zkstore.cli.lifecycle_options import lifecycle_options, lifecycle_summary
-from zkstore.cli.types import Duration
-
-if TYPE_CHECKING:
-    from recovery.client.api import Client
-    from zkstore.cli.progress import Followed
-    from zkstore.jobs.records import LeaderInfo
-    from zkstore.jobs.snapshot import JobSnapshot
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-wait_timeout_option = click.option(
-    "--wait-timeout",
-    type=Duration(),
-    metavar="DURATION",
-    help="stop waiting after this long (30s, 10m, 2h): exit 7, the job goes on",
-)
+from recovery.cli.joboptions import job_options, split_job_options
+from recovery.cli.lifecycle_options import lifecycle_options, lifecycle_summary
 
 
 @cli.command(context_settings={"ignore_unknown_options": False})
@@ -95,6 +74,7 @@ def submit(
     Prints the job id. With --wait, follows the job and exits with its outcome: 0 SUCCEEDED,
     1 FAILED, 3 CANCELLED, 5 quarantined, 7 --wait-timeout reached (the job goes on).
     """
+    from recovery.cli.jobs.job_wait import follow
     from recovery.client.api import Client
 
     job, lifecycle = split_job_options(options)
@@ -113,106 +93,3 @@ def submit(
         click.echo(submitted)
         if wait:
             follow(client, submitted, wait_timeout)
-
-
-@jobs.command("wait")
-@click.argument("job_id")
-@connection_options
-@wait_timeout_option
-def wait_job(job_id: str, connection: Connection, wait_timeout: float | None) -> None:
-    """Follow a job to its end (again, e.g. after Ctrl-C on submit --wait).
-
-    Prints its state as it changes and exits with its outcome, as submit --wait does:
-    0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 4 no such job, 5 quarantined, 7 --wait-timeout reached.
-    """
-    from recovery.client.api import Client
-    from zkstore.layout import validate_job_id
-
-    validate_job_id(job_id)
-    with Client(connection.config) as client:
-        follow(client, job_id, wait_timeout)
-
-
-def follow(client: Client, job_id: str, timeout: float | None) -> None:
-    """Print the job's progress until it ends; exit with its outcome (raises the errors of
-    :meth:`Client.wait`, which the command line turns into their exit codes). Ctrl-C stops this
-    command only: it says so, and how to follow the job again (exit 130)."""
-    from zkstore.cli.progress import interrupted_lines
-    from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
-    from zkstore.jobs.states import CANCELLED, SUCCEEDED
-    from zkstore.service.job_view import headline
-
-    progress = Progress(job_id)
-    previous = _exit_on_interrupt(job_id)
-    try:
-        result = client.wait(
-            job_id, timeout=timeout, on_change=progress.changed, on_leader=progress.leader
-        )
-    except KeyboardInterrupt:  # in-process (no handler of ours): the same lines, exit 130
-        for line in interrupted_lines(job_id):
-            click.echo(line, err=True)
-        raise click.exceptions.Exit(130) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    message = f"{job_id}: {result.outcome} after {result.attempts} attempt(s)"
-    if result.error and result.outcome != CANCELLED:
-        message += f": {headline(result.error)}"
-    if result.outcome == CANCELLED:
-        raise JobEndedCancelled(message)
-    if result.outcome != SUCCEEDED:
-        raise JobDidNotSucceed(message)
-    click.echo(message, err=True)
-
-
-def _exit_on_interrupt(job_id: str) -> Any:
-    """In the console script's main thread: Ctrl-C prints what it stopped (only this command)
-    and how to follow the job again, then exits 130 at once, without unwinding through the
-    ZooKeeper client (a session left open expires by itself: a follower holds nothing in it).
-    Returns the handler it replaced, None where it installed none."""
-    from zkstore.cli.progress import interrupted_lines
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupted(signum: int, frame: object) -> None:
-        for line in interrupted_lines(job_id):
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-        os._exit(130)
-
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return None  # somebody else's (a test runner's): leave it
-    return signal.signal(signal.SIGINT, interrupted)
-
-
-class Progress:
-    """What ``--wait`` prints on stderr (:mod:`zkstore.cli.progress`): a line when what it says
-    changes (never the same state twice), each attempt lost or failed with why, the Spark
-    application once, and when no leader is up."""
-
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
-        self.leader_missing = False
-        self.seen: Followed | None = None
-
-    def say(self, message: str) -> None:
-        click.echo(f"{self.job_id}: {message}", err=True)
-
-    def changed(self, snapshot: JobSnapshot) -> None:
-        from zkstore.cli.progress import follow_lines, start
-
-        if self.seen is None:
-            lines, self.seen = start(snapshot)
-        else:
-            lines, self.seen = follow_lines(self.seen, snapshot)
-        for line in lines:
-            self.say(line)
-
-    def leader(self, info: LeaderInfo | None) -> None:
-        if info is None:
-            self.leader_missing = True
-            self.say("no leader is up: the job waits until a daemon leads (zkstore daemon)")
-        elif self.leader_missing:
-            self.leader_missing = False
-            self.say(f"daemon {info.daemon_id} on {info.host} leads now")

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 from aiohttp import web
 
 from zkstore.cluster import Cluster
-from zkstore.errors import HandleNotFound
+from zkstore.schedules import schedule_service
 from zkstore.schedules import schedule_view as view
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_store import ScheduleStore
@@ -77,15 +77,14 @@ class ScheduleRoutes:
         self.api._authorize(request)
         name = validate_name(request.match_info["name"])
         store = self._store()
-        await self.api._run(partial(store.set_paused, name, paused))
+        await self.api._run(partial(schedule_service.set_paused, store, name, paused))
         cluster = self.api._cluster()
         return _json(await self.api._run(partial(view.showing, store, cluster.layout, name)))
 
     async def delete(self, request: web.Request) -> web.Response:
         self.api._authorize(request)
         name = validate_name(request.match_info["name"])
-        if not await self.api._run(partial(self._store().delete, name)):
-            raise HandleNotFound(f"no schedule {name!r}")
+        await self.api._run(partial(schedule_service.delete, self._store(), name))
         return _json({"name": name, "deleted": True})
 
 

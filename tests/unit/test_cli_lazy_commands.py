@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 import zkstore
 from recovery.cli import joboptions
+from recovery.cli.base import LazyGroup
 from recovery.cli.main import cli
 from zkstore import protocol
-from zkstore.cli.base import LazyGroup
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.states import JobState
 
@@ -20,7 +20,7 @@ def test_every_named_command_loads_and_says_what_the_table_says() -> None:
     assert isinstance(cli, LazyGroup)
     ctx = click.Context(cli)
     assert cli.lazy, "the root group names its commands"
-    for name, (_modules, short_help) in cli.lazy.items():
+    for name, (_module, short_help) in cli.lazy.items():
         command = cli.get_command(ctx, name)
         assert command is not None, name
         assert command.help is not None, name
@@ -29,11 +29,13 @@ def test_every_named_command_loads_and_says_what_the_table_says() -> None:
 
 
 def test_jobs_holds_the_store_and_the_runtime_subcommands() -> None:
-    """``jobs`` is defined by the store (list, show, cancel, forget), ``zkstore.cli.log_commands``
-    (logs) and the runtime (wait): all of them are there however the group is reached."""
+    """``jobs`` is one package (:mod:`recovery.cli.jobs`): list, show, cancel, forget, logs, wait,
+    stop and resume are all there however the group is reached."""
     jobs = cli.get_command(click.Context(cli), "jobs")
     assert isinstance(jobs, click.Group)
-    assert {"list", "show", "cancel", "forget", "logs", "wait"} <= set(jobs.commands)
+    assert {"list", "show", "cancel", "forget", "logs", "wait", "stop", "resume"} <= set(
+        jobs.commands
+    )
 
 
 def test_help_lists_every_command_once() -> None:

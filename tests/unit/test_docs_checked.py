@@ -15,8 +15,8 @@ import click
 import pytest
 
 from recovery import proctitle
+from recovery.cli.base import DevCommand
 from recovery.cli.main import cli
-from zkstore.cli.base import DevCommand
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]

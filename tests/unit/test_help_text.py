@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from recovery.cli.base import DevCommand
 from recovery.cli.main import cli
-from zkstore.cli.base import DevCommand
 
 #: a run of two or more spaces between words
 RUN = re.compile(r"\S {2,}\S")

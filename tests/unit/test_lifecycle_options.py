@@ -1,6 +1,6 @@
 """A job's lifecycle options: the command line (the CLI's one duration parser), the handle
 summary they travel in (small, tolerant when read back), and a definition redefined for a
-resume (zkstore.lifecycle.options, zkstore.cli.lifecycle_options, zkstore.lifecycle.redefine)."""
+resume (zkstore.lifecycle.options, recovery.cli.lifecycle_options, zkstore.lifecycle.redefine)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from zkstore.cli.lifecycle_options import Limit, lifecycle_from, lifecycle_options, stop_options
-from zkstore.cli.types import Duration
+from recovery.cli.lifecycle_options import Limit, lifecycle_from, lifecycle_options, stop_options
+from recovery.cli.types import Duration
 from zkstore.errors import ConfigError
 from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition
@@ -201,11 +201,11 @@ def test_one_list_of_lifecycle_keys_and_a_flag_for_each() -> None:
     """docs/design.md: a new lifecycle option touches zkstore/jobs/runoptions.py (its key, in
     the one list, and its typed field: what the handle's run options, ``jobs show``,
     ``schedules update`` and the job snapshot read), zkstore/lifecycle/options.py (how it sets
-    the leader's ``Lifecycle``), the module that decides by it and zkstore/cli/lifecycle_options.py
+    the leader's ``Lifecycle``), the module that decides by it and recovery/cli/lifecycle_options.py
     (its flag): a key missing from any of them fails here."""
     import dataclasses
 
-    from zkstore.cli.job_commands import run_option_lines
+    from recovery.cli.jobs.job_commands import run_option_lines
     from zkstore.jobs import snapshot
     from zkstore.jobs.runoptions import LIFECYCLE_KEYS, LifecycleOptions
     from zkstore.jobs.runspec import RunSpec

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from recovery.cli.jobs.job_commands import _show_lines
 from tests import builders
-from zkstore.cli.job_commands import _show_lines
 from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT

@@ -10,10 +10,10 @@ from dataclasses import replace
 import click
 import pytest
 
+from recovery.cli.base import UsageFailure
+from recovery.cli.lifecycle_options import lifecycle_summary
 from recovery.cli.main import cli
 from recovery.driver.heartbeat import HeartbeatGate
-from zkstore.cli.base import UsageFailure
-from zkstore.cli.lifecycle_options import lifecycle_summary
 from zkstore.config import TEST_MINIMUMS_ENV, LoweredMinimums, StoreConfig, loopback_only
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.attempt_limits import (

@@ -11,8 +11,13 @@ from datetime import UTC, datetime, timedelta
 import click
 import pytest
 
-from zkstore.cli.schedule_commands import WHEN_KEYS, changed_spec, interval_note, new_spec
-from zkstore.cli.types import Duration
+from recovery.cli.schedules.schedule_commands import (
+    WHEN_KEYS,
+    changed_spec,
+    interval_note,
+    new_spec,
+)
+from recovery.cli.types import Duration
 from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.handle import Handle, PayloadRef
 from zkstore.jobs.records import MAX_RECORD_BYTES

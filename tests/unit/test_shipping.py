@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from recovery.cli.control_commands import parse_control_values
 from recovery.client.modules import MODULES_ZIP, local_imports, modules_zip
 from recovery.client.spark_dependencies import Dependencies, check_arguments, prepare
 from recovery.driver.workdir import lay_out
 from recovery.shared.sparkconf import merge_lists, parse_spark_conf
-from zkstore.cli.control_commands import parse_control_values
 from zkstore.config import parse_storage_options
 from zkstore.errors import ConfigError, IncompatiblePayload
 from zkstore.jobs.definition import JobDefinition, ShippedFile

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from recovery.cli.progress import Followed, follow_lines, interrupted_lines, start, state_line
 from tests import builders
-from zkstore.cli.progress import Followed, follow_lines, interrupted_lines, start, state_line
 from zkstore.jobs.records import JobResult, JobStatus, Outcome, RunningInfo, SparkApp
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.states import CLEAN, FAILED, PENDING, RESTARTING, STARTING, SUCCEEDED

@@ -1,6 +1,6 @@
 """Development commands of the store: ``zkstore zookeeper``.
 
-Loaded by name only when run (:class:`zkstore.cli.base.DevCommand`): no production module
+Loaded by name only when run (:class:`recovery.cli.base.DevCommand`): no production module
 imports :mod:`zkstore.dev`.
 """
 

@@ -11,6 +11,7 @@ The modules, from the bottom::
     schedule_limits.py   the bounds a cluster sets: the minimum interval, --catchup-max (pure)
     schedule_store.py    create, read, list, pause, resume, delete
     update.py            ``schedules update``: one version-checked write, the change recorded
+    schedule_service.py  create, pause, resume, delete as the command line and the HTTP API ask
     due.py               the pure decision: which windows fire, are skipped or missed, and the
                          concurrency policy
     transaction.py       the one fenced transaction of a fire

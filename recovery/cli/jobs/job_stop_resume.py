@@ -23,9 +23,9 @@ from typing import Any
 
 import click
 
-from zkstore.cli.base import Connection, store_timeout_connection_options
-from zkstore.cli.job_commands import jobs
-from zkstore.cli.lifecycle_options import (
+from recovery.cli.base import Connection, store_timeout_connection_options
+from recovery.cli.jobs.job_commands import jobs
+from recovery.cli.lifecycle_options import (
     attempt_options,
     lifecycle_options,
     lifecycle_summary,
@@ -34,6 +34,8 @@ from zkstore.cli.lifecycle_options import (
 from zkstore.errors import JobFinished, WaitTimeout
 from zkstore.jobs.states import STOPPED
 from zkstore.strict import time_text
+
+__all__ = ["END_MARGIN", "POLL", "resume_job", "stop_job"]
 
 #: What ``stop`` allows beyond the checkpoint's wait: the daemon's grace between SIGTERM and
 #: SIGKILL (30 s by default) and the leader's and member's reaction, with room for a busy host.

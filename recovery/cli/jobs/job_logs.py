@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from zkstore.cli.base import Connection, connection_options
-from zkstore.cli.job_commands import jobs, open_cluster
+from recovery.cli.base import Connection, connection_options
+from recovery.cli.jobs.job_commands import jobs, open_cluster
 
 if TYPE_CHECKING:
     from zkstore.cluster import Cluster
     from zkstore.jobs.snapshot import JobSnapshot
+
+
+__all__ = ["AttemptEnds", "attempt_of", "job_attempt", "job_logs", "job_snapshot", "not_started"]
 
 
 def job_attempt(cluster: Cluster, job_id: str) -> tuple[int, bool] | None:

@@ -1,7 +1,7 @@
 """The command-line options of the run's lifecycle, for ``submit``, ``jobs resume`` and
 ``daemon``.
 
-Durations are parsed by the CLI's one duration type (:class:`zkstore.cli.handles.Duration`:
+Durations are parsed by the CLI's one duration type (:class:`recovery.cli.handle_commands.Duration`:
 ``90s``, ``10m``, ``2h``, ``1d`` or plain seconds), so ``--timeout 2h`` reads as
 ``--min-age 2h`` does; a limit also takes ``off`` (to remove it at ``jobs resume``) and
 ``--retry-reset-after`` takes ``never``. Every option defaults to None ("not given"): ``submit``
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from zkstore.cli.base import UsageFailure
-from zkstore.cli.types import Duration
+from recovery.cli.base import UsageFailure
+from recovery.cli.types import Duration
 from zkstore.errors import ConfigError
 
 if TYPE_CHECKING:  # the records import the ZooKeeper client: loaded when an option is used

@@ -1,6 +1,6 @@
 """Schedule commands: ``zkstore schedules list|show|update|pause|resume|delete`` (``create`` is
 the runtime's: it builds a job definition as ``submit`` does,
-:mod:`recovery.cli.schedule_create_command`; the options of when a schedule fires are here,
+:mod:`recovery.cli.schedules.schedule_create`; the options of when a schedule fires are here,
 :func:`when_options`, for both).
 
 They read and write the schedule's records only (:mod:`zkstore.schedules.schedule_store`); the
@@ -18,23 +18,24 @@ from typing import Any, TypeVar
 
 import click
 
-from zkstore.cli.base import (
+from recovery.cli.base import (
     Connection,
     UsageFailure,
     cli,
     connection_options,
     store_timeout_connection_options,
 )
-from zkstore.cli.job_commands import open_cluster, run_option_lines
-from zkstore.cli.lifecycle_options import (
+from recovery.cli.jobs.job_commands import open_cluster, run_option_lines
+from recovery.cli.lifecycle_options import (
     OFF_WORDS,
     attempt_options,
     lifecycle_options,
     lifecycle_summary,
 )
-from zkstore.cli.output import emit, format_option
+from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster
-from zkstore.errors import ConfigError, HandleNotFound
+from zkstore.errors import ConfigError
+from zkstore.schedules import schedule_service
 from zkstore.schedules import schedule_view as view
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_records import (
@@ -377,7 +378,7 @@ def _history_row(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _set_paused(name: str, connection: Connection, paused: bool) -> None:
     with open_schedules(connection) as (_, store):
-        spec = store.set_paused(name, paused)
+        spec = schedule_service.set_paused(store, name, paused)
     click.echo(f"schedule {spec.name} {'paused' if paused else 'resumed'}")
 
 
@@ -411,6 +412,5 @@ def delete_schedule(name: str, connection: Connection, yes: bool, dry_run: bool)
             return
         if not yes:
             raise UsageFailure(f"deleting schedule {name} needs --yes")
-        if not store.delete(name):
-            raise HandleNotFound(f"no schedule {name!r}")
+        schedule_service.delete(store, name)
     click.echo(f"schedule {name} deleted")

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from zkstore.cli.artifact_options import artifact_root_option, with_roots
-from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.output import emit, format_option
+from recovery.cli.artifact_options import artifact_root_option, with_roots
+from recovery.cli.base import Connection, cli, connection_options
+from recovery.cli.output import emit, format_option
 
 __all__ = ["list_outputs", "output_paths", "outputs", "show_output"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.output import emit, format_option
+from recovery.cli.base import Connection, cli, connection_options
+from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.cluster.pools import MAX_PRIORITY, Pool, counts, delete_pool, read_pools, set_pool

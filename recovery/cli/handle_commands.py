@@ -13,10 +13,8 @@ from typing import Any
 
 import click
 
-from zkstore.admin.inventory import HandleRecord, Problem, read_inventory, verify
-from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
-from zkstore.cli.artifact_options import artifact_root_option, with_roots
-from zkstore.cli.base import (
+from recovery.cli.artifact_options import artifact_root_option, with_roots
+from recovery.cli.base import (
     Connection,
     OperationFailed,
     UsageFailure,
@@ -24,8 +22,10 @@ from zkstore.cli.base import (
     connection_options,
     progress,
 )
-from zkstore.cli.output import emit, format_option
-from zkstore.cli.types import Duration
+from recovery.cli.output import emit, format_option
+from recovery.cli.types import Duration
+from zkstore.admin.inventory import HandleRecord, Problem, read_inventory, verify
+from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name

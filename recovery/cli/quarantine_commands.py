@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
-from zkstore.cli.job_commands import open_cluster
-from zkstore.cli.output import emit, format_option
+from recovery.cli.base import Connection, UsageFailure, cli, connection_options
+from recovery.cli.jobs.job_commands import open_cluster
+from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster, triage
 from zkstore.cluster.triage import Done, kept_handle
 from zkstore.errors import JobNotFound, PayloadError

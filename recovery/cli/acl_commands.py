@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 from kazoo.security import make_digest_acl_credential
 
+from recovery.cli.base import Connection, OperationFailed, UsageFailure, cli, connection_options
+from recovery.cli.output import emit, format_option
 from zkstore.admin.acl import apply_acl, check_cluster_root, describe_open
-from zkstore.cli.base import Connection, OperationFailed, UsageFailure, cli, connection_options
-from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 
 

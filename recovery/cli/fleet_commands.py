@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 
+from recovery.cli.base import Connection, UsageFailure, cli, connection_options
+from recovery.cli.output import emit, format_option
 from zkstore import protocol
-from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
-from zkstore.cli.output import emit, format_option
 from zkstore.cluster import Cluster, quotas
 from zkstore.cluster import fleet_protocol as fleet
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import click
 
-from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.job_commands import open_cluster
-from zkstore.cli.output import emit, format_option
-from zkstore.cli.types import Duration
+from recovery.cli.base import Connection, cli, connection_options
+from recovery.cli.jobs.job_commands import open_cluster
+from recovery.cli.output import emit, format_option
+from recovery.cli.types import Duration
 from zkstore.config import split_pair
 from zkstore.errors import ConfigError, ControlRejected
 from zkstore.jobs.control import (

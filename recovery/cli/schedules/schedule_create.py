@@ -1,8 +1,8 @@
 """``zkstore schedules create``: a job definition built as ``submit`` builds it (the same job
 options and run options: one option stack, :mod:`recovery.cli.joboptions` and
-:func:`zkstore.cli.lifecycle_options.lifecycle_options`), stored once as a schedule
-(:mod:`zkstore.schedules.schedule_store`); the leader runs it at every window. The other schedule
-commands are the store's (:mod:`zkstore.cli.schedule_commands`)."""
+:func:`recovery.cli.lifecycle_options.lifecycle_options`), stored once as a schedule
+(:mod:`zkstore.schedules.schedule_service`); the leader runs it at every window. The group and
+the other verbs: :mod:`recovery.cli.schedules.schedule_commands`."""
 
 from __future__ import annotations
 
@@ -11,24 +11,23 @@ from typing import Any
 
 import click
 
+from recovery.cli.base import Connection, store_timeout_connection_options
 from recovery.cli.joboptions import job_options, split_job_options
-from recovery.client.api import Client
-from zkstore.cli.base import Connection, store_timeout_connection_options
-from zkstore.cli.lifecycle_options import lifecycle_options, lifecycle_summary
-from zkstore.cli.schedule_commands import (
+from recovery.cli.lifecycle_options import lifecycle_options, lifecycle_summary
+from recovery.cli.schedules.schedule_commands import (
     WHEN_KEYS,
     interval_note,
     new_spec,
     schedules,
     when_options,
 )
-from zkstore.errors import ConfigError, HandleNotFound
+from recovery.client.api import Client
+from zkstore.schedules import schedule_service
 from zkstore.schedules.runs import validate_name
-from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.schedule_view import next_window
-from zkstore.schedules.timing import shares_windows
-from zkstore.strict import optional_second_text, time_text
+
+__all__ = ["create_schedule"]
 
 
 @schedules.command("create", context_settings={"ignore_unknown_options": False})
@@ -66,7 +65,7 @@ def create_schedule(
         client.policy.check_schedule(spec, now)  # the leader's minimum, not this environment's
         store = ScheduleStore.for_config(connection.config, client.cluster.zk)
         if spec.after_schedule is not None:
-            check_chain(spec, store)
+            schedule_service.check_chain(spec, store)
         definition = client.definition_for_file(
             target,
             list(args),
@@ -76,7 +75,7 @@ def create_schedule(
             **job,
         )
         client.check_definition(definition)
-        created = store.create(spec, definition)
+        created = schedule_service.create(store, spec, definition)
     click.echo(name)
     note = interval_note(created.spec, when["every"], aligned=when["start_at"] is None)
     if note is not None:
@@ -84,25 +83,3 @@ def create_schedule(
     upcoming = next_window(created.spec, datetime.now(UTC))
     if upcoming is not None:
         click.echo(f"next window: {upcoming}", err=True)
-
-
-def check_chain(spec: ScheduleSpec, store: ScheduleStore) -> None:
-    """Refuse (:class:`ConfigError`, exit 2) an ``--after-schedule`` of an ``--every``
-    schedule whose windows are not all windows of this one's: every run would wait for a
-    window the other schedule never has, and fail. A schedule not made yet is not judged."""
-    other = spec.after_schedule
-    assert other is not None
-    try:
-        theirs = store.spec(other)
-    except HandleNotFound:
-        return
-    if shares_windows(spec.timing(), theirs.timing()):
-        return
-    theirs_from = optional_second_text(theirs.start_at) or time_text(theirs.created)
-    raise ConfigError(
-        f"--after-schedule {other}: its windows (every {theirs.every}s from {theirs_from}) are "
-        f"not all this schedule's (every {spec.every}s from "
-        f"{optional_second_text(spec.start_at)}): a run of a window {other} does not have would "
-        f"fail; give --every a multiple of {theirs.every}s without --start-at (windows at "
-        "multiples of the interval), the same --start-at as its, or a --cron for both"
-    )

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 import click
 
+from recovery.cli.types import Duration
 from zkstore import __version__, protocol
-from zkstore.cli.types import Duration
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
 from zkstore.secrecy import read_secret_file
@@ -44,6 +44,7 @@ __all__ = [
     "progress",
     "setup_logging",
     "store_timeout_connection_options",
+    "wait_timeout_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -297,6 +298,15 @@ def _connection_options(func: F, *, old_spelling: bool) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: ``--wait-timeout`` of ``jobs wait`` and ``submit --wait``.
+wait_timeout_option = click.option(
+    "--wait-timeout",
+    type=Duration(),
+    metavar="DURATION",
+    help="stop waiting after this long (30s, 10m, 2h): exit 7, the job goes on",
+)
+
+
 @contextmanager
 def progress(items: int, label: str) -> Iterator[Callable[[int], None]]:
     """A progress bar on a terminal for long runs; silent when stderr is not a terminal."""
@@ -318,35 +328,29 @@ def setup_logging(verbose: int) -> None:
 
 
 class LazyGroup(ZkStoreGroup):
-    """The root group: each command named with the module(s) that define it, imported when the
-    command is used (its run, its ``--help``, a usage error inside it), never before.
+    """The root group: each command named with the one module (or package) of its noun that
+    defines it with all its verbs, imported when the command is used (its run, its ``--help``, a
+    usage error inside it), never before.
 
     ``zkstore --version``, ``--help`` and a usage error at the top import click and this module
     only: no ZooKeeper client, no storage, no runtime (issue 27: a command line that answers at
-    once). A name may be defined by several modules (the store's ``jobs`` group, which the
-    runtime's ``jobs wait`` joins): all of them are imported before the command is looked up.
-    Imports are by name, so the store never imports the runtime (setup.cfg's contracts).
+    once). The table is :data:`recovery.cli.main.COMMANDS`.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy: dict[str, tuple[list[str], str]] = {}
+        self.lazy: dict[str, tuple[str, str]] = {}
 
     def add_lazy(self, name: str, module: str, short_help: str) -> None:
         """Name a command that ``module`` defines on this group, with its one-line help."""
-        self.lazy[name] = ([module], short_help)
-
-    def extend_lazy(self, name: str, module: str) -> None:
-        """Another module adds subcommands to the group ``name``: import it with the group."""
-        self.lazy[name][0].append(module)
+        self.lazy[name] = (module, short_help)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
-            for module in self.lazy[cmd_name][0]:
-                importlib.import_module(module)  # registers its commands (idempotent)
+            importlib.import_module(self.lazy[cmd_name][0])  # registers its commands (idempotent)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -382,53 +386,3 @@ def cli(verbose: int) -> None:
     ZKSTORE_* environment variables.
     """
     setup_logging(verbose)
-
-
-assert isinstance(cli, LazyGroup)
-for _name, _module, _help in (
-    ("acl", "zkstore.cli.acl_commands", "Who may read and change the cluster's ZooKeeper nodes."),
-    ("cluster", "zkstore.cli.cluster", "The cluster as a whole: the settings its leader enforces."),
-    ("checkpoints", "zkstore.cli.job_commands", "Inspect checkpoints."),
-    (
-        "control",
-        "zkstore.cli.control_commands",
-        "Change a running job (ctx.config in the job) and see what it applied.",
-    ),
-    (
-        "fleet",
-        "zkstore.cli.fleet_commands",
-        "The fleet's protocol: which daemons run which release, and finalizing an upgrade.",
-    ),
-    (
-        "handles",
-        "zkstore.cli.handles",
-        "Inspect and verify handles; find and clean up lingering state.",
-    ),
-    (
-        "jobs",
-        "zkstore.cli.job_commands",
-        "List, inspect, follow and cancel jobs (reads handles and records, never payloads).",
-    ),
-    (
-        "outputs",
-        "zkstore.cli.output_commands",
-        "What jobs committed with their checkpoints (ctx.outputs): only committed parts.",
-    ),
-    (
-        "pools",
-        "zkstore.cli.pool_commands",
-        "Pools: how many of a pool's jobs may run at once and which pool's jobs start first.",
-    ),
-    (
-        "quarantine",
-        "zkstore.cli.quarantine_commands",
-        "Jobs that cannot run as they are: look at them, release or purge them.",
-    ),
-    (
-        "schedules",
-        "zkstore.cli.schedule_commands",
-        "Jobs run at every window of a cron expression or an interval, each window once.",
-    ),
-):
-    cli.add_lazy(_name, _module, _help)
-cli.extend_lazy("jobs", "zkstore.cli.log_commands")

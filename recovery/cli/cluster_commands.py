@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from zkstore.cli.base import Connection, cli, connection_options
-from zkstore.cli.output import emit, format_option
+from recovery.cli.base import Connection, cli, connection_options
+from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.cluster.cluster_settings import POLICY_FIELDS, differing, key_for, read_settings, view

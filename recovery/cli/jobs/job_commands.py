@@ -1,4 +1,4 @@
-"""Job commands of the store: ``zkstore jobs list|show|cancel`` and ``checkpoints list``.
+"""``zkstore jobs list | show | cancel | forget`` and the ``jobs`` group the other verbs join.
 
 They read handles, records and summaries only: no payload is ever read or unpickled.
 """
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from zkstore.cli.artifact_options import (
+from recovery.cli.artifact_options import (
     artifact_lines,
     artifact_root_option,
     with_roots,
 )
-from zkstore.cli.base import Connection, UsageFailure, cli, connection_options
-from zkstore.cli.output import emit, format_option
+from recovery.cli.base import Connection, UsageFailure, cli, connection_options
+from recovery.cli.output import emit, format_option
 from zkstore.strict import time_text
 
 if TYPE_CHECKING:
@@ -34,10 +34,8 @@ __all__ = [
     "WAITING_STATES",
     "attempt_lines",
     "cancel_job",
-    "checkpoints",
     "forget_job",
     "jobs",
-    "list_checkpoints",
     "list_jobs",
     "open_cluster",
     "open_zookeeper",
@@ -404,43 +402,3 @@ def forget_job(job_id: str, dry_run: bool, yes: bool, connection: Connection) ->
     with open_cluster(connection) as cluster:
         done = triage.forget(cluster, job_id, dry_run=dry_run)
     click.echo(done.detail)
-
-
-@cli.group()
-def checkpoints() -> None:
-    """Inspect checkpoints."""
-
-
-@checkpoints.command("list")
-@click.argument("job_id")
-@connection_options
-@format_option
-def list_checkpoints(job_id: str, connection: Connection, fmt: str) -> None:
-    """List a job's checkpoints, oldest first (from handles; metadata is not read).
-
-    JSON: a list of {id, created, size, uri, version}. Exits 4 if there is no such job.
-    """
-    from zkstore.jobs.snapshot import read_snapshot
-    from zkstore.service.job_view import age
-
-    with open_cluster(connection) as cluster:
-        read_snapshot(cluster.zk, cluster.layout, job_id)
-        found = cluster.checkpoints(job_id).all()
-    items: list[dict[str, Any]] = [
-        {
-            "id": cid,
-            "created": time_text(h.created),
-            "size": h.size,
-            "uri": h.uri,
-            "version": h.version,
-        }
-        for cid, h in found
-    ]
-    rows = [{**i, "age": age(h.created_at)} for i, (_, h) in zip(items, found, strict=True)]
-    emit(
-        items,
-        fmt,
-        columns=["id", "age", "size", "uri"],
-        rows=rows,
-        empty=f"no checkpoints for {job_id}",
-    )
