@@ -60,7 +60,7 @@ import-graph: $(STAMP)
 	$(BIN)/python .ci/import-graph
 
 # The runtime's end-to-end flows again with ZooKeeper credentials, where every driver holds
-# its own job's identity (zkstore/identity.py): checkpoints, artifacts, control, heartbeats,
+# its own job's identity (zkstore/zookeeper/identity.py): checkpoints, artifacts, control, heartbeats,
 # schedules, adoption. .ci/run runs this after make test.
 CREDENTIAL_TESTS ?= tests/e2e/test_artifacts_runtime.py tests/e2e/test_control_e2e.py \
 	tests/e2e/test_restart_adoption.py tests/e2e/test_runtime.py tests/e2e/test_attempt_timeouts.py \

@@ -21,7 +21,7 @@ from benchmarks.common import Result, file_config, show_all, wait_all_exist, zoo
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import STARTING
+from zkstore.records.job_states import STARTING
 
 SLOTS = 4
 

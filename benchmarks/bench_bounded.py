@@ -46,13 +46,13 @@ from benchmarks.common import Result, file_config, show_all, wait_all_exist, zoo
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import StoreConfig
-from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, Event, notification_ops
+from zkstore.records.handle import SummaryValue
+from zkstore.records.strict import to_second, utc_moment
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.strict import to_second, utc_moment
 
 GOAL = "<= 1.5"
 HUGE = 128 * 1024 * 1024

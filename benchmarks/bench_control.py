@@ -26,7 +26,7 @@ from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.control import ControlAck, ControlStore
-from zkstore.watch import NodeWatch
+from zkstore.zookeeper.watch import NodeWatch
 
 
 def idle(ctx: Any) -> None:

@@ -19,9 +19,9 @@ from benchmarks.bench_backlog import _submit_many
 from benchmarks.common import Result, file_config, fresh_root, hold, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
-from zkstore.jobs.records import MemberInfo
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def _running_attempts(client: Client, job_ids: list[str]) -> dict[str, int]:

@@ -45,9 +45,9 @@ from zkstore.lifecycle.outbox import (
     entry_name,
     notification_ops,
 )
-from zkstore.ops import Check, Create, Fence, SetData
-from zkstore.strict import utc_moment, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.strict import utc_moment, utc_now
+from zkstore.zookeeper.ops import Check, Create, Fence, SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 class Receiver:

@@ -36,14 +36,14 @@ from recovery.shared.processes import identify
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_listing, read_snapshots
-from zkstore.jobs.states import PENDING, SUCCEEDED
 from zkstore.layout import StorageLayout
-from zkstore.ops import Create, Op
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import PENDING, SUCCEEDED
+from zkstore.records.strict import utc_moment
 from zkstore.service.job_view import describe
-from zkstore.storage import StateStorage
-from zkstore.strict import utc_moment
+from zkstore.zookeeper.ops import Create, Op
 
 PRINTER = "line = 'x' * 99\nfor i in range({lines}):\n    print(line)\n"
 

@@ -29,10 +29,10 @@ from recovery.driver.output_staging import JobOutputs
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus, RunningInfo
-from zkstore.jobs.states import STARTING
-from zkstore.ops import Fence
-from zkstore.strict import utc_moment
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import STARTING
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Fence
 
 
 def noop(ctx: object) -> None:

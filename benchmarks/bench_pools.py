@@ -39,12 +39,12 @@ from recovery.dev.localcluster import LocalCluster
 from zkstore.cluster.pools import set_pool
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import MemberInfo
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import ceil_second
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 from zkstore_dev.chaos.schedule_checker import read_runs, scheduled_run
 
 SLOTS = 4

@@ -30,12 +30,12 @@ from benchmarks.common import Result, connect, file_config, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.retention import PAGE, PAGE_DELAY
-from zkstore.jobs.records import JobResult
-from zkstore.jobs.states import CLEAN, STARTING, SUCCEEDED
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Op
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import CLEAN, STARTING, SUCCEEDED
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Create, Delete, Op
+from zkstore.zookeeper.zk import ZooKeeper
 
 PENDING = 100
 #: creates per transaction, and transactions per pipelined round, when seeding

@@ -41,11 +41,11 @@ from recovery.leader.election import LeaderElection
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
 from zkstore.jobs.definition import JobDefinition
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import ceil_second
-from zkstore.strict import utc_moment
 from zkstore_dev.chaos.schedule_checker import read_runs, scheduled_run
 
 START = datetime(2026, 11, 24, tzinfo=UTC)

@@ -43,9 +43,12 @@ from recovery.dev.localcluster import LocalCluster
 from recovery.driver.lease import default_margin
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.errors import CorruptRecord
-from zkstore.jobs.records import JobResult, JobStatus, LeaderInfo, read_record
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.job_records import JobStatus
+from zkstore.records.record import read_record
+from zkstore.records.result_records import JobResult
+from zkstore.zookeeper.zk import ZooKeeper
 
 BUSY_LOOP = "while True: pass"
 DISK_LOOP = """

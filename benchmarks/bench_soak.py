@@ -37,10 +37,12 @@ from benchmarks.common import Result, file_config, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from zkstore.errors import HandleNotFound, ZkStoreError
-from zkstore.jobs.records import JobResult, MemberInfo, read_record
-from zkstore.jobs.states import SUCCEEDED
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.records.record import read_record
+from zkstore.records.result_records import JobResult
+from zkstore.zookeeper.zk import ZooKeeper
 
 NOOP = "def noop(ctx):\n    return None\n"
 SCHEDULE = "tick"

@@ -44,8 +44,8 @@ from typing import Any
 from benchmarks.common import Result, file_config, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from zkstore.jobs.records import DrainMark
-from zkstore.strict import utc_moment
+from zkstore.records.fleet_records import DrainMark
+from zkstore.records.strict import utc_moment
 
 SESSION_TIMEOUT = 2.0
 MASTER = "local[1]"

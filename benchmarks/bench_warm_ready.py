@@ -32,7 +32,7 @@ from benchmarks.common import Result, file_config, show_all, zookeeper
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from recovery.shared.fleet_view import read_fleet
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 #: the goals (seconds), as issue 56 sets them
 FRESH_GOAL, RESTART_GOAL, AFTER_PYTHON_GOAL = 30.0, 20.0, 5.0

@@ -26,10 +26,10 @@ from kazoo.protocol.states import WatchedEvent
 
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, DEFAULT_TIMEOUT, StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.handle import Handle
-from zkstore.ops import Op
-from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.store import ZooKeeperStateHandleStore
+from zkstore.records.handle import Handle
+from zkstore.zookeeper.ops import Op
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @contextmanager

@@ -49,8 +49,8 @@ from zkstore.errors import (
     StoreUnavailable,
     ZkStoreError,
 )
-from zkstore.throttle import Throttle
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.throttle import Throttle
+from zkstore.zookeeper.zk import ZooKeeper
 
 if TYPE_CHECKING:
     from recovery.observe.server import HttpSide

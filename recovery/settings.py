@@ -17,8 +17,8 @@ from zkstore.cluster.pools import check_name
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.lifecycle.attempt_limits import least_limits
+from zkstore.payloads.secrecy import read_secret_file, read_secret_lines
 from zkstore.schedules.schedule_limits import DEFAULT_MIN_INTERVAL
-from zkstore.secrecy import read_secret_file, read_secret_lines
 
 __all__ = [
     "ANY_HOST",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zkstore.handle import Handle
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.records.handle import Handle
 
 #: the time a built record was written, unless a test says otherwise
 T = "2026-11-23T12:00:00.000Z"

@@ -29,7 +29,7 @@ def swap_claim(ctx: Any, uri: str, out: str) -> None:
     from zkstore.config import StoreConfig
     from zkstore.jobs.claims import Claim, claim_key
     from zkstore.jobs.job_artifacts import JOB, Artifact
-    from zkstore.strict import utc_now
+    from zkstore.records.strict import utc_now
 
     config = next(c for c in gc.get_objects() if isinstance(c, StoreConfig) and c.zk_driver)
     auth = [

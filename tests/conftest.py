@@ -46,9 +46,9 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.payloads.storage import StateStorage
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
-from zkstore.storage import StateStorage
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 # A suite started in the background of a shell (``nohup make test &``, .ci/soak) has SIGINT
 # ignored, and an ignored disposition is inherited across exec: every command a test starts
@@ -137,7 +137,8 @@ def config(
 ) -> StoreConfig:
     """The test's cluster (a shared fleet's, for a test that runs on one: its own root and
     storage, emptied for each test). ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes
-    it with ZooKeeper credentials (drivers then hold their job's identity: zkstore.identity)."""
+    it with ZooKeeper credentials (drivers then hold their job's identity:
+    zkstore.zookeeper.identity)."""
     shape = shared_shape(request)
     if shape is not None:
         fleets: Fleets = request.getfixturevalue("fleets")

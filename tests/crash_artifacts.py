@@ -16,7 +16,7 @@ from typing import Any
 from tests.crash_cluster import crashing_cluster
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
-from zkstore.ops import Fence
+from zkstore.zookeeper.ops import Fence
 
 NAME = "staging"
 #: Every step of an artifact's life, in order (register's two halves of data are the job's).

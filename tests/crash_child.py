@@ -10,10 +10,10 @@ import json
 import os
 import sys
 
-from zkstore.serializers import JsonSerializer
-from zkstore.storage import StateStorage
-from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.serializers import JsonSerializer
+from zkstore.payloads.storage import StateStorage
+from zkstore.payloads.store import ZooKeeperStateHandleStore
+from zkstore.zookeeper.zk import ZooKeeper
 
 CRASHED = 77
 

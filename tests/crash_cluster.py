@@ -17,7 +17,7 @@ from zkstore.cluster import Cluster, triage
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 CRASHED = 77
 

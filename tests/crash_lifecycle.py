@@ -21,7 +21,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import Outbox
 from zkstore.lifecycle.stopstore import StopStore
-from zkstore.ops import Fence
+from zkstore.zookeeper.ops import Fence
 
 
 def main(spec: dict[str, Any]) -> int:

@@ -17,10 +17,10 @@ from typing import Any
 from recovery.leader.election import LeaderElection
 from tests.crash_cluster import crashing_cluster
 from zkstore.jobs.definition import JobDefinition
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.strict import utc_moment
 
 
 def noop(ctx: object) -> None:

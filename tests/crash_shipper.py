@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from recovery.member.log_shipper import ShipperService
-from zkstore.handle import PayloadRef
 from zkstore.jobs.logs import chunk_name
-from zkstore.storage import StateStorage
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import PayloadRef
 
 CRASHED = 77
 

@@ -32,7 +32,7 @@ from zkstore.cluster.triage import cancel, forget
 from zkstore.config import StoreConfig
 from zkstore.errors import HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 #: what a test leaves for the reset to end: every job of it is gone within this (its driver
 #: told to stop, its cleanup done); a job still there is reported, not waited for longer

@@ -28,19 +28,19 @@ from tests import jobs
 from zkstore.admin.lingering import find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import TEST_MINIMUMS_ENV, LoweredMinimums, StoreConfig, ZkAuth
-from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus
-from zkstore.jobs.states import CLEAN, QUARANTINED, STARTING
-from zkstore.storage import StateStorage
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import CLEAN, QUARANTINED, STARTING
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.zk import ZooKeeper
 
 if TYPE_CHECKING:
     from recovery.client.api import Client
     from recovery.leader.grant import LeaderProcess
     from tests.servers import S3Server
-    from zkstore.jobs.records import QuarantineEntry
+    from zkstore.records.result_records import QuarantineEntry
 
 #: The session timeout of the end-to-end tests' daemons and drivers.
 SESSION_TIMEOUT = 3.0

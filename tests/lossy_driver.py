@@ -26,11 +26,11 @@ from typing import Any
 from recovery.driver.driver import Driver
 from zkstore.config import StoreConfig
 from zkstore.errors import OutcomeUnknown
-from zkstore.jobs.records import JobStatus
-from zkstore.jobs.states import STARTING
 from zkstore.layout import Layout
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import STARTING
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 from zkstore_dev.blackout import Blackout
 
 LOG = logging.getLogger("tests.lossy_driver")

@@ -11,32 +11,28 @@ from typing import Any
 from zkstore.cluster.cluster_settings import ClusterSettings
 from zkstore.cluster.fleet_protocol import FleetRecord
 from zkstore.conditions import Condition, Conditions
-from zkstore.handle import Handle
 from zkstore.jobs.claims import Claim
 from zkstore.jobs.control.control_records import ControlAck, ControlKeys, KeyDecision
 from zkstore.jobs.control.values import DeclaredKey
 from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
 from zkstore.jobs.job_artifacts import Artifact
 from zkstore.jobs.outputs.output_records import Output, OutputCommit
-from zkstore.jobs.records import (
-    Assignment,
+from zkstore.jobs.resources import ResourceReport
+from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
+from zkstore.records.fleet_records import Assignment, DrainMark, LeaderInfo, MemberInfo
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import (
     CancelRequest,
     ControlObject,
-    DrainMark,
-    JobResult,
     JobStatus,
-    LeaderInfo,
-    MemberInfo,
     Outcome,
-    QuarantineEntry,
-    Record,
     RunningInfo,
     SparkApp,
 )
-from zkstore.jobs.resources import ResourceReport
-from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
+from zkstore.records.record import Record
+from zkstore.records.result_records import JobResult, QuarantineEntry
+from zkstore.records.strict import parse_time, utc_now
 from zkstore.schedules.schedule_records import HistoryEntry, ScheduleSpec, ScheduleState
-from zkstore.strict import parse_time, utc_now
 
 NOW = utc_now()
 MOMENT = parse_time(NOW)
@@ -365,7 +361,9 @@ PRESENCE_ONLY = {
     "election": "a contender: its name orders it, its data is for people",
     "cleanup_entry": "the cleanup index: present iff the job's result is DIRTY",
     "locks": "R/currentJobs/<job>/locks and its EPHEMERAL children: present while used",
-    "leader_clock": "its write stamps are ZooKeeper's time (zkstore/clock.py); its data is empty",
+    "leader_clock": (
+        "its write stamps are ZooKeeper's time (zkstore/zookeeper/clock.py); its data is empty"
+    ),
 }
 
 #: Layout methods that name parents of many nodes, not a node kind of their own.

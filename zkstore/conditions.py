@@ -29,13 +29,14 @@ from functools import cached_property
 from typing import Any
 
 from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound, VersionConflict
-from zkstore.jobs.records import JobStatus, Record
-from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
-from zkstore.ops import Check, Create, Delete, Fence, Op, SetData
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import check_text, parse_time, time_text, to_millisecond
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import PENDING
+from zkstore.records.record import Record
+from zkstore.records.strict import check_text, parse_time, time_text, to_millisecond
+from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "CANNOT_FIRE",
@@ -236,7 +237,7 @@ class ConditionStore:
 
     def delete_op(self, kind: str, name: str) -> Op:
         """The op that deletes the object's conditions (to commit with the object's end;
-        :func:`zkstore.ops.without_existing`-style callers drop it when absent)."""
+        :func:`zkstore.zookeeper.ops.without_existing`-style callers drop it when absent)."""
         return Delete(self.path(kind, name))
 
     def _change(

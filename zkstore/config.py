@@ -329,7 +329,7 @@ class StoreConfig:
     artifact_roots: tuple[str, ...] = ()
     job_key: JobKey | None = field(default=None, repr=False)
     #: a driver's ZooKeeper identity in place of ``zk_auth`` (the drivers' and its job's
-    #: credentials, :class:`zkstore.identity.DriverIdentity` as JSON; :meth:`for_job`)
+    #: credentials, :class:`zkstore.zookeeper.identity.DriverIdentity` as JSON; :meth:`for_job`)
     zk_driver: Mapping[str, Any] | None = field(default=None, repr=False)
     #: test-only (:data:`TEST_MINIMUMS_ENV`): product minimums lowered; None in production
     lowered_minimums: LoweredMinimums | None = None
@@ -385,7 +385,7 @@ class StoreConfig:
     def for_job(self, job_id: str, *, zk_driver: Mapping[str, Any] | None = None) -> StoreConfig:
         """The configuration a driver of ``job_id`` gets: the cluster's signing key replaced by
         the key derived for that job (without a signing key, none); with ``zk_driver`` (the
-        job's ZooKeeper identity, :func:`zkstore.identity.driver_identity`), the cluster's
+        job's ZooKeeper identity, :func:`zkstore.zookeeper.identity.driver_identity`), the cluster's
         ZooKeeper credentials replaced by it."""
         changed = self
         if zk_driver is not None:

@@ -122,7 +122,7 @@ __all__ = [
 
 class ExitCode(IntEnum):
     """The exit codes of the ``zkstore`` command line (a driver process has its own,
-    :class:`zkstore.jobs.states.DriverExit`)."""
+    :class:`zkstore.records.job_states.DriverExit`)."""
 
     OK = 0
     FAILED = 1
@@ -324,7 +324,7 @@ class SerializationError(ZkStoreError):
 
 class TooLarge(SerializationError):
     """Over a size or count limit, refused before anything is written: a handle
-    (:data:`~zkstore.handle.MAX_HANDLE_BYTES`), a znode or a transaction (64 KB), a payload
+    (:data:`~zkstore.records.handle.MAX_HANDLE_BYTES`), a znode or a transaction (64 KB), a payload
     (the configured maximum), a control history entry, a job's artifacts."""
 
     http_status = 413

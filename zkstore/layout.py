@@ -161,7 +161,8 @@ class Layout:
 
     @property
     def leader_clock(self) -> str:
-        """The node whose write stamps tell a leader ZooKeeper's time (:mod:`zkstore.clock`)."""
+        """The node whose write stamps tell a leader ZooKeeper's time
+        (:mod:`zkstore.zookeeper.clock`)."""
         return f"{self.base}/leader/clock"
 
     @property

@@ -17,7 +17,7 @@ from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV, Destinations
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV, check_bounds, min_interval_from_env
 from zkstore.schedules.schedule_records import ScheduleSpec
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ClusterPolicy"]
 

@@ -9,8 +9,8 @@ protocol N (:data:`FEATURES`) is used only once the fleet is at N or above, so n
 that a live daemon cannot read.
 
 A record written with a feature past protocol 1 says so: a field ``"protocol": N`` in a JSON
-record, ``"format": N`` above :data:`zkstore.handle.FORMAT` in a handle. A reader that speaks
-less raises :class:`~zkstore.errors.NewerRecord` for it (a kind of
+record, ``"format": N`` above :data:`zkstore.records.handle.FORMAT` in a handle. A reader that
+speaks less raises :class:`~zkstore.errors.NewerRecord` for it (a kind of
 :class:`~zkstore.errors.CorruptRecord`, so that every reader that survives garbage survives it;
 those that would act on garbage, by quarantining or deleting, leave it alone and report the job
 as needing a newer daemon).
@@ -84,8 +84,8 @@ FEATURES: dict[str, Feature] = {
         "a function job's arguments pickled apart from its code (jobs resume --definition "
         "keeping a function job's arguments)",
     ),
-    # Drivers authenticated as their job (zkstore.identity), not as the cluster: a node made
-    # by a daemon of protocol 2 carries no ACL entry for the job, and its driver could not
+    # Drivers authenticated as their job (zkstore.zookeeper.identity), not as the cluster: a node
+    # made by a daemon of protocol 2 carries no ACL entry for the job, and its driver could not
     # write its own records there.
     JOB_IDENTITIES: Feature(
         JOB_IDENTITIES,

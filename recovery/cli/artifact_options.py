@@ -26,9 +26,9 @@ def artifact_root_option(func: Any) -> Any:
 
 def with_roots(config: StoreConfig, roots: tuple[str, ...]) -> StoreConfig:
     """``config`` with the ``--artifact-root`` URLs given (or those of the environment),
-    validated: :class:`~zkstore.artifacts.ArtifactRootRefused` if one overlaps the storage
+    validated: :class:`~zkstore.payloads.artifacts.ArtifactRootRefused` if one overlaps the storage
     root or another, before the command does anything."""
-    from zkstore.artifacts import check_roots  # fsspec: only for the commands that use it
+    from zkstore.payloads.artifacts import check_roots  # fsspec: only for the commands that use it
 
     config = config.with_changes(artifact_roots=tuple(roots)) if roots else config
     check_roots(config)

@@ -26,7 +26,7 @@ from recovery.cli.types import Duration
 from zkstore import __version__, protocol
 from zkstore.config import ENV_VARS, StoreConfig, parse_storage_options
 from zkstore.errors import EXIT_FAILED, EXIT_USAGE, ConfigError, JobDidNotSucceed, ZkStoreError
-from zkstore.secrecy import read_secret_file
+from zkstore.payloads.secrecy import read_secret_file
 
 __all__ = [
     "OLD_TIMEOUT_WARNING",
@@ -133,8 +133,8 @@ class UsageFailure(click.ClickException):
 @dataclass(frozen=True)
 class TakenSecrets:
     """The secret variables the console script took out of its environment as it started
-    (:func:`zkstore.secrecy.take_from_environment`), for the command to build its configuration
-    from: click's ``obj`` of the root context."""
+    (:func:`zkstore.payloads.secrecy.take_from_environment`), for the command to build its
+    configuration from: click's ``obj`` of the root context."""
 
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -182,7 +182,7 @@ def connection_options(func: F) -> F:
     Each falls back to its ``ZKSTORE_*`` variable, then to the default; flags win. No secret is
     ever a flag's value or shown as a default: credentials come from ``ZKSTORE_ZK_AUTH`` or a
     file named by ``--zk-auth-file``, the signing key from ``ZKSTORE_SIGNING_KEY`` or a file
-    named by ``--signing-key-file`` (:func:`zkstore.secrecy.read_secret_file`).
+    named by ``--signing-key-file`` (:func:`zkstore.payloads.secrecy.read_secret_file`).
 
     ``--timeout``, the deadline's old spelling on these commands, is still accepted (hidden),
     with a warning on stderr: across the command line ``--timeout`` is a run's time limit

@@ -9,7 +9,7 @@ import click
 from recovery.cli.base import Connection, cli, connection_options
 from recovery.cli.jobs.job_commands import open_cluster
 from recovery.cli.output import emit, format_option
-from zkstore.strict import time_text
+from zkstore.records.strict import time_text
 
 __all__ = ["checkpoints", "list_checkpoints"]
 

@@ -28,8 +28,8 @@ from zkstore.jobs.control import (
 )
 from zkstore.jobs.control.control_view import value_text
 from zkstore.layout import validate_job_id
+from zkstore.records.strict import time_text
 from zkstore.service.control_service import ControlService, Done, applied, command
-from zkstore.strict import time_text
 
 __all__ = [
     "DEFAULT_WAIT",

@@ -16,7 +16,8 @@ from recovery.shared.fleet_view import format_labels
 from zkstore.cluster import Cluster
 from zkstore.config import validate_id
 from zkstore.errors import CorruptRecord
-from zkstore.jobs.records import LeaderInfo, read_record
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.record import read_record
 from zkstore.service.job_view import age
 
 logger = logging.getLogger(__name__)

@@ -2,9 +2,9 @@
 
 A process is dumpable from its ``execve`` until it says otherwise, and so open to every process
 of its user in ``/proc`` (``environ``, ``mem``: a ``mem`` descriptor opened then keeps reading
-after; see :mod:`zkstore.secrecy`). So the first thing the script does, after importing only
-:mod:`zkstore.secrecy` (``ctypes`` and the error classes: a few milliseconds, where the
-commands' imports, click's and the runtime's, take tens to hundreds), is
+after; see :mod:`zkstore.payloads.secrecy`). So the first thing the script does, after importing
+only :mod:`zkstore.payloads.secrecy` (``ctypes`` and the error classes: a few milliseconds, where
+the commands' imports, click's and the runtime's, take tens to hundreds), is
 ``prctl(PR_SET_DUMPABLE, 0)``, then it takes the secret variables out of its environment, then
 it imports the commands (:mod:`recovery.cli.main`). That shortens the window, it cannot close
 it: only a user of their own keeps job code out for good (``zkstore daemon --driver-user``;
@@ -14,7 +14,7 @@ told ``--jobs-may-read-secrets``: :func:`recovery.member.driveruser.check_apart`
 
 from __future__ import annotations
 
-from zkstore import secrecy
+from zkstore.payloads import secrecy
 
 __all__ = ["main"]
 

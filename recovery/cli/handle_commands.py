@@ -29,9 +29,9 @@ from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingerin
 from zkstore.cluster import Cluster
 from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name
+from zkstore.payloads.store import MAX_PUBLISH_DELAY
+from zkstore.records.strict import time_text
 from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.store import MAX_PUBLISH_DELAY
-from zkstore.strict import time_text
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
 

@@ -8,8 +8,8 @@ The table below names each command with its module; the root group
 only.
 
 Before anything else, every command (the daemon included) makes its process undumpable and
-takes the secret variables out of its environment (:mod:`zkstore.secrecy`): the console script
-does it before importing this module (:mod:`recovery.cli.entry`), ``python -m
+takes the secret variables out of its environment (:mod:`zkstore.payloads.secrecy`): the console
+script does it before importing this module (:mod:`recovery.cli.entry`), ``python -m
 recovery.cli.main`` here, after the imports.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from recovery.cli.base import DevCommand, LazyGroup, TakenSecrets, cli
-from zkstore import secrecy
 from zkstore.config import SECRET_ENV_VARS
+from zkstore.payloads import secrecy
 
 __all__ = ["cli", "main", "run"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from zkstore.strict import escape_control
+from zkstore.records.strict import escape_control
 
 __all__ = ["FORMATS", "emit", "format_option", "render_table"]
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import (
+from zkstore.records.job_states import (
     CLEANING,
     ENDED,
     PAUSED,

@@ -20,10 +20,10 @@ from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster, triage
 from zkstore.cluster.triage import Done, kept_handle
 from zkstore.errors import JobNotFound, PayloadError
-from zkstore.jobs.records import QuarantineEntry
 from zkstore.jobs.snapshot import read_snapshot
+from zkstore.records.result_records import QuarantineEntry
+from zkstore.records.strict import time_text
 from zkstore.service.job_view import age, headline
-from zkstore.strict import time_text
 
 ENTRY_JSON_HELP = """\b
 JSON: job_id, name, reason, since, kind, entry, submitted,

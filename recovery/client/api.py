@@ -56,21 +56,24 @@ from zkstore.errors import (
     PayloadError,
     WaitTimeout,
 )
-from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import FUNCTION, ORIGIN, JobDefinition
 from zkstore.jobs.definition import origin as code_origin
 from zkstore.jobs.dependencies import check_after, format_after, parse_after
-from zkstore.jobs.records import CancelRequest, JobResult, LeaderInfo, read_record
 from zkstore.jobs.resubmit import differences, fingerprint, idempotent_job_id
 from zkstore.jobs.runoptions import LIFECYCLE_KEYS
 from zkstore.jobs.runspec import DEFAULT_POOL, RunOptions
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
-from zkstore.jobs.states import CLEAN
 from zkstore.jobs.stored import stored_summary
 from zkstore.policy import ClusterPolicy
 from zkstore.protocol import ARGUMENTS_APART, FEATURES, POOLS, RUN_SPEC
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.handle import SummaryValue
+from zkstore.records.job_records import CancelRequest
+from zkstore.records.job_states import CLEAN
+from zkstore.records.record import read_record
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import time_text
 from zkstore.schedules.schedule_records import SchedulePaths
-from zkstore.strict import time_text
 
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
 

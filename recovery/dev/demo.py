@@ -33,10 +33,10 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.records import DrainMark
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.layout import Layout
-from zkstore.strict import optional_time_text, utc_moment
+from zkstore.records.fleet_records import DrainMark
+from zkstore.records.strict import optional_time_text, utc_moment
 
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
 #: the line a daemon logs once its warm driver JVM is ready (recovery.member.warm_jvms.pool)

@@ -27,11 +27,13 @@ from recovery.member.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.dev import lifeline
 from zkstore.errors import CorruptRecord, HandleNotFound
-from zkstore.jobs.records import LeaderInfo, RunningInfo, read_record
 from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.record import read_record
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "PASSED_ON",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 from recovery.driver.signals import AttemptSuperseded, JobCancelled
 from zkstore.errors import FenceLost
 from zkstore.jobs.job_artifacts import ATTEMPT, FINISHED, Artifact, ArtifactStore
-from zkstore.ops import Fence
+from zkstore.zookeeper.ops import Fence
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

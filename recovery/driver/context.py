@@ -33,8 +33,8 @@ from recovery.executor.tasks import Decorator
 from zkstore.errors import FenceLost, StoreUnavailable
 from zkstore.jobs.checkpoints import Checkpoint, CheckpointStore
 from zkstore.jobs.resources import ResourceReports
-from zkstore.ops import Fence
-from zkstore.retry import WHILE_STANDING, TryAgain
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.retry import WHILE_STANDING, TryAgain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

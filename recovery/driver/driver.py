@@ -88,16 +88,17 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.jobs.definition import SCRIPT, JobDefinition
-from zkstore.jobs.records import Outcome, RunningInfo, read_record, short_error
 from zkstore.jobs.resources import ResourceReports
-from zkstore.jobs.states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
 from zkstore.jobs.stops import Heartbeat
 from zkstore.lifecycle.attempt_limits import least_heartbeat_interval
 from zkstore.lifecycle.lifecycle_ops import heartbeat_ops
-from zkstore.ops import Check, Create, Deadline, Delete, Fence, SetData
-from zkstore.retry import RACES, WHILE_STANDING, TryAgain
-from zkstore.strict import utc_moment
-from zkstore.watch import NodeWatch, WatchedValue
+from zkstore.records.job_records import Outcome, RunningInfo
+from zkstore.records.job_states import BROKEN, CANCELLED, FAILED, SUCCEEDED, DriverExit
+from zkstore.records.record import read_record, short_error
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Check, Create, Deadline, Delete, Fence, SetData
+from zkstore.zookeeper.retry import RACES, WHILE_STANDING, TryAgain
+from zkstore.zookeeper.watch import NodeWatch, WatchedValue
 
 __all__ = ["EXIT_CODES", "LOG_LEVELS", "WATCH", "Driver", "main", "set_up_logging", "warm"]
 
@@ -521,10 +522,10 @@ class Driver:
     def _report(self, outcome: str, error: str | None) -> None:
         """Record the outcome and release ``running`` in one transaction fenced on the attempt.
 
-        Idempotent. Tried until it is recorded (:data:`~zkstore.retry.WHILE_STANDING`: an answer
-        lost is settled by reading the outcome back, a write that did not land is sent again),
-        for as long as the attempt's session lease lasts; it stops at once when the fence says
-        another attempt owns the job. Either end that is not "recorded" is logged at ERROR.
+        Idempotent. Tried until it is recorded (:data:`~zkstore.zookeeper.retry.WHILE_STANDING`: an
+        answer lost is settled by reading the outcome back, a write that did not land is sent
+        again), for as long as the attempt's session lease lasts; it stops at once when the fence
+        says another attempt owns the job. Either end that is not "recorded" is logged at ERROR.
         """
         with self._report_lock:
             if self._reported:

@@ -25,7 +25,6 @@ from recovery.driver import sparkapp
 from recovery.driver.applied_config import DynamicConfig
 from recovery.driver.configchange import Applied, Handler, apply_desired, initial, revalidate
 from zkstore.errors import ConflictError, CorruptRecord, FenceLost, StoreUnavailable
-from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.jobs.control import (
     CHECKPOINT,
@@ -41,10 +40,11 @@ from zkstore.jobs.control import (
     job_values,
 )
 from zkstore.jobs.control.values import is_builtin, key_error, type_name
-from zkstore.ops import Fence
-from zkstore.retry import WHILE_STANDING, TryAgain
-from zkstore.strict import utc_now
-from zkstore.watch import NodeWatch
+from zkstore.records.handle import Handle, SummaryValue
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.retry import WHILE_STANDING, TryAgain
+from zkstore.zookeeper.watch import NodeWatch
 
 __all__ = ["POLL", "PY_LEVELS", "RETRY", "JobControl"]
 

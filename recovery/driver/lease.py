@@ -23,11 +23,12 @@ A server that goes silent (cut off from this host, its packets dropped while the
 answer) is left for the next one as soon as a quarter of the session timeout passes without an
 answer (:data:`SILENT`): the heartbeats themselves would keep kazoo on it until the lease ran out,
 since kazoo counts every request as a ping and declares a connection dead only when a ping goes
-unanswered (:meth:`zkstore.zk.ZooKeeper.drop_connection`). Half the session timeout (two thirds
-of the lease) is then left to connect to another server.
+unanswered (:meth:`zkstore.zookeeper.zk.ZooKeeper.drop_connection`). Half the session timeout (two
+thirds of the lease) is then left to connect to another server.
 
 The timeout is the one the server granted (ZooKeeper grants 2 to 20 ticks, whatever was asked
-for), as captured on every connect by :attr:`zkstore.zk.ZooKeeper.granted_session_timeout`.
+for), as captured on every connect by
+:attr:`zkstore.zookeeper.zk.ZooKeeper.granted_session_timeout`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import threading
 import time
 
 from zkstore.errors import ZkStoreError
-from zkstore.zk import ZooKeeper, is_own_ephemeral
+from zkstore.zookeeper.zk import ZooKeeper, is_own_ephemeral
 
 __all__ = ["HEARTBEAT", "RETRY", "SILENT", "SessionLease", "default_margin"]
 

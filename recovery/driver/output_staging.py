@@ -30,8 +30,8 @@ from zkstore.errors import ConfigError, FenceLost, HandleNotFound, ZkStoreError
 from zkstore.jobs.outputs.manifest import Manifest, hadoop_url
 from zkstore.jobs.outputs.output_records import part_problem, staging_dir
 from zkstore.jobs.outputs.output_store import OutputStore, artifact_name, validate_output_name
-from zkstore.ops import Fence, Op
 from zkstore.protocol import FEATURES, OUTPUTS
+from zkstore.zookeeper.ops import Fence, Op
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

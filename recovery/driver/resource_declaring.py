@@ -45,7 +45,7 @@ from recovery.shared.pickling import is_user_module, pickled_by_value
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, FenceLost, SerializationError, ZkStoreError
 from zkstore.jobs.resources import MAX_RESOURCES, ResourceReport, ResourceReports
-from zkstore.ops import Fence
+from zkstore.zookeeper.ops import Fence
 
 __all__ = ["PUBLISH_EVERY", "JobResources", "pickle_by_value"]
 

@@ -18,10 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from zkstore.errors import ZkStoreError
-from zkstore.jobs.records import SparkApp
-from zkstore.ops import Create, Fence, SetData
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import SparkApp
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Create, Fence, SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 

@@ -50,16 +50,18 @@ from zkstore.jobs import history
 from zkstore.jobs.definition import ORIGIN
 from zkstore.jobs.history import AttemptEntry
 from zkstore.jobs.job_artifacts import release_dead_attempts
-from zkstore.jobs.records import Assignment, JobResult, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
 from zkstore.jobs.stops import EndRequest
 from zkstore.lifecycle import outbox
 from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, stopped_ops
-from zkstore.ops import Create, Delete, Op, SetData, without_existing
 from zkstore.protocol import ATTEMPT_PROVENANCE
-from zkstore.strict import time_text, to_millisecond
-from zkstore.throttle import Throttle
+from zkstore.records.fleet_records import Assignment
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import time_text, to_millisecond
+from zkstore.zookeeper.ops import Create, Delete, Op, SetData, without_existing
+from zkstore.zookeeper.throttle import Throttle
 
 __all__ = ["HOST", "JobActions"]
 

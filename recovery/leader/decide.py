@@ -51,7 +51,12 @@ from recovery.leader.lifecycle_inputs import (
 from recovery.settings import DaemonSettings
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import (
+from zkstore.jobs.stops import EndRequest
+from zkstore.lifecycle import stopping
+from zkstore.lifecycle.attempt_limits import Expired, Limits, judge
+from zkstore.lifecycle.lifecycle_states import COUNTED_AS, FAILURE, LOST
+from zkstore.lifecycle.retry_backoff import AttemptEnd, after_end
+from zkstore.records.job_states import (
     BROKEN,
     CANCELLED,
     DIRTY,
@@ -62,11 +67,6 @@ from zkstore.jobs.states import (
     STUCK,
     SUCCEEDED,
 )
-from zkstore.jobs.stops import EndRequest
-from zkstore.lifecycle import stopping
-from zkstore.lifecycle.attempt_limits import Expired, Limits, judge
-from zkstore.lifecycle.lifecycle_states import COUNTED_AS, FAILURE, LOST
-from zkstore.lifecycle.retry_backoff import AttemptEnd, after_end
 
 __all__ = [
     "CANCEL_END_GRACE",

@@ -22,13 +22,13 @@ from kazoo.protocol.states import ZnodeStat
 from recovery.leader.decide import Action, Finish, NoSlot
 from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.jobs.dependencies import WAITING, Dependency, Seen, decide
-from zkstore.jobs.records import JobResult
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import FAILED
 from zkstore.layout import Layout
+from zkstore.records.job_states import FAILED
+from zkstore.records.result_records import JobResult
 from zkstore.schedules.runs import dependencies_of, split_run_id
 from zkstore.schedules.schedule_records import FIRED, SchedulePaths, ScheduleSpec, ScheduleState
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DependencyGate", "Waiting"]
 

@@ -38,13 +38,13 @@ from zkstore.errors import (
 )
 from zkstore.jobs import history
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import LeaderInfo, MemberInfo
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Fence
 from zkstore.protocol import PROTOCOL
-from zkstore.retry import RACES
-from zkstore.strict import time_text, utc_moment
-from zkstore.zk import ZooKeeper, is_own_ephemeral
+from zkstore.records.fleet_records import LeaderInfo, MemberInfo
+from zkstore.records.strict import time_text, utc_moment
+from zkstore.zookeeper.ops import Create, Delete, Fence
+from zkstore.zookeeper.retry import RACES
+from zkstore.zookeeper.zk import ZooKeeper, is_own_ephemeral
 
 __all__ = ["Contender", "LeaderElection"]
 
@@ -267,8 +267,8 @@ class LeaderElection:
         when, and (once its first pass over every job is done) when it had ``recovered`` them.
 
         A record replaced meanwhile (a predecessor's, or garbage) is replaced again
-        (:data:`~zkstore.retry.RACES`); when that keeps failing, or ZooKeeper refuses (a node
-        planted there with children), the leader leads without it and says so at ERROR.
+        (:data:`~zkstore.zookeeper.retry.RACES`); when that keeps failing, or ZooKeeper refuses (a
+        node planted there with children), the leader leads without it and says so at ERROR.
         Raises :class:`NotLeader` (the fence) and :class:`~zkstore.errors.StoreUnavailable`.
         """
         info = LeaderInfo(

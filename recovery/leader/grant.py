@@ -72,7 +72,6 @@ from recovery.leader.schedule_firing import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
 from recovery.shared.fleet_view import format_labels
-from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.cluster.pools import Pool, read_pools
@@ -89,16 +88,18 @@ from zkstore.errors import (
 from zkstore.jobs import history
 from zkstore.jobs.graph import ADDED, REMOVED, JobGraphWatch
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import Assignment, Outcome
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.snapshot import JobSnapshot, Listing, read_listing, read_snapshots
-from zkstore.jobs.states import PENDING, STARTING
 from zkstore.lifecycle.attempt_limits import Limits
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import Outbox
 from zkstore.lifecycle.outboxcap import OutboxCounts
-from zkstore.ops import Create, Delete, Op, without_existing
-from zkstore.watch import NodeWatch
+from zkstore.records.fleet_records import Assignment
+from zkstore.records.job_records import Outcome
+from zkstore.records.job_states import PENDING, STARTING
+from zkstore.zookeeper.clock import ServerClock
+from zkstore.zookeeper.ops import Create, Delete, Op, without_existing
+from zkstore.zookeeper.watch import NodeWatch
 
 __all__ = ["BATCH", "CLEANED_KEPT", "FLEET_CHANGED", "POOLS_CHANGED", "TIMER", "LeaderProcess"]
 

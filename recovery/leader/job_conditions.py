@@ -21,10 +21,10 @@ from zkstore.errors import HandleNotFound, NotLeader, StoreUnavailable, ZkStoreE
 from zkstore.jobs.stops import redact_url
 from zkstore.layout import Layout
 from zkstore.lifecycle.outbox import Pending
-from zkstore.ops import Delete, Fence
 from zkstore.protocol import CLUSTER_SETTINGS
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Delete, Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JobConditions"]
 

@@ -24,7 +24,7 @@ from zkstore.lifecycle.attempt_limits import AttemptTimes, least_limits
 from zkstore.lifecycle.options import Lifecycle
 from zkstore.lifecycle.retry_backoff import DEFAULT_RESET_AFTER, Backoff, RetryPolicy, Streak
 from zkstore.lifecycle.stopping import StopView
-from zkstore.strict import utc_moment
+from zkstore.records.strict import utc_moment
 
 __all__ = [
     "DEFAULT_JITTER",

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from zkstore.ops import Fence
+from zkstore.zookeeper.ops import Fence
 
 __all__ = ["Event", "Leadership", "Loop"]
 

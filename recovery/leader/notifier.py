@@ -51,8 +51,8 @@ from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import DEFAULT_RETENTION, Outbox, OutboxView, Pending
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.lifecycle.retry_backoff import Backoff, jitter_fraction
-from zkstore.ops import Fence
-from zkstore.watch import NodeWatch
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.watch import NodeWatch
 
 __all__ = ["DEFAULT_BACKOFF", "READ_GAP", "NotificationSender", "Round", "SenderSettings"]
 

@@ -23,10 +23,10 @@ from recovery.shared import fleet_view as shared
 from recovery.shared.fleet_view import FleetView, Member, format_labels
 from recovery.shared.jvm_settings import run_reason
 from zkstore.errors import CorruptRecord, ZkStoreError
-from zkstore.jobs.records import Assignment, MemberInfo
 from zkstore.jobs.runspec import RunSpec
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import Assignment, MemberInfo
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "WARM_FRESH",

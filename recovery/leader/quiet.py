@@ -30,7 +30,8 @@ from kazoo.protocol.states import ZnodeStat
 from recovery.leader.role import LeaderRole
 from recovery.leader.watches import JobWatcher, arming
 from zkstore.errors import AccessDenied, CorruptRecord
-from zkstore.jobs.records import Assignment, Outcome, RunningInfo
+from zkstore.records.fleet_records import Assignment
+from zkstore.records.job_records import Outcome, RunningInfo
 
 __all__ = ["Node", "QuietAttempts"]
 

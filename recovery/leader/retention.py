@@ -38,10 +38,10 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import remove_records
 from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.logs import JobLogs, logs_due
-from zkstore.jobs.records import JobResult
-from zkstore.jobs.states import CLEAN, DIRTY
-from zkstore.ops import Fence
-from zkstore.strict import optional_time_text
+from zkstore.records.job_states import CLEAN, DIRTY
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import optional_time_text
+from zkstore.zookeeper.ops import Fence
 
 __all__ = [
     "LOG_REMOVALS",

@@ -13,12 +13,12 @@ from recovery.leader.job_conditions import JobConditions
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
-from zkstore.clock import ServerClock
 from zkstore.cluster import Cluster
 from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.lifecycle.outboxcap import OutboxCounts
-from zkstore.ops import Fence
+from zkstore.zookeeper.clock import ServerClock
+from zkstore.zookeeper.ops import Fence
 
 __all__ = ["LeaderRole"]
 
@@ -32,7 +32,7 @@ class LeaderRole(Protocol):
     fence: Fence
     loop: Loop
     fleet: Fleet
-    #: ZooKeeper's time (:mod:`zkstore.clock`)
+    #: ZooKeeper's time (:mod:`zkstore.zookeeper.clock`)
     clock: ServerClock
     #: the fleet's protocol (:mod:`zkstore.cluster.fleet_protocol`)
     protocol: FleetReading

@@ -46,11 +46,11 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.protocol import CLUSTER_SETTINGS
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.fire import Firer, FireReport
 from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.strict import utc_moment
-from zkstore.throttle import Throttle
-from zkstore.watch import NodeWatch
+from zkstore.zookeeper.throttle import Throttle
+from zkstore.zookeeper.watch import NodeWatch
 
 __all__ = ["BACKLOG_PAUSE", "BROKEN_RETRY", "RETRY", "SCHEDULES", "ScheduleFiring"]
 

@@ -22,7 +22,7 @@ from zkstore.jobs.graph import JobGraphStore
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.stops import redact_url
 from zkstore.lifecycle.options import NOTIFY_KEY
-from zkstore.throttle import Throttle
+from zkstore.zookeeper.throttle import Throttle
 
 __all__ = ["MAX_REMEMBERED", "SignedNotify"]
 

@@ -27,7 +27,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from recovery.leader.loop import Event
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JOB_CHANGED", "Fired", "JobWatcher", "JobWatches", "arming"]
 

@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from recovery.shared.processes import Liveness, ProcessIdentity
-from zkstore.jobs.records import EPOCH, RunningInfo
-from zkstore.strict import parse_time, time_text
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.record import EPOCH
+from zkstore.records.strict import parse_time, time_text
 
 __all__ = [
     "LAUNCHES",

@@ -5,11 +5,11 @@ Only the leader creates and deletes assignments (a new attempt on the same membe
 old one and creates the new in one transaction) and only the member writes into one (its
 ``exited``: :meth:`AssignmentView.wrote` keeps what it wrote; :meth:`AssignmentView.forget` comes
 first, so a write whose answer was lost is read anew). The watch on the directory reports the
-names with the children's version (:class:`zkstore.watch.Listing`: one more per child created or
-deleted): if it moved by exactly the names that came and went, every name listed both times is
-the node the last look read; otherwise (one deleted and made again, or the directory made again)
-all are read again. With many drivers running on a member, a placement or an end costs one read,
-not one per driver (``tests/integration/test_member_reads.py``).
+names with the children's version (:class:`zkstore.zookeeper.watch.Listing`: one more per child
+created or deleted): if it moved by exactly the names that came and went, every name listed both
+times is the node the last look read; otherwise (one deleted and made again, or the directory made
+again) all are read again. With many drivers running on a member, a placement or an end costs one
+read, not one per driver (``tests/integration/test_member_reads.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 
 from zkstore.errors import CorruptRecord, HandleNotFound
-from zkstore.jobs.records import Assignment
-from zkstore.watch import Listing
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import Assignment
+from zkstore.zookeeper.watch import Listing
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["AssignmentView"]
 

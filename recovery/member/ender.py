@@ -32,8 +32,8 @@ from recovery.member.launcher import Launch
 from zkstore.errors import AccessDenied, CorruptRecord, ZkStoreError
 from zkstore.jobs.stops import EndRequest
 from zkstore.layout import Layout
-from zkstore.watch import NodeWatch
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.watch import NodeWatch
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["Endings", "group_alive"]
 

@@ -62,15 +62,17 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import Handle, ZnodeStatLike
-from zkstore.jobs.records import EPOCH, Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.resign import resign_job
 from zkstore.jobs.runspec import RunSpec
-from zkstore.ops import Check, Delete, Fence, SetData
 from zkstore.protocol import JOB_IDENTITIES
-from zkstore.strict import utc_moment
-from zkstore.watch import Listing, NodeWatch
-from zkstore.zk import is_own_ephemeral
+from zkstore.records.fleet_records import Assignment, MemberInfo
+from zkstore.records.handle import Handle, ZnodeStatLike
+from zkstore.records.job_records import Outcome, RunningInfo
+from zkstore.records.record import EPOCH
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Check, Delete, Fence, SetData
+from zkstore.zookeeper.watch import Listing, NodeWatch
+from zkstore.zookeeper.zk import is_own_ephemeral
 
 __all__ = ["FleetMember"]
 

@@ -8,16 +8,16 @@ at once on the survivors; forked from an interpreter that has all of that loaded
 starts in a few milliseconds.
 
 Fork safety: the server never starts a thread nor opens a connection (it only imports, and for
-an S3 store makes botocore's session and TLS context: :func:`zkstore.s3.warm`), so every child
-starts as a clean single-threaded process; the child then runs
+an S3 store makes botocore's session and TLS context: :func:`zkstore.payloads.s3.warm`), so every
+child starts as a clean single-threaded process; the child then runs
 :func:`recovery.driver.driver.main` exactly as ``python -m recovery.driver.driver`` would, with the
 same arguments, in its own session, its output in the attempt's log file, its configuration (its
 job's signing key included) through a pipe it reads once and closes.
 
-The server is not dumpable (:mod:`zkstore.secrecy`): job code running as its user cannot read
-its memory or environment in ``/proc``. Its drivers are made dumpable again as they start (what
-they hold is their own job's; see :mod:`zkstore.secrecy` for why), its log shipper is not. With
-``--driver-user``, a request names the user a driver runs as: the child opens its log, then
+The server is not dumpable (:mod:`zkstore.payloads.secrecy`): job code running as its user cannot
+read its memory or environment in ``/proc``. Its drivers are made dumpable again as they start (what
+they hold is their own job's; see :mod:`zkstore.payloads.secrecy` for why), its log shipper is not.
+With ``--driver-user``, a request names the user a driver runs as: the child opens its log, then
 takes that user's groups, group and user (:func:`recovery.member.driveruser.become`) before the
 driver's code runs.
 
@@ -76,7 +76,7 @@ from recovery.proctitle import (
 )
 from recovery.settings import DriverUser
 from recovery.shared.processes import exists, start_ticks
-from zkstore import secrecy
+from zkstore.payloads import secrecy
 
 __all__ = ["MAX_FDS", "MEMBER_ENV", "ForkServer", "ForkedProcess", "prepare", "serve"]
 
@@ -149,7 +149,7 @@ def prepare(preload: Sequence[str] = ()) -> None:
         with contextlib.suppress(ImportError):  # a driver that needs it says so itself
             importlib.import_module(module)
     if "s3fs" in preload and "s3fs" in sys.modules:
-        from zkstore import s3
+        from zkstore.payloads import s3
 
         s3.warm()  # botocore's session, S3 data and TLS context: made here, not in every driver
 
@@ -268,7 +268,9 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
         if user is not None:  # before anything of the job runs, and for good
             become(int(user["uid"]), int(user["gid"]), [int(g) for g in user["groups"]])
         if request.get("kind", "driver") == "driver":
-            secrecy.set_dumpable(True)  # the server is not; its drivers are (zkstore.secrecy)
+            secrecy.set_dumpable(
+                True
+            )  # the server is not; its drivers are (zkstore.payloads.secrecy)
         module = _MAINS[request.get("kind", "driver")]
         argv = [str(fds[a]) if a in fds else a for a in request["argv"]]
         sys.argv = [module, *argv]

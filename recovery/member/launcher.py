@@ -71,11 +71,11 @@ from recovery.shared.processes import (
     spawn_with_config,
     start_ticks,
 )
-from zkstore import identity
 from zkstore.config import ENV_VARS, SECRET_ENV_VARS
 from zkstore.errors import ConfigError
 from zkstore.jobs.runspec import RunSpec
-from zkstore.jobs.states import DriverExit
+from zkstore.records.job_states import DriverExit
+from zkstore.zookeeper import identity
 
 __all__ = [
     "DRIVER_MEMBER_ENV",
@@ -105,7 +105,7 @@ LOGS = ".logs"
 #: how long a stopping daemon waits for its log shipper to store the last lines (seconds)
 SHIPPER_FINISH = 10.0
 
-#: What each exit of a driver process means (:class:`zkstore.jobs.states.DriverExit`).
+#: What each exit of a driver process means (:class:`zkstore.records.job_states.DriverExit`).
 EXIT_MEANINGS: dict[int, str] = {
     DriverExit.SUCCEEDED: "succeeded",
     DriverExit.FAILED: "failed",
@@ -469,7 +469,7 @@ class DriverLauncher:
     def driver_config(self, job_id: str, *, own_identity: bool = False) -> str:
         """What a driver of ``job_id`` is given through its pipe: its job's signing key, and
         with ``own_identity`` its job's ZooKeeper identity instead of the cluster's
-        (:mod:`zkstore.identity`; the cluster's digest credentials only)."""
+        (:mod:`zkstore.zookeeper.identity`; the cluster's digest credentials only)."""
         store = self.settings.store
         driver = (
             identity.driver_identity(store.zk_auth, store.cluster_id, job_id, store.zk_read_acl)

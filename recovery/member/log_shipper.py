@@ -62,13 +62,13 @@ from recovery.member.log_shipping import (
     write_atomically,
 )
 from recovery.shared.processes import Adopted
-from zkstore import secrecy
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.log_follower import GIVE_UP, INTERVAL, MAX_BACKOFF, LogShipper
+from zkstore.payloads import secrecy
 
 if TYPE_CHECKING:
-    from zkstore.storage import StateStorage
+    from zkstore.payloads.storage import StateStorage
 
 __all__ = ["IDLE_CHECK", "LOCK_WAIT", "ShipperService", "main"]
 
@@ -326,7 +326,7 @@ def _daemon_alive(directory: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     # Before the configuration comes in (storage credentials): forked by the fork server, it is
-    # undumpable already; started as a new process, it is not yet (zkstore.secrecy).
+    # undumpable already; started as a new process, it is not yet (zkstore.payloads.secrecy).
     secrecy.set_dumpable(False)
     parser = argparse.ArgumentParser(
         prog="python -m recovery.member.log_shipper", description=__doc__
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             config = StoreConfig.from_json(pipe.read(1 << 20).decode())
     except (OSError, UnicodeDecodeError, ConfigError) as exc:
         parser.error(f"cannot read the storage configuration: {exc}")
-    from zkstore.storage import StateStorage
+    from zkstore.payloads.storage import StateStorage
 
     try:
         storage = StateStorage(config.storage_url, config.storage_options, timeout=config.timeout)

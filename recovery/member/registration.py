@@ -32,10 +32,10 @@ import time
 from recovery.shared import processes
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore.errors import ConfigError, ConflictError, CorruptRecord, HandleExists, HandleNotFound
-from zkstore.handle import ZnodeStatLike
-from zkstore.jobs.records import MemberInfo
-from zkstore.strict import time_text
-from zkstore.zk import ZooKeeper, is_own_ephemeral
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.handle import ZnodeStatLike
+from zkstore.records.strict import time_text
+from zkstore.zookeeper.zk import ZooKeeper, is_own_ephemeral
 
 logger = logging.getLogger(__name__)
 

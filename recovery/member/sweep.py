@@ -9,7 +9,7 @@ removes them once the user runs no process, before a driver runs as it again
 (:class:`recovery.member.driveruser.DriverUserPool`): every entry the user owns in the
 world-writable places of the host (:data:`PLACES`) and in its home, at any depth the user could
 have reached, and the IPC objects it owns or made. Drivers also run with no new privileges
-(``PR_SET_NO_NEW_PRIVS``, :func:`zkstore.secrecy.no_new_privileges`): a set-user-ID file
+(``PR_SET_NO_NEW_PRIVS``, :func:`zkstore.payloads.secrecy.no_new_privileges`): a set-user-ID file
 grants nothing to a driver, its JVM or its job's code, even before it is swept.
 
 The walk never follows a symbolic link (a link the user planted is removed, never its target),

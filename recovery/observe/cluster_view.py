@@ -21,14 +21,15 @@ from recovery.shared.fleet_daemons import DaemonInfo, read_daemons
 from zkstore.cluster import Cluster
 from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import CorruptRecord
-from zkstore.jobs.records import LeaderInfo, read_record
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
-from zkstore.jobs.states import CLEAN
 from zkstore.layout import is_checkpoint_node_name
 from zkstore.lifecycle.lifecycle_records import outbox_path
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.job_states import CLEAN
+from zkstore.records.record import read_record
+from zkstore.records.strict import time_text
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.schedule_view import listing as schedule_rows
-from zkstore.strict import time_text
 
 __all__ = [
     "ClusterView",

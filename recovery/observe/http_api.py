@@ -87,10 +87,10 @@ from zkstore.jobs.job_state_store import who
 from zkstore.jobs.logs import AttemptLog, JobLogs
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
 from zkstore.layout import validate_job_id
+from zkstore.records.strict import load_object, time_text
 from zkstore.service.control_service import COMMANDS, ControlService
 from zkstore.service.job_view import describe, job_details
 from zkstore.service.output_view import list_outputs, show_output
-from zkstore.strict import load_object, time_text
 
 __all__ = [
     "MAX_BODY_BYTES",

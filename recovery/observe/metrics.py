@@ -28,7 +28,7 @@ from zkstore.cluster.pools import counts as pool_counts
 from zkstore.conditions import CANNOT_FIRE, NOTIFICATION_DROPPED
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.runspec import DEFAULT_POOL
-from zkstore.jobs.states import (
+from zkstore.records.job_states import (
     CLEANING,
     NEEDS_UPGRADE,
     OUTCOMES,

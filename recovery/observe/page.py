@@ -19,11 +19,11 @@ from urllib.parse import quote
 from recovery.observe.cluster_view import ClusterView, finished
 from recovery.shared.fleet_daemons import DaemonInfo
 from zkstore.cluster.pools import counts as pool_counts
-from zkstore.jobs.records import EPOCH
 from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import JobSnapshot
+from zkstore.records.record import EPOCH
+from zkstore.records.strict import time_text
 from zkstore.service.job_view import describe, duration, headline
-from zkstore.strict import time_text
 
 __all__ = [
     "CELL_CHARS",

@@ -22,10 +22,10 @@ from recovery.shared.fleet_view import Member, read_fleet
 from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
 from zkstore.jobs import history
 from zkstore.jobs.history import LeaderHistory
-from zkstore.jobs.records import DrainMark
 from zkstore.layout import Layout
-from zkstore.strict import optional_time_text, utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import DrainMark
+from zkstore.records.strict import optional_time_text, utc_moment
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DaemonInfo", "Marked", "drain", "read_daemons", "undrain"]
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord
-from zkstore.jobs.records import LABEL, MemberInfo
 from zkstore.layout import Layout
-from zkstore.throttle import Throttle
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import LABEL, MemberInfo
+from zkstore.zookeeper.throttle import Throttle
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["FleetView", "Member", "format_labels", "parse_labels", "read_fleet", "read_members"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zkstore import secrecy
+from zkstore.payloads import secrecy
 
 if TYPE_CHECKING:
     from recovery.settings import DriverUser
@@ -240,7 +240,7 @@ def spawn_with_config(
     """A new process in its own session, ``command(fd)`` reading ``config`` from the pipe
     ``fd`` (never its environment or command line), its output appended to ``log``, as
     ``user`` (its groups, group and user: this process's if None), inheriting ``extra_fds``
-    too, with ``no_new_privileges`` (:func:`zkstore.secrecy.no_new_privileges`, before its
+    too, with ``no_new_privileges`` (:func:`zkstore.payloads.secrecy.no_new_privileges`, before its
     exec) if asked. Raises OSError if it cannot be started."""
     read_end, write_end = os.pipe()
     try:

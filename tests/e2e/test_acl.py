@@ -22,8 +22,8 @@ from zkstore.config import StoreConfig, ZkAuth
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import EXIT_ACCESS_DENIED, AccessDenied
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import SUCCEEDED
-from zkstore.zk import ZooKeeper, default_acl
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.zookeeper.zk import ZooKeeper, default_acl
 
 BIN = Path(sys.executable).parent
 
@@ -130,7 +130,7 @@ def test_every_node_of_a_running_cluster_carries_the_acl(
 
 def check_every_node(config: StoreConfig, top: str | None = None) -> set[str]:
     """Every node under ``top`` (default: the test's root) carries exactly our ACL: the
-    cluster's, and where a job's driver writes, its job's (:mod:`zkstore.identity`)."""
+    cluster's, and where a job's driver writes, its job's (:mod:`zkstore.zookeeper.identity`)."""
     outside = sorted(map(repr, default_acl(config.zk_auth, config.zk_read_acl) or []))
     with ZooKeeper.from_config(config).start() as zk:
         assert zk.acl_policy is not None

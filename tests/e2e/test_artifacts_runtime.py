@@ -22,7 +22,7 @@ from tests.cli import BIN, connection, show, with_credentials, zkstore
 from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
+from zkstore.records.job_states import CANCELLED, FAILED, SUCCEEDED
 
 # Tests whose daemon takes no option and that kill nothing share one (tests/fleets.py).
 pytestmark = pytest.mark.shared_fleet

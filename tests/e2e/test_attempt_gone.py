@@ -12,7 +12,7 @@ from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 
 def mark(out: str, name: str, **data: Any) -> None:

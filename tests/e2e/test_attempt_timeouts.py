@@ -14,7 +14,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, alive, wait_for, written_json
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import FAILED
+from zkstore.records.job_states import FAILED
 
 STUBBORN = '''
 import json, os, signal, subprocess, sys, time

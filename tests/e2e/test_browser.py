@@ -21,7 +21,7 @@ from tests import jobs
 from tests.helpers import hands_client, step_runs, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import FAILED, QUARANTINED, RUNNING, SUCCEEDED
+from zkstore.records.job_states import FAILED, QUARANTINED, RUNNING, SUCCEEDED
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -16,7 +16,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests import claim_jobs
 from tests.helpers import hands_client, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 
 @pytest.fixture

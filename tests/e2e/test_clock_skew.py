@@ -27,8 +27,8 @@ from tests.e2e.test_schedules_e2e import job_file, shown
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.records.strict import parse_time
 from zkstore.schedules.runs import window_of
-from zkstore.strict import parse_time
 
 SHIM = Path(__file__).resolve().parent.parent / "skewed_clock"
 EVERY = 2

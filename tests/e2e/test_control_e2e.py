@@ -21,8 +21,8 @@ from tests.cli import zkstore
 from tests.helpers import alive, assert_nothing_left, wait_for
 from zkstore.config import StoreConfig
 from zkstore.jobs.control import ControlAck
-from zkstore.jobs.states import CANCELLED, PAUSED, SUCCEEDED
-from zkstore.watch import NodeWatch
+from zkstore.records.job_states import CANCELLED, PAUSED, SUCCEEDED
+from zkstore.zookeeper.watch import NodeWatch
 
 # Tests that only submit, tune and read jobs share a daemon (tests/fleets.py).
 pytestmark = pytest.mark.shared_fleet

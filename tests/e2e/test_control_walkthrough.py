@@ -17,7 +17,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.cli import environment, script
 from tests.helpers import REPO, SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import PAUSED
+from zkstore.records.job_states import PAUSED
 
 LINES = 40_000
 

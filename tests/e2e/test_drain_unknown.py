@@ -10,7 +10,7 @@ from tests.cli import connection
 from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_NOT_FOUND
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def daemons(config: StoreConfig, *words: str) -> subprocess.CompletedProcess[str]:

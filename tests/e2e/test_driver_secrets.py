@@ -16,9 +16,9 @@ from tests import jobs, secret_jobs
 from tests.helpers import hands_client, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import QUARANTINED, SUCCEEDED
+from zkstore.records.handle import Handle
+from zkstore.records.job_states import QUARANTINED, SUCCEEDED
 from zkstore.signing import derive_job_key
 
 CLUSTER_KEY = b"the-cluster-signing-key-" + b"k" * 16

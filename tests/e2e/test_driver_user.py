@@ -33,7 +33,7 @@ from tests.helpers import alive, hands_client, print_logs, wait_for, written_jso
 from tests.servers import S3Server
 from tests.users import User, shared_directory
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, STOPPED, SUCCEEDED
+from zkstore.records.job_states import CANCELLED, STOPPED, SUCCEEDED
 
 KEY = b"the-cluster-signing-key-" + b"u" * 16
 TOKEN = "change-t0ken-of-the-daemons-" + "t" * 8

@@ -37,7 +37,7 @@ from tests.helpers import BIN, hands_client, print_logs, wait_for, written_json
 from tests.servers import S3Server
 from tests.users import User, shared_directory
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 KEY = b"the-cluster-signing-key-" + b"k" * 16
 TOKEN = "change-t0ken-of-the-daemon-" + "a" * 8

@@ -14,7 +14,7 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from tests.helpers import hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 from zkstore_dev.chaos import job
 from zkstore_dev.ensemble import ZooKeeperEnsemble
 

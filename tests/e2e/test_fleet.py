@@ -20,7 +20,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import BIN, SESSION_TIMEOUT, step_runs, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 # -- real daemons --------------------------------------------------------------------------------
 

@@ -15,10 +15,10 @@ from tests.helpers import hands_client, plant, wait_for
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_FLEET
-from zkstore.jobs.states import SUCCEEDED
 from zkstore.layout import Layout, StorageLayout
 from zkstore.protocol import PROTOCOL
-from zkstore.strict import utc_now
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.records.strict import utc_now
 
 NEWER = PROTOCOL + 1
 

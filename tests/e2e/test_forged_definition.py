@@ -13,16 +13,17 @@ from tests.cli import script
 from tests.helpers import hands_client, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.handle import Handle
-from zkstore.jobs.records import JobStatus, QuarantineEntry
 from zkstore.jobs.stops import StopRequest
+from zkstore.payloads.serializers import PickleSerializer
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import JobStatus
+from zkstore.records.result_records import QuarantineEntry
+from zkstore.records.strict import parse_time, utc_now
 from zkstore.schedules.keys import ScheduleSigner
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 from zkstore.schedules.schedule_records import SchedulePaths
-from zkstore.serializers import PickleSerializer
 from zkstore.signing import JobKey, Signer, derive_job_key
-from zkstore.storage import StateStorage
-from zkstore.strict import parse_time, utc_now
 
 KEY = b"k" * 32
 

@@ -22,10 +22,10 @@ from tests.cli import answers, every_command_answers
 from tests.helpers import hands_client, plant, wait_for, wait_quarantined
 from zkstore.config import StoreConfig
 from zkstore.errors import HandleNotFound
-from zkstore.handle import Handle, PayloadRef
-from zkstore.jobs.states import CANCELLED, QUARANTINED, SUCCEEDED
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.handle import Handle, PayloadRef
+from zkstore.records.job_states import CANCELLED, QUARANTINED, SUCCEEDED
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 DEEP = b"[" * 5000
 

@@ -21,7 +21,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.helpers import hands_client, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 from zkstore_dev import hosts
 from zkstore_dev.chaos import job, ledger
 from zkstore_dev.hosts import Network

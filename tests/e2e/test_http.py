@@ -21,7 +21,7 @@ from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
 from tests.helpers import SESSION_TIMEOUT, http_status, step_runs, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, RUNNING, SUCCEEDED
+from zkstore.records.job_states import CANCELLED, RUNNING, SUCCEEDED
 
 BIN = Path(sys.executable).parent
 TOKEN = "t0ken-for-the-tests-" + "x" * 12

@@ -20,7 +20,7 @@ from tests import jobs
 from tests.helpers import http_status, wait_for
 from zkstore.config import SECRET_ENV_VARS, StoreConfig
 from zkstore.errors import ConfigError
-from zkstore.jobs.states import RUNNING
+from zkstore.records.job_states import RUNNING
 
 TOKEN = "change-t0ken-" + "c" * 20
 READ_TOKEN = "read-t0ken-" + "r" * 20

@@ -26,9 +26,9 @@ from tests.helpers import (
     written_json,
 )
 from zkstore.config import TEST_MINIMUMS_ENV, StoreConfig
-from zkstore.jobs.states import SUCCEEDED
 from zkstore.jobs.stops import Heartbeat
 from zkstore.layout import Layout
+from zkstore.records.job_states import SUCCEEDED
 
 JOBS = '''
 import json, os, threading, time

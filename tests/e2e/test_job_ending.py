@@ -25,7 +25,7 @@ from tests.helpers import (
     written_json,
 )
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, SUCCEEDED
+from zkstore.records.job_states import CANCELLED, SUCCEEDED
 
 DEAF = '''
 import json, os, signal, time

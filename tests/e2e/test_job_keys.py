@@ -9,7 +9,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import BIN, KEY, hands_client, make_legacy
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 
 def test_a_job_submitted_before_job_keys_runs_on_from_its_checkpoint(

@@ -21,9 +21,9 @@ from tests.helpers import SESSION_TIMEOUT, hands_client, wait_for, written_json
 from zkstore.cluster.quotas import job_quota, quota_dir
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import FAILED, SUCCEEDED
+from zkstore.zookeeper.zk import ZooKeeper
 
 #: 1 MB nodes, as many as would take 40 MB (well past a job's quota; bounded so that a server
 #: without enforcement survives the test)

@@ -14,9 +14,9 @@ from tests import jobs
 from tests.helpers import wait_quarantined
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import JobStatus
-from zkstore.jobs.states import PENDING, SUCCEEDED
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import PENDING, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_now
 
 
 def busiest(outs: list[Path]) -> int:

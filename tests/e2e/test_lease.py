@@ -12,8 +12,8 @@ from tests.helpers import SESSION_TIMEOUT, hands_client, wait_for
 from zkstore.config import DEFAULT_SESSION_TIMEOUT, StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import SUCCEEDED
 from zkstore.lifecycle.attempt_limits import heartbeat_interval
+from zkstore.records.job_states import SUCCEEDED
 from zkstore_dev.blackout import Blackout
 from zkstore_dev.chaos import job
 

@@ -29,13 +29,13 @@ from tests.servers import HostileReceiver, NotificationReceiver
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import FAILED, SUCCEEDED
 from zkstore.lifecycle.destinations import ALLOWED_ENV
+from zkstore.records.job_states import FAILED, SUCCEEDED
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.strict import utc_moment
 
 #: ordinary jobs each probe runs beside its load
 ORDINARY = 4

@@ -18,7 +18,7 @@ from tests.helpers import hands_client, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 # Tests that only submit and read logs share a daemon (tests/fleets.py).
 pytestmark = pytest.mark.shared_fleet

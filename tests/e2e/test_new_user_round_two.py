@@ -18,7 +18,7 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import FAILED, STOPPED, SUCCEEDED
+from zkstore.records.job_states import FAILED, STOPPED, SUCCEEDED
 
 HEX = re.compile(r"[0-9a-f]{64}")
 

@@ -18,7 +18,7 @@ from tests import jobs
 from tests.helpers import hands_client, holds_for, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 
 def status(daemon: DaemonProcess, path: str) -> tuple[int | None, bytes]:

@@ -21,9 +21,9 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.helpers import REPO
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import JobStatus, Outcome
-from zkstore.jobs.states import FAILED, STARTING, SUCCEEDED
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.job_records import JobStatus, Outcome
+from zkstore.records.job_states import FAILED, STARTING, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_now
 
 JOB = "lossy"
 

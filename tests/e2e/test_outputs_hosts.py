@@ -26,7 +26,7 @@ from tests.e2e.test_outputs_runtime import check_committed_once, installed, subm
 from tests.helpers import alive, hands_client, wait_for, written_json
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 from zkstore_dev import hosts
 from zkstore_dev.chaos.world import S3Server
 from zkstore_dev.hosts import Network

@@ -32,7 +32,7 @@ from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.outputs.manifest import read_paths
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 DAYS = 4
 ROWS = sum(len(output_jobs.rows(d)) for d in range(1, DAYS + 1))

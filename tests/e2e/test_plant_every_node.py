@@ -27,9 +27,9 @@ from tests.cli import answers
 from tests.helpers import hands_client, plant, wait_for
 from tests.node_kinds import PARSED
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
 from zkstore.layout import Layout
-from zkstore.strict import is_time
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.records.strict import is_time
 
 #: Deeper than any stack, and under ZooKeeper's own limit of 1 MB per node.
 DEEP = b"[" * 60000
@@ -67,7 +67,7 @@ PRESENCE_KINDS: list[tuple[str, Callable[[Layout], str], list[tuple[str, ...]]]]
     ),
     ("cleanup", lambda layout: layout.cleanup_entry("v-cleanup"), [("jobs", "show", "v-cleanup")]),
     ("election", lambda layout: f"{layout.election}/planted", [("daemons", "list")]),
-    # the leader's clock: only the stamps of its own writes are read (zkstore/clock.py)
+    # the leader's clock: only the stamps of its own writes are read (zkstore/zookeeper/clock.py)
     ("leader clock", lambda layout: layout.leader_clock, [("schedules", "list")]),
 ]
 

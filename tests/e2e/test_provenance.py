@@ -16,7 +16,7 @@ from tests.cli import script, show
 from tests.e2e.test_schedules_e2e import job_file
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import STOPPED, SUCCEEDED
+from zkstore.records.job_states import STOPPED, SUCCEEDED
 from zkstore.schedules.runs import window_of
 
 V1 = """\

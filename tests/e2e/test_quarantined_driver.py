@@ -15,7 +15,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.cli import script
 from tests.helpers import SESSION_TIMEOUT, alive, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, QUARANTINED
+from zkstore.records.job_states import CANCELLED, QUARANTINED
 from zkstore_dev.chaos import job
 
 START = SESSION_TIMEOUT * 10

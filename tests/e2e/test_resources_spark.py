@@ -22,7 +22,7 @@ from tests.cli import script
 from tests.helpers import REPO, hands_client, run_daemon, wait_for
 from tests.resource_jobs import all_closed, check_sharing, check_tagged_logs, lifecycle, marks
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -28,9 +28,9 @@ from recovery.member.log_shipping import SHIPPER_NICENESS
 from tests.cli import connection, with_credentials
 from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 from zkstore_dev.chaos import job
 
 #: Lines a driver writes only when something went wrong with it (the false reasons a restart

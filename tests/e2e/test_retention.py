@@ -14,9 +14,9 @@ from tests.helpers import hands_client, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished
-from zkstore.jobs.records import RunningInfo
-from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.job_states import CLEAN, DIRTY, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_now
 
 LONG_AGO = "2020-01-01T00:00:00.000Z"
 

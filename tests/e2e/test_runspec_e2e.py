@@ -16,7 +16,7 @@ from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from tests.servers import NotificationReceiver
 from zkstore.config import StoreConfig
-from zkstore.handle import RUN_FORMAT
+from zkstore.records.handle import RUN_FORMAT
 
 JOBS = """
 import json, os, time

@@ -22,7 +22,7 @@ from tests.helpers import (
 )
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
+from zkstore.records.job_states import CANCELLED, FAILED, SUCCEEDED
 
 # Tests that start their daemons and only submit and follow jobs share one (tests/fleets.py).
 pytestmark = pytest.mark.shared_fleet

@@ -18,7 +18,7 @@ from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 
 def test_a_daemon_on_s3_runs_ships_and_keeps_a_killed_drivers_last_lines(

@@ -12,7 +12,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show, zkstore
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
-from zkstore.strict import parse_time
+from zkstore.records.strict import parse_time
 
 JOBS = """
 import os

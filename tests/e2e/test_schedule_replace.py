@@ -17,7 +17,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.cli import local_log, script, show, zkstore
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
-from zkstore.strict import parse_time
+from zkstore.records.strict import parse_time
 
 LONG = """
 import os

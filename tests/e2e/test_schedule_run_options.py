@@ -17,7 +17,7 @@ from tests.cli import connection, script, show, show_schedule
 from tests.helpers import BIN, wait_for
 from tests.servers import NotificationReceiver
 from zkstore.config import StoreConfig
-from zkstore.strict import parse_time
+from zkstore.records.strict import parse_time
 
 JOBS = """
 import os

@@ -22,8 +22,8 @@ from tests.cli import script, show_schedule
 from tests.helpers import SESSION_TIMEOUT, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
+from zkstore.records.strict import parse_time
 from zkstore.schedules.schedule_store import Schedule, ScheduleStore
-from zkstore.strict import parse_time
 from zkstore_dev.chaos.schedule_checker import check, expected_windows, read_runs, recorded
 
 EVERY = 3  # seconds between windows: a driver starts well within one on a loaded machine

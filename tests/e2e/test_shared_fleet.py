@@ -17,7 +17,7 @@ from tests.cli import zkstore
 from tests.fleets import Fleets, Shape, SharedCluster, SharedFleet
 from tests.helpers import hands_client, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tests import jobs
 from tests.helpers import REPO, hands_client, run_daemon, written_json
 from zkstore.config import StoreConfig
 from zkstore.jobs.outputs.manifest import read_paths
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,7 @@ from tests import spark_jvm, ui_jobs
 from tests.helpers import hands_client, wait_for
 from tests.warm_drivers import JOB, WARM, ready, show
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from tests.resource_jobs import all_closed, check_sharing, check_tagged_logs, ma
 from tests.servers import Standalone
 from tests.warm_drivers import JOB, WARM, driver_log, ready, titled_warm, took
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,7 @@ from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import STOPPED, SUCCEEDED
+from zkstore.records.job_states import STOPPED, SUCCEEDED
 
 JOB = '''
 import json, time

@@ -18,7 +18,7 @@ from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
 from tests.helpers import REPO, wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import STOPPED, SUCCEEDED
+from zkstore.records.job_states import STOPPED, SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

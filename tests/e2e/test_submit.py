@@ -23,7 +23,7 @@ from tests.cli import local_log, read_until, script, show, start, zkstore
 from tests.helpers import HANDS_SESSION, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.states import FAILED, SUCCEEDED
+from zkstore.records.job_states import FAILED, SUCCEEDED
 
 #: What the job functions below record: a JSON file per call, in an absolute directory.
 RECORD = """\

@@ -16,7 +16,7 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.states import (
+from zkstore.records.job_states import (
     CLEAN,
     DIRTY,
     FAILED,

@@ -23,7 +23,7 @@ from tests.helpers import alive, hands_client, wait_for
 from tests.warm_drivers import JOB, WARM, driver_log, had, ready, show, titled_warm, took
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
 from zkstore.errors import AccessDenied
 from zkstore.jobs.definition import JobDefinition
-from zkstore.zk import default_acl
+from zkstore.zookeeper.zk import default_acl
 
 
 def test_strangers_can_neither_read_handles_nor_change_anything(secure: StoreConfig) -> None:

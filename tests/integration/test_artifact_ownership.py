@@ -25,16 +25,16 @@ from recovery.cli.main import cli
 from recovery.driver.artifact_registry import JobArtifacts
 from tests.cli import connection
 from tests.servers import S3Server
-from zkstore.artifacts import ArtifactRootRefused, ArtifactUriRefused
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import HandleExists, UntrustedPayload
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
-from zkstore.jobs.states import FAILED, SUCCEEDED
-from zkstore.ops import Fence
-from zkstore.strict import utc_now
+from zkstore.payloads.artifacts import ArtifactRootRefused, ArtifactUriRefused
+from zkstore.records.job_states import FAILED, SUCCEEDED
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Fence
 
 
 def noop(ctx: Any) -> None:
@@ -252,7 +252,7 @@ def test_the_cleanup_sweep_follows_no_symlink_in_the_jobs_prefix(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     """Held on d1eeb4d too (fsspec's find lists a link without descending, its rm unlinks it):
-    kept as the sweep now deletes through :func:`zkstore.storage._delete_local`."""
+    kept as the sweep now deletes through :func:`zkstore.payloads.storage._delete_local`."""
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "deep").mkdir(parents=True)
     (elsewhere / "deep" / "precious.txt").write_text("not zkstore's")

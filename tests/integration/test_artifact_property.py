@@ -16,8 +16,8 @@ above, below, beside and through links to the storage root:
 
 The code under test is the real one: ``ctx.artifacts`` (:class:`recovery.artifacts.
 JobArtifacts`) over :class:`zkstore.jobs.job_artifacts.ArtifactStore` and
-:class:`zkstore.artifacts.ArtifactSpace`, the job's cleanup, a real ZooKeeper, local disk and a
-moto S3 server. The oracle is written from the contract, not from the code: real paths from
+:class:`zkstore.payloads.artifacts.ArtifactSpace`, the job's cleanup, a real ZooKeeper, local disk
+and a moto S3 server. The oracle is written from the contract, not from the code: real paths from
 ``os.path.realpath``, overlaps as prefixes of case-folded segments.
 
 Examples per run: ``ZKSTORE_OWNERSHIP_EXAMPLES`` (default 100 on local disk and 30 on S3, where
@@ -52,7 +52,6 @@ from recovery.driver.artifact_registry import JobArtifacts
 from recovery.driver.signals import AttemptSuperseded
 from tests.helpers import examples as scaled
 from tests.servers import S3Server
-from zkstore.artifacts import ArtifactRootRefused, check_roots
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
@@ -64,10 +63,11 @@ from zkstore.errors import (
     WrongState,
 )
 from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
-from zkstore.jobs.states import FAILED, SUCCEEDED
-from zkstore.ops import Fence
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.artifacts import ArtifactRootRefused, check_roots
+from zkstore.records.job_states import FAILED, SUCCEEDED
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 JOBS = ("a", "b", "c")
 NAMES = ("n1", "n2", "n3")

@@ -22,7 +22,6 @@ from tests import helpers, jobs
 from tests.cli import connection
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.servers import S3Server
-from zkstore.artifacts import ArtifactUriRefused
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
@@ -37,11 +36,12 @@ from zkstore.jobs.job_artifacts import (
     Artifact,
     release_dead_attempts,
 )
-from zkstore.jobs.records import JobStatus, RunningInfo
-from zkstore.jobs.states import CANCELLED, FAILED, STARTING, SUCCEEDED
-from zkstore.ops import Fence
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.artifacts import ArtifactUriRefused
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import CANCELLED, FAILED, STARTING, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 class Attempt:

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.common import wait_all_exist
 from tests.helpers import requests_sent
 from zkstore.config import StoreConfig
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @pytest.fixture

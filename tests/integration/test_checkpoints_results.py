@@ -19,12 +19,20 @@ from zkstore.errors import (
 )
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus
 from zkstore.jobs.snapshot import read_snapshots
-from zkstore.jobs.states import CLEAN, DIRTY, FAILED, PENDING, QUARANTINED, STARTING, SUCCEEDED
-from zkstore.ops import Fence
-from zkstore.strict import parse_time
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import (
+    CLEAN,
+    DIRTY,
+    FAILED,
+    PENDING,
+    QUARANTINED,
+    STARTING,
+    SUCCEEDED,
+)
+from zkstore.records.strict import parse_time
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def checkpoint_payloads(cluster: Cluster, job_id: str) -> list[str]:

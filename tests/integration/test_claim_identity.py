@@ -21,12 +21,12 @@ from zkstore.admin.acl import apply_acl, walk
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import AccessDenied, UntrustedPayload
-from zkstore.identity import digest_id, driver_identity, drivers_auth
 from zkstore.jobs.claims import Claim
 from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
-from zkstore.ops import Create, Delete, Fence
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.identity import digest_id, driver_identity, drivers_auth
+from zkstore.zookeeper.ops import Create, Delete, Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 PLACE = "reports/daily"
 

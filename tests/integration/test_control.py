@@ -44,12 +44,12 @@ from zkstore.jobs.control import (
 )
 from zkstore.jobs.control.control_history import HISTORY_LIMIT, ControlHistory, HistoryEntry
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshots
-from zkstore.jobs.states import PAUSED, RUNNING, SUCCEEDED
-from zkstore.ops import Create, Fence
-from zkstore.strict import parse_time, utc_moment, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import PAUSED, RUNNING, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_moment, utc_now
+from zkstore.zookeeper.ops import Create, Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def submitted(cluster: Cluster, job_id: str = "j") -> ControlStore:

@@ -39,9 +39,9 @@ from zkstore.errors import NotLeader
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.job_artifacts import JOB, RELEASING
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.states import CLEAN, FAILED
-from zkstore.ops import SetData
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import CLEAN, FAILED
+from zkstore.zookeeper.ops import SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def noop(ctx: Any) -> None:

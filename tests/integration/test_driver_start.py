@@ -30,12 +30,12 @@ url = {url!r}
 prepare(storage_modules(url))
 assert threading.active_count() == 1, "the fork server must fork with one thread"
 modules, patterns = set(sys.modules), len(re._cache)
-shared = sys.modules.get("zkstore.s3")  # the fork server's sessions, for an S3 store
+shared = sys.modules.get("zkstore.payloads.s3")  # the fork server's sessions, for an S3 store
 sessions = len(shared._SESSIONS) if shared else 0
 
 from recovery.driver.driver import _parser
-from zkstore.entries import new_instance_id
-from zkstore.storage import StateStorage
+from zkstore.payloads.entries import new_instance_id
+from zkstore.payloads.storage import StateStorage
 
 _parser().parse_args(
     ["--job-id", "nightly", "--attempt", "2", "--status-version", "7", "--config-fd", "5",
@@ -48,7 +48,7 @@ imported, compiled = sorted(set(sys.modules) - modules), len(re._cache) - patter
 made = {{"sessions": 0, "data files parsed": 0, "CA bundles loaded": 0}}
 if url.startswith("s3://"):  # two storages (an artifact root's too), each making a request
     from botocore.loaders import JSONFileLoader
-    from zkstore import s3
+    from zkstore.payloads import s3
 
     def counted(method, name):
         def call(*args, **kwargs):

@@ -22,12 +22,13 @@ from tests.helpers import expire_session, pause, wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
 from zkstore.jobs.job_state_store import JobStateStore
-from zkstore.jobs.records import JobStatus, MemberInfo
-from zkstore.jobs.states import PENDING
 from zkstore.layout import Layout
 from zkstore.protocol import PROTOCOL
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import PENDING
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from zkstore.cluster import Cluster
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.config import StoreConfig
 from zkstore.errors import EXIT_FLEET, FleetVersionError, NewerRecord
-from zkstore.jobs.records import MemberInfo
 from zkstore.layout import Layout
 from zkstore.protocol import Feature
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 NEWER = protocol.PROTOCOL + 1
 

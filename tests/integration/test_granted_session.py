@@ -13,7 +13,7 @@ import pytest
 
 from recovery.daemon import say_session
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @pytest.mark.parametrize(

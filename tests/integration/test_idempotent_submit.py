@@ -122,9 +122,9 @@ def test_an_idempotency_id_planted_with_the_submissions_summary_is_not_taken(
     key, which it does not hold). The submission does not take it for its own: exit 5."""
     import json
 
-    from zkstore.handle import Handle
-    from zkstore.ops import Create
-    from zkstore.storage import StateStorage
+    from zkstore.payloads.storage import StateStorage
+    from zkstore.records.handle import Handle
+    from zkstore.zookeeper.ops import Create
 
     job = job_file(laptop)
     scratch = config.with_changes(root=f"{config.root}-scratch")

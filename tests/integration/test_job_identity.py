@@ -11,10 +11,10 @@ from zkstore.admin.acl import grant_job
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import AccessDenied
-from zkstore.identity import driver_identity
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.identity import driver_identity
+from zkstore.zookeeper.ops import Create, Delete
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def _driver_config(secure: StoreConfig, job_id: str) -> StoreConfig:

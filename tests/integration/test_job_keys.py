@@ -13,8 +13,8 @@ from tests.helpers import KEY, hands_client, make_legacy
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
-from zkstore.handle import Handle
 from zkstore.jobs.resign import resign_job
+from zkstore.records.handle import Handle
 
 
 def test_resign_rewrites_the_signature_of_legacy_handles_and_nothing_else(

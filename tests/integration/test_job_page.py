@@ -23,9 +23,9 @@ from zkstore.errors import JobNotFound
 from zkstore.jobs import history
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import AttemptEntry, JobHistory, LeaderHistory
-from zkstore.jobs.records import JobStatus
-from zkstore.ops import Fence
-from zkstore.strict import parse_time, utc_in, utc_moment, utc_moment_in, utc_now
+from zkstore.records.job_records import JobStatus
+from zkstore.records.strict import parse_time, utc_in, utc_moment, utc_moment_in, utc_now
+from zkstore.zookeeper.ops import Fence
 
 HOSTILE = "<script>alert(1)</script>"
 

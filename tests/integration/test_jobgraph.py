@@ -23,12 +23,12 @@ from zkstore.errors import (
     SerializationError,
     UntrustedPayload,
 )
-from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
 from zkstore.jobs.snapshot import read_snapshots
-from zkstore.jobs.states import SUCCEEDED
-from zkstore.serializers import PickleSerializer
+from zkstore.payloads.serializers import PickleSerializer
+from zkstore.records.handle import Handle
+from zkstore.records.job_states import SUCCEEDED
 
 
 def triple(ctx: Any, x: int) -> int:
@@ -212,7 +212,7 @@ def patient_cluster(config: StoreConfig) -> Iterator[Cluster]:
 
 def test_listing_1000_jobs_reads_no_payload(patient_cluster: Cluster, config: StoreConfig) -> None:
     """Summaries and snapshots come from handles alone: they work with storage gone."""
-    from zkstore.ops import Op
+    from zkstore.zookeeper.ops import Op
 
     cluster = patient_cluster
     definition = function_job("template")

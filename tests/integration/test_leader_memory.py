@@ -33,11 +33,12 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
-from zkstore.jobs.states import CLEAN, SUCCEEDED
-from zkstore.ops import Create, Delete
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import Assignment, MemberInfo
+from zkstore.records.job_records import Outcome, RunningInfo
+from zkstore.records.job_states import CLEAN, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Create, Delete
+from zkstore.zookeeper.zk import ZooKeeper
 
 #: Jobs run before the first measure (caches, interned strings, the first batches' buffers),
 #: then between the two measures.

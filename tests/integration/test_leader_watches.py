@@ -36,13 +36,14 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
 from zkstore.jobs.history import JobHistory
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.records import Assignment, MemberInfo, Outcome, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import CLEAN, PENDING, SUCCEEDED
 from zkstore.lifecycle.stopstore import StopStore
-from zkstore.ops import Create, Delete
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import Assignment, MemberInfo
+from zkstore.records.job_records import Outcome, RunningInfo
+from zkstore.records.job_states import CLEAN, PENDING, SUCCEEDED
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Create, Delete
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from recovery.driver.lease import SessionLease
 from tests.helpers import connected, expire_session, holds_for, requests_sent, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.polling import PollingHandler
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.polling import PollingHandler
+from zkstore.zookeeper.zk import ZooKeeper
 from zkstore_dev.blackout import Blackout
 
 

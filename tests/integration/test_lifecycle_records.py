@@ -12,14 +12,15 @@ import pytest
 
 from zkstore.cluster import Cluster
 from zkstore.errors import FenceLost, HandleExists, VersionConflict
-from zkstore.jobs.records import JobStatus, RunningInfo, read_record
-from zkstore.jobs.states import STARTING
 from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, heartbeat_ops, stopped_ops
 from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat, end_path, heartbeat_path
 from zkstore.lifecycle.lifecycle_states import STOPPED, TIMED_OUT
-from zkstore.ops import Check, Create, Fence
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import STARTING
+from zkstore.records.record import read_record
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Check, Create, Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 JOB = "j"
 

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import CancelRequest, JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshot
-from zkstore.jobs.states import STARTING, STOPPING, STUCK
 from zkstore.jobs.stops import EndRequest, StopRequest
-from zkstore.strict import parse_time, to_millisecond, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import CancelRequest, JobStatus, RunningInfo
+from zkstore.records.job_states import STARTING, STOPPING, STUCK
+from zkstore.records.strict import parse_time, to_millisecond, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def job(ctx: object) -> None:

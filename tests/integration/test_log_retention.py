@@ -19,9 +19,9 @@ from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.states import CLEAN, DIRTY, SUCCEEDED
-from zkstore.ops import Fence
-from zkstore.strict import time_text
+from zkstore.records.job_states import CLEAN, DIRTY, SUCCEEDED
+from zkstore.records.strict import time_text
+from zkstore.zookeeper.ops import Fence
 
 
 def finished_job_with_logs(cluster: Cluster, job_id: str, attempts: int = 2) -> JobLogs:

@@ -13,7 +13,7 @@ from tests.helpers import make_storage
 from tests.servers import S3Server
 from zkstore.jobs.logs import TAIL_BLOCK, JobLogs
 from zkstore.layout import StorageLayout
-from zkstore.storage import StateStorage
+from zkstore.payloads.storage import StateStorage
 
 MB = 1024 * 1024
 

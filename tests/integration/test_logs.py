@@ -30,7 +30,7 @@ from zkstore.errors import UntrustedPayload
 from zkstore.jobs.log_follower import LogShipper
 from zkstore.jobs.logs import MAX_CHUNK_BYTES, JobLogs, LogFollower
 from zkstore.layout import StorageLayout
-from zkstore.storage import StateStorage
+from zkstore.payloads.storage import StateStorage
 
 
 def stored_text(config: StoreConfig, job_id: str, attempt: int) -> str:

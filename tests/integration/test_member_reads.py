@@ -21,9 +21,9 @@ from tests.helpers import requests_sent
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import StoreUnavailable
-from zkstore.jobs.records import Assignment
-from zkstore.ops import Create, Delete
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.fleet_records import Assignment
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Create, Delete
 
 MEMBER = "m"
 

@@ -16,7 +16,7 @@ from prometheus_client.core import Metric
 from recovery.observe.metrics import ClusterCollector, LeadershipStats
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import FAILED, SUCCEEDED
+from zkstore.records.job_states import FAILED, SUCCEEDED
 
 
 def noop(ctx: object) -> None:

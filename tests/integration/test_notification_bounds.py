@@ -20,8 +20,8 @@ from zkstore.errors import NotLeader
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, notification_ops
 from zkstore.lifecycle.retry_backoff import Backoff
-from zkstore.ops import Fence
-from zkstore.strict import utc_moment
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Fence
 
 LOOPBACK = Destinations.parse("127.0.0.1")
 FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)

@@ -30,8 +30,8 @@ from zkstore.lifecycle.outbox import (
     notification_ops,
 )
 from zkstore.lifecycle.retry_backoff import Backoff
-from zkstore.ops import Fence, SetData
-from zkstore.strict import utc_moment, utc_now
+from zkstore.records.strict import utc_moment, utc_now
+from zkstore.zookeeper.ops import Fence, SetData
 
 FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)
 #: the test's receivers listen on loopback, which notifications may reach only when allowed

@@ -15,8 +15,8 @@ from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
 from zkstore.lifecycle.lifecycle_records import NotificationEntry, outbox_path
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, entry_name
-from zkstore.ops import Create, Fence
-from zkstore.strict import parse_time, utc_in, utc_now
+from zkstore.records.strict import parse_time, utc_in, utc_now
+from zkstore.zookeeper.ops import Create, Fence
 
 
 @pytest.fixture

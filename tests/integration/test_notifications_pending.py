@@ -9,7 +9,7 @@ from recovery.observe.cluster_view import read_view
 from recovery.observe.metrics import ClusterCollector
 from zkstore.cluster import Cluster
 from zkstore.lifecycle.outbox import Event, Outbox, notification_ops
-from zkstore.strict import utc_moment
+from zkstore.records.strict import utc_moment
 
 
 def test_pending_notifications_are_counted_and_exported(cluster: Cluster) -> None:

@@ -16,8 +16,8 @@ from tests.helpers import plant
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import LeaderInfo
-from zkstore.strict import time_text, utc_moment_in
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.strict import time_text, utc_moment_in
 
 
 def job(ctx: object) -> None:

@@ -21,8 +21,8 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.states import SUCCEEDED
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.zookeeper.zk import ZooKeeper
 
 MIN_AGE = 2.0
 

@@ -32,8 +32,8 @@ from zkstore.errors import ConfigError, CorruptRecord, TooLarge
 from zkstore.jobs.job_artifacts import release_dead_attempts
 from zkstore.jobs.outputs.manifest import MANIFESTS, chain, manifest_name, read_paths
 from zkstore.jobs.outputs.output_records import MAX_PARTS, OutputCommit
-from zkstore.jobs.states import FAILED, SUCCEEDED
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import FAILED, SUCCEEDED
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @pytest.fixture

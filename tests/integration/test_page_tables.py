@@ -16,8 +16,8 @@ from recovery.observe.page import CELL_CHARS, FINISHED_HEADERS, JOB_HEADERS, ren
 from tests.helpers import plant
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import CancelRequest, JobStatus
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.job_records import CancelRequest, JobStatus
+from zkstore.records.strict import parse_time, utc_now
 
 
 def job(ctx: object) -> None:

@@ -11,11 +11,11 @@ from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import cancel
 from zkstore.config import StoreConfig
-from zkstore.identity import driver_identity
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.snapshot import read_snapshot, read_snapshots
 from zkstore.lifecycle.stopstore import StopStore
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.identity import driver_identity
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def plant(secure: StoreConfig, job_id: str, *names: str) -> None:

@@ -25,10 +25,10 @@ from zkstore.cluster import Cluster
 from zkstore.cluster.pools import set_pool
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import MemberInfo
-from zkstore.jobs.states import PENDING
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.job_states import PENDING
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 @pytest.fixture

@@ -25,10 +25,11 @@ from recovery.member.launcher import DriverLauncher, Launch
 from recovery.settings import DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import Assignment, JobStatus
-from zkstore.jobs.states import STARTING
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import Assignment
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import STARTING
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def start_ticks(pid: int) -> int:

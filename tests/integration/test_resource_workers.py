@@ -24,10 +24,10 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.errors import FenceLost
-from zkstore.jobs.records import JobStatus
 from zkstore.jobs.resources import ResourceReport, ResourceReports
 from zkstore.layout import Layout
-from zkstore.ops import Fence
+from zkstore.records.job_records import JobStatus
+from zkstore.zookeeper.ops import Fence
 
 PRELUDE = f"""
 import functools, json, os, signal, sys, time

@@ -20,9 +20,9 @@ from recovery.driver.resource_declaring import JobResources
 from tests import resource_jobs
 from tests.resource_jobs import lifecycle, marks
 from zkstore.cluster import Cluster
-from zkstore.jobs.records import JobStatus
 from zkstore.jobs.resources import ResourceReports
-from zkstore.ops import Fence
+from zkstore.records.job_records import JobStatus
+from zkstore.zookeeper.ops import Fence
 
 pytestmark = pytest.mark.spark
 

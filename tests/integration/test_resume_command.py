@@ -9,11 +9,11 @@ from pathlib import Path
 from tests.cli import script
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import JobStatus
 from zkstore.jobs.runspec import RunSpec
-from zkstore.jobs.states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import STOPPED
+from zkstore.records.strict import parse_time, utc_now
 
 JOB_FILE = "def run(ctx, day):\n    return None\n"
 

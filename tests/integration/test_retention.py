@@ -8,10 +8,10 @@ from recovery.cli.main import cli
 from tests.helpers import requests_sent
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import JobResult
 from zkstore.jobs.snapshot import read_listing
-from zkstore.jobs.states import CLEAN, SUCCEEDED
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.job_states import CLEAN, SUCCEEDED
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import parse_time, utc_now
 
 
 def test_the_index_follows_the_results_state(cluster: Cluster) -> None:

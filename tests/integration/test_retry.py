@@ -10,8 +10,9 @@ import pytest
 from recovery.leader.election import LeaderElection
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import LeaderInfo, read_record
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import LeaderInfo
+from zkstore.records.record import read_record
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def test_the_leader_record_that_cannot_be_replaced_is_said_at_error_and_leads_on(

@@ -21,19 +21,20 @@ from zkstore.admin.lingering import ORPHAN_PAYLOAD, find_lingering
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import NotLeader, OutcomeUnknown, UntrustedPayload, VersionConflict
-from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import CancelRequest, read_record
-from zkstore.jobs.states import SUCCEEDED
-from zkstore.ops import Create, Fence, Op
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import CancelRequest
+from zkstore.records.job_states import SUCCEEDED
+from zkstore.records.record import read_record
+from zkstore.records.strict import time_text
 from zkstore.schedules.fire import Firer
 from zkstore.schedules.runs import run_id, run_summary
 from zkstore.schedules.schedule_records import FIRED, MISSED, SKIPPED, ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.transaction import build_fire
 from zkstore.signing import JobKey, Signer, derive_job_key
-from zkstore.storage import StateStorage
-from zkstore.strict import time_text
+from zkstore.zookeeper.ops import Create, Fence, Op
 
 START = datetime(2026, 11, 24, 2, tzinfo=UTC)
 NAME = "nightly"

@@ -15,10 +15,10 @@ from zkstore.cluster import Cluster
 from zkstore.conditions import CANNOT_FIRE, JOB, SCHEDULE, Condition, ConditionStore
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
-from zkstore.ops import Delete
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.strict import utc_moment
+from zkstore.zookeeper.ops import Delete
 
 KIND = "orphan-schedule-payload"
 

@@ -21,9 +21,9 @@ from recovery.settings import Bounds, DaemonSettings
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.strict import utc_moment
 
 BUDGET = 5
 EVERY = 60

@@ -85,7 +85,7 @@ def test_the_daemon_refuses_token_files_and_driver_users_it_cannot_use(
 
 TAKE = """
 import json, os, posix, subprocess, sys
-from zkstore import secrecy
+from zkstore.payloads import secrecy
 taken = secrecy.take_from_environment(["ZKSTORE_SIGNING_KEY", "ZKSTORE_API_TOKEN", "ABSENT"])
 secrecy.set_dumpable(False)
 print(json.dumps({

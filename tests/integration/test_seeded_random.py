@@ -14,7 +14,7 @@ import kazoo.protocol.connection
 
 from tests.helpers import connected, holds_for
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.retry import JITTER, Retry, TryAgain
+from zkstore.zookeeper.retry import JITTER, Retry, TryAgain
 
 
 def test_a_live_sessions_pings_leave_the_global_random_alone(zk_server: EmbeddedZooKeeper) -> None:

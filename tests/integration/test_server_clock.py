@@ -1,5 +1,5 @@
-"""ZooKeeper's time as a leader reads it (:mod:`zkstore.clock`), against a real server: the
-offset of a clock an hour off is measured to within the round trip, used until a minute old,
+"""ZooKeeper's time as a leader reads it (:mod:`zkstore.zookeeper.clock`), against a real server:
+the offset of a clock an hour off is measured to within the round trip, used until a minute old,
 measured again after, and said once."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from zkstore.clock import REFRESH, ServerClock
 from zkstore.config import StoreConfig
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.clock import REFRESH, ServerClock
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 class Host:
@@ -37,7 +37,7 @@ def test_the_offset_of_a_clock_off_is_measured_and_said(
     host = Host(skew)
     path = Layout(config.base_path).leader_clock
     clock = ServerClock(zk, path, wall=host.wall, monotonic=host.monotonic)
-    with caplog.at_level(logging.WARNING, logger="zkstore.clock"):
+    with caplog.at_level(logging.WARNING, logger="zkstore.zookeeper.clock"):
         before = time.time()
         read = clock.now()
         after = time.time()

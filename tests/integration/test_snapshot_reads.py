@@ -9,12 +9,12 @@ from tests import jobs
 from tests.helpers import requests_sent
 from zkstore.cluster import Cluster
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.jobs.stops import EndRequest, StopRequest
-from zkstore.ops import Create
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Create
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def count_reads(cluster: Cluster, look_inside: bool, ids: list[str]) -> tuple[dict, int]:

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from tests.helpers import HANDS_SESSION
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import RunningInfo
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def test_a_stand_in_holds_its_running_node_in_a_long_session_of_its_own(

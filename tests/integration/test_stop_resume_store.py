@@ -21,15 +21,15 @@ from zkstore.errors import (
 )
 from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus, RunningInfo
-from zkstore.jobs.states import FAILED, STARTING
 from zkstore.lifecycle.lifecycle_records import stop_path
 from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.stopstore import StopStore
-from zkstore.ops import Create
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import FAILED, STARTING
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.ops import Create
+from zkstore.zookeeper.zk import ZooKeeper
 
 JOB = "pipeline"
 

@@ -15,8 +15,8 @@ from zkstore.errors import (
     StoreUnavailable,
     UntrustedPayload,
 )
-from zkstore.handle import PayloadRef
-from zkstore.storage import StateStorage
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import PayloadRef
 
 
 def overwrite(storage: StateStorage, uri: str, data: bytes) -> None:

@@ -30,12 +30,12 @@ from zkstore.errors import (
     StoreUnavailable,
     VersionConflict,
 )
-from zkstore.handle import Handle
-from zkstore.ops import Fence
-from zkstore.serializers import JsonSerializer, PickleSerializer
-from zkstore.storage import StateStorage
-from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.serializers import JsonSerializer, PickleSerializer
+from zkstore.payloads.storage import StateStorage
+from zkstore.payloads.store import ZooKeeperStateHandleStore
+from zkstore.records.handle import Handle
+from zkstore.zookeeper.ops import Fence
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def make_store(zk: ZooKeeper, path: str, storage: StateStorage, **kwargs: Any) -> Any:
@@ -448,7 +448,7 @@ def test_a_tree_is_not_deleted_by_a_writer_whose_fence_is_lost(
 def test_a_tree_bigger_than_a_transaction_is_deleted_in_several(
     zk: ZooKeeper, config: StoreConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("zkstore.zk.TREE_BATCH", 2)
+    monkeypatch.setattr("zkstore.zookeeper.zk.TREE_BATCH", 2)
     root = f"{config.base_path}/tree"
     _tree(zk, root)  # 8 nodes: the root, a, x, y, b, c, z, deep
     with requests_sent(zk) as sent:
@@ -693,7 +693,7 @@ def test_crash_between_steps_keeps_invariant_1(
 def test_no_zookeeper_write_exceeds_64_kb(zk: ZooKeeper, path: str) -> None:
     """Invariant 7: big things go to object storage; ZooKeeper refuses them before sending."""
     from zkstore.errors import TooLarge  # one class for every size limit (issue 24)
-    from zkstore.ops import Create
+    from zkstore.zookeeper.ops import Create
 
     zk.ensure_path(path)
     big = b"x" * (64 * 1024 + 1)

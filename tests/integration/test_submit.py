@@ -16,10 +16,10 @@ from tests.cli import BIN, zkstore
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import UntrustedPayload
-from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
-from zkstore.strict import parse_time
-from zkstore.zk import ZooKeeper
+from zkstore.records.handle import Handle
+from zkstore.records.strict import parse_time
+from zkstore.zookeeper.zk import ZooKeeper
 
 T0 = "2026-11-21T00:00:00Z"
 
@@ -208,9 +208,9 @@ def test_the_spark_app_record_is_fenced_on_the_attempt(
     given; the record, its fence and ZooKeeper are real."""
     from recovery.driver import sparkapp
     from zkstore.errors import FenceLost
-    from zkstore.jobs.records import RunningInfo, SparkApp
     from zkstore.jobs.snapshot import read_snapshots
-    from zkstore.ops import Create, Fence
+    from zkstore.records.job_records import RunningInfo, SparkApp
+    from zkstore.zookeeper.ops import Create, Fence
 
     def app(app_id: str) -> SparkApp:
         return SparkApp(

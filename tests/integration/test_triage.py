@@ -21,16 +21,16 @@ from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import JobFinished, JobQuarantined, WrongState
 from zkstore.jobs.definition import JobDefinition
-from zkstore.jobs.records import JobStatus, RunningInfo
-from zkstore.jobs.states import (
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import (
     CANCELLED,
     FAILED,
     PENDING,
     QUARANTINED,
     STARTING,
 )
-from zkstore.strict import parse_time, utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.strict import parse_time, utc_now
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def invoke(config: StoreConfig, *words: str) -> Result:

@@ -16,10 +16,10 @@ from dataclasses import replace
 from recovery.leader.placement import Fleet, MemberChanges, read_fleet, refresh_warm
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import MemberInfo
 from zkstore.layout import Layout
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def register(zk: ZooKeeper, layout: Layout, daemon_id: str, warm: int | None) -> MemberInfo:

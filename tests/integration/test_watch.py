@@ -11,8 +11,8 @@ from tests.helpers import connected, expire_session, requests_sent, wait_for
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper, four_letter_word
 from zkstore.errors import StoreUnavailable
-from zkstore.watch import NodeWatch, WatchedValue
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.watch import NodeWatch, WatchedValue
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 class Seen:
@@ -94,7 +94,7 @@ def test_creating_a_watch_while_zookeeper_is_down_fails_within_the_deadline() ->
 def test_a_child_deleted_and_made_again_at_once_is_a_change(zk: ZooKeeper, root: str) -> None:
     """A member's assignment replaced by the next attempt's in one transaction leaves the same
     list of names: the watch must still report it (members launch on it)."""
-    from zkstore.ops import Create, Delete
+    from zkstore.zookeeper.ops import Create, Delete
 
     path = f"{root}/assignments"
     zk.ensure_path(f"{path}/job")
@@ -111,8 +111,8 @@ def test_a_listing_watch_reports_how_many_creations_and_deletions_made_the_names
     """With ``listing``, the names come with their version and their node's creation: a child
     replaced in one transaction shows as the same names two versions on (members read only
     the assignments a change may have touched, by these)."""
-    from zkstore.ops import Create, Delete
-    from zkstore.watch import Listing
+    from zkstore.zookeeper.ops import Create, Delete
+    from zkstore.zookeeper.watch import Listing
 
     path = f"{root}/assignments"
     zk.ensure_path(f"{path}/job")

@@ -8,7 +8,7 @@ from kazoo.protocol.states import KeeperState
 from tests.helpers import MONITOR_ID, MONITOR_SECRET, SECRET
 from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.errors import AccessDenied, ConfigError
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 
 def test_credentials_parse_and_never_show_their_secret() -> None:

@@ -18,8 +18,8 @@ from recovery.member.adoption import (
     judge,
 )
 from recovery.shared.processes import Liveness, ProcessIdentity
-from zkstore.jobs.records import RunningInfo
-from zkstore.strict import parse_time
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.strict import parse_time
 
 HOST, BOOT = "h", "boot-1"
 T = "2026-11-21T11:59:00.000Z"

@@ -15,10 +15,11 @@ from recovery.leader.decide import CleanUp, Local, Restart, Wait, decide
 from recovery.settings import DaemonSettings
 from tests import builders
 from zkstore.config import StoreConfig
-from zkstore.jobs.records import JobResult, JobStatus, Outcome
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import CANCELLED, DIRTY, FAILED, STARTING
-from zkstore.strict import parse_time
+from zkstore.records.job_records import JobStatus, Outcome
+from zkstore.records.job_states import CANCELLED, DIRTY, FAILED, STARTING
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 SETTINGS = DaemonSettings(

@@ -25,7 +25,7 @@ from recovery.cli.base import LazyGroup
 from recovery.cli.main import cli
 from tests.helpers import REPO
 
-#: The methods that write to ZooKeeper (kazoo's, zkstore.zk's, the stores' own verbs).
+#: The methods that write to ZooKeeper (kazoo's, zkstore.zookeeper.zk's, the stores' own verbs).
 WRITES = frozenset(
     {
         "create",

@@ -13,7 +13,7 @@ from recovery.cli.base import LazyGroup
 from recovery.cli.main import cli
 from zkstore import protocol
 from zkstore.jobs.definition import DEFAULT_MAX_LOST_ATTEMPTS
-from zkstore.jobs.states import JobState
+from zkstore.records.job_states import JobState
 
 
 def test_every_named_command_loads_and_says_what_the_table_says() -> None:

@@ -15,9 +15,9 @@ from zkstore.errors import (
     NewerRecord,
     SerializationError,
 )
-from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.layout import Layout, validate_job_id
 from zkstore.protocol import PROTOCOL
+from zkstore.records.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 
 
 def test_explicit_values_win_over_environment() -> None:

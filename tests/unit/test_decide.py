@@ -24,17 +24,11 @@ from recovery.leader.decide import (
 )
 from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
-from zkstore.handle import Handle
-from zkstore.jobs.records import (
-    CancelRequest,
-    JobResult,
-    JobStatus,
-    Outcome,
-    QuarantineEntry,
-    RunningInfo,
-)
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import (
+from zkstore.jobs.stops import EndRequest
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import CancelRequest, JobStatus, Outcome, RunningInfo
+from zkstore.records.job_states import (
     BROKEN,
     CANCELLED,
     CLEAN,
@@ -46,8 +40,8 @@ from zkstore.jobs.states import (
     STUCK,
     SUCCEEDED,
 )
-from zkstore.jobs.stops import EndRequest
-from zkstore.strict import parse_time
+from zkstore.records.result_records import JobResult, QuarantineEntry
+from zkstore.records.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 T = "2026-11-21T11:59:00.000Z"

@@ -21,7 +21,7 @@ from zkstore.jobs.dependencies import (
     parse_after,
     parse_summary,
 )
-from zkstore.jobs.states import CANCELLED, FAILED, SUCCEEDED
+from zkstore.records.job_states import CANCELLED, FAILED, SUCCEEDED
 from zkstore.schedules.runs import dependencies_of, run_summary
 
 WINDOW = datetime(2026, 11, 24, 2, tzinfo=UTC)

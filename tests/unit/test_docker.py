@@ -515,7 +515,7 @@ def test_build_context_holds_what_the_dockerfile_copies_and_no_more() -> None:
     for source in sources:
         assert (ROOT / source).exists(), source
         assert not dockerignored(source), f"{source} is copied but ignored"
-    assert not dockerignored("zkstore/store.py")
+    assert not dockerignored("zkstore/payloads/store.py")
     for heavy in (".venv", ".git", "tests", ".mypy_cache", "zkstore/__pycache__"):
         assert dockerignored(heavy), heavy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from zkstore.jobs import history
 from zkstore.jobs.history import MAX_ATTEMPTS, MAX_TERMS, AttemptEntry, JobHistory, LeaderHistory
-from zkstore.strict import utc_in, utc_moment, utc_now
+from zkstore.records.strict import utc_in, utc_moment, utc_now
 
 
 def test_a_job_of_many_attempts_keeps_the_newest_and_parses_back() -> None:

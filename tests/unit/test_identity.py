@@ -6,7 +6,7 @@ from __future__ import annotations
 from kazoo.security import Permissions
 
 from zkstore.config import ZkAuth
-from zkstore.identity import (
+from zkstore.zookeeper.identity import (
     DRIVERS_USER,
     AclPolicy,
     DriverIdentity,

@@ -13,8 +13,8 @@ import pytest
 from tests.helpers import KEY, legacy_signature
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, UntrustedPayload
+from zkstore.payloads.storage import StateStorage
 from zkstore.signing import JobKey, Signer, derive_job_key
-from zkstore.storage import StateStorage
 
 SHA = "ab" * 32
 

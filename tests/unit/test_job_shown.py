@@ -6,7 +6,6 @@ import io
 import zipfile
 
 from zkstore.jobs.definition import JobDefinition, ShippedFile
-from zkstore.jobs.records import JobResult
 from zkstore.jobs.shown import (
     MAX_CONF_BYTES,
     REDACTED,
@@ -16,8 +15,9 @@ from zkstore.jobs.shown import (
     read_conf_text,
     zipped_modules,
 )
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import parse_time
 from zkstore.service.job_view import attempts_text
-from zkstore.strict import parse_time
 
 
 def test_texts_are_cut_with_an_ellipsis_within_their_bytes() -> None:
@@ -148,9 +148,9 @@ def test_a_running_jobs_error_is_none_whatever_an_earlier_attempt_left() -> None
     """Issue 50: attempt 1 failed, attempt 2 runs (here paused, then being stopped): the
     ERROR column shows nothing; the earlier error stays the labelled ``last_error``."""
     from zkstore.jobs.control.control_records import ControlAck
-    from zkstore.jobs.records import JobStatus, RunningInfo
     from zkstore.jobs.snapshot import JobSnapshot
     from zkstore.jobs.stops import StopRequest
+    from zkstore.records.job_records import JobStatus, RunningInfo
     from zkstore.service.job_view import describe, job_error
 
     now = "2026-11-28T00:00:00Z"

@@ -23,12 +23,12 @@ from recovery.leader.decide import (
 )
 from recovery.settings import DaemonSettings
 from zkstore.config import StoreConfig
-from zkstore.handle import Handle
-from zkstore.jobs.records import CancelRequest, JobStatus, Outcome, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import CANCELLED, FAILED, STARTING, STOPPED, STUCK, TIMED_OUT
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
-from zkstore.strict import parse_time
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import CancelRequest, JobStatus, Outcome, RunningInfo
+from zkstore.records.job_states import CANCELLED, FAILED, STARTING, STOPPED, STUCK, TIMED_OUT
+from zkstore.records.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 SETTINGS = DaemonSettings(store=StoreConfig(), restart_backoff=1.0, start_timeout=60)

@@ -14,13 +14,13 @@ from click.testing import CliRunner
 from recovery.cli.lifecycle_options import Limit, lifecycle_from, lifecycle_options, stop_options
 from recovery.cli.types import Duration
 from zkstore.errors import ConfigError
-from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition
 from zkstore.lifecycle.attempt_limits import Limits
 from zkstore.lifecycle.lifecycle_records import MAX_URL_BYTES, redact_url, url_problem
 from zkstore.lifecycle.options import SUMMARY_KEYS, Lifecycle
 from zkstore.lifecycle.redefine import redefined
 from zkstore.lifecycle.retry_backoff import RetryPolicy
+from zkstore.records.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 
 
 @click.command()

@@ -8,12 +8,12 @@ import json
 
 from recovery.cli.jobs.job_commands import _show_lines
 from tests import builders
-from zkstore.jobs.records import JobStatus, RunningInfo
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT
 from zkstore.jobs.stops import EndRequest, StopRequest
+from zkstore.records.job_records import JobStatus, RunningInfo
+from zkstore.records.job_states import RESTARTING, STARTING, STOPPED, STOPPING, TIMED_OUT
+from zkstore.records.strict import parse_time
 from zkstore.service.job_view import describe
-from zkstore.strict import parse_time
 
 T = "2026-11-21T12:00:00.000Z"
 URL = "https://hooks.example.com:8443/services/T000/SECRET-token?sig=SECRET"

@@ -10,8 +10,8 @@ import pytest
 from tests import jobs
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
-from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition
+from zkstore.records.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 
 
 def test_limits_in_characters_fit_every_accepted_id_and_name(tmp_path: Path) -> None:

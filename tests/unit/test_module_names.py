@@ -2,7 +2,7 @@
 
 **One name, one module.** No two modules of zkstore/, recovery/ and zkstore_dev/ share a basename
 (``__init__``, ``__main__`` and ``conftest`` aside): a name that repeats (three ``records.py``, a
-``state.py`` beside ``states.py``) misleads the moment its meaning changes. A module that is one
+``state.py`` beside ``job_states.py``) misleads the moment its meaning changes. A module that is one
 role's part of a concern begins with the concern (``leader/schedule_firing.py``,
 ``member/log_shipping.py``, ``driver/warm_jvm.py``).
 
@@ -94,11 +94,11 @@ def test_a_repeated_basename_is_found(tmp_path: Path) -> None:
 
 
 def test_an_index_with_a_module_missing_twice_or_gone_says_each() -> None:
-    present = ["zkstore/jobs/logs.py", "zkstore/jobs/states.py", "zkstore/errors.py"]
+    present = ["zkstore/jobs/logs.py", "zkstore/records/job_states.py", "zkstore/errors.py"]
     listed = ["zkstore/jobs/logs.py", "zkstore/jobs/logs.py", "zkstore/jobs/state.py"]
     problems = index_problems(listed, present)
     assert problems[0] == "listed 2 times: zkstore/jobs/logs.py"
     assert problems[1] == "listed, no such module: zkstore/jobs/state.py"
     assert "2 module(s) missing" in problems[2]
     assert "- `zkstore/errors.py`: " in problems[2]
-    assert "- `zkstore/jobs/states.py`: " in problems[2]
+    assert "- `zkstore/records/job_states.py`: " in problems[2]

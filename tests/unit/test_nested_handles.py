@@ -10,10 +10,10 @@ import pytest
 
 from zkstore import protocol
 from zkstore.errors import CorruptRecord, NewerRecord
-from zkstore.handle import Handle
-from zkstore.jobs.records import QuarantineEntry
+from zkstore.records.handle import Handle
+from zkstore.records.result_records import QuarantineEntry
+from zkstore.records.strict import parse_time
 from zkstore.schedules.schedule_records import ScheduleSpec
-from zkstore.strict import parse_time
 
 HANDLE = Handle(
     uri="file:///s/c/jobs/j/definition/0123.pkl",

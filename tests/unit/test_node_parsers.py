@@ -24,10 +24,12 @@ from hypothesis import strategies as st
 from tests.helpers import examples
 from tests.node_kinds import NOW, PARENTS, PARSED, PRESENCE_ONLY
 from zkstore.errors import CorruptRecord
-from zkstore.handle import Handle
-from zkstore.jobs.records import MemberInfo, Record, RunningInfo
 from zkstore.layout import Layout
-from zkstore.strict import parse_time
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.record import Record
+from zkstore.records.strict import parse_time
 
 EXAMPLES = examples(1000)
 

@@ -31,8 +31,8 @@ from zkstore.lifecycle.outbox import (
     entry_name,
     notification_ops,
 )
-from zkstore.ops import Create
-from zkstore.strict import parse_time
+from zkstore.records.strict import parse_time
+from zkstore.zookeeper.ops import Create
 
 LAYOUT = Layout("/zkstore/default")
 AT = "2026-11-21T12:00:00.000Z"

@@ -15,18 +15,19 @@ from zkstore import errors
 from zkstore.admin import lingering
 from zkstore.admin.lingering.kind import Kind
 from zkstore.errors import ExitCode, TooLarge, ZkStoreError
-from zkstore.handle import MAX_HANDLE_BYTES, Handle
 from zkstore.jobs import control, snapshot
 from zkstore.jobs.job_state_store import JobStateStore
-from zkstore.jobs.records import Assignment, JobStatus, LeaderInfo, MemberInfo
-from zkstore.jobs.states import (
+from zkstore.records.fleet_records import Assignment, LeaderInfo, MemberInfo
+from zkstore.records.handle import MAX_HANDLE_BYTES, Handle
+from zkstore.records.job_records import JobStatus
+from zkstore.records.job_states import (
     ArtifactScope,
     DriverExit,
     JobState,
     KeyState,
 )
+from zkstore.records.strict import parse_time
 from zkstore.service.control_service import COMMANDS
-from zkstore.strict import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ and new jobs' statuses: a job's node made meanwhile by a control change, a plant
 from __future__ import annotations
 
 from zkstore.errors import HandleExists, HandleNotFound
-from zkstore.ops import Create, Delete, Op, SetData, without_existing
+from zkstore.zookeeper.ops import Create, Delete, Op, SetData, without_existing
 
 OPS: list[Op] = [Create("/j"), Create("/j/status", b"s"), SetData("/a", b"x", 3), Delete("/b")]
 

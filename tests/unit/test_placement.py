@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from recovery.leader.placement import Fleet, would_take_warm
 from recovery.shared.fleet_view import Member
-from zkstore.jobs.records import MemberInfo
 from zkstore.jobs.runspec import RunSpec
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.strict import parse_time, utc_now
 
 
 def member(

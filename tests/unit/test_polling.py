@@ -1,4 +1,5 @@
-"""The handler's one-call ``select`` (:mod:`zkstore.polling`) answers as kazoo's own does."""
+"""The handler's one-call ``select`` (:mod:`zkstore.zookeeper.polling`) answers as kazoo's own
+does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 import pytest
 from kazoo.handlers.utils import selector_select
 
-from zkstore.polling import poll_select
+from zkstore.zookeeper.polling import poll_select
 
 
 def both(*args: object) -> tuple[object, object]:

@@ -14,8 +14,8 @@ from zkstore.conditions import Condition, Conditions
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.control.control_history import HistoryEntry as ControlEntry
 from zkstore.jobs.history import JobHistory, LeaderHistory
+from zkstore.records.strict import time_text
 from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
-from zkstore.strict import time_text
 
 SPEC = (
     b'{"after_schedule":null,"catchup":"latest","catchup_max":null,"changes":[{"at":'
@@ -165,7 +165,7 @@ HANDLE = (
 
 
 def test_a_handle_holds_its_created_and_its_jobs_submitted_as_datetimes() -> None:
-    from zkstore.handle import Handle, PayloadRef
+    from zkstore.records.handle import Handle, PayloadRef
 
     handle = Handle.parse(HANDLE, "/h")
     assert handle.created == datetime(2026, 11, 24, 0, 0, 0, 123000, tzinfo=UTC)

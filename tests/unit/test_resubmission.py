@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from zkstore.errors import ConfigError, HandleExists
-from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import JobDefinition, ShippedFile
 from zkstore.jobs.resubmit import (
     CODE,
@@ -16,6 +15,7 @@ from zkstore.jobs.resubmit import (
     fingerprint,
     idempotent_job_id,
 )
+from zkstore.records.handle import SummaryValue
 
 SOURCE = "print('hello')\n"
 

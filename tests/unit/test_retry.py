@@ -1,4 +1,4 @@
-"""The one retry policy (:mod:`zkstore.retry`): tries, backoff, deadline; never silent.
+"""The one retry policy (:mod:`zkstore.zookeeper.retry`): tries, backoff, deadline; never silent.
 
 The pure policy in milliseconds; then the loops that use it, where their giving up matters:
 the leader's record (it used to give up without a word) and a compare-and-set that keeps losing.
@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import REPO
 from zkstore.errors import HandleExists, OutcomeUnknown, StoreUnavailable, VersionConflict
-from zkstore.retry import RACE_TRIES, RACES, WHILE_STANDING, Retry, TryAgain
+from zkstore.zookeeper.retry import RACE_TRIES, RACES, WHILE_STANDING, Retry, TryAgain
 
 
 def test_the_value_of_the_first_try_that_returns() -> None:
@@ -105,7 +105,8 @@ def test_a_policy_that_could_retry_forever_is_refused() -> None:
 
 def test_no_hand_rolled_retry_loop_is_left_and_the_limit_is_named_once() -> None:
     """Every compare-and-set and outcome-unknown loop of the store and the runtime goes through
-    :mod:`zkstore.retry`: no ``for _ in range(N)`` retries, no second spelling of the limit."""
+    :mod:`zkstore.zookeeper.retry`: no ``for _ in range(N)`` retries, no second spelling of the
+    limit."""
     loops, limits = [], []
     for path in sorted([*REPO.glob("zkstore/**/*.py"), *REPO.glob("recovery/**/*.py")]):
         if "chaos" in path.parts:  # the chaos run draws its faults with loops of its own
@@ -119,4 +120,4 @@ def test_no_hand_rolled_retry_loop_is_left_and_the_limit_is_named_once() -> None
             for m in re.finditer(r"^_?[A-Z_]*(TRIES|RETRIES)\s*=", text, re.MULTILINE)
         ]
     assert loops == []
-    assert limits == ["zkstore/retry.py: RACE_TRIES ="]
+    assert limits == ["zkstore/zookeeper/retry.py: RACE_TRIES ="]

@@ -9,7 +9,6 @@ import pytest
 
 from zkstore import protocol
 from zkstore.errors import ConfigError, CorruptHandle, NewerRecord
-from zkstore.handle import FORMAT, RUN_FORMAT, Handle, PayloadRef
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.dependencies import Dependency
 from zkstore.jobs.runoptions import LifecycleOptions
@@ -22,6 +21,7 @@ from zkstore.jobs.runspec import (
     digest,
 )
 from zkstore.jobs.shown import REDACTED, run_options_shown
+from zkstore.records.handle import FORMAT, RUN_FORMAT, Handle, PayloadRef
 
 SECRET = "hunter2-very-secret"
 

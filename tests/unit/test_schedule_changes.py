@@ -19,12 +19,12 @@ from recovery.cli.schedules.schedule_commands import (
 )
 from recovery.cli.types import Duration
 from zkstore.errors import ConfigError, CorruptRecord
-from zkstore.handle import Handle, PayloadRef
-from zkstore.jobs.records import MAX_RECORD_BYTES
+from zkstore.records.handle import Handle, PayloadRef
+from zkstore.records.record import MAX_RECORD_BYTES
+from zkstore.records.strict import parse_time
 from zkstore.schedules.schedule_records import CHANGES_LIMIT, MAX_REASON_CHARS, Change, ScheduleSpec
 from zkstore.schedules.timing import EPOCH, Timing, aligned_start, format_time, shares_windows
 from zkstore.schedules.update import describe
-from zkstore.strict import parse_time
 
 NOW = datetime(2026, 11, 28, 1, 0, 12, 345000, tzinfo=UTC)
 

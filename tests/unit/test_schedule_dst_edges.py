@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from zkstore.handle import Handle
+from zkstore.records.handle import Handle
 from zkstore.schedules.counting import count, newest_until
 from zkstore.schedules.due import entries, fired, plan, steps
 from zkstore.schedules.runs import run_id

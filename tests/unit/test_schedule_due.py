@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from zkstore.handle import Handle
+from zkstore.records.handle import Handle
 from zkstore.schedules.due import (
     PAUSED,
     Decision,

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from zkstore.errors import CorruptRecord
-from zkstore.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
 from zkstore.jobs.definition import MAX_ENTRY_BYTES, JobDefinition, ShippedFile
 from zkstore.jobs.dependencies import ENDED, Dependency, format_after
-from zkstore.jobs.records import MAX_RECORD_BYTES
 from zkstore.jobs.resubmit import fingerprint
+from zkstore.records.handle import MAX_HANDLE_BYTES, Handle, PayloadRef
+from zkstore.records.record import MAX_RECORD_BYTES
 from zkstore.schedules.runs import AFTER_SCHEDULE, MAX_SCHEDULE_NAME_CHARS, run_id, run_summary
 from zkstore.schedules.schedule_records import (
     HISTORY_LIMIT,

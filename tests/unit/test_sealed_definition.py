@@ -16,7 +16,7 @@ from zkstore.errors import ConfigError, IncompatiblePayload
 from zkstore.jobs import definition as definition_module
 from zkstore.jobs.definition import JobDefinition, ShippedFile
 from zkstore.jobs.sealed import DefinitionSerializer, open_sealed
-from zkstore.serializers import PICKLE_MAGIC, PickleSerializer
+from zkstore.payloads.serializers import PICKLE_MAGIC, PickleSerializer
 
 
 def add(ctx: Any, a: int, b: int) -> int:

@@ -21,7 +21,7 @@ from recovery.settings import (
 )
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
-from zkstore.secrecy import read_secret_file
+from zkstore.payloads.secrecy import read_secret_file
 
 SECRET = "a-secret-of-the-cluster-0123456789"
 

@@ -11,7 +11,7 @@ import pytest
 from zkstore.cluster.cluster_settings import ClusterSettings, settings_digest, settings_key
 from zkstore.conditions import Condition, Conditions
 from zkstore.errors import CorruptRecord, UntrustedPayload
-from zkstore.strict import parse_time
+from zkstore.records.strict import parse_time
 
 KEY = settings_key(b"k" * 32, "default")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from recovery.leader.placement import Fleet
 from recovery.shared.fleet_view import Member
-from zkstore.jobs.records import MemberInfo
-from zkstore.strict import parse_time, utc_now
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.strict import parse_time, utc_now
 
 
 def member(name: str, slots: int, used: int, *, drained: bool = False, **labels: str) -> Member:

@@ -8,15 +8,6 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkstore.jobs.states import (
-    BROKEN,
-    CANCELLED,
-    FAILED,
-    PENDING,
-    RESTARTING,
-    STARTING,
-    SUCCEEDED,
-)
 from zkstore.lifecycle.lifecycle_records import EndRequest, StopRequest
 from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.stopping import (
@@ -30,7 +21,16 @@ from zkstore.lifecycle.stopping import (
     StopView,
     stop_step,
 )
-from zkstore.strict import parse_time
+from zkstore.records.job_states import (
+    BROKEN,
+    CANCELLED,
+    FAILED,
+    PENDING,
+    RESTARTING,
+    STARTING,
+    SUCCEEDED,
+)
+from zkstore.records.strict import parse_time
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 ASKED = "2026-11-21T11:59:00.000Z"  # 60 s before NOW

@@ -15,7 +15,7 @@ from zkstore.errors import (
     SerializationError,
     UntrustedPayload,
 )
-from zkstore.storage import StateStorage
+from zkstore.payloads.storage import StateStorage
 
 
 def test_signed_payload_verifies_and_tampering_is_refused(
@@ -72,7 +72,7 @@ def test_an_s3_storage_without_s3fs_installed_is_a_config_error(
     import zkstore
 
     monkeypatch.delattr(zkstore, "s3", raising=False)
-    monkeypatch.delitem(sys.modules, "zkstore.s3", raising=False)
+    monkeypatch.delitem(sys.modules, "zkstore.payloads.s3", raising=False)
     monkeypatch.setitem(sys.modules, "aiobotocore.httpsession", None)  # as if not installed
     with pytest.raises(ConfigError, match=r"S3 needs s3fs \(pip install 'zkstore\[s3\]'\)"):
         StateStorage("s3://bucket/store")

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from zkstore.jobs.states import FAILED, SUCCEEDED
-from zkstore.strict import parse_time
+from zkstore.records.job_states import FAILED, SUCCEEDED
+from zkstore.records.strict import parse_time
 
 
 def test_a_finished_attempt_is_never_shown_as_starting_again() -> None:
     """The moment between the driver's outcome and the leader's reaction is ENDED."""
-    from zkstore.jobs.records import JobStatus, Outcome
     from zkstore.jobs.snapshot import ENDED, JobSnapshot
-    from zkstore.jobs.states import STARTING
+    from zkstore.records.job_records import JobStatus, Outcome
+    from zkstore.records.job_states import STARTING
 
     status = JobStatus(
         version=3, state=STARTING, attempt=2, updated=parse_time("2026-11-21T00:00:00Z")

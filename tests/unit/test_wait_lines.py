@@ -8,10 +8,11 @@ from typing import Any
 
 from recovery.cli.progress import Followed, follow_lines, interrupted_lines, start, state_line
 from tests import builders
-from zkstore.jobs.records import JobResult, JobStatus, Outcome, RunningInfo, SparkApp
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import CLEAN, FAILED, PENDING, RESTARTING, STARTING, SUCCEEDED
-from zkstore.strict import parse_time
+from zkstore.records.job_records import JobStatus, Outcome, RunningInfo, SparkApp
+from zkstore.records.job_states import CLEAN, FAILED, PENDING, RESTARTING, STARTING, SUCCEEDED
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import parse_time
 
 T = "2026-11-23T12:00:00.000Z"
 RESULT = JobResult(

@@ -3,8 +3,8 @@
 A node whose ACL grants ``world:anyone`` write, create, delete or admin rights lets anybody who
 reaches ZooKeeper change the cluster: create a handle under ``currentJobs`` (code the leader will
 run), delete a result (a finished job runs again), or rewrite a status. Nodes created by a
-session with credentials carry :func:`zkstore.zk.default_acl`; nodes created before credentials
-were configured keep the open ACL until :func:`apply_acl` replaces it.
+session with credentials carry :func:`zkstore.zookeeper.zk.default_acl`; nodes created before
+credentials were configured keep the open ACL until :func:`apply_acl` replaces it.
 
 Rendered ACL entries never show a digest hash: ``digest:alice=cdrwa``.
 """
@@ -19,7 +19,7 @@ from kazoo.security import ACL, Permissions
 from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.jobs.claims import ArtifactClaims
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ApplyResult",
@@ -151,7 +151,7 @@ def apply_acl(
     checked = changed = 0
     claims = ArtifactClaims(zk, layout)
     for path in walk(zk, layout.base):
-        # a claim and its place's node stay their job's (zkstore.identity)
+        # a claim and its place's node stay their job's (zkstore.zookeeper.identity)
         owner = claims.owner(path) if claims.is_claim_path(path) else None
         wanted = zk.acl if zk.acl_policy is None else zk.acl_policy.acl_for(path, owner)
         try:
@@ -170,8 +170,8 @@ def apply_acl(
 
 def grant_job(zk: ZooKeeper, layout: Layout, job_id: str) -> int:
     """Give the nodes of ``job_id`` that were made before per-job identities (a fleet below
-    protocol 3, :mod:`zkstore.identity`) the ACL they get now, so that its driver, with its
-    job's identity, can write its own records there. Returns how many were changed (0 when
+    protocol 3, :mod:`zkstore.zookeeper.identity`) the ACL they get now, so that its driver, with
+    its job's identity, can write its own records there. Returns how many were changed (0 when
     the job's directory grants the job already: everything since was made with it).
 
     Idempotent; a node that goes meanwhile is skipped, one changed meanwhile set again.

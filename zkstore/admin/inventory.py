@@ -19,12 +19,12 @@ from zkstore.errors import (
     UntrustedPayload,
     ZkStoreError,
 )
-from zkstore.handle import Handle
-from zkstore.jobs.records import JobResult, QuarantineEntry
 from zkstore.layout import Layout, StorageLayout
-from zkstore.storage import StateStorage
-from zkstore.store import LOCKS, is_marked
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.storage import StateStorage
+from zkstore.payloads.store import LOCKS, is_marked
+from zkstore.records.handle import Handle
+from zkstore.records.result_records import JobResult, QuarantineEntry
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "CHECKPOINT",

@@ -28,10 +28,10 @@ from zkstore.cluster import Cluster, quotas
 from zkstore.errors import NotEmpty, ZkStoreError
 from zkstore.jobs.job_artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.records import JobResult
-from zkstore.ops import Fence
-from zkstore.storage import is_temporary
-from zkstore.strict import to_millisecond
+from zkstore.payloads.storage import is_temporary
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import to_millisecond
+from zkstore.zookeeper.ops import Fence
 
 __all__ = ["DEFAULT_KEEP_LOGS", "clean_up", "remove_records"]
 

@@ -41,12 +41,13 @@ from zkstore.errors import (
     UntrustedPayload,
     VersionConflict,
 )
-from zkstore.jobs.records import MemberInfo, Record
 from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, SetData
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.record import Record
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Create, Fence, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "POLICY_FIELDS",

@@ -10,11 +10,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from zkstore.artifacts import ArtifactSpace
 from zkstore.closing import Closeable
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.config import StoreConfig
-from zkstore.entries import new_instance_id
 from zkstore.errors import HandleExists
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN, CheckpointStore
 from zkstore.jobs.claims import ArtifactClaims
@@ -26,9 +24,11 @@ from zkstore.jobs.outputs.output_store import OutputStore
 from zkstore.jobs.quarantine import QuarantineStore
 from zkstore.jobs.results import JobResultStore
 from zkstore.layout import Layout, StorageLayout
-from zkstore.ops import Create
-from zkstore.storage import StateStorage
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.artifacts import ArtifactSpace
+from zkstore.payloads.entries import new_instance_id
+from zkstore.payloads.storage import StateStorage
+from zkstore.zookeeper.ops import Create
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["Cluster"]
 

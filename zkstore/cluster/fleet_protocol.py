@@ -44,12 +44,13 @@ from zkstore.errors import (
     NewerRecord,
     VersionConflict,
 )
-from zkstore.jobs.records import MemberInfo, Record
 from zkstore.layout import Layout
-from zkstore.ops import Create, Op
 from zkstore.protocol import Feature
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.record import Record
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Create, Op
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "LEGACY",

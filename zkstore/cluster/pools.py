@@ -7,7 +7,7 @@ a job without one is in ``default``, which has no limit and priority 0 until som
 A job whose pool has no record is placed as ``default``'s jobs are without one.
 
 ``zkstore pools set`` writes a record with compare-and-set at the version it read (a
-concurrent change makes it read again, :data:`zkstore.retry.RACES`), and in the same
+concurrent change makes it read again, :data:`zkstore.zookeeper.retry.RACES`), and in the same
 transaction writes a new random value to ``R/pools`` itself, whose data the leader watches:
 one watch tells it that any pool changed. Writing one needs the fleet at protocol 4
 (:data:`zkstore.protocol.POOLS`): a leader of protocol 3 would ignore the limits.
@@ -23,15 +23,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound, VersionConflict
-from zkstore.jobs.records import Record
 from zkstore.jobs.runspec import DEFAULT_POOL, POOL_NAME
 from zkstore.jobs.snapshot import JobSnapshot
-from zkstore.jobs.states import PENDING, RESTARTING, STARTING
 from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Op, SetData
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_states import PENDING, RESTARTING, STARTING
+from zkstore.records.record import Record
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Create, Delete, Op, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "MAX_POOLS",

@@ -1,8 +1,8 @@
 """Quotas that ZooKeeper itself enforces on each job's node (``R/jobs/<job>``).
 
 A job's identity may create nodes under its job's node (its driver's records appear and go
-there), and ZooKeeper's CREATE right is per parent: the 64 KB limit of :mod:`zkstore.zk` is the
-wrapper's, so job code using the kazoo client underneath could fill the server's heap. A hard
+there), and ZooKeeper's CREATE right is per parent: the 64 KB limit of :mod:`zkstore.zookeeper.zk`
+is the wrapper's, so job code using the kazoo client underneath could fill the server's heap. A hard
 quota (ZOOKEEPER-3301, ZooKeeper 3.7+, server property ``zookeeper.enforceQuota=true``) on
 each job's node bounds the nodes and bytes below it where the write lands, in the server: a
 write past it is refused (:class:`~zkstore.errors.QuotaExceeded`) and nothing else is hurt.
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from kazoo.security import ACL, Id, Permissions
 
 from zkstore.errors import AccessDenied, HandleNotFound, QuotaExceeded, ZkStoreError
-from zkstore.handle import MAX_HANDLE_BYTES
 from zkstore.jobs.checkpoints import DEFAULT_RETAIN
 from zkstore.jobs.job_artifacts import MAX_ARTIFACTS
-from zkstore.jobs.records import MAX_RECORD_BYTES
 from zkstore.layout import Layout
-from zkstore.ops import Create, Op
-from zkstore.zk import ZooKeeper
+from zkstore.records.handle import MAX_HANDLE_BYTES
+from zkstore.records.record import MAX_RECORD_BYTES
+from zkstore.zookeeper.ops import Create, Op
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "QUOTA_ROOT",
@@ -122,7 +122,7 @@ def optional_paths(layout: Layout, job_id: str) -> set[str]:
 
 def nodes(layout: Layout, job_id: str) -> tuple[str, ...]:
     """The job's quota nodes, children first: what goes with its records
-    (:meth:`~zkstore.zk.ZooKeeper.delete_tree`'s ``also``)."""
+    (:meth:`~zkstore.zookeeper.zk.ZooKeeper.delete_tree`'s ``also``)."""
     where = quota_dir(layout.job_dir(job_id))
     return (f"{where}/{STATS}", f"{where}/{LIMITS}", where)
 

@@ -37,15 +37,16 @@ from zkstore.errors import (
     VersionConflict,
     WrongState,
 )
-from zkstore.handle import Handle
 from zkstore.jobs.job_state_store import who
 from zkstore.jobs.logs import JobLogs
-from zkstore.jobs.records import CancelRequest, JobStatus, QuarantineEntry
 from zkstore.jobs.snapshot import JobSnapshot, check_cancellable, read_snapshot
-from zkstore.jobs.states import CANCELLED, CLEAN, DIRTY, FAILED, PENDING
-from zkstore.ops import Delete, Fence, Op, SetData, absent
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_moment
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import CancelRequest, JobStatus
+from zkstore.records.job_states import CANCELLED, CLEAN, DIRTY, FAILED, PENDING
+from zkstore.records.result_records import QuarantineEntry
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Delete, Fence, Op, SetData, absent
+from zkstore.zookeeper.retry import RACES, TryAgain
 
 __all__ = ["Done", "cancel", "forget", "kept_handle", "purge", "release"]
 

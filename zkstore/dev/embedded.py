@@ -28,7 +28,7 @@ from typing import Self
 from zkstore.closing import Closeable
 from zkstore.dev import lifeline
 from zkstore.errors import ConfigError, StoreUnavailable
-from zkstore.retry import RACES, TryAgain
+from zkstore.zookeeper.retry import RACES, TryAgain
 
 __all__ = [
     "SHORT_JVM_OPTIONS",
@@ -238,7 +238,8 @@ class EmbeddedZooKeeper(Closeable):
         The answer must come from this server (its JVM holds the listening socket): a port
         chosen free can be taken by another process before the JVM binds it, and then another
         server answers on it while this one exits. A port this object chose is then replaced by
-        a new one (the race policy :data:`zkstore.retry.RACES`); a port it was given raises.
+        a new one (the race policy :data:`zkstore.zookeeper.retry.RACES`); a port it was given
+        raises.
         """
         if self._process is not None and self._process.poll() is None:
             return self

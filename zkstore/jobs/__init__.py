@@ -1,10 +1,9 @@
-"""One store (or reader) per kind of a job's records, and the one vocabulary of job states.
+"""One store (or reader) per kind of a job's records (the records and the vocabulary of
+job states are in :mod:`zkstore.records`).
 :mod:`zkstore.cluster` sits above them and hands the stores out; none of them imports it.
 
 ::
 
-    states.py           the vocabulary: job, result, artifact and control key states, driver exits
-    records.py          the small JSON records in ZooKeeper, one strict parser per node kind
     definition.py       job definitions: what to run, how, what it needs, and who wrote it
     sealed.py           a definition read without running any of it (every process but its driver)
     runspec.py          a job's run options as one typed value: what the handle keeps, read once

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
-from zkstore.handle import Handle, SummaryValue
 from zkstore.layout import (
     Layout,
     StorageLayout,
@@ -23,12 +22,13 @@ from zkstore.layout import (
     is_checkpoint_node_name,
     validate_job_id,
 )
-from zkstore.ops import Fence, Op
-from zkstore.retry import RACES, TryAgain
-from zkstore.serializers import JsonSerializer
-from zkstore.storage import StateStorage
-from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.serializers import JsonSerializer
+from zkstore.payloads.storage import StateStorage
+from zkstore.payloads.store import ZooKeeperStateHandleStore
+from zkstore.records.handle import Handle, SummaryValue
+from zkstore.zookeeper.ops import Fence, Op
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DEFAULT_RETAIN", "Checkpoint", "CheckpointStore"]
 

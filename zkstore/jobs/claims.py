@@ -13,8 +13,8 @@ transaction as the artifact's record, and that transaction holds only if nothing
 claimed at that moment:
 
 - no ancestor is claimed: for each existing ancestor, ``=`` is created and deleted in the
-  transaction (it fails if one exists; :func:`zkstore.ops.absent`), each missing ancestor is
-  created by it (it fails if somebody made it meanwhile);
+  transaction (it fails if one exists; :func:`zkstore.zookeeper.ops.absent`), each missing ancestor
+  is created by it (it fails if somebody made it meanwhile);
 - nothing below is claimed: the place's own node is created by the transaction, or, if it
   exists, deleted and created again (the delete fails if it has any child).
 
@@ -38,10 +38,10 @@ from zkstore.errors import (
     HandleNotFound,
     UntrustedPayload,
 )
-from zkstore.jobs.records import Record
 from zkstore.layout import Layout
-from zkstore.ops import Check, Create, Delete, Fence, Op, absent
-from zkstore.zk import ZooKeeper
+from zkstore.records.record import Record
+from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op, absent
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "LeftClaim", "claim_key"]
 
@@ -156,7 +156,7 @@ class ArtifactClaims:
                 ops.append(Create(node))
             elif depth > 0:  # the protocol's node is never a place
                 ops.extend(absent(f"{node}/{MARK}"))
-        # The place's node and its claim are the job's (zkstore.identity): no other job's
+        # The place's node and its claim are the job's (zkstore.zookeeper.identity): no other job's
         # identity can delete the claim, nor change it.
         place = Create(nodes[-1], owner=claim.job)
         if leaf is None:

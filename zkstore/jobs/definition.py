@@ -26,14 +26,14 @@ import cloudpickle
 
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, IncompatiblePayload, SerializationError
-from zkstore.handle import SummaryValue
-from zkstore.jobs.records import LABEL
 from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.runspec import RunOptions, RunSpec
 from zkstore.jobs.shown import args_text, conf_text, zipped_modules
 from zkstore.layout import validate_job_id
-from zkstore.serializers import python_version
-from zkstore.strict import utc_now
+from zkstore.payloads.serializers import python_version
+from zkstore.records.fleet_records import LABEL
+from zkstore.records.handle import SummaryValue
+from zkstore.records.strict import utc_now
 
 __all__ = [
     "DEFAULT_MAX_LOST_ATTEMPTS",

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from zkstore.errors import ConfigError, InvalidJobId
-from zkstore.jobs.states import FAILED, OUTCOMES, SUCCEEDED
 from zkstore.layout import validate_job_id
-from zkstore.strict import optional_second_text
+from zkstore.records.job_states import FAILED, OUTCOMES, SUCCEEDED
+from zkstore.records.strict import optional_second_text
 
 __all__ = [
     "AFTER",

@@ -12,17 +12,17 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from zkstore.entries import Entry, GetAllResult
 from zkstore.errors import IncompatiblePayload, JobFinished, JobQuarantined
-from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.sealed import DefinitionSerializer
 from zkstore.layout import Layout, StorageLayout, validate_job_id
-from zkstore.ops import Fence, Op
-from zkstore.storage import StateStorage
-from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.watch import NodeWatch, WatchedValue
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.entries import Entry, GetAllResult
+from zkstore.payloads.storage import StateStorage
+from zkstore.payloads.store import ZooKeeperStateHandleStore
+from zkstore.records.handle import Handle, SummaryValue
+from zkstore.zookeeper.ops import Fence, Op
+from zkstore.zookeeper.watch import NodeWatch, WatchedValue
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ADDED", "REMOVED", "JobGraphStore", "JobGraphWatch"]
 

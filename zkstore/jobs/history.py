@@ -38,11 +38,11 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.jobs.records import Record
-from zkstore.ops import Create, Fence, SetData
-from zkstore.retry import RACES
-from zkstore.strict import check_text, parse_time, time_text, to_millisecond
-from zkstore.zk import ZooKeeper
+from zkstore.records.record import Record
+from zkstore.records.strict import check_text, parse_time, time_text, to_millisecond
+from zkstore.zookeeper.ops import Create, Fence, SetData
+from zkstore.zookeeper.retry import RACES
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "CANCELLED",

@@ -16,9 +16,9 @@ again finishes it. RELEASING says the data may be half deleted: nobody reuses su
 whoever meets it first finishes the release. No data is deleted before the writer's fence was
 checked (the mark, or for a RELEASING record a check of it under the fence).
 
-Ownership (invariant 10, :mod:`zkstore.artifacts`): under an extra artifact root, the record
-is created in one transaction with the place's claim (:mod:`zkstore.jobs.claims`), which fails
-if another artifact of any job overlaps it, and only at a place that holds no data yet; before
+Ownership (invariant 10, :mod:`zkstore.payloads.artifacts`): under an extra artifact root, the
+record is created in one transaction with the place's claim (:mod:`zkstore.jobs.claims`), which
+fails if another artifact of any job overlaps it, and only at a place that holds no data yet; before
 the data is deleted, the claim is read again and must be this artifact's alone; it is deleted
 with the record.
 
@@ -39,7 +39,6 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from zkstore.artifacts import ArtifactSpace, overlap
 from zkstore.config import validate_id
 from zkstore.errors import (
     ArtifactExists,
@@ -55,17 +54,19 @@ from zkstore.errors import (
     VersionConflict,
     WrongState,
 )
-from zkstore.handle import ZnodeStatLike
 from zkstore.jobs.claims import ArtifactClaims, Claim, LeftClaim
 from zkstore.jobs.outputs.output_store import ARTIFACT_PREFIX, OutputStore
-from zkstore.jobs.records import JobResult, Record
 from zkstore.jobs.results import JobResultStore
-from zkstore.jobs.states import SUCCEEDED, ArtifactScope, ArtifactState
 from zkstore.layout import Layout
-from zkstore.ops import Check, Create, Delete, Fence, Guard, Op, SetData, absent
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.artifacts import ArtifactSpace, overlap
+from zkstore.records.handle import ZnodeStatLike
+from zkstore.records.job_states import SUCCEEDED, ArtifactScope, ArtifactState
+from zkstore.records.record import Record
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Guard, Op, SetData, absent
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ATTEMPT",

@@ -12,18 +12,18 @@ import socket
 from typing import Any
 
 from zkstore.errors import AccessDenied, CorruptRecord, HandleExists, HandleNotFound
-from zkstore.jobs.records import (
+from zkstore.layout import Layout
+from zkstore.records.job_records import (
     CancelRequest,
     ControlObject,
     JobStatus,
     Outcome,
     RunningInfo,
-    read_record,
 )
-from zkstore.layout import Layout
-from zkstore.ops import Create, Delete, Fence, SetData
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.record import read_record
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Create, Delete, Fence, SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JobStateStore", "who"]
 

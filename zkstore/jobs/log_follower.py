@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from zkstore.errors import HandleExists, StoreUnavailable, ZkStoreError
 from zkstore.layout import LOG_CHUNK_BYTES as CHUNK_BYTES
-from zkstore.throttle import Throttle
+from zkstore.zookeeper.throttle import Throttle
 
 if TYPE_CHECKING:
     from zkstore.jobs.logs import JobLogs

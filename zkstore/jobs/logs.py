@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from zkstore.errors import CorruptRecord, JobNotFound, PayloadMissing
-from zkstore.jobs.records import JobResult
-from zkstore.jobs.states import CLEAN, DIRTY
 from zkstore.layout import LOG_CHUNK_BYTES, StorageLayout
-from zkstore.storage import TEMP_MARKER, StateStorage
-from zkstore.strict import load_object, utc_now
+from zkstore.payloads.storage import TEMP_MARKER, StateStorage
+from zkstore.records.job_states import CLEAN, DIRTY
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import load_object, utc_now
 
 __all__ = [
     "END",

@@ -21,14 +21,15 @@ from zkstore.errors import (
     NotEmpty,
     VersionConflict,
 )
-from zkstore.handle import Handle
-from zkstore.jobs.records import QuarantineEntry, short_error
 from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, Op
-from zkstore.retry import RACES, TryAgain
-from zkstore.store import ZooKeeperStateHandleStore
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.store import ZooKeeperStateHandleStore
+from zkstore.records.handle import Handle
+from zkstore.records.record import short_error
+from zkstore.records.result_records import QuarantineEntry
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Create, Fence, Op
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["QuarantineStore"]
 

@@ -21,13 +21,13 @@ import logging
 from dataclasses import replace
 
 from zkstore.errors import CorruptHandle, HandleNotFound, UntrustedPayload, VersionConflict
-from zkstore.handle import Handle
 from zkstore.layout import Layout, is_checkpoint_node_name
-from zkstore.ops import Fence, SetData
+from zkstore.payloads.storage import StateStorage
+from zkstore.payloads.store import is_marked
+from zkstore.records.handle import Handle
 from zkstore.signing import job_of
-from zkstore.storage import StateStorage
-from zkstore.store import is_marked
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.ops import Fence, SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["resign_job"]
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from zkstore.config import validate_id
 from zkstore.errors import SerializationError, ZkStoreError
-from zkstore.jobs.records import Record
 from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, SetData
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.records.record import Record
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Create, Fence, SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["COUNTS", "MAX_RESOURCES", "ResourceReport", "ResourceReports"]
 

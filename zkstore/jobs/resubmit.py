@@ -37,12 +37,12 @@ from dataclasses import replace
 from typing import Any
 
 from zkstore.errors import ConfigError, HandleExists
-from zkstore.handle import SummaryValue
 from zkstore.jobs.definition import SCRIPT, JobDefinition
 from zkstore.jobs.dependencies import format_after
 from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.runspec import RUN, RunSpec
-from zkstore.strict import check_text
+from zkstore.records.handle import SummaryValue
+from zkstore.records.strict import check_text
 
 __all__ = [
     "CODE",

@@ -24,13 +24,15 @@ from zkstore.errors import (
     InvalidJobId,
     VersionConflict,
 )
-from zkstore.jobs.records import CancelRequest, JobResult, short_error
-from zkstore.jobs.states import CLEAN, DIRTY, OUTCOMES
 from zkstore.layout import Layout, validate_job_id
-from zkstore.ops import Create, Delete, Fence, Op, SetData, absent
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.job_records import CancelRequest
+from zkstore.records.job_states import CLEAN, DIRTY, OUTCOMES
+from zkstore.records.record import short_error
+from zkstore.records.result_records import JobResult
+from zkstore.records.strict import utc_moment
+from zkstore.zookeeper.ops import Create, Delete, Fence, Op, SetData, absent
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JobResultStore", "ResultDetails", "is_job_id"]
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from zkstore.handle import SummaryValue
+from zkstore.records.handle import SummaryValue
 
 __all__ = [
     "LIFECYCLE_KEYS",

@@ -43,11 +43,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from zkstore.errors import ConfigError
-from zkstore.handle import RUN_FIELD, SummaryValue
 from zkstore.jobs.dependencies import AFTER, Dependency, parse_summary
-from zkstore.jobs.records import LABEL
 from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.shown import ELLIPSIS, MAX_CONF_BYTES, REDACT, REDACTED, cut, read_conf_text
+from zkstore.records.fleet_records import LABEL
+from zkstore.records.handle import RUN_FIELD, SummaryValue
 
 __all__ = [
     "DECIDING_KEYS",
@@ -67,7 +67,8 @@ DEFAULT_POOL = "default"
 #: What a pool may be called.
 POOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 #: The summary field that holds the run options (fleet protocol 4; a handle that has it is
-#: of format :data:`~zkstore.handle.RUN_FORMAT`, which a reader of an older protocol refuses).
+#: of format :data:`~zkstore.records.handle.RUN_FORMAT`, which a reader of an older protocol
+#: refuses).
 RUN = RUN_FIELD
 #: A Spark value longer than this (UTF-8) is kept as its start and its digest.
 MAX_VALUE_BYTES = 64

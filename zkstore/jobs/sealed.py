@@ -25,7 +25,7 @@ from typing import Any
 
 from zkstore.errors import ConfigError, IncompatiblePayload
 from zkstore.jobs.definition import JobDefinition, ShippedFile
-from zkstore.serializers import PickleSerializer
+from zkstore.payloads.serializers import PickleSerializer
 
 __all__ = ["DefinitionSerializer", "open_sealed"]
 

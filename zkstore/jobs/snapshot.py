@@ -37,21 +37,15 @@ from zkstore.errors import (
     JobQuarantined,
     NewerRecord,
 )
-from zkstore.handle import Handle
 from zkstore.jobs.control.control_records import ControlAck
-from zkstore.jobs.records import (
-    CancelRequest,
-    JobResult,
-    JobStatus,
-    Outcome,
-    QuarantineEntry,
-    Record,
-    RunningInfo,
-    SparkApp,
-)
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.shown import LIMIT_KEYS
-from zkstore.jobs.states import (
+from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
+from zkstore.layout import Layout, is_checkpoint_node_name, validate_job_id
+from zkstore.payloads.store import is_marked
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import CancelRequest, JobStatus, Outcome, RunningInfo, SparkApp
+from zkstore.records.job_states import (
     CLEAN,
     CLEANING,
     ENDED,
@@ -64,11 +58,10 @@ from zkstore.jobs.states import (
     STOPPING,
     SUBMITTED,
 )
-from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest
-from zkstore.layout import Layout, is_checkpoint_node_name, validate_job_id
-from zkstore.store import is_marked
-from zkstore.strict import time_or_none
-from zkstore.zk import ZooKeeper
+from zkstore.records.record import Record
+from zkstore.records.result_records import JobResult, QuarantineEntry
+from zkstore.records.strict import time_or_none
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ENDED",

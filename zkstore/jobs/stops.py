@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from zkstore.jobs.records import EPOCH, Record
-from zkstore.jobs.states import END_REASONS
+from zkstore.records.job_states import END_REASONS
+from zkstore.records.record import EPOCH, Record
 
 __all__ = ["EndRequest", "Heartbeat", "StopRequest", "redact_url"]
 

@@ -5,10 +5,10 @@ compares a new submission with it; a schedule's fire recognizes its own run by i
 from __future__ import annotations
 
 from zkstore.errors import ZkStoreError
-from zkstore.handle import Handle, SummaryValue
-from zkstore.jobs.records import JobResult, QuarantineEntry
 from zkstore.layout import Layout
-from zkstore.zk import ZooKeeper
+from zkstore.records.handle import Handle, SummaryValue
+from zkstore.records.result_records import JobResult, QuarantineEntry
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["SCHEDULE", "SCHEDULED", "stored_summary"]
 

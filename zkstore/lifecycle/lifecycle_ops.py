@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from zkstore.layout import Layout
 from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat, end_path, heartbeat_path
-from zkstore.ops import Check, Create, Delete, Op, SetData, absent
+from zkstore.zookeeper.ops import Check, Create, Delete, Op, SetData, absent
 
 __all__ = ["clear_end_ops", "end_ops", "heartbeat_ops", "stopped_ops"]
 

@@ -14,7 +14,7 @@
 The heartbeat is a node of its own rather than a field of ``running``: a driver's fence checks
 its ``running`` node at version 0, so rewriting that node would break the fence. Being
 EPHEMERAL, it goes with the driver's session and needs no cleanup. Every record parses strictly
-(:class:`zkstore.jobs.records.Record`); the job's records go with the job's directory at cleanup;
+(:class:`zkstore.records.record.Record`); the job's records go with the job's directory at cleanup;
 the outbox outlives jobs on purpose (a job's last event is its end).
 
 The job's three live in :mod:`zkstore.jobs.stops` (the snapshot reads them) and their paths in
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from zkstore.jobs.records import EPOCH, MAX_ERROR_CHARS, Record, short_error
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest, redact_url
 from zkstore.layout import Layout
+from zkstore.records.record import EPOCH, MAX_ERROR_CHARS, Record, short_error
 
 __all__ = [
     "EndRequest",

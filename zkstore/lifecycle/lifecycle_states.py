@@ -1,4 +1,4 @@
-"""The words the lifecycle adds to the one vocabulary of :mod:`zkstore.jobs.states`.
+"""The words the lifecycle adds to the one vocabulary of :mod:`zkstore.records.job_states`.
 
 Job states (what ``jobs list`` shows):
 
@@ -15,7 +15,7 @@ How an attempt ended, when the leader ended it
                   ``--progress-timeout``: it counts as lost (restarted from its checkpoint)
     STOPPED       it was ended for a stop: it counts as neither
 
-They are members of :class:`zkstore.jobs.states.JobState` (the one vocabulary). Adding a
+They are members of :class:`zkstore.records.job_states.JobState` (the one vocabulary). Adding a
 *value* to a record's ``choices`` (``JobStatus.state``, ``JobResult.outcome``) makes every
 daemon of an older version read that record as garbage, which quarantines the job: upgrade
 every daemon before the first stop. Adding an optional *field* is safe (older readers ignore
@@ -24,7 +24,7 @@ unknown keys).
 
 from __future__ import annotations
 
-from zkstore.jobs.states import END_REASONS, STOPPED, STOPPING, STUCK, TIMED_OUT
+from zkstore.records.job_states import END_REASONS, STOPPED, STOPPING, STUCK, TIMED_OUT
 
 __all__ = [
     "COUNTED_AS",

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zkstore.errors import ConfigError
-from zkstore.handle import SummaryValue
 from zkstore.jobs.runoptions import LIFECYCLE_KEYS, LIMIT_KEYS, NOTIFY_KEY
 from zkstore.lifecycle.attempt_limits import Limits
 from zkstore.lifecycle.lifecycle_records import url_problem
 from zkstore.lifecycle.retry_backoff import Backoff, RetryPolicy
+from zkstore.records.handle import SummaryValue
 
 __all__ = ["NOTIFY_KEY", "RESET_KEY", "SUMMARY_KEYS", "Lifecycle"]
 

@@ -46,9 +46,9 @@ from zkstore.lifecycle.lifecycle_records import (
     redact_url,
     url_problem,
 )
-from zkstore.ops import Create, Delete, Fence, Op, SetData
-from zkstore.strict import time_text, utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.records.strict import time_text, utc_moment
+from zkstore.zookeeper.ops import Create, Delete, Fence, Op, SetData
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ATTEMPT_FAILED",

@@ -11,8 +11,9 @@ old payload. A crash at any line leaves one of:
 - the new handle alone: done.
 
 Never a handle without its payload (invariant 1): this is
-:meth:`zkstore.store.ZooKeeperStateHandleStore.replace` with the job's fences, whose crash points
-(``replace:payload-written``, ``replace:committed``, ``replace:old-discarded``) the tests use.
+:meth:`zkstore.payloads.store.ZooKeeperStateHandleStore.replace` with the job's fences, whose crash
+points (``replace:payload-written``, ``replace:committed``, ``replace:old-discarded``) the tests
+use.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from collections.abc import Mapping
 
 from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError, JobNotFound, JobQuarantined, WrongState
-from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
-from zkstore.ops import Check, Fence, Guard, absent
+from zkstore.records.handle import Handle, SummaryValue
+from zkstore.zookeeper.ops import Check, Fence, Guard, absent
 
 __all__ = ["CODE_FIELDS", "OPTION_FIELDS", "redefined", "replace_definition"]
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from zkstore.jobs.states import BROKEN, CANCELLED, PENDING, RESTARTING, STARTING, SUCCEEDED
 from zkstore.lifecycle.lifecycle_records import EndRequest, StopRequest
 from zkstore.lifecycle.lifecycle_states import STOPPED
+from zkstore.records.job_states import BROKEN, CANCELLED, PENDING, RESTARTING, STARTING, SUCCEEDED
 
 __all__ = [
     "DEFAULT_GRACE",

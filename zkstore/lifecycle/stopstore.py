@@ -39,19 +39,20 @@ from zkstore.errors import (
     VersionConflict,
     WrongState,
 )
-from zkstore.handle import SummaryValue
 from zkstore.jobs import history
 from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import JobHistory
 from zkstore.jobs.job_state_store import who
-from zkstore.jobs.records import JobStatus, read_record
 from zkstore.lifecycle.lifecycle_records import StopRequest, stop_path
 from zkstore.lifecycle.lifecycle_states import STOPPED, STOPPING
 from zkstore.lifecycle.redefine import replace_definition
-from zkstore.ops import Check, Create, Delete, Fence, Op
-from zkstore.retry import RACES, TryAgain
-from zkstore.strict import time_text, utc_moment
+from zkstore.records.handle import SummaryValue
+from zkstore.records.job_records import JobStatus
+from zkstore.records.record import read_record
+from zkstore.records.strict import time_text, utc_moment
+from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op
+from zkstore.zookeeper.retry import RACES, TryAgain
 
 __all__ = ["DEFAULT_CHECKPOINT_TIMEOUT", "MAX_CHECKPOINT_TIMEOUT", "Resumed", "StopStore"]
 

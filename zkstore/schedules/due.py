@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from zkstore.jobs.records import MAX_FIELD_INT
+from zkstore.records.record import MAX_FIELD_INT
 from zkstore.schedules.counting import count, newest_until, split
 from zkstore.schedules.schedule_records import (
     ALLOW,

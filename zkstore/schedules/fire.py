@@ -48,16 +48,16 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import MAX_HANDLE_BYTES, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.dependencies import ENDED, MAX_AFTER, Dependency
 from zkstore.jobs.graph import JobGraphStore
-from zkstore.jobs.records import CancelRequest
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.stored import stored_summary
 from zkstore.layout import Layout
-from zkstore.ops import Create, Fence, Op, SetData
-from zkstore.retry import RACES, TryAgain
+from zkstore.payloads.store import is_marked
+from zkstore.records.handle import MAX_HANDLE_BYTES, SummaryValue
+from zkstore.records.job_records import CancelRequest
+from zkstore.records.strict import to_millisecond, utc_now
 from zkstore.schedules.counting import shortest_gap
 from zkstore.schedules.due import (
     FIRE_BATCH,
@@ -83,9 +83,9 @@ from zkstore.schedules.schedule_records import (
 from zkstore.schedules.schedule_store import ScheduleStore, commit_settled
 from zkstore.schedules.timing import format_time
 from zkstore.schedules.transaction import Transaction, build_fire
-from zkstore.store import is_marked
-from zkstore.strict import to_millisecond, utc_now
-from zkstore.zk import MAX_ZNODE_BYTES, ZooKeeper
+from zkstore.zookeeper.ops import Create, Fence, Op, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import MAX_ZNODE_BYTES, ZooKeeper
 
 __all__ = ["MAX_ROUNDS", "TRANSACTION_WINDOWS", "FireReport", "Firer"]
 

@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError
-from zkstore.handle import SummaryValue
 from zkstore.jobs.dependencies import Dependency
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
+from zkstore.records.handle import SummaryValue
+from zkstore.records.strict import parse_time
 from zkstore.schedules.timing import format_time
-from zkstore.strict import parse_time
 
 __all__ = [
     "AFTER_SCHEDULE",

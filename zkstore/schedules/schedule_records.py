@@ -30,18 +30,10 @@ from typing import Any, ClassVar
 
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, CorruptHandle
-from zkstore.handle import Handle
-from zkstore.jobs.records import EPOCH, MAX_FIELD_INT, Record
 from zkstore.layout import Layout
-from zkstore.schedules.runs import validate_name
-from zkstore.schedules.timing import (
-    MAX_EVERY_SECONDS,
-    Timing,
-    ceil_second,
-    parse_cron,
-    parse_timezone,
-)
-from zkstore.strict import (
+from zkstore.records.handle import Handle
+from zkstore.records.record import EPOCH, MAX_FIELD_INT, Record
+from zkstore.records.strict import (
     check_text,
     escape_control,
     optional_second_text,
@@ -50,6 +42,14 @@ from zkstore.strict import (
     time_text,
     to_millisecond,
     to_second,
+)
+from zkstore.schedules.runs import validate_name
+from zkstore.schedules.timing import (
+    MAX_EVERY_SECONDS,
+    Timing,
+    ceil_second,
+    parse_cron,
+    parse_timezone,
 )
 
 __all__ = [

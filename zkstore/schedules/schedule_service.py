@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.jobs.definition import JobDefinition
+from zkstore.records.strict import optional_second_text, time_text
 from zkstore.schedules.schedule_records import ScheduleSpec
 from zkstore.schedules.schedule_store import Schedule, ScheduleStore
 from zkstore.schedules.timing import shares_windows
-from zkstore.strict import optional_second_text, time_text
 
 __all__ = ["check_chain", "create", "delete", "set_paused"]
 

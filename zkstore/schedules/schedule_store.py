@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from zkstore.config import StoreConfig
-from zkstore.entries import new_instance_id
 from zkstore.errors import (
     ConfigError,
     CorruptPayload,
@@ -39,17 +38,18 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import Handle
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.sealed import DefinitionSerializer
-from zkstore.ops import Create, Deadline, Delete, Fence, Op, SetData
-from zkstore.retry import RACES, TryAgain, within
+from zkstore.payloads.entries import new_instance_id
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import Handle
+from zkstore.records.strict import to_second, utc_moment
 from zkstore.schedules.keys import ScheduleSigner
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_records import SchedulePaths, ScheduleSpec, ScheduleState
-from zkstore.storage import StateStorage
-from zkstore.strict import to_second, utc_moment
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.ops import Create, Deadline, Delete, Fence, Op, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain, within
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["BrokenSchedule", "Schedule", "ScheduleStore", "check", "commit_settled"]
 

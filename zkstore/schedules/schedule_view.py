@@ -20,12 +20,12 @@ from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import read_snapshots
 from zkstore.layout import Layout
+from zkstore.records.strict import optional_second_text, time_text
 from zkstore.schedules.due import behind
 from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
 from zkstore.schedules.schedule_store import BrokenSchedule, Schedule, ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.strict import optional_second_text, time_text
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "COLUMNS",

@@ -53,7 +53,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from zkstore.errors import ConfigError
-from zkstore.strict import check_text, second_text
+from zkstore.records.strict import check_text, second_text
 
 __all__ = [
     "EPOCH",

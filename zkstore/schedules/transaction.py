@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zkstore.ops import Check, Fence, Op, SetData
 from zkstore.schedules.schedule_records import SchedulePaths, ScheduleState
+from zkstore.zookeeper.ops import Check, Fence, Op, SetData
 
 __all__ = ["Transaction", "build_fire"]
 

@@ -22,15 +22,15 @@ from dataclasses import replace
 from datetime import datetime
 
 from zkstore.errors import OutcomeUnknown, VersionConflict, ZkStoreError
-from zkstore.handle import Handle, SummaryValue
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.runoptions import LIMIT_KEYS, NOTIFY_KEY, RETRY_KEYS
 from zkstore.jobs.runspec import RunSpec
-from zkstore.ops import SetData
-from zkstore.retry import RACES
+from zkstore.records.handle import Handle, SummaryValue
+from zkstore.records.strict import second_text, utc_moment
 from zkstore.schedules.schedule_records import Change, ScheduleSpec
 from zkstore.schedules.schedule_store import ScheduleStore, check
-from zkstore.strict import second_text, utc_moment
+from zkstore.zookeeper.ops import SetData
+from zkstore.zookeeper.retry import RACES
 
 __all__ = ["RUN_KEYS", "WHEN_FIELDS", "describe", "run_options", "update"]
 

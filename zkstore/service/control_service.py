@@ -26,7 +26,7 @@ from zkstore.jobs.control import (
     read_view,
 )
 from zkstore.jobs.snapshot import read_snapshot
-from zkstore.strict import utc_now
+from zkstore.records.strict import utc_now
 
 __all__ = ["COMMANDS", "Command", "ControlService", "Done", "applied", "command"]
 

@@ -17,9 +17,9 @@ from zkstore.jobs.resources import ResourceReports
 from zkstore.jobs.runoptions import LifecycleOptions
 from zkstore.jobs.shown import run_options_shown
 from zkstore.jobs.snapshot import JobSnapshot, read_snapshot
-from zkstore.jobs.states import PAUSED, RUNNING, STARTING, SUCCEEDED
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
-from zkstore.strict import optional_time_text, time_text
+from zkstore.records.job_states import PAUSED, RUNNING, STARTING, SUCCEEDED
+from zkstore.records.strict import optional_time_text, time_text
 
 if TYPE_CHECKING:  # the view of a job needs no storage: `jobs list` never imports fsspec
     from zkstore.cluster import Cluster

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zkstore.errors import CorruptRecord, HandleNotFound, JobNotFound, UntrustedPayload
 from zkstore.jobs.outputs.manifest import FORMAT, MANIFESTS, Manifest, hadoop_url, read_manifest
 from zkstore.jobs.outputs.output_store import validate_output_name
-from zkstore.strict import load_object
+from zkstore.records.strict import load_object
 
 if TYPE_CHECKING:
     from zkstore.cluster import Cluster

@@ -36,7 +36,7 @@ from typing import Any
 import fsspec
 
 from zkstore.errors import ZkStoreError
-from zkstore.jobs.states import SUCCEEDED
+from zkstore.records.job_states import SUCCEEDED
 from zkstore_dev.chaos import job, ledger
 from zkstore_dev.chaos import process_accounting as processes
 from zkstore_dev.chaos.faults import Fault

@@ -21,10 +21,10 @@ from pathlib import Path
 from recovery.client.api import Client
 from zkstore.errors import ZkStoreError
 from zkstore.jobs.definition import JobDefinition
+from zkstore.records.strict import utc_moment
 from zkstore.schedules.runs import run_id
 from zkstore.schedules.schedule_records import ALL, ScheduleSpec
 from zkstore.schedules.schedule_store import Schedule, ScheduleStore
-from zkstore.strict import utc_moment
 from zkstore_dev.chaos.schedule_checker import (
     Verdict,
     check,

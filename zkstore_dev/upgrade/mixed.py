@@ -32,8 +32,9 @@ from zkstore.closing import Closeable
 from zkstore.config import ENV_VARS, StoreConfig
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS, EmbeddedZooKeeper
 from zkstore.errors import ZkStoreError
-from zkstore.jobs.records import MemberInfo, read_record
 from zkstore.layout import Layout
+from zkstore.records.fleet_records import MemberInfo
+from zkstore.records.record import read_record
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 
 __all__ = [

@@ -20,7 +20,7 @@ from pathlib import Path
 from recovery.client.api import Client
 from zkstore import protocol
 from zkstore.errors import ZkStoreError
-from zkstore.jobs.states import NEEDS_UPGRADE, QUARANTINED, STOPPED, SUCCEEDED
+from zkstore.records.job_states import NEEDS_UPGRADE, QUARANTINED, STOPPED, SUCCEEDED
 from zkstore_dev.chaos import job as chaos_job
 from zkstore_dev.chaos.probe import NAME, ScheduleProbe
 from zkstore_dev.chaos.schedule_checker import read_runs

@@ -20,14 +20,14 @@ from recovery.cli.artifact_options import (
 )
 from recovery.cli.base import Connection, UsageFailure, cli, connection_options
 from recovery.cli.output import emit, format_option
-from zkstore.strict import time_text
+from zkstore.records.strict import time_text
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from zkstore.cluster import Cluster
     from zkstore.layout import Layout
-    from zkstore.zk import ZooKeeper
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "JOB_JSON_HELP",
@@ -99,7 +99,7 @@ def open_zookeeper(connection: Connection) -> Iterator[tuple[ZooKeeper, Layout]]
     """A ZooKeeper session and the cluster's layout, for commands that read records only: no
     storage is built (fsspec is not imported) and no base path is created."""
     from zkstore.layout import Layout
-    from zkstore.zk import ZooKeeper
+    from zkstore.zookeeper.zk import ZooKeeper
 
     config = connection.config
     zk = ZooKeeper.from_config(config).start()

@@ -32,8 +32,8 @@ from recovery.cli.lifecycle_options import (
     stop_options,
 )
 from zkstore.errors import JobFinished, WaitTimeout
-from zkstore.jobs.states import STOPPED
-from zkstore.strict import time_text
+from zkstore.records.job_states import STOPPED
+from zkstore.records.strict import time_text
 
 __all__ = ["END_MARGIN", "POLL", "resume_job", "stop_job"]
 

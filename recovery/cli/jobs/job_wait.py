@@ -20,8 +20,8 @@ from recovery.cli.jobs.job_commands import jobs
 if TYPE_CHECKING:
     from recovery.cli.progress import Followed
     from recovery.client.api import Client
-    from zkstore.jobs.records import LeaderInfo
     from zkstore.jobs.snapshot import JobSnapshot
+    from zkstore.records.fleet_records import LeaderInfo
 
 __all__ = ["Progress", "follow", "wait_job"]
 
@@ -50,7 +50,7 @@ def follow(client: Client, job_id: str, timeout: float | None) -> None:
     command only: it says so, and how to follow the job again (exit 130)."""
     from recovery.cli.progress import interrupted_lines
     from zkstore.errors import JobDidNotSucceed, JobEndedCancelled
-    from zkstore.jobs.states import CANCELLED, SUCCEEDED
+    from zkstore.records.job_states import CANCELLED, SUCCEEDED
     from zkstore.service.job_view import headline
 
     progress = Progress(job_id)

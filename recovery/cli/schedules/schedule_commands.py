@@ -35,6 +35,7 @@ from recovery.cli.lifecycle_options import (
 from recovery.cli.output import emit, format_option
 from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError
+from zkstore.records.strict import optional_second_text, utc_moment
 from zkstore.schedules import schedule_service
 from zkstore.schedules import schedule_view as view
 from zkstore.schedules.runs import validate_name
@@ -53,7 +54,6 @@ from zkstore.schedules.timing import (
     parse_moment,
     parse_timezone,
 )
-from zkstore.strict import optional_second_text, utc_moment
 
 __all__ = [
     "LIST_JSON_HELP",

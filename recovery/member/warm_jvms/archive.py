@@ -44,7 +44,7 @@ from pathlib import Path
 
 from recovery.member.warm_jvms import confdir, home
 from recovery.shared.jvm_settings import ARCHIVE_ENV, PROPERTIES_ENV
-from zkstore.strict import utc_now
+from zkstore.records.strict import utc_now
 
 __all__ = [
     "FORMAT",

@@ -87,8 +87,8 @@ from recovery.shared.processes import (
     start_ticks,
 )
 from recovery.shared.sparkconf import loopback_ui
-from zkstore import secrecy
 from zkstore.jobs.runspec import RunSpec
+from zkstore.payloads import secrecy
 
 __all__ = [
     "FIRST_RETRY",

@@ -27,7 +27,7 @@ removes, the others are for people to decide:
 
 Every deletion is re-checked against ZooKeeper just before it is made, so that a payload
 published meanwhile is never removed; nothing younger than the minimum age is ever touched.
-A payload is only ever published within :data:`~zkstore.store.MAX_PUBLISH_DELAY` of being
+A payload is only ever published within :data:`~zkstore.payloads.store.MAX_PUBLISH_DELAY` of being
 written, so an unreferenced payload older than that (plus clock skew) can never become referenced.
 
 The modules::

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 from zkstore.admin.inventory import Inventory
 from zkstore.cluster import Cluster
-from zkstore.jobs.states import DIRTY
-from zkstore.storage import StoredObject
+from zkstore.payloads.storage import StoredObject
+from zkstore.records.job_states import DIRTY
 
 __all__ = ["CleanupResult", "Finding", "Kind", "Look", "owned"]
 

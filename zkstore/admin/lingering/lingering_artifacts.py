@@ -23,9 +23,9 @@ from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.cluster import Cluster
 from zkstore.errors import ConflictError, CorruptRecord, InvalidName, UntrustedPayload
 from zkstore.jobs.job_artifacts import ATTEMPT, RELEASING, Artifact
-from zkstore.jobs.records import RunningInfo
-from zkstore.jobs.states import DIRTY
-from zkstore.ops import Fence
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.job_states import DIRTY
+from zkstore.zookeeper.ops import Fence
 
 __all__ = [
     "DEAD_ATTEMPT",

@@ -10,7 +10,7 @@ from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.cluster import Cluster
 from zkstore.conditions import JOB, SCHEDULE
 from zkstore.errors import HandleNotFound, VersionConflict
-from zkstore.ops import Delete
+from zkstore.zookeeper.ops import Delete
 
 __all__ = ["NAME", "OrphanConditions"]
 

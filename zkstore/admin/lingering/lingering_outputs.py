@@ -18,7 +18,7 @@ import logging
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
 from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord, InvalidName, UntrustedPayload, ZkStoreError
-from zkstore.ops import Fence
+from zkstore.zookeeper.ops import Fence
 
 __all__ = ["OUTPUT_STAGING", "OutputStaging"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look, owned
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up, remove_records
-from zkstore.jobs.states import DIRTY
+from zkstore.records.job_states import DIRTY
 
 __all__ = ["DirtyResult", "EmptyJobTree", "QuarantinedJob"]
 

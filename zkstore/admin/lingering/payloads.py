@@ -13,9 +13,9 @@ from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
 from zkstore.jobs.logs import is_log_key, logs_kept
 from zkstore.layout import job_record_dir
-from zkstore.storage import StoredObject, is_temporary
-from zkstore.store import ZooKeeperStateHandleStore, is_marked
-from zkstore.strict import time_text
+from zkstore.payloads.storage import StoredObject, is_temporary
+from zkstore.payloads.store import ZooKeeperStateHandleStore, is_marked
+from zkstore.records.strict import time_text
 
 __all__ = ["DanglingHandle", "MarkedNode", "OrphanPayload"]
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from zkstore.errors import PayloadError, SerializationError, TooLarge, ZkStoreError
 from zkstore.jobs.control.values import key_error, scalar_error
-from zkstore.storage import TEMP_MARKER, StateStorage, StoredObject
-from zkstore.strict import check_text, load_object, parse_time, time_text, to_millisecond
+from zkstore.payloads.storage import TEMP_MARKER, StateStorage, StoredObject
+from zkstore.records.strict import check_text, load_object, parse_time, time_text, to_millisecond
 
 __all__ = [
     "HISTORY_LIMIT",

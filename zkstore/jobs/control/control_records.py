@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zkstore.jobs.control.values import TYPES, DeclaredKey, is_builtin, key_error, scalar_error
-from zkstore.jobs.records import Record
-from zkstore.jobs.states import KeyState
-from zkstore.strict import escape_control
+from zkstore.records.job_states import KeyState
+from zkstore.records.record import Record
+from zkstore.records.strict import escape_control
 
 __all__ = [
     "APPLIED",

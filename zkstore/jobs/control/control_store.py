@@ -41,14 +41,15 @@ from zkstore.jobs.control.control_history import ControlHistory, HistoryEntry, d
 from zkstore.jobs.control.control_records import ControlAck, ControlKeys
 from zkstore.jobs.control.values import DeclaredKey, is_builtin, value_error
 from zkstore.jobs.job_state_store import who
-from zkstore.jobs.records import ControlObject, Record, read_record
 from zkstore.layout import Layout, StorageLayout, validate_job_id
-from zkstore.ops import Check, Create, Fence, Op, SetData
-from zkstore.retry import RACES, TryAgain
-from zkstore.storage import StateStorage
-from zkstore.strict import escape_control, time_text, utc_moment
-from zkstore.watch import NodeWatch
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.job_records import ControlObject
+from zkstore.records.record import Record, read_record
+from zkstore.records.strict import escape_control, time_text, utc_moment
+from zkstore.zookeeper.ops import Check, Create, Fence, Op, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.watch import NodeWatch
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ControlChange", "ControlStore", "Declared", "Desired"]
 
@@ -165,8 +166,8 @@ class ControlStore:
         declared its keys) an unknown key or a value of the wrong type (:class:`ConfigError`);
         ``expect_version`` that is not the stored version (:class:`VersionConflict`); a job that
         is not current (:class:`WrongState`, :class:`JobNotFound`). Without ``expect_version``,
-        a concurrent change is merged again (:data:`~zkstore.retry.RACES`). The change is then
-        recorded in the history; a failure there is a warning of the result, not an error.
+        a concurrent change is merged again (:data:`~zkstore.zookeeper.retry.RACES`). The change is
+        then recorded in the history; a failure there is a warning of the result, not an error.
         """
         declared = self.declared()
         warnings: tuple[str, ...] = ()

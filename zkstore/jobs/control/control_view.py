@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zkstore.errors import CorruptRecord, HandleNotFound
-from zkstore.handle import Handle
 from zkstore.jobs.checkpoints import CheckpointStore
 from zkstore.jobs.control.control_records import APPLIED, NEEDS_RESTART, REJECTED, ControlAck
 from zkstore.jobs.control.control_store import ControlStore, Declared, Desired
 from zkstore.jobs.control.values import CHECKPOINT, LOG_LEVEL, PAUSE, is_builtin, same_value
-from zkstore.jobs.records import RunningInfo
-from zkstore.jobs.states import KeyState
+from zkstore.records.handle import Handle
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.job_states import KeyState
 
 __all__ = [
     "CONTROL_REQUEST_FIELD",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zkstore.strict import check_text
+from zkstore.records.strict import check_text
 
 __all__ = [
     "BUILTIN_PREFIX",

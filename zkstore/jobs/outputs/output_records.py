@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from zkstore.errors import TooLarge
-from zkstore.jobs.records import Record
 from zkstore.protocol import FEATURES, OUTPUTS
+from zkstore.records.record import Record
 
 __all__ = [
     "MAX_COMMIT_BYTES",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 
-from zkstore.artifacts import ArtifactSpace
 from zkstore.config import validate_id
 from zkstore.errors import (
     ArtifactExists,
@@ -40,11 +39,12 @@ from zkstore.jobs.outputs.manifest import (
 )
 from zkstore.jobs.outputs.output_records import Output, OutputCommit
 from zkstore.layout import Layout, checkpoint_node_name, is_checkpoint_node_name
-from zkstore.ops import Create, Fence, Op
-from zkstore.retry import RACES, TryAgain
-from zkstore.storage import StoredObject
-from zkstore.strict import utc_now
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.artifacts import ArtifactSpace
+from zkstore.payloads.storage import StoredObject
+from zkstore.records.strict import utc_now
+from zkstore.zookeeper.ops import Create, Fence, Op
+from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ARTIFACT_PREFIX", "MAX_NAME", "OutputStore", "artifact_name", "validate_output_name"]
 

@@ -13,7 +13,7 @@ transactions, ``create`` and the parents that ``ensure_path``/``makepath`` creat
 A refusal (``NoAuth``, ``AuthFailed``) raises :class:`AccessDenied` naming the identity, never
 its secret.
 
-Transactions are built from the ops of :mod:`zkstore.ops` and committed with
+Transactions are built from the ops of :mod:`zkstore.zookeeper.ops` and committed with
 :meth:`ZooKeeper.commit`, which inspects every result (kazoo's context-manager form of a
 transaction silently discards failures); a fence makes the whole write conditional on the
 writer's own standing (its election node, its attempt's records).
@@ -71,10 +71,10 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.identity import AclPolicy, DriverIdentity
-from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
-from zkstore.polling import PollingHandler
-from zkstore.retry import JITTER, TryAgain, within
+from zkstore.zookeeper.identity import AclPolicy, DriverIdentity
+from zkstore.zookeeper.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
+from zkstore.zookeeper.polling import PollingHandler
+from zkstore.zookeeper.retry import JITTER, TryAgain, within
 
 __all__ = [
     "ENV_AUTH",

@@ -109,8 +109,8 @@ class Retry:
         return full * JITTER.uniform(0.5, 1.0)
 
 
-#: the generator of zkstore's jitter (its retries', and kazoo's pings' in ``zkstore.zk``), never
-#: the global one: a job that seeds that for reproducible results must draw the same numbers
+#: the generator of zkstore's jitter (its retries', and kazoo's pings' in ``zkstore.zookeeper.zk``),
+#: never the global one: a job that seeds that for reproducible results must draw the same numbers
 #: whatever its driver's session did meanwhile. Seeded again in every forked child, as the
 #: global one is (drivers forked from one fork server must not back off in step).
 JITTER = random.Random()

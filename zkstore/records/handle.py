@@ -21,7 +21,14 @@ from typing import Any, Protocol
 
 from zkstore import protocol
 from zkstore.errors import CorruptHandle, SerializationError, TooLarge
-from zkstore.strict import check_text, load_object, parse_time, time_or_none, time_text, utc_moment
+from zkstore.records.strict import (
+    check_text,
+    load_object,
+    parse_time,
+    time_or_none,
+    time_text,
+    utc_moment,
+)
 
 __all__ = [
     "FORMAT",
@@ -85,7 +92,7 @@ class Handle:
     hmac: str | None = None
     summary: Mapping[str, SummaryValue] = field(default_factory=dict)
     version: int | None = field(default=None, compare=False)
-    #: ``created`` as the handle's writer wrote it (None: :func:`~zkstore.strict.time_text`)
+    #: ``created`` as the handle's writer wrote it (None: :func:`~zkstore.records.strict.time_text`)
     created_text: str | None = field(default=None, compare=False, repr=False)
     #: the summary's ``submitted`` (a job definition's), parsed from the summary whatever is
     #: given here

@@ -26,7 +26,7 @@ created (invariant 10), and this module is where that rule lives:
 - **Nothing is deleted through a symlink.** A release re-checks the recorded URI (a record
   planted in ZooKeeper that points anywhere else is :class:`~zkstore.errors.UntrustedPayload`,
   nothing deleted), then deletes below the root without following any link (see
-  :meth:`zkstore.storage.StateStorage.remove_tree`).
+  :meth:`zkstore.payloads.storage.StateStorage.remove_tree`).
 
 A registration that is refused raises :class:`ArtifactUriRefused` (a ConfigError) naming the
 roots, or (an overlap) :class:`~zkstore.errors.HandleExists` naming the other artifact.
@@ -45,7 +45,7 @@ import fsspec
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, UntrustedPayload
 from zkstore.layout import StorageLayout
-from zkstore.storage import StateStorage, StoredObject
+from zkstore.payloads.storage import StateStorage, StoredObject
 
 __all__ = [
     "MAX_SEGMENTS",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from zkstore.errors import ZkStoreError
-from zkstore.handle import Handle
+from zkstore.records.handle import Handle
 
 __all__ = ["Broken", "Entry", "GetAllResult", "new_instance_id"]
 

@@ -49,9 +49,9 @@ from zkstore.errors import (
     UntrustedPayload,
     ZkStoreError,
 )
-from zkstore.handle import PayloadRef
-from zkstore.retry import RACES, TryAgain
+from zkstore.records.handle import PayloadRef
 from zkstore.signing import Signer
+from zkstore.zookeeper.retry import RACES, TryAgain
 
 if TYPE_CHECKING:  # fsspec is imported when a storage is built: readers of ZooKeeper only
     # (``zkstore jobs list``, the snapshot reader) never pay for it
@@ -144,7 +144,7 @@ class StateStorage:
         protocol = url.split("://", 1)[0] if "://" in url else "file"
         if protocol in {"s3", "s3a"}:
             try:
-                from zkstore import s3
+                from zkstore.payloads import s3
             except ImportError as exc:
                 raise ConfigError(
                     f"storage {url!r}: S3 needs s3fs (pip install 'zkstore[s3]'): {exc}"

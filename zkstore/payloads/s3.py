@@ -2,10 +2,10 @@
 
 s3fs makes, for every filesystem, a botocore session (its 120 event handlers, each checked with
 ``inspect``), and its first request parses botocore's S3 model, endpoint rules and partitions
-and loads the CA bundle into a new TLS context. Every :class:`~zkstore.storage.StateStorage`
-is a filesystem of its own (``skip_instance_cache``: its options are its own), so every storage
-paid all of that, and every driver on S3 paid it for each of its storages: about 0.1 s of CPU
-per driver on the CI machine, the CA bundle alone about 0.06 s
+and loads the CA bundle into a new TLS context. Every
+:class:`~zkstore.payloads.storage.StateStorage` is a filesystem of its own (``skip_instance_cache``:
+its options are its own), so every storage paid all of that, and every driver on S3 paid it for each
+of its storages: about 0.1 s of CPU per driver on the CI machine, the CA bundle alone about 0.06 s
 (``python -m benchmarks.bench_cost --s3``). Now a process has one session per set of session
 options (:func:`share_session`) and one TLS context per verification setting
 (:class:`SharedContextSession`), and a fork server makes both before it forks drivers

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from zkstore.errors import HandleExists, HandleNotFound, StoreUnavailable
-from zkstore.throttle import Throttle
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.throttle import Throttle
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["REFRESH", "WARN_OFF_BY", "ServerClock"]
 

@@ -3,7 +3,7 @@
 A transaction is a list of :class:`Check`, :class:`Create`, :class:`SetData` and :class:`Delete`;
 a :class:`Fence` prepends :class:`Guard` ops that make the whole write conditional on the
 writer's own standing (its election node, its attempt's records), each guard with its own error.
-:meth:`zkstore.zk.ZooKeeper.commit` applies them atomically and inspects every result.
+:meth:`zkstore.zookeeper.zk.ZooKeeper.commit` applies them atomically and inspects every result.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Check:
 @dataclass(frozen=True)
 class Create:
     """Transaction op: create ``path``; ``owner``, the job whose node it is where the ACL policy
-    cannot tell from the path (a claim: :meth:`zkstore.identity.AclPolicy.acl_for`)."""
+    cannot tell from the path (a claim: :meth:`zkstore.zookeeper.identity.AclPolicy.acl_for`)."""
 
     path: str
     data: bytes = b""

@@ -1,4 +1,4 @@
-"""A watch that stays armed, built on the deadline-bound session of :mod:`zkstore.zk`.
+"""A watch that stays armed, built on the deadline-bound session of :mod:`zkstore.zookeeper.zk`.
 
 Why not kazoo's ``DataWatch``/``ChildrenWatch``: ``DataWatch`` retries its reads forever
 (``KazooRetry(max_tries=None)``), so creating one while ZooKeeper is unreachable hangs the caller,
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from zkstore.errors import AccessDenied, HandleNotFound, StoreUnavailable
-from zkstore.zk import ZooKeeper
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["Listing", "NodeWatch", "WatchedValue"]
 

@@ -2,7 +2,7 @@
 
 Layout under the store's ZooKeeper path ``P``::
 
-    P/<name>                      JSON handle (see :mod:`zkstore.handle`)
+    P/<name>                      JSON handle (see :mod:`zkstore.records.handle`)
     P/<name>/locks                present while the entry is live; absent = marked for deletion
     P/<name>/locks/<instance>     EPHEMERAL lock of a store instance using the entry
 
@@ -29,7 +29,6 @@ from typing import Generic, TypeVar
 
 from kazoo.protocol.states import ZnodeStat
 
-from zkstore.entries import Broken, Entry, GetAllResult, new_instance_id
 from zkstore.errors import (
     CorruptHandle,
     CorruptRecord,
@@ -46,12 +45,13 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
-from zkstore.handle import Handle, PayloadRef, SummaryValue
-from zkstore.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
-from zkstore.retry import RACES, TryAgain, within
-from zkstore.serializers import Serializer
-from zkstore.storage import StateStorage
-from zkstore.zk import ZooKeeper
+from zkstore.payloads.entries import Broken, Entry, GetAllResult, new_instance_id
+from zkstore.payloads.serializers import Serializer
+from zkstore.payloads.storage import StateStorage
+from zkstore.records.handle import Handle, PayloadRef, SummaryValue
+from zkstore.zookeeper.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain, within
+from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["LOCKS", "MAX_PUBLISH_DELAY", "ZooKeeperStateHandleStore", "is_marked"]
 
@@ -195,7 +195,7 @@ class ZooKeeperStateHandleStore(Generic[T]):
         Raises as :meth:`add` does, except that a name whose node is only marked for deletion
         raises :class:`HandleExists` too (:meth:`add` alone finishes such a removal first). The
         caller keeps the whole under ZooKeeper's request limit (each handle is at most
-        :data:`~zkstore.handle.MAX_HANDLE_BYTES`). On every failure but
+        :data:`~zkstore.records.handle.MAX_HANDLE_BYTES`). On every failure but
         :class:`OutcomeUnknown` the new payloads are discarded.
         """
         if not entries:
