@@ -36,7 +36,7 @@ from zkstore.layout import Layout
 from zkstore.lifecycle.attempt_limits import heartbeat_interval
 from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.lifecycle_ops import heartbeat_ops
-from zkstore.lifecycle.lifecycle_records import Heartbeat, NotificationEntry, outbox_path
+from zkstore.lifecycle.lifecycle_records import Heartbeat, NotificationEntry
 from zkstore.lifecycle.outbox import (
     ATTEMPT_FAILED,
     SUCCEEDED,
@@ -186,7 +186,7 @@ def bench_sender(zk: ZooKeeper, layout: Layout, events: int) -> tuple[float, flo
 def waiting(zk: ZooKeeper, layout: Layout, fence: Fence, count: int) -> None:
     """``count`` entries whose try failed and whose next is an hour away (a receiver down)."""
     later = utc_moment() + timedelta(seconds=3600)
-    parent, url = outbox_path(layout), "http://127.0.0.1:9/down"
+    parent, url = layout.notifications, "http://127.0.0.1:9/down"
     transactions = []
     for n in range(count):
         event = Event(f"backlog-{n}", 1, ATTEMPT_FAILED, utc_moment())

@@ -313,7 +313,7 @@ PARSED: dict[str, tuple[str, Callable[[bytes, str], object], bytes]] = {
         ).to_bytes(),
     ),
     "schedules": (
-        "schedule",  # zkstore.schedules.schedule_records.SchedulePaths (phase B: into the Layout)
+        "schedule",  # zkstore.layout.Layout.schedule
         lambda data, path: ScheduleSpec.from_znode(data, None, path),
         _record(
             ScheduleSpec,
@@ -384,4 +384,5 @@ PARENTS = {
     "base_paths",
     "schedules",
     "pools",
+    "notifications",
 }

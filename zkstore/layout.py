@@ -52,20 +52,38 @@ import re
 from dataclasses import dataclass
 
 from zkstore.config import validate_id
-from zkstore.errors import InvalidJobId, ZkStoreError
+from zkstore.errors import ConfigError, InvalidJobId, ZkStoreError
 
 __all__ = [
     "CHECKPOINT_ID_WIDTH",
     "CONTROL_HISTORY",
     "JOB_RECORD_DIRS",
     "LOG_CHUNK_BYTES",
+    "MAX_SCHEDULE_NAME_CHARS",
     "Layout",
     "StorageLayout",
     "checkpoint_node_name",
     "is_checkpoint_node_name",
     "job_record_dir",
     "validate_job_id",
+    "validate_schedule_name",
 ]
+
+#: A schedule's name is a safe id of at most this many characters, so that every run's id (the
+#: name and the window's time: :func:`zkstore.schedules.runs.run_id`) is a valid job id (128).
+MAX_SCHEDULE_NAME_CHARS = 100
+
+
+def validate_schedule_name(name: str) -> str:
+    """``name`` if it can name a schedule; :class:`ConfigError` (a usage error) if not."""
+    if isinstance(name, str) and len(name) > MAX_SCHEDULE_NAME_CHARS:  # before the id's 128
+        raise ConfigError(
+            f"a schedule name is at most {MAX_SCHEDULE_NAME_CHARS} characters (its runs' job "
+            "ids add the window's time)"
+        )
+    validate_id(name, "schedule name")
+    return name
+
 
 CHECKPOINT_ID_WIDTH = 19
 _CHECKPOINT_NAME = re.compile(f"[0-9]{{{CHECKPOINT_ID_WIDTH}}}")
@@ -126,6 +144,19 @@ class Layout:
     def schedules(self) -> str:
         """The schedules (:mod:`zkstore.schedules`): one spec node per schedule, its state below."""
         return f"{self.base}/schedules"
+
+    def schedule(self, name: str) -> str:
+        """A schedule's spec node (its definition's handle and when it fires)."""
+        return f"{self.schedules}/{validate_schedule_name(name)}"
+
+    def schedule_state(self, name: str) -> str:
+        """The windows the leader decided for a schedule, with a history."""
+        return f"{self.schedule(name)}/state"
+
+    @property
+    def notifications(self) -> str:
+        """The outbox of notification events (:mod:`zkstore.lifecycle.outbox`)."""
+        return f"{self.base}/notifications"
 
     @property
     def pools(self) -> str:
@@ -305,6 +336,10 @@ class StorageLayout:
     def schedules(self) -> str:
         """Schedules' definitions: ``<schedules>/<name>/definition/<uuid>.pkl``."""
         return f"{self.cluster_id}/schedules"
+
+    def schedule_definitions(self, name: str) -> str:
+        """The prefix of a schedule's definition payloads."""
+        return f"{self.schedules}/{validate_schedule_name(name)}/definition"
 
     def job(self, job_id: str) -> str:
         return f"{self.jobs}/{validate_job_id(job_id)}"

@@ -187,13 +187,13 @@ def verify_schedules(store: ScheduleStore) -> tuple[int, list[Problem]]:
     problems: list[Problem] = []
     good, broken = store.all()
     for item in broken:
-        path = store.paths.schedule(item.name)
+        path = store.layout.schedule(item.name)
         problems.append(Problem(path, None, "schedule", item.name, str(item.error)))
     for schedule in good:
         try:
             store.check_payload(schedule.spec)
         except PayloadError as exc:
-            path = store.paths.schedule(schedule.name)
+            path = store.layout.schedule(schedule.name)
             uri = schedule.spec.handle.uri
             problems.append(Problem(path, uri, "schedule", schedule.name, str(exc)))
     return len(good) + len(broken), problems

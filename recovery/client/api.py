@@ -73,7 +73,6 @@ from zkstore.records.job_states import CLEAN
 from zkstore.records.record import read_record
 from zkstore.records.result_records import JobResult
 from zkstore.records.strict import time_text
-from zkstore.schedules.schedule_records import SchedulePaths
 
 __all__ = ["Client", "JobEnd", "RunOptions", "submit"]
 
@@ -229,9 +228,10 @@ class Client(Closeable):
         match = re.fullmatch(r"(.+)-\d{8}T\d{6}Z", job_id)
         if match is None:
             return
-        paths = SchedulePaths(self.cluster.config.base_path, self.cluster.config.cluster_id)
         try:
-            exists = self.cluster.zk.exists(paths.schedule(match.group(1))) is not None
+            exists = (
+                self.cluster.zk.exists(self.cluster.layout.schedule(match.group(1))) is not None
+            )
         except ConfigError:
             return  # not a schedule's name
         if exists:

@@ -27,7 +27,7 @@ from zkstore.layout import Layout
 from zkstore.records.job_states import FAILED
 from zkstore.records.result_records import JobResult
 from zkstore.schedules.runs import dependencies_of, split_run_id
-from zkstore.schedules.schedule_records import FIRED, SchedulePaths, ScheduleSpec, ScheduleState
+from zkstore.schedules.schedule_records import FIRED, ScheduleSpec, ScheduleState
 from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DependencyGate", "Waiting"]
@@ -40,10 +40,9 @@ class Waiting(NoSlot):
 class DependencyGate:
     """The dependencies of the jobs one leadership looks at."""
 
-    def __init__(self, zk: ZooKeeper, layout: Layout, paths: SchedulePaths) -> None:
+    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
         self.zk = zk
         self.layout = layout
-        self.paths = paths
         #: job named by a dependency -> the jobs waiting for it
         self._waiters: defaultdict[str, set[str]] = defaultdict(set)
 
@@ -96,7 +95,7 @@ class DependencyGate:
                 self.layout.job_handle(dependency.job_id),
                 self.layout.result(dependency.job_id),
                 self.layout.quarantine_entry(dependency.job_id),
-                self.paths.schedule(name),
+                self.layout.schedule(name),
             ]
         stats = iter(self.zk.exists_many(reads))
         runs: dict[str, Dependency] = {}
@@ -109,14 +108,17 @@ class DependencyGate:
     def _seen(self, dependencies: tuple[Dependency, ...]) -> dict[str, Seen]:
         """One pipelined round over every dependency's handle, result and quarantine entry,
         and each chained schedule's state and spec."""
-        layout, paths = self.layout, self.paths
+        layout = self.layout
         reads: list[str] = []
         for dependency in dependencies:
             job_id = dependency.job_id
             reads += [layout.job_handle(job_id), layout.result(job_id)]
             reads.append(layout.quarantine_entry(job_id))
             if dependency.schedule is not None:
-                reads += [paths.schedule(dependency.schedule), paths.state(dependency.schedule)]
+                reads += [
+                    layout.schedule(dependency.schedule),
+                    layout.schedule_state(dependency.schedule),
+                ]
         found = iter(self.zk.get_many(reads))
         seen: dict[str, Seen] = {}
         for dependency in dependencies:
@@ -134,12 +136,12 @@ class DependencyGate:
                 spec, state = next(found), next(found)
                 gone = spec is None
                 decided, fate = (
-                    _decided(state, paths.state(dependency.schedule), dependency.window)
+                    _decided(state, layout.schedule_state(dependency.schedule), dependency.window)
                     if state is not None
                     else (False, None)
                 )
                 if spec is not None and not decided:
-                    path = paths.schedule(dependency.schedule)
+                    path = layout.schedule(dependency.schedule)
                     no_window = not _is_window(spec, path, dependency.window)
             seen[dependency.job_id] = Seen(
                 present=handle is not None or quarantined is not None or unreadable,

@@ -147,7 +147,7 @@ class LeaderProcess:
         self.actions = JobActions(self)
         self.retention = Retention(self)
         self.schedules = ScheduleFiring(self, on_fired=self.job_made)
-        self.dependencies = DependencyGate(cluster.zk, cluster.layout, self.schedules.store.paths)
+        self.dependencies = DependencyGate(cluster.zk, cluster.layout)
         self.fleet = Fleet()
         self._fleet_read = False  # see reconcile
         #: whether a member's record changed since read with watches (what a warm JVM needs)

@@ -110,7 +110,7 @@ class ScheduleFiring:
         """Watch the schedules: the watch's first report is a pass on the loop, which fires
         every schedule's windows due at the takeover (``--catchup`` decides the late ones)."""
         zk = self.leader.cluster.zk
-        self._watch = NodeWatch(zk, self.store.paths.schedules, self._changed, children=True)
+        self._watch = NodeWatch(zk, self.store.layout.schedules, self._changed, children=True)
 
     def stop(self) -> None:
         if self._watch is not None:
@@ -131,7 +131,7 @@ class ScheduleFiring:
             try:
                 self._specs[name] = NodeWatch(
                     self.leader.cluster.zk,
-                    self.store.paths.schedule(name),
+                    self.store.layout.schedule(name),
                     self._changed,
                     report_first=False,
                 )

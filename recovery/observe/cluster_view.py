@@ -23,7 +23,6 @@ from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
 from zkstore.layout import is_checkpoint_node_name
-from zkstore.lifecycle.lifecycle_records import outbox_path
 from zkstore.records.fleet_records import LeaderInfo
 from zkstore.records.job_states import CLEAN
 from zkstore.records.record import read_record
@@ -174,7 +173,7 @@ def read_view(cluster: Cluster, ended: EndedJobs | None = None) -> ClusterView:
 
 def _outbox_size(cluster: Cluster) -> int:
     """How many notification entries wait for a receiver (one children call)."""
-    found = cluster.zk.children_many([outbox_path(cluster.layout)])[0]
+    found = cluster.zk.children_many([cluster.layout.notifications])[0]
     return len(found or ())
 
 

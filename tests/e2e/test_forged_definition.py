@@ -14,6 +14,7 @@ from tests.helpers import hands_client, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.jobs.stops import StopRequest
+from zkstore.layout import Layout, StorageLayout
 from zkstore.payloads.serializers import PickleSerializer
 from zkstore.payloads.storage import StateStorage
 from zkstore.records.handle import Handle
@@ -22,7 +23,6 @@ from zkstore.records.result_records import QuarantineEntry
 from zkstore.records.strict import parse_time, utc_now
 from zkstore.schedules.keys import ScheduleSigner
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
-from zkstore.schedules.schedule_records import SchedulePaths
 from zkstore.signing import JobKey, Signer, derive_job_key
 
 KEY = b"k" * 32
@@ -131,12 +131,15 @@ def test_a_forged_schedule_definition_never_runs_in_the_leader(
     )
     assert created.returncode == 0, created.stderr
     with hands_client(config) as client:
-        paths = SchedulePaths(config.base_path, config.cluster_id)
         storage = StateStorage(
             config.storage_url, config.storage_options, signer=ScheduleSigner(KEY)
         )
-        ref = storage.write(paths.definitions("forged"), _forged(marker), suffix=".pkl")
-        spec_path = paths.schedule("forged")
+        ref = storage.write(
+            StorageLayout(config.cluster_id).schedule_definitions("forged"),
+            _forged(marker),
+            suffix=".pkl",
+        )
+        spec_path = Layout(config.base_path).schedule("forged")
         data, stat = client.cluster.zk.get(spec_path)
         import json
 

@@ -13,7 +13,7 @@ import pytest
 from zkstore.cluster import Cluster
 from zkstore.errors import FenceLost, HandleExists, VersionConflict
 from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, heartbeat_ops, stopped_ops
-from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat, end_path, heartbeat_path
+from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat
 from zkstore.lifecycle.lifecycle_states import STOPPED, TIMED_OUT
 from zkstore.records.job_records import JobStatus, RunningInfo
 from zkstore.records.job_states import STARTING
@@ -66,7 +66,7 @@ def test_heartbeats_are_fenced_on_the_attempt_and_go_with_its_session(
     version = beat(cluster, driver, fence, 1, None)
     for n in range(2, 12):
         version = beat(cluster, driver, fence, n, version)
-    path = heartbeat_path(cluster.layout, JOB)
+    path = cluster.layout.heartbeat(JOB)
     seen = read_record(cluster.zk, Heartbeat, path)
     assert seen is not None and (seen.attempt, seen.beats, seen.version) == (2, 11, 10)
     # A leader placed the next attempt: this attempt's beats are refused.
@@ -88,7 +88,7 @@ def test_a_heartbeat_costs_one_small_transaction(
     for n in range(2, 102):
         version = beat(cluster, driver, fence, n, version)
     took = (time.monotonic() - started) / 100
-    size = len(cluster.zk.get(heartbeat_path(cluster.layout, JOB))[0])
+    size = len(cluster.zk.get(cluster.layout.heartbeat(JOB))[0])
     print(f"\nheartbeat: {size} bytes, {took * 1000:.1f} ms per fenced write (3-op transaction)")
     assert size < 100
 
@@ -106,14 +106,14 @@ def test_the_end_request_is_written_only_for_the_attempt_read(
         detail="attempt 2 ran 1h00m05s: over its --timeout of 1h",
     )
     cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=None))
-    written = read_record(cluster.zk, EndRequest, end_path(layout, JOB))
+    written = read_record(cluster.zk, EndRequest, layout.end(JOB))
     assert written is not None and written.attempt == 2 and written.reason == TIMED_OUT
     # The attempt is over meanwhile (the status moved): a request for it is refused.
     cluster.zk.set(layout.status(JOB), cluster.zk.get(layout.status(JOB))[0], version=placed)
     with pytest.raises(VersionConflict):
         cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=0))
     cluster.zk.commit(clear_end_ops(layout, JOB, 0))
-    assert cluster.zk.exists(end_path(layout, JOB)) is None
+    assert cluster.zk.exists(layout.end(JOB)) is None
 
 
 def stopped_status() -> bytes:
@@ -151,7 +151,7 @@ def test_stopped_fences_out_a_driver_about_to_start(
     cluster.zk.commit(
         stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=0)
     )
-    assert cluster.zk.exists(end_path(layout, JOB)) is None
+    assert cluster.zk.exists(layout.end(JOB)) is None
     with pytest.raises(VersionConflict):
         take_running(cluster, stand_in_session(), placed)  # the launch that was under way
     assert cluster.zk.exists(layout.running(JOB)) is None

@@ -13,7 +13,7 @@ from tests.helpers import requests_sent
 from tests.integration.test_notification_delivery import FAST, LOOPBACK, lead, record
 from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
-from zkstore.lifecycle.lifecycle_records import NotificationEntry, outbox_path
+from zkstore.lifecycle.lifecycle_records import NotificationEntry
 from zkstore.lifecycle.outbox import ATTEMPT_FAILED, SUCCEEDED, Event, Outbox, entry_name
 from zkstore.records.strict import parse_time, utc_in, utc_now
 from zkstore.zookeeper.ops import Create, Fence
@@ -28,7 +28,7 @@ def receiver() -> Iterator[NotificationReceiver]:
 
 def backlog(cluster: Cluster, fence: Fence, first: int, count: int, url: str) -> None:
     """``count`` entries that failed a try and wait an hour for the next (a receiver down)."""
-    later, parent = utc_in(3600), outbox_path(cluster.layout)
+    later, parent = utc_in(3600), cluster.layout.notifications
     transactions = []
     for n in range(first, first + count):
         event = Event(f"backlog-{n}", 1, ATTEMPT_FAILED, utc_now())

@@ -156,7 +156,7 @@ def test_a_fire_built_from_a_stale_read_fails_atomically(leader: Leader) -> None
     )
     assert stale.spec.version is not None and stale.state.version is not None
     transaction = build_fire(
-        leader.schedules.paths,
+        leader.schedules.layout,
         NAME,
         spec_version=stale.spec.version,
         state=stale.state,
@@ -208,7 +208,7 @@ def test_a_lost_state_never_makes_a_second_run_of_a_window(leader: Leader) -> No
     fired again, and ZooKeeper refuses the second run; the window is recorded as fired once
     more, pointing at the run that exists. Its payload copy is discarded."""
     create(leader)
-    state_path = leader.schedules.paths.state(NAME)
+    state_path = leader.schedules.layout.schedule_state(NAME)
     before = leader.cluster.zk.get(state_path)[0]
     leader.firer.fire(NAME, leader.fence, at(1))
     plant(leader.cluster.zk, state_path, before)
@@ -222,7 +222,7 @@ def test_a_lost_state_never_makes_a_second_run_of_a_window(leader: Leader) -> No
 
 def test_a_run_that_already_ended_is_never_made_again(leader: Leader) -> None:
     create(leader)
-    state_path = leader.schedules.paths.state(NAME)
+    state_path = leader.schedules.layout.schedule_state(NAME)
     before = leader.cluster.zk.get(state_path)[0]
     leader.firer.fire(NAME, leader.fence, at(1))
     job = run_id(NAME, START + timedelta(hours=1))
@@ -440,7 +440,7 @@ def test_a_long_outage_is_caught_up_per_catchup_in_bounded_transactions(leader: 
     assert calls == 7 and len(current_jobs(leader.cluster)) == 121
     state = leader.schedules.get(NAME).state
     assert state.fired == 121 and state.last == START + timedelta(hours=2)
-    assert len(leader.cluster.zk.get(leader.schedules.paths.state(NAME))[0]) < 16 * 1024
+    assert len(leader.cluster.zk.get(leader.schedules.layout.schedule_state(NAME))[0]) < 16 * 1024
 
 
 # -- several windows a transaction (issue 60.3) -------------------------------------------------
@@ -534,7 +534,7 @@ def test_create_publishes_a_signed_definition_once_and_refuses_a_second(leader: 
     assert leader.schedules.definition(spec).job_id == NAME
     with pytest.raises(Exception, match="exists already"):
         create(leader)
-    prefix = leader.schedules.paths.definitions(NAME)
+    prefix = leader.schedules.storage_layout.schedule_definitions(NAME)
     assert len(leader.schedules.storage.list(prefix)) == 1  # the refused one's payload: discarded
 
 
@@ -545,7 +545,7 @@ def test_a_crash_while_creating_leaves_a_whole_schedule_or_none(
     with Cluster.open(signed) as cluster:
         crash(signed, "create", NAME, step, module="tests.crash_schedules")
         schedules = ScheduleStore.for_config(signed, cluster.zk)
-        payloads = schedules.storage.list(schedules.paths.definitions(NAME))
+        payloads = schedules.storage.list(schedules.storage_layout.schedule_definitions(NAME))
         assert len(payloads) == 1
         if step == "create:committed":
             spec = schedules.get(NAME).spec
@@ -555,14 +555,17 @@ def test_a_crash_while_creating_leaves_a_whole_schedule_or_none(
             assert schedules.names() == []
             leader = lead(cluster)
             create(leader)
-            assert len(schedules.storage.list(schedules.paths.definitions(NAME))) == 2
+            assert (
+                len(schedules.storage.list(schedules.storage_layout.schedule_definitions(NAME)))
+                == 2
+            )
 
 
 def test_a_tampered_definition_is_refused(leader: Leader) -> None:
     spec = create(leader)
     forged = spec.definition.record()  # type: ignore[union-attr]
     forged["hmac"] = "00" * 32
-    path = leader.schedules.paths.schedule(NAME)
+    path = leader.schedules.layout.schedule(NAME)
     record = json.loads(leader.cluster.zk.get(path)[0])
     record["definition"] = forged
     plant(leader.cluster.zk, path, json.dumps(record).encode())
@@ -574,7 +577,7 @@ def test_a_damaged_definition_skips_the_window_saying_why(leader: Leader) -> Non
     spec = create(leader)
     assert spec.definition is not None
     forged = replace(spec.definition, hmac="00" * 32)
-    path = leader.schedules.paths.schedule(NAME)
+    path = leader.schedules.layout.schedule(NAME)
     plant(leader.cluster.zk, path, replace(spec, definition=forged).to_bytes())
     report = leader.firer.fire(NAME, leader.fence, at(1))
     assert report.fired == [] and current_jobs(leader.cluster) == []
@@ -591,5 +594,8 @@ def test_delete_removes_the_schedule_and_its_definition_but_not_its_runs(leader:
     assert leader.schedules.delete(NAME)
     assert not leader.schedules.delete(NAME)
     assert leader.schedules.names() == []
-    assert leader.schedules.storage.list(leader.schedules.paths.definitions(NAME)) == []
+    assert (
+        leader.schedules.storage.list(leader.schedules.storage_layout.schedule_definitions(NAME))
+        == []
+    )
     assert leader.cluster.jobs.recover(job, lock=False).state.job_id == job

@@ -135,7 +135,7 @@ def test_conditions_of_what_is_gone_are_lingering_and_cleaned_the_others_never(
         store.create(spec, JobDefinition.for_function(name, nightly))
         assert cannot_fire(cluster, name)
     cluster.zk.commit(  # the old delete: the spec and its state only
-        [Delete(store.paths.state("hourly")), Delete(store.paths.schedule("hourly"))]
+        [Delete(store.layout.schedule_state("hourly")), Delete(store.layout.schedule("hourly"))]
     )
     cluster.jobs.submit(JobDefinition.for_function("current", nightly))
     for job in ("current", "forgotten"):

@@ -21,7 +21,6 @@ from zkstore.errors import (
 )
 from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
-from zkstore.lifecycle.lifecycle_records import stop_path
 from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.redefine import replace_definition
 from zkstore.lifecycle.stopstore import StopStore
@@ -245,4 +244,4 @@ def test_a_resume_racing_the_leader_is_refused_and_changes_nothing(
         pytest.raises(WrongState, match="changed while it was being resumed"),
     ):
         StopStore(racing).resume(JOB)
-    assert cluster.zk.exists(stop_path(cluster.layout, JOB)) is not None
+    assert cluster.zk.exists(cluster.layout.stop(JOB)) is not None

@@ -16,10 +16,6 @@ from zkstore.lifecycle.lifecycle_records import (
     Heartbeat,
     NotificationEntry,
     StopRequest,
-    end_path,
-    heartbeat_path,
-    outbox_path,
-    stop_path,
 )
 from zkstore.lifecycle.outbox import (
     ATTEMPT_FAILED,
@@ -118,10 +114,10 @@ def test_a_long_reason_keeps_its_end_and_an_entry_stays_small() -> None:
 
 
 def test_paths() -> None:
-    assert stop_path(LAYOUT, "j") == "/zkstore/default/jobs/j/stop"
-    assert end_path(LAYOUT, "j") == "/zkstore/default/jobs/j/end"
-    assert heartbeat_path(LAYOUT, "j") == "/zkstore/default/jobs/j/heartbeat"
-    assert outbox_path(LAYOUT) == "/zkstore/default/notifications"
+    assert LAYOUT.stop("j") == "/zkstore/default/jobs/j/stop"
+    assert LAYOUT.end("j") == "/zkstore/default/jobs/j/end"
+    assert LAYOUT.heartbeat("j") == "/zkstore/default/jobs/j/heartbeat"
+    assert LAYOUT.notifications == "/zkstore/default/notifications"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from zkstore.layout import Layout
-from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat, end_path, heartbeat_path
+from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat
 from zkstore.zookeeper.ops import Check, Create, Delete, Op, SetData, absent
 
 __all__ = ["clear_end_ops", "end_ops", "heartbeat_ops", "stopped_ops"]
@@ -36,14 +36,14 @@ def end_ops(
     right on the job's node, which is the cluster's, so an ``end`` the job's own identity made
     with an ACL that leaves the cluster out is replaced all the same (setting it would be
     refused)."""
-    path = end_path(layout, job_id)
+    path = layout.end(job_id)
     gone: list[Op] = [] if existing is None else [Delete(path, existing)]
     return [Check(layout.status(job_id), status_version), *gone, Create(path, request.to_bytes())]
 
 
 def clear_end_ops(layout: Layout, job_id: str, existing: int | None) -> list[Op]:
     """Remove the ``end`` request at version ``existing`` (nothing if None)."""
-    return [] if existing is None else [Delete(end_path(layout, job_id), existing)]
+    return [] if existing is None else [Delete(layout.end(job_id), existing)]
 
 
 def stopped_ops(
@@ -69,7 +69,7 @@ def heartbeat_ops(
 ) -> list[Op]:
     """The driver's heartbeat: create the EPHEMERAL node (``existing`` None) or replace it at
     version ``existing``. Commit with the attempt's fence."""
-    path = heartbeat_path(layout, job_id)
+    path = layout.heartbeat(job_id)
     if existing is None:
         return [Create(path, beat.to_bytes(), ephemeral=True)]
     return [SetData(path, beat.to_bytes(), existing)]

@@ -18,7 +18,8 @@ EPHEMERAL, it goes with the driver's session and needs no cleanup. Every record 
 the outbox outlives jobs on purpose (a job's last event is its end).
 
 The job's three live in :mod:`zkstore.jobs.stops` (the snapshot reads them) and their paths in
-:class:`zkstore.layout.Layout`; they are re-exported here.
+:class:`zkstore.layout.Layout`, with the outbox's (``Layout.notifications``); the records are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from zkstore.jobs.stops import EndRequest, Heartbeat, StopRequest, redact_url
-from zkstore.layout import Layout
 from zkstore.records.record import EPOCH, MAX_ERROR_CHARS, Record, short_error
 
 __all__ = [
@@ -37,36 +37,15 @@ __all__ = [
     "Heartbeat",
     "NotificationEntry",
     "StopRequest",
-    "end_path",
-    "heartbeat_path",
-    "outbox_path",
     "redact_url",
-    "stop_path",
     "url_problem",
 ]
 
-NOTIFICATIONS = "notifications"
 #: A notification URL is kept in the job's handle summary and in every outbox entry: bounded.
 MAX_URL_BYTES = 400
 #: A reason in a notification (an error's last lines) is cut to this.
 MAX_REASON_CHARS = 1000
 _SCHEMES = ("http", "https")
-
-
-def stop_path(layout: Layout, job_id: str) -> str:
-    return layout.stop(job_id)
-
-
-def end_path(layout: Layout, job_id: str) -> str:
-    return layout.end(job_id)
-
-
-def heartbeat_path(layout: Layout, job_id: str) -> str:
-    return layout.heartbeat(job_id)
-
-
-def outbox_path(layout: Layout) -> str:
-    return f"{layout.base}/{NOTIFICATIONS}"
 
 
 def url_problem(url: str) -> str | None:

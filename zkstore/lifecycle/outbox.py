@@ -42,7 +42,6 @@ from zkstore.errors import CorruptRecord, HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
 from zkstore.lifecycle.lifecycle_records import (
     NotificationEntry,
-    outbox_path,
     redact_url,
     url_problem,
 )
@@ -155,7 +154,7 @@ def notification_ops(
         return []
     nonce = nonce or uuid.uuid4().hex
     created = created or utc_moment()
-    parent = outbox_path(layout)
+    parent = layout.notifications
     ops: list[Op] = []
     for event in events:
         for url in targets:
@@ -223,7 +222,7 @@ class Outbox:
 
     def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
         self.zk = zk
-        self.path = outbox_path(layout)
+        self.path = layout.notifications
 
     def ensure(self) -> None:
         """Make the outbox's parent (every transaction that adds an entry needs it)."""

@@ -44,7 +44,7 @@ from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import JobHistory
 from zkstore.jobs.job_state_store import who
-from zkstore.lifecycle.lifecycle_records import StopRequest, stop_path
+from zkstore.lifecycle.lifecycle_records import StopRequest
 from zkstore.lifecycle.lifecycle_states import STOPPED, STOPPING
 from zkstore.lifecycle.redefine import replace_definition
 from zkstore.records.handle import SummaryValue
@@ -114,7 +114,7 @@ class StopStore:
 
     def request_of(self, job_id: str) -> StopRequest | None:
         """The job's stop request, or None; :class:`~zkstore.errors.CorruptRecord` if garbage."""
-        return read_record(self.zk, StopRequest, stop_path(self.layout, job_id))
+        return read_record(self.zk, StopRequest, self.layout.stop(job_id))
 
     def status(self, job_id: str) -> JobStatus | None:
         return read_record(self.zk, JobStatus, self.layout.status(job_id))
@@ -174,7 +174,7 @@ class StopStore:
         """Create the stop node (the job's directory too, for a job no leader saw yet); the
         stored request if one exists already."""
         layout = self.layout
-        path = stop_path(layout, job_id)
+        path = layout.stop(job_id)
         ops: list[Op] = [Check(layout.job_handle(job_id))]
         if self.zk.exists(layout.job_dir(job_id)) is None:
             ops.append(Create(layout.job_dir(job_id)))
@@ -261,7 +261,7 @@ class StopStore:
             self.zk.commit(
                 [
                     Check(self.layout.status(job_id), status.version),
-                    Delete(stop_path(self.layout, job_id), stop.version),
+                    Delete(self.layout.stop(job_id), stop.version),
                 ]
             )
         except (VersionConflict, HandleNotFound) as exc:

@@ -195,7 +195,9 @@ class Firer:
 
         for _ in range(rounds):
             decided = RACES.call(
-                one_round, what=f"firing schedule {name}", path=self.schedules.paths.state(name)
+                one_round,
+                what=f"firing schedule {name}",
+                path=self.schedules.layout.schedule_state(name),
             )
             report.more = decided.more
             if not decided.more or len(report.fired) >= limit:
@@ -349,7 +351,7 @@ class Firer:
         spec = context.spec
         assert spec.version is not None and state.version is not None
         return build_fire(
-            self.schedules.paths,
+            self.schedules.layout,
             spec.name,
             spec_version=spec.version,
             state=new,
@@ -469,7 +471,7 @@ class Firer:
         return PreviousRun(job, live=False, state="gone")
 
     def _state_version(self, name: str) -> int | None:
-        stat = self.zk.exists(self.schedules.paths.state(name))
+        stat = self.zk.exists(self.schedules.layout.schedule_state(name))
         return None if stat is None else int(stat.version)
 
     # -- the run's definition --------------------------------------------------------------------

@@ -19,11 +19,11 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from zkstore.config import validate_id
 from zkstore.errors import ConfigError
 from zkstore.jobs.dependencies import Dependency
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.stored import SCHEDULE, SCHEDULED
+from zkstore.layout import MAX_SCHEDULE_NAME_CHARS, validate_schedule_name
 from zkstore.records.handle import SummaryValue
 from zkstore.records.strict import parse_time
 from zkstore.schedules.timing import format_time
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 #: 128 (a job id) less the ``-YYYYMMDDTHHMMSSZ`` of a window (17), less room to spare.
-MAX_SCHEDULE_NAME_CHARS = 100
 #: The schedule a run waits for (``--after-schedule``: its run of the same window).
 AFTER_SCHEDULE = "after_schedule"
 
@@ -51,14 +50,8 @@ _STAMP_RE = re.compile(r"-(\d{8}T\d{6}Z)")
 
 
 def validate_name(name: str) -> str:
-    """``name`` if it can name a schedule (a safe id of at most 100 characters)."""
-    if isinstance(name, str) and len(name) > MAX_SCHEDULE_NAME_CHARS:  # before the id's 128
-        raise ConfigError(
-            f"a schedule name is at most {MAX_SCHEDULE_NAME_CHARS} characters (its runs' job "
-            "ids add the window's time)"
-        )
-    validate_id(name, "schedule name")
-    return name
+    """``name`` if it can name a schedule (:func:`zkstore.layout.validate_schedule_name`)."""
+    return validate_schedule_name(name)
 
 
 def run_id(schedule: str, window: datetime) -> str:

@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 
 from zkstore.config import validate_id
 from zkstore.errors import ConfigError, CorruptHandle
-from zkstore.layout import Layout
 from zkstore.records.handle import Handle
 from zkstore.records.record import EPOCH, MAX_FIELD_INT, Record
 from zkstore.records.strict import (
@@ -73,7 +72,6 @@ __all__ = [
     "SKIPPED",
     "Change",
     "HistoryEntry",
-    "SchedulePaths",
     "ScheduleSpec",
     "ScheduleState",
     "catchup_count",
@@ -99,34 +97,6 @@ MAX_REASON_CHARS = 300
 #: A spec keeps its newest changes (``schedules update``), each said in at most
 #: :data:`MAX_REASON_CHARS` characters: at most about 8 KB.
 CHANGES_LIMIT = 20
-
-
-@dataclass(frozen=True)
-class SchedulePaths:
-    """Where a cluster's schedules live: ZooKeeper under ``base`` (the cluster root ``R``),
-    payloads under ``<cluster>/schedules/<name>/definition/`` in storage."""
-
-    base: str
-    cluster_id: str
-
-    @property
-    def schedules(self) -> str:
-        return f"{self.base}/schedules"
-
-    def schedule(self, name: str) -> str:
-        return f"{self.schedules}/{validate_name(name)}"
-
-    def state(self, name: str) -> str:
-        return f"{self.schedule(name)}/state"
-
-    def conditions(self, name: str) -> str:
-        """The schedule's conditions (:mod:`zkstore.conditions`): the leader's, deleted with
-        the schedule."""
-        return Layout(self.base).conditions_of("schedules", validate_name(name))
-
-    def definitions(self, name: str) -> str:
-        """The storage prefix of the schedule's definition payloads."""
-        return f"{self.cluster_id}/schedules/{validate_name(name)}/definition"
 
 
 def parse_catchup(text: str) -> str:

@@ -40,13 +40,14 @@ from zkstore.errors import (
 )
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.sealed import DefinitionSerializer
+from zkstore.layout import Layout, StorageLayout
 from zkstore.payloads.entries import new_instance_id
 from zkstore.payloads.storage import StateStorage
 from zkstore.records.handle import Handle
 from zkstore.records.strict import to_second, utc_moment
 from zkstore.schedules.keys import ScheduleSigner
 from zkstore.schedules.runs import validate_name
-from zkstore.schedules.schedule_records import SchedulePaths, ScheduleSpec, ScheduleState
+from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
 from zkstore.zookeeper.ops import Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain, within
 from zkstore.zookeeper.zk import ZooKeeper
@@ -84,14 +85,16 @@ class ScheduleStore:
     def __init__(
         self,
         zk: ZooKeeper,
-        paths: SchedulePaths,
+        layout: Layout,
+        storage_layout: StorageLayout,
         storage: StateStorage,
         *,
         instance_id: str | None = None,
         on_step: Callable[[str], None] | None = None,
     ) -> None:
         self.zk = zk
-        self.paths = paths
+        self.layout = layout
+        self.storage_layout = storage_layout
         self.storage = storage
         self.instance_id = instance_id or new_instance_id()
         self._on_step = on_step
@@ -114,8 +117,14 @@ class ScheduleStore:
             max_payload_bytes=config.max_payload_bytes,
             timeout=config.timeout,
         )
-        paths = SchedulePaths(config.base_path, config.cluster_id)
-        return cls(zk, paths, storage, instance_id=instance_id, on_step=on_step)
+        return cls(
+            zk,
+            Layout(config.base_path),
+            StorageLayout(config.cluster_id),
+            storage,
+            instance_id=instance_id,
+            on_step=on_step,
+        )
 
     def _step(self, name: str) -> None:
         if self._on_step is not None:
@@ -135,7 +144,9 @@ class ScheduleStore:
         if definition.job_id != name:
             raise ConfigError(f"the definition of schedule {name} names {definition.job_id}")
         ref = self.storage.write(
-            self.paths.definitions(name), self._serializer.dumps(definition), suffix=".pkl"
+            self.storage_layout.schedule_definitions(name),
+            self._serializer.dumps(definition),
+            suffix=".pkl",
         )
         self._step("create:payload-written")
         try:
@@ -143,10 +154,10 @@ class ScheduleStore:
             stored = replace(spec, definition=handle, version=None)
             check(stored)
             state = ScheduleState(version=None, updated=utc_moment())
-            self.zk.ensure_path(self.paths.schedules)
+            self.zk.ensure_path(self.layout.schedules)
             ops: list[Op] = [
-                Create(self.paths.schedule(name), stored.to_bytes()),
-                Create(self.paths.state(name), state.to_bytes()),
+                Create(self.layout.schedule(name), stored.to_bytes()),
+                Create(self.layout.schedule_state(name), state.to_bytes()),
             ]
             self.commit(ops, applied=lambda: self._points_at(name, ref.uri))
         except OutcomeUnknown:
@@ -173,7 +184,7 @@ class ScheduleStore:
             else:
                 changed = replace(spec, paused=False, resumed_at=moment)
             assert spec.version is not None
-            path = self.paths.schedule(name)
+            path = self.layout.schedule(name)
             self.commit(
                 [SetData(path, changed.to_bytes(), spec.version)],
                 applied=lambda: self.spec(name).paused == paused,
@@ -184,7 +195,7 @@ class ScheduleStore:
             once,
             what=f"{'pausing' if paused else 'resuming'} schedule {name}",
             retry_on=(VersionConflict,),
-            path=self.paths.schedule(name),
+            path=self.layout.schedule(name),
         )
 
     def delete(self, name: str) -> bool:
@@ -192,8 +203,8 @@ class ScheduleStore:
         transaction, the conditions at the version read: a leader's change meanwhile makes it
         read again), then its definition payload; False if there was none. Its runs are left
         alone (each has its own copy of the definition)."""
-        path, state = self.paths.schedule(name), self.paths.state(name)
-        conditions = self.paths.conditions(name)
+        path, state = self.layout.schedule(name), self.layout.schedule_state(name)
+        conditions = self.layout.conditions_of("schedules", name)
 
         def once() -> tuple[bool, Handle | None]:
             found = self.zk.get_if_exists(path)
@@ -221,7 +232,9 @@ class ScheduleStore:
         if not deleted:
             return False
         self._step("delete:deleted")
-        if handle is not None and self.storage.is_under(handle.uri, self.paths.definitions(name)):
+        if handle is not None and self.storage.is_under(
+            handle.uri, self.storage_layout.schedule_definitions(name)
+        ):
             self.discard_quietly(handle.uri)
         return True
 
@@ -251,14 +264,14 @@ class ScheduleStore:
     def spec(self, name: str) -> ScheduleSpec:
         """The schedule's spec; :class:`HandleNotFound` if there is none,
         :class:`CorruptRecord` if it is garbage."""
-        path = self.paths.schedule(name)
+        path = self.layout.schedule(name)
         data, stat = self.zk.get(path)
         return ScheduleSpec.from_znode(data, stat, path)
 
     def get(self, name: str) -> Schedule:
         """Spec and state, read together (pipelined); :class:`HandleNotFound` if the schedule
         does not exist, :class:`CorruptRecord` if either record is garbage."""
-        spec_path, state_path = self.paths.schedule(name), self.paths.state(name)
+        spec_path, state_path = self.layout.schedule(name), self.layout.schedule_state(name)
         found_spec, found_state = self.zk.get_many([spec_path, state_path])
         if found_spec is None:
             raise HandleNotFound(f"no schedule {name!r}", path=spec_path)
@@ -271,14 +284,14 @@ class ScheduleStore:
 
     def names(self) -> list[str]:
         try:
-            return sorted(self.zk.children(self.paths.schedules))
+            return sorted(self.zk.children(self.layout.schedules))
         except HandleNotFound:
             return []
 
     def all(self) -> tuple[list[Schedule], list[BrokenSchedule]]:
         """Every schedule (pipelined reads); the unreadable ones reported apart."""
         names = self.names()
-        paths = [p for n in names for p in (self.paths.schedule(n), self.paths.state(n))]
+        paths = [p for n in names for p in (self.layout.schedule(n), self.layout.schedule_state(n))]
         found = self.zk.get_many(paths)
         good: list[Schedule] = []
         broken: list[BrokenSchedule] = []
@@ -302,7 +315,9 @@ class ScheduleStore:
         signature, without unpickling it (``handles verify``). Raises a
         :class:`~zkstore.errors.PayloadError` saying what is wrong, or :class:`StoreUnavailable`."""
         handle = spec.handle
-        if not self.storage.is_under(handle.uri, self.paths.definitions(spec.name)):
+        if not self.storage.is_under(
+            handle.uri, self.storage_layout.schedule_definitions(spec.name)
+        ):
             raise UntrustedPayload(
                 f"the definition of schedule {spec.name} is not under its own prefix"
             )
@@ -313,7 +328,9 @@ class ScheduleStore:
         sha256, the schedule's signature) before it is unpickled. Raises a
         :class:`~zkstore.errors.PayloadError` or :class:`StoreUnavailable`."""
         handle = spec.handle
-        if not self.storage.is_under(handle.uri, self.paths.definitions(spec.name)):
+        if not self.storage.is_under(
+            handle.uri, self.storage_layout.schedule_definitions(spec.name)
+        ):
             raise UntrustedPayload(
                 f"the definition of schedule {spec.name} is not under its own prefix"
             )

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zkstore.schedules.schedule_records import SchedulePaths, ScheduleState
+from zkstore.layout import Layout
+from zkstore.schedules.schedule_records import ScheduleState
 from zkstore.zookeeper.ops import Check, Fence, Op, SetData
 
 __all__ = ["Transaction", "build_fire"]
@@ -45,7 +46,7 @@ class Transaction:
 
 
 def build_fire(
-    paths: SchedulePaths,
+    layout: Layout,
     name: str,
     *,
     spec_version: int,
@@ -57,7 +58,7 @@ def build_fire(
     :func:`~zkstore.schedules.due.steps`) over the state at ``state_version``, while the spec is
     still at ``spec_version``."""
     ops: tuple[Op, ...] = (
-        Check(paths.schedule(name), spec_version),
-        SetData(paths.state(name), state.to_bytes(), state_version),
+        Check(layout.schedule(name), spec_version),
+        SetData(layout.schedule_state(name), state.to_bytes(), state_version),
     )
     return Transaction(ops, leader)

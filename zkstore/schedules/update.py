@@ -85,7 +85,7 @@ def update(
         once,
         what=f"updating schedule {name}",
         retry_on=(VersionConflict,),
-        path=store.paths.schedule(name),
+        path=store.layout.schedule(name),
     )
 
 
@@ -102,7 +102,9 @@ def _write(
     new_ref = None
     if definition is not None:
         new_ref = store.storage.write(
-            store.paths.definitions(name), store.serializer.dumps(definition), suffix=".pkl"
+            store.storage_layout.schedule_definitions(name),
+            store.serializer.dumps(definition),
+            suffix=".pkl",
         )
         handle = Handle.for_payload(new_ref, store.instance_id, definition.summary())
         changed = replace(changed, definition=handle)
@@ -111,7 +113,7 @@ def _write(
     try:
         check(written)
         store.commit(
-            [SetData(store.paths.schedule(name), written.to_bytes(), current.version)],
+            [SetData(store.layout.schedule(name), written.to_bytes(), current.version)],
             applied=lambda: change in store.spec(name).changes,
         )
     except OutcomeUnknown:
@@ -120,7 +122,9 @@ def _write(
         if new_ref is not None:
             store.storage.discard(new_ref.uri)
         raise
-    if new_ref is not None and store.storage.is_under(old.uri, store.paths.definitions(name)):
+    if new_ref is not None and store.storage.is_under(
+        old.uri, store.storage_layout.schedule_definitions(name)
+    ):
         store.discard_quietly(old.uri)
     return written.with_version(current.version + 1)
 
