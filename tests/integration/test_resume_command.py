@@ -4,6 +4,7 @@ changed and limits turned off at resume, and the errors a user meets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tests.cli import script
@@ -132,3 +133,37 @@ def test_resumes_edges_say_what_is_so(
     second = script(config, "jobs stop", "r", "--checkpoint", "--no-wait")
     assert "a stop was requested already" in second.stderr, second.stderr
     assert "a checkpoint is asked for" not in second.stderr
+
+
+def test_a_resumed_job_keeps_what_it_runs_after(
+    config: StoreConfig, cluster: Cluster, tmp_path: Path
+) -> None:
+    """New options or new code given to a stopped job replace its definition, not what is the
+    job's own: the jobs it ran after stay in its run options (they were dropped: the handle was
+    rewritten from the definition alone)."""
+    (tmp_path / "job.py").write_text(JOB_FILE)
+    for words in (("--job-id", "up"), ("--job-id", "j", "--after", "up", "--timeout", "1h")):
+        done = script(config, "submit", "job.py:run", *words, "--", "d", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    before = RunSpec.from_summary(cluster.jobs.handles.get("j", lock=False).handle.summary)
+    assert [str(d) for d in before.after] == ["up:SUCCEEDED"]
+
+    status = JobStatus(version=None, state=STOPPED, attempt=1, updated=parse_time(utc_now()))
+    cluster.zk.ensure_path(cluster.layout.job_dir("j"))
+    cluster.zk.create(cluster.layout.status("j"), status.to_bytes())
+    StopStore(cluster).request("j")
+    resumed = script(config, "jobs resume", "j", "--timeout", "off")
+    assert resumed.returncode == 0, resumed.stderr
+    after = RunSpec.from_summary(cluster.jobs.handles.get("j", lock=False).handle.summary)
+    assert after.lifecycle.timeout is None, "the new option"
+    assert after.after == before.after, "what it runs after is the job's"
+
+    data, stat = cluster.zk.get(cluster.layout.status("j"))
+    again = JobStatus.from_znode(data, stat, cluster.layout.status("j"))
+    cluster.zk.set(cluster.layout.status("j"), replace(again, state=STOPPED).to_bytes())
+    StopStore(cluster).request("j")
+    (tmp_path / "job.py").write_text(JOB_FILE.replace("return None", "return 1"))
+    new_code = script(config, "jobs resume", "j", "--definition", "job.py:run", cwd=tmp_path)
+    assert new_code.returncode == 0, new_code.stderr
+    summary = cluster.jobs.handles.get("j", lock=False).handle.summary
+    assert RunSpec.from_summary(summary).after == before.after, "and with new code"

@@ -10,11 +10,16 @@ from zkstore.records.handle import Handle, SummaryValue
 from zkstore.records.result_records import JobResult, QuarantineEntry
 from zkstore.zookeeper.zk import ZooKeeper
 
-__all__ = ["SCHEDULE", "SCHEDULED", "stored_summary"]
+__all__ = ["AFTER_SCHEDULE", "JOB_KEYS", "SCHEDULE", "SCHEDULED", "stored_summary"]
 
 #: The summary fields of a schedule's run: the schedule that fired it and its window.
 SCHEDULE = "schedule"
 SCHEDULED = "scheduled"
+#: the schedule a schedule's run chains after (its run of the same window must succeed first)
+AFTER_SCHEDULE = "after_schedule"
+#: The summary fields that are the job's, not its definition's: a new definition given to a
+#: stopped job (``jobs resume --definition``, or new options) keeps them.
+JOB_KEYS = (SCHEDULE, SCHEDULED, AFTER_SCHEDULE)
 
 
 def stored_summary(zk: ZooKeeper, layout: Layout, job_id: str) -> dict[str, SummaryValue] | None:

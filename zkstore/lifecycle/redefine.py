@@ -24,10 +24,12 @@ from collections.abc import Mapping
 from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError, JobNotFound, JobQuarantined, WrongState
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.runspec import RUN, RunSpec
+from zkstore.jobs.stored import JOB_KEYS
 from zkstore.records.handle import Handle, SummaryValue
 from zkstore.zookeeper.ops import Check, Fence, Guard, absent
 
-__all__ = ["CODE_FIELDS", "OPTION_FIELDS", "redefined", "replace_definition"]
+__all__ = ["CODE_FIELDS", "OPTION_FIELDS", "kept_job_keys", "redefined", "replace_definition"]
 
 #: What the new code brings when a definition is replaced: everything that says what runs.
 CODE_FIELDS = ("kind", "args", "source", "filename", "code", "arguments", "function_name", "files")
@@ -98,10 +100,30 @@ def replace_definition(
             description=f"job {job_id} is in quarantine",
         )
     )
+    new = {**definition.summary(), **(summary or {})}
     return cluster.jobs.handles.replace(
         job_id,
         version,
         definition,
-        summary={**definition.summary(), **(summary or {})},
+        summary=kept_job_keys(cluster.jobs.handles.get_handle(job_id).summary, new),
         fence=fence,
     )
+
+
+def kept_job_keys(
+    old: Mapping[str, SummaryValue], new: Mapping[str, SummaryValue]
+) -> dict[str, SummaryValue]:
+    """``new`` (a new definition's summary) with what of ``old`` (the job's handle) is the
+    job's, not its definition's: the schedule's run it is (:data:`JOB_KEYS`) and the jobs it
+    runs after (its run options' ``after``, in whichever form each side keeps them). A resumed
+    job is still its schedule's run, and ``jobs show`` still names what it waited for."""
+    kept = dict(new)
+    kept.update({key: old[key] for key in JOB_KEYS if key in old and key not in new})
+    try:
+        before, after = RunSpec.from_summary(old), RunSpec.from_summary(new)
+    except ValueError:
+        return kept  # a garbled field: the leader quarantines the job, whatever is kept
+    if before.after and not after.after:
+        typed = RUN in new or RUN in old
+        kept.update(after.with_after(before.after).summary_fields(typed=typed))
+    return kept

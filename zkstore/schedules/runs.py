@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from zkstore.errors import ConfigError
 from zkstore.jobs.dependencies import Dependency
 from zkstore.jobs.runspec import RunSpec
-from zkstore.jobs.stored import SCHEDULE, SCHEDULED
+from zkstore.jobs.stored import AFTER_SCHEDULE, SCHEDULE, SCHEDULED
 from zkstore.layout import MAX_SCHEDULE_NAME_CHARS, validate_schedule_name
 from zkstore.records.handle import SummaryValue
 from zkstore.records.strict import parse_time
@@ -43,7 +43,6 @@ __all__ = [
 
 #: 128 (a job id) less the ``-YYYYMMDDTHHMMSSZ`` of a window (17), less room to spare.
 #: The schedule a run waits for (``--after-schedule``: its run of the same window).
-AFTER_SCHEDULE = "after_schedule"
 
 _STAMP = "%Y%m%dT%H%M%SZ"
 _STAMP_RE = re.compile(r"-(\d{8}T\d{6}Z)")
