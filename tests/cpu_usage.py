@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import resource
 import sys
 import time
 from collections.abc import Iterator
@@ -24,26 +23,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.durations import cpu_seconds
+
 OUT = Path(".cpu-usage")
 DURATIONS = Path(__file__).parent / "durations.json"
 
 
-def _cpu() -> tuple[float, float]:
-    """CPU seconds so far: this process's and its reaped children's together, and its own."""
-    own, children = (
-        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    mine = own.ru_utime + own.ru_stime
-    return mine + children.ru_utime + children.ru_stime, mine
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    (cpu, own), wall = _cpu(), time.monotonic()
+    (cpu, own), wall = cpu_seconds(), time.monotonic()
     yield
     OUT.mkdir(exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    (cpu_after, own_after), took = _cpu(), time.monotonic() - wall
+    (cpu_after, own_after), took = cpu_seconds(), time.monotonic() - wall
     with open(OUT / f"{worker}.tsv", "a") as out:
         out.write(f"{item.nodeid}\t{cpu_after - cpu:.2f}\t{took:.2f}\t{own_after - own:.2f}\n")
 

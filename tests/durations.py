@@ -41,15 +41,19 @@ SLOWEST = 10
 FAST_LIMIT = 1.0
 
 
-#: the name of a report's user property that carries its test's CPU seconds
-CPU = "cpu_seconds"
+#: the names of a report's user properties that carry its test's CPU seconds: all of it, and
+#: the test process's own
+CPU, OWN_CPU = "cpu_seconds", "own_cpu_seconds"
 
 
-def cpu_seconds() -> float:
-    """The CPU this process and the processes it waited for spent so far (user and system)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
+def cpu_seconds() -> tuple[float, float]:
+    """The CPU (user and system) spent so far by this process and the processes it waited
+    for, and by this process alone."""
+    own, waited = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    mine = own.ru_utime + own.ru_stime
+    return mine + waited.ru_utime + waited.ru_stime, mine
 
 
 def load(path: Path = PATH) -> dict[str, float]:
@@ -100,12 +104,15 @@ class Recorder:
     def __init__(self) -> None:
         self.took: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        self.own_cpu = 0.0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.took[report.nodeid] = self.took.get(report.nodeid, 0.0) + report.duration
         for name, value in report.user_properties:
             if name == CPU:
                 self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + float(value)
+            elif name == OWN_CPU:
+                self.own_cpu += float(value)
 
     def slowest(self, count: int = SLOWEST) -> list[tuple[str, float]]:
         return sorted(self.took.items(), key=lambda pair: (-pair[1], pair[0]))[:count]
@@ -120,8 +127,9 @@ class Recorder:
         if self.cpu:
             hungriest = sorted(self.cpu.items(), key=lambda pair: (-pair[1], pair[0]))[:count]
             lines.append(
-                f"CPU: {sum(self.cpu.values()):.1f} s in all (the tests' processes and those "
-                f"they waited for); the {len(hungriest)} tests that took the most:"
+                f"CPU: {sum(self.cpu.values()):.1f} s in all (the test processes' own "
+                f"{self.own_cpu:.1f} s, the rest the processes they waited for); the "
+                f"{len(hungriest)} tests that took the most:"
             )
             lines += [f"{cpu:8.2f} s  {nodeid}" for nodeid, cpu in hungriest]
         return lines

@@ -89,11 +89,12 @@ def test_the_summary_adds_up_the_cpu_and_names_the_tests_that_took_the_most() ->
         for phase_cpu in (0.5, float(n), 0.25):  # setup, call, teardown
             phase = report(f"{UNIT}::t{n:02d}", 0.1)
             phase.user_properties.append((durations.CPU, phase_cpu))
+            phase.user_properties.append((durations.OWN_CPU, phase_cpu / 5))
             recorder.pytest_runtest_logreport(phase)
     lines = recorder.summary()
     at = lines.index(
-        "CPU: 75.0 s in all (the tests' processes and those they waited for); "
-        "the 10 tests that took the most:"
+        "CPU: 75.0 s in all (the test processes' own 15.0 s, the rest the processes they "
+        "waited for); the 10 tests that took the most:"
     )
     assert lines[at + 1] == f"   11.75 s  {UNIT}::t11"
     assert lines[at + 10] == f"    2.75 s  {UNIT}::t02"
