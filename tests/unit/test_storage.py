@@ -69,9 +69,9 @@ def test_s3_storages_share_a_session_per_session_options_and_keep_a_given_one() 
 def test_an_s3_storage_without_s3fs_installed_is_a_config_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import zkstore
+    import zkstore.payloads
 
-    monkeypatch.delattr(zkstore, "s3", raising=False)
+    monkeypatch.delattr(zkstore.payloads, "s3", raising=False)
     monkeypatch.delitem(sys.modules, "zkstore.payloads.s3", raising=False)
     monkeypatch.setitem(sys.modules, "aiobotocore.httpsession", None)  # as if not installed
     with pytest.raises(ConfigError, match=r"S3 needs s3fs \(pip install 'zkstore\[s3\]'\)"):
