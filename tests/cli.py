@@ -80,6 +80,14 @@ def run(config: StoreConfig, *words: str, env: dict[str, str] | None = None) -> 
     return zkstore(config, "", *words, env=env, connection_first=False)
 
 
+def json_of(config: StoreConfig, *words: str) -> Any:
+    """``zkstore <words> --format json`` in this process: what it printed, parsed (it must
+    exit 0)."""
+    ran = run(config, *words, "--format", "json")
+    assert ran.returncode == 0, (words, ran.stdout, ran.stderr)
+    return json.loads(ran.stdout)
+
+
 def answers(config: StoreConfig, *words: str, codes: Iterable[int] = range(10)) -> Ran:
     """A command run in this process that must answer: an exit code among ``codes`` (the
     documented ones by default) and never a traceback or an internal error."""
@@ -124,6 +132,14 @@ def script(
         cwd=cwd,
         env=with_credentials(config, env) if config else env,
     )
+
+
+def script_json(config: StoreConfig, command: str, *words: str) -> Any:
+    """``zkstore <command> ... --format json`` by the installed script: what it printed,
+    parsed (it must exit 0)."""
+    done = script(config, command, *words, "--format", "json")
+    assert done.returncode == 0, (command, words, done.stdout, done.stderr)
+    return json.loads(done.stdout)
 
 
 def start(

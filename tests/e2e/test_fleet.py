@@ -7,10 +7,8 @@ that the tests check what ran where and that no job ever had two live attempts.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from click.testing import CliRunner
 
@@ -18,6 +16,7 @@ from recovery.cli.main import cli
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
+from tests.cli import json_of
 from tests.helpers import BIN, SESSION_TIMEOUT, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import SUCCEEDED
@@ -114,13 +113,6 @@ def test_the_leaders_loss_restarts_nothing_on_any_host(
     assert not any(attempts_overlap(out) for out in outs.values())
 
 
-def cli_json(config: StoreConfig, *words: str) -> Any:
-    connection = ["--zk", config.zk_hosts, "--root", config.root, "--storage", config.storage_url]
-    result = CliRunner().invoke(cli, [*words, *connection, "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
 def test_jobs_wait_with_a_reason_for_a_slot_or_a_label_and_drain_is_honoured(
     runtime_config: StoreConfig, client: Client, tmp_path: Path
 ) -> None:
@@ -135,7 +127,7 @@ def test_jobs_wait_with_a_reason_for_a_slot_or_a_label_and_drain_is_honoured(
         )
         wait_for(lambda: "slot" in waiting(client, "b"), timeout=60, what="b waits for a slot")
         wait_for(lambda: "gpu=yes" in waiting(client, gpu), timeout=60, what="g waits for a gpu")
-        listed = {j["job_id"]: j for j in cli_json(runtime_config, "jobs", "list")}
+        listed = {j["job_id"]: j for j in json_of(runtime_config, "jobs", "list")}
         assert "slot" in listed["b"]["waiting"] and "gpu=yes" in listed["g"]["waiting"]
         assert client.wait("b", timeout=60).outcome == SUCCEEDED, "started once a slot freed"
         runner = CliRunner()
@@ -145,14 +137,14 @@ def test_jobs_wait_with_a_reason_for_a_slot_or_a_label_and_drain_is_honoured(
         local.start_daemon("big", "--label", "gpu=yes")
         wait_for(
             lambda: any(
-                d["id"] == "big" and d["up"] for d in cli_json(runtime_config, "daemons", "list")
+                d["id"] == "big" and d["up"] for d in json_of(runtime_config, "daemons", "list")
             ),
             timeout=60,
         )
         assert client.status(gpu).result is None, "drained: nothing placed there"
         assert runner.invoke(cli, ["daemons", "undrain", "big", *connection]).exit_code == 0
         assert client.wait(gpu, timeout=60).outcome == SUCCEEDED
-        fleet = {d["id"]: d for d in cli_json(runtime_config, "daemons", "list")}
+        fleet = {d["id"]: d for d in json_of(runtime_config, "daemons", "list")}
         assert fleet["big"]["labels"] == {"gpu": "yes"} and fleet["small"]["slots"] == 1
         assert [d for d in fleet.values() if d["leader"]] == [fleet["small"]]
     finally:

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
+from tests.cli import script_json
 from tests.helpers import SESSION_TIMEOUT, http_status, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import CANCELLED, RUNNING, SUCCEEDED
@@ -50,17 +51,6 @@ def get_json(daemon: DaemonProcess, path: str, status: int = 200) -> Any:
     assert code == status, body
     assert headers["Content-Type"].startswith("application/json")
     return json.loads(body)
-
-
-def cli_json(config: StoreConfig, *args: str) -> Any:
-    done = subprocess.run(
-        [str(BIN / "zkstore"), *args, "--format", "json", *connection_args(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def connection_args(config: StoreConfig) -> list[str]:
@@ -102,8 +92,8 @@ def test_every_read_endpoint_on_the_leader_and_on_a_standby(
     web: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
     done, live = finished_and_running(client, tmp_path)
-    cli_list = cli_json(runtime_config, "jobs", "list", "--all")
-    cli_show = cli_json(runtime_config, "jobs", "show", done)
+    cli_list = script_json(runtime_config, "jobs list", "--all")
+    cli_show = script_json(runtime_config, "jobs show", done)
     for daemon in web.daemons.values():
         leading = daemon.daemon_id == "d1"
         health = get_json(daemon, "/health")
@@ -147,7 +137,7 @@ def test_every_read_endpoint_on_the_leader_and_on_a_standby(
     def steady(daemons: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in d.items() if k not in volatile} for d in daemons]
 
-    listed_daemons = cli_json(runtime_config, "daemons", "list")
+    listed_daemons = script_json(runtime_config, "daemons list")
     api_daemons = get_json(web.daemons["d2"], "/api/v1/cluster")["daemons"]
     assert steady(listed_daemons) == steady(api_daemons)
     assert [(d["id"], d["up"], d["drained"]) for d in api_daemons] == [
@@ -319,7 +309,7 @@ def test_each_daemon_tells_its_own_memory_in_metrics_and_daemons_list(
         assert samples[("zkstore_daemon_python_heap_blocks", me)] > 10_000
     fleet = wait_for(
         lambda: (
-            (f := {d["id"]: d for d in cli_json(runtime_config, "daemons", "list")})
+            (f := {d["id"]: d for d in script_json(runtime_config, "daemons list")})
             and all(d["rss"] for d in f.values())
             and f
         ),
@@ -383,7 +373,7 @@ def test_control_through_the_api_of_a_standby(
         timeout=60,
         what="the job's acknowledgement",
     )
-    assert get_json(standby, path) == cli_json(runtime_config, "control", "get", job)
+    assert get_json(standby, path) == script_json(runtime_config, "control get", job)
     for body, expected in (
         ({"values": {"colour": "red"}}, 400),  # not declared by the job
         ({"values": {"rate": "fast"}}, 400),  # declared as a float
@@ -406,7 +396,7 @@ def test_control_through_the_api_of_a_standby(
     assert change(f"{path}/explode", None)[0] == 404
     assert request(standby, "/api/v1/jobs/no-such-job/control")[0] == 404
     history = get_json(standby, f"{path}/history")
-    assert history == cli_json(runtime_config, "control", "history", job)
+    assert history == script_json(runtime_config, "control history", job)
     assert [e["version"] for e in history["entries"]] == [0, 1, 2, 3, 4, 5]
     assert all(e["by"].endswith("(HTTP API)") for e in history["entries"])
     assert get_json(standby, f"{path}/history?last=2")["entries"][0]["version"] == 4

@@ -8,18 +8,15 @@ operator commands find exactly what it left and release it.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from recovery.cli.main import cli
 from tests import helpers, jobs
-from tests.cli import connection
+from tests.cli import json_of
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
@@ -291,7 +288,7 @@ def test_a_corrupt_record_is_reported_not_trusted(any_cluster: Cluster, attempts
     cluster.zk.create(cluster.layout.artifact("j", "junk"), b'{"name": "junk", "uri": 3}')
     records, unreadable = cluster.artifacts("j").all()
     assert [r.name for r in records] == ["fine"] and list(unreadable) == ["junk"]
-    shown = run_cli(cluster.config, "jobs", "show", "j", "--format", "json")
+    shown = json_of(cluster.config, "jobs", "show", "j")
     assert [a["name"] for a in shown["artifacts"]] == ["fine"]
     assert "artifact junk" in shown["record_errors"]
 
@@ -333,15 +330,8 @@ def test_cleanup_keeps_only_finished_outputs_of_a_succeeded_job(
 # -- crashes at every step, then the operator commands -------------------------------------------
 
 
-def run_cli(config: StoreConfig, *words: str) -> Any:
-    """``zkstore <words> <connection options>`` in process; the parsed JSON it printed."""
-    result = CliRunner().invoke(cli, [*words, *connection(config)], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
 def lingering(config: StoreConfig) -> set[tuple[str, str]]:
-    report = run_cli(config, "handles", "lingering", "--min-age", "0s", "--format", "json")
+    report = json_of(config, "handles", "lingering", "--min-age", "0s")
     return {(f["kind"], f["target"].rsplit("/", 1)[-1]) for f in report["findings"]}
 
 
@@ -393,9 +383,7 @@ def test_a_crash_at_any_step_leaves_exactly_what_lingering_finds_and_cleanup_rel
     driver.end()
     leftover = expected_leftover(step, scope)
     assert lingering(cluster.config) == leftover
-    report = run_cli(
-        cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s", "--format", "json"
-    )
+    report = json_of(cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s")
     assert [(r["kind"], r["done"]) for r in report["results"]] == [(k, True) for k, _ in leftover]
     assert lingering(cluster.config) == set()
     if leftover:
@@ -417,7 +405,7 @@ def test_a_cleanup_that_crashes_mid_release_is_finished_by_the_next(
     cluster.results.create_dirty("j", FAILED, attempts=1)
     crash(cluster.config, "cleanup", step, JOB)
     assert lingering(cluster.config) == {("dirty-result", "j")}, "the dirty result owns the rest"
-    run_cli(cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s", "--format", "json")
+    json_of(cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s")
     assert lingering(cluster.config) == set()
     assert cluster.storage.list("default/artifacts/j") == []
     result = cluster.results.get("j")
@@ -443,15 +431,11 @@ def test_artifacts_of_an_ended_job_and_a_live_driver_are_told_apart(
     try:
         info = RunningInfo(version=None, attempt=2, host="h", pid=1, started=parse_time(utc_now()))
         back.create(cluster.layout.running("gone"), info.to_bytes(), ephemeral=True)
-        report = run_cli(
-            cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s", "--format", "json"
-        )
+        report = json_of(cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s")
         assert [(r["action"], r["done"]) for r in report["results"]] == [("kept", False)] * 2
     finally:
         back.stop()
-    report = run_cli(
-        cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s", "--format", "json"
-    )
+    report = json_of(cluster.config, "handles", "cleanup", "--yes", "--min-age", "0s")
     assert [(r["kind"], r["done"]) for r in report["results"]] == [
         ("artifact-of-ended-job", True),
         ("empty-job-tree", True),

@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from recovery.cli.main import cli
 from tests import jobs
-from tests.cli import connection
+from tests.cli import run
 from tests.helpers import crash, wait_for
 from zkstore.admin.inventory import read_inventory, verify
 from zkstore.admin.lingering import find_lingering
@@ -25,15 +23,6 @@ from zkstore.records.job_states import SUCCEEDED
 from zkstore.zookeeper.zk import ZooKeeper
 
 MIN_AGE = 2.0
-
-
-def run_cli(config: StoreConfig, *args: str) -> Any:
-    """Run a ``zkstore`` command in process through click's runner."""
-    command, rest = args[0], args[1:]
-    sub = rest[0] if rest and not rest[0].startswith("-") else None
-    words = [command, *([sub] if sub else [])]
-    tail = list(rest[1:] if sub else rest)
-    return CliRunner().invoke(cli, [*words, *connection(config), *tail], catch_exceptions=False)
 
 
 @pytest.fixture
@@ -67,8 +56,8 @@ def seeded(config: StoreConfig) -> Iterator[tuple[Cluster, set[tuple[str, str]]]
 
 
 def lingering_json(config: StoreConfig, min_age: float = 0.0) -> dict[str, Any]:
-    result = run_cli(config, "handles", "lingering", "--min-age", f"{min_age}s", "--format", "json")
-    assert result.exit_code == 0, result.output
+    result = run(config, "handles", "lingering", "--min-age", f"{min_age}s", "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
     found: dict[str, Any] = json.loads(result.stdout)
     return found
 
@@ -108,10 +97,8 @@ def test_cleanup_dry_run_changes_nothing(
 ) -> None:
     cluster, expected = seeded
     before = snapshot_everything(cluster)
-    result = run_cli(
-        config, "handles", "cleanup", "--dry-run", "--min-age", "0s", "--format", "json"
-    )
-    assert result.exit_code == 0, result.output
+    result = run(config, "handles", "cleanup", "--dry-run", "--min-age", "0s", "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["dry_run"] is True and report["done"] == 0
     assert {(r["kind"], r["job_id"]) for r in report["results"]} == {
@@ -153,15 +140,13 @@ def test_cleanup_removes_exactly_the_garbage_while_a_workload_runs(
         # The seeded state must be older than --min-age, the workload's newest payloads younger.
         wait_for(lambda: time.time() > seeded_at + MIN_AGE + 0.5, timeout=30, what="aging")
         wait_for(lambda: len(written) >= 3, timeout=30, what="workload")
-        result = run_cli(
-            config, "handles", "cleanup", "--yes", "--min-age", "2s", "--format", "json"
-        )
+        result = run(config, "handles", "cleanup", "--yes", "--min-age", "2s", "--format", "json")
         wait_for(lambda: len(written) >= 10, timeout=30, what="more workload")
     finally:
         stop.set()
         thread.join()
     assert not errors, errors
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     actions = {(r["kind"], r["job_id"]): r for r in report["results"]}
     assert actions[("orphan-payload", "orphaned")]["done"]
@@ -182,20 +167,21 @@ def test_verify_catches_a_flipped_byte_and_a_deleted_payload(config: StoreConfig
         for job in ("fine", "flipped", "deleted"):
             cluster.jobs.submit(JobDefinition.for_function(job, jobs.noop))
         cluster.checkpoints("fine").add({"step": 1})
-        clean = run_cli(config, "handles", "verify", "--format", "json")
-        assert clean.exit_code == 0 and json.loads(clean.stdout) == {"checked": 4, "problems": []}
+        clean = run(config, "handles", "verify", "--format", "json")
+        assert clean.returncode == 0 and json.loads(clean.stdout) == {"checked": 4, "problems": []}
         flipped = cluster.jobs.handles.get_handle("flipped")
         path = cluster.storage.path_of(flipped.uri)
         data = cluster.storage.fs.cat_file(path)
         cluster.storage.fs.pipe_file(path, data[:-1] + bytes([data[-1] ^ 1]))
         cluster.storage.discard(cluster.jobs.handles.get_handle("deleted").uri)
-    result = run_cli(config, "handles", "verify", "--format", "json")
-    assert result.exit_code == 1
+    result = run(config, "handles", "verify", "--format", "json")
+    assert result.returncode == 1
     problems = {p["job"]: p["problem"] for p in json.loads(result.stdout)["problems"]}
     assert set(problems) == {"flipped", "deleted"}
     assert "sha256" in problems["flipped"] and "PayloadMissing" in problems["deleted"]
-    table = run_cli(config, "handles", "verify")
-    assert "2 problem(s)" in table.output and "flipped" in table.output
+    table = run(config, "handles", "verify")
+    printed = table.stdout + table.stderr
+    assert "2 problem(s)" in printed and "flipped" in printed
 
 
 @pytest.mark.parametrize(
@@ -224,7 +210,7 @@ def test_the_store_is_read_after_catching_up_with_the_ensemble(
     with Cluster.open(config) as cluster:
         cluster.jobs.submit(JobDefinition.for_function("j", jobs.noop))
         calls.clear()
-        assert run_cli(config, "handles", *command, "--format", "json").exit_code == 0
+        assert run(config, "handles", *command, "--format", "json").returncode == 0
         assert calls and calls[0] == f"sync {cluster.layout.base}", calls
 
 
@@ -232,7 +218,7 @@ def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> Non
     with Cluster.open(config) as cluster:
         cluster.jobs.submit(JobDefinition.for_function("a", jobs.noop), keep_lock=True)
         cluster.checkpoints("a").add({"step": 1})
-        result = run_cli(config, "handles", "list", "--format", "json")
+        result = run(config, "handles", "list", "--format", "json")
         items = json.loads(result.stdout)
         assert [(i["kind"], i["job"], i["version"]) for i in items] == [
             ("job", "a", 0),  # sorted by path: .../currentJobs/a before .../jobs/a/checkpoints
@@ -241,14 +227,19 @@ def test_handles_list_shows_kinds_versions_and_locks(config: StoreConfig) -> Non
         job = next(i for i in items if i["kind"] == "job")
         assert job["locks"] == [cluster.instance_id]
         assert job["uri"].startswith(cluster.storage.root_url) and len(job["sha256"]) == 64
-        table = run_cli(config, "handles", "list")
-        assert table.output.splitlines()[0].split()[:4] == ["KIND", "JOB", "NAME", "VERSION"]
+        table = run(config, "handles", "list")
+        assert table.stdout.splitlines()[0].split()[:4] == [
+            "KIND",
+            "JOB",
+            "NAME",
+            "VERSION",
+        ]
 
 
 def test_cleanup_needs_dry_run_or_yes(config: StoreConfig) -> None:
-    result = CliRunner().invoke(cli, ["handles", "cleanup", *connection(config)])
-    assert result.exit_code == 2
-    assert "--dry-run" in result.output
+    result = run(config, "handles", "cleanup")
+    assert result.returncode == 2
+    assert "--dry-run" in result.stderr
 
 
 def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
@@ -256,18 +247,18 @@ def test_jobs_and_checkpoints_listing_in_json(config: StoreConfig) -> None:
         cluster.jobs.submit(JobDefinition.for_function("listed", jobs.noop, max_attempts=4))
         cluster.checkpoints("listed").add({"step": 1})
         cluster.checkpoints("listed").add({"step": 2})
-    listed = json.loads(run_cli(config, "jobs", "list", "--format", "json").stdout)
+    listed = json.loads(run(config, "jobs", "list", "--format", "json").stdout)
     assert [(j["job_id"], j["state"], j["max_attempts"], j["kind"]) for j in listed] == [
         ("listed", "SUBMITTED", 4, "function")
     ]
-    shown = json.loads(run_cli(config, "jobs", "show", "listed", "--format", "json").stdout)
+    shown = json.loads(run(config, "jobs", "show", "listed", "--format", "json").stdout)
     assert [c["id"] for c in shown["checkpoints"]] == [1, 2]
     checkpoints = json.loads(
-        run_cli(config, "checkpoints", "list", "listed", "--format", "json").stdout
+        run(config, "checkpoints", "list", "listed", "--format", "json").stdout
     )
     assert [c["id"] for c in checkpoints] == [1, 2]
-    missing = CliRunner().invoke(cli, ["jobs", "show", "nope", *connection(config)])
-    assert missing.exit_code == 4 and "no job 'nope'" in missing.output
+    missing = run(config, "jobs", "show", "nope")
+    assert missing.returncode == 4 and "no job 'nope'" in missing.stderr
 
 
 def test_a_handle_replaced_after_the_listing_is_not_reported_dangling(config: StoreConfig) -> None:
