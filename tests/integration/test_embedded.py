@@ -44,6 +44,8 @@ def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Path) -> None
         client.start(timeout=10)
         client.create("/hello", b"world")
         assert client.get("/hello")[0] == b"world"
+        said = four_letter_word(host, int(port), "conf").splitlines()
+        conf = dict(line.split("=", 1) for line in said if "=" in line)
         client.stop()
         client.close()
     finally:
@@ -51,6 +53,9 @@ def test_zookeeper_command_starts_a_server_kazoo_can_use(tmp_path: Path) -> None
         _, err = process.communicate(timeout=30)
     assert process.returncode == 0
     assert "export ZKSTORE_ZK=" in err
+    # a short tick (a session expires at the first tick after its timeout: the tick is what a
+    # host's loss waits beyond the session), and still no session under a second
+    assert (conf["tickTime"], conf["minSessionTimeout"]) == ("100", "1000"), conf
     with pytest.raises(OSError):
         four_letter_word("127.0.0.1", int(port), "ruok")
     assert list(tmp_path.iterdir()) == [], "the temporary data directory is removed at the end"

@@ -2,7 +2,7 @@
 
 A production ZooKeeper's ``tickTime=2000`` grants at least 4 s (its ``minSessionTimeout``, two
 ticks), so ``--session-timeout 2`` silently became 4 s and every failover took that long. The
-suite's server ticks every 0.5 s: it grants 1 s at least and 60 s at most.
+suite's server ticks every 0.1 s: it grants 1 s at least and 60 s at most.
 """
 
 from __future__ import annotations
