@@ -80,11 +80,11 @@ def run(config: StoreConfig, *words: str, env: dict[str, str] | None = None) -> 
     return zkstore(config, "", *words, env=env, connection_first=False)
 
 
-def json_of(config: StoreConfig, *words: str) -> Any:
-    """``zkstore <words> --format json`` in this process: what it printed, parsed (it must
-    exit 0)."""
-    ran = run(config, *words, "--format", "json")
-    assert ran.returncode == 0, (words, ran.stdout, ran.stderr)
+def json_of(config: StoreConfig, command: str, *words: str) -> Any:
+    """``zkstore <command> <words> --format json`` in this process (``command`` split at
+    spaces, as :func:`script`'s): what it printed, parsed (it must exit 0)."""
+    ran = run(config, *command.split(), *words, "--format", "json")
+    assert ran.returncode == 0, (command, words, ran.stdout, ran.stderr)
     return json.loads(ran.stdout)
 
 

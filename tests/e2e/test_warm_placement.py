@@ -10,7 +10,6 @@ daemon without warm drivers (ids sort it first), and ran in a cold JVM of its ow
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 
 from recovery.dev.localcluster import LocalCluster
 from tests import spark_jvm
-from tests.cli import script
+from tests.cli import json_of, script, script_json
 from tests.helpers import print_logs, wait_for
 from tests.warm_drivers import JOB, WARM
 from zkstore.config import StoreConfig
@@ -33,10 +32,11 @@ def run(ctx):
 """
 
 
-def daemons(config: StoreConfig) -> dict[str, dict[str, object]]:
-    done = script(config, "daemons list", "--format", "json")
-    assert done.returncode == 0, done.stderr
-    return {item["id"]: item for item in json.loads(done.stdout)}
+def daemons(config: StoreConfig, *, installed: bool = False) -> dict[str, dict[str, object]]:
+    """``daemons list --format json`` by id: by the installed script, or in this process for
+    a wait that asks every second (the same command, without a new interpreter each time)."""
+    listed = script_json(config, "daemons list") if installed else json_of(config, "daemons list")
+    return {item["id"]: item for item in listed}
 
 
 def ready_on_b(config: StoreConfig) -> int:
@@ -45,12 +45,14 @@ def ready_on_b(config: StoreConfig) -> int:
     return ready
 
 
-def ended(config: StoreConfig, job_id: str) -> dict[str, object] | None:
+def ended(config: StoreConfig, job_id: str, *, installed: bool = False) -> dict[str, object] | None:
     """The job's one attempt once its end is told (where it ran, which JVM it had)."""
-    done = script(config, "jobs show", job_id, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    attempts = json.loads(done.stdout)["attempts"]
-    told = [a for a in attempts if a["outcome"] != "PLACED"]
+    shown = (
+        script_json(config, "jobs show", job_id)
+        if installed
+        else json_of(config, "jobs show", job_id)
+    )
+    told = [a for a in shown["attempts"] if a["outcome"] != "PLACED"]
     return told[0] if told else None
 
 
@@ -71,14 +73,14 @@ def test_spark_jobs_land_where_a_warm_jvm_is_ready(
         local.start_daemon("a")
         local.start_daemon("b")
         local.wait_for_leader(timeout=config.session_timeout * 4 + 30)
-        listed = daemons(config)
+        listed = daemons(config, installed=True)
         assert listed["a"]["warm_ready"] is None, "no warm drivers: none said"
         landed: list[tuple[str, str]] = []
         for n in range(JOBS):
             # a warm JVM exists (b's, or its replacement once the jobs took both)
             wait_for(lambda: ready_on_b(config) > 0, WARM, 1.0, what="b's warm JVM")
             if n == 0:
-                first = daemons(config)["b"]["warm_first_s"]
+                first = daemons(config, installed=True)["b"]["warm_first_s"]
                 assert isinstance(first, float) and 0 < first < WARM, first
                 text = script(config, "daemons list")
                 assert " ready (first at" in text.stdout, text.stdout
@@ -88,7 +90,8 @@ def test_spark_jobs_land_where_a_warm_jvm_is_ready(
                 cwd=laptop,
             )  # fmt: skip
             assert made.returncode == 0, made.stderr
-            attempt = wait_for(partial(ended, config, job_id), JOB, 0.5, what=f"{job_id} ended")
+            wait_for(partial(ended, config, job_id), JOB, 0.5, what=f"{job_id} ended")
+            attempt = ended(config, job_id, installed=True)  # what a user reads of it
             assert attempt is not None and attempt["outcome"] == "SUCCEEDED", attempt
             landed.append((str(attempt["daemon"]), str(attempt.get("jvm"))))
         wrong = [(n, where) for n, where in enumerate(landed) if where[0] != "b"]
