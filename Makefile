@@ -62,9 +62,9 @@ import-graph: $(STAMP)
 # The runtime's end-to-end flows again with ZooKeeper credentials, where every driver holds
 # its own job's identity (zkstore/zookeeper/identity.py): checkpoints, artifacts, control, heartbeats,
 # schedules, adoption. .ci/run runs this after make test.
-CREDENTIAL_TESTS ?= tests/e2e/test_artifacts_runtime.py tests/e2e/test_control_e2e.py \
-	tests/e2e/test_restart_adoption.py tests/e2e/test_runtime.py tests/e2e/test_attempt_timeouts.py \
-	tests/e2e/test_hung_drivers.py tests/e2e/test_schedules_e2e.py
+CREDENTIAL_TESTS ?= tests/artifacts/test_artifacts_runtime.py tests/control/test_control_running_jobs.py \
+	tests/drivers/test_restart_adoption.py tests/lifecycle/test_runtime.py tests/lifecycle/test_attempt_timeouts.py \
+	tests/lifecycle/test_hung_drivers.py tests/schedules/test_schedules_journey.py
 test-credentials: $(STAMP)
 	ZKSTORE_TEST_CREDENTIALS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(CREDENTIAL_TESTS)
 
@@ -84,7 +84,7 @@ test-soak: $(STAMP)
 browser-test: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 	ZKSTORE_SCREENSHOT=$(SCREENSHOT) $(BIN)/python -m pytest -q -p no:xdist -m browser \
-		-o addopts="" tests/e2e/test_browser.py
+		-o addopts="" tests/http/test_browser.py
 
 demo: $(STAMP)
 	$(BIN)/zkstore demo

@@ -468,8 +468,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(item.nodeid)
     if unsorted:
         raise pytest.UsageError(
-            "every test lives in tests/unit, tests/integration or tests/e2e: "
-            + ", ".join(sorted(unsorted))
+            "every test lives in the folder of its concern: " + ", ".join(sorted(unsorted))
         )
     if misplaced:
         raise pytest.UsageError(

@@ -1,6 +1,6 @@
 """Each test's time, kept from run to run (``tests/durations.json``).
 
-The file maps a test's node id (``tests/e2e/test_runtime.py::test_...``) to the seconds its
+The file maps a test's node id (``tests/lifecycle/test_runtime.py::test_...``) to the seconds its
 setup, call and teardown took in the last run that saved them (``make test`` does: pytest's
 ``--save-durations``). It serves twice:
 

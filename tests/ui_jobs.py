@@ -1,4 +1,4 @@
-"""A job that reports what its driver's Spark UI is, for tests/e2e/test_spark_ui.py: where it
+"""A job that reports what its driver's Spark UI is, for tests/spark/test_spark_ui.py: where it
 listens (from ``/proc/net/tcp*``, as the kernel has it) and whether it lets anyone kill."""
 
 from __future__ import annotations

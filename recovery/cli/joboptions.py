@@ -23,7 +23,8 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 # zkstore.jobs.definition.DEFAULT_MAX_LOST_ATTEMPTS, without importing the definitions (and
-# cloudpickle) for a usage error; tests/unit/test_cli_lazy_commands.py checks that they agree.
+# cloudpickle) for a usage error; tests/command_line/test_cli_lazy_commands.py checks that
+# they agree.
 DEFAULT_MAX_LOST_ATTEMPTS = 10
 
 

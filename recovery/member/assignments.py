@@ -9,7 +9,7 @@ names with the children's version (:class:`zkstore.zookeeper.watch.Listing`: one
 created or deleted): if it moved by exactly the names that came and went, every name listed both
 times is the node the last look read; otherwise (one deleted and made again, or the directory made
 again) all are read again. With many drivers running on a member, a placement or an end costs one
-read, not one per driver (``tests/integration/test_member_reads.py``).
+read, not one per driver (``tests/drivers/test_member_reads.py``).
 """
 
 from __future__ import annotations

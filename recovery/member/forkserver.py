@@ -140,7 +140,7 @@ def prepare(preload: Sequence[str] = ()) -> None:
     """What every forked child finds done: the mains imported and warmed (``warm()``), the
     ``preload`` modules and pyspark imported, botocore's S3 session made if s3fs is one. A child
     that imports, compiles or parses something at each start pays for it in every run
-    (tests/integration/test_driver_start.py)."""
+    (tests/drivers/test_driver_start.py)."""
     for module in _MAINS.values():  # the point of the server: imported once, before forks
         warm = getattr(importlib.import_module(module), "warm", None)
         if warm is not None:

@@ -3,7 +3,7 @@
 anything else: ``time.time`` is moved by that many seconds, and ``datetime`` is made to use its
 pure-Python implementation (the C one reads the system clock itself), whose ``now`` reads
 ``time.time``. Monotonic clocks stay true, as they do when a host's wall clock is wrong. Test-only
-(``tests/e2e/test_clock_skew.py``): libfaketime does the same for any program, but is not
+(``tests/chaos_faults/test_clock_skew.py``): libfaketime does the same for any program, but is not
 installed here.
 """
 

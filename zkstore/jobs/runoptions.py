@@ -46,7 +46,7 @@ RETRY_KEYS = (
 )
 #: Where the job's own events are POSTed.
 NOTIFY_KEY = "notify"
-#: Every lifecycle option, the one list of them (tests/unit/test_lifecycle_options.py checks
+#: Every lifecycle option, the one list of them (tests/lifecycle/test_lifecycle_options.py checks
 #: that every place that reads or writes them knows each).
 LIFECYCLE_KEYS = (*LIMIT_KEYS, *RETRY_KEYS, NOTIFY_KEY)
 

@@ -8,7 +8,7 @@ command to run (it must be refused while a daemon of the previous release lives)
 new code falls back (proved by the jobs the new command line submits into the mixed fleet,
 which old daemons run).
 
-A feature missing here fails the upgrade test (and ``tests/unit/test_upgrade_release.py``):
+A feature missing here fails the upgrade test (and ``tests/upgrade/test_upgrade_harness.py``):
 whoever adds a feature adds the command that needs it.
 """
 

@@ -108,7 +108,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: the log line of a warm JVM ready (``zkstore demo`` reads it: tests/unit/test_demo_lines.py)
+#: the log line of a warm JVM ready (``zkstore demo`` reads it: tests/spark/test_demo_lines.py)
 READY_LINE = "warm driver %s ready (pid %d, started and warmed in %.1f s%s)"
 
 #: Seconds a warm JVM may take to open its gateway, and its warm-up to run (a loaded host).

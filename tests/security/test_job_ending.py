@@ -1,0 +1,231 @@
+"""Ending a job is the daemon's and the leader's job, whatever its code does (issue 54 item 4).
+
+As a user meets it: the installed ``zkstore`` script, a daemon as a process, drivers holding
+their job's own ZooKeeper identity (the cluster has credentials), and job code that attacks
+the way it ends: one that disables its driver's cancel handling, one that makes its job's
+``end`` node itself with an ACL for its own identity alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from recovery.dev.localcluster import LocalCluster
+from recovery.leader.decide import CANCEL_END_GRACE, CANCEL_MARGIN
+from tests.cli import script
+from tests.helpers import (
+    SESSION_TIMEOUT,
+    alive,
+    hands_client,
+    wait_for,
+    written_json,
+)
+from zkstore.config import StoreConfig
+from zkstore.records.job_states import CANCELLED, SUCCEEDED
+
+pytestmark = pytest.mark.e2e
+
+DEAF = '''
+import json, os, signal, time
+from pathlib import Path
+
+
+class Deaf:
+    """A cancel event that is never set."""
+
+    def set(self):
+        pass
+
+    def is_set(self):
+        return False
+
+    def wait(self, timeout=None):
+        return False
+
+
+def run(ctx, out):
+    """Replaces its driver's cancel event and grace, ignores SIGTERM and SIGINT."""
+    import gc
+
+    for found in gc.get_objects():
+        if type(found).__name__ == "Driver" and hasattr(found, "cancel_grace"):
+            found.cancelled = Deaf()
+            found.cancel_grace = 10**9
+    ctx._cancelled = Deaf()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Path(out, "deaf").write_text(json.dumps({"driver": os.getpid()}))
+    while True:
+        try:
+            time.sleep(0.1)
+        except BaseException:
+            pass
+'''
+
+PLANT = '''
+import gc, json, os, time
+from pathlib import Path
+
+
+def run(ctx, out):
+    """Makes its job's ``end`` node with the raw kazoo client under its driver's wrapper, with
+    an ACL for its own identity alone, then runs until cancelled."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NodeExistsError
+    from kazoo.security import make_digest_acl
+
+    from zkstore.config import StoreConfig
+
+    config = next(o for o in gc.get_objects() if isinstance(o, StoreConfig) and o.zk_driver)
+    user, _, password = str(config.zk_driver["job"]).removeprefix("digest:").partition(":")
+    client = next(o for o in gc.get_objects() if isinstance(o, KazooClient) and o.connected)
+    path = f"{config.base_path}/jobs/{ctx.job_id}/end"
+    try:
+        client.create(path, b"mine", acl=[make_digest_acl(user, password, all=True)])
+    except NodeExistsError:
+        pass
+    Path(out, f"planted-{ctx.attempt}").write_text(json.dumps({"driver": os.getpid()}))
+    while True:
+        ctx.raise_if_cancelled()
+        time.sleep(0.1)
+'''
+
+DEEP = PLANT.replace(
+    'client.create(path, b"mine", acl=[make_digest_acl(user, password, all=True)])',
+    'client.create(path, b"mine", acl=[make_digest_acl(user, password, all=True)])\n'
+    '        client.create(path + "/child", b"", acl=[make_digest_acl(user, password, all=True)])',
+)
+
+SELF_CANCEL = PLANT.replace('/jobs/{ctx.job_id}/end"', '/jobs/{ctx.job_id}/cancel"').replace(
+    "ctx.raise_if_cancelled()", "pass"
+)
+
+NOOP = """
+def run(ctx):
+    return None
+"""
+
+
+@pytest.fixture
+def guarded(secure: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
+    """Daemons of a cluster with credentials: every driver holds its job's own identity."""
+    cluster = LocalCluster(
+        secure.with_changes(session_timeout=SESSION_TIMEOUT), tmp_path / "rt", restart_backoff=0.2
+    )
+    yield cluster
+    cluster.stop()
+
+
+def submit(config: StoreConfig, laptop: Path, target: str, job_id: str, *words: str) -> None:
+    done = script(config, "submit", target, "--job-id", job_id, *words, cwd=laptop)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    config = guarded.config
+    (laptop / "deaf.py").write_text(DEAF)
+    out = tmp_path / "out"
+    out.mkdir()
+    grace = 2.0
+    guarded.extra_args = ("--cancel-grace", f"{grace:g}s")
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "deaf.py:run", "deaf", "--max-attempts", "1", "--", str(out))
+    pid = written_json(out / "deaf", timeout=90, what="the job running")["driver"]
+    cancelled = script(config, "jobs cancel", "deaf")
+    assert cancelled.returncode == 0, cancelled.stderr
+    # The driver's own cancel is disabled: the leader ends it past the grace and its margin,
+    # its daemon sends SIGTERM (ignored) and SIGKILL after the short end grace.
+    bound = grace + CANCEL_MARGIN + CANCEL_END_GRACE + 20
+    wait_for(lambda: not alive(pid), timeout=bound, what="the deaf driver ended")
+    with hands_client(config) as client:
+        result = client.wait("deaf", timeout=30)
+    assert result.outcome == CANCELLED
+    assert "SIGKILL to the process group" in guarded.daemons["d1"].log()
+
+
+def test_a_job_that_makes_its_end_node_for_itself_blocks_neither_cancel_nor_the_others(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    config = guarded.config
+    (laptop / "plant.py").write_text(PLANT)
+    (laptop / "noop.py").write_text(NOOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "plant.py:run", "plant", "--", str(out))
+    written_json(out / "planted-1", timeout=90, what="the end node planted")
+    shown = script(config, "jobs show", "plant", "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    cancelled = script(config, "jobs cancel", "plant")
+    assert cancelled.returncode == 0, cancelled.stderr
+    submit(config, laptop, "noop.py:run", "other")
+    with hands_client(config) as client:
+        assert client.wait("plant", timeout=90).outcome == CANCELLED
+        assert client.wait("other", timeout=90).outcome == SUCCEEDED
+    for job_id, state in (("plant", CANCELLED), ("other", SUCCEEDED)):
+        # the result is recorded before the job's records are cleaned up (CLEANING meanwhile):
+        # its cleanup, the planted node's delete among them, must finish too
+        def shown_state(job_id: str = job_id) -> str | None:
+            shown = script(config, "jobs show", job_id, "--format", "json")
+            assert shown.returncode == 0, shown.stderr
+            found: str = json.loads(shown.stdout)["state"]
+            return found if found != "CLEANING" else None
+
+        assert wait_for(shown_state, SESSION_TIMEOUT * 10, what=f"{job_id} cleaned up") == state
+    assert "unexpected store error" not in guarded.daemons["d1"].log()
+
+
+def test_a_job_whose_planted_end_has_children_blocks_neither_cancel_nor_the_others(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    """An ``end`` the cluster can neither read nor delete (a child under the job's own ACL):
+    ``jobs cancel`` is taken, the job's result is CANCELLED, and the other jobs run (its records
+    stay: deleting them needs rights the job took away; docs/operating.md)."""
+    config = guarded.config
+    (laptop / "deep.py").write_text(DEEP)
+    (laptop / "noop.py").write_text(NOOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "deep.py:run", "deep", "--", str(out))
+    pid = written_json(out / "planted-1", timeout=90, what="the end node planted")["driver"]
+    cancelled = script(config, "jobs cancel", "deep")
+    assert cancelled.returncode == 0, cancelled.stderr
+    wait_for(lambda: not alive(pid), timeout=60, what="the driver ended")
+    with hands_client(config) as client:
+        assert client.wait("deep", timeout=60).outcome == CANCELLED
+    other = script(config, "submit", "noop.py:run", "--job-id", "other", "--wait", cwd=laptop)
+    assert other.returncode == 0, other.stderr
+    assert "unexpected store error" not in guarded.daemons["d1"].log()
+
+
+def test_a_job_that_makes_its_cancel_node_for_itself_is_ended_and_the_others_run(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    """A ``cancel`` the cluster may not read (nor, on ZooKeeper 3.9, watch): the leader takes
+    it for a cancel (an unreadable cancel still asks the job to stop) and ends the attempt, its
+    watches on the other jobs are set all the same, and they run."""
+    config = guarded.config
+    (laptop / "self_cancel.py").write_text(SELF_CANCEL)
+    (laptop / "noop.py").write_text(NOOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "self_cancel.py:run", "selfish", "--", str(out))
+    pid = written_json(out / "planted-1", timeout=90, what="the cancel node planted")["driver"]
+    submit(config, laptop, "noop.py:run", "other")
+    with hands_client(config) as client:
+        assert client.wait("other", timeout=90).outcome == SUCCEEDED
+        assert client.wait("selfish", timeout=90).outcome == CANCELLED
+    assert not alive(pid)
+    assert "unexpected store error" not in guarded.daemons["d1"].log()

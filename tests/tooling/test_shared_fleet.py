@@ -1,0 +1,115 @@
+"""The suite's shared fleets (tests/fleets.py): a test leaves nothing another sees, and a test
+that changes the fleet is caught, named, and the fleet replaced."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from recovery.client.api import Client
+from recovery.dev.localcluster import LocalCluster
+from tests import jobs
+from tests.cli import zkstore
+from tests.fleets import Fleets, Shape, SharedCluster, SharedFleet
+from tests.helpers import hands_client, wait_for
+from zkstore.config import StoreConfig
+from zkstore.records.job_states import SUCCEEDED
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def own_fleets(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[Fleets]:
+    """Fleets of this test's own (the suite's, which other tests share, are not touched)."""
+    made = Fleets(runtime_config, tmp_path / "fleets")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def fleet(own_fleets: Fleets) -> SharedFleet:
+    return own_fleets.of(Shape())
+
+
+def listed(config: StoreConfig) -> list[str]:
+    done = zkstore(config, "jobs list", "--all", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return [job["job_id"] for job in json.loads(done.stdout)]
+
+
+def test_the_next_test_sees_none_of_the_jobs_a_test_left(
+    fleet: SharedFleet, tmp_path: Path
+) -> None:
+    local = fleet.begin()
+    with hands_client(fleet.config) as client:
+        done = client.submit_function(jobs.steps, str(tmp_path / "a"), 2, 0.01, job_id="same")
+        assert client.wait(done, timeout=60).outcome == SUCCEEDED
+        client.submit_function(jobs.sleeper, str(tmp_path / "b"), 120, job_id="left-running")
+        wait_for(lambda: local.driver_pid("left-running") is not None, timeout=30, what="driver up")
+    assert sorted(listed(fleet.config)) == ["left-running", "same"]
+    assert fleet.reset() == []
+    assert listed(fleet.config) == []
+    # The next test may use the same ids, on the same daemon.
+    again = fleet.begin()
+    assert again.start_daemon("d1").pid == local.daemons["d1"].pid
+    with hands_client(fleet.config) as client:
+        done = client.submit_function(jobs.steps, str(tmp_path / "c"), 2, 0.01, job_id="same")
+        result = client.wait(done, timeout=60)
+    assert (result.outcome, result.attempts) == (SUCCEEDED, 1)
+    assert fleet.reset() == []
+
+
+def test_a_daemon_killed_is_named(fleet: SharedFleet) -> None:
+    local = fleet.begin()
+    local.daemons["d1"].signal(signal.SIGKILL)
+    wait_for(lambda: not local.daemons["d1"].alive, timeout=10, what="d1 gone")
+    changed = fleet.reset()
+    assert any(line.startswith("daemons: ") and "False" in line for line in changed), changed
+
+
+def test_a_pool_and_a_drain_left_are_named(fleet: SharedFleet) -> None:
+    fleet.begin()
+    assert zkstore(fleet.config, "pools set", "nightly", "--max-running", "1").returncode == 0
+    assert zkstore(fleet.config, "daemons drain", "d1").returncode == 0
+    changed = fleet.reset()
+    assert any(line.startswith("pools: [] -> ['nightly']") for line in changed), changed
+    assert any(line.startswith("drained: [] -> ['d1']") for line in changed), changed
+
+
+def test_a_daemon_the_fleet_lacks_is_refused(fleet: SharedFleet) -> None:
+    local = fleet.begin()
+    with pytest.raises(AssertionError, match=r"mark the test @pytest\.mark\.disturbs"):
+        local.start_daemon("d2")
+    with pytest.raises(AssertionError, match="changes it"):
+        local.start_daemon("d1", "--max-drivers", "1")
+    assert fleet.reset() == []
+
+
+def test_a_daemons_log_shows_the_test_its_own_part(fleet: SharedFleet, tmp_path: Path) -> None:
+    with hands_client(fleet.config) as client:
+        fleet.begin()
+        first = client.submit_function(jobs.steps, str(tmp_path / "a"), 1, 0.01, job_id="first")
+        assert client.wait(first, timeout=60).outcome == SUCCEEDED
+        assert fleet.reset() == []
+        local = fleet.begin()
+        second = client.submit_function(jobs.steps, str(tmp_path / "b"), 1, 0.01, job_id="next")
+        assert client.wait(second, timeout=60).outcome == SUCCEEDED
+    wait_for(lambda: "job next" in local.daemons["d1"].log(), timeout=10, what="logged")
+    assert "job first" not in local.daemons["d1"].log()
+    assert fleet.reset() == []
+
+
+@pytest.mark.shared_fleet
+def test_a_marked_test_gets_the_fleet_of_its_process_running(
+    local: LocalCluster, runtime_config: StoreConfig, client: Client, tmp_path: Path
+) -> None:
+    assert isinstance(local, SharedCluster)
+    assert runtime_config.root.startswith("/fleet") and local.config.root == runtime_config.root
+    assert local.daemons["d1"].alive and local.leader() is not None
+    assert local.start_daemon("d1") is local.daemons["d1"]
+    done = client.submit_function(jobs.steps, str(tmp_path / "o"), 1, 0.01, job_id="here")
+    assert client.wait(done, timeout=60).outcome == SUCCEEDED
