@@ -68,10 +68,12 @@ CREDENTIAL_TESTS ?= tests/artifacts/test_artifacts_runtime.py tests/control/test
 test-credentials: $(STAMP)
 	ZKSTORE_TEST_CREDENTIALS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile $(CREDENTIAL_TESTS)
 
-# The pure tests alone (no server, no process) that make test's last run timed under a second,
-# no property (tests/durations.py): within a minute, for the edit-test loop.
+# The unit tests (pure code) of every concern that the last saved run timed under a second and
+# its in-process ones (integration: real servers, no daemon) under 0.3 s, no property
+# (tests/durations.py FAST_LIMIT): within a minute, for the edit-test loop.
+# PYTEST_ARGS=tests/schedules keeps to one concern.
 test-fast: $(STAMP)
-	$(PYCACHE) $(BIN)/python -m pytest -q -n 2 -m unit --fast $(PYTEST_ARGS)
+	$(PYCACHE) $(BIN)/python -m pytest -q -n 2 -m "unit or integration" --fast $(PYTEST_ARGS)
 
 # The suite again and again while two busy loops load the CPU: SOAK_RUNS full runs must all pass.
 SOAK_RUNS ?= 5

@@ -3,15 +3,20 @@
 Every test gets its own ZooKeeper root (``/t<uuid>``) and its own storage root, so tests never see
 each other's state. Server logs are printed when a test fails.
 
-The tests live in three folders, and each test is marked after its folder:
+A test module lives in the folder of the concern it tests (``store/``, ``schedules/``,
+``placement/``...: docs/testing.md "Where a test goes"), and its level is its module's marker
+(:mod:`tests.levels`):
 
-- ``unit/``: pure code (decisions, parsers, configuration, page rendering): no server, no child
+- ``unit``: pure code (decisions, parsers, configuration, page rendering): no server, no child
   process; milliseconds each (``make test-fast``). Enforced: a unit test that asks for a server
   fixture is a collection error, and one that starts a process fails.
-- ``integration/``: the store and the runtime's pieces in this process against real servers
+- ``integration``: the store and the runtime's pieces in this process against real servers
   (ZooKeeper, S3, Spark in this process) and the children they start themselves.
-- ``e2e/``: the system as a user runs it: daemons and drivers as processes, the installed
+- ``e2e``: the system as a user runs it: daemons and drivers as processes, the installed
   ``zkstore`` script, Spark applications, a ZooKeeper ensemble.
+
+A test with no level mark or two, or a test module directly in ``tests/``, is a collection
+error.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +46,7 @@ from tests.helpers import (
     make_storage,
     wait_for,
 )
+from tests.levels import refusal
 from tests.servers import S3Server, Standalone
 from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
@@ -65,6 +72,21 @@ os.environ.update(spark_jvm.driver_environment())
 # for the commands and daemons it starts (recovery.dev.localcluster passes these on); the tests
 # of the bounds set their own.
 os.environ.update({MIN_INTERVAL_ENV: "1s", ALLOWED_ENV: "127.0.0.1"})
+
+
+@pytest.fixture(autouse=True)
+def no_processes_in_unit_tests(request: pytest.FixtureRequest) -> None:
+    """A unit test runs pure code: a child process started from one is a failure."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a unit test started a process: mark its module integration or e2e")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)
 
 
 @pytest.fixture(scope="session")
@@ -403,27 +425,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
         report.sections.append(("ZooKeeper log (tail)", server.log_tail(40)))
 
 
-#: The kinds of test, by folder (each one's marker).
-KINDS = ("unit", "integration", "e2e")
-#: Fixtures that start or reach servers or processes: never in a unit test.
-SERVER_FIXTURES = frozenset(
-    {
-        "zk_server",
-        "private_zk_server",
-        "s3_server",
-        "standalone",
-        "zk",
-        "config",
-        "cluster",
-        "any_cluster",
-        "any_storage",
-        "local",
-        "client",
-        "stand_in_session",
-    }
-)
-
-
 #: Seconds each test took in the last run that saved them (:mod:`tests.durations`).
 DURATIONS = durations.load()
 #: This run's times (the process that reports keeps them: pytest-xdist's workers send theirs).
@@ -439,8 +440,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fast",
         action="store_true",
-        help="only the tests the last saved run timed under "
-        f"{durations.FAST_LIMIT:g} s, no property (make test-fast)",
+        help="only the tests the last saved run timed under their level's limit ("
+        + ", ".join(f"{level} {took:g} s" for level, took in durations.FAST_LIMIT.items())
+        + ", else 1 s), no property (make test-fast)",
     )
     parser.addoption(
         "--save-durations",
@@ -455,26 +457,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its kind, refuse a unit test that needs a server, and order the
-    files longest first."""
-    misplaced, unsorted = [], set()
+    """Refuse a test without exactly one level mark, outside a concern folder, or of level unit
+    and needing a server (:func:`tests.levels.refusal`); order the files longest first."""
+    refused = set()
     for item in items:
-        kind = item.path.parent.name
-        if kind in KINDS:
-            item.add_marker(kind)
-        else:
-            unsorted.add(str(item.path))
-        if kind == "unit" and SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            misplaced.append(item.nodeid)
-    if unsorted:
-        raise pytest.UsageError(
-            "every test lives in the folder of its concern: " + ", ".join(sorted(unsorted))
-        )
-    if misplaced:
-        raise pytest.UsageError(
-            "unit tests must not use servers (move them to integration/ or e2e/): "
-            + ", ".join(misplaced)
-        )
+        levels = [mark.name for mark in item.iter_markers()]
+        why = refusal(item.path, levels, getattr(item, "fixturenames", ()))
+        if why is not None:
+            refused.add(f"{item.path.relative_to(config.rootpath)}: {why}")
+    if refused:
+        raise pytest.UsageError("tests refused:\n  " + "\n  ".join(sorted(refused)))
     if config.getoption("fast"):
         slow = durations.deselected_as_slow(items, DURATIONS)
         if slow:

@@ -6,9 +6,10 @@ setup, call and teardown took in the last run that saved them (``make test`` doe
 
 - the order of the files (:func:`order_longest_files_first`): pytest-xdist hands each worker a
   whole file at a time (``--dist loadfile``), so the files are run longest first, a file's
-  cost being the sum of its tests' (a test not listed counts as a test of its kind usually
+  cost being the sum of its tests' (a test not listed counts as a test of its level usually
   does);
-- ``make test-fast`` (:func:`deselected_as_slow`): the unit tests that took under a second;
+- ``make test-fast`` (:func:`deselected_as_slow`): the tests that took under a second (of the
+  levels it selects: unit and integration);
 - the run's summary (:meth:`Recorder.summary`): the ten slowest tests of this run, where the
   time went; and the CPU (:func:`cpu_seconds`): the suite's in all, and the ten tests that
   took the most of it. A test's CPU is its process's and that of every process it waited for
@@ -33,12 +34,15 @@ import pytest
 
 PATH = Path(__file__).parent / "durations.json"
 ROOT = Path(__file__).parent.parent
-#: what a test not listed is taken to cost, by its kind (folder)
+#: what a test not listed is taken to cost, by its level (its module's marker: tests/levels.py)
 USUAL_COST = {"e2e": 5.0, "integration": 0.5, "unit": 0.02}
 #: how many of the slowest tests the summary names
 SLOWEST = 10
-#: the longest a test of ``make test-fast`` took in the last saved run
-FAST_LIMIT = 1.0
+#: the longest a test of ``make test-fast`` took in the last saved run, by level: a second for
+#: a unit test, 0.3 s for a test against real servers (the unit and integration tests of every
+#: concern within a minute on two cores shared with another suite: issue 57.3); a second for a
+#: test of no level
+FAST_LIMIT = {"unit": 1.0, "integration": 0.3}
 
 
 #: the names of a report's user properties that carry its test's CPU seconds: all of it, and
@@ -75,9 +79,7 @@ def order_longest_files_first(items: list[pytest.Item], known: Mapping[str, floa
     costs: dict[str, float] = {}
     for item in items:
         name = file_of(item.nodeid)
-        costs[name] = costs.get(name, 0.0) + known.get(
-            item.nodeid, USUAL_COST.get(item.path.parent.name, 1.0)
-        )
+        costs[name] = costs.get(name, 0.0) + known.get(item.nodeid, usual_cost(item))
     listed = {file_of(nodeid) for nodeid in known if "::" in nodeid}
     for name, took in known.items():
         if "::" not in name and name in costs and name not in listed:
@@ -86,14 +88,24 @@ def order_longest_files_first(items: list[pytest.Item], known: Mapping[str, floa
     items.sort(key=lambda item: (-costs[file_of(item.nodeid)], item.nodeid, order[id(item)]))
 
 
+def level_of(item: pytest.Item) -> str | None:
+    """The level of a test (its module's marker: tests/levels.py)."""
+    return next((lvl for lvl in USUAL_COST if item.get_closest_marker(lvl) is not None), None)
+
+
+def usual_cost(item: pytest.Item) -> float:
+    """What a test not timed yet is taken to cost: what a test of its level usually does."""
+    return USUAL_COST.get(level_of(item) or "", 1.0)
+
+
 def deselected_as_slow(items: list[pytest.Item], known: Mapping[str, float]) -> list[pytest.Item]:
     """The items ``--fast`` leaves out: a property (its examples take seconds) and a test the
-    last saved run timed over :data:`FAST_LIMIT` (a test not timed yet is kept)."""
+    last saved run timed over its level's :data:`FAST_LIMIT` (a test not timed yet is kept)."""
     return [
         item
         for item in items
         if item.get_closest_marker("property") is not None
-        or known.get(item.nodeid, 0.0) > FAST_LIMIT
+        or known.get(item.nodeid, 0.0) > FAST_LIMIT.get(level_of(item) or "", 1.0)
     ]
 
 

@@ -19,8 +19,13 @@ E2E = "tests/lifecycle/test_runtime.py"
 UNIT = "tests/tooling/test_durations.py"
 
 
-def item(nodeid: str) -> Any:
-    return SimpleNamespace(nodeid=nodeid, path=durations.ROOT / nodeid.split("::", maxsplit=1)[0])
+def item(nodeid: str, level: str = "unit") -> Any:
+    """A collected test as the ordering sees it: its node id, its path and its level's mark."""
+    return SimpleNamespace(
+        nodeid=nodeid,
+        path=durations.ROOT / nodeid.split("::", maxsplit=1)[0],
+        get_closest_marker=lambda name: object() if name == level else None,
+    )
 
 
 def report(nodeid: str, seconds: float) -> pytest.TestReport:
@@ -28,7 +33,12 @@ def report(nodeid: str, seconds: float) -> pytest.TestReport:
 
 
 def test_a_files_cost_is_the_sum_of_its_tests_longest_file_first() -> None:
-    items = [item(f"{UNIT}::a"), item(f"{UNIT}::b"), item(f"{E2E}::c"), item(f"{E2E}::d")]
+    items = [
+        item(f"{UNIT}::a"),
+        item(f"{UNIT}::b"),
+        item(f"{E2E}::c", "e2e"),
+        item(f"{E2E}::d", "e2e"),
+    ]
     known = {f"{UNIT}::a": 30.0, f"{UNIT}::b": 25.0, f"{E2E}::c": 40.0}
     order_longest_files_first(items, known)  # unit: 55 s; e2e: 40 s + d's usual 5 s
     assert [i.nodeid for i in items] == [f"{UNIT}::a", f"{UNIT}::b", f"{E2E}::c", f"{E2E}::d"]
@@ -38,11 +48,28 @@ def test_a_files_cost_is_the_sum_of_its_tests_longest_file_first() -> None:
 
 
 def test_a_files_whole_time_counts_until_its_tests_are_timed() -> None:
-    items = [item(f"{UNIT}::a"), item(f"{E2E}::c")]
+    items = [item(f"{UNIT}::a"), item(f"{E2E}::c", "e2e")]
     order_longest_files_first(items, {E2E: 100.0, f"{UNIT}::a": 50.0})
     assert [i.nodeid for i in items] == [f"{E2E}::c", f"{UNIT}::a"]
     order_longest_files_first(items, {E2E: 100.0, f"{E2E}::c": 1.0, f"{UNIT}::a": 50.0})
     assert [i.nodeid for i in items] == [f"{UNIT}::a", f"{E2E}::c"]
+
+
+def test_a_test_not_timed_costs_what_its_level_usually_does_whatever_its_folder() -> None:
+    """The level is the module's marker: an end-to-end test in a concern folder (not ``e2e/``)
+    not timed yet still counts an end-to-end test's usual seconds."""
+    untimed = [item(f"{E2E}::new", "e2e"), item(f"{UNIT}::new"), item(f"{UNIT}::newer")]
+    timed = item(f"{UNIT}::timed")
+    items = [timed, *untimed]
+    order_longest_files_first(items, {timed.nodeid: 4.0})
+    # the e2e file 5 s, the unit file 4 s and two unit tests' usual 0.02 s
+    assert [i.nodeid for i in items] == [
+        f"{E2E}::new",
+        *(f"{UNIT}::{n}" for n in ("new", "newer", "timed")),
+    ]
+    assert durations.usual_cost(untimed[0]) == durations.USUAL_COST["e2e"]
+    assert durations.usual_cost(untimed[1]) == durations.USUAL_COST["unit"]
+    assert durations.usual_cost(item(f"{UNIT}::x", "none")) == 1.0
 
 
 def test_the_summary_names_the_ten_slowest_tests_with_their_time() -> None:
@@ -83,6 +110,13 @@ def test_fast_leaves_out_properties_and_the_tests_timed_over_a_second() -> None:
     prop.get_closest_marker = lambda name: object() if name == "property" else None
     known = {quick.nodeid: 0.4, slow.nodeid: 1.5, prop.nodeid: 0.1}
     assert durations.deselected_as_slow([quick, slow, new, prop], known) == [slow, prop]
+
+
+def test_fast_holds_a_test_against_servers_to_0_3_s_and_a_unit_test_to_one() -> None:
+    unit, integration = item(f"{UNIT}::u"), item(f"{E2E}::i", "integration")
+    slower = item(f"{E2E}::s", "integration")
+    known = {unit.nodeid: 0.7, integration.nodeid: 0.25, slower.nodeid: 0.7}
+    assert durations.deselected_as_slow([unit, integration, slower], known) == [slower]
 
 
 def test_the_summary_adds_up_the_cpu_and_names_the_tests_that_took_the_most() -> None:
