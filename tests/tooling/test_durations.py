@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests import durations
-from tests.durations import Recorder, order_longest_files_first
+from tests.durations import Recorder, order_longest_files_first, spread
 
 pytestmark = pytest.mark.unit
 
@@ -45,6 +45,20 @@ def test_a_files_cost_is_the_sum_of_its_tests_longest_file_first() -> None:
     known[f"{E2E}::d"] = 20.0
     order_longest_files_first(items, known)
     assert [i.nodeid for i in items] == [f"{E2E}::c", f"{E2E}::d", f"{UNIT}::a", f"{UNIT}::b"]
+
+
+def test_the_spark_files_are_spread_through_the_run_each_kind_longest_first() -> None:
+    """Four Spark JVMs side by side on two cores made each of their tests take half as long
+    again: the files that start them are handed out among the others, each kind as far
+    through its seconds as the other."""
+    costs = {"A": 100.0, "B": 50.0, "C": 10.0, "X": 100.0, "Y": 100.0, "Z": 50.0, "W": 10.0}
+    assert spread(costs, {"A", "B", "C"}) == ["A", "X", "Y", "B", "Z", "C", "W"]
+    assert spread(costs, set()) == ["A", "X", "Y", "B", "Z", "C", "W"]  # longest, then by name
+    assert spread(costs, {"X", "Y"}) == ["X", "A", "B", "Y", "Z", "C", "W"]
+    spark = item(f"{UNIT}::s", "spark")  # a file with a Spark test goes first at a tie
+    items = [item(f"{E2E}::c", "e2e"), spark]
+    order_longest_files_first(items, {f"{E2E}::c": 7.0, spark.nodeid: 7.0})
+    assert [i.nodeid for i in items] == [spark.nodeid, f"{E2E}::c"]
 
 
 def test_a_files_whole_time_counts_until_its_tests_are_timed() -> None:
