@@ -15,9 +15,15 @@ the servers are simply down the connection is refused at once and ``T/4`` is far
 than needed. Counting from the last answered heartbeat is safer in the first case and lets a
 driver ride out a longer full outage in the second.
 
-Each heartbeat is a read of the driver's own ``running`` node: if it is gone or belongs to
-another session (kazoo silently opened a new session after the old one expired), the lease is
-over at once.
+Each heartbeat is a ``sync`` and then a read of the driver's own ``running`` node: if it is gone
+or belongs to another session (kazoo silently opened a new session after the old one expired),
+the lease is over at once. The ``sync`` is what makes an answer mean the session lives: the
+server that expires sessions is the ensemble's leader, and a follower cut off from it answers
+reads (and pings) on its own until it notices, up to ``syncLimit`` ticks later, while the
+leader hears nothing of the session and expires it on time. A ``sync`` is answered only after
+the leader has seen it. (Seen in a chaos run: a follower split from the other two answered a
+driver's reads for 4.9 s after the split; the leader expired the driver's 6-s session, the next
+attempt started, and the driver, its lease counted from those answers, wrote for 0.7 s more.)
 
 A server that goes silent (cut off from this host, its packets dropped while the other servers
 answer) is left for the next one as soon as a quarter of the session timeout passes without an
@@ -106,8 +112,10 @@ class SessionLease:
     def beat(self) -> bool:
         """One heartbeat; True if it was answered (then the lease is renewed from its send time)."""
         sent = time.monotonic()
+        wait = max(self.interval, RETRY)
         try:
-            stat = self.zk.exists(self.path, timeout=max(self.interval, RETRY))
+            self.zk.sync(self.path, timeout=wait)  # answered through the leader only
+            stat = self.zk.exists(self.path, timeout=wait)
         except ZkStoreError as exc:
             logger.debug("heartbeat unanswered: %s", exc)
             return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.zookeeper.polling import PollingHandler
 from zkstore.zookeeper.zk import ZooKeeper
 from zkstore_dev.blackout import Blackout
+from zkstore_dev.ensemble import ZooKeeperEnsemble
 
 pytestmark = pytest.mark.integration
 
@@ -86,8 +88,8 @@ def test_a_lease_started_from_the_nodes_creation_sends_no_heartbeat_first(
         assert lease.time_left() <= sent + lease.length - before, "counted from the send"
         assert lease.remaining() > 0
         with requests_sent(zk) as later:
-            wait_for(lambda: later, timeout=10 * lease.interval, what="a heartbeat")
-        assert later[0] == "Exists"
+            wait_for(lambda: len(later) >= 2, timeout=10 * lease.interval, what="a heartbeat")
+        assert later[:2] == ["Sync", "Exists"], "a heartbeat: through the leader, then a read"
         lease.stop()
     finally:
         zk.stop()
@@ -136,3 +138,32 @@ def test_a_connect_to_a_server_that_does_not_answer_waits_its_share_of_the_sessi
             assert time.monotonic() - began < 30.0, "the connect's bound, not kazoo's 60 s"
         finally:
             queued.close()
+
+
+def test_a_follower_cut_off_from_the_leader_renews_no_lease(tmp_path: Path) -> None:
+    """The leader expires sessions; a follower that lost it answers reads on its own until it
+    notices (``syncLimit`` ticks: 10 s here) while the leader hears nothing of the session. A
+    heartbeat that only such a follower answered must renew nothing. (A chaos run's ensemble
+    split 2/1: the follower answered a driver's reads for 4.9 s, the leader expired its session,
+    the next attempt started and the driver wrote for 0.7 s more: zombie writes.)"""
+    with ZooKeeperEnsemble(3, work_dir=tmp_path / "zk") as ensemble:
+        follower = ensemble.followers()[0]
+        others = [n for n in ensemble.members if n != follower]
+        zk = ZooKeeper(
+            ensemble.members[follower].connect_string, session_timeout=10.0, timeout=3.0
+        ).start()
+        try:
+            zk.create("/running", b"{}", ephemeral=True)
+            lease = SessionLease(zk, "/running", interval=0.5)
+            assert lease.beat(), "answered through the leader"
+            for n in others:
+                ensemble.pause_member(n)
+            try:
+                assert zk.exists("/running") is not None, "the follower still answers reads"
+                assert not lease.beat(), "a heartbeat the leader never saw renewed the lease"
+            finally:
+                for n in others:
+                    ensemble.resume_member(n)
+            wait_for(lease.beat, timeout=60, what="a heartbeat through the leader again")
+        finally:
+            zk.stop()
