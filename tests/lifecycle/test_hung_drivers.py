@@ -40,7 +40,10 @@ from pathlib import Path
 
 
 def mark(out, name, **data):
-    Path(out, name).write_text(json.dumps({"pid": os.getpid(), **data}))
+    """Write ``<out>/<name>`` whole (a temporary name, then a rename): the test reads it at once."""
+    temporary = Path(out, "." + name + ".partial")
+    temporary.write_text(json.dumps({"pid": os.getpid(), **data}))
+    temporary.replace(Path(out, name))
 
 
 def deadlocks(ctx, out, beating):

@@ -25,15 +25,18 @@ from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import FAILED, SUCCEEDED
 
-#: What the job functions below record: a JSON file per call, in an absolute directory.
+#: What the job functions below record: a JSON file per call, in an absolute directory, written
+#: whole (a temporary name, then a rename): the test reads it at any moment.
 RECORD = """\
 import json, os, sys
 
 
 def record(out, name, **data):
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, name + ".json"), "w") as f:
+    temporary = os.path.join(out, "." + name + ".partial")
+    with open(temporary, "w") as f:
         json.dump(data, f)
+    os.replace(temporary, os.path.join(out, name + ".json"))
 """
 #: A job that records what reached it, then waits for ``go`` in its control values.
 GATED = (
