@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ import pytest
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.log_shipping import SHIPPER_NICENESS
-from tests.cli import connection, with_credentials
+from tests.cli import connection, with_credentials, zkstore
 from tests.helpers import BIN, SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import SUCCEEDED
@@ -84,6 +85,11 @@ def shippers(local: LocalCluster, daemon_id: str) -> set[int]:
 
 def steps(out: Path) -> int:
     return len(job.progress_times(out))
+
+
+def stored_as(config: StoreConfig, job_id: str, text: str) -> bool:
+    """Whether attempt 1's stored log is ``text`` (``jobs logs``, in this process)."""
+    return zkstore(config, "jobs logs", job_id, "--attempt", "1").stdout == text
 
 
 def stored_log(config: StoreConfig, job_id: str) -> str:
@@ -180,7 +186,9 @@ def restart_under_jobs(
         assert not [r for r in FALSE_REASONS if r in text], f"{log}:\n{text[-3000:]}"
     for job_id in mine:  # each line stored once: no second shipper, no duplicate's output
         local_log = (local.work_dir / "drivers" / job_id / "attempt-1.log").read_text()
-        wait_for(lambda j=job_id, t=local_log: stored_log(config, j) == t, timeout=60)  # type: ignore[misc]
+        # asked in this process while it waits; then read as a user does (the installed script)
+        wait_for(partial(stored_as, config, job_id, local_log), timeout=60, what="its log stored")
+        assert stored_log(config, job_id) == local_log
 
 
 def test_a_daemon_restarted_after_sigterm_adopts_its_drivers(

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
-from tests.cli import script_json
+from tests.cli import json_of, script_json
 from tests.helpers import SESSION_TIMEOUT, http_status, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import CANCELLED, RUNNING, SUCCEEDED
@@ -162,7 +162,10 @@ def test_logs_endpoint_serves_what_jobs_logs_prints(
             [str(BIN / "zkstore"), "jobs", "logs", job], env=env, capture_output=True, text=True
         ).stdout
 
-    text = wait_for(lambda: "SUCCEEDED" in (t := printed()) and t, timeout=60, what="logs")
+    # a new interpreter each time: asked twice a second, not twenty times
+    text = wait_for(
+        lambda: "SUCCEEDED" in (t := printed()) and t, timeout=60, interval=0.5, what="logs"
+    )
     for daemon in web.daemons.values():
         code, headers, body = request(daemon, f"/api/v1/jobs/{job}/logs")
         assert code == 200 and body.decode() == text
@@ -309,7 +312,7 @@ def test_each_daemon_tells_its_own_memory_in_metrics_and_daemons_list(
         assert samples[("zkstore_daemon_python_heap_blocks", me)] > 10_000
     fleet = wait_for(
         lambda: (
-            (f := {d["id"]: d for d in script_json(runtime_config, "daemons list")})
+            (f := {d["id"]: d for d in json_of(runtime_config, "daemons list")})
             and all(d["rss"] for d in f.values())
             and f
         ),

@@ -127,7 +127,7 @@ def test_a_second_daemon_on_the_default_port_runs_and_says_the_fix(
     default port. The second runs without the HTTP side and says so, naming the fix, as its
     ``--http`` given explicitly would have refused to start (the test above)."""
     from recovery.settings import DEFAULT_HTTP
-    from tests.cli import BIN, connection, read_until, script, with_credentials
+    from tests.cli import BIN, connection, read_until, with_credentials, zkstore
 
     host, port = DEFAULT_HTTP.rsplit(":", 1)
     first = socket.socket()  # the first daemon's address
@@ -153,7 +153,7 @@ def test_a_second_daemon_on_the_default_port_runs_and_says_the_fix(
         assert f"cannot serve HTTP on {DEFAULT_HTTP}" in seen[-1], seen
         assert "(--http HOST:PORT or off)" in seen[-1], seen
         wait_for(
-            lambda: "second" in script(runtime_config, "daemons list").stdout,
+            lambda: "second" in zkstore(runtime_config, "daemons list").stdout,  # in this process
             timeout=60,
             what="the second daemon in the fleet",
         )

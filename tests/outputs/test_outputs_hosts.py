@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
+from tests.cli import json_of
 from tests.helpers import alive, hands_client, wait_for, written_json
-from tests.outputs.test_outputs_runtime import check_committed_once, installed, submit
+from tests.outputs.test_outputs_runtime import check_committed_once, submit
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.records.job_states import SUCCEEDED
@@ -106,7 +107,7 @@ def test_a_driver_host_cut_off_from_zookeeper_at_its_staged_part_commits_nothing
         if refused.exists():  # its commit failed before its lease ended the driver: refused
             assert "attempt 1" in json.loads(refused.read_text())["error"]
         wait_for(
-            lambda: installed(config, "outputs", "list", "days")[0]["from"] == "manifest",
+            lambda: json_of(config, "outputs list", "days")[0]["from"] == "manifest",
             timeout=60,
             what="the job's cleanup",
         )

@@ -26,7 +26,7 @@ import pytest
 
 from recovery.dev.localcluster import LocalCluster
 from tests import output_jobs
-from tests.cli import BIN, connection, run, with_credentials
+from tests.cli import BIN, connection, json_of, run, with_credentials
 from tests.helpers import SESSION_TIMEOUT, alive, hands_client, wait_for, written_json
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
@@ -175,7 +175,7 @@ def test_a_frozen_driver_resumed_after_the_next_attempt_committed_its_step_commi
         assert "attempt 1" in json.loads(refused.read_text())["error"]
     assert not (out / "committed-2-attempt-1").exists(), "the frozen attempt committed nothing"
     wait_for(
-        lambda: installed(config, "outputs", "list", "days")[0]["from"] == "manifest",
+        lambda: json_of(config, "outputs list", "days")[0]["from"] == "manifest",
         timeout=60,
         what="the job's cleanup",
     )
@@ -203,7 +203,7 @@ def test_a_driver_killed_between_a_commit_and_its_next_step_leaves_that_step_com
     start = json.loads((out / "start-attempt-2").read_text())
     assert start["resumed_from"] == 2, "attempt 2 resumed after the committed day 2"
     wait_for(
-        lambda: installed(config, "outputs", "list", "days")[0]["from"] == "manifest",
+        lambda: json_of(config, "outputs list", "days")[0]["from"] == "manifest",
         timeout=60,
         what="the job's cleanup",
     )

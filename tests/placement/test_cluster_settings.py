@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script
+from tests.cli import script, zkstore
 from tests.helpers import wait_for
 from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
@@ -215,7 +215,9 @@ def condition(data: dict[str, Any], kind: str) -> dict[str, str] | None:
 
 
 def shown_json(config: StoreConfig, command: str, name: str) -> dict[str, Any]:
-    done = script(config, command, name, "--format", "json", env=client_env())
+    """``<command> NAME --format json`` in this process (what a wait asks again and again; the
+    text a user reads comes from the installed script)."""
+    done = zkstore(config, command, name, "--format", "json", env=client_env())
     assert done.returncode == 0, done.stderr
     found: dict[str, Any] = json.loads(done.stdout)
     return found

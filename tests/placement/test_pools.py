@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script
+from tests.cli import json_of, script, zkstore
 from tests.helpers import wait_for
 from zkstore.config import StoreConfig
 from zkstore.errors import StoreUnavailable
@@ -71,7 +71,8 @@ def submit(config: StoreConfig, laptop: Path, job_id: str, *options: str) -> Non
 
 
 def show(config: StoreConfig, job_id: str) -> dict[str, object]:
-    data = json.loads(zk_cli(config, "jobs show", job_id, "--format", "json"))
+    """``jobs show JOB --format json`` in this process: what a wait asks again and again."""
+    data = json_of(config, "jobs show", job_id)
     assert isinstance(data, dict)
     return data
 
@@ -147,8 +148,8 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     assert "other" in running()
     waiting = [j for j in jobs if j not in running()]
     reason = "waiting: pool backfill at 2 of 2"
-    wait_for(
-        lambda: all(reason in zk_cli(config, "jobs show", j) for j in waiting),
+    wait_for(  # asked in this process
+        lambda: all(reason in zkstore(config, "jobs show", j).stdout for j in waiting),
         timeout=BOUND,
         what="the waiting jobs' reason",
     )

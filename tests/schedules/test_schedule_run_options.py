@@ -11,11 +11,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import connection, script, show, show_schedule
+from tests.cli import connection, json_of, script, show, show_schedule
 from tests.helpers import BIN, wait_for
 from tests.servers import NotificationReceiver
 from zkstore.config import StoreConfig
@@ -41,6 +42,12 @@ def mark(ctx, out):
 
 
 shown = show_schedule
+
+
+def polled(config: StoreConfig, name: str) -> dict[str, Any]:
+    """``schedules show NAME`` in this process: what a wait asks again and again."""
+    found: dict[str, Any] = json_of(config, "schedules show", name)
+    return found
 
 
 def test_the_call_deadline_is_store_timeout_and_the_old_spelling_warns(tmp_path: Path) -> None:
@@ -154,7 +161,7 @@ def test_a_scheduled_run_times_out_retries_and_notifies_as_configured(
         )
         assert made.returncode == 0, made.stderr
         # --catchup latest fires the newest window at once: one run
-        run = wait_for(lambda: shown(config, "slow")["last_run"], timeout=60, what="a run")
+        run = wait_for(lambda: polled(config, "slow")["last_run"], timeout=60, what="a run")
         assert show(config, run)["lifecycle"]["timeout"] == 3.0
         # two attempts of 3 s each, ended after --end-grace at most, a second between them
         result = wait_for(lambda: show(config, run)["result"], timeout=90, what="its end")
@@ -201,7 +208,7 @@ def test_every_windows_are_aligned_so_two_schedules_a_second_apart_chain(
     assert chained.returncode == 0, chained.stderr
     for name in ("extract", "load"):  # on the same grid, though made a second apart
         assert int(parse_time(shown(config, name)["start_at"]).timestamp()) % 4 == 0
-    run = wait_for(lambda: shown(config, "load")["last_run"], timeout=60, what="a load run")
+    run = wait_for(lambda: polled(config, "load")["last_run"], timeout=60, what="a load run")
     result = wait_for(lambda: show(config, run)["result"], timeout=90, what="its end")
     assert result["outcome"] == "SUCCEEDED", result
     window = run.removeprefix("load-")
@@ -255,7 +262,7 @@ def test_schedules_update_is_recorded_seen_by_the_leader_and_carried_by_the_runs
     [change] = found["changes"]
     assert change["what"] == changed.stdout.removeprefix("schedule tick updated: ").strip()
     assert "@" in change["by"]
-    run = wait_for(lambda: shown(config, "tick")["last_run"], timeout=30, what="a 2s run")
+    run = wait_for(lambda: polled(config, "tick")["last_run"], timeout=30, what="a 2s run")
     assert show(config, run)["lifecycle"]["timeout"] == 300.0
     assert show(config, run)["max_attempts"] == 2
     same = script(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script
+from tests.cli import script, zkstore
 from tests.helpers import hands_client, plant, wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
@@ -156,11 +156,13 @@ def test_a_forged_schedule_definition_never_runs_in_the_leader(
             wait_for(
                 lambda: (
                     "definition cannot be read"
-                    in script(config, "schedules show", "forged", env=_env(config)).stdout
+                    in zkstore(config, "schedules show", "forged", env=_env(config)).stdout
                 ),
                 timeout=60,
                 what="a window skipped: its definition cannot be read",
             )
+            shown = script(config, "schedules show", "forged", env=_env(config))  # as a user
+            assert "definition cannot be read" in shown.stdout, shown.stdout
         finally:
             local.stop()
         assert not marker.exists(), "the leader ran the forged schedule's pickle"

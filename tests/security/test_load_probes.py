@@ -23,7 +23,7 @@ import pytest
 
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.cli import script, zkstore
+from tests.cli import json_of, script, zkstore
 from tests.helpers import wait_for
 from tests.servers import HostileReceiver, NotificationReceiver
 from zkstore.cluster import Cluster
@@ -141,7 +141,11 @@ def test_the_flood_schedule_is_refused_and_one_written_past_the_cli_is_bounded(
         found: dict[str, object] = json.loads(done.stdout)
         return found
 
-    wait_for(lambda: shown()["next"] is None and shown()["behind"] == 0, timeout=JOB_BOUND)
+    def decided() -> bool:  # asked in this process: a wait asks it again and again
+        found = json_of(config, "schedules show", "flood")
+        return found["next"] is None and found["behind"] == 0
+
+    wait_for(decided, timeout=JOB_BOUND, what="the flood decided")
     found = shown()
     history = found["history"]
     assert isinstance(history, list)
@@ -187,7 +191,11 @@ def test_a_per_second_cron_scanned_back_to_1970_costs_one_plan(
         found: dict[str, object] = json.loads(done.stdout)
         return found
 
-    wait_for(lambda: shown()["behind"] == 0, timeout=JOB_BOUND, what="the scan decided")
+    wait_for(
+        lambda: json_of(config, "schedules show", "scan")["behind"] == 0,  # in this process
+        timeout=JOB_BOUND,
+        what="the scan decided",
+    )
     found = shown()
     (row,) = found["history"]  # type: ignore[misc]
     assert row["outcome"] == "missed" and row["count"] > 56 * 365 * 86400

@@ -6,13 +6,12 @@ tests/spark/test_warm_drivers.py.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script
+from tests.cli import json_of, script
 from tests.helpers import SESSION_TIMEOUT, wait_for
 from zkstore.config import StoreConfig
 
@@ -26,16 +25,10 @@ def run(ctx):
 NONE = "none: the job started no Spark"
 
 
-def shown(config: StoreConfig, job_id: str) -> dict[str, object]:
-    done = script(config, "jobs show", job_id, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    found: dict[str, object] = json.loads(done.stdout)
-    return found
-
-
 def ended(config: StoreConfig, job_id: str) -> list[dict[str, object]] | None:
-    """The job's attempts once the history tells both ends, else None."""
-    attempts = shown(config, job_id)["attempts"]
+    """The job's attempts once the history tells both ends, else None (``jobs show``, in this
+    process: a wait asks it again and again)."""
+    attempts = json_of(config, "jobs show", job_id)["attempts"]
     assert isinstance(attempts, list)
     done = len(attempts) == 2 and all(a["outcome"] != "PLACED" for a in attempts)
     return attempts if done else None

@@ -14,7 +14,7 @@ import pytest
 
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
-from tests.cli import script
+from tests.cli import script, zkstore
 from tests.helpers import hands_client, wait_for
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
@@ -89,14 +89,12 @@ def test_a_script_submitted_with_the_installed_zkstore_on_s3_runs_and_its_log_re
         )
         assert submitted.returncode == 0, submitted.stderr
         assert out.read_text() == "attempt 1"
-        logs = wait_for(
-            lambda: (
-                "hello from a driver on s3" in (t := script(config, "jobs logs", "hello").stdout)
-                and t
-            ),
+        wait_for(  # asked in this process; then read as a user does (the installed script)
+            lambda: "hello from a driver on s3" in zkstore(config, "jobs logs", "hello").stdout,
             timeout=60,
             what="the job's line in its stored log",
         )
+        logs = script(config, "jobs logs", "hello").stdout
         assert "hello from a driver on s3" in logs
     finally:
         local.stop()
