@@ -10,7 +10,7 @@ from pathlib import Path
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from recovery.member.warm_jvms.pool import JVM_START_TIMEOUT, WARM_UP_TIMEOUT
-from tests.cli import connection
+from tests.cli import connection, json_of
 from tests.helpers import BIN
 from zkstore.config import StoreConfig
 
@@ -38,7 +38,12 @@ def took(daemon: DaemonProcess, job_id: str) -> tuple[str, int] | None:
     return None
 
 
-def show(config: StoreConfig, job_id: str) -> dict[str, object]:
+def show(config: StoreConfig, job_id: str, *, installed: bool = False) -> dict[str, object]:
+    """``zkstore jobs show JOB --format json``: in this process (a wait asks it again and again,
+    without a new interpreter each time), or by the ``installed`` script as a user runs it."""
+    if not installed:
+        found: dict[str, object] = json_of(config, "jobs show", job_id)
+        return found
     done = subprocess.run(
         [str(BIN / "zkstore"), "jobs", "show", job_id, "--format", "json", *connection(config)],
         capture_output=True,
@@ -50,9 +55,11 @@ def show(config: StoreConfig, job_id: str) -> dict[str, object]:
     return shown
 
 
-def had(config: StoreConfig, job_id: str, attempt: int = 1) -> str | None:
+def had(
+    config: StoreConfig, job_id: str, attempt: int = 1, *, installed: bool = False
+) -> str | None:
     """The driver JVM ``jobs show`` says the attempt had, once the attempt's end is told."""
-    attempts = show(config, job_id)["attempts"]
+    attempts = show(config, job_id, installed=installed)["attempts"]
     assert isinstance(attempts, list), attempts
     for entry in attempts:
         if entry["attempt"] == attempt and entry["outcome"] != "PLACED":

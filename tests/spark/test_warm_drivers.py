@@ -76,7 +76,8 @@ def test_an_attempt_computes_in_a_warm_driver_and_one_it_cannot_use_starts_cold(
                 assert secret.encode() not in Path(where).read_bytes(), where
             gate.touch()
             assert client.wait("warm", timeout=JOB).outcome == SUCCEEDED
-            kept = wait_for(lambda: had(spark_config, "warm"), JOB, what="its end told")
+            wait_for(lambda: had(spark_config, "warm"), JOB, what="its end told")
+            kept = had(spark_config, "warm", installed=True) or ""  # as a user reads it
             assert kept.startswith(f"warm: warm driver {warm_id} (pid {warm_pid}"), kept
             wait_for(lambda: not alive(warm_pid), STOP_GRACE * 3, what="the warm JVM gone")
             second = wait_for(lambda: ready(daemon) - first, WARM, what="the next warm driver")
