@@ -40,8 +40,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError, UntrustedPayload
 from zkstore.layout import StorageLayout
@@ -126,6 +124,8 @@ def family_of(protocol: str, what: str = "artifact URI") -> str:
     """The canonical name of an fsspec protocol (``s3a`` is ``s3``, ``local`` is ``file``)."""
     if not _SCHEME.fullmatch(protocol):
         raise ArtifactUriRefused(f"{what}: {protocol[:40]!r} is not a protocol")
+    import fsspec  # here: a command that touches no storage never pays for its import
+
     try:
         names = fsspec.get_filesystem_class(protocol.lower()).protocol
     except (ValueError, ImportError) as exc:
