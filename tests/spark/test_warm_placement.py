@@ -22,14 +22,11 @@ from tests.helpers import print_logs, wait_for
 from tests.warm_drivers import JOB, WARM
 from zkstore.config import StoreConfig
 
-#: jobs one after another, each after a warm JVM is ready again: JVM starts at their own pace
-#: on a loaded host
+#: ten jobs, each after a warm JVM is ready again: JVM starts at their own pace on a loaded host
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]
 
-#: b's two warm JVMs, then the replacement of each: every job after the second lands on a JVM
-#: b started after a job took one (the placement before issue 56.2 sent every job to ``a``,
-#: the first id, so one job already tells; each more job is a Spark JVM started, 6 s of CPU)
-JOBS = 4
+#: issue 56's measure: ten Spark jobs submitted one at a time, each where a warm JVM is ready
+JOBS = 10
 SPARK_JOB = """\
 def run(ctx):
     ctx.spark.range(10).count()
