@@ -132,11 +132,15 @@ def fleets(
 
 def fleet_shape(request: pytest.FixtureRequest) -> Shape:
     """The daemons and options of the test's fleet: its ``shared_fleet`` marker's (its daemon
-    ids as arguments, ``d1`` alone by default; ``restart_backoff``, ``session_timeout``)."""
+    ids as arguments, ``d1`` alone by default; ``restart_backoff``, ``session_timeout``,
+    ``http``, ``args``)."""
     marker = request.node.get_closest_marker("shared_fleet")
     if marker is None:
         return Shape()
-    return Shape(tuple(marker.args) or ("d1",), **marker.kwargs)
+    options = dict(marker.kwargs)
+    if "args" in options:  # a shape is a key of the process's fleets: hashable
+        options["args"] = tuple(options["args"])
+    return Shape(tuple(marker.args) or ("d1",), **options)
 
 
 def shared_shape(request: pytest.FixtureRequest) -> Shape | None:
@@ -282,6 +286,8 @@ def local(
         runtime_config.with_changes(session_timeout=own.session_timeout),
         tmp_path / "runtime",
         restart_backoff=own.restart_backoff,
+        http=own.http,
+        extra_args=own.args,
     )
     yield cluster
     cluster.stop()

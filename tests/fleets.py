@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import SESSION_TIMEOUT, http_status, wait_for
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import cancel, forget
 from zkstore.config import StoreConfig
@@ -42,13 +42,17 @@ RESET_DEADLINE = 60.0
 @dataclass(frozen=True)
 class Shape:
     """What a shared fleet is: its daemons (started in this order, the first leads), their
-    restart backoff and session timeout (``@pytest.mark.shared_fleet("d1", "d2",
-    restart_backoff=1.0, session_timeout=4.0)``; a test of the module marked ``disturbs``
-    starts its own daemons with the same options)."""
+    restart backoff and session timeout, whether they serve HTTP (each on a free loopback
+    port, answering ``/health`` before the first test) and the arguments every one of them is
+    started with (``@pytest.mark.shared_fleet("d1", "d2", restart_backoff=1.0,
+    session_timeout=4.0, http=True, args=("--end-grace", "5s"))``; a test of the module marked
+    ``disturbs`` starts its own daemons with the same options)."""
 
     daemons: tuple[str, ...] = ("d1",)
     restart_backoff: float = 0.2
     session_timeout: float = SESSION_TIMEOUT
+    http: bool = False
+    args: tuple[str, ...] = ()
 
 
 class FleetDaemon(DaemonProcess):
@@ -105,7 +109,11 @@ class SharedFleet:
         self.config = config
         self.shape = shape
         self.local = SharedCluster(
-            config, work_dir / "runtime", restart_backoff=shape.restart_backoff
+            config,
+            work_dir / "runtime",
+            restart_backoff=shape.restart_backoff,
+            http=shape.http,
+            extra_args=shape.args,
         )
         self.local.start_all(shape)
         self.layout = Layout(config.base_path)
@@ -124,6 +132,12 @@ class SharedFleet:
             timeout=60,
             what="the shared fleet's members and the leader's settings record",
         )
+        for daemon in self.local.daemons.values() if self.shape.http else ():
+            wait_for(
+                lambda d=daemon: http_status(d, "/health") == 200,
+                timeout=60,
+                what=f"HTTP of {daemon.daemon_id} up",
+            )
 
     def begin(self) -> SharedCluster:
         """The fleet as the next test gets it: each daemon's log shown from here on."""
