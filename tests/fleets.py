@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.helpers import SESSION_TIMEOUT, http_status, wait_for
+from tests.helpers import MONITOR_ID, SECRET, SESSION_TIMEOUT, http_status, wait_for
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import cancel, forget
-from zkstore.config import StoreConfig
+from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.errors import HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
 from zkstore.zookeeper.zk import ZooKeeper
@@ -43,16 +43,26 @@ RESET_DEADLINE = 60.0
 class Shape:
     """What a shared fleet is: its daemons (started in this order, the first leads), their
     restart backoff and session timeout, whether they serve HTTP (each on a free loopback
-    port, answering ``/health`` before the first test) and the arguments every one of them is
-    started with (``@pytest.mark.shared_fleet("d1", "d2", restart_backoff=1.0,
-    session_timeout=4.0, http=True, args=("--end-grace", "5s"))``; a test of the module marked
-    ``disturbs`` starts its own daemons with the same options)."""
+    port, answering ``/health`` before the first test), the arguments every one of them is
+    started with, and whether the cluster has ZooKeeper credentials (:func:`secured`: every
+    test of the module then has them, on a shared fleet or its own) (``@pytest.mark.
+    shared_fleet("d1", "d2", restart_backoff=1.0, session_timeout=4.0, http=True,
+    args=("--end-grace", "5s"), credentials=True)``; a test of the module marked ``disturbs``
+    starts its own daemons with the same options)."""
 
     daemons: tuple[str, ...] = ("d1",)
     restart_backoff: float = 0.2
     session_timeout: float = SESSION_TIMEOUT
     http: bool = False
     args: tuple[str, ...] = ()
+    credentials: bool = False
+
+
+def secured(config: StoreConfig) -> StoreConfig:
+    """``config`` with ZooKeeper credentials (``alice``) and a read ACL (``monitor``)."""
+    return config.with_changes(
+        zk_auth=ZkAuth.parse(f"alice:{SECRET}"), zk_read_acl=parse_read_acl(MONITOR_ID)
+    )
 
 
 class FleetDaemon(DaemonProcess):
@@ -232,6 +242,8 @@ class Fleets:
                 session_timeout=shape.session_timeout,
                 storage_url=f"file://{self.work_dir}/{fleet_id}/storage",
             )
+            if shape.credentials:
+                config = secured(config)
             self.fleets[shape] = SharedFleet(config, self.work_dir / fleet_id, shape)
         return self.fleets[shape]
 
