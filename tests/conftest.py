@@ -35,10 +35,9 @@ import pytest
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
 from tests import durations, machine_speed, spark_jvm
-from tests.fleets import Fleets, Shape
+from tests.fleets import Fleets, Shape, secured
 from tests.helpers import (
     HANDS_SESSION,
-    MONITOR_ID,
     SECRET,
     SESSION_TIMEOUT,
     hands_client,
@@ -50,7 +49,7 @@ from tests.levels import refusal
 from tests.servers import S3Server, Standalone
 from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
-from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
+from zkstore.config import StoreConfig, ZkAuth
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.payloads.storage import StateStorage
@@ -132,11 +131,15 @@ def fleets(
 
 def fleet_shape(request: pytest.FixtureRequest) -> Shape:
     """The daemons and options of the test's fleet: its ``shared_fleet`` marker's (its daemon
-    ids as arguments, ``d1`` alone by default; ``restart_backoff``, ``session_timeout``)."""
+    ids as arguments, ``d1`` alone by default; ``restart_backoff``, ``session_timeout``,
+    ``http``, ``args``, ``credentials``)."""
     marker = request.node.get_closest_marker("shared_fleet")
     if marker is None:
         return Shape()
-    return Shape(tuple(marker.args) or ("d1",), **marker.kwargs)
+    options = dict(marker.kwargs)
+    if "args" in options:  # a shape is a key of the process's fleets: hashable
+        options["args"] = tuple(options["args"])
+    return Shape(tuple(marker.args) or ("d1",), **options)
 
 
 def shared_shape(request: pytest.FixtureRequest) -> Shape | None:
@@ -160,12 +163,14 @@ def config(
     """The test's cluster (a shared fleet's, for a test that runs on one: its own root and
     storage, emptied for each test). ``ZKSTORE_TEST_CREDENTIALS=1`` runs every test that takes
     it with ZooKeeper credentials (drivers then hold their job's identity:
-    zkstore.zookeeper.identity)."""
+    zkstore.zookeeper.identity); a module whose ``shared_fleet`` says ``credentials=True``,
+    those of :func:`~tests.fleets.secured`."""
     shape = shared_shape(request)
     if shape is not None:
         fleets: Fleets = request.getfixturevalue("fleets")
         return fleets.of(shape).config.with_changes(session_timeout=4.0)
-    return cluster_config(zk_server, root, f"file://{tmp_path}/storage")
+    made = cluster_config(zk_server, root, f"file://{tmp_path}/storage")
+    return secured(made) if fleet_shape(request).credentials else made
 
 
 def cluster_config(zk_server: EmbeddedZooKeeper, root: str, storage_url: str) -> StoreConfig:
@@ -282,6 +287,8 @@ def local(
         runtime_config.with_changes(session_timeout=own.session_timeout),
         tmp_path / "runtime",
         restart_backoff=own.restart_backoff,
+        http=own.http,
+        extra_args=own.args,
     )
     yield cluster
     cluster.stop()
@@ -363,9 +370,7 @@ def laptop(tmp_path: Path) -> Path:
 @pytest.fixture
 def secure(config: StoreConfig) -> StoreConfig:
     """The test's cluster with ZooKeeper credentials (``alice``) and a read ACL (``monitor``)."""
-    return config.with_changes(
-        zk_auth=ZkAuth.parse(f"alice:{SECRET}"), zk_read_acl=parse_read_acl(MONITOR_ID)
-    )
+    return secured(config)
 
 
 @pytest.fixture

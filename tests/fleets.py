@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
-from tests.helpers import SESSION_TIMEOUT, wait_for
+from tests.helpers import MONITOR_ID, SECRET, SESSION_TIMEOUT, http_status, wait_for
 from zkstore.cluster import Cluster
 from zkstore.cluster.triage import cancel, forget
-from zkstore.config import StoreConfig
+from zkstore.config import StoreConfig, ZkAuth, parse_read_acl
 from zkstore.errors import HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
 from zkstore.zookeeper.zk import ZooKeeper
@@ -42,13 +42,27 @@ RESET_DEADLINE = 60.0
 @dataclass(frozen=True)
 class Shape:
     """What a shared fleet is: its daemons (started in this order, the first leads), their
-    restart backoff and session timeout (``@pytest.mark.shared_fleet("d1", "d2",
-    restart_backoff=1.0, session_timeout=4.0)``; a test of the module marked ``disturbs``
+    restart backoff and session timeout, whether they serve HTTP (each on a free loopback
+    port, answering ``/health`` before the first test), the arguments every one of them is
+    started with, and whether the cluster has ZooKeeper credentials (:func:`secured`: every
+    test of the module then has them, on a shared fleet or its own) (``@pytest.mark.
+    shared_fleet("d1", "d2", restart_backoff=1.0, session_timeout=4.0, http=True,
+    args=("--end-grace", "5s"), credentials=True)``; a test of the module marked ``disturbs``
     starts its own daemons with the same options)."""
 
     daemons: tuple[str, ...] = ("d1",)
     restart_backoff: float = 0.2
     session_timeout: float = SESSION_TIMEOUT
+    http: bool = False
+    args: tuple[str, ...] = ()
+    credentials: bool = False
+
+
+def secured(config: StoreConfig) -> StoreConfig:
+    """``config`` with ZooKeeper credentials (``alice``) and a read ACL (``monitor``)."""
+    return config.with_changes(
+        zk_auth=ZkAuth.parse(f"alice:{SECRET}"), zk_read_acl=parse_read_acl(MONITOR_ID)
+    )
 
 
 class FleetDaemon(DaemonProcess):
@@ -105,7 +119,11 @@ class SharedFleet:
         self.config = config
         self.shape = shape
         self.local = SharedCluster(
-            config, work_dir / "runtime", restart_backoff=shape.restart_backoff
+            config,
+            work_dir / "runtime",
+            restart_backoff=shape.restart_backoff,
+            http=shape.http,
+            extra_args=shape.args,
         )
         self.local.start_all(shape)
         self.layout = Layout(config.base_path)
@@ -124,6 +142,12 @@ class SharedFleet:
             timeout=60,
             what="the shared fleet's members and the leader's settings record",
         )
+        for daemon in self.local.daemons.values() if self.shape.http else ():
+            wait_for(
+                lambda d=daemon: http_status(d, "/health") == 200,
+                timeout=60,
+                what=f"HTTP of {daemon.daemon_id} up",
+            )
 
     def begin(self) -> SharedCluster:
         """The fleet as the next test gets it: each daemon's log shown from here on."""
@@ -218,6 +242,8 @@ class Fleets:
                 session_timeout=shape.session_timeout,
                 storage_url=f"file://{self.work_dir}/{fleet_id}/storage",
             )
+            if shape.credentials:
+                config = secured(config)
             self.fleets[shape] = SharedFleet(config, self.work_dir / fleet_id, shape)
         return self.fleets[shape]
 

@@ -22,7 +22,14 @@ from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.records.job_states import FAILED, STOPPED, SUCCEEDED
 
-pytestmark = pytest.mark.e2e
+#: the end of a stopped attempt's driver (``--end-grace``) and a leader's look at it
+END_GRACE = 5.0
+#: the shape of tests/submit/test_provenance.py's fleet: a test process that runs both starts
+#: one (this file needs no HTTP)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.shared_fleet(http=True, args=("--end-grace", f"{END_GRACE:g}s")),
+]
 
 HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -129,12 +136,10 @@ def run(ctx, out):
     while not os.path.exists(out + ".go"):  # until the test has resumed it twice
         time.sleep(0.1)
 """
-#: the end of a stopped attempt's driver (``--end-grace``) and a leader's look at it
-END_GRACE = 5.0
 
 
 def test_stop_resume_twice_and_what_the_views_say(
-    runtime_config: StoreConfig, tmp_path: Path, laptop: Path
+    local: LocalCluster, runtime_config: StoreConfig, tmp_path: Path, laptop: Path
 ) -> None:
     """`jobs resume --definition` again with the same file is a no-op (exit 0); `jobs show`
     names each attempt's placing and ending, who stopped it with which checkpoint, and where
@@ -143,82 +148,70 @@ def test_stop_resume_twice_and_what_the_views_say(
     for version, text in (("v1", V1), ("v2", V2)):
         (laptop / version).mkdir()
         (laptop / version / "orders.py").write_text(text)
-    local = LocalCluster(
-        config, tmp_path / "rt", restart_backoff=0.2, extra_args=("--end-grace", f"{END_GRACE:g}s")
+    local.start_daemon("d1")
+    local.wait_for_leader(timeout=SESSION_TIMEOUT * 4 + 30)
+    made = script(
+        config, "submit", "v1/orders.py:run", "--job-id", "orders1", "--max-attempts", "2",
+        "--", str(out), cwd=laptop,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    wait_for(lambda: show(config, "orders1")["checkpoints"], timeout=120, what="a checkpoint")
+    running = script(config, "jobs show", "orders1")  # where it runs: daemon and driver
+    assert "\ndaemon: d1\ndriver: " in running.stdout, running.stdout
+    stopped = script(
+        config, "jobs stop", "orders1", "--reason", "new code",
+        "--checkpoint-timeout", f"{END_GRACE * 4 + 30:g}s",
+    )  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr
+    assert show(config, "orders1")["state"] == STOPPED
+    first = script(config, "jobs resume", "orders1", "--definition", "v2/orders.py:run", cwd=laptop)
+    assert first.returncode == 0, first.stderr
+    again = script(config, "jobs resume", "orders1", "--definition", "v2/orders.py:run", cwd=laptop)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == (
+        "job orders1 was resumed already with this code and these options: nothing to do"
     )
-    try:
-        local.start_daemon("d1")
-        local.wait_for_leader(timeout=SESSION_TIMEOUT * 4 + 30)
-        made = script(
-            config, "submit", "v1/orders.py:run", "--job-id", "orders1", "--max-attempts", "2",
-            "--", str(out), cwd=laptop,
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
-        wait_for(lambda: show(config, "orders1")["checkpoints"], timeout=120, what="a checkpoint")
-        running = script(config, "jobs show", "orders1")  # where it runs: daemon and driver
-        assert "\ndaemon: d1\ndriver: " in running.stdout, running.stdout
-        stopped = script(
-            config, "jobs stop", "orders1", "--reason", "new code",
-            "--checkpoint-timeout", f"{END_GRACE * 4 + 30:g}s",
-        )  # fmt: skip
-        assert stopped.returncode == 0, stopped.stderr
-        assert show(config, "orders1")["state"] == STOPPED
-        first = script(
-            config, "jobs resume", "orders1", "--definition", "v2/orders.py:run", cwd=laptop
-        )
-        assert first.returncode == 0, first.stderr
-        again = script(
-            config, "jobs resume", "orders1", "--definition", "v2/orders.py:run", cwd=laptop
-        )
-        assert again.returncode == 0, again.stderr
-        assert again.stdout.strip() == (
-            "job orders1 was resumed already with this code and these options: nothing to do"
-        )
-        other = script(
-            config, "jobs resume", "orders1", "--definition", "v1/orders.py:run", cwd=laptop
-        )
-        assert other.returncode == 5, other.stderr
-        assert "was resumed already" in other.stderr
+    other = script(config, "jobs resume", "orders1", "--definition", "v1/orders.py:run", cwd=laptop)
+    assert other.returncode == 5, other.stderr
+    assert "was resumed already" in other.stderr
 
-        Path(f"{out}.go").touch()
-        with hands_client(config) as client:
-            ended = client.wait("orders1", timeout=300)
-        assert ended.outcome == SUCCEEDED and ended.attempts == 2
-        assert "DIRTY" not in repr(ended) and "state" not in repr(ended)
-        assert "cleaned_up=" in repr(ended)
-        assert out.read_text().splitlines() == [
-            "v1 attempt 1",
-            "v2 attempt 2 after {'rows': 100}",
-        ]
+    Path(f"{out}.go").touch()
+    with hands_client(config) as client:
+        ended = client.wait("orders1", timeout=300)
+    assert ended.outcome == SUCCEEDED and ended.attempts == 2
+    assert "DIRTY" not in repr(ended) and "state" not in repr(ended)
+    assert "cleaned_up=" in repr(ended)
+    assert out.read_text().splitlines() == [
+        "v1 attempt 1",
+        "v2 attempt 2 after {'rows': 100}",
+    ]
 
-        shown = wait_for(
-            lambda: (found := show(config, "orders1"))["state"] == SUCCEEDED and found,
-            timeout=60,
-            what="orders1 cleaned up",
-        )
-        one, two = shown["attempts"]
-        v1 = f"{(laptop / 'v1' / 'orders.py').resolve()}:run"
-        v2 = f"{(laptop / 'v2' / 'orders.py').resolve()}:run"
-        assert (one["target"], two["target"]) == (v1, v2)
-        assert (
-            one["note"].startswith("stopped by ")
-            and ": new code; it resumes from checkpoint 1 (taken " in one["note"]
-        )
-        text = script(config, "jobs show", "orders1")
-        assert text.returncode == 0, text.stderr
-        lines = text.stdout.split("attempts:\n")[1].splitlines()
-        # the driver JVM each attempt had, as its JSON says it (issue 56.4)
-        jvm = [f"; driver JVM {a['jvm']}" if a.get("jvm") else "" for a in (one, two)]
-        assert str(two["jvm"]).startswith("none: the job started no Spark"), two
-        assert lines[0] == (
-            f"  1 STOPPED on d1, placed {one['placed']}, ended {one['ended']}, definition "
-            f"{one['definition'][:12]} from {v1}{jvm[0]}: {one['note']}"
-        )
-        assert lines[1] == (
-            f"  2 SUCCEEDED on d1, placed {two['placed']}, ended {two['ended']}, definition "
-            f"{two['definition'][:12]} from {v2}, new since the attempt before{jvm[1]}"
-        )
-        assert "attempt 1 is over" not in text.stdout
-        assert FAILED not in text.stdout
-    finally:
-        local.stop()
+    shown = wait_for(
+        lambda: (found := show(config, "orders1"))["state"] == SUCCEEDED and found,
+        timeout=60,
+        what="orders1 cleaned up",
+    )
+    one, two = shown["attempts"]
+    v1 = f"{(laptop / 'v1' / 'orders.py').resolve()}:run"
+    v2 = f"{(laptop / 'v2' / 'orders.py').resolve()}:run"
+    assert (one["target"], two["target"]) == (v1, v2)
+    assert (
+        one["note"].startswith("stopped by ")
+        and ": new code; it resumes from checkpoint 1 (taken " in one["note"]
+    )
+    text = script(config, "jobs show", "orders1")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.split("attempts:\n")[1].splitlines()
+    # the driver JVM each attempt had, as its JSON says it (issue 56.4)
+    jvm = [f"; driver JVM {a['jvm']}" if a.get("jvm") else "" for a in (one, two)]
+    assert str(two["jvm"]).startswith("none: the job started no Spark"), two
+    assert lines[0] == (
+        f"  1 STOPPED on d1, placed {one['placed']}, ended {one['ended']}, definition "
+        f"{one['definition'][:12]} from {v1}{jvm[0]}: {one['note']}"
+    )
+    assert lines[1] == (
+        f"  2 SUCCEEDED on d1, placed {two['placed']}, ended {two['ended']}, definition "
+        f"{two['definition'][:12]} from {v2}, new since the attempt before{jvm[1]}"
+    )
+    assert "attempt 1 is over" not in text.stdout
+    assert FAILED not in text.stdout

@@ -24,7 +24,7 @@ from zkstore.records.job_states import (
     SUCCEEDED,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet]
 
 
 def _state(cluster: Cluster, job_id: str) -> str | None:
@@ -36,12 +36,20 @@ def test_a_repaired_job_released_runs_to_success(
     local: LocalCluster, client: Client, runtime_config: StoreConfig, tmp_path: Path
 ) -> None:
     """A payload damaged in storage: the driver cannot load it, the job is quarantined; release
-    is refused until the operator restores the payload, then the job runs to success."""
-    out = tmp_path / "out"
-    client.submit_function(jobs.steps, str(out), 2, 0.01, job_id="fixme", max_attempts=2)
+    is refused until the operator restores the payload, then the job runs to success. It runs
+    after another job, which goes on until the payload is damaged (a running leader would
+    place it at once)."""
+    out, opened = tmp_path / "out", tmp_path / "damaged"
+    client.submit_function(
+        jobs.steps, str(tmp_path / "first"), 1, 0.05, str(opened), job_id="first"
+    )
+    client.submit_function(
+        jobs.steps, str(out), 2, 0.01, job_id="fixme", max_attempts=2, after=["first"]
+    )
     path = client.cluster.storage.path_of(client.cluster.jobs.handles.get_handle("fixme").uri)
     good = client.cluster.storage.fs.cat_file(path)
     client.cluster.storage.fs.pipe_file(path, good[:-1] + bytes([good[-1] ^ 1]))
+    opened.touch()
     local.start_daemon("d1")
     wait_for(lambda: client.status("fixme").state == QUARANTINED, timeout=60, what="quarantine")
     refused = run(runtime_config, "quarantine", "release", "fixme")
@@ -54,6 +62,7 @@ def test_a_repaired_job_released_runs_to_success(
     assert step_runs(out) == {1: [2], 2: [2]}, "it ran once, as attempt 2 (1 could not load)"
 
 
+@pytest.mark.disturbs  # a leader's takeover is the point: the daemon starts after the crash
 def test_a_purge_that_died_after_its_result_is_finished_by_the_next_leader(
     local: LocalCluster, runtime_config: StoreConfig
 ) -> None:

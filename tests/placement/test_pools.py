@@ -29,7 +29,7 @@ from zkstore.config import StoreConfig
 from zkstore.errors import StoreUnavailable
 from zkstore.layout import Layout
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet]
 
 #: each job notes that it started (a line in ``log``), then runs until ``gate`` exists
 JOB = """\
@@ -123,6 +123,7 @@ class RunningCount:
         return self.most
 
 
+@pytest.mark.disturbs  # its daemon's --max-drivers
 def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     local: LocalCluster, runtime_config: StoreConfig, laptop: Path
 ) -> None:
@@ -185,6 +186,7 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     assert len((laptop / "started.log").read_text().split()) == 6
 
 
+@pytest.mark.disturbs  # daemons with labels, a leader's failover
 def test_a_higher_priority_pool_starts_first_after_a_leader_failover(
     local: LocalCluster, runtime_config: StoreConfig, laptop: Path
 ) -> None:
@@ -313,8 +315,11 @@ def test_a_schedules_runs_inherit_its_pool(
     zk_cli(config, "pools set", "etl", "--max-running", "1")
     wait_for(lambda: show(config, run).get("state") == "SUCCEEDED", timeout=BOUND, what="run ended")
     assert log.read_text().split() == ["run"]
+    zk_cli(config, "schedules delete", "nightly", "--yes")
+    zk_cli(config, "pools delete", "etl", "--yes")
 
 
+@pytest.mark.disturbs  # daemons with labels, a leader killed
 def test_a_leader_that_takes_over_gives_a_free_slot_by_priority_not_by_job_id(
     local: LocalCluster, runtime_config: StoreConfig, laptop: Path
 ) -> None:

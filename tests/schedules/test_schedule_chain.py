@@ -16,7 +16,7 @@ from tests.helpers import wait_for
 from zkstore.config import StoreConfig
 from zkstore.records.strict import parse_time
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet]
 
 JOBS = """
 import os
@@ -168,3 +168,5 @@ def test_submit_after_a_run_not_made_yet_waits_for_its_window(
     assert ghost.returncode == 0
     failed = wait_for(lambda: show(config, "ghost-after")["result"], timeout=30, what="failed")
     assert failed["outcome"] == "FAILED" and "no job nothing-1" in failed["error"]
+    for name in ("daily", "nightly"):
+        assert script(config, "schedules delete", name, "--yes").returncode == 0

@@ -22,7 +22,7 @@ from tests.servers import NotificationReceiver
 from zkstore.config import StoreConfig
 from zkstore.records.strict import parse_time
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet]
 
 JOBS = """
 import os
@@ -126,6 +126,7 @@ def test_schedules_create_takes_submits_run_options_and_checks_notify(
     assert "169.254.169.254 is a link-local address" in refused.stderr
 
 
+@pytest.mark.disturbs  # its daemon's --end-grace
 def test_a_scheduled_run_times_out_retries_and_notifies_as_configured(
     local: LocalCluster, runtime_config: StoreConfig, laptop: Path
 ) -> None:
@@ -226,6 +227,8 @@ def test_every_windows_are_aligned_so_two_schedules_a_second_apart_chain(
     )
     assert mismatched.returncode == 2, mismatched.stderr
     assert "give --every a multiple of 4s" in mismatched.stderr
+    for name in ("load", "extract"):
+        assert script(config, "schedules delete", name, "--yes").returncode == 0
 
 
 def test_schedules_update_is_recorded_seen_by_the_leader_and_carried_by_the_runs(
@@ -271,6 +274,7 @@ def test_schedules_update_is_recorded_seen_by_the_leader_and_carried_by_the_runs
     assert (same.returncode, same.stdout) == (0, "schedule tick: nothing changed\n"), same.stderr
     missing = script(config, "schedules update", "nothing", "--timeout", "1m")
     assert missing.returncode == 4, missing.stderr
+    assert script(config, "schedules delete", "tick", "--yes").returncode == 0
 
 
 def test_a_daemon_stopped_cleanly_leaves_nothing_in_tmp(

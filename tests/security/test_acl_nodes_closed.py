@@ -98,13 +98,12 @@ def test_secret_never_in_help_or_verbose_logs(secure: StoreConfig, tmp_path: Pat
 # -- the daemon ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def local(secure: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(secure.with_changes(session_timeout=4.0), tmp_path / "rt")
-    yield cluster
-    cluster.stop()
+#: the daemons' tests share a fleet with credentials (the module's other tests need a cluster
+#: without them, or make their own)
+ON_A_SECURE_FLEET = pytest.mark.shared_fleet(credentials=True)
 
 
+@ON_A_SECURE_FLEET
 def test_every_node_of_a_running_cluster_carries_the_acl(
     secure: StoreConfig, local: LocalCluster, tmp_path: Path
 ) -> None:
@@ -125,7 +124,7 @@ def test_every_node_of_a_running_cluster_carries_the_acl(
     assert any(n.startswith(layout.election + "/") for n in nodes)  # ephemeral sequential
     assert any(n.startswith(layout.checkpoints(job_id) + "/") for n in nodes)
     logs = [d.log() for d in local.daemons.values()]
-    logs += [p.read_text() for p in (tmp_path / "rt" / "drivers").rglob("*.log")]
+    logs += [p.read_text() for p in (local.work_dir / "drivers").rglob("*.log")]
     assert logs and not any(SECRET in log for log in logs)
     assert not any("SECURITY WARNING" in log for log in logs)
 
@@ -148,6 +147,7 @@ def check_every_node(config: StoreConfig, top: str | None = None) -> set[str]:
     return nodes
 
 
+@ON_A_SECURE_FLEET
 def test_job_code_with_its_drivers_credentials_writes_nothing_outside_its_job(
     secure: StoreConfig, local: LocalCluster, tmp_path: Path
 ) -> None:

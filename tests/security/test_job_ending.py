@@ -9,7 +9,6 @@ the way it ends: one that disables its driver's cancel handling, one that makes 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from tests.helpers import (
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import CANCELLED, SUCCEEDED
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet(credentials=True)]
 
 DEAF = '''
 import json, os, signal, time
@@ -111,13 +110,11 @@ def run(ctx):
 
 
 @pytest.fixture
-def guarded(secure: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]:
-    """Daemons of a cluster with credentials: every driver holds its job's own identity."""
-    cluster = LocalCluster(
-        secure.with_changes(session_timeout=SESSION_TIMEOUT), tmp_path / "rt", restart_backoff=0.2
-    )
-    yield cluster
-    cluster.stop()
+def guarded(local: LocalCluster) -> LocalCluster:
+    """Daemons of a cluster with credentials (the module's fleet's): every driver holds its
+    job's own identity."""
+    assert local.config.zk_auth is not None
+    return local
 
 
 def submit(config: StoreConfig, laptop: Path, target: str, job_id: str, *words: str) -> None:
@@ -125,6 +122,7 @@ def submit(config: StoreConfig, laptop: Path, target: str, job_id: str, *words: 
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.disturbs  # its daemon's --cancel-grace
 def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
     guarded: LocalCluster, laptop: Path, tmp_path: Path
 ) -> None:
@@ -183,6 +181,7 @@ def test_a_job_that_makes_its_end_node_for_itself_blocks_neither_cancel_nor_the_
     assert "unexpected store error" not in guarded.daemons["d1"].log()
 
 
+@pytest.mark.disturbs  # the job's records stay: the fleet's reset could not forget it
 def test_a_job_whose_planted_end_has_children_blocks_neither_cancel_nor_the_others(
     guarded: LocalCluster, laptop: Path, tmp_path: Path
 ) -> None:

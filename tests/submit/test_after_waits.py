@@ -14,7 +14,7 @@ from tests.helpers import wait_for
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet]
 
 GATED = """
 import time
@@ -78,6 +78,7 @@ def test_after_waits_for_its_job_then_runs_or_fails_with_the_reason(
     assert not Path(f"{out}-c").exists(), "c never ran"
 
 
+@pytest.mark.disturbs  # its daemon's --reconcile-interval
 def test_a_job_waiting_for_a_quarantined_job_says_so_and_fails_when_it_is_purged(
     local: LocalCluster, runtime_config: StoreConfig, laptop: Path
 ) -> None:

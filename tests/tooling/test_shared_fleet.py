@@ -15,8 +15,9 @@ from recovery.dev.localcluster import LocalCluster
 from tests import jobs
 from tests.cli import zkstore
 from tests.fleets import Fleets, Shape, SharedCluster, SharedFleet
-from tests.helpers import hands_client, wait_for
+from tests.helpers import hands_client, http_status, session, wait_for
 from zkstore.config import StoreConfig
+from zkstore.errors import AccessDenied
 from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.e2e
@@ -113,3 +114,56 @@ def test_a_marked_test_gets_the_fleet_of_its_process_running(
     assert local.start_daemon("d1") is local.daemons["d1"]
     done = client.submit_function(jobs.steps, str(tmp_path / "o"), 1, 0.01, job_id="here")
     assert client.wait(done, timeout=60).outcome == SUCCEEDED
+
+
+def test_a_shape_with_http_and_arguments_starts_its_daemons_so(own_fleets: Fleets) -> None:
+    """A module whose daemons serve HTTP or take arguments (``--end-grace``) shares a fleet of
+    that shape: each daemon answers ``/health`` before the first test, started with them."""
+    fleet = own_fleets.of(Shape(http=True, args=("--end-grace", "7s")))
+    local = fleet.begin()
+    daemon = local.daemons["d1"]
+    assert daemon.url is not None and http_status(daemon, "/health") == 200
+    command = [str(word) for word in daemon.process.args]  # its title hides its arguments
+    assert ["--end-grace", "7s"] in [command[i : i + 2] for i in range(len(command))], command
+    assert own_fleets.of(Shape()) is not fleet, "another shape, another fleet"
+    assert fleet.reset() == []
+
+
+@pytest.mark.shared_fleet(http=True, args=["--end-grace", "7s"])
+def test_a_marked_shape_with_arguments_is_the_fleet_of_its_process(local: LocalCluster) -> None:
+    assert isinstance(local, SharedCluster)
+    assert local.extra_args == ("--end-grace", "7s") and local.http
+    assert local.start_daemon("d1") is local.daemons["d1"]
+    assert http_status(local.daemons["d1"], "/health") == 200
+
+
+def test_a_shape_with_credentials_closes_its_fleet_to_strangers(
+    own_fleets: Fleets, tmp_path: Path
+) -> None:
+    fleet = own_fleets.of(Shape(credentials=True))
+    assert fleet.config.zk_auth is not None and fleet.config.zk_read_acl
+    fleet.begin()
+    with hands_client(fleet.config) as client:
+        done = client.submit_function(jobs.steps, str(tmp_path / "a"), 1, 0.01, job_id="closed")
+        assert client.wait(done, timeout=60).outcome == SUCCEEDED
+    with session(fleet.config, None) as stranger, pytest.raises(AccessDenied):
+        stranger.get(fleet.layout.settings)
+    assert fleet.reset() == []
+
+
+@pytest.mark.shared_fleet(credentials=True)
+def test_a_marked_shape_with_credentials_gives_them_to_the_test(
+    local: LocalCluster, config: StoreConfig
+) -> None:
+    assert isinstance(local, SharedCluster)
+    assert config.zk_auth is not None and local.config.zk_auth == config.zk_auth
+
+
+@pytest.mark.shared_fleet(credentials=True)
+@pytest.mark.disturbs
+def test_a_test_that_disturbs_a_fleet_with_credentials_has_them_too(
+    local: LocalCluster, config: StoreConfig
+) -> None:
+    assert not isinstance(local, SharedCluster)
+    assert config.zk_auth is not None and local.config.zk_auth == config.zk_auth
+    assert local.config.zk_read_acl == config.zk_read_acl
