@@ -29,9 +29,10 @@ from tests.crash_artifacts import write_data
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import ConfigError, CorruptRecord, TooLarge
-from zkstore.jobs.job_artifacts import release_dead_attempts
+from zkstore.jobs.job_artifacts import release_dead_attempts, release_for_cleanup
 from zkstore.jobs.outputs.manifest import MANIFESTS, chain, manifest_name, read_paths
 from zkstore.jobs.outputs.output_records import MAX_PARTS, OutputCommit
+from zkstore.layout import checkpoint_node_name
 from zkstore.records.job_states import FAILED, SUCCEEDED
 from zkstore.zookeeper.zk import ZooKeeper
 
@@ -307,6 +308,49 @@ def test_the_jobs_end_keeps_a_succeeded_jobs_output_and_drops_a_failed_ones(
     else:
         assert not result.outputs
         assert objects(cluster, place) == []
+
+
+def test_an_output_read_as_the_cleanup_deletes_its_records_is_read_whole_from_its_manifest(
+    any_cluster: Cluster, attempts: Attempts
+) -> None:
+    """A SUCCEEDED job's cleanup records its kept outputs in its result and writes their
+    manifest files, then deletes its records node by node. A reader between two of those
+    deletes (a commit gone, the output's record and a later commit still there) got a manifest
+    "from zookeeper" with the first commit's parts missing; once the output's record was gone
+    too, "job j has no output 'days'" (seen by a poll of ``outputs list``). It reads the kept
+    output from its manifest files, whole, at every point of the deletion."""
+    cluster = any_cluster
+    first = start(cluster, attempts, "j")
+    ctx = context(cluster, first, "j")
+    assert ctx.outputs is not None
+    for day in (1, 2):
+        ctx.checkpoint({"day": day}, commit={"days": [stage_day(cluster, ctx, day)]})
+    place = ctx.outputs.uri("days")
+    whole = [f"{place}/attempt-1/day={day}" for day in (1, 2)]
+    first.end()
+    cluster.results.create_dirty("j", SUCCEEDED, attempts=1)
+    release_for_cleanup(cluster.artifacts("j"), cluster.results, fence=None)
+    output = cluster.layout.output("j", "days")
+    commits = [
+        f"{output}/{checkpoint_node_name(c)}" for c in cluster.outputs("j").commit_ids("days")
+    ]
+    assert len(commits) == 2
+
+    def read() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        listed = run(cluster.config, "outputs", "list", "j", "--format", "json")
+        shown = run(cluster.config, "outputs", "show", "j", "days", "--format", "json")
+        assert listed.returncode == 0 and shown.returncode == 0, (listed.stderr, shown.stderr)
+        return json.loads(listed.stdout), json.loads(shown.stdout)
+
+    cluster.zk.delete(commits[0])  # the cleanup's first delete under the output
+    listed, shown = read()
+    assert shown["from"] == "manifest" and shown["paths"] == whole, shown
+    assert [(o["name"], o["commits"], o["from"]) for o in listed] == [("days", 2, "manifest")]
+    cluster.zk.delete(commits[1])
+    cluster.zk.delete(output)  # the output's record gone, the job's others still there
+    listed, shown = read()
+    assert shown["from"] == "manifest" and shown["paths"] == whole, shown
+    assert [(o["name"], o["commits"], o["from"]) for o in listed] == [("days", 2, "manifest")]
 
 
 def test_staging_a_dead_attempt_never_committed_is_lingering_and_cleaned_up(

@@ -4,6 +4,13 @@ While the job's records live, an output is read from ZooKeeper (its commits: exa
 committed, nothing staged). Once the job is over its records are gone: a kept output (a
 SUCCEEDED job's, listed in its result as ``output.<name>``) is read from its newest manifest
 file, which the job's cleanup wrote from the records before deleting them.
+
+In between, the cleanup deletes the records node by node (after the kept outputs' files are
+written): a reader there meets an output whose oldest commits are gone, or no output record at
+all. So an output the result keeps is read from its files whenever they reach as far as its
+records (the newest commit): never a manifest with commits missing, never "no output". Its
+records win only while they are newer, before the cleanup wrote the last file (nothing is
+deleted before that).
 """
 
 from __future__ import annotations
@@ -28,27 +35,36 @@ _MAX_FILE = 64 * 1024 * 1024
 def list_outputs(cluster: Cluster, job_id: str) -> list[dict[str, Any]]:
     """One summary per output of the job: name, uri, commits, parts, newest commit, from
     (zookeeper or manifest). :class:`JobNotFound` if the store knows no such job."""
-    store = cluster.outputs(job_id)
-    names = store.names()
-    if names:
-        return [_summary(_live(cluster, job_id, name)) for name in names]
-    return [_summary(show_output(cluster, job_id, name)) for name in _kept(cluster, job_id)]
+    kept = _kept(cluster, job_id)
+    found = []
+    for name in sorted({*cluster.outputs(job_id).names(), *kept}):
+        try:
+            found.append(_summary(_shown(cluster, job_id, name, kept)))
+        except HandleNotFound:
+            continue  # an output the job did not keep, its records removed as they were read
+    return found
 
 
 def show_output(cluster: Cluster, job_id: str, name: str) -> dict[str, Any]:
     """The output's manifest: {job_id, output, uri, commit, paths, commits [{commit, attempt,
     committed, parts}], from}. :class:`HandleNotFound` (exit 4) if the job has no such output."""
     validate_output_name(name)
-    if cluster.outputs(job_id).get(name) is not None:
-        return _live(cluster, job_id, name)
-    kept = _kept(cluster, job_id)
-    if name not in kept:
-        raise HandleNotFound(
-            f"job {job_id} has no output {name!r}"
-            + (f" (it has {', '.join(sorted(kept))})" if kept else ""),
-            path=cluster.layout.output(job_id, name),
-        )
-    return _from_file(cluster, job_id, name, kept[name])
+    return _shown(cluster, job_id, name, _kept(cluster, job_id))
+
+
+def _shown(cluster: Cluster, job_id: str, name: str, kept: dict[str, str]) -> dict[str, Any]:
+    live = _live(cluster, job_id, name)
+    if name in kept:
+        stored = _from_file(cluster, job_id, name, kept[name])
+        if live is None or live["commit"] <= stored["commit"]:
+            return stored  # as far as the records reach, and whole as they are deleted
+    if live is not None:
+        return live
+    raise HandleNotFound(
+        f"job {job_id} has no output {name!r}"
+        + (f" (it has {', '.join(sorted(kept))})" if kept else ""),
+        path=cluster.layout.output(job_id, name),
+    )
 
 
 def paths(shown: dict[str, Any], *, hadoop: bool = False) -> list[str]:
@@ -56,8 +72,12 @@ def paths(shown: dict[str, Any], *, hadoop: bool = False) -> list[str]:
     return [hadoop_url(p) for p in found] if hadoop else found
 
 
-def _live(cluster: Cluster, job_id: str, name: str) -> dict[str, Any]:
-    manifest: Manifest = cluster.outputs(job_id).manifest(name)
+def _live(cluster: Cluster, job_id: str, name: str) -> dict[str, Any] | None:
+    """The output read from its records; None without them (or removed as they were read)."""
+    try:
+        manifest: Manifest = cluster.outputs(job_id).manifest(name)
+    except HandleNotFound:
+        return None
     return {**manifest.as_dict(), "from": "zookeeper"}
 
 

@@ -104,8 +104,20 @@ class OutputStore:
 
     def commits(self, name: str) -> list[OutputCommit]:
         """Every commit of the output, oldest first. A commit that cannot be read raises
-        :class:`CorruptRecord`: a reader must never get a manifest with parts missing."""
-        return [c for c in self._read(name, self.commit_ids(name)) if c is not None]
+        :class:`CorruptRecord`, and one listed but gone when read :class:`HandleNotFound`
+        (only a finished job's cleanup removes commits, node by node, once its kept outputs'
+        manifest files are written): a reader must never get a manifest with parts missing."""
+        ids = self.commit_ids(name)
+        commits = self._read(name, ids)
+        for commit_id, commit in zip(ids, commits, strict=True):
+            if commit is None:
+                raise HandleNotFound(
+                    f"job {self.job_id}: commit {commit_id} of output {name!r} was removed "
+                    "as it was read (the job's records are being removed)",
+                    path=f"{self.layout.output(self.job_id, name)}/"
+                    f"{checkpoint_node_name(commit_id)}",
+                )
+        return [c for c in commits if c is not None]
 
     def commit_ids(self, name: str) -> list[int]:
         """The ids of the output's commits, oldest first (its children's names alone)."""
@@ -259,6 +271,8 @@ class OutputStore:
         for name in self.names():
             try:
                 found += self._stray(name, live_attempt)
+            except HandleNotFound:
+                continue  # its records went meanwhile (the job's cleanup): nothing to tell
             except (CorruptRecord, InvalidName, UntrustedPayload) as exc:
                 logger.error("output %s of %s not read: %s", name, self.job_id, exc)
         return found
