@@ -36,7 +36,9 @@ def ui_report(ctx: Any, out: str, gate: str) -> None:
         "kill": context.getConf().get("spark.ui.killEnabled", None),
         "total": ctx.spark.range(10).groupBy().sum().collect()[0][0],
     }
-    Path(out).write_text(json.dumps(report))
+    written = Path(f"{out}.partial")  # whole or not at all: the test reads it as it comes
+    written.write_text(json.dumps(report))
+    written.replace(out)
     deadline = time.monotonic() + 300
     while not Path(gate).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
