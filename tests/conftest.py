@@ -326,18 +326,7 @@ def _on_shared_fleet(request: pytest.FixtureRequest, shape: Shape) -> Iterator[L
     if report is not None and report.failed:
         for daemon in shared.daemons.values():
             print(f"----- {daemon.daemon_id} (this test's part) -----\n{daemon.log()[-6000:]}")
-    changed = fleet.reset()
-    leaked = fleet.leaks()
-    if changed:
-        leaked += fleets.discard(shape)
-    failures = []
-    if leaked:
-        failures.append("no token reaches a log: " + "; ".join(sorted(set(leaked))))
-    if changed:
-        failures.append(
-            "the test changed the shared fleet (mark it @pytest.mark.disturbs): "
-            + "; ".join(changed)
-        )
+    failures = fleets.after_test(shape)
     if failures:
         pytest.fail(" / ".join(failures), pytrace=False)
 

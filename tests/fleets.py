@@ -274,6 +274,25 @@ class Fleets:
             self.fleets[shape] = SharedFleet(config, self.work_dir / fleet_id, shape)
         return self.fleets[shape]
 
+    def after_test(self, shape: Shape) -> list[str]:
+        """Reset the fleet of ``shape`` after a test; return why the test fails, one line each
+        (none: it passes): a value of the shape's ``env`` in the test's part of a daemon's log,
+        or a change of the fleet (which is then replaced, and its whole logs read)."""
+        fleet = self.fleets[shape]
+        changed = fleet.reset()
+        leaked = fleet.leaks()
+        if changed:
+            leaked += self.discard(shape)
+        failures = []
+        if leaked:
+            failures.append("no token reaches a log: " + "; ".join(sorted(set(leaked))))
+        if changed:
+            failures.append(
+                "the test changed the shared fleet (mark it @pytest.mark.disturbs): "
+                + "; ".join(changed)
+            )
+        return failures
+
     def discard(self, shape: Shape) -> list[str]:
         """Stop a fleet a test changed: the next test of its shape gets a new one. Returns what
         its whole logs showed of its secrets (:meth:`SharedFleet.leaks`)."""

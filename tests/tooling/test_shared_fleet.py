@@ -210,19 +210,20 @@ def test_a_secret_in_a_log_is_named_in_the_part_of_the_test_that_wrote_it_and_at
     own_fleets: Fleets, tmp_path: Path
 ) -> None:
     """A value of the shape's environment in a daemon's log (here a job named as the token,
-    which the daemon logs): named by the test that wrote it, not by the next one, and by the
-    whole log when the fleet closes."""
-    fleet = own_fleets.of(Shape(env=(("ZKSTORE_API_TOKEN", WEB_TOKEN),)))
+    which the daemon logs): the test that wrote it fails naming the daemon and the variable
+    (never the value), the next one passes, and the whole log names it when the fleet closes."""
+    shape = Shape(env=(("ZKSTORE_API_TOKEN", WEB_TOKEN),))
+    fleet = own_fleets.of(shape)
     local = fleet.begin()
     assert fleet.leaks() == [] and fleet.leaks(whole=True) == []
     with hands_client(fleet.config) as client:
         job = client.submit_function(jobs.steps, str(tmp_path / "a"), 1, 0.01, job_id=WEB_TOKEN)
         assert client.wait(job, timeout=60).outcome == SUCCEEDED
     wait_for(lambda: WEB_TOKEN in local.daemons["d1"].log(), timeout=10, what="logged")
-    assert fleet.leaks() == [LEAKED]
-    assert fleet.reset() == []
+    assert own_fleets.after_test(shape) == [f"no token reaches a log: {LEAKED}"]
+    assert own_fleets.of(shape) is fleet, "a secret shown is no change of the fleet"
     fleet.begin()
-    assert fleet.leaks() == [], "the next test's part does not show it"
+    assert own_fleets.after_test(shape) == [], "the next test's part does not show it"
     assert fleet.leaks(whole=True) == [LEAKED]
     with pytest.raises(AssertionError, match=f"a secret reached a shared fleet's log: {LEAKED}"):
         own_fleets.close()
