@@ -142,14 +142,28 @@ def fleet_shape(request: pytest.FixtureRequest) -> Shape:
     return Shape(tuple(marker.args) or ("d1",), **options)
 
 
+def web_shape(request: pytest.FixtureRequest) -> Shape | None:
+    """The shape of a test's :func:`web` daemons: its ``web`` marker's ids, serving HTTP, with
+    its module's :func:`web_env`; None where the marker names no daemon (the test starts its
+    own)."""
+    marker = request.node.get_closest_marker("web")
+    if marker is None or not marker.args:
+        return None
+    env: dict[str, str] = request.getfixturevalue("web_env")
+    return Shape(tuple(marker.args), http=True, env=tuple(sorted(env.items())))
+
+
 def shared_shape(request: pytest.FixtureRequest) -> Shape | None:
     """The shape of the shared fleet the test runs on: a test that uses ``local``, marked
-    ``shared_fleet`` and not ``disturbs``; None for a test that starts its own daemons."""
-    if request.node.get_closest_marker("shared_fleet") is None:
-        return None
+    ``shared_fleet``, or one that uses ``web``, marked ``web`` with its daemons
+    (:func:`web_shape`), and not ``disturbs``; None for a test that starts its own daemons."""
     if request.config.getoption("own_fleets"):
         return None
     if request.node.get_closest_marker("disturbs") is not None:
+        return None
+    if "web" in request.fixturenames:
+        return web_shape(request)
+    if request.node.get_closest_marker("shared_fleet") is None:
         return None
     if "local" not in request.fixturenames:
         return None
@@ -301,6 +315,9 @@ def local(
 
 
 def _on_shared_fleet(request: pytest.FixtureRequest, shape: Shape) -> Iterator[LocalCluster]:
+    """The shared fleet of ``shape`` for one test: reset after it, which fails if the test
+    changed the fleet (then replaced) or if a value of the shape's ``env`` reached the test's
+    part of a daemon's log (the whole log is read when the fleet closes)."""
     fleets: Fleets = request.getfixturevalue("fleets")
     fleet = fleets.of(shape)
     shared = fleet.begin()
@@ -309,14 +326,9 @@ def _on_shared_fleet(request: pytest.FixtureRequest, shape: Shape) -> Iterator[L
     if report is not None and report.failed:
         for daemon in shared.daemons.values():
             print(f"----- {daemon.daemon_id} (this test's part) -----\n{daemon.log()[-6000:]}")
-    changed = fleet.reset()
-    if changed:
-        fleets.discard(shape)
-        pytest.fail(
-            "the test changed the shared fleet (mark it @pytest.mark.disturbs): "
-            + "; ".join(changed),
-            pytrace=False,
-        )
+    failures = fleets.after_test(shape)
+    if failures:
+        pytest.fail(" / ".join(failures), pytrace=False)
 
 
 @pytest.fixture
@@ -335,7 +347,14 @@ def web(
 ) -> Iterator[LocalCluster]:
     """Daemons that serve HTTP, each on a free loopback port, with :func:`web_env`. A test
     marked ``@pytest.mark.web("d1", "d2")`` gets those started (the first leading) and
-    answering ``/health``; else none is started. No value of ``web_env`` may reach a log."""
+    answering ``/health``: its process's shared fleet of that shape (:func:`web_shape`),
+    unless it is marked ``disturbs`` (it kills, restarts, starts another daemon), which gets
+    its own; else none is started. No value of ``web_env`` may reach a log: checked after each
+    test over its own daemons' logs, or its part of the shared ones'."""
+    shape = shared_shape(request)
+    if shape is not None:
+        yield from _on_shared_fleet(request, shape)
+        return
     cluster = LocalCluster(
         runtime_config, tmp_path / "rt", restart_backoff=0.2, http=True, extra_env=web_env
     )

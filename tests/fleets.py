@@ -14,6 +14,11 @@ and logs gone, its id free again), and the fleet is compared with what it was wh
 (:meth:`SharedFleet.changes`): a daemon gone or restarted, another leader, a schedule, a pool,
 a setting, a drain mark, a quarantined job. A test that leaves any of those fails at its
 teardown, naming what it changed, and the fleet is replaced for the next test.
+
+The daemons of a shape may have an environment of their own (``Shape.env``: the ``web``
+fixture's API tokens, :func:`~tests.conftest.web_env`), whose values must reach no log: each
+test's part of every daemon's log is read for them after the test (:meth:`SharedFleet.leaks`),
+and the whole log when the fleet closes.
 """
 
 from __future__ import annotations
@@ -48,7 +53,10 @@ class Shape:
     test of the module then has them, on a shared fleet or its own) (``@pytest.mark.
     shared_fleet("d1", "d2", restart_backoff=1.0, session_timeout=4.0, http=True,
     args=("--end-grace", "5s"), credentials=True)``; a test of the module marked ``disturbs``
-    starts its own daemons with the same options)."""
+    starts its own daemons with the same options). ``env`` is the daemons' environment beyond
+    the cluster's, as pairs (a shape is a key: hashable), whose values are secrets that no log
+    may show: a ``web`` module's (``@pytest.mark.web("d1", "d2")`` with its ``web_env``) is
+    ``Shape(("d1", "d2"), http=True, env=(("ZKSTORE_API_TOKEN", ...),))``."""
 
     daemons: tuple[str, ...] = ("d1",)
     restart_backoff: float = 0.2
@@ -56,6 +64,7 @@ class Shape:
     http: bool = False
     args: tuple[str, ...] = ()
     credentials: bool = False
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def secured(config: StoreConfig) -> StoreConfig:
@@ -124,6 +133,7 @@ class SharedFleet:
             restart_backoff=shape.restart_backoff,
             http=shape.http,
             extra_args=shape.args,
+            extra_env=dict(shape.env),
         )
         self.local.start_all(shape)
         self.layout = Layout(config.base_path)
@@ -207,8 +217,25 @@ class SharedFleet:
                     return [f"jobs not ended within {RESET_DEADLINE:g} s: {sorted(left)}"]
                 time.sleep(0.1)
 
-    def close(self) -> None:
+    def leaks(self, *, whole: bool = False) -> list[str]:
+        """The variables of the shape's environment whose value is in a daemon's log, one line
+        each (none: no secret shown): in the part of the log since :meth:`begin` (the test's),
+        or in the whole log (``whole``: what the fleet's start, the resets between tests and its
+        stop wrote too)."""
+        found = []
+        for daemon in self.local.daemons.values():
+            log = DaemonProcess.log(daemon) if whole else daemon.log()
+            found += [
+                f"{daemon.daemon_id}: the value of {name} is in its log"
+                for name, value in self.shape.env
+                if value in log
+            ]
+        return found
+
+    def close(self) -> list[str]:
+        """Stop the daemons; return :meth:`leaks` over their whole logs."""
         self.local.close()
+        return self.leaks(whole=True)
 
 
 def _children(zk: ZooKeeper, path: str) -> set[str]:
@@ -247,12 +274,33 @@ class Fleets:
             self.fleets[shape] = SharedFleet(config, self.work_dir / fleet_id, shape)
         return self.fleets[shape]
 
-    def discard(self, shape: Shape) -> None:
-        """Stop a fleet a test changed: the next test of its shape gets a new one."""
+    def after_test(self, shape: Shape) -> list[str]:
+        """Reset the fleet of ``shape`` after a test; return why the test fails, one line each
+        (none: it passes): a value of the shape's ``env`` in the test's part of a daemon's log,
+        or a change of the fleet (which is then replaced, and its whole logs read)."""
+        fleet = self.fleets[shape]
+        changed = fleet.reset()
+        leaked = fleet.leaks()
+        if changed:
+            leaked += self.discard(shape)
+        failures = []
+        if leaked:
+            failures.append("no token reaches a log: " + "; ".join(sorted(set(leaked))))
+        if changed:
+            failures.append(
+                "the test changed the shared fleet (mark it @pytest.mark.disturbs): "
+                + "; ".join(changed)
+            )
+        return failures
+
+    def discard(self, shape: Shape) -> list[str]:
+        """Stop a fleet a test changed: the next test of its shape gets a new one. Returns what
+        its whole logs showed of its secrets (:meth:`SharedFleet.leaks`)."""
         fleet = self.fleets.pop(shape, None)
-        if fleet is not None:
-            fleet.close()
+        return [] if fleet is None else fleet.close()
 
     def close(self) -> None:
-        for shape in list(self.fleets):
-            self.discard(shape)
+        """Stop every fleet; raises AssertionError if a daemon's log showed a secret."""
+        leaked = [line for shape in list(self.fleets) for line in self.discard(shape)]
+        if leaked:
+            raise AssertionError("a secret reached a shared fleet's log: " + "; ".join(leaked))

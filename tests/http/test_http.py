@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from recovery.client.api import Client
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests import jobs
-from tests.cli import json_of, script_json
+from tests.cli import json_of, script, script_json
 from tests.helpers import SESSION_TIMEOUT, http_status, step_runs, wait_for
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import CANCELLED, RUNNING, SUCCEEDED
@@ -68,7 +68,8 @@ def metrics(daemon: DaemonProcess) -> dict[tuple[str, tuple[tuple[str, str], ...
     }
 
 
-#: The tests here that take ``web`` get d1 (leading) and d2 serving HTTP with the API token.
+#: The tests here that take ``web`` get d1 (leading) and d2 serving HTTP with the API token:
+#: their process's shared pair (tests/fleets.py), but for those marked ``disturbs``.
 pytestmark = [pytest.mark.e2e, pytest.mark.web("d1", "d2")]
 
 
@@ -147,6 +148,10 @@ def test_every_read_endpoint_on_the_leader_and_on_a_standby(
     ]
     assert [d["jobs"] for d in api_daemons if d["used"]] == [[live]]
     assert {tuple(d) for d in listed_daemons} == {tuple(d) for d in api_daemons}
+    # the mark lifted, d9 is gone from the fleet the next test shares
+    undrained = script(runtime_config, "daemons undrain", "d9")
+    assert undrained.returncode == 0, undrained.stderr
+    assert [d["id"] for d in json_of(runtime_config, "daemons list")] == ["d1", "d2"]
 
 
 def test_logs_endpoint_serves_what_jobs_logs_prints(
@@ -179,6 +184,7 @@ def test_logs_endpoint_serves_what_jobs_logs_prints(
         assert request(daemon, "/api/v1/jobs/nobody/logs")[0] == 404
 
 
+@pytest.mark.disturbs  # kills the leader and starts d3
 def test_leader_answers_200_on_the_leader_only_across_a_failover(
     web: LocalCluster, runtime_config: StoreConfig
 ) -> None:
@@ -262,8 +268,19 @@ def test_errors_are_json_with_the_right_status(web: LocalCluster) -> None:
 def test_metrics_tell_the_state_of_the_cluster(
     web: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
-    done, live = finished_and_running(client, tmp_path)
     leader, standby = web.daemons["d1"], web.daemons["d2"]
+    # counters count since each daemon started, across the tests that share it: this test
+    # asserts on what its own jobs and request added
+    started = "zkstore_driver_starts_total"
+    starts_before = {
+        d.daemon_id: metrics(d)[(started, (("daemon", d.daemon_id),))] for d in (leader, standby)
+    }
+    key = (
+        "zkstore_http_requests_total",
+        (("method", "GET"), ("route", "/api/v1/jobs"), ("status", "200")),
+    )
+    served_before = metrics(standby).get(key, 0.0)
+    done, live = finished_and_running(client, tmp_path)
     request(standby, "/api/v1/jobs")
     for daemon in (leader, standby):
         samples = metrics(daemon)
@@ -281,16 +298,12 @@ def test_metrics_tell_the_state_of_the_cluster(
         assert samples[("zkstore_job_failures", (("job_id", live),))] == 0.0
         assert ("zkstore_job_attempts", (("job_id", done),)) not in samples, "finished: not live"
         assert samples[("zkstore_job_last_checkpoint_age_seconds", (("job_id", live),))] >= 0.0
-        starts = samples[("zkstore_driver_starts_total", me)]
+        starts = samples[(started, me)] - starts_before[daemon.daemon_id]
         assert starts == (2.0 if daemon is leader else 0.0)
         assert samples[("zkstore_leader_since_timestamp_seconds", ())] > 0
         assert samples[("process_resident_memory_bytes", ())] > 0
     served = metrics(standby)
-    key = (
-        "zkstore_http_requests_total",
-        (("method", "GET"), ("route", "/api/v1/jobs"), ("status", "200")),
-    )
-    assert served[key] >= 1.0
+    assert served[key] - served_before == 1.0
 
 
 def process_rss(pid: int) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,3 +169,62 @@ def test_a_test_that_disturbs_a_fleet_with_credentials_has_them_too(
     assert not isinstance(local, SharedCluster)
     assert config.zk_auth is not None and local.config.zk_auth == config.zk_auth
     assert local.config.zk_read_acl == config.zk_read_acl
+
+
+#: the API token of this module's ``web`` daemons (:func:`web_env`): a valid job id too
+WEB_TOKEN = "shared-fleet-t0ken-" + "w" * 16
+LEAKED = "d1: the value of ZKSTORE_API_TOKEN is in its log"
+
+
+@pytest.fixture
+def web_env() -> dict[str, str]:
+    return {"ZKSTORE_API_TOKEN": WEB_TOKEN}
+
+
+@pytest.mark.web("d1")
+def test_a_web_test_runs_on_the_shared_fleet_of_its_daemons_and_tokens(
+    web: LocalCluster, fleets: Fleets, runtime_config: StoreConfig
+) -> None:
+    """A test marked ``web("d1")`` (not ``disturbs``) gets its process's fleet of that shape:
+    its daemons serving HTTP, with the module's ``web_env`` as their environment."""
+    shape = Shape(("d1",), http=True, env=(("ZKSTORE_API_TOKEN", WEB_TOKEN),))
+    assert isinstance(web, SharedCluster) and web is fleets.of(shape).local
+    assert web.config.root == runtime_config.root and web.extra_env == dict(shape.env)
+    daemon = web.daemons["d1"]
+    assert daemon.url is not None and http_status(daemon, "/health") == 200
+    assert web.start_daemon("d1") is daemon
+    with pytest.raises(AssertionError, match="changes it"):
+        web.start_daemon("d2")
+    # the daemon has the token: a change with it finds no such job (without one: 403)
+    cancel = urllib.request.Request(
+        f"{daemon.url}/api/v1/jobs/no-such-job/cancel",
+        method="POST",
+        headers={"Authorization": f"Bearer {WEB_TOKEN}"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as answered:
+        urllib.request.urlopen(cancel, timeout=30)
+    assert answered.value.code == 404
+
+
+def test_a_secret_in_a_log_is_named_in_the_part_of_the_test_that_wrote_it_and_at_close(
+    own_fleets: Fleets, tmp_path: Path
+) -> None:
+    """A value of the shape's environment in a daemon's log (here a job named as the token,
+    which the daemon logs): the test that wrote it fails naming the daemon and the variable
+    (never the value), the next one passes, and the whole log names it when the fleet closes."""
+    shape = Shape(env=(("ZKSTORE_API_TOKEN", WEB_TOKEN),))
+    fleet = own_fleets.of(shape)
+    local = fleet.begin()
+    assert fleet.leaks() == [] and fleet.leaks(whole=True) == []
+    with hands_client(fleet.config) as client:
+        job = client.submit_function(jobs.steps, str(tmp_path / "a"), 1, 0.01, job_id=WEB_TOKEN)
+        assert client.wait(job, timeout=60).outcome == SUCCEEDED
+    wait_for(lambda: WEB_TOKEN in local.daemons["d1"].log(), timeout=10, what="logged")
+    assert own_fleets.after_test(shape) == [f"no token reaches a log: {LEAKED}"]
+    assert own_fleets.of(shape) is fleet, "a secret shown is no change of the fleet"
+    fleet.begin()
+    assert own_fleets.after_test(shape) == [], "the next test's part does not show it"
+    assert fleet.leaks(whole=True) == [LEAKED]
+    with pytest.raises(AssertionError, match=f"a secret reached a shared fleet's log: {LEAKED}"):
+        own_fleets.close()
+    assert not local.daemons["d1"].alive, "closed all the same"
