@@ -102,3 +102,24 @@ def test_listings_of_records_build_no_storage(config: StoreConfig, tmp_path: Pat
         code, heavy, err = imported(*argv, *connection(config))
         assert code == 0, (argv, err)
         assert "kazoo.client" in heavy and "fsspec" not in heavy, (argv, heavy)
+
+
+def test_commands_that_read_no_payload_import_no_fsspec(
+    config: StoreConfig, tmp_path: Path
+) -> None:
+    """On local storage, a command that reads records only builds its storage without
+    fsspec (it is imported when a payload is first touched): ``jobs show`` of a job without
+    artifacts, ``control get``, ``checkpoints list``, ``quarantine list``, ``fleet status``."""
+    (tmp_path / "job.py").write_text(JOB)
+    made = run(config, "submit", f"{tmp_path / 'job.py'}:run", "--job-id", "quiet")
+    assert made.returncode == 0, made.stderr
+    for argv in (
+        ["jobs", "show", "quiet"],
+        ["control", "get", "quiet"],
+        ["checkpoints", "list", "quiet"],
+        ["quarantine", "list"],
+        ["fleet", "status"],
+    ):
+        code, heavy, err = imported(*argv, *connection(config))
+        assert code == 0, (argv, err)
+        assert "kazoo.client" in heavy and "fsspec" not in heavy, (argv, heavy)
