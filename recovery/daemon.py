@@ -50,10 +50,10 @@ from zkstore.errors import (
     ZkStoreError,
 )
 from zkstore.zookeeper.throttle import Throttle
-from zkstore.zookeeper.zk import ZooKeeper
 
 if TYPE_CHECKING:
     from recovery.observe.server import HttpSide
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ASSIGNMENTS",

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import CorruptRecord, HandleExists, HandleNotFound, VersionConflict
 from zkstore.layout import Layout
@@ -36,7 +36,9 @@ from zkstore.records.record import Record
 from zkstore.records.strict import check_text, parse_time, time_text, to_millisecond
 from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "CANNOT_FIRE",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from zkstore.cluster.cluster_settings import SHOWN_BY, ClusterSettings, key_for, read_settings
 from zkstore.config import StoreConfig
@@ -17,7 +18,9 @@ from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV, Destinations
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV, check_bounds, min_interval_from_env
 from zkstore.schedules.schedule_records import ScheduleSpec
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ClusterPolicy"]
 

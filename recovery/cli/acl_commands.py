@@ -1,14 +1,13 @@
-"""ZooKeeper access commands: ``zkstore acl check | apply | digest``."""
+"""ZooKeeper access commands: ``zkstore acl check | apply | digest``.
+
+Each command imports the client it uses (``acl --help`` imports none)."""
 
 from __future__ import annotations
 
 import click
-from kazoo.security import make_digest_acl_credential
 
 from recovery.cli.base import Connection, OperationFailed, UsageFailure, cli, connection_options
 from recovery.cli.output import emit, format_option
-from zkstore.admin.acl import apply_acl, check_cluster_root, describe_open
-from zkstore.cluster import Cluster
 
 
 @cli.group()
@@ -25,6 +24,9 @@ def acl() -> None:
 @format_option
 def check(connection: Connection, fmt: str) -> None:
     """Show the ACL of the cluster root and its parents; exit 1 if anyone may change them."""
+    from zkstore.admin.acl import check_cluster_root, describe_open
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         nodes = check_cluster_root(cluster.zk, cluster.layout)
     rows = [n.to_json() for n in nodes]
@@ -45,6 +47,9 @@ def apply(connection: Connection, dry_run: bool, yes: bool) -> None:
     """
     if dry_run == yes:
         raise UsageFailure("give exactly one of --dry-run or --yes")
+    from zkstore.admin.acl import apply_acl
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         result = apply_acl(cluster.zk, cluster.layout, dry_run=dry_run)
     verb = "would change" if dry_run else "changed"
@@ -59,5 +64,7 @@ def digest(user: str) -> None:
     The password is read from the terminal (or the first line of standard input); only its
     hash is printed.
     """
+    from kazoo.security import make_digest_acl_credential
+
     password = click.prompt(f"password of {user}", hide_input=True, err=True)
     click.echo(f"digest:{make_digest_acl_credential(user, password)}")

@@ -7,9 +7,6 @@ import click
 
 from recovery.cli.base import Connection, cli, connection_options
 from recovery.cli.output import emit, format_option
-from zkstore.cluster import Cluster
-from zkstore.cluster import fleet_protocol as fleet
-from zkstore.cluster.cluster_settings import POLICY_FIELDS, differing, key_for, read_settings, view
 from zkstore.errors import HandleNotFound
 
 
@@ -31,6 +28,16 @@ def settings_command(connection: Connection, fmt: str) -> None:
     Exit 4 while no leader of fleet protocol 4 or above has published them (clients then
     check against their own environment, as before).
     """
+    from zkstore.cluster import Cluster
+    from zkstore.cluster import fleet_protocol as fleet
+    from zkstore.cluster.cluster_settings import (
+        POLICY_FIELDS,
+        differing,
+        key_for,
+        read_settings,
+        view,
+    )
+
     with Cluster.open(connection.config) as cluster:
         record = read_settings(cluster.zk, cluster.layout, key=key_for(connection.config))
         if record is None:

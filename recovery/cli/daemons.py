@@ -4,30 +4,36 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from recovery.cli.base import Connection, cli, connection_options
+from recovery.cli.jobs.job_commands import open_zookeeper
 from recovery.cli.output import emit, format_option
 from recovery.shared import fleet_daemons
 from recovery.shared.fleet_daemons import Marked, read_daemons
 from recovery.shared.fleet_view import format_labels
-from zkstore.cluster import Cluster
 from zkstore.config import validate_id
 from zkstore.errors import CorruptRecord
 from zkstore.records.fleet_records import LeaderInfo
 from zkstore.records.record import read_record
 from zkstore.service.job_view import age
 
+if TYPE_CHECKING:  # the commands import the stores they use: ``daemons list`` reads records
+    # over a ZooKeeper session alone (no storage built), ``--help`` imports no client at all
+    from zkstore.cluster import Cluster
+    from zkstore.layout import Layout
+    from zkstore.zookeeper.zk import ZooKeeper
+
 logger = logging.getLogger(__name__)
 
 
-def _leader_id(cluster: Cluster) -> str | None:
+def _leader_id(zk: ZooKeeper, layout: Layout) -> str | None:
     """The leading daemon's id, None if none leads or its record is unreadable (then no
     daemon is listed as the leader, and the log says why)."""
     try:
-        info = read_record(cluster.zk, LeaderInfo, cluster.layout.leader_info)
+        info = read_record(zk, LeaderInfo, layout.leader_info)
     except CorruptRecord as exc:
         logger.warning("the leader's record is unreadable: %s", exc)
         return None
@@ -37,7 +43,8 @@ def _leader_id(cluster: Cluster) -> str | None:
 def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
     """Every daemon of the fleet as a JSON-able dict (the shape of ``daemons list --format
     json`` and of ``GET /api/v1/cluster``'s daemons: :class:`DaemonInfo`)."""
-    return [d.as_dict() for d in read_daemons(cluster.zk, cluster.layout, _leader_id(cluster))]
+    leader = _leader_id(cluster.zk, cluster.layout)
+    return [d.as_dict() for d in read_daemons(cluster.zk, cluster.layout, leader)]
 
 
 @cli.group()
@@ -67,8 +74,8 @@ def list_daemons(connection: Connection, fmt: str) -> None:
     drivers, warm_first_s until then). MEMORY: the resident memory in MiB; WARM: the warm JVMs
     ready (and when the first was).
     """
-    with Cluster.open(connection.config) as cluster:
-        found = read_daemons(cluster.zk, cluster.layout, _leader_id(cluster))
+    with open_zookeeper(connection) as (zk, layout):
+        found = read_daemons(zk, layout, _leader_id(zk, layout))
     items = [d.as_dict() for d in found]
     rows = [
         {
@@ -132,6 +139,8 @@ def drain(daemon_id: str, before_start: bool, connection: Connection) -> None:
     The mark is kept in ZooKeeper, so it outlives restarts of the daemon: undrain to lift it.
     Exits 4 for an id no daemon of the fleet has (a typo), unless --before-start.
     """
+    from zkstore.cluster import Cluster
+
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
         marked = fleet_daemons.drain(
@@ -152,6 +161,8 @@ def drain(daemon_id: str, before_start: bool, connection: Connection) -> None:
 def undrain(daemon_id: str, connection: Connection) -> None:
     """Let the leader place attempts on DAEMON_ID again. Exits 4 for an id no daemon of the
     fleet has."""
+    from zkstore.cluster import Cluster
+
     validate_id(daemon_id, "daemon id")
     with Cluster.open(connection.config) as cluster:
         marked = fleet_daemons.undrain(cluster.zk, cluster.layout, daemon_id)

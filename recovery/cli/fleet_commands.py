@@ -8,13 +8,16 @@ new release, ``fleet finalize`` raises the protocol and the new release's featur
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from recovery.cli.base import Connection, UsageFailure, cli, connection_options
 from recovery.cli.output import emit, format_option
 from zkstore import protocol
-from zkstore.cluster import Cluster, quotas
-from zkstore.cluster import fleet_protocol as fleet
+
+if TYPE_CHECKING:  # each command imports the stores it uses: ``fleet --help`` imports none
+    from zkstore.cluster import fleet_protocol as fleet
 
 
 @cli.group("fleet")
@@ -35,6 +38,9 @@ def status_command(connection: Connection, fmt: str) -> None:
     """Each live daemon's release and protocol, the fleet's protocol, and whether it can be
     finalized to a newer one; and whether the ZooKeeper ensemble enforces the quota of each
     job's nodes (a probe: a node with a quota of one node, and a child tried under it)."""
+    from zkstore.cluster import Cluster, quotas
+    from zkstore.cluster import fleet_protocol as fleet
+
     with Cluster.open(connection.config) as cluster:
         found = fleet.status(cluster.zk, cluster.layout)
         enforced = quotas.probe(cluster.zk, cluster.layout)
@@ -99,6 +105,9 @@ def finalize_command(connection: Connection, dry_run: bool, yes: bool) -> None:
     """
     if dry_run == yes:
         raise UsageFailure("give exactly one of --dry-run or --yes")
+    from zkstore.cluster import Cluster
+    from zkstore.cluster import fleet_protocol as fleet
+
     with Cluster.open(connection.config) as cluster:
         if dry_run:
             found = fleet.status(cluster.zk, cluster.layout)

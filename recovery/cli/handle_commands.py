@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,12 +26,14 @@ from recovery.cli.output import emit, format_option
 from recovery.cli.types import Duration
 from zkstore.admin.inventory import HandleRecord, Problem, read_inventory, verify
 from zkstore.admin.lingering import KINDS, Cleaner, CleanupResult, find_lingering
-from zkstore.cluster import Cluster
 from zkstore.errors import PayloadError
 from zkstore.layout import is_checkpoint_node_name
 from zkstore.payloads.store import MAX_PUBLISH_DELAY
 from zkstore.records.strict import time_text
 from zkstore.schedules.schedule_store import ScheduleStore
+
+if TYPE_CHECKING:  # the commands import the cluster's stores when they run (not for --help)
+    from zkstore.cluster import Cluster
 
 SAFE_MIN_AGE = 2 * MAX_PUBLISH_DELAY
 
@@ -120,6 +122,8 @@ def list_handles(connection: Connection, fmt: str) -> None:
     JSON: a list of {path, kind (job|checkpoint|quarantined), job, name, version,
     marked_for_deletion, uri, size, sha256, signed, created, age_seconds, locks, error}.
     """
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         inventory = read_inventory(cluster.zk, cluster.layout, with_locks=True)
         now = time.time()
@@ -157,6 +161,8 @@ def verify_handles(connection: Connection, fmt: str) -> None:
     \b
     JSON: {"checked": N, "problems": [{path, uri, kind, job, problem}]}.
     """
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         # A follower may lag: without it, a handle deleted with its payload moments ago could
         # be reported as one whose payload is missing (seen in a chaos run on a loaded host).
@@ -222,6 +228,8 @@ def lingering(connection: Connection, fmt: str, min_age: float) -> None:
     JSON: {"min_age_seconds": S, "findings": [{kind, job_id, target, age, size,
     detail, garbage}], "summary": {kind: count}}.
     """
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         findings = find_lingering(cluster, min_age=min_age)
     summary = dict(Counter(f.kind for f in findings))
@@ -286,6 +294,8 @@ def cleanup(
     """
     if dry_run == yes:
         raise UsageFailure("say --dry-run to look, or --yes to clean up")
+    from zkstore.cluster import Cluster
+
     with Cluster.open(with_roots(connection.config, artifact_roots)) as cluster:
         if yes and min_age < SAFE_MIN_AGE and not writers_stopped:
             _refuse_young_while_daemons_run(cluster, min_age)

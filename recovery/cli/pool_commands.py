@@ -4,19 +4,21 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from recovery.cli.base import Connection, cli, connection_options
 from recovery.cli.output import emit, format_option
-from zkstore.cluster import Cluster
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.cluster.pools import MAX_PRIORITY, Pool, counts, delete_pool, read_pools, set_pool
 from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.jobs.runspec import DEFAULT_POOL
 from zkstore.jobs.snapshot import read_listing, read_snapshots
 from zkstore.protocol import FEATURES, POOLS
+
+if TYPE_CHECKING:  # the commands import the cluster's stores when they run (not for --help)
+    from zkstore.cluster import Cluster
 
 COLUMNS = ["name", "max_running", "priority", "running", "waiting"]
 
@@ -62,6 +64,8 @@ def set_command(
     The leader applies it at once to the jobs waiting; running jobs are never stopped."""
     if no_limit and max_running is not None:
         raise ConfigError("give --max-running or --no-limit, not both")
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         fleet.require(cluster.zk, cluster.layout, FEATURES[POOLS])
         record = set_pool(
@@ -87,6 +91,8 @@ def set_command(
 def list_command(connection: Connection, fmt: str) -> None:
     """Every pool with its limit, priority and how many of its jobs run and wait now
     (`running` counts attempts being launched and attempts lost but not yet replaced)."""
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         pools = read_pools(cluster.zk, cluster.layout)
         running, waiting = _counts(cluster)
@@ -101,6 +107,8 @@ def list_command(connection: Connection, fmt: str) -> None:
 @format_option
 def show_command(connection: Connection, fmt: str, name: str) -> None:
     """One pool: its limit, priority, and how many of its jobs run and wait now."""
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         pools = read_pools(cluster.zk, cluster.layout)
         if name not in pools and name != DEFAULT_POOL:
@@ -117,6 +125,8 @@ def show_command(connection: Connection, fmt: str, name: str) -> None:
 def delete_command(connection: Connection, name: str, yes: bool, dry_run: bool) -> None:
     """Delete pool NAME's record: its jobs then run as a pool without one (no limit,
     priority 0); jobs naming it keep their pool, and setting it again applies to them."""
+    from zkstore.cluster import Cluster
+
     with Cluster.open(connection.config) as cluster:
         if dry_run:
             if name not in read_pools(cluster.zk, cluster.layout):

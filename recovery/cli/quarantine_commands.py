@@ -10,20 +10,22 @@ verified. Its handle is kept in the entry, so its payload stays referenced for y
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from recovery.cli.base import Connection, UsageFailure, cli, connection_options
 from recovery.cli.jobs.job_commands import open_cluster
 from recovery.cli.output import emit, format_option
-from zkstore.cluster import Cluster, triage
-from zkstore.cluster.triage import Done, kept_handle
 from zkstore.errors import JobNotFound, PayloadError
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.records.result_records import QuarantineEntry
 from zkstore.records.strict import time_text
 from zkstore.service.job_view import age, headline
+
+if TYPE_CHECKING:  # the commands import the cluster's stores when they run (not for --help)
+    from zkstore.cluster import Cluster
+    from zkstore.cluster.triage import Done
 
 ENTRY_JSON_HELP = """\b
 JSON: job_id, name, reason, since, kind, entry, submitted,
@@ -34,6 +36,8 @@ raw (what the handle node held, when it was not a valid handle) and error
 
 def describe_entry(entry: QuarantineEntry) -> dict[str, Any]:
     """One quarantine entry as a JSON-able dict (the shape of ``quarantine list``)."""
+    from zkstore.cluster.triage import kept_handle
+
     handle = kept_handle(entry)
     summary = dict(handle.summary) if handle is not None else {}
     return {
@@ -152,6 +156,8 @@ def show_quarantine(job_id: str, connection: Connection, fmt: str) -> None:
 
 def _payload_problem(cluster: Cluster, job_id: str, entry: QuarantineEntry | None) -> str | None:
     """Why the kept handle's payload does not verify now, or None if it does."""
+    from zkstore.cluster.triage import kept_handle
+
     handle = kept_handle(entry)
     if handle is None:
         return "no valid handle was kept"
@@ -187,6 +193,8 @@ def release(job_id: str, connection: Connection, fmt: str, dry_run: bool) -> Non
     JSON: {job_id, action, changed, detail}.
     """
     with open_cluster(connection) as cluster:
+        from zkstore.cluster import triage
+
         done = triage.release(cluster, job_id, dry_run=dry_run)
     _report(done, fmt)
 
@@ -208,5 +216,7 @@ def purge(job_id: str, connection: Connection, fmt: str, dry_run: bool, yes: boo
     if dry_run == yes:
         raise UsageFailure("say --dry-run to look, or --yes to purge")
     with open_cluster(connection) as cluster:
+        from zkstore.cluster import triage
+
         done = triage.purge(cluster, job_id, dry_run=dry_run)
     _report(done, fmt)

@@ -15,13 +15,15 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import ZkStoreError
 from zkstore.records.job_records import SparkApp
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Create, Fence, SetData
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 logger = logging.getLogger(__name__)
 

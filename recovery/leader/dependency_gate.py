@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -28,7 +29,9 @@ from zkstore.records.job_states import FAILED
 from zkstore.records.result_records import JobResult
 from zkstore.schedules.runs import dependencies_of, split_run_id
 from zkstore.schedules.schedule_records import FIRED, ScheduleSpec, ScheduleState
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DependencyGate", "Waiting"]
 

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from recovery.leader.actions import JobActions
 from recovery.leader.decide import (
@@ -72,7 +73,6 @@ from recovery.leader.schedule_firing import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
 from recovery.settings import DaemonSettings
 from recovery.shared.fleet_view import format_labels
-from zkstore.cluster import Cluster
 from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import (
@@ -100,6 +100,9 @@ from zkstore.records.job_states import PENDING, STARTING
 from zkstore.zookeeper.clock import ServerClock
 from zkstore.zookeeper.ops import Create, Delete, Op, without_existing
 from zkstore.zookeeper.watch import NodeWatch
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["BATCH", "CLEANED_KEPT", "FLEET_CHANGED", "POOLS_CHANGED", "TIMER", "LeaderProcess"]
 

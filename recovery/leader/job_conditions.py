@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.conditions import JOB, NOTIFICATION_DROPPED, Condition, ConditionStore
@@ -24,7 +25,9 @@ from zkstore.lifecycle.outbox import Pending
 from zkstore.protocol import CLUSTER_SETTINGS
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Delete, Fence
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JobConditions"]
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recovery.shared import fleet_view as shared
 from recovery.shared.fleet_view import FleetView, Member, format_labels
@@ -26,7 +26,9 @@ from zkstore.errors import CorruptRecord, ZkStoreError
 from zkstore.jobs.runspec import RunSpec
 from zkstore.layout import Layout
 from zkstore.records.fleet_records import Assignment, MemberInfo
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "WARM_FRESH",

@@ -31,10 +31,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from recovery.leader.loop import Event
 from recovery.leader.role import LeaderRole
-from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import remove_records
 from zkstore.errors import HandleExists, NotLeader
 from zkstore.jobs.logs import JobLogs, logs_due
@@ -42,6 +42,9 @@ from zkstore.records.job_states import CLEAN, DIRTY
 from zkstore.records.result_records import JobResult
 from zkstore.records.strict import optional_time_text
 from zkstore.zookeeper.ops import Fence
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = [
     "LOG_REMOVALS",

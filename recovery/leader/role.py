@@ -7,18 +7,20 @@ them, they never import it).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from recovery.leader.job_conditions import JobConditions
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
 from recovery.settings import DaemonSettings
-from zkstore.cluster import Cluster
 from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.lifecycle.outboxcap import OutboxCounts
 from zkstore.zookeeper.clock import ServerClock
 from zkstore.zookeeper.ops import Fence
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["LeaderRole"]
 

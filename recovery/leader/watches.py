@@ -22,12 +22,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from recovery.leader.loop import Event
 from zkstore.layout import Layout
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JOB_CHANGED", "Fired", "JobWatcher", "JobWatches", "arming"]
 

@@ -15,11 +15,14 @@ read, not one per driver (``tests/drivers/test_member_reads.py``).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from zkstore.errors import CorruptRecord, HandleNotFound
 from zkstore.records.fleet_records import Assignment
 from zkstore.zookeeper.watch import Listing
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["AssignmentView"]
 

@@ -26,6 +26,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from recovery.member import ending
 from recovery.member.launcher import Launch
@@ -33,7 +34,9 @@ from zkstore.errors import AccessDenied, CorruptRecord, ZkStoreError
 from zkstore.jobs.stops import EndRequest
 from zkstore.layout import Layout
 from zkstore.zookeeper.watch import NodeWatch
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["Endings", "group_alive"]
 

@@ -40,6 +40,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from recovery.member import adoption, registration
 from recovery.member.adoption import Adopt, Dead, Found, LaunchRecord, Leave, running_identity
@@ -52,7 +53,6 @@ from recovery.shared.memory import own_memory
 from recovery.shared.processes import Liveness, ProcessIdentity
 from zkstore import __version__, protocol
 from zkstore.admin.acl import grant_job
-from zkstore.cluster import Cluster
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.errors import (
     ConflictError,
@@ -73,6 +73,9 @@ from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Check, Delete, Fence, SetData
 from zkstore.zookeeper.watch import Listing, NodeWatch
 from zkstore.zookeeper.zk import is_own_ephemeral
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["FleetMember"]
 

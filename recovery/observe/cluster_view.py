@@ -14,11 +14,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from recovery.settings import DaemonSettings
 from recovery.shared.fleet_daemons import DaemonInfo, read_daemons
-from zkstore.cluster import Cluster
 from zkstore.cluster.pools import Pool, read_pools
 from zkstore.errors import CorruptRecord
 from zkstore.jobs.snapshot import JobSnapshot, read_listing, read_snapshots
@@ -29,6 +28,9 @@ from zkstore.records.record import read_record
 from zkstore.records.strict import time_text
 from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.schedule_view import listing as schedule_rows
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = [
     "ClusterView",

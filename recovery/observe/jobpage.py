@@ -20,7 +20,7 @@ import itertools
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from recovery.observe import page
@@ -38,7 +38,6 @@ from recovery.observe.timeline import (
     Timeline,
     render_svg,
 )
-from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord, ZkStoreError
 from zkstore.jobs import history
 from zkstore.jobs.history import AttemptEntry, LeaderHistory
@@ -53,6 +52,9 @@ from zkstore.service.job_view import (
     job_error,
 )
 from zkstore.service.output_view import list_outputs
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = [
     "LOG_LINKS",

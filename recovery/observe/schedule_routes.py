@@ -16,15 +16,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from aiohttp import web
 
-from zkstore.cluster import Cluster
 from zkstore.schedules import schedule_service
 from zkstore.schedules import schedule_view as view
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_store import ScheduleStore
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["Api", "ScheduleRoutes"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recovery.shared.fleet_view import Member, read_fleet
 from zkstore.errors import CorruptRecord, DaemonNotFound, HandleExists, HandleNotFound
@@ -25,7 +25,9 @@ from zkstore.jobs.history import LeaderHistory
 from zkstore.layout import Layout
 from zkstore.records.fleet_records import DrainMark
 from zkstore.records.strict import optional_time_text, utc_moment
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DaemonInfo", "Marked", "drain", "read_daemons", "undrain"]
 

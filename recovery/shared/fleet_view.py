@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import ConfigError, CorruptRecord
 from zkstore.layout import Layout
 from zkstore.records.fleet_records import LABEL, MemberInfo
 from zkstore.zookeeper.throttle import Throttle
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["FleetView", "Member", "format_labels", "parse_labels", "read_fleet", "read_members"]
 

@@ -80,7 +80,43 @@ def test_an_s3_storage_without_s3fs_installed_is_a_config_error(
         StateStorage("s3://bucket/store")
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///srv/store",
+        "file:///srv/store/",
+        "/srv/store",
+        "relative/store",
+        "./store",
+        ".",
+        "~/store",
+        "file:~/store",
+        "file:/srv/one",
+        "file://host/path",
+        "local:///srv/store",
+        "file:///srv//twice//",
+    ],
+)
+def test_a_local_storage_names_its_root_as_fsspec_does_without_importing_it(url: str) -> None:
+    """Local disk without options is made without fsspec (issue 57: a command that reads
+    records only never imports it); its root and URL are the ones fsspec makes of the URL."""
+    from fsspec.core import url_to_fs
+
+    storage = StateStorage(url)
+    assert storage._fs is None
+    fs, root = url_to_fs(url, skip_instance_cache=True, use_listings_cache=False)
+    root = root.rstrip("/")
+    assert (storage.root_url, storage.key_of(f"{storage.root_url}/k")) == (
+        fs.unstrip_protocol(root).rstrip("/"),
+        "k",
+    )
+    assert storage.fs.protocol == fs.protocol and storage.is_local
+
+
 def test_storage_root_must_not_be_empty() -> None:
+    for url in ("file:///", "/"):
+        with pytest.raises(ConfigError, match="not the root"):
+            StateStorage(url)
     with pytest.raises(ConfigError):
         StateStorage("memory://")
 

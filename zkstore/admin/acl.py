@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kazoo.security import ACL, Permissions
 
 from zkstore.errors import ConfigError, HandleNotFound
 from zkstore.jobs.claims import ArtifactClaims
 from zkstore.layout import Layout
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ApplyResult",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import (
     CorruptRecord,
@@ -24,7 +24,9 @@ from zkstore.payloads.storage import StateStorage
 from zkstore.payloads.store import LOCKS, is_marked
 from zkstore.records.handle import Handle
 from zkstore.records.result_records import JobResult, QuarantineEntry
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "CHECKPOINT",

@@ -20,6 +20,21 @@ span several stores of one job.
 These sit above :mod:`zkstore.jobs` (one store per kind of record) and never below it.
 """
 
-from zkstore.cluster.connection import Cluster
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zkstore.cluster.connection import Cluster
 
 __all__ = ["Cluster"]
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`Cluster` imported on first use: importing one module of the package (its pools,
+    its fleet protocol, its settings) does not import every store and the storage with it."""
+    if name == "Cluster":
+        from zkstore.cluster.connection import Cluster
+
+        return Cluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

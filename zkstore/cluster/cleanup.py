@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from zkstore.cluster import Cluster, quotas
+from zkstore.cluster import quotas
 from zkstore.errors import NotEmpty, ZkStoreError
 from zkstore.jobs.job_artifacts import release_for_cleanup
 from zkstore.jobs.logs import JobLogs
@@ -32,6 +33,9 @@ from zkstore.payloads.storage import is_temporary
 from zkstore.records.result_records import JobResult
 from zkstore.records.strict import to_millisecond
 from zkstore.zookeeper.ops import Fence
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["DEFAULT_KEEP_LOGS", "clean_up", "remove_records"]
 

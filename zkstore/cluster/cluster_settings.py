@@ -30,7 +30,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -47,7 +47,9 @@ from zkstore.records.record import Record
 from zkstore.records.strict import utc_now
 from zkstore.zookeeper.ops import Create, Fence, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "POLICY_FIELDS",

@@ -33,7 +33,7 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore import __version__, protocol
 from zkstore.errors import (
@@ -50,7 +50,9 @@ from zkstore.records.fleet_records import MemberInfo
 from zkstore.records.record import Record
 from zkstore.records.strict import utc_now
 from zkstore.zookeeper.ops import Create, Op
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "LEGACY",

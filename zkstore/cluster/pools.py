@@ -20,7 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import ConfigError, CorruptRecord, HandleExists, HandleNotFound, VersionConflict
 from zkstore.jobs.runspec import DEFAULT_POOL, POOL_NAME
@@ -31,7 +31,9 @@ from zkstore.records.record import Record
 from zkstore.records.strict import utc_now
 from zkstore.zookeeper.ops import Create, Delete, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "MAX_POOLS",

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kazoo.security import ACL, Id, Permissions
 
@@ -41,7 +42,9 @@ from zkstore.layout import Layout
 from zkstore.records.handle import MAX_HANDLE_BYTES
 from zkstore.records.record import MAX_RECORD_BYTES
 from zkstore.zookeeper.ops import Create, Op
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "QUOTA_ROOT",

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.errors import (
     HandleExists,
@@ -47,6 +46,9 @@ from zkstore.records.result_records import QuarantineEntry
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Delete, Fence, Op, SetData, absent
 from zkstore.zookeeper.retry import RACES, TryAgain
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["Done", "cancel", "forget", "kept_handle", "purge", "release"]
 

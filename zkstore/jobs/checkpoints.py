@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import ConfigError, HandleExists, HandleNotFound, ZkStoreError
 from zkstore.layout import (
@@ -28,7 +28,9 @@ from zkstore.payloads.store import ZooKeeperStateHandleStore
 from zkstore.records.handle import Handle, SummaryValue
 from zkstore.zookeeper.ops import Fence, Op
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["DEFAULT_RETAIN", "Checkpoint", "CheckpointStore"]
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from zkstore.errors import (
@@ -41,7 +42,9 @@ from zkstore.errors import (
 from zkstore.layout import Layout
 from zkstore.records.record import Record
 from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op, absent
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["MARK", "MAX_SUBTREE", "ArtifactClaims", "Claim", "LeftClaim", "claim_key"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from zkstore.errors import IncompatiblePayload, JobFinished, JobQuarantined
 from zkstore.jobs.definition import JobDefinition
@@ -22,7 +23,9 @@ from zkstore.payloads.store import ZooKeeperStateHandleStore
 from zkstore.records.handle import Handle, SummaryValue
 from zkstore.zookeeper.ops import Fence, Op
 from zkstore.zookeeper.watch import NodeWatch, WatchedValue
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ADDED", "REMOVED", "JobGraphStore", "JobGraphWatch"]
 

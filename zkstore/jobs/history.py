@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from zkstore.errors import (
     ConflictError,
@@ -42,7 +42,9 @@ from zkstore.records.record import Record
 from zkstore.records.strict import check_text, parse_time, time_text, to_millisecond
 from zkstore.zookeeper.ops import Create, Fence, SetData
 from zkstore.zookeeper.retry import RACES
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "CANCELLED",

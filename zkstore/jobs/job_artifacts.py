@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from zkstore.config import validate_id
 from zkstore.errors import (
@@ -66,7 +67,9 @@ from zkstore.records.result_records import JobResult
 from zkstore.records.strict import utc_now
 from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Guard, Op, SetData, absent
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ATTEMPT",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import getpass
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import AccessDenied, CorruptRecord, HandleExists, HandleNotFound
 from zkstore.layout import Layout
@@ -23,7 +23,9 @@ from zkstore.records.job_records import (
 from zkstore.records.record import read_record
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Create, Delete, Fence, SetData
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JobStateStore", "who"]
 

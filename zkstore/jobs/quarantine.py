@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import (
     CorruptHandle,
@@ -29,7 +29,9 @@ from zkstore.records.result_records import QuarantineEntry
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Create, Fence, Op
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["QuarantineStore"]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from zkstore.errors import CorruptHandle, HandleNotFound, UntrustedPayload, VersionConflict
 from zkstore.layout import Layout, is_checkpoint_node_name
@@ -27,7 +28,9 @@ from zkstore.payloads.store import is_marked
 from zkstore.records.handle import Handle
 from zkstore.signing import job_of
 from zkstore.zookeeper.ops import Fence, SetData
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["resign_job"]
 

@@ -13,7 +13,7 @@ What the counts mean (and what they cannot know) is the runtime's business: see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.config import validate_id
 from zkstore.errors import SerializationError, ZkStoreError
@@ -21,7 +21,9 @@ from zkstore.layout import Layout
 from zkstore.records.record import Record
 from zkstore.records.strict import utc_now
 from zkstore.zookeeper.ops import Create, Fence, SetData
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["COUNTS", "MAX_RESOURCES", "ResourceReport", "ResourceReports"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from zkstore.errors import (
     CorruptRecord,
@@ -32,7 +32,9 @@ from zkstore.records.result_records import JobResult
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Create, Delete, Fence, Op, SetData, absent
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["JobResultStore", "ResultDetails", "is_job_id"]
 

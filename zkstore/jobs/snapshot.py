@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from zkstore.errors import (
     AccessDenied,
@@ -61,7 +61,9 @@ from zkstore.records.job_states import (
 from zkstore.records.record import Record
 from zkstore.records.result_records import JobResult, QuarantineEntry
 from zkstore.records.strict import time_or_none
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ENDED",

@@ -4,11 +4,15 @@ compares a new submission with it; a schedule's fire recognizes its own run by i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zkstore.errors import ZkStoreError
 from zkstore.layout import Layout
 from zkstore.records.handle import Handle, SummaryValue
 from zkstore.records.result_records import JobResult, QuarantineEntry
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["AFTER_SCHEDULE", "JOB_KEYS", "SCHEDULE", "SCHEDULED", "stored_summary"]
 

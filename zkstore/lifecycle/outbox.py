@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import CorruptRecord, HandleNotFound, ZkStoreError
 from zkstore.layout import Layout
@@ -47,7 +47,9 @@ from zkstore.lifecycle.lifecycle_records import (
 )
 from zkstore.records.strict import time_text, utc_moment
 from zkstore.zookeeper.ops import Create, Delete, Fence, Op, SetData
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "ATTEMPT_FAILED",

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError, JobNotFound, JobQuarantined, WrongState
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.runspec import RUN, RunSpec
 from zkstore.jobs.stored import JOB_KEYS
 from zkstore.records.handle import Handle, SummaryValue
 from zkstore.zookeeper.ops import Check, Fence, Guard, absent
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["CODE_FIELDS", "OPTION_FIELDS", "kept_job_keys", "redefined", "replace_definition"]
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zkstore.cluster import Cluster
 from zkstore.errors import (
     AccessDenied,
     ConfigError,
@@ -53,6 +52,9 @@ from zkstore.records.record import read_record
 from zkstore.records.strict import time_text, utc_moment
 from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op
 from zkstore.zookeeper.retry import RACES, TryAgain
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["DEFAULT_CHECKPOINT_TIMEOUT", "MAX_CHECKPOINT_TIMEOUT", "Resumed", "StopStore"]
 

@@ -120,10 +120,16 @@ class Place:
         return Place(self.family, self.segments + segments)
 
 
+#: The protocols of fsspec's local filesystem (``LocalFileSystem.protocol``), ``file`` first.
+_LOCAL = ("file", "local")
+
+
 def family_of(protocol: str, what: str = "artifact URI") -> str:
     """The canonical name of an fsspec protocol (``s3a`` is ``s3``, ``local`` is ``file``)."""
     if not _SCHEME.fullmatch(protocol):
         raise ArtifactUriRefused(f"{what}: {protocol[:40]!r} is not a protocol")
+    if protocol.lower() in _LOCAL:  # fsspec's LocalFileSystem, named without importing fsspec
+        return "file"
     import fsspec  # here: a command that touches no storage never pays for its import
 
     try:

@@ -111,6 +111,34 @@ def storage_errors(what: str) -> Iterator[None]:
         raise StoreUnavailable(f"storage failed ({what}): {exc}") from exc
 
 
+def _local_root(url: str) -> str | None:
+    """The root path fsspec's local filesystem makes of ``url`` (``file:///dir``, ``~/dir``,
+    ``dir``: absolute, user expanded, as ``LocalFileSystem._strip_protocol`` does on POSIX),
+    worked out without importing fsspec; None for any other URL (another protocol, a chain)."""
+    if "::" in url or os.sep != "/":
+        return None
+    path = url
+    for prefix in ("file://", "local://", "file:", "local:"):
+        if url.startswith(prefix):
+            path = url.removeprefix(prefix)
+            break
+    else:
+        if ":" in url:  # another protocol, or what fsspec might take for one
+            return None
+    if path.startswith("/"):
+        pass
+    elif path.startswith("~"):
+        path = os.path.expanduser(path)
+    else:
+        path = path.removeprefix("./") if path != "." else ""
+        path = f"{os.getcwd()}/{path}"
+    return path.rstrip("/") or "/"
+
+
+def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
+    return fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+
+
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(defaults)
     for key, value in given.items():
@@ -152,27 +180,49 @@ class StateStorage:
             given = _merge(s3.client_options(timeout), given)
         given.setdefault("skip_instance_cache", True)
         given.setdefault("use_listings_cache", False)
-        from fsspec.core import url_to_fs
-
-        try:
-            fs, root = url_to_fs(url, **given)
-        except (ValueError, ImportError) as exc:
-            raise ConfigError(f"storage {url!r}: {exc}") from exc
-        except TypeError as exc:
-            raise ConfigError(f"storage {url!r}: bad storage option: {exc}") from exc
-        if protocol in {"s3", "s3a"}:
-            s3.share_session(fs)
-        self.fs: AbstractFileSystem = fs
+        self._url, self._given = url, given
+        self._fs: AbstractFileSystem | None = None
+        root = _local_root(url) if not options else None
+        if root is None:
+            self._fs, root = self._connect()
+            if protocol in {"s3", "s3a"}:
+                s3.share_session(self._fs)
+            self._local = "file" in _protocols(self._fs)
+        else:  # local disk without options: fsspec is imported when a payload is first touched
+            self._local = True
         self._root = root.rstrip("/")
         if not self._root:
             raise ConfigError(f"storage {url!r}: name a directory or bucket, not the root")
-        self.root_url = fs.unstrip_protocol(self._root).rstrip("/")
-        self._local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+        self.root_url = (
+            f"file://{self._root}"
+            if self._fs is None
+            else self._fs.unstrip_protocol(self._root).rstrip("/")
+        )
         self.signer = signer if signer is not None else Signer(signing_key)
         self.max_payload_bytes = max_payload_bytes
 
     def __repr__(self) -> str:
         return f"StateStorage({self.root_url!r})"
+
+    def _connect(self) -> tuple[AbstractFileSystem, str]:
+        """The filesystem and root path of this storage's URL (fsspec's ``url_to_fs``)."""
+        from fsspec.core import url_to_fs
+
+        try:
+            fs, root = url_to_fs(self._url, **self._given)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"storage {self._url!r}: {exc}") from exc
+        except TypeError as exc:
+            raise ConfigError(f"storage {self._url!r}: bad storage option: {exc}") from exc
+        return fs, root
+
+    @property
+    def fs(self) -> AbstractFileSystem:
+        """The fsspec filesystem, made at the first use for local disk: a process that reads
+        records only (``zkstore jobs show``, ``control get``) never imports fsspec."""
+        if self._fs is None:
+            self._fs = self._connect()[0]
+        return self._fs
 
     @property
     def is_local(self) -> bool:

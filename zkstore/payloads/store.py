@@ -25,9 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Generic, TypeVar
-
-from kazoo.protocol.states import ZnodeStat
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from zkstore.errors import (
     CorruptHandle,
@@ -51,7 +49,11 @@ from zkstore.payloads.storage import StateStorage
 from zkstore.records.handle import Handle, PayloadRef, SummaryValue
 from zkstore.zookeeper.ops import Check, Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain, within
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from kazoo.protocol.states import ZnodeStat
+
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["LOCKS", "MAX_PUBLISH_DELAY", "ZooKeeperStateHandleStore", "is_marked"]
 

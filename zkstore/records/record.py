@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from zkstore import protocol
 from zkstore.errors import CorruptHandle, CorruptRecord
@@ -30,7 +30,10 @@ from zkstore.records.strict import (
     to_millisecond,
     to_second,
 )
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:  # only an annotation: the records parse bytes, a reader of files or
+    # of the HTTP API needs no ZooKeeper client (kazoo)
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "EPOCH",

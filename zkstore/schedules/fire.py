@@ -34,8 +34,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from zkstore.cluster import Cluster
 from zkstore.errors import (
     ForeignPython,
     HandleExists,
@@ -86,6 +86,9 @@ from zkstore.schedules.transaction import Transaction, build_fire
 from zkstore.zookeeper.ops import Create, Fence, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain
 from zkstore.zookeeper.zk import MAX_ZNODE_BYTES, ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["MAX_ROUNDS", "TRANSACTION_WINDOWS", "FireReport", "Firer"]
 

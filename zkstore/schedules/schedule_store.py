@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from zkstore.config import StoreConfig
 from zkstore.errors import (
@@ -50,7 +51,9 @@ from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
 from zkstore.zookeeper.ops import Create, Deadline, Delete, Fence, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain, within
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["BrokenSchedule", "Schedule", "ScheduleStore", "check", "commit_settled"]
 
@@ -87,7 +90,7 @@ class ScheduleStore:
         zk: ZooKeeper,
         layout: Layout,
         storage_layout: StorageLayout,
-        storage: StateStorage,
+        storage: StateStorage | Callable[[], StateStorage],
         *,
         instance_id: str | None = None,
         on_step: Callable[[str], None] | None = None,
@@ -95,10 +98,18 @@ class ScheduleStore:
         self.zk = zk
         self.layout = layout
         self.storage_layout = storage_layout
-        self.storage = storage
+        self._storage = storage
         self.instance_id = instance_id or new_instance_id()
         self._on_step = on_step
         self._serializer = DefinitionSerializer()
+
+    @property
+    def storage(self) -> StateStorage:
+        """The definitions' storage, built on first use when given as a function (reading
+        schedules' records, ``schedules list``, never builds one: no fsspec is imported)."""
+        if not isinstance(self._storage, StateStorage):
+            self._storage = self._storage()
+        return self._storage
 
     @classmethod
     def for_config(
@@ -109,14 +120,18 @@ class ScheduleStore:
         instance_id: str | None = None,
         on_step: Callable[[str], None] | None = None,
     ) -> ScheduleStore:
-        """The store of ``config``'s cluster over ``zk`` (a cluster's session)."""
-        storage = StateStorage(
-            config.storage_url,
-            config.storage_options,
-            signer=ScheduleSigner(config.signing_key),
-            max_payload_bytes=config.max_payload_bytes,
-            timeout=config.timeout,
-        )
+        """The store of ``config``'s cluster over ``zk`` (a cluster's session); its storage is
+        built when a definition is first written, read or discarded."""
+
+        def storage() -> StateStorage:
+            return StateStorage(
+                config.storage_url,
+                config.storage_options,
+                signer=ScheduleSigner(config.signing_key),
+                max_payload_bytes=config.max_payload_bytes,
+                timeout=config.timeout,
+            )
+
         return cls(
             zk,
             Layout(config.base_path),

@@ -11,7 +11,7 @@ A schedule whose records are garbage is listed with ``error`` set, never raised.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.conditions import SCHEDULE, ConditionStore
 from zkstore.errors import ConfigError, CorruptRecord, JobNotFound, ZkStoreError
@@ -25,7 +25,9 @@ from zkstore.schedules.due import behind
 from zkstore.schedules.schedule_records import ScheduleSpec, ScheduleState
 from zkstore.schedules.schedule_store import BrokenSchedule, Schedule, ScheduleStore
 from zkstore.schedules.timing import format_time
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
     "COLUMNS",

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError
 from zkstore.jobs.control import (
     CHECKPOINT,
@@ -27,6 +26,9 @@ from zkstore.jobs.control import (
 )
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.records.strict import utc_now
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["COMMANDS", "Command", "ControlService", "Done", "applied", "command"]
 

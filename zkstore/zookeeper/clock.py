@@ -21,10 +21,13 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from zkstore.errors import HandleExists, HandleNotFound, StoreUnavailable
 from zkstore.zookeeper.throttle import Throttle
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["REFRESH", "WARN_OFF_BY", "ServerClock"]
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zkstore.errors import AccessDenied, HandleNotFound, StoreUnavailable
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["Listing", "NodeWatch", "WatchedValue"]
 

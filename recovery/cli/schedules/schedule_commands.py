@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,7 +25,7 @@ from recovery.cli.base import (
     connection_options,
     store_timeout_connection_options,
 )
-from recovery.cli.jobs.job_commands import open_cluster, run_option_lines
+from recovery.cli.jobs.job_commands import open_cluster, open_zookeeper, run_option_lines
 from recovery.cli.lifecycle_options import (
     OFF_WORDS,
     attempt_options,
@@ -33,11 +33,8 @@ from recovery.cli.lifecycle_options import (
     lifecycle_summary,
 )
 from recovery.cli.output import emit, format_option
-from zkstore.cluster import Cluster
 from zkstore.errors import ConfigError
 from zkstore.records.strict import optional_second_text, utc_moment
-from zkstore.schedules import schedule_service
-from zkstore.schedules import schedule_view as view
 from zkstore.schedules.runs import validate_name
 from zkstore.schedules.schedule_records import (
     CONCURRENCY,
@@ -46,7 +43,6 @@ from zkstore.schedules.schedule_records import (
     ScheduleSpec,
     parse_catchup,
 )
-from zkstore.schedules.schedule_store import ScheduleStore
 from zkstore.schedules.timing import (
     aligned_start,
     parse_cron,
@@ -54,6 +50,15 @@ from zkstore.schedules.timing import (
     parse_moment,
     parse_timezone,
 )
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
+    from zkstore.layout import Layout
+    from zkstore.schedules.schedule_store import ScheduleStore
+
+# The stores are imported inside each command: loading this module, as ``schedules --help``
+# and a usage error do, costs click and the parsers of a schedule's options only (no
+# ZooKeeper client, no storage).
 
 __all__ = [
     "LIST_JSON_HELP",
@@ -65,6 +70,7 @@ __all__ = [
     "new_spec",
     "open_schedules",
     "pause_schedule",
+    "read_schedules",
     "resume_schedule",
     "schedules",
     "show_schedule",
@@ -82,8 +88,21 @@ fired, skipped, missed, created, error}."""
 
 @contextlib.contextmanager
 def open_schedules(connection: Connection) -> Iterator[tuple[Cluster, ScheduleStore]]:
+    from zkstore.schedules.schedule_store import ScheduleStore
+
     with open_cluster(connection) as cluster:
         yield cluster, ScheduleStore.for_config(connection.config, cluster.zk)
+
+
+@contextlib.contextmanager
+def read_schedules(connection: Connection) -> Iterator[tuple[ScheduleStore, Layout]]:
+    """The schedules' store over a ZooKeeper session, for the commands that read records only
+    (``list``, ``show``): no storage is built until a definition is read, none is here (fsspec
+    is not imported) and no base path is created."""
+    from zkstore.schedules.schedule_store import ScheduleStore
+
+    with open_zookeeper(connection) as (zk, layout):
+        yield ScheduleStore.for_config(connection.config, zk), layout
 
 
 @cli.group()
@@ -251,8 +270,10 @@ def interval_note(spec: ScheduleSpec, given: str | None, *, aligned: bool) -> st
 @format_option
 def list_schedules(connection: Connection, fmt: str) -> None:
     """List the schedules: when each fires next, its last run and that run's state."""
-    with open_schedules(connection) as (cluster, store):
-        rows = view.listing(store, cluster.layout)
+    from zkstore.schedules import schedule_view as view
+
+    with read_schedules(connection) as (store, layout):
+        rows = view.listing(store, layout)
     emit(rows, fmt, columns=view.COLUMNS, empty="no schedules")
 
 
@@ -263,8 +284,10 @@ def list_schedules(connection: Connection, fmt: str) -> None:
 def show_schedule(name: str, connection: Connection, fmt: str) -> None:
     """The schedule, its next window and its recent windows (run, skipped and why, missed).
     Exits 1 if its records cannot be read (``error`` says why)."""
-    with open_schedules(connection) as (cluster, store):
-        found = view.showing(store, cluster.layout, name)
+    from zkstore.schedules import schedule_view as view
+
+    with read_schedules(connection) as (store, layout):
+        found = view.showing(store, layout, name)
     if fmt == "json":
         emit(found, fmt)
     if found["error"]:
@@ -362,7 +385,9 @@ def update_schedule(
         return
     click.echo(f"schedule {name} updated: {what}")
     note = interval_note(spec, when["every"], aligned=when["start_at"] is None)
-    upcoming = view.next_window(spec, datetime.now(UTC))
+    from zkstore.schedules.schedule_view import next_window
+
+    upcoming = next_window(spec, datetime.now(UTC))
     if note is not None:
         click.echo(note, err=True)
     if upcoming is not None:
@@ -377,6 +402,8 @@ def _history_row(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set_paused(name: str, connection: Connection, paused: bool) -> None:
+    from zkstore.schedules import schedule_service
+
     with open_schedules(connection) as (_, store):
         spec = schedule_service.set_paused(store, name, paused)
     click.echo(f"schedule {spec.name} {'paused' if paused else 'resumed'}")
@@ -405,6 +432,8 @@ def resume_schedule(name: str, connection: Connection) -> None:
 @click.option("--dry-run", is_flag=True, help="say what would be deleted, delete nothing")
 def delete_schedule(name: str, connection: Connection, yes: bool, dry_run: bool) -> None:
     """Delete the schedule and its definition; its runs (current or finished) are left alone."""
+    from zkstore.schedules import schedule_service
+
     with open_schedules(connection) as (_, store):
         store.spec(name)  # HandleNotFound (exit 4) before anything else
         if dry_run:

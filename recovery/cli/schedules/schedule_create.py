@@ -21,11 +21,7 @@ from recovery.cli.schedules.schedule_commands import (
     schedules,
     when_options,
 )
-from recovery.client.api import Client
-from zkstore.schedules import schedule_service
 from zkstore.schedules.runs import validate_name
-from zkstore.schedules.schedule_store import ScheduleStore
-from zkstore.schedules.schedule_view import next_window
 
 __all__ = ["create_schedule"]
 
@@ -56,6 +52,11 @@ def create_schedule(
     --start-at more than --catchup-max windows back with --catchup all, and an
     --after-schedule whose windows are not this schedule's.
     """
+    from recovery.client.api import Client
+    from zkstore.schedules import schedule_service
+    from zkstore.schedules.schedule_store import ScheduleStore
+    from zkstore.schedules.schedule_view import next_window
+
     name = validate_name(schedule_name)
     when = {key: options.pop(key) for key in WHEN_KEYS}
     job, lifecycle = split_job_options(options)

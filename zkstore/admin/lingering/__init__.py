@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from zkstore.admin.inventory import Inventory, read_inventory
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
@@ -59,8 +60,10 @@ from zkstore.admin.lingering.lingering_outputs import OutputStaging
 from zkstore.admin.lingering.lingering_records import DirtyResult, EmptyJobTree, QuarantinedJob
 from zkstore.admin.lingering.lingering_schedules import OrphanSchedulePayload
 from zkstore.admin.lingering.payloads import DanglingHandle, MarkedNode, OrphanPayload
-from zkstore.cluster import Cluster
 from zkstore.errors import StoreUnavailable, ZkStoreError
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 #: Every kind, in the order findings are listed and cleaned: artifacts before the job trees
 #: they are in (released first, then the tree goes).

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from zkstore.admin.inventory import Inventory
-from zkstore.cluster import Cluster
 from zkstore.payloads.storage import StoredObject
 from zkstore.records.job_states import DIRTY
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["CleanupResult", "Finding", "Kind", "Look", "owned"]
 

@@ -17,15 +17,18 @@ instead of deleting what the attempt now owns.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from zkstore.admin.inventory import Inventory
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
-from zkstore.cluster import Cluster
 from zkstore.errors import ConflictError, CorruptRecord, InvalidName, UntrustedPayload
 from zkstore.jobs.job_artifacts import ATTEMPT, RELEASING, Artifact
 from zkstore.records.job_records import RunningInfo
 from zkstore.records.job_states import DIRTY
 from zkstore.zookeeper.ops import Fence
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = [
     "DEAD_ATTEMPT",

@@ -6,11 +6,15 @@ object just before a delete at the version it found."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
-from zkstore.cluster import Cluster
 from zkstore.conditions import JOB, SCHEDULE
 from zkstore.errors import HandleNotFound, VersionConflict
 from zkstore.zookeeper.ops import Delete
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["NAME", "OrphanConditions"]
 

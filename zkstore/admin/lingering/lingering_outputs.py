@@ -14,11 +14,14 @@ a check of a guard: no driver runs, the job's status is unchanged (no attempt st
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
-from zkstore.cluster import Cluster
 from zkstore.errors import CorruptRecord, InvalidName, UntrustedPayload, ZkStoreError
 from zkstore.zookeeper.ops import Fence
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["OUTPUT_STAGING", "OutputStaging"]
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look, owned
-from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up, remove_records
 from zkstore.records.job_states import DIRTY
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["DirtyResult", "EmptyJobTree", "QuarantinedJob"]
 

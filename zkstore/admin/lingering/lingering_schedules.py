@@ -8,11 +8,13 @@ schedule (never taken for absent)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look
-from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["NAME", "OrphanSchedulePayload"]
 

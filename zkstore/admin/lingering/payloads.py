@@ -5,17 +5,19 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zkstore.admin.inventory import CHECKPOINT, JOB, HandleRecord, payload_prefix
 from zkstore.admin.lingering.kind import CleanupResult, Finding, Kind, Look, owned
-from zkstore.cluster import Cluster
 from zkstore.errors import HandleNotFound, StoreUnavailable, ZkStoreError
 from zkstore.jobs.logs import is_log_key, logs_kept
 from zkstore.layout import job_record_dir
 from zkstore.payloads.storage import StoredObject, is_temporary
 from zkstore.payloads.store import ZooKeeperStateHandleStore, is_marked
 from zkstore.records.strict import time_text
+
+if TYPE_CHECKING:
+    from zkstore.cluster import Cluster
 
 __all__ = ["DanglingHandle", "MarkedNode", "OrphanPayload"]
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from zkstore.errors import (
     ConfigError,
@@ -49,7 +49,9 @@ from zkstore.records.strict import escape_control, time_text, utc_moment
 from zkstore.zookeeper.ops import Check, Create, Fence, Op, SetData
 from zkstore.zookeeper.retry import RACES, TryAgain
 from zkstore.zookeeper.watch import NodeWatch
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ControlChange", "ControlStore", "Declared", "Desired"]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from zkstore.config import validate_id
 from zkstore.errors import (
@@ -44,7 +45,9 @@ from zkstore.payloads.storage import StoredObject
 from zkstore.records.strict import utc_now
 from zkstore.zookeeper.ops import Create, Fence, Op
 from zkstore.zookeeper.retry import RACES, TryAgain
-from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = ["ARTIFACT_PREFIX", "MAX_NAME", "OutputStore", "artifact_name", "validate_output_name"]
 
