@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,7 +22,6 @@ from zkstore.service.job_view import age
 
 if TYPE_CHECKING:  # the commands import the stores they use: ``daemons list`` reads records
     # over a ZooKeeper session alone (no storage built), ``--help`` imports no client at all
-    from zkstore.cluster import Cluster
     from zkstore.layout import Layout
     from zkstore.zookeeper.zk import ZooKeeper
 
@@ -38,13 +37,6 @@ def _leader_id(zk: ZooKeeper, layout: Layout) -> str | None:
         logger.warning("the leader's record is unreadable: %s", exc)
         return None
     return None if info is None else info.daemon_id
-
-
-def fleet_report(cluster: Cluster) -> list[dict[str, Any]]:
-    """Every daemon of the fleet as a JSON-able dict (the shape of ``daemons list --format
-    json`` and of ``GET /api/v1/cluster``'s daemons: :class:`DaemonInfo`)."""
-    leader = _leader_id(cluster.zk, cluster.layout)
-    return [d.as_dict() for d in read_daemons(cluster.zk, cluster.layout, leader)]
 
 
 @cli.group()
