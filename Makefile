@@ -13,12 +13,15 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 4
 CHAOS_RUNS ?= 20
 CHAOS_SEED ?=
-# The suite's Python processes cache their bytecode in the virtual environment, whatever the
+# Every target's Python processes cache their bytecode in the virtual environment, whatever the
 # shell says: with PYTHONDONTWRITEBYTECODE set (as in this machine's environment) every daemon,
 # fork server, driver, script and test process compiled each module of zkstore and recovery it
-# imported, and pytest rewrote every test module's asserts, at each start. The prefix keeps every
-# cache out of the tree (and out of the directories whose modules jobs ship).
-PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
+# imported, and pytest rewrote every test module's asserts, at each start (the suite's phases
+# did not; the demo, the upgrade test, chaos and the benchmarks did, which also made every
+# benchmarked command about 50% dearer than a user's). The prefix keeps every cache out of the
+# tree (and out of the directories whose modules jobs ship).
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
 .PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest bench bench-smoke chaos venv clean \
 	browser-test import-graph upgrade-test transcripts transcripts-check
@@ -43,7 +46,7 @@ typecheck: $(STAMP)
 # (tests/spark_jvm.py: about half of a small job's start); made beside lint and the type checker.
 pytest: $(STAMP)
 	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
-	$(PYCACHE) .ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --save-durations $(PYTEST_ARGS)
+	.ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --save-durations $(PYTEST_ARGS)
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.
@@ -53,7 +56,7 @@ test: $(STAMP)
 # The property tests at their full number of examples (make test runs a quarter of them);
 # .ci/run runs this after make test.
 test-deep: $(STAMP)
-	$(PYCACHE) ZKSTORE_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m property $(PYTEST_ARGS)
+	ZKSTORE_DEEP=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m property $(PYTEST_ARGS)
 
 # The package graph (the module cycles, none, and each package's imports): docs/design.md's layers.
 import-graph: $(STAMP)
@@ -73,7 +76,7 @@ test-credentials: $(STAMP)
 # (tests/durations.py FAST_LIMIT): within a minute, for the edit-test loop.
 # PYTEST_ARGS=tests/schedules keeps to one concern.
 test-fast: $(STAMP)
-	$(PYCACHE) $(BIN)/python -m pytest -q -n 2 -m "unit or integration" --fast $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 -m "unit or integration" --fast $(PYTEST_ARGS)
 
 # The suite again and again while two busy loops load the CPU: SOAK_RUNS full runs must all pass.
 SOAK_RUNS ?= 5
@@ -110,7 +113,7 @@ upgrade-test: $(STAMP)
 # an embedded ZooKeeper (a few minutes: one runs a Spark pipeline); commit what changed.
 # transcripts-check runs nothing: a block that does not show its session's commands fails.
 transcripts: $(STAMP)
-	$(PYCACHE) $(BIN)/python -m zkstore_dev.transcript
+	$(BIN)/python -m zkstore_dev.transcript
 
 transcripts-check: $(STAMP)
 	$(BIN)/python -m zkstore_dev.transcript --check
