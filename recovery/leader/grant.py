@@ -602,6 +602,8 @@ class LeaderProcess:
                 action = self._gate(job) or action
             if isinstance(action, Start):
                 action = self._place(job, action)
+        except (NotLeader, StoreUnavailable):
+            raise  # the outage or the lost leadership is nobody's job's fault (an --after read)
         # The guard of invariant 6: a record combination nobody foresaw is this job's problem.
         except Exception as exc:
             logger.exception("job %s: cannot decide what to do", job.job_id)
