@@ -26,9 +26,11 @@ __all__ = [
     "DEFAULT_HTTP",
     "DEFAULT_KEEP_RESULTS",
     "DEFAULT_SPARK_MASTER",
+    "MAX_WARM_UP_PASSES",
     "MIN_TOKEN_CHARS",
     "READ_TOKEN_ENV",
     "TOKEN_FILE_OPTIONS",
+    "WARM_UP_PASSES",
     "Bounds",
     "DaemonSettings",
     "DriverUser",
@@ -60,6 +62,10 @@ MIN_TOKEN_CHARS = 16
 _ADDRESS = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]{1,5})")
 #: How long the result of a finished job is kept (and its id refused) by default: 7 days.
 DEFAULT_KEEP_RESULTS = 7 * 86400.0
+#: How often a warm driver's warm-up runs its queries by default, and at most
+#: (``--warm-up-passes``: :mod:`recovery.member.warm_jvms.warmup`).
+WARM_UP_PASSES = 2
+MAX_WARM_UP_PASSES = 10
 
 
 def default_daemon_id() -> str:
@@ -272,9 +278,10 @@ class DaemonSettings:
     addresses (None: the name in ``http``; see :mod:`recovery.observe.access`). ``driver_users``:
     the users drivers run as (none: the daemon's own); one is every driver's, several are one
     per running driver (:mod:`recovery.member.driveruser`). ``warm_drivers``: Spark driver
-    JVMs kept started and warmed ahead of need (0: none), ``class_data``: where the class-data
-    archive of Spark's classes is made and kept (``auto``: the work directory's, ``off``: none;
-    :mod:`recovery.member.warm_jvms`).
+    JVMs kept started and warmed ahead of need (0: none), each warm-up running its queries
+    ``warm_up_passes`` times (:mod:`recovery.member.warm_jvms.warmup`); ``class_data``: where
+    the class-data archive of Spark's classes is made and kept (``auto``: the work directory's,
+    ``off``: none; :mod:`recovery.member.warm_jvms`).
     """
 
     store: StoreConfig
@@ -308,6 +315,7 @@ class DaemonSettings:
     keep_results: float | None = DEFAULT_KEEP_RESULTS
     driver_users: tuple[DriverUser, ...] = ()
     warm_drivers: int = 0
+    warm_up_passes: int = WARM_UP_PASSES
     class_data: str = "off"
     bounds: Bounds = field(default_factory=Bounds)
 
@@ -341,6 +349,10 @@ class DaemonSettings:
             raise ConfigError(
                 f"--warm-drivers: the Spark master {self.spark_master[:60]} has spark-submit "
                 "prepare its drivers (warm drivers serve local[N] and spark://); use 0"
+            )
+        if not 0 <= self.warm_up_passes <= MAX_WARM_UP_PASSES:
+            raise ConfigError(
+                f"--warm-up-passes {self.warm_up_passes}: from 0 to {MAX_WARM_UP_PASSES}"
             )
         if self.class_data not in ("auto", "off") and not os.path.isabs(self.class_data):
             raise ConfigError(f"--class-data {self.class_data[:80]!r}: give an absolute path")

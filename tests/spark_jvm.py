@@ -78,10 +78,14 @@ def driver_environment() -> dict[str, str]:
     """The variables the suite's drivers (this process's and every daemon's it starts) need;
     and the daemons' defaults of ``--warm-drivers`` and ``--class-data`` (their variables):
     none and off, so that a test's daemon neither starts JVMs nobody uses nor makes an archive
-    of its own (this module's serves its drivers). A test of either gives the flag."""
+    of its own (this module's serves its drivers). A test of either gives the flag. A warm
+    JVM's warm-up runs no query (``--warm-up-passes 0``: its start and a context, about half
+    the CPU of the default's two passes, which only make it faster):
+    tests/spark/test_warm_ready_soon.py runs the default."""
     return {
         **_environment("SPARK_SUBMIT_OPTS"),
         "ZKSTORE_WARM_DRIVERS": "0",
+        "ZKSTORE_WARM_UP_PASSES": "0",
         "ZKSTORE_CLASS_DATA": "off",
     }
 

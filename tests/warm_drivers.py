@@ -3,6 +3,7 @@ processes ``ps`` names ``zkstore warm-driver ID``, ``zkstore jobs show`` and a d
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import subprocess
@@ -22,6 +23,8 @@ _READY = re.compile(r"warm driver ([0-9a-f]{8}) ready")
 _TOOK = re.compile(
     r"job (\S+): attempt (\d+) took warm driver ([0-9a-f]{8}) \(its Spark JVM, pid (\d+)\)"
 )
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+_STARTED = re.compile(r"warm driver [0-9a-f]{8} ready \(pid \d+, started and warmed in ([0-9.]+) s")
 
 
 def ready(daemon: DaemonProcess) -> set[str]:
@@ -36,6 +39,25 @@ def took(daemon: DaemonProcess, job_id: str) -> tuple[str, int] | None:
         if job == job_id:
             return warm_id, int(pid)
     return None
+
+
+def stamp(line: str) -> float:
+    """The moment a log line was written (its timestamp, seconds since the epoch)."""
+    found = _STAMP.match(line)
+    assert found is not None, line
+    return datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def next_start_after_take(daemon: DaemonProcess, warm_id: str) -> float:
+    """Seconds from the daemon's line saying an attempt took ``warm_id`` to the start of the
+    next warm driver it made ready (that line's moment less its "started and warmed in")."""
+    lines = daemon.log().splitlines()
+    at = next(n for n, line in enumerate(lines) if f"took warm driver {warm_id}" in line)
+    for line in lines[at + 1 :]:
+        started = _STARTED.search(line)
+        if started:
+            return stamp(line) - float(started.group(1)) - stamp(lines[at])
+    raise AssertionError(f"no warm driver ready after {warm_id} was taken")
 
 
 def show(config: StoreConfig, job_id: str, *, installed: bool = False) -> dict[str, object]:

@@ -74,8 +74,9 @@ class DaemonProcess:
             return ""
 
 
-#: the caller's bounds on submitters (tests, benchmarks) reach the daemons started here
-PASSED_ON = frozenset({MIN_INTERVAL_ENV, ALLOWED_ENV})
+#: the caller's bounds on submitters and its warm-ups' passes (tests, benchmarks) reach the
+#: daemons started here
+PASSED_ON = frozenset({MIN_INTERVAL_ENV, ALLOWED_ENV, "ZKSTORE_WARM_UP_PASSES"})
 
 
 class LocalCluster:

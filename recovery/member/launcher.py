@@ -232,6 +232,7 @@ class DriverLauncher:
                     fork_server=self.fork_server,
                     users=self.driver_users,
                     owners=self.driver_uids,
+                    passes=settings.warm_up_passes,
                 ),
                 self.class_data,
             )

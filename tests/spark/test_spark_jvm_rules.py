@@ -42,6 +42,7 @@ from recovery.shared.jvm_settings import (
     run_reason,
 )
 from recovery.shared.sparkconf import spark_submit_args
+from tests.cli import zkstore
 from zkstore.config import StoreConfig
 from zkstore.errors import ConfigError
 from zkstore.jobs.runspec import DECIDING_KEYS, RunSpec
@@ -409,6 +410,21 @@ def test_the_daemon_refuses_warm_drivers_it_cannot_use() -> None:
     with pytest.raises(ConfigError, match="absolute"):
         _settings(class_data="relative/dir")
     assert _settings(class_data="/abs").class_data == "/abs"
+    assert _settings().warm_up_passes == 2 and _settings(warm_up_passes=0).warm_up_passes == 0
+    with pytest.raises(ConfigError, match="--warm-up-passes 11: from 0 to 10"):
+        _settings(warm_up_passes=11)
+
+
+@pytest.mark.parametrize("given", ["-1", "11", "many"])
+def test_the_daemon_command_refuses_warm_up_passes_out_of_range(given: str) -> None:
+    """As an operator types it (the option, or its variable), before any connection: a usage
+    error naming the option."""
+    config = StoreConfig(zk_hosts="127.0.0.1:1", storage_url="file:///tmp/s")
+    typed = zkstore(config, "daemon", "--warm-up-passes", given)
+    assert typed.returncode == 2, typed
+    assert "Invalid value for '--warm-up-passes'" in typed.stderr, typed.stderr
+    from_env = zkstore(config, "daemon", env={"ZKSTORE_WARM_UP_PASSES": given})
+    assert from_env.returncode == 2 and "'--warm-up-passes'" in from_env.stderr, from_env
 
 
 def test_a_driver_its_daemon_gave_no_warm_jvm_says_why_and_whether_its_settings_agree() -> None:

@@ -17,10 +17,20 @@ import pytest
 
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.warm_jvms.archive import MAKE_TIMEOUT
-from recovery.member.warm_jvms.pool import STOP_GRACE
+from recovery.member.warm_jvms.pool import REPLACE_AFTER, STOP_GRACE
 from tests import jobs, spark_jvm
 from tests.helpers import alive, hands_client, wait_for
-from tests.warm_drivers import JOB, WARM, driver_log, had, ready, show, titled_warm, took
+from tests.warm_drivers import (
+    JOB,
+    WARM,
+    driver_log,
+    had,
+    next_start_after_take,
+    ready,
+    show,
+    titled_warm,
+    took,
+)
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS
 from zkstore.records.job_states import SUCCEEDED
@@ -150,6 +160,9 @@ def test_a_job_that_never_asks_for_spark_leaves_the_warm_jvm_to_the_next_spark_j
         daemon = local.start_daemon("d1")
         first = wait_for(lambda: ready(daemon), WARM, what="a warm driver")
         [warm_pid] = wait_for(lambda: titled_warm(local), WARM, what="ps names it")
+        # the suite's --warm-up-passes (ZKSTORE_WARM_UP_PASSES) reached its warm-up
+        [warm_log] = (local.work_dir / "drivers" / ".warm").glob("*.log")
+        assert "warmed in" in warm_log.read_text() and "(0 passes)" in warm_log.read_text()
         with hands_client(spark_config) as client:
             client.submit_function(jobs.noop, job_id="plain", max_attempts=1)
             assert client.wait("plain", timeout=JOB).outcome == SUCCEEDED
@@ -172,6 +185,10 @@ def test_a_job_that_never_asks_for_spark_leaves_the_warm_jvm_to_the_next_spark_j
             assert "taken at first use" in kept, kept
             wait_for(lambda: not alive(warm_pid), STOP_GRACE * 3, what="the warm JVM gone")
             wait_for(lambda: ready(daemon) - first, WARM, what="the next warm driver")
+            # started once the job's first Spark work was done, not beside it (issue 56's host
+            # loss); the take's line comes a little after the take, the seconds are rounded
+            gap = next_start_after_take(daemon, warm_id)
+            assert gap >= REPLACE_AFTER / 2, f"the next warm driver started {gap:.2f} s after"
         local.stop_daemons()
     finally:
         local.stop()

@@ -48,6 +48,7 @@ def start(config: StoreConfig, tmp_path: Path, log: Path) -> subprocess.Popen[by
             "ZKSTORE_CLASS_DATA": "auto",
         }
     )
+    env.pop("ZKSTORE_WARM_UP_PASSES", None)  # the default's, not the suite's none
     with log.open("wb") as out:
         return subprocess.Popen(
             [
@@ -111,6 +112,8 @@ def test_warm_drivers_are_ready_soon_and_the_archive_outlives_a_clean_stop(
         assert made is None or made > ready, lines(first_log)[-40:]
         warm = lines(first_log)[first_at(first_log, READY) or 0]
         assert WITHOUT in warm, warm
+        warmed = [log.read_text() for log in tmp_path.rglob(".warm/*.log")]
+        assert any("(2 passes)" in text for text in warmed), warmed  # --warm-up-passes' default
         listed = json.loads(script(config, "daemons list", "--format", "json").stdout)
         assert listed[0]["warm_ready"] == 1 and isinstance(listed[0]["warm_first_s"], float)
 

@@ -19,7 +19,8 @@ configuration pipe and the write end of the JVM's standard input as a descriptor
 connects to it if its job's JVM-level settings match the defaults it was started with
 (:mod:`recovery.shared.jvm_settings`), else starts its own JVM and lets this one go. Either way it
 serves no other attempt: it is ended once the attempt is over (:meth:`WarmPool.attempt_over`),
-and the next is started at once.
+and the next is started :data:`REPLACE_AFTER` seconds after it was taken (not beside the
+attempt's first Spark work).
 
 **Nothing leaks.** The JVM's standard input is a pipe whose write end the daemon holds until an
 attempt takes it, then that attempt's driver: pyspark's gateway exits when its standard input
@@ -63,6 +64,7 @@ from recovery.member.warm_jvms.warm_jvm_records import (
     WarmRecord,
     WarmRecords,
 )
+from recovery.member.warm_jvms.warmup import PASSES
 from recovery.proctitle import fit, warm_driver_title
 from recovery.settings import DriverUser
 from recovery.shared import attemptdir
@@ -95,6 +97,7 @@ __all__ = [
     "JVM_START_TIMEOUT",
     "MAX_RETRY",
     "READY_LINE",
+    "REPLACE_AFTER",
     "STOP_GRACE",
     "WARM_UP_TIMEOUT",
     "PoolSetup",
@@ -119,6 +122,11 @@ FIRST_RETRY = 10.0
 MAX_RETRY = 600.0
 #: Seconds the JVMs not taken have to exit at the daemon's stop before they are killed.
 STOP_GRACE = 10.0
+#: Seconds after an attempt took a warm JVM before the pool starts the next: a JVM's start and
+#: warm-up (6 s of a core) run beside the attempt's SparkSession and first action slowed them by
+#: 0.1-0.15 s on two cores, which a host loss waits for (docs/benchmarks.md). Each take puts it
+#: off again; a failed start's back-off (:data:`FIRST_RETRY`) still applies.
+REPLACE_AFTER = 2.0
 
 
 class WarmUpFailed(Exception):
@@ -178,6 +186,8 @@ class PoolSetup:
     fork_server: ForkServer | None
     users: DriverUserPool | None
     owners: frozenset[int] = frozenset()
+    #: how often each warm-up runs its queries (``--warm-up-passes``: :mod:`.warmup`)
+    passes: int = PASSES
 
 
 class WarmPool:
@@ -200,6 +210,8 @@ class WarmPool:
         self._earlier: dict[str, WarmRecord] = {}
         self._retry = FIRST_RETRY
         self._retry_at = 0.0
+        #: no start before this moment (:data:`REPLACE_AFTER` after the last take)
+        self._start_after = 0.0
         self._thread: threading.Thread | None = None
         #: warm JVMs started and taken (metrics, tests)
         self.started = 0
@@ -234,7 +246,8 @@ class WarmPool:
             return
         while not self._stop.is_set():
             self._reap()
-            due = time.monotonic() >= self._retry_at
+            due_at = max(self._retry_at, self._start_after)
+            due = time.monotonic() >= due_at
             if self._wanted() and due:
                 self._start_one()
                 continue
@@ -243,7 +256,7 @@ class WarmPool:
                 self._replace(stale)
                 continue
             with self._changed:
-                self._changed.wait(1.0)
+                self._changed.wait(min(1.0, max(0.01, due_at - time.monotonic())))
 
     def _without_archive(self) -> WarmJvm | None:
         """A ready JVM started before the class-data archive was ready, now that it is."""
@@ -472,6 +485,7 @@ class WarmPool:
         child: ForkedProcess | subprocess.Popen[bytes] | None = None
         if self.setup.fork_server is not None:
             argv = ["--config-fd", "{config_fd}", "--warm-id", warm_id]
+            argv += ["--passes", str(self.setup.passes)]
             with contextlib.suppress(OSError):
                 child = self.setup.fork_server.fork(
                     argv, env, cwd, log, config, kind="warm-up", user=jvm.user
@@ -481,6 +495,7 @@ class WarmPool:
                 lambda fd: [
                     *(self.setup.python, "-P", "-m", "recovery.member.warm_jvms.warmup"),
                     *("--config-fd", str(fd), "--warm-id", warm_id),
+                    *("--passes", str(self.setup.passes)),
                 ],
                 config,
                 log=Path(log),
@@ -504,7 +519,7 @@ class WarmPool:
 
     def take(self, job_id: str, attempt: int, work_dir: Path, log_path: Path) -> Taken | None:
         """A ready JVM for the attempt about to be launched (None if none is ready): its
-        directory becomes ``work_dir``, its log ``log_path``; the pool starts the next."""
+        directory becomes ``work_dir``, its log ``log_path``; the pool starts the next later."""
         jvm = self._pop_ready()
         if jvm is None:
             return None
@@ -547,7 +562,8 @@ class WarmPool:
         return self._handed_to(jvm, job_id, attempt, Path(jvm.record.log)), log_fd
 
     def _pop_ready(self) -> WarmJvm | None:
-        """The first ready JVM still alive (the pool starts the next), taken out of the pool."""
+        """The first ready JVM still alive, taken out of the pool (which starts the next
+        :data:`REPLACE_AFTER` seconds later)."""
         with self._changed:
             jvm = None
             while self._ready and jvm is None:
@@ -557,6 +573,8 @@ class WarmPool:
                 else:
                     self._ready.append(candidate)  # the pool's thread says why, and ends it
                     break
+            if jvm is not None:
+                self._start_after = time.monotonic() + REPLACE_AFTER
             self._changed.notify_all()
         if jvm is not None:
             self.changed()

@@ -25,10 +25,14 @@ from collections.abc import Callable
 from typing import Any
 
 from recovery.proctitle import set_title, warm_up_title
+from recovery.settings import MAX_WARM_UP_PASSES, WARM_UP_PASSES
 
-#: What a warm-up runs, and again: the second pass finds the first's code compiled, and leaves
-#: more of it compiled for the attempt.
-PASSES = 2
+#: How often a warm-up runs its queries (``zkstore daemon --warm-up-passes``): the second pass
+#: finds the first's code compiled and leaves more of it compiled for the attempt. Measured
+#: (docs/benchmarks.md): a warm JVM costs 6.2-6.5 s of CPU with 2, 5.2 s with 1, 2.9 s with 0
+#: (its start and a context); a host loss's first Spark action came about 0.2 s sooner with 2
+#: than with 1, and no sooner with 4.
+PASSES = WARM_UP_PASSES
 
 
 def connect(port: int, secret: str) -> Any:
@@ -51,8 +55,9 @@ def connect(port: int, secret: str) -> Any:
     return gateway
 
 
-def warm_jvm(port: int, secret: str) -> float:
-    """Warm the JVM at ``port``; returns the seconds it took. Raises whatever Spark raises."""
+def warm_jvm(port: int, secret: str, passes: int = PASSES) -> float:
+    """Warm the JVM at ``port`` (a context, its queries ``passes`` times, its stop); returns the
+    seconds it took. Raises whatever Spark raises."""
     began = time.monotonic()
     connect(port, secret)
     from pyspark.sql import SparkSession
@@ -66,7 +71,7 @@ def warm_jvm(port: int, secret: str) -> float:
         lambda s: s.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2).sum(),
     ]
     try:
-        for query in queries * PASSES:
+        for query in queries * passes:
             query(spark)
     finally:
         spark.stop()
@@ -77,12 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m recovery.member.warm_jvms.warmup")
     parser.add_argument("--config-fd", type=int, required=True)
     parser.add_argument("--warm-id", required=True)
+    parser.add_argument("--passes", type=int, choices=range(MAX_WARM_UP_PASSES + 1), default=PASSES)
     args = parser.parse_args(argv)
     set_title(warm_up_title(args.warm_id))
     with os.fdopen(args.config_fd, "rb") as pipe:
         config = json.loads(pipe.read(1 << 16))
-    took = warm_jvm(int(config["port"]), str(config["secret"]))
-    print(f"zkstore: warm driver {args.warm_id} warmed in {took:.2f} s", flush=True)
+    took = warm_jvm(int(config["port"]), str(config["secret"]), args.passes)
+    print(
+        f"zkstore: warm driver {args.warm_id} warmed in {took:.2f} s ({args.passes} passes)",
+        flush=True,
+    )
     return 0
 
 
