@@ -64,9 +64,8 @@ from recovery.member.warm_jvms.warm_jvm_records import (
     WarmRecord,
     WarmRecords,
 )
-from recovery.member.warm_jvms.warmup import PASSES
 from recovery.proctitle import fit, warm_driver_title
-from recovery.settings import DriverUser
+from recovery.settings import WARM_UP_PASSES, DriverUser
 from recovery.shared import attemptdir
 from recovery.shared.jvm_settings import (
     ARCHIVE_ENV,
@@ -187,7 +186,7 @@ class PoolSetup:
     users: DriverUserPool | None
     owners: frozenset[int] = frozenset()
     #: how often each warm-up runs its queries (``--warm-up-passes``: :mod:`.warmup`)
-    passes: int = PASSES
+    passes: int = WARM_UP_PASSES
 
 
 class WarmPool:
