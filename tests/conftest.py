@@ -88,9 +88,16 @@ def no_processes_in_unit_tests(request: pytest.FixtureRequest) -> None:
     monkeypatch.setattr(os, "posix_spawn", refuse)
 
 
+#: The suite's servers write each transaction to their log before they answer, as any server,
+#: without forcing it to the disk (``forceSync=no``): a server killed or stopped loses nothing
+#: (the kernel holds what it wrote), and no test crashes the machine. Measured
+#: (docs/testing.md): a fifth less of the server's CPU for the same requests, and less wall.
+SUITE_SERVER = ("forceSync=no",)
+
+
 @pytest.fixture(scope="session")
 def zk_server() -> Iterator[EmbeddedZooKeeper]:
-    server = EmbeddedZooKeeper().start()
+    server = EmbeddedZooKeeper(extra_config=SUITE_SERVER).start()
     yield server
     server.close()
 
@@ -98,7 +105,7 @@ def zk_server() -> Iterator[EmbeddedZooKeeper]:
 @pytest.fixture
 def private_zk_server() -> Iterator[EmbeddedZooKeeper]:
     """A ZooKeeper server of the test's own, for tests that stop, pause or restart it."""
-    with EmbeddedZooKeeper() as server:
+    with EmbeddedZooKeeper(extra_config=SUITE_SERVER) as server:
         yield server
 
 
