@@ -19,8 +19,10 @@ from recovery.capacity import GiB, HostSize, default_max_drivers, default_warm_d
 from recovery.driver.warm_jvm import SparkJvm
 from recovery.member.warm_jvms import confdir, home
 from recovery.member.warm_jvms.archive import (
+    DUMP_JIT,
     ArchiveKey,
     Sidecar,
+    dump_options,
     private_problem,
     remove_stale,
     verify,
@@ -242,6 +244,28 @@ def test_the_scala_version_comes_from_sparks_core_jar(tmp_path: Path) -> None:
 # -- the archive's key and sidecar --------------------------------------------------------------
 
 KEY = ArchiveKey("/usr/bin/java", 10, 20, "4.0.0", "/spark", "/w/conf:/spark/jars/*")
+
+
+def test_the_archive_is_made_by_a_c1_jvm_with_the_environments_own_options_after() -> None:
+    """The making JVM compiles with C1 alone (a quarter less CPU; the archive holds classes, not
+    compiled code), writes the new archive, maps no other, and an operator's own option, after
+    the dump's, still wins."""
+    made = dump_options(
+        Path("/s/archive.jsa"),
+        Path("/s"),
+        "-XX:SharedArchiveFile=/old.jsa -Xmx1g -Xshare:auto '-Dname=a b' -XX:TieredStopAtLevel=4",
+    )
+    assert shlex.split(made) == [
+        "-Djava.io.tmpdir=/s",
+        "-XX:ArchiveClassesAtExit=/s/archive.jsa",
+        "-Xlog:cds=off",
+        "-Xlog:cds+dynamic=off",
+        DUMP_JIT,
+        "-Xmx1g",
+        "-Dname=a b",
+        "-XX:TieredStopAtLevel=4",
+    ]
+    assert DUMP_JIT == "-XX:TieredStopAtLevel=1"
 
 
 def test_every_part_of_the_key_names_another_archive() -> None:

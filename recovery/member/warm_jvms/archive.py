@@ -47,6 +47,7 @@ from recovery.shared.jvm_settings import ARCHIVE_ENV, PROPERTIES_ENV
 from zkstore.records.strict import utc_now
 
 __all__ = [
+    "DUMP_JIT",
     "FORMAT",
     "MAKE_NICE",
     "MAKE_TIMEOUT",
@@ -57,6 +58,7 @@ __all__ = [
     "ClassData",
     "Sidecar",
     "digest",
+    "dump_options",
     "locked",
     "make",
     "prepare_directory",
@@ -84,6 +86,11 @@ spark.range(100).selectExpr("sum(id)").collect()
 spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * 2).sum()
 spark.stop()
 """
+#: The JIT of the JVM that makes an archive: C1 alone. The archive holds the classes it loaded,
+#: no compiled code, so a JVM of any compiler and collector maps it (a G1 and C2 driver mapped
+#: one made so); C2's compiling was a quarter of the making's CPU: 33-34 s -> 24-25 s, 26-32 s
+#: -> 23-24 s of wall (a daemon's first archive, docs/benchmarks.md).
+DUMP_JIT = "-XX:TieredStopAtLevel=1"
 #: Options of the environment's SPARK_SUBMIT_OPTS left out when making one (a JVM that maps a
 #: dynamic archive cannot write another).
 _NOT_WHEN_MAKING = re.compile(r"-XX:SharedArchiveFile=.*|-Xshare:.*|-XX:ArchiveClassesAtExit=.*")
@@ -210,18 +217,8 @@ def make(
         script = Path(scratch) / "warm_up.py"
         script.write_text(WARM_UP)
         written = Path(scratch) / "archive.jsa"
-        kept = [
-            o
-            for o in shlex.split(environ.get("SPARK_SUBMIT_OPTS", ""))
-            if not _NOT_WHEN_MAKING.fullmatch(o)
-        ]
-        dump = [
-            f"-Djava.io.tmpdir={scratch}",
-            f"-XX:ArchiveClassesAtExit={written}",
-            "-Xlog:cds=off",
-            "-Xlog:cds+dynamic=off",
-        ]
-        env = {**environ, "SPARK_SUBMIT_OPTS": shlex.join([*dump, *kept])}
+        opts = dump_options(written, Path(scratch), environ.get("SPARK_SUBMIT_OPTS", ""))
+        env = {**environ, "SPARK_SUBMIT_OPTS": opts}
         # at a lower priority than the warm JVM started beside it (issue 56.3: the JVM a user
         # waits for first; the archive only makes the next ones faster)
         nice = shutil.which("nice")
@@ -251,6 +248,21 @@ def make(
         os.replace(written, target)
         os.replace(sidecar, directory / f"{key.name}{SIDECAR}")
     return target
+
+
+def dump_options(written: Path, scratch: Path, submit_opts: str) -> str:
+    """``SPARK_SUBMIT_OPTS`` of the JVM that makes an archive at ``written``: the dump's options,
+    then the environment's own (``submit_opts``) but those of another archive, so that an
+    operator's own option wins. The JIT stops at C1 (:data:`DUMP_JIT`)."""
+    kept = [o for o in shlex.split(submit_opts) if not _NOT_WHEN_MAKING.fullmatch(o)]
+    dump = [
+        f"-Djava.io.tmpdir={scratch}",
+        f"-XX:ArchiveClassesAtExit={written}",
+        "-Xlog:cds=off",
+        "-Xlog:cds+dynamic=off",
+        DUMP_JIT,
+    ]
+    return shlex.join([*dump, *kept])
 
 
 def remove_stale(directory: Path, keep: ArchiveKey) -> int:
