@@ -27,7 +27,7 @@ from recovery.member.warm_jvms.archive import (
     remove_stale,
     verify,
 )
-from recovery.member.warm_jvms.pool import WarmUpFailed, parse_connection_info
+from recovery.member.warm_jvms.pool import WarmUpFailed, idle_wait, parse_connection_info
 from recovery.member.warm_jvms.warm_jvm_records import WarmRecord
 from recovery.proctitle import fit, warm_driver_title
 from recovery.settings import DaemonSettings
@@ -266,6 +266,15 @@ def test_the_archive_is_made_by_a_c1_jvm_with_the_environments_own_options_after
         "-XX:TieredStopAtLevel=4",
     ]
     assert DUMP_JIT == "-XX:TieredStopAtLevel=1"
+
+
+def test_the_pools_thread_sleeps_until_a_put_off_start_is_due_and_never_spins() -> None:
+    """A start put off after a take (REPLACE_AFTER) is made when due, not up to a second late;
+    with none due the thread sleeps a second (it spun at 100 Hz with the put-off start past)."""
+    assert idle_wait(due_at=10.4, now=10.0) == pytest.approx(0.4)
+    assert idle_wait(due_at=15.0, now=10.0) == 1.0
+    assert idle_wait(due_at=9.0, now=10.0) == 1.0
+    assert idle_wait(due_at=0.0, now=10.0) == 1.0
 
 
 def test_every_part_of_the_key_names_another_archive() -> None:

@@ -105,6 +105,7 @@ __all__ = [
     "WarmPool",
     "WarmUpFailed",
     "exchange",
+    "idle_wait",
     "parse_connection_info",
 ]
 
@@ -126,6 +127,13 @@ STOP_GRACE = 10.0
 #: 0.1-0.15 s on two cores, which a host loss waits for (docs/benchmarks.md). Each take puts it
 #: off again; a failed start's back-off (:data:`FIRST_RETRY`) still applies.
 REPLACE_AFTER = 2.0
+
+
+def idle_wait(due_at: float, now: float) -> float:
+    """Seconds the pool's thread sleeps when it has nothing to do: until a start put off is due
+    (``due_at``), at most a second; a second once it is past (a change wakes it sooner)."""
+    left = due_at - now
+    return min(1.0, left) if left > 0 else 1.0
 
 
 class WarmUpFailed(Exception):
@@ -255,7 +263,7 @@ class WarmPool:
                 self._replace(stale)
                 continue
             with self._changed:
-                self._changed.wait(min(1.0, max(0.01, due_at - time.monotonic())))
+                self._changed.wait(idle_wait(due_at, time.monotonic()))
 
     def _without_archive(self) -> WarmJvm | None:
         """A ready JVM started before the class-data archive was ready, now that it is."""
