@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         config = json.loads(pipe.read(1 << 16))
     took = warm_jvm(int(config["port"]), str(config["secret"]), args.passes)
     print(
-        f"zkstore: warm driver {args.warm_id} warmed in {took:.2f} s ({args.passes} passes)",
+        f"zkstore: warm driver {args.warm_id} warmed in {took:.2f} s "
+        f"({args.passes} pass{'' if args.passes == 1 else 'es'})",
         flush=True,
     )
     return 0
