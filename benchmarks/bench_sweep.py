@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Result, show_all
-from recovery.member.sweep import sweep
+from recovery.member.sweep import sweep, sweep_all
 from recovery.settings import DriverUser
 
 #: CPU per no-op job, every process: bench_cost's goal (docs/benchmarks.md: 0.05-0.07 s measured)
@@ -80,7 +80,39 @@ def main(argv: list[str] | None = None) -> list[Result]:
         results.append(
             Result(f"{what}: launch delay, vs a job alone", wall, JOB_ALONE, goal, detail=detail)
         )
+    # a pool's users swept together (a daemon's start: every one; a look after several
+    # drivers ended): one walk against one sweep each, in this run
+    pool = [DriverUser(f"uid{uid}", uid, uid, (uid,), "/nonexistent"), *others(uid, POOL - 1)]
+    together, apart = [], []
+    for _ in range(max(1, args.rounds // 4)):
+        cpu = time.process_time()
+        assert not any(swept.failed for swept in sweep_all(pool).values())
+        together.append(time.process_time() - cpu)
+        cpu = time.process_time()
+        for member in pool:
+            assert not sweep(member).failed
+        apart.append(time.process_time() - cpu)
+    results.append(
+        Result(
+            f"{POOL} pool users swept in one walk: CPU, vs a sweep each",
+            statistics.median(together),
+            statistics.median(apart),
+            f"<= {1.5 / POOL:.2f}",
+            detail=f"median of {len(together)}; /tmp holds {entries} entries",
+        )
+    )
     return show_all(results)
+
+
+#: the users of a pool swept together, in the benchmark
+POOL = 4
+
+
+def others(uid: int, count: int) -> list[DriverUser]:
+    """``count`` more users of ids nobody uses, after ``uid``."""
+    owners = {os.stat(p).st_uid for p in Path("/proc").glob("[0-9]*") if p.exists()}
+    free = [u for u in range(uid + 1, 65000) if u not in owners][:count]
+    return [DriverUser(f"uid{u}", u, u, (u,), "/nonexistent") for u in free]
 
 
 if __name__ == "__main__":

@@ -51,10 +51,10 @@ import signal
 import stat
 import subprocess
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from recovery.member.sweep import Swept, sweep
+from recovery.member.sweep import Swept, sweep_all
 from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared.processes import Liveness, ProcessIdentity, probe
 from zkstore.errors import ConfigError
@@ -375,7 +375,9 @@ class DriverUserPool:
     on; one that cannot be swept stays out). Thread-safe."""
 
     def __init__(
-        self, users: Iterable[DriverUser], sweeper: Callable[[DriverUser], Swept] = sweep
+        self,
+        users: Iterable[DriverUser],
+        sweeper: Callable[[Sequence[DriverUser]], Mapping[int, Swept]] = sweep_all,
     ) -> None:
         self.users = tuple(users)
         self._sweep = sweeper
@@ -403,8 +405,10 @@ class DriverUserPool:
             return self.users[0]
         with self._lock:
             busy = self._busy()
-            for user in self.users:
-                if user.uid not in busy and self._clean(user):
+            free = [user for user in self.users if user.uid not in busy]
+            clean = self._clean(free)
+            for user in free:
+                if user.uid in clean:
                     self._given[user.uid] = None
                     self._dirty.add(user.uid)
                     return user
@@ -420,9 +424,7 @@ class DriverUserPool:
             return {}
         with self._lock:
             busy = self._busy()
-            for user in self.users:
-                if user.uid not in busy and user.uid in self._dirty:
-                    self._clean(user)
+            self._clean([user for user in self.users if user.uid not in busy])
             return self._out_of_pool(busy)
 
     def _busy(self) -> set[int]:
@@ -451,29 +453,35 @@ class DriverUserPool:
                 out[user.name] = "a process left by a driver still runs as it"
         return out
 
-    def _clean(self, user: DriverUser) -> bool:
-        """Sweep ``user`` if a driver may have left something (lock held, no process runs as
-        it); False if something could not be removed."""
-        if user.uid not in self._dirty:
-            return True
-        swept = self._sweep(user)
-        if swept.failed:
-            if self._unclean.get(user.uid) != swept.failed[0]:
-                logger.warning(
-                    "driver user %s stays out of the pool: %s", user.name, "; ".join(swept.failed)
+    def _clean(self, users: list[DriverUser]) -> set[int]:
+        """Sweep those of ``users`` a driver may have left something to, in one walk (lock
+        held, no process runs as any of them); the ids of those clean now (the others: something
+        could not be removed)."""
+        dirty = [user for user in users if user.uid in self._dirty]
+        results = self._sweep(dirty) if dirty else {}
+        clean = {user.uid for user in users if user.uid not in self._dirty}
+        for user in dirty:
+            swept = results[user.uid]
+            if swept.failed:
+                if self._unclean.get(user.uid) != swept.failed[0]:
+                    logger.warning(
+                        "driver user %s stays out of the pool: %s",
+                        user.name,
+                        "; ".join(swept.failed),
+                    )
+                self._unclean[user.uid] = swept.failed[0]
+                continue
+            if self._unclean.pop(user.uid, None) is not None:
+                logger.info("driver user %s is back in the pool: swept", user.name)
+            if swept.removed:
+                logger.info(
+                    "driver user %s: removed %d thing(s) a driver left outside its attempt",
+                    user.name,
+                    swept.removed,
                 )
-            self._unclean[user.uid] = swept.failed[0]
-            return False
-        if self._unclean.pop(user.uid, None) is not None:
-            logger.info("driver user %s is back in the pool: swept", user.name)
-        if swept.removed:
-            logger.info(
-                "driver user %s: removed %d thing(s) a driver left outside its attempt",
-                user.name,
-                swept.removed,
-            )
-        self._dirty.discard(user.uid)
-        return True
+            self._dirty.discard(user.uid)
+            clean.add(user.uid)
+        return clean
 
     def started(self, user: DriverUser, driver: ProcessIdentity) -> None:
         """``user`` runs the driver ``driver``: busy until that process is gone."""

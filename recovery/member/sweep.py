@@ -32,12 +32,12 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from recovery.settings import DriverUser
 
-__all__ = ["IPC_TABLES", "PLACES", "Swept", "sweep"]
+__all__ = ["IPC_TABLES", "PLACES", "Swept", "sweep", "sweep_all"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +77,21 @@ def sweep(user: DriverUser, places: Collection[str] = PLACES) -> Swept:
     """Remove what ``user`` owns in ``places`` and its home (never the home itself, nor a home
     it does not own), and the IPC objects it owns or made. Call it only while no process runs
     as ``user`` (nothing then races it). Never raises."""
-    swept = Swept()
+    return sweep_all([user], places)[user.uid]
+
+
+def sweep_all(users: Sequence[DriverUser], places: Collection[str] = PLACES) -> dict[int, Swept]:
+    """:func:`sweep` of each of ``users`` (by user id), in one walk of ``places``: what each
+    sweep alone would remove, and its failures, for a walk's cost (seconds of CPU where a
+    place holds hundreds of thousands of entries). Each user's entries are removed only where
+    it could have reached them (every directory above them searchable by it); in a directory
+    of one user's, the others' entries are swept first, as their own sweeps before its would
+    have. Call it only while no process runs as any of them. Never raises."""
+    swept = {user.uid: Swept() for user in users}
     seen: set[tuple[int, int]] = set()
-    home = [user.home] if _owns_home(user) else []
-    for place in [*places, *home]:
+    roots = [(place, tuple(users)) for place in places]
+    roots += [(user.home, (user,)) for user in users if _owns_home(user)]
+    for place, who in roots:
         try:
             found = os.stat(place)  # /var/lock -> /run/lock: followed, once
         except OSError:
@@ -88,8 +99,9 @@ def sweep(user: DriverUser, places: Collection[str] = PLACES) -> Swept:
         if not stat.S_ISDIR(found.st_mode) or (found.st_dev, found.st_ino) in seen:
             continue
         seen.add((found.st_dev, found.st_ino))
-        _walk(os.path.realpath(place), found.st_dev, user, swept)
-    _remove_ipc(user.uid, swept)
+        _walk(os.path.realpath(place), found.st_dev, who, swept)
+    for user in users:
+        _remove_ipc(user.uid, swept[user.uid])
     return swept
 
 
@@ -111,43 +123,52 @@ def _searchable(found: os.stat_result, user: DriverUser) -> bool:
     return bool(found.st_mode & stat.S_IXOTH)
 
 
-def _walk(directory: str, device: int, user: DriverUser, swept: Swept) -> None:
+def _walk(
+    directory: str, device: int, who: tuple[DriverUser, ...], swept: dict[int, Swept]
+) -> None:
     fd = _open_directory(directory, None, None)
     if fd is None:
         if os.path.isdir(directory):
-            swept.fail(f"cannot list {directory}")
+            for user in who:
+                swept[user.uid].fail(f"cannot list {directory}")
         return
     try:
-        _walk_at(fd, directory, device, user, swept)
+        _walk_at(fd, directory, device, who, swept)
     finally:
         os.close(fd)
 
 
-def _walk_at(fd: int, path: str, device: int, user: DriverUser, swept: Swept) -> None:
-    """Sweep the directory open at ``fd`` (``path`` for messages): the user's entries removed,
-    the others' directories it may search walked."""
-    for name, found in _entries(fd, path, swept):
+def _walk_at(
+    fd: int, path: str, device: int, who: tuple[DriverUser, ...], swept: dict[int, Swept]
+) -> None:
+    """Sweep the directory open at ``fd`` (``path`` for messages) for ``who``, the users that
+    may have reached it: each one's entries removed, the directories some of them may search
+    walked for those (one of theirs first, for the others that may search it)."""
+    for name, found in _entries(fd, path, [swept[user.uid] for user in who]):
         full = f"{path}/{name}"
-        if found.st_uid == user.uid:
-            if _remove(fd, name, full, found, device, user, swept):
-                swept.removed += 1
-        elif stat.S_ISDIR(found.st_mode) and found.st_dev == device and _searchable(found, user):
-            sub = _open_directory(name, fd, found)
-            if sub is None:
-                continue  # gone or replaced meanwhile: not what was looked at
-            try:
-                _walk_at(sub, full, device, user, swept)
-            finally:
-                os.close(sub)
+        owner = next((user for user in who if user.uid == found.st_uid), None)
+        if stat.S_ISDIR(found.st_mode) and found.st_dev == device:
+            may = tuple(u for u in who if u is not owner and _searchable(found, u))
+            if may:
+                sub = _open_directory(name, fd, found)
+                if sub is None:
+                    continue  # gone or replaced meanwhile: not what was looked at
+                try:
+                    _walk_at(sub, full, device, may, swept)
+                finally:
+                    os.close(sub)
+        if owner is not None and _remove(fd, name, full, found, device, owner, swept[owner.uid]):
+            swept[owner.uid].removed += 1
 
 
-def _entries(fd: int, path: str, swept: Swept) -> list[tuple[str, os.stat_result]]:
+def _entries(fd: int, path: str, failed: Sequence[Swept]) -> list[tuple[str, os.stat_result]]:
     """The entries of the directory open at ``fd``, each with its own status (a link's, never
-    its target's)."""
+    its target's); what cannot be looked at is a failure of each sweep in ``failed``."""
     try:
         names = os.listdir(fd)
     except OSError as exc:
-        swept.fail(f"cannot list {path}: {exc.strerror or exc}")
+        for swept in failed:
+            swept.fail(f"cannot list {path}: {exc.strerror or exc}")
         return []
     found: list[tuple[str, os.stat_result]] = []
     for name in names:
@@ -156,7 +177,8 @@ def _entries(fd: int, path: str, swept: Swept) -> list[tuple[str, os.stat_result
         except FileNotFoundError:
             continue
         except OSError as exc:
-            swept.fail(f"cannot look at {path}/{name}: {exc.strerror or exc}")
+            for swept in failed:
+                swept.fail(f"cannot look at {path}/{name}: {exc.strerror or exc}")
     return found
 
 
@@ -201,7 +223,7 @@ def _remove(
             return False  # gone or replaced meanwhile: not what was looked at
         try:
             emptied = True
-            for child, status in _entries(sub, path, swept):
+            for child, status in _entries(sub, path, [swept]):
                 if status.st_uid != user.uid:
                     swept.fail(
                         f"kept {path}/{child}: uid {status.st_uid}'s, in a directory of "
