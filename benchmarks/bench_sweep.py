@@ -30,11 +30,15 @@ from recovery.settings import DriverUser
 JOB_CPU = 0.05
 #: a no-op job alone, from its submit to its result (docs/benchmarks.md, bench_backlog: 0.10 s)
 JOB_ALONE = 0.10
+#: the users of a pool swept together, in one walk and one by one
+POOL = 4
 
 
-def free_uid() -> int:
+def free_users(count: int) -> list[DriverUser]:
+    """``count`` users of ids no process runs as (the sweep reads owners, not names)."""
     owners = {os.stat(p).st_uid for p in Path("/proc").glob("[0-9]*") if p.exists()}
-    return next(u for u in range(63000, 65000) if u not in owners)
+    free = [u for u in range(63000, 65000) if u not in owners][:count]
+    return [DriverUser(f"uid{u}", u, u, (u,), "/nonexistent") for u in free]
 
 
 def measure(user: DriverUser, rounds: int, files: int) -> tuple[float, float]:
@@ -65,8 +69,8 @@ def main(argv: list[str] | None = None) -> list[Result]:
     if os.geteuid() != 0:
         print("bench_sweep: needs root (it makes files of another user id); skipped")
         return []
-    uid = free_uid()
-    user = DriverUser(f"uid{uid}", uid, uid, (uid,), "/nonexistent")
+    pool = free_users(POOL)
+    user = pool[0]
     entries = sum(len(files) + len(dirs) for _, dirs, files in os.walk("/tmp"))
     results = []
     for left in (0, args.files):
@@ -82,7 +86,6 @@ def main(argv: list[str] | None = None) -> list[Result]:
         )
     # a pool's users swept together (a daemon's start: every one; a look after several
     # drivers ended): one walk against one sweep each, in this run
-    pool = [DriverUser(f"uid{uid}", uid, uid, (uid,), "/nonexistent"), *others(uid, POOL - 1)]
     together, apart = [], []
     for _ in range(max(1, args.rounds // 4)):
         cpu = time.process_time()
@@ -102,17 +105,6 @@ def main(argv: list[str] | None = None) -> list[Result]:
         )
     )
     return show_all(results)
-
-
-#: the users of a pool swept together, in the benchmark
-POOL = 4
-
-
-def others(uid: int, count: int) -> list[DriverUser]:
-    """``count`` more users of ids nobody uses, after ``uid``."""
-    owners = {os.stat(p).st_uid for p in Path("/proc").glob("[0-9]*") if p.exists()}
-    free = [u for u in range(uid + 1, 65000) if u not in owners][:count]
-    return [DriverUser(f"uid{u}", u, u, (u,), "/nonexistent") for u in free]
 
 
 if __name__ == "__main__":
