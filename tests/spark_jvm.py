@@ -31,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from recovery.member.warm_jvms.archive import SIDECAR, ClassData, Sidecar
+from recovery.member.warm_jvms.archive import SIDECAR, Sidecar
+from recovery.member.warm_jvms.class_data import ClassData
 from zkstore.dev.embedded import SHORT_JVM_OPTIONS, find_java
 
 #: Where the archive and the empty configuration directory live: the virtual environment's, made

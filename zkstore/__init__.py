@@ -25,8 +25,9 @@ The store's pieces, from the top (a module imports only from its own layer and t
     config.py      the one validated configuration: flags > ``ZKSTORE_*`` > defaults
     protocol.py    the fleet protocol this code speaks and serves, and its features
     closing.py     a mixin: ``with obj:`` closes an object's session or connection
+    lifeline.py    child processes that die with their parent (a parent-death signal)
     errors.py      the exceptions: one root, each class with its exit code and HTTP status
-    dev/           the embedded ZooKeeper and its lifeline: for development (only dev code
+    dev/           the embedded ZooKeeper and its command: for development (only dev code
                    imports it; the ensemble and the blackout proxy are in ``zkstore_dev``)
 """
 

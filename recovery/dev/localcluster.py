@@ -1,7 +1,7 @@
 """Several recovery daemons on this machine, as real processes: for the demo, tests, benchmarks.
 
 Each daemon is ``zkstore daemon`` in its own process, so it can be killed with a real signal;
-it gets SIGTERM when the process that started it dies (:mod:`zkstore.dev.lifeline`).
+it gets SIGTERM when the process that started it dies (:mod:`zkstore.lifeline`).
 The cluster knows how to find its leader (``R/leader/info``) and the driver of a job (its
 ``running`` node), and on :meth:`LocalCluster.stop` it also stops the drivers its daemons left
 behind (drivers outlive daemons by design).
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from recovery.member.launcher import DRIVER_MEMBER_ENV, DRIVER_OF_ENV
+from zkstore import lifeline
 from zkstore.config import ENV_VARS, StoreConfig
-from zkstore.dev import lifeline
 from zkstore.errors import CorruptRecord, HandleNotFound
 from zkstore.layout import Layout
 from zkstore.lifecycle.destinations import ALLOWED_ENV

@@ -58,8 +58,8 @@ from recovery.member.adoption import LAUNCHES
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.log_shipping import SHIPPER_NICENESS, Shipping, start_process
-from recovery.member.warm_jvms.archive import ClassData
 from recovery.member.warm_jvms.asks import WarmAsks
+from recovery.member.warm_jvms.class_data import ClassData
 from recovery.member.warm_jvms.pool import PoolSetup, Taken, WarmPool
 from recovery.settings import DaemonSettings, DriverUser
 from recovery.shared import attemptdir

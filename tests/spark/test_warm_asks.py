@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member.warm_jvms.archive import ClassData
 from recovery.member.warm_jvms.asks import WarmAsks
+from recovery.member.warm_jvms.class_data import ClassData
 from recovery.member.warm_jvms.pool import PoolSetup, WarmPool
 from recovery.shared.jvm_settings import ASK
 

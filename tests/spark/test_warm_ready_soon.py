@@ -13,6 +13,7 @@ the archive was made; a clean stop removed the archive with the daemon's directo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,14 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from recovery.member.warm_jvms.archive import MAKE_TIMEOUT
+from recovery.member.warm_jvms.archive import MAKE_TIMEOUT, MAKING
+from recovery.member.warm_jvms.class_data import STOP_WAIT
 from recovery.member.warm_jvms.pool import STOP_GRACE
 from tests.cli import BIN, connection, script, with_credentials
 from tests.helpers import wait_for
 from tests.warm_drivers import WARM
 from zkstore.config import StoreConfig
 
-#: an archive made, two daemon lives, three warm JVMs started, on a loaded host
+#: an archive made, four daemon lives, three warm JVMs started, on a loaded host
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1800)]
 
 FIRST_READY = "first warm driver ready"
@@ -36,15 +38,17 @@ READY = "ready (pid"
 WITHOUT = "without the class-data archive"
 
 
-def start(config: StoreConfig, tmp_path: Path, log: Path) -> subprocess.Popen[bytes]:
-    """``zkstore daemon`` with the default directories and class data, one warm driver."""
+def start(
+    config: StoreConfig, tmp_path: Path, log: Path, *, warm: int = 1, name: str = "fresh"
+) -> subprocess.Popen[bytes]:
+    """``zkstore daemon`` with the default directories and class data, ``warm`` warm drivers."""
     env = with_credentials(config, {**os.environ, "TMPDIR": str(tmp_path)})
     assert env is not None
     env.update(
         {
             "ZKSTORE_JOBS_MAY_READ_SECRETS": "1",
             "ZKSTORE_SPARK_MASTER": "local[1]",
-            "ZKSTORE_WARM_DRIVERS": "1",
+            "ZKSTORE_WARM_DRIVERS": str(warm),
             "ZKSTORE_CLASS_DATA": "auto",
         }
     )
@@ -53,7 +57,7 @@ def start(config: StoreConfig, tmp_path: Path, log: Path) -> subprocess.Popen[by
         return subprocess.Popen(
             [
                 *(str(BIN / "zkstore"), "daemon", *connection(config)),
-                *("--id", "fresh", "--http", "off"),
+                *("--id", name, "--http", "off"),
                 *("--session-timeout", str(config.session_timeout)),
             ],
             stdout=subprocess.DEVNULL,
@@ -75,6 +79,17 @@ def lines(log: Path) -> list[str]:
 
 def first_at(log: Path, text: str) -> int | None:
     return next((n for n, line in enumerate(lines(log)) if text in line), None)
+
+
+def naming(path: Path) -> list[int]:
+    """The processes whose command line names ``path`` (the making JVM's Python worker runs a
+    script there)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if str(path).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+    return found
 
 
 def making(cache: Path) -> list[int]:
@@ -144,3 +159,45 @@ def test_warm_drivers_are_ready_soon_and_the_archive_outlives_a_clean_stop(
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
+
+
+def test_the_archive_maker_never_outlives_its_daemon(
+    spark_config: StoreConfig, tmp_path: Path
+) -> None:
+    """A daemon SIGKILLed while it makes the archive takes the making JVM along (it left its
+    scratch directory: nothing of it ran); the next daemon removes that directory, and its
+    own making ends with its clean stop, which leaves nothing. Would fail before: the orphan
+    JVM computed on for half a minute and its directory stayed for ever, as did a cleanly
+    stopped daemon's."""
+    config = spark_config
+    cache = tmp_path / f"zkstore-{os.getuid()}" / "class-data"
+    killed_log, second_log = tmp_path / "killed.log", tmp_path / "second.log"
+    daemon = start(config, tmp_path, killed_log, warm=0, name="killed")
+    try:
+        wait_for(lambda: making(cache), 120, 0.2, what="the archive's maker")
+        [scratch] = cache.glob(f"{MAKING}*")
+        daemon.kill()
+        daemon.wait()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    # the kernel kills the JVM as its daemon dies; its Python worker ends with the JVM
+    wait_for(lambda: not naming(scratch), STOP_WAIT, 0.2, what="the maker gone with its daemon")
+    assert scratch.is_dir(), "a SIGKILLed daemon cleans nothing up"
+
+    daemon = start(config, tmp_path, second_log, warm=0, name="second")
+    try:
+        wait_for(lambda: making(cache), 120, 0.2, what="the next daemon's maker")
+        said = lines(second_log)
+        assert any("removed 1 unfinished class-data archive" in line for line in said), said
+        assert not scratch.exists()
+        [own] = cache.glob(f"{MAKING}*")
+        assert stop(daemon) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    # the clean stop waited for its maker to end: nothing left, nothing made
+    assert naming(own) == [] and making(cache) == []
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith((MAKING, "spark-"))) == []

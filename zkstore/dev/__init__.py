@@ -6,6 +6,5 @@ the blackout proxies are in :mod:`zkstore_dev`.
 
     embedded.py    an embedded ZooKeeper server, from the pyspark wheel's jars: for
                    development, the demo and the tests
-    lifeline.py    child processes that die with their parent (a parent-death signal)
     commands.py    the dev commands of the store: ``zkstore zookeeper``
 """

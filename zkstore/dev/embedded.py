@@ -5,7 +5,7 @@ It runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` from the jars that t
 127.0.0.1 port and a temporary data directory. It is a single server: fine for development, not a
 production ensemble (:mod:`zkstore_dev.ensemble` runs three servers for the chaos tests).
 
-The server dies with the process that started it (:mod:`zkstore.dev.lifeline`): a SIGKILLed
+The server dies with the process that started it (:mod:`zkstore.lifeline`): a SIGKILLed
 ``zkstore zookeeper``, demo or test run leaves no JVM behind.
 """
 
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
+from zkstore import lifeline
 from zkstore.closing import Closeable
-from zkstore.dev import lifeline
 from zkstore.errors import ConfigError, StoreUnavailable
 from zkstore.zookeeper.retry import RACES, TryAgain
 

@@ -29,9 +29,9 @@ import fsspec
 from recovery.client.api import Client, JobEnd
 from recovery.dev.localcluster import LocalCluster
 from recovery.member.warm_jvms.pool import STOP_GRACE
+from zkstore import lifeline
 from zkstore.closing import Closeable
 from zkstore.config import StoreConfig
-from zkstore.dev import lifeline
 from zkstore.dev.embedded import free_port
 from zkstore.jobs.definition import JobDefinition
 from zkstore_dev.chaos import job

@@ -16,7 +16,8 @@ each a module here:
 
 Each module::
 
-    archive.py           the class-data archive: made in the background, verified before any use
+    archive.py           the class-data archive: made, verified before any use, removed
+    class_data.py        a daemon's Spark setup: the archive verified or made in the background
     pool.py              ``--warm-drivers``: JVMs started, warmed, handed to one attempt, ended
     asks.py              each attempt's channel to its daemon, to take a warm JVM at first use, once
     warmup.py            the throw-away context and queries that warm a JVM (its own child process)

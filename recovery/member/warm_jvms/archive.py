@@ -3,7 +3,8 @@
 A Spark driver JVM loads and verifies some ten thousand classes from the jars at each start; a
 dynamic CDS archive (``-XX:ArchiveClassesAtExit`` to make, ``-XX:SharedArchiveFile`` to use,
 JDK 13 and newer) holds them ready to map. The daemon makes one in the background at its start
-(:class:`ClassData`), never blocking a launch: until it is ready, drivers start as before.
+(:class:`.class_data.ClassData`), never blocking a launch: until it is ready, drivers start as
+before.
 
 It is made once per **key** (:class:`ArchiveKey`): the Java binary (resolved path, size, time),
 pyspark's version and home, and the class path Spark's launcher gives a driver here
@@ -18,8 +19,15 @@ path's order) and silently loads the classes from the jars when they differ: a s
 costs time, never correctness. A JVM that refuses it (``-Xshare:auto``, the default) starts
 anyway.
 
-The archive and its sidecar are the only files the daemon removes here, and only its own
-(:func:`remove_stale`): regular files of this user's whose names it gives, never through a link.
+The daemon removes only its own files here, never through a link: archives and sidecars
+(:func:`remove_stale`: regular files of this user's whose names it gives) and the scratch
+directories of makings that did not end (:func:`remove_unfinished`).
+
+The making JVM never outlives its daemon: a clean stop ends it and removes its scratch
+directory (:meth:`.class_data.ClassData.stop`), a daemon that dies takes it along (a
+parent-death signal, :mod:`zkstore.lifeline`), and the next daemon to hold the directory's lock
+removes the scratch directory that one left (this user's directories of the maker's prefix;
+while the lock is held nobody else makes one).
 """
 
 from __future__ import annotations
@@ -33,17 +41,18 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from recovery.member.warm_jvms import confdir, home
-from recovery.shared.jvm_settings import ARCHIVE_ENV, PROPERTIES_ENV
+from recovery.member.warm_jvms import home
+from zkstore import lifeline
 from zkstore.records.strict import utc_now
 
 __all__ = [
@@ -55,7 +64,6 @@ __all__ = [
     "SUFFIX",
     "WARM_UP",
     "ArchiveKey",
-    "ClassData",
     "Sidecar",
     "digest",
     "dump_options",
@@ -64,6 +72,7 @@ __all__ = [
     "prepare_directory",
     "private_problem",
     "remove_stale",
+    "remove_unfinished",
     "verify",
 ]
 
@@ -77,6 +86,10 @@ _NAME = re.compile(r"spark-[0-9a-f]{16}\.(jsa|json)")
 MAKE_TIMEOUT = 900.0
 #: The niceness the archive is made at (``nice -n``): below the warm JVM started meanwhile.
 MAKE_NICE = 10
+#: The prefix of the scratch directory an archive is made in (then renamed into place).
+MAKING = ".making-"
+#: Seconds between two looks of the making's wait at whether the daemon stops.
+STOP_POLL = 0.2
 #: What an archive is made from: a driver's start, a query, an RDD job with a Python worker,
 #: the context's stop (the classes a driver loads, most of what a first query loads).
 WARM_UP = """\
@@ -207,13 +220,16 @@ def make(
     spark: home.SparkHome,
     environ: Mapping[str, str],
     submit_args: list[str],
+    stopping: threading.Event | None = None,
 ) -> Path:
     """Run a small Spark job under ``spark-submit SUBMIT_ARGS`` in ``environ`` (a driver's:
     the class path its launcher builds is the key's) whose JVM writes
     the classes it loaded into a new archive as it exits; write it and its sidecar under
     temporary names and rename them into place (a JVM never maps a half-written archive, and a
-    half-written one never verifies). Raises OSError."""
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".making-") as scratch:
+    half-written one never verifies). The job is killed, and nothing is kept, once ``stopping``
+    is set or :data:`MAKE_TIMEOUT` has passed; it dies with this process (a parent-death
+    signal). Raises OSError."""
+    with tempfile.TemporaryDirectory(dir=directory, prefix=MAKING) as scratch:
         script = Path(scratch) / "warm_up.py"
         script.write_text(WARM_UP)
         written = Path(scratch) / "archive.jsa"
@@ -223,22 +239,11 @@ def make(
         # waits for first; the archive only makes the next ones faster)
         nice = shutil.which("nice")
         lower = [nice, "-n", str(MAKE_NICE)] if nice is not None else []
-        try:
-            run = subprocess.run(
-                [*lower, str(spark.submit), *submit_args, str(script)],
-                env=env,
-                cwd=scratch,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=MAKE_TIMEOUT,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise OSError(f"not made within {MAKE_TIMEOUT:g} s") from exc
-        if run.returncode != 0 or not written.exists():
-            tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
-            raise OSError(f"spark-submit exited {run.returncode}: {tail[:300]}")
+        command = [*lower, str(spark.submit), *submit_args, str(script)]
+        returncode, stderr = _run_making(lifeline.wrap(command), env, scratch, stopping)
+        if returncode != 0 or not written.exists():
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise OSError(f"spark-submit exited {returncode}: {tail[:300]}")
         os.chmod(written, 0o644)
         size, sha256 = digest(written)
         sidecar = Path(scratch) / "sidecar.json"
@@ -248,6 +253,38 @@ def make(
         os.replace(written, target)
         os.replace(sidecar, directory / f"{key.name}{SIDECAR}")
     return target
+
+
+def _run_making(
+    command: list[str], env: Mapping[str, str], cwd: str, stopping: threading.Event | None
+) -> tuple[int, str]:
+    """(exit status, standard error) of the making job, in a process group of its own (its
+    JVM's Python worker goes with it); killed, group and all, at ``stopping`` or the timeout."""
+    deadline = time.monotonic() + MAKE_TIMEOUT
+    with subprocess.Popen(
+        command,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        while True:
+            try:
+                _, stderr = proc.communicate(timeout=STOP_POLL)
+                return proc.returncode, stderr
+            except subprocess.TimeoutExpired:
+                stopped = stopping is not None and stopping.is_set()
+                if not stopped and time.monotonic() < deadline:
+                    continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise OSError(
+                "stopped with the daemon" if stopped else f"not made within {MAKE_TIMEOUT:g} s"
+            )
 
 
 def dump_options(written: Path, scratch: Path, submit_opts: str) -> str:
@@ -289,6 +326,24 @@ def remove_stale(directory: Path, keep: ArchiveKey) -> int:
     return removed
 
 
+def remove_unfinished(directory: Path) -> int:
+    """Remove the scratch directories that makers of archives left in ``directory`` when their
+    daemons died (call it holding the directory's lock: no maker is at work then); returns how
+    many went. Only this user's directories of the maker's prefix, never through a link."""
+    removed = 0
+    for entry in directory.iterdir():
+        if not entry.name.startswith(MAKING):
+            continue
+        try:
+            info = entry.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+            shutil.rmtree(entry, ignore_errors=True)  # rmtree never follows a link inside
+            removed += 1
+    return removed
+
+
 def _other_installation(sidecar: Path, keep: ArchiveKey) -> bool:
     """Whether the sidecar names a key of another Spark home or Java than ``keep``'s (False
     if it cannot be read: its archive cannot be verified, so nobody can use it)."""
@@ -325,122 +380,3 @@ def prepare_directory(directory: Path) -> str | None:
     if problem is None and any(conf.iterdir()):
         problem = f"{conf} is not empty: the JVM maps no archive with it on the class path"
     return problem
-
-
-class ClassData:
-    """A daemon's Spark setup: where Spark and Java are, its deployment's configuration
-    directory (:mod:`.confdir`) and, unless ``directory`` is None (``--class-data off``), the
-    archive, verified or made on a thread of its own (:meth:`start`). Thread-safe to read."""
-
-    def __init__(self, directory: Path | None, environ: Callable[[], dict[str, str]]) -> None:
-        self.directory = directory
-        self._environ = environ  # the drivers' environment (the daemon's, less its secrets)
-        self.spark: home.SparkHome | None = None
-        self.conf_plan: confdir.ConfPlan | None = None
-        #: the verified archive, once there is one
-        self.archive: Path | None = None
-        #: what happened, for the log and the drivers: why there is no archive
-        self.reason = "not made yet"
-        #: set once the archive is ready or known not to come
-        self.settled = threading.Event()
-        #: set once a warm driver may start (:mod:`.pool`): the archive verified, or being
-        #: made (it starts without it, and is replaced once it is ready), or known not to come
-        self.startable = threading.Event()
-        self._stop = threading.Event()
-
-    @property
-    def conf_dir(self) -> Path | None:
-        return self.directory / "conf" if self.directory is not None else None
-
-    def start(self) -> ClassData:
-        threading.Thread(target=self._run, name="class-data", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """What a Spark driver JVM's environment ``base`` gets: the configuration directory
-        (:func:`.confdir.environment`), the properties file and, once verified, the archive
-        (the driver puts it in its JVM's options, unless its class path differs)."""
-        plan, conf = self.conf_plan, self.conf_dir
-        if plan is None or conf is None or plan.keep_reason is not None:
-            return {}
-        env = confdir.environment(base, plan, conf)
-        if plan.properties is not None:
-            env[PROPERTIES_ENV] = str(plan.properties)
-        if self.archive is not None:
-            env[ARCHIVE_ENV] = str(self.archive)
-        return env
-
-    def _run(self) -> None:
-        began = time.monotonic()
-        try:
-            self.settle()
-        except (OSError, home.SparkNotFound) as exc:
-            self.reason = str(exc)
-        finally:
-            self.startable.set()
-            self.settled.set()
-        if self.archive is not None:
-            logger.info(
-                "class-data archive %s: Spark drivers map Spark's classes from it (%s in %.1f s)",
-                self.archive,
-                self.reason,
-                time.monotonic() - began,
-            )
-        elif self.directory is not None:
-            logger.warning(
-                "no class-data archive: %s; Spark drivers load their classes from the jars",
-                self.reason,
-            )
-
-    def settle(self) -> None:
-        """Find Spark, plan the configuration directory; verify the archive, or make it (what
-        :meth:`start` runs on its thread; the test suite's ``python -m tests.spark_jvm`` runs
-        it at once). Raises OSError or :class:`.home.SparkNotFound` when there can be none."""
-        base = self._environ()
-        self.spark = home.find(base)
-        self.conf_plan = confdir.read_plan(base, self.spark.path)
-        if self.directory is None:
-            self.reason = "off (--class-data off)"
-            return
-        if self.conf_plan.keep_reason is not None:
-            raise OSError(self.conf_plan.keep_reason)
-        problem = prepare_directory(self.directory)
-        if problem is not None:
-            raise OSError(problem)
-        env = {**base, **self.environment(base)}
-        args = self.submit_args()
-        command = home.launcher_command(self.spark, env, [*args, "pyspark-shell"])
-        key = self._key(home.class_path(command))
-        with locked(self.directory):
-            found, why = verify(self.directory, key)
-            if found is None and not self._stop.is_set():
-                logger.info("making the class-data archive (%s) in %s", why, self.directory)
-                self.startable.set()  # Spark is found and planned: warm drivers need not wait
-                found, why = make(self.directory, key, self.spark, env, args), "made"
-            if found is not None:
-                removed = remove_stale(self.directory, key)
-                if removed:
-                    logger.info("removed %d file(s) of older class-data archives", removed)
-        self.archive, self.reason = found, why
-
-    def submit_args(self) -> list[str]:
-        """What spark-submit gets besides a job's own: the deployment's properties file."""
-        plan = self.conf_plan
-        if plan is None or plan.properties is None or plan.keep_reason is not None:
-            return []
-        return ["--properties-file", str(plan.properties)]
-
-    def _key(self, class_path: str) -> ArchiveKey:
-        spark = self.spark
-        assert spark is not None
-        return ArchiveKey(
-            java=str(spark.java),
-            java_size=spark.java_size,
-            java_mtime_ns=spark.java_mtime_ns,
-            pyspark=spark.pyspark,
-            spark_home=str(spark.path),
-            class_path=class_path,
-        )

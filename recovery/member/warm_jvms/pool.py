@@ -58,7 +58,7 @@ from pathlib import Path
 from recovery.member.driveruser import DriverUserPool
 from recovery.member.forkserver import ForkedProcess, ForkServer
 from recovery.member.warm_jvms import home
-from recovery.member.warm_jvms.archive import ClassData
+from recovery.member.warm_jvms.class_data import ClassData
 from recovery.member.warm_jvms.warm_jvm_records import (
     WARM,
     WarmRecord,

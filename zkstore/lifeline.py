@@ -1,8 +1,11 @@
-"""Child processes that die with their parent: ``python -m zkstore.dev.lifeline PID SIG -- CMD``.
+"""Child processes that die with their parent: ``python -m zkstore.lifeline PID SIG -- CMD``.
 
-A development server (the embedded ZooKeeper, the daemons of a local cluster) must not outlive
-the process that started it: a SIGKILLed ``zkstore zookeeper``, ``zkstore demo`` or test run runs
-no cleanup, and its JVMs would linger for ever. On Linux this tiny wrapper asks the kernel for a
+A helper process must not outlive the process that started it: a SIGKILLed process runs no
+cleanup, and its children would linger for ever. So it is for a daemon's class-data archive
+maker (a Spark JVM computing for half a minute that nobody would use:
+:mod:`recovery.member.warm_jvms.archive`) and for the development servers (the embedded
+ZooKeeper, the daemons of a local cluster, of ``zkstore zookeeper``, ``zkstore demo`` or a
+test run). On Linux this tiny wrapper asks the kernel for a
 *parent-death signal* (``prctl(PR_SET_PDEATHSIG)``) and then ``exec``\\ s the real command, so
 the signal applies to the command itself (it survives ``execve``) and the process keeps the pid
 that :class:`subprocess.Popen` reports.
@@ -12,7 +15,8 @@ Why a wrapper rather than ``preexec_fn``: ``preexec_fn`` runs Python between ``f
 fresh single-threaded interpreter.
 
 The kernel sends the signal when the *thread* that forked the child ends, not only the process:
-start such children from a thread that lives as long as they should (the main thread). On other
+start such children from a thread that lives as long as they should (the main thread, or one
+that waits for the child). On other
 systems the command runs unwrapped.
 """
 
@@ -41,7 +45,7 @@ def wrap(
     return [
         python or sys.executable,
         "-m",
-        "zkstore.dev.lifeline",
+        "zkstore.lifeline",
         str(os.getpid()),
         str(int(death_signal)),
         "--",
@@ -51,9 +55,7 @@ def wrap(
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
-        print(
-            "usage: python -m zkstore.dev.lifeline PARENT_PID SIGNAL -- COMMAND...", file=sys.stderr
-        )
+        print("usage: python -m zkstore.lifeline PARENT_PID SIGNAL -- COMMAND...", file=sys.stderr)
         return 2
     parent, death_signal, command = int(argv[0]), int(argv[1]), list(argv[3:])
     libc = ctypes.CDLL(None, use_errno=True)
