@@ -372,7 +372,10 @@ class JobActions:
                     error=action.error,
                     name=job.name,
                     summary=job.summary,
-                    cancel=job.cancel,
+                    # dated by ZooKeeper, as the leader counted it (not by its writer)
+                    cancel=None
+                    if job.cancel is None or job.cancel_asked is None
+                    else replace(job.cancel, requested=job.cancel_asked),
                     log=job.log,
                     daemon=_last_daemon(job),
                     failures=job.status.failures if job.status is not None else None,

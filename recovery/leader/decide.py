@@ -376,10 +376,10 @@ def _cancelled_running(
     if _ending_request(job) is not None:
         return Adopt(reason=f"driver of attempt {attempt} is being ended (cancelled)")
     due = now
-    if job.cancel is not None:
+    asked = job.cancel_asked
+    if asked is not None:
         # From when ZooKeeper made the request (what its writer says is its own to say: a
         # clock ahead, or a date planted by the job, would postpone this end for as long)
-        asked = job.cancel_made if job.cancel_made is not None else job.cancel.requested
         due = min(asked, now) + timedelta(seconds=settings.cancel_grace + CANCEL_MARGIN)
     if now < due:
         return Adopt(until=due, reason=f"driver of attempt {attempt} is stopping (cancelled)")

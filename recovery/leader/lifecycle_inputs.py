@@ -83,10 +83,11 @@ def stop_view(job: JobSnapshot, *, known_dead: bool) -> StopView:
     assert job.status is not None
     status = job.status
     stop = job.stop
-    if stop is not None and job.stop_made is not None:
+    asked = job.stop_asked
+    if stop is not None and asked is not None:
         # dated by ZooKeeper, not by its writer: a client's clock an hour ahead waited an hour
         # for the checkpoint it asked, one behind gave it no time at all
-        stop = replace(stop, requested=job.stop_made)
+        stop = replace(stop, requested=asked)
     if stop is None and "stop" in job.errors:
         stop = StopRequest(version=None, requested=utc_moment(), reason="unreadable stop request")
     outcome = job.outcome

@@ -10,13 +10,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.cli import show
 from zkstore.cluster import Cluster
+from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.snapshot import read_snapshot
 from zkstore.jobs.stops import EndRequest, StopRequest
 from zkstore.records.job_records import CancelRequest, JobStatus, RunningInfo
 from zkstore.records.job_states import STARTING, STOPPING, STUCK
-from zkstore.records.strict import parse_time, to_millisecond, utc_now
+from zkstore.records.strict import parse_time, time_text, to_millisecond, utc_now
 from zkstore.zookeeper.zk import ZooKeeper
 
 pytestmark = pytest.mark.integration
@@ -81,3 +83,27 @@ def test_a_cancel_is_dated_by_zookeeper_whatever_its_writer_says(cluster: Cluste
     _, stat = cluster.zk.get(cluster.layout.stop("dated"))
     stopped = read_snapshot(cluster.zk, cluster.layout, "dated")
     assert stopped.stop_made == datetime.fromtimestamp(stat.ctime / 1000, UTC)
+
+
+def test_jobs_show_dates_a_cancel_and_a_stop_as_zookeeper_made_them(
+    cluster: Cluster, config: StoreConfig
+) -> None:
+    """What people read of a cancel and a stop (``jobs show``, the installed script) is when
+    ZooKeeper made the node, as the leader counts from it: not a writer's clock an hour ahead
+    or behind (would fail before: the writer's own date was shown)."""
+    placed(cluster, "skewed")
+    ahead = CancelRequest(version=None, requested=datetime.now(UTC) + timedelta(hours=1), by="u")
+    cluster.zk.create(cluster.layout.cancel("skewed"), ahead.to_bytes())
+    behind = StopRequest(version=None, requested=datetime.now(UTC) - timedelta(hours=1), by="u")
+    cluster.zk.create(cluster.layout.stop("skewed"), behind.to_bytes())
+    made = {
+        kind: time_text(datetime.fromtimestamp(cluster.zk.get(path)[1].ctime / 1000, UTC))
+        for kind, path in (
+            ("cancel", cluster.layout.cancel("skewed")),
+            ("stop", cluster.layout.stop("skewed")),
+        )
+    }
+    shown = show(config, "skewed")
+    assert shown["cancel"]["requested"] == shown["cancel_requested"] == made["cancel"], shown
+    assert shown["stop"]["requested"] == made["stop"], shown
+    assert shown["cancel"]["by"] == shown["stop"]["by"] == "u", "the rest is the writer's"

@@ -9,22 +9,29 @@ the way it ends: one that disables its driver's cancel handling, one that makes 
 from __future__ import annotations
 
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
 from recovery.leader.decide import CANCEL_END_GRACE, CANCEL_MARGIN
-from tests.cli import script
+from tests.cli import script, show
 from tests.helpers import (
     SESSION_TIMEOUT,
     alive,
+    assert_nothing_left,
     hands_client,
     wait_for,
     written_json,
 )
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import CANCELLED, SUCCEEDED
+from zkstore.records.strict import parse_time
+
+#: a host whose clock is off (tests/skewed_clock)
+SKEWED = Path(__file__).resolve().parent.parent / "skewed_clock"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet(credentials=True)]
 
@@ -136,8 +143,11 @@ def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
     guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
     submit(config, laptop, "deaf.py:run", "deaf", "--max-attempts", "1", "--", str(out))
     pid = written_json(out / "deaf", timeout=90, what="the job running")["driver"]
-    cancelled = script(config, "jobs cancel", "deaf")
+    # from a laptop whose clock is an hour ahead: the cancel's own date says so
+    ahead = {**os.environ, "PYTHONPATH": str(SKEWED), "SKEWED_CLOCK_SECONDS": "3600"}
+    cancelled = script(config, "jobs cancel", "deaf", env=ahead)
     assert cancelled.returncode == 0, cancelled.stderr
+    assert asked_about_now(show(config, "deaf")), "shown as ZooKeeper dated it"
     # The driver's own cancel is disabled: the leader ends it past the grace and its margin,
     # its daemon sends SIGTERM (ignored) and SIGKILL after the short end grace.
     bound = grace + CANCEL_MARGIN + CANCEL_END_GRACE + 20
@@ -146,6 +156,20 @@ def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
         result = client.wait("deaf", timeout=30)
     assert result.outcome == CANCELLED
     assert "SIGKILL to the process group" in guarded.daemons["d1"].log()
+    # the result keeps the cancel as the leader counted it: dated by ZooKeeper (read once the
+    # job's nodes, its cancel among them, are cleaned up)
+    assert_nothing_left(config, "deaf")
+    shown = show(config, "deaf")
+    assert shown["result"]["state"] == "CLEAN" and asked_about_now(shown), shown
+
+
+def asked_about_now(shown: dict[str, object]) -> bool:
+    """Whether ``jobs show`` dates the job's cancel within a minute of this host's (true)
+    clock, not an hour ahead as its writer did."""
+    cancel = shown["cancel"]
+    assert isinstance(cancel, dict), shown
+    asked = parse_time(cancel["requested"])
+    return abs((asked - datetime.now(UTC)).total_seconds()) < 60
 
 
 def test_a_job_that_makes_its_end_node_for_itself_blocks_neither_cancel_nor_the_others(

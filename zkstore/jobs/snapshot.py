@@ -122,6 +122,23 @@ class JobSnapshot:
     newer: frozenset[str] = frozenset()
 
     @property
+    def cancel_asked(self) -> datetime | None:
+        """When the cancel was asked: ZooKeeper's ``ctime`` of its node, else (an older
+        snapshot's) the date its writer stamped; None without one. What the leader counts the
+        grace from, and what people are shown (``jobs show``, the API, the job's result)."""
+        if self.cancel is None:
+            return None
+        return self.cancel_made if self.cancel_made is not None else self.cancel.requested
+
+    @property
+    def stop_asked(self) -> datetime | None:
+        """When the stop was asked, as :attr:`cancel_asked`: its checkpoint deadline counts
+        from it."""
+        if self.stop is None:
+            return None
+        return self.stop_made if self.stop_made is not None else self.stop.requested
+
+    @property
     def needs_newer_daemon(self) -> bool:
         return bool(self.newer)
 

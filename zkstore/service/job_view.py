@@ -125,7 +125,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
     status, running, spark, ended = job.status, job.running, job.spark, job.attempt_outcome
     cancel = (
         {
-            "requested": time_text(job.cancel.requested),
+            "requested": optional_time_text(job.cancel_asked),
             "by": job.cancel.by,
             "reason": job.cancel.reason,
         }
@@ -181,7 +181,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "attempt_outcome": None
         if ended is None
         else {"attempt": ended.attempt, "outcome": ended.outcome, "error": ended.error},
-        "cancel_requested": time_text(job.cancel.requested) if job.cancel is not None else None,
+        "cancel_requested": optional_time_text(job.cancel_asked),
         "cancel": cancel,
         "result": None
         if job.result is None
@@ -199,7 +199,7 @@ def describe(job: JobSnapshot) -> dict[str, Any]:
         "stop": None
         if job.stop is None
         else {
-            "requested": time_text(job.stop.requested),
+            "requested": optional_time_text(job.stop_asked),
             "by": job.stop.by,
             "reason": job.stop.reason,
             "checkpoint": job.stop.checkpoint,
