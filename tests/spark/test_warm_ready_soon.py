@@ -193,6 +193,19 @@ def test_the_archive_maker_never_outlives_its_daemon(
         assert any("removed 1 unfinished class-data archive" in line for line in said), said
         assert not scratch.exists()
         [own] = cache.glob(f"{MAKING}*")
+        # a third daemon of this user waits for that making: stopped, it waits no longer
+        third_log = tmp_path / "third.log"
+        third = start(config, tmp_path, third_log, warm=0, name="third")
+        try:
+            waiting = "waiting for another daemon's class-data archive"
+            wait_for(lambda: first_at(third_log, waiting), 120, 0.2, what="the third waiting")
+            assert stop(third) == 0
+        finally:
+            if third.poll() is None:
+                third.kill()
+                third.wait()
+        said = lines(third_log)
+        assert any("stopped while another daemon held" in line for line in said), said[-20:]
         assert stop(daemon) == 0
     finally:
         if daemon.poll() is None:

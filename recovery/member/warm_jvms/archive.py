@@ -355,14 +355,33 @@ def _other_installation(sidecar: Path, keep: ArchiveKey) -> bool:
 
 
 @contextlib.contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    """Hold ``directory``'s lock (daemons sharing one verify and make one at a time)."""
+def locked(directory: Path, stopping: threading.Event | None = None) -> Iterator[None]:
+    """Hold ``directory``'s lock (daemons sharing one verify and make one at a time); a wait
+    for another's is said in the log. Raises OSError if ``stopping`` is set meanwhile (a daemon
+    that stops does not wait for another's making: half a minute or more)."""
     fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("waiting for another daemon's class-data archive in %s", directory)
+            _wait_for_lock(fd, stopping)
         yield
     finally:
         os.close(fd)
+
+
+def _wait_for_lock(fd: int, stopping: threading.Event | None) -> None:
+    if stopping is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    while not stopping.wait(STOP_POLL):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            continue
+    raise OSError("stopped while another daemon held the directory")
 
 
 def prepare_directory(directory: Path) -> str | None:

@@ -124,7 +124,7 @@ class ClassData:
         args = self.submit_args()
         command = home.launcher_command(self.spark, env, [*args, "pyspark-shell"])
         key = self._key(home.class_path(command))
-        with locked(self.directory):
+        with locked(self.directory, self._stop):
             left = remove_unfinished(self.directory)
             if left:
                 logger.info(
