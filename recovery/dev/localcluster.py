@@ -182,13 +182,14 @@ class LocalCluster:
             *self.hosts.get(daemon_id, ()),
             *self.daemon_command(daemon_id, *args, python=python, port=port),
         ]
-        interpreter = str(python) if python is not None else self.python
         as_user = (
             {"user": self.user[0], "group": self.user[1], "extra_groups": []} if self.user else {}
         )
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                lifeline.wrap(command, death_signal=signal.SIGTERM, python=interpreter),
+                # the wrapper is this installation's (another's may have none, or another
+                # name for it); it execs the command, which runs the other's interpreter
+                lifeline.wrap(command, death_signal=signal.SIGTERM, python=self.python),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
