@@ -5,6 +5,7 @@ changed and limits turned off at resume, and the errors a user meets."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from zkstore.jobs.runspec import RunSpec
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.records.job_records import JobStatus
 from zkstore.records.job_states import STOPPED
-from zkstore.records.strict import parse_time, utc_now
+from zkstore.records.strict import parse_time, time_text, utc_now
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +136,9 @@ def test_resumes_edges_say_what_is_so(
     first = script(config, "jobs stop", "r", "--checkpoint", "--no-wait")
     assert "a checkpoint is asked for" in first.stderr, first.stderr
     second = script(config, "jobs stop", "r", "--checkpoint", "--no-wait")
-    assert "a stop was requested already" in second.stderr, second.stderr
+    made = cluster.zk.get(cluster.layout.stop("r"))[1].ctime / 1000
+    dated = time_text(datetime.fromtimestamp(made, UTC))  # ZooKeeper's date, as text
+    assert f"a stop was requested already, at {dated} by " in second.stderr, second.stderr
     assert "a checkpoint is asked for" not in second.stderr
 
 

@@ -77,9 +77,12 @@ def stop_job(
         )
         if not made:
             asked = " (with a checkpoint)" if request.checkpoint else ""
+            # when ZooKeeper made it, as the leader counts its deadline (not its writer's date)
+            when = read_snapshot(cluster.zk, cluster.layout, job_id).stop_asked
             click.echo(
-                f"{job_id}: a stop was requested already, at {request.requested} by "
-                f"{request.by or '?'}{asked}: waiting for it",
+                f"{job_id}: a stop was requested already, at "
+                f"{time_text(when or request.requested)} by {request.by or '?'}{asked}: "
+                "waiting for it",
                 err=True,
             )
         else:
