@@ -332,15 +332,16 @@ def remove_unfinished(directory: Path) -> int:
     many went. Only this user's directories of the maker's prefix, never through a link."""
     removed = 0
     for entry in directory.iterdir():
-        if not entry.name.startswith(MAKING):
+        # the directory is this user's, changed by nobody else (prepare_directory): what is
+        # checked here stays so until it goes
+        if not entry.name.startswith(MAKING) or private_problem(entry, directory=True):
             continue
         try:
-            info = entry.lstat()
-        except FileNotFoundError:
+            shutil.rmtree(entry)  # never follows a link inside
+        except OSError as exc:
+            logger.warning("unfinished class-data archive %s not removed: %s", entry, exc)
             continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
-            shutil.rmtree(entry, ignore_errors=True)  # rmtree never follows a link inside
-            removed += 1
+        removed += 1
     return removed
 
 
