@@ -101,11 +101,15 @@ def serve(preload: Sequence[str] = ()) -> int:
     prepare(preload)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the daemon is not ours
     requests = socket.socket(fileno=0)
+    ended = _child_endings()
     pending, descriptors = b"", []
     while True:
         _reap()
-        ready, _, _ = select.select([0], [], [], 0.05)
-        if not ready:
+        # asleep until a request or a child's end (never polling: an idle server costs nothing)
+        ready, _, _ = select.select([0, ended], [], [])
+        if ended in ready:
+            _drain(ended)
+        if 0 not in ready:
             continue
         chunk, fds = _receive(requests)
         if not chunk:
@@ -166,6 +170,38 @@ def _send(message: dict[str, Any]) -> None:
         data = data[os.write(1, data) :]
 
 
+def _child_endings() -> int:
+    """A descriptor that turns readable when a child ends: SIGCHLD's handler does nothing, and
+    Python writes each signal's number into the wake-up pipe as it arrives. A child that ends
+    between a reap and the next ``select`` leaves the pipe readable, so no end is missed."""
+    read_end, write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    _WAKEUP[:] = [read_end, write_end]
+    return read_end
+
+
+#: the wake-up pipe's two ends, which a forked child closes (:func:`_forget_endings`)
+_WAKEUP: list[int] = []
+
+
+def _forget_endings() -> None:
+    """In a forked child: SIGCHLD as the kernel has it, and no end of the server's pipe (the
+    driver's own children's ends would wake the server, and its signals go nowhere)."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in _WAKEUP:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _WAKEUP.clear()
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            continue
+
+
 def _reap() -> None:
     while True:
         try:
@@ -205,6 +241,7 @@ def _fork(request: dict[str, Any], fds: dict[str, int], held: Sequence[int] = ()
     names its arguments give them; the child first closes ``held`` (other launches')."""
     pid = os.fork()
     if pid == 0:
+        _forget_endings()
         for fd in held:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import sys
 from pathlib import Path
@@ -78,3 +79,36 @@ def test_a_package_in_the_daemons_working_directory_is_not_imported_by_its_drive
     finally:
         server.close()
     assert not marker.exists(), marker.read_text()
+
+
+#: system call numbers of select(2) and pselect6(2), whose fifth argument is the timeout
+SELECTS = {"x86_64": {23, 270}, "aarch64": {72}}
+
+
+def asleep_without_timeout(pid: int) -> bool:
+    """The process sleeps in select or pselect6 with no timeout (``/proc/PID/syscall``: the
+    call's number, then its arguments)."""
+    fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    return int(fields[0]) in SELECTS[platform.machine()] and int(fields[5], 16) == 0
+
+
+@pytest.mark.skipif(platform.machine() not in SELECTS, reason="select's numbers on x86_64, arm64")
+def test_an_idle_fork_server_sleeps_until_a_request_or_a_childs_end(tmp_path: Path) -> None:
+    """It polled every 50 ms (20 wake-ups a second in each daemon's server, for nothing); a
+    child's end wakes it through SIGCHLD, and is reported as before."""
+    server = ForkServer(sys.executable, dict(os.environ), lambda _: None)
+    try:
+        argv = ["--config-fd", "{config_fd}", "--job-id", "j", "--attempt", "1"]
+        argv += ["--status-version", "0"]  # waits for a ZooKeeper nobody runs
+        waiting = server.fork(argv, dict(os.environ), str(tmp_path), str(tmp_path / "a.log"), "{}")
+        assert server._process is not None
+        pid = server._process.pid
+        wait_for(lambda: asleep_without_timeout(pid), timeout=30, what="the server asleep")
+        waiting.kill()
+        wait_for(lambda: waiting.poll() is not None, timeout=30, what="the end reported")
+        assert waiting.poll() == -signal.SIGKILL
+        wait_for(lambda: asleep_without_timeout(pid), timeout=30, what="asleep again")
+        code, _ = fork_driver(server, tmp_path, "--config-fd", "{config_fd}")
+        assert code == 2, "the next request is served"
+    finally:
+        server.close()
