@@ -42,7 +42,7 @@ def test_a_dead_fork_server_is_started_again_and_its_childrens_ends_are_still_se
     try:
         # A driver that waits for a ZooKeeper nobody runs (the default, 127.0.0.1:2181).
         argv = ["--config-fd", "{config_fd}", "--job-id", "j", "--attempt", "1"]
-        argv += ["--status-version", "0"]
+        argv += ["--status-version", "0", "--work-dir", str(tmp_path / "attempt")]
         waiting = server.fork(argv, dict(os.environ), str(tmp_path), str(tmp_path / "a.log"), "{}")
         assert waiting.poll() is None
         first = server._process
@@ -99,7 +99,8 @@ def test_an_idle_fork_server_sleeps_until_a_request_or_a_childs_end(tmp_path: Pa
     server = ForkServer(sys.executable, dict(os.environ), lambda _: None)
     try:
         argv = ["--config-fd", "{config_fd}", "--job-id", "j", "--attempt", "1"]
-        argv += ["--status-version", "0"]  # waits for a ZooKeeper nobody runs
+        # a driver that waits for a ZooKeeper nobody runs
+        argv += ["--status-version", "0", "--work-dir", str(tmp_path / "attempt")]
         waiting = server.fork(argv, dict(os.environ), str(tmp_path), str(tmp_path / "a.log"), "{}")
         assert server._process is not None
         pid = server._process.pid

@@ -137,7 +137,10 @@ def test_leader_stops_acting_on_suspended_before_its_session_can_expire(
     server = EmbeddedZooKeeper().start()
     session_timeout = 8.0
     store = config.with_changes(zk_hosts=server.connect_string, session_timeout=session_timeout)
-    daemon = Daemon(DaemonSettings(store=store, daemon_id="solo", log_dir=str(tmp_path)))
+    settings = DaemonSettings(
+        store=store, daemon_id="solo", log_dir=str(tmp_path), work_dir=str(tmp_path / "work")
+    )
+    daemon = Daemon(settings)  # its directories the test's (by default, kept in /tmp for adoption)
     thread = threading.Thread(target=daemon.run, kwargs={"install_signals": False})
     thread.start()
     try:
