@@ -85,6 +85,29 @@ def test_a_cancel_is_dated_by_zookeeper_whatever_its_writer_says(cluster: Cluste
     assert stopped.stop_made == datetime.fromtimestamp(stat.ctime / 1000, UTC)
 
 
+def test_a_cancel_whose_planted_node_goes_before_it_is_read_is_written(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's code planted a ``cancel`` node and deletes it between the command's failed
+    create and its read of the node: the command writes its own, and never answers with a
+    request that is not there (it answered "requested" with nothing written)."""
+    placed(cluster, "planted")
+    path = cluster.layout.cancel("planted")
+    cluster.zk.create(path, b"{}")
+    read = cluster.state.cancel_request
+
+    def deleted_first(job_id: str) -> CancelRequest | None:
+        monkeypatch.setattr(cluster.state, "cancel_request", read)  # once: the job's one delete
+        cluster.zk.delete(path)
+        return read(job_id)
+
+    monkeypatch.setattr(cluster.state, "cancel_request", deleted_first)
+    asked = cluster.state.request_cancel("planted", by="operator", reason="runaway")
+    stored = cluster.state.cancel_request("planted")
+    assert stored is not None and (stored.by, stored.reason) == ("operator", "runaway")
+    assert stored.requested == to_millisecond(asked.requested)
+
+
 def test_jobs_show_dates_a_cancel_and_a_stop_as_zookeeper_made_them(
     cluster: Cluster, config: StoreConfig
 ) -> None:

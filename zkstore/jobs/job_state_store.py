@@ -23,6 +23,7 @@ from zkstore.records.job_records import (
 from zkstore.records.record import read_record
 from zkstore.records.strict import utc_moment
 from zkstore.zookeeper.ops import Create, Delete, Fence, SetData
+from zkstore.zookeeper.retry import RACES, TryAgain
 
 if TYPE_CHECKING:
     from zkstore.zookeeper.zk import ZooKeeper
@@ -104,12 +105,18 @@ class JobStateStore:
 
         ``by`` defaults to this process's ``user@host``.
         """
-        path = self.layout.cancel(job_id)
         request = CancelRequest(version=None, requested=utc_moment(), by=by or who(), reason=reason)
         self.zk.ensure_path(self.layout.job_dir(job_id))
+        return RACES.call(lambda: self._create_cancel(job_id, request), what=f"cancel of {job_id}")
+
+    def _create_cancel(self, job_id: str, request: CancelRequest) -> CancelRequest:
+        """Create the cancel node; the stored request if one exists already. One that went
+        between the failed create and the read (its job's own, planted and deleted) is tried
+        again: never a request that was not written."""
+        path = self.layout.cancel(job_id)
         try:
             self.zk.create(path, request.to_bytes())
-        except HandleExists:
+        except HandleExists as exc:
             try:
                 existing = self.cancel_request(job_id)
             except (AccessDenied, CorruptRecord):
@@ -118,8 +125,9 @@ class JobStateStore:
                 # needs only the right on the job's node, which is the cluster's.
                 self.zk.commit([Delete(path), Create(path, request.to_bytes())])
                 return request.with_version(0)
-            if existing is not None:
-                return existing
+            if existing is None:
+                raise TryAgain("the cancel request went meanwhile") from exc
+            return existing
         return request.with_version(0)
 
     def cancel_request(self, job_id: str) -> CancelRequest | None:
