@@ -46,6 +46,10 @@ A request's kind is ``driver``, ``shipper`` (the daemon's log shipper,
 :mod:`recovery.member.warm_jvms.warmup`). The server exits when its stdin closes (its
 daemon is gone); drivers and the shipper go on: they are in sessions
 of their own, and a new daemon's leader adopts them.
+
+Why one module: the server's loop and the daemon's handle on it (:class:`ForkServer`) are the two
+ends of the protocol above, and of its rules on descriptors; kept together, each message's writer
+and reader are read, and changed, side by side.
 """
 
 from __future__ import annotations
