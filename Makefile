@@ -23,7 +23,7 @@ CHAOS_SEED ?=
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
-.PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest bench bench-smoke chaos venv clean \
+.PHONY: test test-deep test-fast test-soak test-credentials demo lint typecheck pytest spark-archive zookeeper-archive bench bench-smoke chaos venv clean \
 	browser-test import-graph upgrade-test transcripts transcripts-check
 
 venv: $(STAMP)
@@ -43,10 +43,16 @@ typecheck: $(STAMP)
 	.ci/timed mypy $(BIN)/mypy
 
 # The suite's Spark JVMs map Spark's classes from an archive made once per virtual environment
-# (tests/spark_jvm.py: about half of a small job's start); made beside lint and the type checker.
-pytest: $(STAMP)
-	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
+# (tests/spark_jvm.py: about half of a small job's start), and its ZooKeeper servers theirs
+# (tests/zk_jvm.py: about half of a server's start); made beside lint and the type checker.
+pytest: $(STAMP) spark-archive zookeeper-archive
 	.ci/timed pytest $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --save-durations $(PYTEST_ARGS)
+
+spark-archive: $(STAMP)
+	.ci/timed spark-archive $(BIN)/python -m tests.spark_jvm
+
+zookeeper-archive: $(STAMP)
+	.ci/timed zookeeper-archive $(BIN)/python -m tests.zk_jvm
 
 # lint, the type checker and the suite at once (the suite waits more than it computes); each
 # line of output is printed whole as it comes, and any failure fails the test.

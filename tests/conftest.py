@@ -34,7 +34,7 @@ import pytest
 
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
-from tests import durations, machine_speed, spark_jvm
+from tests import durations, machine_speed, spark_jvm, zk_jvm
 from tests.fleets import Fleets, Shape, secured
 from tests.helpers import (
     HANDS_SESSION,
@@ -65,6 +65,8 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # The suite's Spark drivers (this process's and every daemon's started from it) run short JVMs
 # that map Spark's classes from an archive (tests/spark_jvm.py): far less CPU for each start.
 os.environ.update(spark_jvm.driver_environment())
+# ... and its ZooKeeper servers map theirs (tests/zk_jvm.py), wherever they are started.
+os.environ.update(zk_jvm.environment())
 
 # The suite's schedules fire every few seconds and its webhook receivers listen on loopback:
 # the bounds a production cluster keeps (a 10 s minimum, global destinations only) are lowered
@@ -516,7 +518,7 @@ def _reports(config: pytest.Config) -> bool:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    lines = [spark_jvm.report()]
+    lines = [spark_jvm.report(), zk_jvm.report()]
     if SPEED_AT_START in config.stash:
         lines.append(machine_speed.describe(config.stash[SPEED_AT_START]))
     return lines

@@ -15,7 +15,13 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.helpers import wait_for
-from zkstore.dev.embedded import EmbeddedZooKeeper, find_java, four_letter_word
+from zkstore.dev.embedded import (
+    CLASS_DATA_ENV,
+    EmbeddedZooKeeper,
+    find_java,
+    four_letter_word,
+    make_class_data,
+)
 from zkstore.errors import ConfigError
 
 pytestmark = pytest.mark.integration
@@ -98,6 +104,44 @@ def test_the_servers_jvm_runs_with_the_compiler_it_was_asked_for(short_jvm: bool
     assert "-XX:+UseSerialGC" in flags
     assert ("-XX:TieredStopAtLevel=1" in flags) is short_jvm
     assert ("-XX:CICompilerCount=1" in flags) is short_jvm
+
+
+def maps(pid: int, archive: Path) -> bool:
+    """Whether the process has the file ``archive`` mapped (its JVM shares the classes in it)."""
+    return str(archive) in Path(f"/proc/{pid}/maps").read_text()
+
+
+def serves(server: EmbeddedZooKeeper) -> bool:
+    client = KazooClient(hosts=server.connect_string, timeout=30.0)
+    client.start(30)
+    try:
+        client.ensure_path("/served")
+        return client.exists("/served") is not None
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_server_maps_the_class_data_archive_made_for_it_and_starts_without_a_bad_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive halves a server's start (tests/zk_jvm.py); it is an optimization only. A
+    damaged one is never handed to the JVM (a truncated archive crashed it with SIGBUS), and
+    the server serves as without it."""
+    archive = make_class_data(tmp_path / "zk.jsa")
+    assert not list(tmp_path.glob(".*making")), "the archive was renamed into place"
+    monkeypatch.setenv(CLASS_DATA_ENV, str(archive))
+    with EmbeddedZooKeeper() as server:  # the environment's archive, by default
+        assert server.pid is not None and maps(server.pid, archive)
+        assert serves(server)
+    bad = tmp_path / "bad.jsa"
+    bad.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])  # cut short
+    Path(f"{bad}.sha256").write_text(Path(f"{archive}.sha256").read_text())
+    with EmbeddedZooKeeper(class_data=str(bad)) as server:
+        assert server.pid is not None and not maps(server.pid, bad)
+        assert serves(server)
+    with EmbeddedZooKeeper(class_data="") as server:  # none, whatever the environment says
+        assert server.pid is not None and not maps(server.pid, archive)
 
 
 def test_missing_java_is_explained_and_leaves_no_directory(
