@@ -646,7 +646,9 @@ class LeaderProcess:
         if member is None:
             # The attempt that just ended must be counted even if the next cannot start yet.
             return start.ended if start.ended is not None else NoSlot(reason=why)
-        return replace(start, daemon_id=member)
+        return replace(
+            start, daemon_id=member, reason=f"{start.reason}; {why}" if why else start.reason
+        )
 
     def _not_kept(self, job_id: str, required: dict[str, str]) -> set[str] | SlotKept | None:
         """The daemons whose free slots the waiting jobs ahead of ``job_id`` leave it (None:

@@ -60,6 +60,9 @@ class Fleet(FleetView):
 
     #: when the members' records were read (:func:`time.monotonic`)
     read_at: float = field(default_factory=time.monotonic)
+    #: the placements of the batch that took a warm JVM, job to member: one not written after
+    #: all gives it back (:meth:`untake`)
+    warm_taken: dict[str, str] = field(default_factory=dict)
 
     def place(
         self,
@@ -69,8 +72,9 @@ class Fleet(FleetView):
         warm: bool = False,
     ) -> tuple[str | None, str]:
         """The member to run the job's next attempt on (one of ``among`` if given: the slots
-        not kept for jobs ahead), or None and why not. ``warm``: the job would take a warm JVM
-        (its run options do not rule one out): a member with one ready first.
+        not kept for jobs ahead) and what the leader's log adds to why (its warm JVM), or None
+        and why not. ``warm``: the job would take a warm JVM (its run options do not rule one
+        out): a member with one ready first.
 
         Takes the slot at once (and the warm JVM, for ``warm``), so that the decisions of one
         batch never overfill a member nor count one JVM twice.
@@ -91,11 +95,10 @@ class Fleet(FleetView):
         )
         self.take(chosen.daemon_id, job_id)
         if warm and chosen.warm_ready > 0:
-            member = self.members[chosen.daemon_id]
-            info = replace(member.info, warm_ready=chosen.warm_ready - 1)
-            self.members[chosen.daemon_id] = replace(member, info=info)
-            return chosen.daemon_id, f"placed on {chosen.daemon_id} (a warm driver ready)"
-        return chosen.daemon_id, f"placed on {chosen.daemon_id}"
+            self._count_warm(chosen.daemon_id, -1)
+            self.warm_taken[job_id] = chosen.daemon_id
+            return chosen.daemon_id, "a warm driver ready there"
+        return chosen.daemon_id, "no warm driver ready" if warm else ""
 
     def refresh(self, infos: Mapping[str, MemberInfo]) -> None:
         """Members' records read again (what they say of their warm JVMs); their drain marks
@@ -105,6 +108,7 @@ class Fleet(FleetView):
             if member is not None:
                 self.members[daemon_id] = replace(member, info=info)
         self.read_at = time.monotonic()
+        self.warm_taken.clear()  # the records say now what is ready
 
     def refusal(self, required: Mapping[str, str]) -> str | None:
         """Why a job requiring ``required`` would not be placed now (None: it would be); takes
@@ -133,17 +137,30 @@ class Fleet(FleetView):
             )
 
     def untake(self, daemon_id: str, job_id: str) -> None:
-        """The placement was not written after all: give the slot back."""
+        """The placement was not written after all: give the slot back, and the warm JVM it
+        took (its next placement, within :data:`WARM_FRESH` of the read, found none there and
+        went to a member without one)."""
         member = self.members.get(daemon_id)
         if member is not None and job_id not in self.assignments.get(daemon_id, ()):
             self.members[daemon_id] = Member(
                 member.info, member.drained, member.assigned - {job_id}
             )
+        if self.warm_taken.get(job_id) == daemon_id:
+            del self.warm_taken[job_id]
+            self._count_warm(daemon_id, +1)
+
+    def _count_warm(self, daemon_id: str, change: int) -> None:
+        """The member's ``warm_ready`` in this copy, changed by ``change`` (never below 0)."""
+        member = self.members.get(daemon_id)
+        if member is not None:
+            info = replace(member.info, warm_ready=max(0, member.warm_ready + change))
+            self.members[daemon_id] = replace(member, info=info)
 
     def assigned(self, daemon_id: str, job_id: str) -> None:
         """The assignment was written."""
         self.assignments.setdefault(daemon_id, set()).add(job_id)
         self.take(daemon_id, job_id)
+        self.warm_taken.pop(job_id, None)
 
     def release(self, daemon_id: str, job_id: str) -> None:
         """The assignment was removed: its slot is free."""

@@ -66,7 +66,7 @@ def test_a_warm_jvm_said_ready_before_a_job_arrives_is_seen_at_its_placement(
         assert changes.changed, "the member's change came before the job: it is known"
         refresh_warm(fleet, leader, layout, changes)
         assert fleet.members["b"].warm_ready == 1
-        assert fleet.place("second", {}, warm=True) == ("b", "placed on b (a warm driver ready)")
+        assert fleet.place("second", {}, warm=True) == ("b", "a warm driver ready there")
     finally:
         leader.stop()
 

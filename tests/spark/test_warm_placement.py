@@ -96,7 +96,13 @@ def test_spark_jobs_land_where_a_warm_jvm_is_ready(
             assert attempt is not None and attempt["outcome"] == "SUCCEEDED", attempt
             landed.append((str(attempt["daemon"]), str(attempt.get("jvm"))))
         wrong = [(n, where) for n, where in enumerate(landed) if where[0] != "b"]
-        assert not wrong, f"placed where no warm JVM was ready: {wrong}"
+        told = [  # the leader's words on each (its placement's why), whichever daemon led
+            line
+            for daemon in local.daemons.values()
+            for line in daemon.log().splitlines()
+            if any(f"job spark-{n}: " in line for n, _ in wrong)
+        ]
+        assert not wrong, f"placed where no warm JVM was ready: {wrong}\n" + "\n".join(told)
         cold = [(n, jvm) for n, (_, jvm) in enumerate(landed) if not jvm.startswith("warm:")]
         assert not cold, f"on b but not in its warm JVM: {cold}"
     except BaseException:
