@@ -211,7 +211,9 @@ class JobActions:
         layout = self.cluster.layout
         for (job, action, ops, placed), first in zip(starts, errors, strict=True):
             assert action.daemon_id is not None
-            error, told = self._committed_again(job, ops, action.attempt == 1, first)
+            error, told = self._committed_again(
+                job, action.daemon_id, ops, action.attempt == 1, first
+            )
             if error is not None:
                 self.leader.fleet.untake(action.daemon_id, job.job_id)
                 if isinstance(error, NotLeader):
@@ -240,6 +242,7 @@ class JobActions:
     def _committed_again(
         self,
         job: JobSnapshot,
+        daemon_id: str,
         ops: list[Op],
         told: bool,
         error: ZkStoreError | None,
@@ -248,10 +251,12 @@ class JobActions:
         meant to, as a first placement's are). One that
         failed only on a node there already that it can do without is committed again without
         it: the job's node (made since the listing that said it was not, by a control change,
-        a stop or a schedule's run) and the history (planted: a first placement never finds
-        one; the entry is then told by the write that replaces it)."""
+        a stop or a schedule's run), the member's directory of assignments (made by the member
+        as it registered, after the leader read the fleet) and the history (planted: a first
+        placement never finds one; the entry is then told by the write that replaces it)."""
         layout = self.cluster.layout
         optional = {layout.job_dir(job.job_id), layout.history(job.job_id)}
+        optional.add(layout.member_assignments(daemon_id))
         optional |= quotas.optional_paths(layout, job.job_id)
         while (again := without_existing(ops, error, optional)) is not None:
             ops, there = again

@@ -712,3 +712,33 @@ def test_a_short_drivers_outcome_made_after_a_looks_listing_is_read_once_its_exi
     leader_turn(leader, ["brief"])
     result = cluster.results.get("brief")
     assert result is not None and result.outcome == SUCCEEDED and result.attempts == 1
+
+
+def test_a_member_whose_directory_came_after_the_fleet_was_read_gets_its_first_job_at_once(
+    config: StoreConfig, cluster: Cluster, leader: LeaderProcess, hands: ZooKeeper
+) -> None:
+    """A daemon registers in two writes: its record, then its directory of assignments. A
+    leader that read the fleet between them creates the directory with the first placement
+    there, found it made, and gave the job up for that turn; the next went to a daemon without
+    the warm JVM this one had ready (seen in CI: tests/spark/test_warm_placement.py's first
+    job). The directory made meanwhile is taken as it is, as the job's own node is."""
+    layout = cluster.layout
+    member(cluster, hands, "a")  # no warm drivers: every tie goes to it, by id
+    warm = MemberInfo(
+        version=None,
+        daemon_id="w",
+        host="h",
+        pid=1,
+        slots=4,
+        started=parse_time(utc_now()),
+        warm_ready=1,
+    )
+    hands.create(layout.member("w"), warm.to_bytes(), ephemeral=True)
+    leader.fleet_changed()  # the fleet read between the member's two writes
+    assert "w" in leader.fleet.members and "w" not in leader.fleet.assignments
+    hands.ensure_path(layout.member_assignments("w"))  # its second write
+    cluster.jobs.submit(JobDefinition.for_function("first", jobs.noop))
+    leader_turn(leader, ["first"])
+    assert cluster.zk.exists(layout.assignment("w", "first")) is not None, "placed at once"
+    status = cluster.state.status("first")
+    assert status is not None and status.daemon_id == "w"
