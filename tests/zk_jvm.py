@@ -1,7 +1,7 @@
 """The suite's ZooKeeper servers, made cheap to start: a class-data archive of the classes a
 server loads (:func:`zkstore.dev.embedded.make_class_data`), which every embedded server the
 suite starts maps (:data:`~zkstore.dev.embedded.CLASS_DATA_ENV`: this process's, every worker's
-and every command's it starts): about 0.5 s of CPU a start instead of 0.9 s, for some fifty
+and every command's it starts): about 0.5 s of CPU a start instead of 0.9 s, for some forty
 servers a run (each test's own, the ensembles', those stopped and started again).
 
 The archive lives in the virtual environment, named for the ``java`` and the jars it was made
