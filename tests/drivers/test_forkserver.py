@@ -87,8 +87,10 @@ SELECTS = {"x86_64": {23, 270}, "aarch64": {72}}
 
 def asleep_without_timeout(pid: int) -> bool:
     """The process sleeps in select or pselect6 with no timeout (``/proc/PID/syscall``: the
-    call's number, then its arguments)."""
+    call's number, then its arguments; ``running`` while it runs, in no call)."""
     fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    if len(fields) < 6 or not fields[0].isdigit():
+        return False
     return int(fields[0]) in SELECTS[platform.machine()] and int(fields[5], 16) == 0
 
 
