@@ -124,14 +124,29 @@ def test_a_watch_of_an_earlier_leadership_is_never_taken_for_stale(
     assert not successor.outlived(fired)
 
 
-def member(cluster: Cluster, hands: ZooKeeper, daemon_id: str = "m1") -> None:
-    """A member in the fleet, as a daemon registers (its record in a session of its own)."""
+def member(
+    cluster: Cluster,
+    hands: ZooKeeper,
+    daemon_id: str = "m1",
+    *,
+    warm: int | None = None,
+    directory: bool = True,
+) -> None:
+    """A member in the fleet, as a daemon registers (its record in a session of its own, with
+    ``warm`` JVMs ready; then, with ``directory``, its directory of assignments)."""
     layout = cluster.layout
     info = MemberInfo(
-        version=None, daemon_id=daemon_id, host="h", pid=1, slots=4, started=parse_time(utc_now())
+        version=None,
+        daemon_id=daemon_id,
+        host="h",
+        pid=1,
+        slots=4,
+        started=parse_time(utc_now()),
+        warm_ready=warm,
     )
     hands.create(layout.member(daemon_id), info.to_bytes(), ephemeral=True)
-    hands.ensure_path(layout.member_assignments(daemon_id))
+    if directory:
+        hands.ensure_path(layout.member_assignments(daemon_id))
 
 
 def driver_starts(cluster: Cluster, hands: ZooKeeper, job_id: str, attempt: int = 1) -> None:
@@ -724,16 +739,7 @@ def test_a_member_whose_directory_came_after_the_fleet_was_read_gets_its_first_j
     job). The directory made meanwhile is taken as it is, as the job's own node is."""
     layout = cluster.layout
     member(cluster, hands, "a")  # no warm drivers: every tie goes to it, by id
-    warm = MemberInfo(
-        version=None,
-        daemon_id="w",
-        host="h",
-        pid=1,
-        slots=4,
-        started=parse_time(utc_now()),
-        warm_ready=1,
-    )
-    hands.create(layout.member("w"), warm.to_bytes(), ephemeral=True)
+    member(cluster, hands, "w", warm=1, directory=False)  # its record, not yet its directory
     leader.fleet_changed()  # the fleet read between the member's two writes
     assert "w" in leader.fleet.members and "w" not in leader.fleet.assignments
     hands.ensure_path(layout.member_assignments("w"))  # its second write
