@@ -451,14 +451,16 @@ def _verified(archive: str, size: int, mtime_ns: int) -> bool:
 def make_class_data(path: Path, timeout: float = 60.0) -> Path:
     """Make the class-data archive ``path``: a server started with ``-XX:ArchiveClassesAtExit``
     serves one session's requests, and its JVM writes the classes it loaded as it stops. Written
-    under a temporary name and renamed, its digest beside it last (:func:`class_data_verified`),
-    so that a server never maps a half-written archive; raises
+    in a scratch directory of its own beside ``path`` and renamed, its digest beside it last
+    (:func:`class_data_verified`), so that a server never maps a half-written archive; raises
     :class:`~zkstore.errors.StoreUnavailable` if the JVM wrote none."""
     from kazoo.client import KazooClient
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    making = path.with_name(f".{path.name}.{os.getpid()}.making")
-    digest = path.with_name(f".{path.name}.{os.getpid()}.digest")
+    # the archive and its digest are written in a directory of this call's own (``mkdtemp``:
+    # a fresh name, this user's alone), and moved into place from there
+    scratch = Path(tempfile.mkdtemp(prefix=f".{path.name}.making-", dir=path.parent))
+    making, digest = scratch / "archive.jsa", scratch / "digest"
     server = EmbeddedZooKeeper(class_data="", jvm_options=(f"-XX:ArchiveClassesAtExit={making}",))
     try:
         server.start(timeout)
@@ -482,6 +484,8 @@ def make_class_data(path: Path, timeout: float = 60.0) -> Path:
         digest.replace(_digest_path(path))  # last: until it is there, the archive is not used
     finally:
         server.close()
-        making.unlink(missing_ok=True)
-        digest.unlink(missing_ok=True)
+        try:  # ours (made above); rmtree follows no link inside
+            shutil.rmtree(scratch)
+        except OSError as exc:
+            logger.warning("the archive's scratch directory %s was not removed: %s", scratch, exc)
     return path
