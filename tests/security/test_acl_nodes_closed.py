@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import NoNodeError
 
 from recovery.dev.localcluster import LocalCluster
 from tests import jobs
@@ -20,7 +19,7 @@ from zkstore.admin.acl import walk
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
 from zkstore.dev.embedded import EmbeddedZooKeeper
-from zkstore.errors import EXIT_ACCESS_DENIED, AccessDenied
+from zkstore.errors import EXIT_ACCESS_DENIED, AccessDenied, HandleNotFound
 from zkstore.jobs.definition import JobDefinition
 from zkstore.records.job_states import SUCCEEDED
 from zkstore.zookeeper.zk import ZooKeeper, default_acl
@@ -111,14 +110,23 @@ def test_every_node_of_a_running_cluster_carries_the_acl(
     local.start_daemon("d1")
     local.wait_for_leader()
     out = tmp_path / "out"
+    layout = Cluster(secure).layout
+
+    def checked_with_a_checkpoint() -> set[str] | None:
+        """Every node checked, once a checkpoint is among them: the job's retention prunes
+        its older checkpoints as it writes new ones, so one listed by the walk may be gone
+        by its turn to be read."""
+        nodes = check_every_node(secure)
+        checkpoint = layout.checkpoints(job_id) + "/"
+        return nodes if any(n.startswith(checkpoint) for n in nodes) else None
+
     with hands_client(secure) as client:
         job_id = client.submit_function(jobs.steps, str(out), 30, 0.2, job_id="acl-job")
         wait_for(lambda: local.driver_pid(job_id), timeout=60, what="a running driver")
         wait_for(lambda: len(list(out.glob("step-*"))) >= 2, timeout=60, what="checkpoints")
-        nodes = check_every_node(secure)
+        nodes = wait_for(checked_with_a_checkpoint, timeout=30, what="a checkpoint's ACL read")
         client.cancel(job_id)
         client.wait(job_id, timeout=60)
-    layout = Cluster(secure).layout
     assert secure.root in nodes, "the root that makepath created"
     assert layout.running(job_id) in nodes and layout.leader_info in nodes  # ephemeral
     assert any(n.startswith(layout.election + "/") for n in nodes)  # ephemeral sequential
@@ -131,20 +139,23 @@ def test_every_node_of_a_running_cluster_carries_the_acl(
 
 def check_every_node(config: StoreConfig, top: str | None = None) -> set[str]:
     """Every node under ``top`` (default: the test's root) carries exactly our ACL: the
-    cluster's, and where a job's driver writes, its job's (:mod:`zkstore.zookeeper.identity`)."""
+    cluster's, and where a job's driver writes, its job's (:mod:`zkstore.zookeeper.identity`).
+    Returns the nodes checked: one gone since the walk listed it (a pruned checkpoint) is not
+    among them."""
     outside = sorted(map(repr, default_acl(config.zk_auth, config.zk_read_acl) or []))
+    checked = set()
     with ZooKeeper.from_config(config).start() as zk:
         assert zk.acl_policy is not None
-        nodes = set(walk(zk, top or config.root))
-        for node in nodes:
+        for node in walk(zk, top or config.root):
             inside = node.startswith(config.base_path + "/")
             expected = sorted(map(repr, zk.acl_policy.acl_for(node))) if inside else outside
             try:
                 acls = zk.get_acls(node)[0]
-            except NoNodeError:  # gone since the walk listed it (a pruned checkpoint)
+            except HandleNotFound:  # gone since the walk listed it
                 continue
             assert sorted(map(repr, acls)) == expected, node
-    return nodes
+            checked.add(node)
+    return checked
 
 
 @ON_A_SECURE_FLEET
