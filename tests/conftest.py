@@ -34,7 +34,7 @@ import pytest
 
 from recovery.client.api import Client
 from recovery.dev.localcluster import LocalCluster
-from tests import durations, machine_speed, spark_jvm, zk_jvm
+from tests import durations, machine_speed, spark_jvm, suite_cgroup, zk_jvm
 from tests.fleets import Fleets, Shape, secured
 from tests.helpers import (
     HANDS_SESSION,
@@ -448,7 +448,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
     # what the phase spent rides on its report to the process that reports (tests.durations)
-    now = durations.cpu_seconds()
+    now = _cpu_seconds(item.config)
     before = item.stash.get(CPU_AT, now)
     report.user_properties.append((durations.CPU, round(now[0] - before[0], 3)))
     report.user_properties.append((durations.OWN_CPU, round(now[1] - before[1], 3)))
@@ -486,7 +486,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[CPU_AT] = durations.cpu_seconds()
+    item.stash[CPU_AT] = _cpu_seconds(item.config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -511,6 +511,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 #: The machine's speed when the run started (:mod:`tests.machine_speed`), measured once by the
 #: process that reports (never by each xdist worker).
 SPEED_AT_START = pytest.StashKey[float]()
+#: The run's cgroup (:mod:`tests.suite_cgroup`), entered by the process that reports before the
+#: workers start, and each worker's inside it; or why there is none.
+CGROUP = pytest.StashKey["suite_cgroup.SuiteCgroup | str"]()
 
 
 def _reports(config: pytest.Config) -> bool:
@@ -534,9 +537,41 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if config.getoption("save_durations") and recorder.took:
             saved = recorder.save(DURATIONS)
             terminalreporter.write_line(f"{durations.PATH}: {saved} tests' times")
+        for line in _end_cgroup(config, counted=sum(recorder.cpu.values())):
+            terminalreporter.write_line(line)
     if SPEED_AT_START in config.stash:
         start, end = config.stash[SPEED_AT_START], machine_speed.loop_seconds()
         terminalreporter.write_line(machine_speed.describe(start, end))
+
+
+def _cpu_seconds(config: pytest.Config) -> tuple[float, float]:
+    """:func:`durations.cpu_seconds`, by this test process's cgroup where it has one."""
+    entered = config.stash.get(CGROUP, None)
+    return durations.cpu_seconds(
+        entered.usage if isinstance(entered, suite_cgroup.SuiteCgroup) else None
+    )
+
+
+def _end_cgroup(
+    config: pytest.Config, counted: float, wait: float = suite_cgroup.EMPTY_WAIT
+) -> list[str]:
+    """The run's cgroup ended (once): the CPU of every process the run started, and what it
+    left running; or why that is not known."""
+    entered = config.stash.get(CGROUP, None)
+    if entered is None:
+        return []
+    del config.stash[CGROUP]
+    if isinstance(entered, str):
+        return [f"CPU of every process the run started: not known ({entered})"]
+    return entered.end(wait=wait).lines(counted)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # a run that ended before its summary leaves no cgroup; a test process leaves what it
+    # left running to the run's cgroup, whose end names it
+    _end_cgroup(
+        config, counted=0.0, wait=0.0 if hasattr(config, "workerinput") else suite_cgroup.EMPTY_WAIT
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -544,6 +579,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SPEED_AT_START] = machine_speed.loop_seconds()
         config.stash[RECORDED] = durations.Recorder()
         config.pluginmanager.register(config.stash[RECORDED], "zkstore-durations")
+        config.stash[CGROUP] = suite_cgroup.SuiteCgroup.enter()
+    else:  # a test process's own, inside the run's: what each of its tests spends
+        config.stash[CGROUP] = suite_cgroup.SuiteCgroup.enter()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

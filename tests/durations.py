@@ -15,9 +15,14 @@ setup, call and teardown took in the last run that saved them (``make test`` doe
   took the most of it. A test's CPU is its process's and that of every process it waited for
   (its daemons, their fork servers, drivers and Spark JVMs, the ``zkstore`` scripts it ran):
   on this 2-core machine the suite is CPU-bound (issue 57), so the CPU, not the wall time, is
-  what a cut must save. A process is counted when it is waited for: a shared fleet's daemons
-  by the test during which the fleet is replaced, not at all if it lasts to the run's end,
-  nor the servers a test process keeps for all its tests (ZooKeeper, S3, Spark standalone).
+  what a cut must save. Where the run has a cgroup (:mod:`tests.suite_cgroup`: root and a
+  cgroup v2 hierarchy), each test process has one of its own, and a test is charged what its
+  process's cgroup spent during it: every process started there, waited for or not (a daemon
+  orphaned by a kill, a JVM left to its lifeline), and the servers the test process keeps for
+  all its tests (ZooKeeper, S3, Spark standalone, a shared fleet) for what they spent during
+  it; the summary adds the run's whole CPU beside. Without one, a process is counted when it
+  is waited for: a shared fleet's daemons by the test during which the fleet is replaced, not
+  at all if it lasts to the run's end, nor the servers a test process keeps for all its tests.
 
 A run of part of the suite saves its tests' times and keeps the others'; a test that no longer
 exists is dropped (its file gone, or its function no longer in it).
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import json
 import resource
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -50,13 +55,17 @@ FAST_LIMIT = {"unit": 1.0, "integration": 0.3}
 CPU, OWN_CPU = "cpu_seconds", "own_cpu_seconds"
 
 
-def cpu_seconds() -> tuple[float, float]:
+def cpu_seconds(in_cgroup: Callable[[], float] | None = None) -> tuple[float, float]:
     """The CPU (user and system) spent so far by this process and the processes it waited
-    for, and by this process alone."""
+    for, and by this process alone. ``in_cgroup``, the CPU of this process's cgroup
+    (:mod:`tests.suite_cgroup`: a test process's own), counts instead every process this one
+    started, waited for or not."""
     own, waited = (
         resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     )
     mine = own.ru_utime + own.ru_stime
+    if in_cgroup is not None:
+        return in_cgroup(), mine
     return mine + waited.ru_utime + waited.ru_stime, mine
 
 
@@ -167,7 +176,7 @@ class Recorder:
             hungriest = sorted(self.cpu.items(), key=lambda pair: (-pair[1], pair[0]))[:count]
             lines.append(
                 f"CPU: {sum(self.cpu.values()):.1f} s in all (the test processes' own "
-                f"{self.own_cpu:.1f} s, the rest the processes they waited for); the "
+                f"{self.own_cpu:.1f} s, the rest the processes they started); the "
                 f"{len(hungriest)} tests that took the most:"
             )
             lines += [f"{cpu:8.2f} s  {nodeid}" for nodeid, cpu in hungriest]

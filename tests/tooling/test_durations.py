@@ -144,7 +144,7 @@ def test_the_summary_adds_up_the_cpu_and_names_the_tests_that_took_the_most() ->
     lines = recorder.summary()
     at = lines.index(
         "CPU: 75.0 s in all (the test processes' own 15.0 s, the rest the processes they "
-        "waited for); the 10 tests that took the most:"
+        "started); the 10 tests that took the most:"
     )
     assert lines[at + 1] == f"   11.75 s  {UNIT}::t11"
     assert lines[at + 10] == f"    2.75 s  {UNIT}::t02"
