@@ -159,12 +159,31 @@ class SuiteCgroup:
         for member, _ in left:
             with contextlib.suppress(OSError):  # it may have ended meanwhile
                 (self.home / "cgroup.procs").write_text(f"{member}\n")
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+        _remove(self.path)
         return Ended(cpu, left)
 
     def _members(self) -> list[int]:
-        return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
+        """Every process in this cgroup or in one inside it (a test process's, which a test
+        process killed in mid-run could not remove)."""
+        found = []
+        for cgroup in [self.path, *_inside(self.path)]:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                found += [int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()]
+        return found
+
+
+def _inside(cgroup: Path) -> list[Path]:
+    """The cgroups this module made inside ``cgroup``, the deepest first."""
+    made = [path for path in cgroup.rglob(f"{PREFIX}*") if path.is_dir()]
+    return sorted(made, key=lambda path: -len(path.parts))
+
+
+def _remove(cgroup: Path) -> None:
+    """Remove ``cgroup`` and the cgroups this module made inside it, the deepest first: each
+    only if empty (the kernel refuses to remove a cgroup with a process or a child)."""
+    for path in [*_inside(cgroup), cgroup]:
+        with contextlib.suppress(OSError):
+            path.rmdir()
 
 
 def _remove_empty_leftovers(home: Path) -> None:
@@ -176,5 +195,4 @@ def _remove_empty_leftovers(home: Path) -> None:
         for stale in home.glob(f"{PREFIX}*"):
             owner = stale.name.removeprefix(PREFIX)
             if owner.isdigit() and not Path(f"/proc/{owner}").exists():
-                with contextlib.suppress(OSError):
-                    stale.rmdir()
+                _remove(stale)
