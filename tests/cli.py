@@ -134,12 +134,17 @@ def script(
     )
 
 
+def script_ok(config: StoreConfig, command: str, *words: str, cwd: Path | None = None) -> str:
+    """The installed script, which must exit 0: what it printed."""
+    done = script(config, command, *words, cwd=cwd)
+    assert done.returncode == 0, (command, words, done.stdout, done.stderr)
+    return done.stdout
+
+
 def script_json(config: StoreConfig, command: str, *words: str) -> Any:
     """``zkstore <command> ... --format json`` by the installed script: what it printed,
     parsed (it must exit 0)."""
-    done = script(config, command, *words, "--format", "json")
-    assert done.returncode == 0, (command, words, done.stdout, done.stderr)
-    return json.loads(done.stdout)
+    return json.loads(script_ok(config, command, *words, "--format", "json"))
 
 
 def start(

@@ -47,6 +47,7 @@ from tests.helpers import (
 )
 from tests.levels import refusal
 from tests.servers import S3Server, Standalone
+from tests.stand_in_attempts import Attempts
 from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
@@ -284,6 +285,15 @@ def stand_in_session(config: StoreConfig) -> Iterator[Callable[[], ZooKeeper]]:
     yield open_session
     for zk in opened:
         zk.stop()
+
+
+@pytest.fixture
+def attempts(any_cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]) -> Iterator[Attempts]:
+    """The stand-in attempts of a test (:mod:`tests.stand_in_attempts`), each ended with it."""
+    started = Attempts(stand_in_session)
+    yield started
+    for attempt in started:
+        attempt.end()
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from recovery.cli.main import cli
 from recovery.driver.artifact_registry import JobArtifacts
 from tests.cli import connection
 from tests.servers import S3Server
+from tests.stand_in_attempts import ctx_artifacts
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
@@ -34,25 +35,12 @@ from zkstore.jobs.job_artifacts import ATTEMPT, JOB, Artifact
 from zkstore.payloads.artifacts import ArtifactRootRefused, ArtifactUriRefused
 from zkstore.records.job_states import FAILED, SUCCEEDED
 from zkstore.records.strict import utc_now
-from zkstore.zookeeper.ops import Fence
 
 pytestmark = pytest.mark.integration
 
 
 def noop(ctx: Any) -> None:
     return None
-
-
-def ctx_artifacts(cluster: Cluster, job_id: str, attempt: int = 1) -> JobArtifacts:
-    """``ctx.artifacts`` of a job's attempt, as a driver builds it (fenced on the job's records
-    existing: these tests are about places, not attempts)."""
-    cluster.zk.ensure_path(cluster.layout.job_dir(job_id))
-    return JobArtifacts(
-        cluster.artifacts(job_id),
-        attempt=attempt,
-        fence=Fence.check(cluster.layout.job_dir(job_id)),
-        cancelled=threading.Event(),
-    )
 
 
 def plant(cluster: Cluster, job_id: str, name: str, uri: str) -> None:

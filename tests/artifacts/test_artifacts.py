@@ -9,21 +9,21 @@ operator commands find exactly what it left and release it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests import helpers, jobs
+from tests import helpers
 from tests.cli import json_of
 from tests.crash_artifacts import LIFECYCLE, NAME, write_data
 from tests.servers import S3Server
+from tests.stand_in_attempts import Attempt, Attempts, start
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.config import StoreConfig
 from zkstore.errors import FenceLost, HandleExists, UntrustedPayload, WrongState
-from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.job_artifacts import (
     ATTEMPT,
     FINISHED,
@@ -34,64 +34,12 @@ from zkstore.jobs.job_artifacts import (
     release_dead_attempts,
 )
 from zkstore.payloads.artifacts import ArtifactUriRefused
-from zkstore.records.job_records import JobStatus, RunningInfo
-from zkstore.records.job_states import CANCELLED, FAILED, STARTING, SUCCEEDED
+from zkstore.records.job_records import RunningInfo
+from zkstore.records.job_states import CANCELLED, FAILED, SUCCEEDED
 from zkstore.records.strict import parse_time, utc_now
-from zkstore.zookeeper.ops import Fence
 from zkstore.zookeeper.zk import ZooKeeper
 
 pytestmark = pytest.mark.integration
-
-
-class Attempt:
-    """A driver's standing without a driver: the job's status at STARTING ``attempt`` and its
-    ``running`` node, held in a session of its own (:meth:`end` is the driver dying)."""
-
-    def __init__(self, cluster: Cluster, zk: ZooKeeper, job_id: str, attempt: int = 1) -> None:
-        layout = cluster.layout
-        if cluster.jobs.handles.exists(job_id) is None:
-            cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
-        current = cluster.state.status(job_id)
-        status = cluster.state.put_status(
-            job_id,
-            JobStatus(version=None, state=STARTING, attempt=attempt, updated=parse_time(utc_now())),
-            expected_version=current.version if current is not None else None,
-        )
-        assert status.version is not None
-        self.status_version = status.version
-        self.attempt = attempt
-        self.zk = zk  # a stand-in's session (tests/conftest.py stand_in_session)
-        info = RunningInfo(
-            version=None, attempt=attempt, host="h", pid=1, started=parse_time(utc_now())
-        )
-        self.zk.create(layout.running(job_id), info.to_bytes(), ephemeral=True)
-        self.fence = Fence.check(layout.status(job_id), status.version) + Fence.check(
-            layout.running(job_id), 0
-        )
-
-    def end(self) -> None:
-        self.zk.stop()
-
-
-class Attempts(list[Attempt]):
-    """The stand-in attempts of a test, each in a stand-in session of its own."""
-
-    def __init__(self, open_session: Callable[[], ZooKeeper]) -> None:
-        super().__init__()
-        self.open_session = open_session
-
-
-@pytest.fixture
-def attempts(any_cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]) -> Iterator[Attempts]:
-    started = Attempts(stand_in_session)
-    yield started
-    for attempt in started:
-        attempt.end()
-
-
-def start(cluster: Cluster, attempts: Attempts, job_id: str, attempt: int = 1) -> Attempt:
-    attempts.append(Attempt(cluster, attempts.open_session(), job_id, attempt))
-    return attempts[-1]
 
 
 def files(cluster: Cluster, uri: str) -> list[str]:

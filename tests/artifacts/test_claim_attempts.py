@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.artifacts.test_artifact_ownership import ctx_artifacts
+from tests.stand_in_attempts import ctx_artifacts
 from zkstore.cluster import Cluster
 from zkstore.errors import UntrustedPayload
 from zkstore.jobs.claims import Claim

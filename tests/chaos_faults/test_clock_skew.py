@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import script
+from tests.cli import script, show_schedule
 from tests.helpers import SESSION_TIMEOUT, wait_for
-from tests.schedules.test_schedules_journey import job_file, shown
+from tests.schedule_jobs import job_file
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.records.strict import parse_time
@@ -79,7 +79,7 @@ def test_windows_follow_zookeeper_time_not_the_leaders_clock(
             config, "schedules create", "tick", f"{job}:run", str(out), "--every", f"{EVERY}s"
         )
         assert made.returncode == 0, made.stderr
-        created = parse_time(shown(config, "tick")["created"])
+        created = parse_time(show_schedule(config, "tick")["created"])
         # Three windows on the true clock: the third's run exists within its interval and a
         # pass, or the leader fired by its own clock (an hour late: none would exist).
         runs = wait_for(

@@ -22,9 +22,9 @@ import pytest
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from recovery.observe.access import AllowedHosts, Tokens
 from recovery.observe.http_api import Api
-from tests.cli import script
+from tests.cli import script, script_ok
 from tests.helpers import wait_for
-from tests.placement.test_pools import JOB, zk_cli
+from tests.pool_jobs import JOB
 from zkstore.config import StoreConfig
 from zkstore.layout import Layout
 
@@ -106,11 +106,11 @@ def daemon(
     local.wait_for_leader(timeout=BOUND)
     config = runtime_config
     for pool in ("etl", "bulk"):
-        zk_cli(config, "pools set", pool, "--max-running", "4")
+        script_ok(config, "pools set", pool, "--max-running", "4")
     (laptop / "job.py").write_text(JOB)
     log, gate = laptop / "started.log", laptop / "gate"
     for job_id, pool in (("etl-job", "etl"), ("bulk-job", "bulk")):
-        zk_cli(
+        script_ok(
             config,
             "submit",
             "job.py:run",

@@ -16,28 +16,23 @@ import pytest
 from recovery.leader.notifier import NotificationSender, SenderSettings
 from tests.crash_cluster import CRASHED
 from tests.helpers import run_child, wait_for
+from tests.notification_leaders import FAST, LOOPBACK, lead, record
 from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.errors import FenceLost, NotLeader
-from zkstore.lifecycle.destinations import Destinations
 from zkstore.lifecycle.outbox import (
     ATTEMPT_FAILED,
     ATTEMPT_LOST,
     SUCCEEDED,
     Event,
     Outbox,
-    notification_ops,
 )
 from zkstore.lifecycle.retry_backoff import Backoff
-from zkstore.records.strict import utc_moment, utc_now
-from zkstore.zookeeper.ops import Fence, SetData
+from zkstore.records.strict import utc_moment
 
 pytestmark = pytest.mark.integration
 
-FAST = SenderSettings(deadline=2.0, backoff=Backoff(0.05, 0.2, jitter=0.2), poll=0.5)
-#: the test's receivers listen on loopback, which notifications may reach only when allowed
-LOOPBACK = Destinations.parse("127.0.0.1")
 #: A round against a receiver that answers at once takes milliseconds; one that times out,
 #: the deadline. Conditions wait for this many rounds at most.
 ROUNDS = 20
@@ -49,20 +44,6 @@ def receiver() -> Iterator[NotificationReceiver]:
     server = NotificationReceiver(fail=lambda n, key: n < int(key.split(":")[1]) % 3).start()
     yield server
     server.stop()
-
-
-def lead(cluster: Cluster) -> tuple[Fence, str]:
-    """A leadership as the election makes it: an EPHEMERAL_SEQUENTIAL contender node."""
-    node = cluster.zk.create(f"{cluster.layout.election}/n_", ephemeral=True, sequence=True)
-    return Fence.check(node, error=NotLeader, description="no longer the leader"), node
-
-
-def record(cluster: Cluster, fence: Fence, events: list[Event], urls: list[str | None]) -> None:
-    """A state change and its events, in one transaction fenced on the leadership."""
-    status = f"{cluster.layout.jobs}/state-changes"
-    cluster.zk.ensure_path(status)
-    ops = [SetData(status, utc_now().encode()), *notification_ops(cluster.layout, events, urls)]
-    cluster.zk.commit(ops, fence=fence)
 
 
 def events(count: int, job: str = "nightly") -> list[Event]:

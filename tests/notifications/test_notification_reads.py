@@ -10,7 +10,7 @@ import pytest
 
 from recovery.leader.notifier import NotificationSender
 from tests.helpers import requests_sent
-from tests.notifications.test_notification_delivery import FAST, LOOPBACK, lead, record
+from tests.notification_leaders import FAST, LOOPBACK, lead, record
 from tests.servers import NotificationReceiver
 from zkstore.cluster import Cluster
 from zkstore.lifecycle.lifecycle_records import NotificationEntry

@@ -4,7 +4,7 @@ once; a superseded attempt's commit is refused and what it staged deleted; reade
 manifest, the file next to the data, ``read_paths``) see only committed parts; the job's end
 keeps a succeeded job's output and drops a failed one's, records first.
 
-The attempts are stand-ins (tests/artifacts/test_artifacts.py's ``Attempt``: the job's status
+The attempts are stand-ins (tests/stand_in_attempts.py's ``Attempt``: the job's status
 and a ``running`` node in a session of their own), the job context the driver's own class.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,9 +22,9 @@ from recovery.driver.artifact_registry import JobArtifacts
 from recovery.driver.context import JobContext
 from recovery.driver.output_staging import JobOutputs
 from recovery.driver.signals import AttemptSuperseded
-from tests.artifacts.test_artifacts import Attempt, Attempts, start
 from tests.cli import run
 from tests.crash_artifacts import write_data
+from tests.stand_in_attempts import Attempt, Attempts, start
 from zkstore.cluster import Cluster
 from zkstore.cluster.cleanup import clean_up
 from zkstore.errors import ConfigError, CorruptRecord, TooLarge
@@ -34,17 +33,8 @@ from zkstore.jobs.outputs.manifest import MANIFESTS, chain, manifest_name, read_
 from zkstore.jobs.outputs.output_records import MAX_PARTS, OutputCommit
 from zkstore.layout import checkpoint_node_name
 from zkstore.records.job_states import FAILED, SUCCEEDED
-from zkstore.zookeeper.zk import ZooKeeper
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def attempts(any_cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]) -> Iterator[Attempts]:
-    started = Attempts(stand_in_session)
-    yield started
-    for attempt in started:
-        attempt.end()
 
 
 def context(cluster: Cluster, attempt: Attempt, job: str) -> JobContext:

@@ -24,7 +24,7 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import json_of
 from tests.helpers import alive, hands_client, wait_for, written_json
-from tests.outputs.test_outputs_runtime import check_committed_once, submit
+from tests.output_checks import check_committed_once, submit
 from zkstore.config import StoreConfig
 from zkstore.dev.embedded import EmbeddedZooKeeper
 from zkstore.records.job_states import SUCCEEDED

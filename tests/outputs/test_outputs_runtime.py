@@ -15,30 +15,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import fsspec
 import pytest
 
 from recovery.dev.localcluster import LocalCluster
-from tests import output_jobs
-from tests.cli import BIN, connection, json_of, run, with_credentials
+from tests.cli import json_of, run, script_json
 from tests.helpers import SESSION_TIMEOUT, alive, hands_client, wait_for, written_json
+from tests.output_checks import DAYS, check_committed_once, staged, submit
 from tests.servers import S3Server
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
-from zkstore.jobs.outputs.manifest import read_paths
 from zkstore.records.job_states import SUCCEEDED
 
 pytestmark = pytest.mark.e2e
-
-DAYS = 4
-ROWS = sum(len(output_jobs.rows(d)) for d in range(1, DAYS + 1))
-TOTAL = sum(r["value"] for d in range(1, DAYS + 1) for r in output_jobs.rows(d))
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -58,77 +50,6 @@ def fleet(storage_config: StoreConfig, tmp_path: Path) -> Iterator[LocalCluster]
         yield cluster
     finally:
         cluster.stop()
-
-
-def installed(config: StoreConfig, *words: str) -> Any:
-    """``zkstore <words> --format json`` through the installed script, parsed."""
-    done = subprocess.run(
-        [str(BIN / "zkstore"), *words, *connection(config), "--format", "json"],
-        capture_output=True,
-        text=True,
-        env=with_credentials(config, None),
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def submit(config: StoreConfig, out: Path, hold_before: int, hold_after: int) -> str:
-    with hands_client(config) as client:
-        return client.submit_function(
-            output_jobs.days,
-            str(out),
-            str(DAYS),
-            str(hold_before),
-            str(hold_after),
-            job_id="days",
-            max_attempts=1,
-        )
-
-
-def read_rows(config: StoreConfig, paths: list[str]) -> list[dict[str, int]]:
-    """Every row of the committed parts, read with fsspec alone (as pandas would)."""
-    found = []
-    for path in paths:
-        fs, root = fsspec.core.url_to_fs(path, **config.storage_options)
-        for name in fs.find(root):
-            found += [json.loads(line) for line in fs.cat_file(name).decode().splitlines()]
-    return found
-
-
-def staged(config: StoreConfig, place: str) -> list[str]:
-    """What is under the output's place (relative names)."""
-    with Cluster.open(config) as cluster:
-        return sorted(
-            o.uri[len(place) + 1 :] for o in cluster.artifact_space.objects("days", place)
-        )
-
-
-def check_committed_once(config: StoreConfig, out: Path, expected_parts: list[str]) -> None:
-    """One part per day, as each reader sees it."""
-    shown = installed(config, "outputs", "show", "days", "days")
-    place = shown["uri"]
-    assert [p for c in shown["commits"] for p in c["parts"]] == expected_parts
-    assert [c["commit"] for c in shown["commits"]] == list(range(1, DAYS + 1)), "one per day"
-    assert shown["from"] == "manifest", "the job is over: its kept output's manifest file"
-    paths = installed(config, "outputs", "paths", "days", "days")
-    assert paths == [f"{place}/{p}" for p in expected_parts]
-    assert read_paths(place, **config.storage_options) == paths
-    rows = read_rows(config, paths)
-    assert (len(rows), sum(r["value"] for r in rows)) == (ROWS, TOTAL)
-    assert sorted(r["day"] for r in rows) == sorted(
-        d for d in range(1, DAYS + 1) for _ in range(d)
-    ), "each day's rows once"
-    done = json.loads((out / "done-attempt-2").read_text())
-    assert done["paths"] == paths
-    if place.startswith("file://"):
-        assert (done["spark_rows"], done["spark_sum"]) == (ROWS, TOTAL), "Spark's read"
-    [listed] = installed(config, "outputs", "list", "days")
-    assert (listed["name"], listed["commits"], listed["parts"]) == ("days", DAYS, DAYS)
-    left = staged(config, place)
-    assert [n for n in left if not n.startswith("_manifests/")] == [
-        f"{p}/rows.json" for p in expected_parts
-    ], "nothing but the committed parts is kept"
 
 
 def test_a_frozen_driver_resumed_after_the_next_attempt_committed_its_step_commits_nothing(
@@ -191,7 +112,7 @@ def test_a_driver_killed_between_a_commit_and_its_next_step_leaves_that_step_com
     fleet.start_daemon("d1")
     submit(config, out, hold_before=0, hold_after=2)
     killed = written_json(out / "committed-2-attempt-1", timeout=120, what="day 2 committed")
-    paths = installed(config, "outputs", "paths", "days", "days")
+    paths = script_json(config, "outputs paths", "days", "days")
     assert [p.rsplit("/", 2)[-2:] for p in paths] == [
         ["attempt-1", "day=1"],
         ["attempt-1", "day=2"],
@@ -216,9 +137,9 @@ def test_a_driver_killed_between_a_commit_and_its_next_step_leaves_that_step_com
     url = fleet.daemons["d1"].url
     assert url is not None
     with urllib.request.urlopen(f"{url}/api/v1/jobs/days/outputs/days", timeout=30) as answer:
-        assert json.loads(answer.read()) == installed(config, "outputs", "show", "days", "days")
+        assert json.loads(answer.read()) == script_json(config, "outputs show", "days", "days")
     with urllib.request.urlopen(f"{url}/api/v1/jobs/days/outputs", timeout=30) as answer:
-        assert json.loads(answer.read()) == installed(config, "outputs", "list", "days")
+        assert json.loads(answer.read()) == script_json(config, "outputs list", "days")
     with urllib.request.urlopen(f"{url}/jobs/days", timeout=30) as answer:
         html = answer.read().decode()
     assert "Outputs (committed parts only)" in html

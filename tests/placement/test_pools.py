@@ -23,39 +23,22 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from recovery.dev.localcluster import LocalCluster
-from tests.cli import json_of, script, zkstore
+from tests.cli import json_of, script, script_json, script_ok, zkstore
 from tests.helpers import wait_for
+from tests.pool_jobs import JOB
 from zkstore.config import StoreConfig
 from zkstore.errors import StoreUnavailable
 from zkstore.layout import Layout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.shared_fleet]
 
-#: each job notes that it started (a line in ``log``), then runs until ``gate`` exists
-JOB = """\
-import os
-import time
-
-
-def run(ctx, name, log, gate):
-    with open(log, "a") as out:
-        out.write(name + "\\n")
-    while not os.path.exists(gate):
-        time.sleep(0.05)
-"""
 #: how long daemons may take to start, lead and launch on a machine shared by the whole suite
 BOUND = 120.0
 
 
-def zk_cli(config: StoreConfig, command: str, *words: str, cwd: Path | None = None) -> str:
-    ran = script(config, command, *words, cwd=cwd)
-    assert ran.returncode == 0, (command, words, ran.stdout, ran.stderr)
-    return ran.stdout
-
-
 def submit(config: StoreConfig, laptop: Path, job_id: str, *options: str) -> None:
     log, gate = laptop / "started.log", laptop / "gate"
-    zk_cli(
+    script_ok(
         config,
         "submit",
         "job.py:run",
@@ -132,7 +115,7 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
     local.start_daemon("d1", "--max-drivers", "4")
     local.wait_for_leader(timeout=BOUND)
     config = runtime_config
-    out = zk_cli(config, "pools set", "backfill", "--max-running", "2")
+    out = script_ok(config, "pools set", "backfill", "--max-running", "2")
     assert "pool backfill: at most 2 running" in out
     jobs = [f"fill-{n}" for n in range(5)]
     counter = RunningCount(local, jobs)
@@ -154,9 +137,9 @@ def test_a_pool_limited_to_two_never_runs_three_and_its_waiting_jobs_say_why(
         timeout=BOUND,
         what="the waiting jobs' reason",
     )
-    listed = zk_cli(config, "jobs list")
+    listed = script_ok(config, "jobs list")
     assert reason in listed, listed
-    pools = {p["name"]: p for p in json.loads(zk_cli(config, "pools list", "--format", "json"))}
+    pools = {p["name"]: p for p in script_json(config, "pools list")}
     assert pools["backfill"] == {
         "name": "backfill",
         "max_running": 2,
@@ -195,8 +178,8 @@ def test_a_higher_priority_pool_starts_first_after_a_leader_failover(
     local.start_daemon("d1", "--max-drivers", "1", "--label", "role=lead")
     assert local.wait_for_leader(timeout=BOUND).daemon_id == "d1"
     local.start_daemon("d2", "--max-drivers", "1", "--label", "role=work")
-    zk_cli(config, "pools set", "urgent", "--priority", "10")
-    zk_cli(config, "pools set", "bulk", "--max-running", "5")
+    script_ok(config, "pools set", "urgent", "--priority", "10")
+    script_ok(config, "pools set", "bulk", "--max-running", "5")
     work = ("--require", "role=work")
     submit(config, laptop, "blocker", *work)
     log = laptop / "started.log"
@@ -216,7 +199,7 @@ def test_a_higher_priority_pool_starts_first_after_a_leader_failover(
         timeout=BOUND,
         what="d2 leading",
     )
-    pools = {p["name"]: p for p in json.loads(zk_cli(config, "pools list", "--format", "json"))}
+    pools = {p["name"]: p for p in script_json(config, "pools list")}
     assert pools["urgent"]["priority"] == 10 and pools["bulk"]["waiting"] == 3
 
     (laptop / "gate").write_text("")
@@ -252,22 +235,22 @@ def test_pools_set_show_list_and_delete_through_the_command_line(
     config = runtime_config
     local.start_daemon("d1")
     local.wait_for_leader(timeout=BOUND)
-    made = json.loads(zk_cli(config, "pools set", "etl", "--max-running", "3", "--format", "json"))
+    made = script_json(config, "pools set", "etl", "--max-running", "3")
     assert (made["max_running"], made["priority"], made["version"]) == (3, 0, 0)
-    changed = json.loads(zk_cli(config, "pools set", "etl", "--priority", "7", "--format", "json"))
+    changed = script_json(config, "pools set", "etl", "--priority", "7")
     assert (changed["max_running"], changed["priority"], changed["version"]) == (3, 7, 1)
-    shown = json.loads(zk_cli(config, "pools show", "etl", "--format", "json"))
+    shown = script_json(config, "pools show", "etl")
     assert shown == {"name": "etl", "max_running": 3, "priority": 7, "running": 0, "waiting": 0}
-    listed = zk_cli(config, "pools list")
+    listed = script_ok(config, "pools list")
     assert "etl" in listed and "default" in listed
 
     bad = script(config, "pools set", "Bad/Name", "--max-running", "1")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
     assert "invalid pool name" in bad.stderr.strip().splitlines()[-1]
 
-    assert "would delete pool etl" in zk_cli(config, "pools delete", "etl", "--dry-run")
-    assert "etl" in zk_cli(config, "pools list")
-    zk_cli(config, "pools delete", "etl", "--yes")
+    assert "would delete pool etl" in script_ok(config, "pools delete", "etl", "--dry-run")
+    assert "etl" in script_ok(config, "pools list")
+    script_ok(config, "pools delete", "etl", "--yes")
     gone = script(config, "pools show", "etl")
     assert gone.returncode == 4 and "no pool 'etl'" in gone.stderr, gone.stderr
 
@@ -282,9 +265,9 @@ def test_a_schedules_runs_inherit_its_pool(
     (laptop / "gate").write_text("")
     local.start_daemon("d1")
     local.wait_for_leader(timeout=BOUND)
-    zk_cli(config, "pools set", "etl", "--max-running", "0")
+    script_ok(config, "pools set", "etl", "--max-running", "0")
     log = laptop / "started.log"
-    zk_cli(
+    script_ok(
         config,
         "schedules create",
         "nightly",
@@ -304,7 +287,7 @@ def test_a_schedules_runs_inherit_its_pool(
     reason = "waiting: pool etl at 0 of 0"
 
     def waiting_run() -> str | None:
-        rows = json.loads(zk_cli(config, "jobs list", "--format", "json"))
+        rows = script_json(config, "jobs list")
         for row in rows:
             if reason in json.dumps(row):
                 return str(row["job_id"])
@@ -312,11 +295,11 @@ def test_a_schedules_runs_inherit_its_pool(
 
     run = wait_for(waiting_run, timeout=BOUND, what="the schedule's run waiting on its pool")
     assert not log.exists()
-    zk_cli(config, "pools set", "etl", "--max-running", "1")
+    script_ok(config, "pools set", "etl", "--max-running", "1")
     wait_for(lambda: show(config, run).get("state") == "SUCCEEDED", timeout=BOUND, what="run ended")
     assert log.read_text().split() == ["run"]
-    zk_cli(config, "schedules delete", "nightly", "--yes")
-    zk_cli(config, "pools delete", "etl", "--yes")
+    script_ok(config, "schedules delete", "nightly", "--yes")
+    script_ok(config, "pools delete", "etl", "--yes")
 
 
 @pytest.mark.disturbs  # daemons with labels, a leader killed
@@ -331,8 +314,8 @@ def test_a_leader_that_takes_over_gives_a_free_slot_by_priority_not_by_job_id(
     config = runtime_config
     local.start_daemon("d1", "--max-drivers", "1", "--label", "role=lead")
     assert local.wait_for_leader(timeout=BOUND).daemon_id == "d1"
-    zk_cli(config, "pools set", "urgent", "--priority", "10")
-    zk_cli(config, "pools set", "bulk", "--priority", "0")
+    script_ok(config, "pools set", "urgent", "--priority", "10")
+    script_ok(config, "pools set", "bulk", "--priority", "0")
     work = ("--require", "role=work")
     submit(config, laptop, "a-bulk", *work, "--pool", "bulk")
     submit(config, laptop, "z-urgent", *work, "--pool", "urgent")

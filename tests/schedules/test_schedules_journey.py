@@ -20,6 +20,7 @@ import pytest
 from recovery.dev.localcluster import DaemonProcess, LocalCluster
 from tests.cli import script, show_schedule
 from tests.helpers import SESSION_TIMEOUT, plant, wait_for
+from tests.schedule_jobs import job_file
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig
 from zkstore.records.strict import parse_time
@@ -30,17 +31,6 @@ pytestmark = pytest.mark.e2e
 
 EVERY = 3  # seconds between windows: a driver starts well within one on a loaded machine
 TOKEN = "t0ken-for-the-schedule-tests-" + "x" * 12
-
-
-def job_file(folder: Path) -> Path:
-    """The user's job file: the chaos harness's marker job, under a user's name."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "tick.py"
-    path.write_text("from zkstore_dev.chaos.schedule_checker import scheduled_run as run\n")
-    return path
-
-
-shown = show_schedule
 
 
 def schedule_of(config: StoreConfig, name: str) -> Schedule:
@@ -96,7 +86,7 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
     assert created.returncode == 0, created.stderr
     assert created.stdout.strip() == "tick"
     assert "next window:" in created.stderr
-    began = parse_time(shown(config, "tick")["created"])
+    began = parse_time(show_schedule(config, "tick")["created"])
 
     def runs() -> int:
         return len(read_runs(out, "tick"))
@@ -128,7 +118,7 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
 
     code, body = request(survivor, "/api/v1/schedules/tick/pause", "POST", TOKEN)
     assert code == 200 and json.loads(body)["paused"] is True
-    assert shown(config, "tick")["next"] is None  # a paused schedule has no next fire
+    assert show_schedule(config, "tick")["next"] is None  # a paused schedule has no next fire
     paused = script(config, "schedules pause", "tick")  # pausing a paused one: no change
     assert paused.returncode == 0 and "paused" in paused.stdout, paused.stderr
 
@@ -146,7 +136,7 @@ def test_a_schedule_fires_each_window_once_across_a_leader_kill(
 
     resumed = script(config, "schedules resume", "tick")
     assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr
-    assert shown(config, "tick")["next"] is not None
+    assert show_schedule(config, "tick")["next"] is not None
 
     refused = script(config, "schedules delete", "tick")
     assert refused.returncode == 2 and "--yes" in refused.stderr

@@ -16,7 +16,7 @@ import pytest
 from recovery.dev.localcluster import LocalCluster
 from tests.cli import script, show
 from tests.helpers import SESSION_TIMEOUT, wait_for
-from tests.schedules.test_schedules_journey import job_file
+from tests.schedule_jobs import job_file
 from zkstore.config import StoreConfig
 from zkstore.records.job_states import STOPPED, SUCCEEDED
 from zkstore.schedules.runs import window_of
