@@ -25,6 +25,19 @@ from zkstore.records.job_states import SUCCEEDED
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(autouse=True)
+def _only_where_fleets_are_shared(request: pytest.FixtureRequest) -> None:
+    """A test of what its ``shared_fleet`` or ``web`` marker gives it is skipped under
+    ``--own-fleets``, which gives every test daemons of its own (the fleet it asserts is then
+    not there: four tests failed so); the tests of fleets made here, and one that disturbs
+    its fleet (its own in any case), run either way."""
+    node = request.node
+    marked = node.get_closest_marker("shared_fleet") or node.get_closest_marker("web")
+    shared = marked is not None and node.get_closest_marker("disturbs") is None
+    if shared and request.config.getoption("own_fleets"):
+        pytest.skip("--own-fleets: this test is about the shared fleet its marker gives it")
+
+
 @pytest.fixture
 def own_fleets(runtime_config: StoreConfig, tmp_path: Path) -> Iterator[Fleets]:
     """Fleets of this test's own (the suite's, which other tests share, are not touched)."""
