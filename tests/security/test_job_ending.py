@@ -147,6 +147,9 @@ def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
     ahead = {**os.environ, "PYTHONPATH": str(SKEWED), "SKEWED_CLOCK_SECONDS": "3600"}
     cancelled = script(config, "jobs cancel", "deaf", env=ahead)
     assert cancelled.returncode == 0, cancelled.stderr
+    # its answer dates the request as ZooKeeper does, not by the laptop's clock
+    answered = parse_time(cancelled.stdout.rsplit(" requested at ", 1)[1].strip())
+    assert abs((answered - datetime.now(UTC)).total_seconds()) < 60, cancelled.stdout
     assert asked_about_now(show(config, "deaf")), "shown as ZooKeeper dated it"
     # The driver's own cancel is disabled: the leader ends it past the grace and its margin,
     # its daemon sends SIGTERM (ignored) and SIGKILL after the short end grace.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import getpass
 import socket
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import AccessDenied, CorruptRecord, HandleExists, HandleNotFound
@@ -103,11 +105,21 @@ class JobStateStore:
     ) -> CancelRequest:
         """Ask the job to stop; asking again returns the first request. Idempotent.
 
-        ``by`` defaults to this process's ``user@host``.
+        ``by`` defaults to this process's ``user@host``. The request returned is dated as the
+        leader and ``jobs show`` date it: when ZooKeeper made its node (its ``ctime``), not by
+        this host's clock, which its own ``requested`` keeps (an hour off, the command said so).
         """
         request = CancelRequest(version=None, requested=utc_moment(), by=by or who(), reason=reason)
         self.zk.ensure_path(self.layout.job_dir(job_id))
-        return RACES.call(lambda: self._create_cancel(job_id, request), what=f"cancel of {job_id}")
+        made = RACES.call(lambda: self._create_cancel(job_id, request), what=f"cancel of {job_id}")
+        return self._dated_by_zookeeper(job_id, made)
+
+    def _dated_by_zookeeper(self, job_id: str, request: CancelRequest) -> CancelRequest:
+        """``request`` dated by its node's ``ctime``; as it is if the node is gone meanwhile."""
+        found = self._read(self.layout.cancel(job_id))
+        if found is None:
+            return request
+        return replace(request, requested=datetime.fromtimestamp(found[1].ctime / 1000, UTC))
 
     def _create_cancel(self, job_id: str, request: CancelRequest) -> CancelRequest:
         """Create the cancel node; the stored request if one exists already. One that went
