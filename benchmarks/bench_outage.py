@@ -109,11 +109,14 @@ def trial(
 
 
 def main(argv: list[str]) -> list[Result]:
-    work = Path(tempfile.mkdtemp(prefix="zkstore-outage-"))
     with (
-        ZooKeeperEnsemble(tick_time_ms=2000, work_dir=work / "zk", short_jvm=False) as ensemble,
+        tempfile.TemporaryDirectory(prefix="zkstore-outage-") as scratch,
+        ZooKeeperEnsemble(
+            tick_time_ms=2000, work_dir=Path(scratch) / "zk", short_jvm=False
+        ) as ensemble,
         Blackout(ensemble.connect_string) as blackout,
     ):
+        work = Path(scratch)  # removed with all it holds once the ensemble has stopped
         config = StoreConfig(
             zk_hosts=blackout.connect_string,
             root="/outage",

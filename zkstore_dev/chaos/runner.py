@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import logging
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -234,9 +235,37 @@ def table(reports: Sequence[RunReport]) -> str:
 
 
 def run_all(options: Options) -> list[RunReport]:
-    work = (options.work_dir or Path(tempfile.mkdtemp(prefix="zkstore-chaos-"))).resolve()
+    made = None if options.work_dir else Path(tempfile.mkdtemp(prefix="zkstore-chaos-"))
+    work = (options.work_dir or made or Path()).resolve()
     print(f"chaos: seed {options.seed} (replay with --seed {options.seed}), work in {work}")
-    reports = []
+    reports: list[RunReport] = []
+    ended = False
+    try:
+        _run_in(work, options, reports)
+        ended = True
+    finally:  # a run that broke off keeps what it left, as one that found a violation does
+        held = ended and bool(reports) and not any(r.violations for r in reports)
+        print(finish_work(made, held=held))
+    print()
+    print(table(reports))
+    return reports
+
+
+def finish_work(made: Path | None, *, held: bool) -> str:
+    """What becomes of the work directory, said in a line: one this run made (``made``) is
+    removed when every run ended and held (it holds the ensemble's data, the daemons' and
+    drivers' logs and the ledger, some megabytes a run), and kept for inspection otherwise, as
+    is one the user named with ``--work-dir`` (never removed)."""
+    if made is None:
+        return "chaos: work kept where --work-dir said"
+    if not held:
+        return f"chaos: work kept for inspection in {made}"
+    shutil.rmtree(made)  # made by this run (mkdtemp); rmtree follows no link inside it
+    return f"chaos: work in {made} removed (no violation)"
+
+
+def _run_in(work: Path, options: Options, reports: list[RunReport]) -> None:
+    """The runs of ``options`` in ``work``, each one's report appended to ``reports``."""
     with contextlib.ExitStack() as stack:
         network = None
         why = "--loopback" if options.loopback else hosts.unavailable()
@@ -277,9 +306,6 @@ def run_all(options: Options) -> list[RunReport]:
                 print(f"    violation: {violation}", flush=True)
             if report.violations and not options.keep_going:
                 break
-    print()
-    print(table(reports))
-    return reports
 
 
 def main(argv: Sequence[str] | None = None) -> int:
