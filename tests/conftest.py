@@ -28,7 +28,7 @@ import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -47,7 +47,6 @@ from tests.helpers import (
 )
 from tests.levels import refusal
 from tests.servers import S3Server, Standalone
-from tests.stand_in_attempts import Attempts
 from tests.users import User, public_python, unix_users
 from zkstore.cluster import Cluster
 from zkstore.config import StoreConfig, ZkAuth
@@ -56,6 +55,9 @@ from zkstore.lifecycle.destinations import ALLOWED_ENV
 from zkstore.payloads.storage import StateStorage
 from zkstore.schedules.schedule_limits import MIN_INTERVAL_ENV
 from zkstore.zookeeper.zk import ZooKeeper
+
+if TYPE_CHECKING:  # imported by the fixture that uses them, not by every test process
+    from tests.stand_in_attempts import Attempts
 
 # A suite started in the background of a shell (``nohup make test &``, .ci/soak) has SIGINT
 # ignored, and an ignored disposition is inherited across exec: every command a test starts
@@ -290,6 +292,8 @@ def stand_in_session(config: StoreConfig) -> Iterator[Callable[[], ZooKeeper]]:
 @pytest.fixture
 def attempts(any_cluster: Cluster, stand_in_session: Callable[[], ZooKeeper]) -> Iterator[Attempts]:
     """The stand-in attempts of a test (:mod:`tests.stand_in_attempts`), each ended with it."""
+    from tests.stand_in_attempts import Attempts
+
     started = Attempts(stand_in_session)
     yield started
     for attempt in started:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import alive, wait_for
 from tests.suite_cgroup import (
     PREFIX,
     Ended,
@@ -104,46 +104,4 @@ def test_an_orphan_nobody_waits_for_is_counted_and_named_and_the_cgroup_goes() -
             parent.wait()
         if orphan is not None:
             os.kill(orphan, signal.SIGKILL)
-            wait_for(lambda: gone(orphan), 10, what="the orphan gone")
-
-
-def gone(pid: int) -> bool:
-    """Whether ``pid`` has ended (an orphan's end is reaped by whoever adopted it: until then
-    it is a zombie)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="moving a process between cgroups needs root")
-def test_the_cgroups_a_killed_run_left_are_removed_by_the_next_run() -> None:
-    """A controller and a test process killed in mid-run remove nothing: the next run's
-    start removes their cgroups, the test process's inside the controller's, once empty."""
-    started = [
-        subprocess.Popen(
-            [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
-        )
-        for _ in range(3)
-    ]
-    try:
-        controller, worker, next_run = started
-        run = SuiteCgroup.enter(pid=controller.pid)
-        if isinstance(run, str):
-            pytest.skip(run)
-        (run.path / "cgroup.procs").write_text(f"{worker.pid}\n")  # started by the controller
-        inside = SuiteCgroup.enter(pid=worker.pid)
-        assert isinstance(inside, SuiteCgroup) and inside.home == run.path
-        for killed in (controller, worker):
-            killed.kill()
-            killed.wait()
-        assert run.path.exists() and inside.path.exists(), "nobody removed them"
-        after = SuiteCgroup.enter(pid=next_run.pid)
-        assert isinstance(after, SuiteCgroup) and after.home == run.home
-        assert not run.path.exists() and not inside.path.exists()
-        assert after.end(pid=next_run.pid, wait=0).left == []
-        assert not after.path.exists()
-    finally:
-        for process in started:
-            process.kill()
-            process.wait()
+            wait_for(lambda: not alive(orphan), 10, what="the orphan gone")

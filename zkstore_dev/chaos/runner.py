@@ -235,8 +235,8 @@ def table(reports: Sequence[RunReport]) -> str:
 
 
 def run_all(options: Options) -> list[RunReport]:
-    made = None if options.work_dir else Path(tempfile.mkdtemp(prefix="zkstore-chaos-"))
-    work = (options.work_dir or made or Path()).resolve()
+    work = (options.work_dir or Path(tempfile.mkdtemp(prefix="zkstore-chaos-"))).resolve()
+    made = None if options.work_dir else work  # this run's to remove
     print(f"chaos: seed {options.seed} (replay with --seed {options.seed}), work in {work}")
     reports: list[RunReport] = []
     ended = False
