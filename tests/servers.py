@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import select
 import subprocess
 import threading
 import time
@@ -184,8 +185,26 @@ class NotificationReceiver:
             def log_message(self, *args: Any) -> None:
                 return None
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        #: connections accepted and not yet answered, counted under ``_accepting`` as they are
+        #: accepted: :meth:`idle` never looks between an accept and its count
+        self._open = 0
+        self._accepting = threading.Lock()
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> Any:
+                with receiver._accepting:
+                    got = super().get_request()
+                    receiver._open += 1
+                return got
+
+            def shutdown_request(self, request: Any) -> None:
+                super().shutdown_request(request)  # after its handler answered
+                with receiver._accepting:
+                    receiver._open -= 1
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def _take(self, key: str, body: dict[str, Any]) -> int:
@@ -208,6 +227,13 @@ class NotificationReceiver:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def idle(self) -> bool:
+        """Whether no request is in flight: none waits to be accepted and every one accepted
+        was answered (a sender that died mid-POST left its request to be read after it)."""
+        with self._accepting:
+            waiting, _, _ = select.select([self._server.socket], [], [], 0)
+            return not waiting and self._open == 0
 
     def snapshot(self) -> tuple[list[tuple[str, dict[str, Any]]], Counter[str]]:
         with self._lock:
