@@ -11,6 +11,7 @@ import pytest
 from zkstore.schedules.runs import run_id
 from zkstore.schedules.schedule_records import HistoryEntry
 from zkstore.schedules.timing import Timing
+from zkstore_dev.chaos.faults import Fault
 from zkstore_dev.chaos.schedule_checker import (
     Attempt,
     Run,
@@ -110,6 +111,25 @@ def test_a_window_later_than_the_quickest_by_more_than_the_bound_is_a_violation(
         f"window {WINDOWS[5]}: its run started 10.0 s late, 7.5 s later than the quickest "
         "window's (over 7 s)"
     ]
+
+
+def test_a_rolling_restarts_bound_adds_the_return_of_the_daemon_a_run_was_placed_on() -> None:
+    """A CI run (2026-11-30): the leader was SIGKILLed, and the next window's run was placed on the
+    daemon restarted next, killed just before and still a member. Two windows started 7.8 s and
+    7.2 s later than the quickest: over the session timeout and a second, within both waits."""
+    session = 6.0
+    rolling = Fault("rolling restart", 0.0, 20.0, restarts_nothing=True, away=4.9)
+    assert rolling.window_bound(session) == pytest.approx(11.9)
+    assert Fault("cut", 0.0, 20.0, away=4.9).window_bound(session) is None  # only counted
+    assert Fault("restart", 0.0, 3.0, restarts_nothing=True).window_bound(session) == 7.0
+
+    seen = [run(w, delay=0.2) for w in WINDOWS]
+    seen[3], seen[4] = run(WINDOWS[3], delay=0.2 + 7.8), run(WINDOWS[4], delay=0.2 + 7.2)
+    assert len(check(WINDOWS, seen, {}, bound=7.0).violations) == 2  # the bound before
+    assert check(WINDOWS, seen, {}, bound=rolling.window_bound(session)).violations == []
+    seen[5] = run(WINDOWS[5], delay=0.2 + 12.0)  # more than both waits: still found
+    verdict = check(WINDOWS, seen, {}, bound=rolling.window_bound(session))
+    assert verdict.late == 1 and WINDOWS[5].isoformat(" ") in verdict.violations[0]
 
 
 def test_runs_of_other_schedules_and_off_window_times_are_caught() -> None:

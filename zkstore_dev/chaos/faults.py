@@ -41,17 +41,34 @@ class Fault:
     """What was done, from when to when (``time.time()``). ``restarts_nothing``: the fault
     only restarted daemons, so that no job may have run a second attempt (the design's
     invariant: a daemon's restart is invisible to its jobs), and so that a schedule's window
-    may wait at most a session timeout and a second longer than the run's quickest (the
-    schedule's bound, :meth:`~zkstore_dev.chaos.probe.ScheduleProbe.check`). ``from_start``: a
-    job that ran again on a new attempt recovered at that attempt's first step, counted from
-    ``start`` (a cut stops its attempt at once, a driver cut off steps on until its lease ends);
-    else, from its last step before the fault (the longest stall across it)."""
+    is bounded in how late it may start (:meth:`window_bound`). ``away``: the longest a daemon
+    the fault restarted was gone, from its signal until its member record was back.
+    ``from_start``: a job that ran again on a new attempt recovered at that attempt's first
+    step, counted from ``start`` (a cut stops its attempt at once, a driver cut off steps on
+    until its lease ends); else, from its last step before the fault (the longest stall
+    across it)."""
 
     description: str
     start: float
     end: float
     restarts_nothing: bool = False
     from_start: bool = False
+    away: float = 0.0
+
+    def window_bound(self, session_timeout: float) -> float | None:
+        """How much later than the run's quickest window a window's run may start (the
+        schedule's bound, :meth:`~zkstore_dev.chaos.probe.ScheduleProbe.check`); None: only
+        counted, after a fault that did more than restart daemons.
+
+        A window waits for a leader at most a session timeout (a killed leader's candidacy
+        goes with its session, or sooner with its return), and a second to fire. Then its run
+        may wait for the daemon it was placed on: one killed just before is still a member
+        until its session ends (the leader cannot know), and launches the run once it is back
+        (``away``). A rolling restart kills one daemon after another, so a window can meet
+        both: the leader's vacancy, then its own daemon's restart."""
+        if not self.restarts_nothing:
+            return None
+        return session_timeout + 1.0 + self.away
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,7 @@ def leader_restart(run: RunCluster, rng: random.Random) -> Fault:
         start,
         time.time(),
         restarts_nothing=True,
+        away=time.time() - start,
     )
 
 
@@ -158,19 +176,24 @@ def daemon_restart(run: RunCluster, rng: random.Random) -> Fault:
     started again with its id at once and the next one stopped as soon as it is back."""
     start = time.time()
     done = []
+    away = 0.0
     for daemon_id in sorted(run.local.daemons):
         daemon = run.local.daemons[daemon_id]
         how = rng.choice([signal.SIGTERM, signal.SIGTERM, signal.SIGKILL])
+        stopped = time.time()
         daemon.signal(how)
         daemon.process.wait(timeout=60)
         run.local.start_daemon(daemon_id)
         _wait_back(run, daemon_id)
-        done.append(f"{signal.Signals(how).name} {daemon_id}")
+        gone = time.time() - stopped
+        away = max(away, gone)
+        done.append(f"{signal.Signals(how).name} {daemon_id} (back after {gone:.1f} s)")
     return Fault(
         f"rolling restart: {', '.join(done)}, each started again at once",
         start,
         time.time(),
         restarts_nothing=True,
+        away=away,
     )
 
 
@@ -212,6 +235,7 @@ def mixed(run: RunCluster, rng: random.Random) -> Fault:
         faults[0].start,
         faults[-1].end,
         restarts_nothing=all(f.restarts_nothing for f in faults),
+        away=max(f.away for f in faults),
     )
 
 

@@ -8,8 +8,9 @@ has decided every window up to a grace before now and their runs have started, t
 checker (:func:`~zkstore_dev.chaos.schedule_checker.check`, missed windows counted as violations
 since nothing is ever too late to catch up with ``all``): every window in the span has exactly one
 run, none ran twice, none before its time. After a fault that only restarted daemons, a window may
-also be late by at most the session timeout and a second more than the run's quickest window
-(what starting a run costs on this machine now): a restart is bounded by the session it ends.
+also be late by at most the session timeout and a second, and the longest time a restarted daemon
+was gone, more than the run's quickest window (what starting a run costs on this machine now):
+:meth:`~zkstore_dev.chaos.faults.Fault.window_bound`.
 """
 
 from __future__ import annotations

@@ -144,8 +144,9 @@ def one_run(world: World, index: int, scenario: str, options: Options) -> RunRep
         world.heal()
         # The schedule first, then stopped: the invariants' cleanup (minimum age 0) must not
         # meet the payload of a fire in flight (written, its transaction not yet committed).
-        bound = run.config.session_timeout + 1.0 if fault.restarts_nothing else None
-        found, schedule = probe.check(options.job_timeout, bound)
+        found, schedule = probe.check(
+            options.job_timeout, fault.window_bound(run.config.session_timeout)
+        )
         probe.stop()
         violations = invariants.check(run, options.job_timeout, fault) + found
         evidence = "; ".join(filter(None, [invariants.ledger_counts(run), run.outputs_read]))
