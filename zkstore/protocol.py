@@ -37,6 +37,7 @@ __all__ = [
     "MAX_PROTOCOL",
     "MIN_PROTOCOL",
     "OUTPUTS",
+    "PINNED_REQUESTS",
     "POOLS",
     "PROTOCOL",
     "RUN_SPEC",
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 #: The fleet protocol this code speaks (writes, once the fleet allows it).
-PROTOCOL = 4
+PROTOCOL = 5
 #: The oldest fleet protocol this code can serve (run in, writing that protocol's records).
 MIN_PROTOCOL = 1
 #: The field that marks a JSON record written with a feature past protocol 1.
@@ -73,6 +74,7 @@ CLUSTER_SETTINGS = "cluster-settings"
 RUN_SPEC = "run-spec"
 OUTPUTS = "outputs"
 POOLS = "pools"
+PINNED_REQUESTS = "pinned-requests"
 
 #: Every feature gated on the fleet's protocol, by name.
 FEATURES: dict[str, Feature] = {
@@ -116,6 +118,14 @@ FEATURES: dict[str, Feature] = {
     # Pools (zkstore.cluster.pools): a leader of protocol 3 would place a pooled job ignoring
     # its pool's limit, so the pools' commands and --pool are refused until the fleet is at 4.
     POOLS: Feature(POOLS, 4, "pools (zkstore pools, submit --pool)"),
+    # A job's cancel, stop and end requests pinned (zkstore.lifecycle.request_pins): a daemon or
+    # command line of protocol 4 deletes one with a single Delete (resume, an attempt's end
+    # recorded), which ZooKeeper refuses for a node with a child.
+    PINNED_REQUESTS: Feature(
+        PINNED_REQUESTS,
+        5,
+        "cancel, stop and end requests pinned so that a job's own identity cannot delete them",
+    ),
 }
 
 

@@ -53,8 +53,8 @@ from zkstore.jobs.job_artifacts import release_dead_attempts
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.jobs.stops import EndRequest
 from zkstore.lifecycle import outbox
-from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, stopped_ops
-from zkstore.protocol import ATTEMPT_PROVENANCE
+from zkstore.lifecycle.lifecycle_ops import EndNode, clear_end_ops, end_ops, stopped_ops
+from zkstore.protocol import ATTEMPT_PROVENANCE, PINNED_REQUESTS
 from zkstore.records.fleet_records import Assignment
 from zkstore.records.job_records import JobStatus, RunningInfo
 from zkstore.records.job_states import RESTARTING, STARTING, STOPPED, SUCCEEDED, TIMED_OUT
@@ -444,13 +444,13 @@ class JobActions:
             detail=action.detail,
             leader=self.settings.daemon_id,
         )
-        existing = _end_version(job)
         ops = end_ops(
             self.cluster.layout,
             job.job_id,
             request,
             status_version=job.status.version,
-            existing=existing,
+            existing=_end_node(job),
+            pin=self.leader.protocol.allows(PINNED_REQUESTS),
         )
         self.cluster.zk.commit(ops, fence=self.fence)
         logger.warning(
@@ -479,7 +479,7 @@ class JobActions:
             job.job_id,
             status.to_bytes(),
             status_version=job.status.version,
-            end_version=_end_version(job),
+            end=_end_node(job),
         )
         events = self._notify(job, (outbox.STOPPED, action.error or action.reason))
         note = self._stopped_note(job, action)  # read before the commit: nothing after it fails
@@ -619,7 +619,7 @@ class JobActions:
 
     def _clear_end_ops(self, job: JobSnapshot) -> list[Op]:
         """Remove the ``end`` request of an attempt that is over (it was read with the job)."""
-        return clear_end_ops(self.cluster.layout, job.job_id, _end_version(job))
+        return clear_end_ops(self.cluster.layout, job.job_id, _end_node(job))
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
         kept = self.finished.take(job.job_id)  # this leadership recorded its result
@@ -708,9 +708,11 @@ def _last_daemon(job: JobSnapshot) -> str | None:
     return job.status.daemon_id if job.status is not None else None
 
 
-def _end_version(job: JobSnapshot) -> int | None:
-    """The version of the job's ``end`` node to replace: its own, -1 (any) for one that could
-    not be read or parsed (made by the job's identity, or garbage), None if there is none."""
+def _end_node(job: JobSnapshot) -> EndNode | None:
+    """The job's ``end`` node to replace or remove: at its own version, at -1 (any) for one
+    that could not be read or parsed (made by the job's identity, or garbage), None if there
+    is none."""
     if job.end is not None:
-        return job.end.version
-    return -1 if "end" in job.errors else None
+        assert job.end.version is not None
+        return EndNode(job.end.version, pinned=job.end_pinned)
+    return EndNode(-1) if "end" in job.errors else None

@@ -12,7 +12,14 @@ import pytest
 
 from zkstore.cluster import Cluster
 from zkstore.errors import FenceLost, HandleExists, VersionConflict
-from zkstore.lifecycle.lifecycle_ops import clear_end_ops, end_ops, heartbeat_ops, stopped_ops
+from zkstore.jobs.request_pins import pin_of
+from zkstore.lifecycle.lifecycle_ops import (
+    EndNode,
+    clear_end_ops,
+    end_ops,
+    heartbeat_ops,
+    stopped_ops,
+)
 from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat
 from zkstore.lifecycle.lifecycle_states import STOPPED, TIMED_OUT
 from zkstore.records.job_records import JobStatus, RunningInfo
@@ -107,14 +114,18 @@ def test_the_end_request_is_written_only_for_the_attempt_read(
         grace_ms=30_000,
         detail="attempt 2 ran 1h00m05s: over its --timeout of 1h",
     )
-    cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=None))
+    cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=None, pin=True))
     written = read_record(cluster.zk, EndRequest, layout.end(JOB))
     assert written is not None and written.attempt == 2 and written.reason == TIMED_OUT
+    assert cluster.zk.exists(pin_of(layout.end(JOB))) is not None
     # The attempt is over meanwhile (the status moved): a request for it is refused.
     cluster.zk.set(layout.status(JOB), cluster.zk.get(layout.status(JOB))[0], version=placed)
+    pinned = EndNode(0, pinned=True)
     with pytest.raises(VersionConflict):
-        cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=0))
-    cluster.zk.commit(clear_end_ops(layout, JOB, 0))
+        cluster.zk.commit(
+            end_ops(layout, JOB, request, status_version=placed, existing=pinned, pin=True)
+        )
+    cluster.zk.commit(clear_end_ops(layout, JOB, pinned))
     assert cluster.zk.exists(layout.end(JOB)) is None
 
 
@@ -131,13 +142,11 @@ def test_stopped_is_recorded_only_once_no_driver_holds_running(
     take_running(cluster, driver, placed)
     with pytest.raises(HandleExists):
         cluster.zk.commit(
-            stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=None)
+            stopped_ops(layout, JOB, stopped_status(), status_version=placed, end=None)
         )
     assert read_record(cluster.zk, JobStatus, layout.status(JOB)).state == STARTING  # type: ignore[union-attr]
     driver.stop()
-    cluster.zk.commit(
-        stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=None)
-    )
+    cluster.zk.commit(stopped_ops(layout, JOB, stopped_status(), status_version=placed, end=None))
     status = read_record(cluster.zk, JobStatus, layout.status(JOB))
     assert status is not None and status.state == STOPPED and status.version == placed + 1
 
@@ -149,9 +158,11 @@ def test_stopped_fences_out_a_driver_about_to_start(
     request = EndRequest(
         version=None, attempt=2, reason=STOPPED, requested=parse_time(utc_now()), grace_ms=1
     )
-    cluster.zk.commit(end_ops(layout, JOB, request, status_version=placed, existing=None))
     cluster.zk.commit(
-        stopped_ops(layout, JOB, stopped_status(), status_version=placed, end_version=0)
+        end_ops(layout, JOB, request, status_version=placed, existing=None, pin=False)
+    )
+    cluster.zk.commit(
+        stopped_ops(layout, JOB, stopped_status(), status_version=placed, end=EndNode(0))
     )
     assert cluster.zk.exists(layout.end(JOB)) is None
     with pytest.raises(VersionConflict):

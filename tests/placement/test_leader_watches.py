@@ -36,6 +36,7 @@ from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.graph import ADDED, REMOVED
 from zkstore.jobs.history import JobHistory
 from zkstore.jobs.logs import JobLogs
+from zkstore.jobs.request_pins import gone_ops
 from zkstore.jobs.snapshot import JobSnapshot
 from zkstore.lifecycle.stopstore import StopStore
 from zkstore.records.fleet_records import Assignment, MemberInfo
@@ -584,7 +585,7 @@ def test_a_look_asks_again_only_for_the_watches_that_fired(
     with requests_sent(cluster.zk) as looking:
         leader_turn(leader, ["j"])
     assert looking.count("Exists") == 1, "the stop node's watch, armed again"
-    hands.delete(layout.stop("j"))
+    hands.commit(gone_ops(layout.stop("j"), pinned=True))  # as a resume deletes it
     resumed = events_of(leader, "j", timeout=config.timeout)
     assert leader.triage(resumed) == {"j"}
 

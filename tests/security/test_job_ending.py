@@ -53,9 +53,43 @@ class Deaf:
         return False
 
 
-def run(ctx, out):
-    """Replaces its driver's cancel event and grace, ignores SIGTERM and SIGINT."""
+def erase(ctx, out):
+    """Deletes its job's cancel, stop and end the moment they appear, with its driver's own
+    ZooKeeper client (its job's identity, which may delete any leaf under its job's node);
+    writes what ZooKeeper answered."""
     import gc
+
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError, NoNodeError, NotEmptyError
+
+    from zkstore.config import StoreConfig
+
+    config = next(o for o in gc.get_objects() if isinstance(o, StoreConfig) and o.zk_driver)
+    client = next(o for o in gc.get_objects() if isinstance(o, KazooClient) and o.connected)
+    answers = {}
+    while True:
+        before = json.dumps(answers, sort_keys=True)
+        for name in ("cancel", "stop", "end"):
+            try:
+                client.delete(f"{config.base_path}/jobs/{ctx.job_id}/{name}")
+                answer = "deleted"
+            except NoNodeError:
+                continue
+            except (NotEmptyError, NoAuthError) as exc:
+                answer = type(exc).__name__
+            counts = answers.setdefault(name, {})
+            counts[answer] = counts.get(answer, 0) + 1
+        if json.dumps(answers, sort_keys=True) != before:
+            Path(out, "erased.tmp").write_text(json.dumps(answers))
+            os.replace(Path(out, "erased.tmp"), Path(out, "erased"))
+        time.sleep(0.01)
+
+
+def run(ctx, out):
+    """Replaces its driver's cancel event and grace, ignores SIGTERM and SIGINT, and deletes
+    what asks it to end (:func:`erase`, in a thread)."""
+    import gc
+    import threading
 
     for found in gc.get_objects():
         if type(found).__name__ == "Driver" and hasattr(found, "cancel_grace"):
@@ -64,6 +98,7 @@ def run(ctx, out):
     ctx._cancelled = Deaf()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=erase, args=(ctx, out), daemon=True).start()
     Path(out, "deaf").write_text(json.dumps({"driver": os.getpid()}))
     while True:
         try:
@@ -130,7 +165,7 @@ def submit(config: StoreConfig, laptop: Path, target: str, job_id: str, *words: 
 
 
 @pytest.mark.disturbs  # its daemon's --cancel-grace
-def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
+def test_a_job_that_disables_its_cancel_and_deletes_its_requests_is_ended_within_the_grace(
     guarded: LocalCluster, laptop: Path, tmp_path: Path
 ) -> None:
     config = guarded.config
@@ -159,6 +194,13 @@ def test_a_job_that_disables_its_cancel_is_ended_by_its_daemon_within_the_grace(
         result = client.wait("deaf", timeout=30)
     assert result.outcome == CANCELLED
     assert "SIGKILL to the process group" in guarded.daemons["d1"].log()
+    # It tried to delete its cancel and the leader's end while they asked it to stop: each
+    # has a pin (a child the job cannot delete), so ZooKeeper refused every time.
+    erased = json.loads((out / "erased").read_text())
+    assert erased["cancel"].get("NotEmptyError", 0) > 0 and erased["end"].get("NotEmptyError"), (
+        erased
+    )
+    assert all("deleted" not in answers for answers in erased.values()), erased
     # the result keeps the cancel as the leader counted it: dated by ZooKeeper (read once the
     # job's nodes, its cancel among them, are cleaned up)
     assert_nothing_left(config, "deaf")

@@ -5,16 +5,27 @@ cluster's requests replace it."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError, NotEmptyError
 from kazoo.security import make_digest_acl
 
 from tests import jobs
 from zkstore.cluster import Cluster
+from zkstore.cluster import fleet_protocol as fleet
 from zkstore.cluster.triage import cancel
 from zkstore.config import StoreConfig
 from zkstore.jobs.definition import JobDefinition
+from zkstore.jobs.request_pins import pin_of
 from zkstore.jobs.snapshot import read_snapshot, read_snapshots
+from zkstore.jobs.stops import EndRequest
+from zkstore.lifecycle.lifecycle_ops import end_ops
+from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
+from zkstore.records.strict import utc_moment, utc_now
 from zkstore.zookeeper.identity import driver_identity
 from zkstore.zookeeper.zk import ZooKeeper
 
@@ -49,3 +60,80 @@ def test_planted_requests_are_one_jobs_errors_and_are_replaced(secure: StoreConf
         assert job.cancel is not None and job.cancel.reason == "planted"
         assert job.stop is not None and job.stop.reason == "planted too"
         assert "cancel" not in job.errors and "stop" not in job.errors
+
+
+@contextlib.contextmanager
+def as_job(secure: StoreConfig, job_id: str) -> Iterator[KazooClient]:
+    """A raw kazoo client holding the job's driver identity, as job code can make one."""
+    driver = driver_identity(secure.zk_auth, secure.cluster_id, job_id, secure.zk_read_acl)
+    assert driver is not None
+    with ZooKeeper.from_config(secure.for_job(job_id, zk_driver=driver.to_json())).start() as zk:
+        yield zk.kazoo
+
+
+def requests_of(cluster: Cluster, job_id: str) -> dict[str, str]:
+    """The job's cancel, stop and end paths, by name."""
+    layout = cluster.layout
+    return {"cancel": layout.cancel(job_id), "stop": layout.stop(job_id), "end": layout.end(job_id)}
+
+
+def ask_all(cluster: Cluster, job_id: str) -> None:
+    """An operator's cancel and stop, and the leader's end of attempt 1, as each writes it."""
+    cancel(cluster, job_id, reason="operator")
+    StopStore(cluster).request(job_id, reason="operator")
+    cluster.zk.create(cluster.layout.status(job_id), b"{}")  # the attempt's, which end checks
+    status = 0
+    request = EndRequest(
+        version=None, attempt=1, reason=STOPPED, requested=utc_moment(), grace_ms=1000
+    )
+    pin = cluster.pins_requests()
+    end = end_ops(cluster.layout, job_id, request, status_version=status, existing=None, pin=pin)
+    cluster.zk.commit(end)
+
+
+def test_a_jobs_identity_deletes_none_of_the_requests_made_of_it(secure: StoreConfig) -> None:
+    """Job code holding its driver's identity may delete any leaf under its job's node (DELETE
+    is the parent's right): each request lands with its pin, a child the job cannot delete, and
+    ZooKeeper deletes no node with a child. The pin goes with the request when its writer's
+    reader removes it (resume, the end recorded, the job's cleanup)."""
+    with Cluster.open(secure) as cluster:
+        cluster.jobs.submit(JobDefinition.for_function("a", jobs.noop))
+        cluster.zk.ensure_path(cluster.layout.job_dir("a"))
+        assert cluster.pins_requests()  # a new cluster is at this code's protocol
+        ask_all(cluster, "a")
+        paths = requests_of(cluster, "a")
+        with as_job(secure, "a") as job:
+            for name, path in paths.items():
+                with pytest.raises(NotEmptyError):
+                    job.delete(path)
+                with pytest.raises(NoAuthError):
+                    job.delete(pin_of(path))
+                with pytest.raises(NoAuthError):
+                    job.set(path, b"{}")
+                assert job.get(path)[0] == cluster.zk.get(path)[0], name  # read, unchanged
+        snap = read_snapshot(cluster.zk, cluster.layout, "a")
+        assert snap.cancel is not None and snap.cancel.reason == "operator"
+        assert snap.stop is not None and snap.stop.reason == "operator"
+        # the job's records go with their pins, in the cleanup's transactions
+        assert cluster.zk.delete_tree(cluster.layout.job_dir("a"), shallow=True)
+        assert cluster.zk.exists(cluster.layout.job_dir("a")) is None
+
+
+def test_below_protocol_5_the_requests_are_written_as_protocol_4_did(
+    secure: StoreConfig,
+) -> None:
+    """A fleet not finalized at protocol 5 may have a daemon or a command line that deletes a
+    request with one ``Delete``: no pin, and so a job's identity can still delete them (what
+    protocol 4 did; docs/operating.md says to finalize)."""
+    with Cluster.open(secure) as cluster:
+        record = fleet.FleetRecord(version=None, current=4, since=utc_now())
+        cluster.zk.set(cluster.layout.fleet, record.to_bytes())
+        cluster.jobs.submit(JobDefinition.for_function("a", jobs.noop))
+        cluster.zk.ensure_path(cluster.layout.job_dir("a"))
+        assert not cluster.pins_requests()
+        ask_all(cluster, "a")
+        with as_job(secure, "a") as job:
+            for path in requests_of(cluster, "a").values():
+                assert job.exists(pin_of(path)) is None
+                job.delete(path)
+                assert cluster.zk.exists(path) is None

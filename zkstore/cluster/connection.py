@@ -27,6 +27,7 @@ from zkstore.layout import Layout, StorageLayout
 from zkstore.payloads.artifacts import ArtifactSpace
 from zkstore.payloads.entries import new_instance_id
 from zkstore.payloads.storage import StateStorage
+from zkstore.protocol import PINNED_REQUESTS
 from zkstore.zookeeper.ops import Create
 from zkstore.zookeeper.zk import ZooKeeper
 
@@ -67,7 +68,9 @@ class Cluster(Closeable):
             on_step=on_step,
         )
         self.results = JobResultStore(self.zk, self.layout)
-        self.state = JobStateStore(self.zk, self.layout)
+        #: the fleet's protocol, as last read: which records this connection may write
+        self.fleet = fleet.FleetReading(self.zk, self.layout)
+        self.state = JobStateStore(self.zk, self.layout, pinned=self.pins_requests)
         self.quarantine = QuarantineStore(self.zk, self.layout, self.jobs.handles)
         self.artifact_space = ArtifactSpace(
             self.storage,
@@ -115,6 +118,11 @@ class Cluster(Closeable):
         # made meanwhile (or a fleet record without currentJobs): the rest is ensured after
         with contextlib.suppress(HandleExists):
             self.zk.commit([Create(self.layout.current_jobs), *fleet.new_cluster_ops(self.layout)])
+
+    def pins_requests(self) -> bool:
+        """Whether a cancel, stop or end written now gets its pin
+        (:mod:`zkstore.jobs.request_pins`): once the fleet is finalized at protocol 5."""
+        return self.fleet.allows(PINNED_REQUESTS)
 
     def step(self, name: str) -> None:
         """Between two steps of a multi-step write: tests inject crashes here."""

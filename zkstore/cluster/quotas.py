@@ -64,7 +64,8 @@ STATS = "zookeeper_stats"
 
 #: Records directly under a job's node, each at most once (status, running, spark, outcome,
 #: cancel, history, control, stop, end, heartbeat, control-ack, control-keys, resources, the
-#: checkpoints' and the artifacts' directories: 15 today), with room for a few more.
+#: checkpoints', the artifacts' and the outputs' directories: 16 today; and the pins of cancel,
+#: stop and end, zkstore.jobs.request_pins: 19), with room for a few more.
 RECORDS = 24
 #: Locks one checkpoint's handle may hold at once (store instances reading it).
 LOCKS_PER_CHECKPOINT = 4

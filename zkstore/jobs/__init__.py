@@ -15,6 +15,7 @@ job states are in :mod:`zkstore.records`).
     graph.py            the job graph store: a handle per job under ``R/currentJobs``
     job_state_store.py  the per-job records: status, running, outcome, cancel, control
     stops.py            a job's stop, end and heartbeat records, as the snapshot reads them
+    request_pins.py     cancel, stop and end pinned by a child, so that their job cannot delete them
     snapshot.py         many jobs at once, in pipelined reads; :func:`read_snapshot` one job
     checkpoints.py      a job's checkpoints: metadata in storage, handles in ZooKeeper
     results.py          the job result store (DIRTY, CLEAN) and the index of dirty results

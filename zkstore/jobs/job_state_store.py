@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import getpass
 import socket
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import AccessDenied, CorruptRecord, HandleExists, HandleNotFound
+from zkstore.jobs import request_pins
 from zkstore.layout import Layout
 from zkstore.records.job_records import (
     CancelRequest,
@@ -45,9 +47,14 @@ def who() -> str:
 class JobStateStore:
     """Reads and versioned writes of one cluster's per-job records."""
 
-    def __init__(self, zk: ZooKeeper, layout: Layout) -> None:
+    def __init__(
+        self, zk: ZooKeeper, layout: Layout, *, pinned: Callable[[], bool] = lambda: False
+    ) -> None:
         self.zk = zk
         self.layout = layout
+        #: whether the requests written here get their pin (the fleet allows it: see
+        #: :mod:`zkstore.jobs.request_pins`)
+        self.pinned = pinned
 
     def _read(self, path: str) -> tuple[bytes, Any] | None:
         try:
@@ -126,16 +133,19 @@ class JobStateStore:
         between the failed create and the read (its job's own, planted and deleted) is tried
         again: never a request that was not written."""
         path = self.layout.cancel(job_id)
+        made = request_pins.made_ops(path, request.to_bytes(), pinned=self.pinned())
         try:
-            self.zk.create(path, request.to_bytes())
+            self.zk.commit(made)
         except HandleExists as exc:
             try:
                 existing = self.cancel_request(job_id)
             except (AccessDenied, CorruptRecord):
                 # Not a request of ours: made by the job's own identity (its node lets it
                 # create there), perhaps with an ACL that shuts us out. Replaced: deleting it
-                # needs only the right on the job's node, which is the cluster's.
-                self.zk.commit([Delete(path), Create(path, request.to_bytes())])
+                # needs only the right on the job's node, which is the cluster's (one the job
+                # gave a child of its own cannot be deleted: it is asked for anyway, as the
+                # snapshot counts a request it cannot read).
+                self.zk.commit([Delete(path), *made])
                 return request.with_version(0)
             if existing is None:
                 raise TryAgain("the cancel request went meanwhile") from exc

@@ -37,6 +37,7 @@ from zkstore.errors import (
     JobQuarantined,
     NewerRecord,
 )
+from zkstore.jobs import request_pins
 from zkstore.jobs.control.control_records import ControlAck
 from zkstore.jobs.runspec import RunSpec
 from zkstore.jobs.shown import LIMIT_KEYS
@@ -111,6 +112,8 @@ class JobSnapshot:
     #: the leader ended an attempt (read for placed attempts with a stop or a limit only)
     end: EndRequest | None = None
     end_read: bool = False
+    #: the ``end`` node has its pin (:mod:`zkstore.jobs.request_pins`): removed with it
+    end_pinned: bool = False
     #: the running driver's newest heartbeat (read for jobs with a progress timeout only)
     heartbeat: Heartbeat | None = None
     #: the newest checkpoint's handle (read for running jobs being stopped with a checkpoint
@@ -527,8 +530,10 @@ def _read_lifecycle(
     kids = zk.children_many([layout.checkpoints(j) for j in newest], denied=True)
     for job_id in ends:
         snap = snapshots[job_id]
-        end = _parse(EndRequest, next(found), layout.end(job_id), snap.errors, "end")
-        snapshots[job_id] = replace(snap, end=end, end_read=True)
+        item = next(found)
+        end = _parse(EndRequest, item, layout.end(job_id), snap.errors, "end")
+        pinned = isinstance(item, tuple) and request_pins.is_pinned(item[1])
+        snapshots[job_id] = replace(snap, end=end, end_read=True, end_pinned=pinned)
     for job_id in beats:
         snap = snapshots[job_id]
         beat = _parse(Heartbeat, next(found), layout.heartbeat(job_id), snap.errors, "heartbeat")

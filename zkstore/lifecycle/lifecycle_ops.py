@@ -13,11 +13,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from zkstore.jobs import request_pins
 from zkstore.layout import Layout
 from zkstore.lifecycle.lifecycle_records import EndRequest, Heartbeat
-from zkstore.zookeeper.ops import Check, Create, Delete, Op, SetData, absent
+from zkstore.zookeeper.ops import Check, Create, Op, SetData, absent
 
-__all__ = ["clear_end_ops", "end_ops", "heartbeat_ops", "stopped_ops"]
+__all__ = ["EndNode", "clear_end_ops", "end_ops", "heartbeat_ops", "stopped_ops"]
+
+
+@dataclass(frozen=True)
+class EndNode:
+    """The ``end`` node there already, as the job's snapshot read it: its ``version`` (-1 for
+    one that could not be read or parsed: any), and whether it has its pin."""
+
+    version: int
+    pinned: bool = False
 
 
 def end_ops(
@@ -26,24 +38,31 @@ def end_ops(
     request: EndRequest,
     *,
     status_version: int,
-    existing: int | None,
+    existing: EndNode | None,
+    pin: bool,
 ) -> list[Op]:
-    """Write ``request`` (``existing``: the version of an ``end`` node there already, an older
-    attempt's, or -1 for one that could not be read; None: there is none), while the status is
-    still at ``status_version``.
+    """Write ``request`` (``existing``: an ``end`` node there already, an older attempt's or
+    one that could not be read; None: there is none), with its pin if ``pin`` (the fleet
+    allows it: :mod:`zkstore.jobs.request_pins`), while the status is still at
+    ``status_version``.
 
     A node there already is deleted and made again rather than set: deleting needs only the
     right on the job's node, which is the cluster's, so an ``end`` the job's own identity made
     with an ACL that leaves the cluster out is replaced all the same (setting it would be
     refused)."""
     path = layout.end(job_id)
-    gone: list[Op] = [] if existing is None else [Delete(path, existing)]
-    return [Check(layout.status(job_id), status_version), *gone, Create(path, request.to_bytes())]
+    return [
+        Check(layout.status(job_id), status_version),
+        *clear_end_ops(layout, job_id, existing),
+        *request_pins.made_ops(path, request.to_bytes(), pinned=pin),
+    ]
 
 
-def clear_end_ops(layout: Layout, job_id: str, existing: int | None) -> list[Op]:
-    """Remove the ``end`` request at version ``existing`` (nothing if None)."""
-    return [] if existing is None else [Delete(layout.end(job_id), existing)]
+def clear_end_ops(layout: Layout, job_id: str, existing: EndNode | None) -> list[Op]:
+    """Remove the ``end`` request (and its pin) at ``existing`` (nothing if None)."""
+    if existing is None:
+        return []
+    return request_pins.gone_ops(layout.end(job_id), existing.version, pinned=existing.pinned)
 
 
 def stopped_ops(
@@ -52,7 +71,7 @@ def stopped_ops(
     status: bytes,
     *,
     status_version: int,
-    end_version: int | None,
+    end: EndNode | None,
 ) -> list[Op]:
     """Record the STOPPED ``status`` (its JSON) over the one at ``status_version``, only while
     no ``running`` node exists; remove the ``end`` request. The new status version fences out a
@@ -60,7 +79,7 @@ def stopped_ops(
     return [
         *absent(layout.running(job_id)),
         SetData(layout.status(job_id), status, status_version),
-        *clear_end_ops(layout, job_id, end_version),
+        *clear_end_ops(layout, job_id, end),
     ]
 
 

@@ -38,7 +38,7 @@ from zkstore.errors import (
     VersionConflict,
     WrongState,
 )
-from zkstore.jobs import history
+from zkstore.jobs import history, request_pins
 from zkstore.jobs.control.values import CHECKPOINT
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.history import JobHistory
@@ -180,7 +180,8 @@ class StopStore:
         ops: list[Op] = [Check(layout.job_handle(job_id))]
         if self.zk.exists(layout.job_dir(job_id)) is None:
             ops.append(Create(layout.job_dir(job_id)))
-        ops.append(Create(path, record.to_bytes()))
+        made = request_pins.made_ops(path, record.to_bytes(), pinned=self.cluster.pins_requests())
+        ops += made
         try:
             self.zk.commit(ops, fence=self._current(job_id))
         except HandleExists as exc:
@@ -193,8 +194,7 @@ class StopStore:
             except (AccessDenied, CorruptRecord):
                 # Made by the job's own identity, perhaps with an ACL that shuts the cluster
                 # out: replaced (deleting needs only the right on the job's node, ours).
-                ops = [Delete(path), Create(path, record.to_bytes())]
-                self.zk.commit(ops, fence=self._current(job_id))
+                self.zk.commit([Delete(path), *made], fence=self._current(job_id))
                 return record.with_version(0)
             if existing is None:
                 raise TryAgain("the stop request went meanwhile (resumed)") from exc
@@ -259,11 +259,13 @@ class StopStore:
             version = handle.version
         self.cluster.step("resume:redefined")
         assert stop.version is not None
+        path = self.layout.stop(job_id)
+        pinned = self.zk.exists(request_pins.pin_of(path)) is not None
         try:
             self.zk.commit(
                 [
                     Check(self.layout.status(job_id), status.version),
-                    Delete(self.layout.stop(job_id), stop.version),
+                    *request_pins.gone_ops(path, stop.version, pinned=pinned),
                 ]
             )
         except (VersionConflict, HandleNotFound) as exc:

@@ -48,6 +48,7 @@ from zkstore.errors import (
     VersionConflict,
     ZkStoreError,
 )
+from zkstore.jobs import request_pins
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.dependencies import ENDED, MAX_AFTER, Dependency
 from zkstore.jobs.graph import JobGraphStore
@@ -140,8 +141,11 @@ class Firer:
         *,
         on_step: Callable[[str], None] | None = None,
         min_interval: int = 1,
+        pinned: Callable[[], bool] = lambda: False,
     ) -> None:
         self.zk = zk
+        #: whether a replaced run's cancel gets its pin (:mod:`zkstore.jobs.request_pins`)
+        self.pinned = pinned
         #: the shortest interval between two windows this firer fires (a cluster's bound)
         self.min_interval = min_interval
         self.layout = layout
@@ -161,6 +165,7 @@ class Firer:
             schedules,
             on_step=cluster.step,
             min_interval=min_interval,
+            pinned=cluster.pins_requests,
         )
 
     def _step(self, name: str) -> None:
@@ -539,7 +544,7 @@ class Firer:
             reason=f"replaced by {job}, its run of {format_time(window)} (--concurrency replace)",
         )
         ops: list[Op] = [] if dir_stat is not None else [Create(job_dir)]
-        return (*ops, Create(cancel, request.to_bytes()))
+        return (*ops, *request_pins.made_ops(cancel, request.to_bytes(), pinned=self.pinned()))
 
 
 def _together(spec: ScheduleSpec, planned: list[Step]) -> list[list[Step]]:

@@ -15,6 +15,9 @@ cluster's nor another job's. Every node is created with :meth:`AclPolicy.acl_for
 
     every node                          cluster ALL, the read ids READ, drivers READ
     R/jobs/<job>                        + the job: READ CREATE DELETE (its records appear and go)
+    R/jobs/<job>/{cancel, stop, end}[/=] nothing more: a request and its pin, created together
+                                        (zkstore.jobs.request_pins), so that the job, which may
+                                        delete any leaf under its node, cannot delete them
     R/jobs/<job>/{running, spark, outcome, heartbeat, control-ack, control-keys, resources}
                                         + the job: ALL (the driver writes them)
     R/jobs/<job>/{checkpoints, artifacts, outputs}      + the job: READ CREATE DELETE

@@ -830,7 +830,10 @@ class ZooKeeper:
                 except (HandleNotFound, NotEmpty):
                     pass  # deeper than expected, or changed meanwhile: listed level by level
         while levels[-1]:
-            found = self.children_many(levels[-1], timeout=deadline.remaining())
+            # a node we may not list (made by a job's identity for itself) is deleted as a
+            # leaf: its parent's right is enough for that; one with children then fails,
+            # NotEmpty, as it must (nothing can delete what is under it but its maker)
+            found = self.children_many(levels[-1], timeout=deadline.remaining(), denied=True)
             if len(levels) == 1 and found[0] is None:
                 self._delete_present(also, fence, deadline)
                 return False

@@ -25,6 +25,7 @@ from zkstore.protocol import (
     FEATURES,
     JOB_IDENTITIES,
     OUTPUTS,
+    PINNED_REQUESTS,
     POOLS,
     RUN_SPEC,
     Feature,
@@ -97,6 +98,11 @@ GATED: Mapping[str, Refused | FallsBack] = {
         "attempt fails, saying to finalize the fleet) and nothing of it is written"
     ),
     POOLS: Refused(lambda _: ["pools", "set", "upgrade", "--max-running", "1"]),
+    PINNED_REQUESTS: FallsBack(
+        "jobs cancel, jobs stop, a schedule's replaced run and the leader's end of an attempt "
+        "write their request without its pin, as protocol 4 did (a job's own identity can then "
+        "delete it); a request that has one is deleted with it, pin first, by this code only"
+    ),
 }
 
 

@@ -355,7 +355,8 @@ class Scenario:
             "--conf",
             "spark.ui.enabled=false",
         )
-        wanted = f"fleet protocol {protocol.PROTOCOL}"
+        # the protocol of the feature the handle uses, which may be older than this code's
+        wanted = f"fleet protocol {protocol.FEATURES[protocol.RUN_SPEC].protocol}"
         for command in (("jobs", "show", TYPED_ID), ("jobs", "list")):
             ran = fleet.run(old, *command, "--format", "json")
             said = " ".join(command)
