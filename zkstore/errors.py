@@ -370,6 +370,11 @@ class AccessDenied(ZkStoreError):
     exit_code = EXIT_ACCESS_DENIED
     http_status = 502
 
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        #: the node it was about, where one op of a transaction was refused
+        self.path = path
+
 
 class FleetVersionError(ZkStoreError):
     """The fleet's protocol does not allow the operation: a feature the fleet has not been

@@ -21,6 +21,9 @@
     finished.py      the cleanups of finished jobs, after the placements their slots allow
     watches.py       the watches of the jobs' nodes: each one fired is a look at its job
     quiet.py         a driver's start and end that leave nothing to decide, confirmed with a read
+    requests_seen.py
+                     when this leadership first saw each attempt's cancel and stop: a request
+                     made again is as old as the first
     retention.py     deleting finished jobs' results and driver logs past their retention
     schedule_firing.py
                      firing schedules: a timer at the next window, a pass on takeover, a budget

@@ -434,6 +434,17 @@ class JobActions:
         """Write the ``end`` request (fenced on the leadership and on the attempt's status
         version); the member carries it out, the job is looked at again when it did."""
         assert job.status is not None and job.status.version is not None
+        if job.end_foreign:
+            # No request of ours can be written over it; its member ends the driver as the
+            # job's own request (recovery.member.ender), and the end is counted then.
+            logger.warning(
+                "job %s: attempt %d is not ended by the leader: its end node is the job's own, "
+                "made so that the cluster cannot replace it (its member ends the driver)",
+                job.job_id,
+                action.attempt,
+            )
+            self._wait(job, Wait())
+            return
         grace = self.settings.end_grace if action.grace is None else action.grace
         request = EndRequest(
             version=None,
@@ -622,6 +633,7 @@ class JobActions:
         return clear_end_ops(self.cluster.layout, job.job_id, _end_node(job))
 
     def _clean_up(self, job: JobSnapshot, action: CleanUp) -> None:
+        self.leader.requests_seen.forget(job.job_id)
         kept = self.finished.take(job.job_id)  # this leadership recorded its result
         if kept is not None:
             kept()
@@ -712,6 +724,8 @@ def _end_node(job: JobSnapshot) -> EndNode | None:
     """The job's ``end`` node to replace or remove: at its own version, at -1 (any) for one
     that could not be read or parsed (made by the job's identity, or garbage), None if there
     is none."""
+    if job.end_foreign:
+        return None  # the job's own, which the cluster may not delete: left where it is
     if job.end is not None:
         assert job.end.version is not None
         return EndNode(job.end.version, pinned=job.end_pinned)

@@ -68,6 +68,7 @@ from recovery.leader.pool_placement import refusal as pool_refusal
 from recovery.leader.pool_placement import running as pools_running
 from recovery.leader.published import SettingsPublisher
 from recovery.leader.quiet import QuietAttempts
+from recovery.leader.requests_seen import RequestsSeen
 from recovery.leader.retention import Retention
 from recovery.leader.schedule_firing import ScheduleFiring
 from recovery.leader.watches import JOB_CHANGED, Fired, JobWatcher, JobWatches
@@ -166,6 +167,8 @@ class LeaderProcess:
         self.watches = JobWatches(cluster.zk, cluster.layout, self, loop.post)
         #: the jobs this leader cleaned up last, oldest first (see :meth:`outlived`)
         self._cleaned: dict[str, None] = {}
+        #: when this leadership first saw each attempt's cancel and stop
+        self.requests_seen = RequestsSeen()
         #: placed attempts whose driver's start and end leave nothing to decide
         self.quiet = QuietAttempts(self, self.actions.report_running)
         self.notifier: NotificationSender | None = None
@@ -511,7 +514,8 @@ class LeaderProcess:
         plans: list[tuple[JobSnapshot, Action]] = []
         fresh: list[tuple[JobSnapshot, Action]] = []
         for job_id in self._look_order(snapshots):
-            snapshot = snapshots[job_id]
+            # a request made again is as old as the first: acted on and recorded so
+            snapshot = self.requests_seen.dated(snapshots[job_id])
             self.quiet.forget(job_id)
             action = self._decide(snapshot, assignments.get(job_id), now)
             if isinstance(action, Initialize):  # decided in its turn, as the others

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from recovery.leader.job_conditions import JobConditions
 from recovery.leader.loop import Loop
 from recovery.leader.placement import Fleet
+from recovery.leader.requests_seen import RequestsSeen
 from recovery.settings import DaemonSettings
 from zkstore.cluster.fleet_protocol import FleetReading
 from zkstore.jobs.snapshot import JobSnapshot
@@ -42,6 +43,8 @@ class LeaderRole(Protocol):
     outbox_counts: OutboxCounts
     #: the conditions kept on jobs (zkstore/conditions.py)
     conditions: JobConditions
+    #: when this leadership first saw each attempt's cancel and stop
+    requests_seen: RequestsSeen
 
     @property
     def active(self) -> bool:

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from recovery.member import ending
 from recovery.member.launcher import Launch
-from zkstore.errors import AccessDenied, CorruptRecord, ZkStoreError
+from zkstore.errors import AccessDenied, CorruptRecord, HandleNotFound, ZkStoreError
+from zkstore.jobs import request_pins
 from zkstore.jobs.stops import EndRequest
 from zkstore.layout import Layout
 from zkstore.zookeeper.watch import NodeWatch
@@ -78,6 +79,9 @@ class Endings:
         #: that reads it: no need to look again for that report
         self._arming: str | None = None
         self._arming_thread: threading.Thread | None = None
+        #: job id -> the data of an ``end`` node for another attempt whose ACL was read and
+        #: found to be the cluster's (:meth:`_not_the_leaders`)
+        self._checked: dict[str, bytes] = {}
         #: job id -> (the launch, its ending, whether its exit waits to be recorded)
         self._ending: dict[str, tuple[Launch, ending.Ending, bool]] = {}
 
@@ -133,6 +137,7 @@ class Endings:
                 self._watches.pop(job_id).stop()
                 with self._seen_lock:
                     self._seen.pop(job_id, None)
+                self._checked.pop(job_id, None)
         for job_id in live:
             if job_id not in self._watches:
                 self._arming, self._arming_thread = job_id, threading.current_thread()
@@ -151,42 +156,73 @@ class Endings:
         for job_id, item in zip(fresh, self._end_nodes(fresh), strict=True):
             if item is None:
                 continue
-            if isinstance(item, AccessDenied):
-                self._end_planted(live[job_id])
-                continue
-            try:
-                request = EndRequest.from_znode(item[0], item[1], self._layout.end(job_id))
-                requested = request.requested.timestamp()
-            except CorruptRecord as exc:
-                logger.warning("job %s: ignoring an unreadable end request: %s", job_id, exc)
-                continue
-            launch = live[job_id]
-            if request.attempt != launch.attempt:
-                continue
-            logger.warning(
-                "job %s: ending attempt %d (pid %d) as the leader asked: %s%s",
-                job_id,
-                launch.attempt,
-                launch.process.pid,
-                request.reason,
-                f" ({request.detail})" if request.detail else "",
-            )
-            started = ending.start(launch.attempt, requested, request.grace_ms / 1000, time.time())
-            self._ending[job_id] = (launch, started, False)
+            self._look_at(live[job_id], item)
         for job_id in list(self._ending):
             self._step(job_id)
 
-    def _end_planted(self, launch: Launch) -> None:
-        """The job's ``end`` node is one the cluster may not read: only the job's own identity
-        can have made it (no other may create under its node), with an ACL that shuts the
-        cluster out, so that no request of the leader's could be written there. Its driver is
-        ended as if asked (a job can always end itself), after :data:`ending.MIN_GRACE`."""
+    def _look_at(self, launch: Launch, item: tuple[bytes, None] | AccessDenied) -> None:
+        """Start the ending the job's ``end`` node asks for the launch's attempt, if it does;
+        one the job's identity made is ended as if asked (:meth:`_end_planted`)."""
+        job_id = launch.job_id
+        if isinstance(item, AccessDenied):
+            self._end_planted(launch, "with an ACL the cluster may not read")
+            return
+        try:
+            request: EndRequest | None = EndRequest.from_znode(
+                item[0], item[1], self._layout.end(job_id)
+            )
+        except CorruptRecord as exc:
+            request, unreadable = None, exc
+        if request is None or request.attempt != launch.attempt:
+            # Not a request for this attempt: the leader's for another (ignored), or the job's
+            # own, made first so that the leader's could not replace it.
+            why = self._not_the_leaders(job_id, item[0])
+            if why is not None:
+                self._end_planted(launch, why)
+            elif request is None:
+                logger.warning("job %s: ignoring an unreadable end request: %s", job_id, unreadable)
+            return
         logger.warning(
-            "job %s: ending attempt %d (pid %d): its end node was made by the job's identity "
-            "with an ACL the cluster may not read (a request only the leader writes)",
+            "job %s: ending attempt %d (pid %d) as the leader asked: %s%s",
+            job_id,
+            launch.attempt,
+            launch.process.pid,
+            request.reason,
+            f" ({request.detail})" if request.detail else "",
+        )
+        requested = request.requested.timestamp()
+        started = ending.start(launch.attempt, requested, request.grace_ms / 1000, time.time())
+        self._ending[job_id] = (launch, started, False)
+
+    def _not_the_leaders(self, job_id: str, data: bytes) -> str | None:
+        """Why the job's ``end`` node (holding ``data``) cannot be the leader's, None if it may
+        be (:func:`~zkstore.jobs.request_pins.shut_out`: read once per content)."""
+        if self._checked.get(job_id) == data:
+            return None
+        try:
+            why = request_pins.shut_out(self._zk, self._layout.end(job_id))
+        except HandleNotFound:
+            return None
+        except ZkStoreError as exc:
+            logger.warning("job %s: the ACL of its end node not read (%s)", job_id, exc)
+            return None
+        if why is None:
+            self._checked[job_id] = data
+        return why
+
+    def _end_planted(self, launch: Launch, why: str) -> None:
+        """The job's ``end`` node is not one the leader can have written (``why``: an ACL the
+        cluster may not read, or one that keeps it from changing the node): only the job's own
+        identity can have made it (no other may create under its node), so that no request of
+        the leader's could be written there. Its driver is ended as if asked (a job can always
+        end itself), after :data:`ending.MIN_GRACE`."""
+        logger.warning(
+            "job %s: ending attempt %d (pid %d): its end node was made by the job's identity, "
+            "%s (a request only the leader writes)",
             launch.job_id,
             launch.attempt,
             launch.process.pid,
+            why,
         )
         now = time.time()
         self._ending[launch.job_id] = (

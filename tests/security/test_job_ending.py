@@ -141,8 +141,62 @@ DEEP = PLANT.replace(
     '        client.create(path + "/child", b"", acl=[make_digest_acl(user, password, all=True)])',
 )
 
+SEALED = DEEP.replace(
+    'client.create(path, b"mine", acl=[make_digest_acl(user, password, all=True)])\n',
+    "Path(out, 'started').write_text(json.dumps({'driver': os.getpid()}))\n"
+    "        from kazoo.security import ACL, Id, Permissions\n"
+    "        from zkstore.jobs.stops import EndRequest\n"
+    "        from zkstore.records.strict import utc_moment\n"
+    "        older = EndRequest(\n"
+    "            version=None, attempt=0, reason='STOPPED', requested=utc_moment()\n"
+    "        )\n"
+    "        readable = ACL(Permissions.READ, Id('world', 'anyone'))\n"
+    "        mine = make_digest_acl(user, password, all=True)\n"
+    "        client.create(path, older.to_bytes(), acl=[mine, readable])\n",
+)
+
 SELF_CANCEL = PLANT.replace('/jobs/{ctx.job_id}/end"', '/jobs/{ctx.job_id}/cancel"').replace(
     "ctx.raise_if_cancelled()", "pass"
+)
+
+RENEW = (
+    DEAF.replace(
+        "    threading.Thread(target=erase, args=(ctx, out), daemon=True).start()\n",
+        "    threading.Thread(target=renew, args=(ctx, out), daemon=True).start()\n",
+    )
+    + '''
+
+def renew(ctx, out):
+    """Makes its job's cancel itself, readable (a valid request), and makes it again every
+    0.2 s in one transaction (deleted and created: a new ctime each time), so that a grace
+    counted from its ctime never ends."""
+    import gc
+
+    from kazoo.client import KazooClient
+    from kazoo.security import ACL, Id, Permissions, make_digest_acl
+
+    from zkstore.config import StoreConfig
+    from zkstore.records.job_records import CancelRequest
+    from zkstore.records.strict import utc_moment
+
+    config = next(o for o in gc.get_objects() if isinstance(o, StoreConfig) and o.zk_driver)
+    user, _, password = str(config.zk_driver["job"]).removeprefix("digest:").partition(":")
+    client = next(o for o in gc.get_objects() if isinstance(o, KazooClient) and o.connected)
+    path = f"{config.base_path}/jobs/{ctx.job_id}/cancel"
+    # its own to change, anybody's to read: the leader reads a valid request
+    acl = [make_digest_acl(user, password, all=True), ACL(Permissions.READ, Id("world", "anyone"))]
+    data = CancelRequest(version=None, requested=utc_moment(), by="itself", reason="mine")
+    client.create(path, data.to_bytes(), acl=acl)
+    renewed = 0
+    while True:
+        time.sleep(0.2)
+        transaction = client.transaction()
+        transaction.delete(path)
+        transaction.create(path, data.to_bytes(), acl=acl)
+        if all(result is True or isinstance(result, str) for result in transaction.commit()):
+            renewed += 1
+            Path(out, "renewed").write_text(json.dumps({"renewed": renewed}))
+'''
 )
 
 NOOP = """
@@ -206,6 +260,33 @@ def test_a_job_that_disables_its_cancel_and_deletes_its_requests_is_ended_within
     assert_nothing_left(config, "deaf")
     shown = show(config, "deaf")
     assert shown["result"]["state"] == "CLEAN" and asked_about_now(shown), shown
+
+
+@pytest.mark.disturbs  # its daemon's --cancel-grace
+def test_a_job_that_makes_its_own_cancel_again_and_again_is_ended_within_the_grace(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    """A job may create any name under its node: one that makes its own cancel, readable,
+    and makes it again every 0.2 s (a new ctime each time) is ended within the grace of the
+    first one the leader saw, not never (a grace counted from the node's ctime)."""
+    config = guarded.config
+    (laptop / "renew.py").write_text(RENEW)
+    out = tmp_path / "out"
+    out.mkdir()
+    grace = 2.0
+    guarded.extra_args = ("--cancel-grace", f"{grace:g}s")
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "renew.py:run", "renew", "--max-attempts", "1", "--", str(out))
+    pid = written_json(out / "deaf", timeout=90, what="the job running")["driver"]
+    written_json(out / "renewed", timeout=30, what="its cancel made again")
+    bound = grace + CANCEL_MARGIN + CANCEL_END_GRACE + 20
+    wait_for(lambda: not alive(pid), timeout=bound, what="the driver ended")
+    renewed = json.loads((out / "renewed").read_text())["renewed"]
+    # it made its cancel again long past the grace: counted from the last ctime, never due
+    assert renewed * 0.2 > grace + CANCEL_MARGIN, renewed
+    with hands_client(config) as client:
+        assert client.wait("renew", timeout=30).outcome == CANCELLED
 
 
 def asked_about_now(shown: dict[str, object]) -> bool:
@@ -274,6 +355,29 @@ def test_a_job_whose_planted_end_has_children_blocks_neither_cancel_nor_the_othe
     other = script(config, "submit", "noop.py:run", "--job-id", "other", "--wait", cwd=laptop)
     assert other.returncode == 0, other.stderr
     assert "unexpected store error" not in guarded.daemons["d1"].log()
+
+
+@pytest.mark.disturbs  # the job's records stay: the fleet's reset could not forget it
+def test_a_job_whose_own_end_node_the_leader_could_not_replace_is_ended_by_its_member(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path
+) -> None:
+    """An ``end`` the cluster can read but not replace: a valid request for another attempt,
+    with a child under an ACL that keeps the cluster out (the leader's ``end`` could never be
+    written over it). No node the leader writes keeps the cluster from changing it, so its
+    member ends the driver as the job's own request, at once, with nobody asking."""
+    config = guarded.config
+    (laptop / "sealed.py").write_text(SEALED)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    submit(config, laptop, "sealed.py:run", "sealed", "--max-attempts", "1", "--", str(out))
+    # said before it plants: its member may end it before it says anything after
+    pid = written_json(out / "started", timeout=90, what="the job running")["driver"]
+    wait_for(lambda: not alive(pid), timeout=SESSION_TIMEOUT * 5, what="the driver ended")
+    log = guarded.daemons["d1"].log()
+    assert "its ACL keeps the cluster from changing it" in log
+    assert "Restart failed" not in log and "quarantined" not in log  # the end is left alone
 
 
 def test_a_job_that_makes_its_cancel_node_for_itself_is_ended_and_the_others_run(

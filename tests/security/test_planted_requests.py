@@ -11,20 +11,22 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NotEmptyError
-from kazoo.security import make_digest_acl
+from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
 from tests import jobs
 from zkstore.cluster import Cluster
 from zkstore.cluster import fleet_protocol as fleet
 from zkstore.cluster.triage import cancel
 from zkstore.config import StoreConfig
+from zkstore.errors import WrongState
 from zkstore.jobs.definition import JobDefinition
 from zkstore.jobs.request_pins import pin_of
 from zkstore.jobs.snapshot import read_snapshot, read_snapshots
-from zkstore.jobs.stops import EndRequest
+from zkstore.jobs.stops import EndRequest, StopRequest
 from zkstore.lifecycle.lifecycle_ops import end_ops
 from zkstore.lifecycle.lifecycle_states import STOPPED
 from zkstore.lifecycle.stopstore import StopStore
+from zkstore.records.job_records import CancelRequest
 from zkstore.records.strict import utc_moment, utc_now
 from zkstore.zookeeper.identity import driver_identity
 from zkstore.zookeeper.zk import ZooKeeper
@@ -137,3 +139,46 @@ def test_below_protocol_5_the_requests_are_written_as_protocol_4_did(
                 assert job.exists(pin_of(path)) is None
                 job.delete(path)
                 assert cluster.zk.exists(path) is None
+
+
+def squat(secure: StoreConfig, job_id: str, name: str, data: bytes, *, child: bool) -> None:
+    """As the job's identity, make ``name`` under its node first: a valid request anybody may
+    read and the job alone may change (with a child of its own if ``child``)."""
+    driver = driver_identity(secure.zk_auth, secure.cluster_id, job_id, secure.zk_read_acl)
+    assert driver is not None
+    own = make_digest_acl(driver.job.user, driver.job.secret, all=True)
+    acl = [own, ACL(Permissions.READ, Id("world", "anyone"))]
+    path = f"{secure.base_path}/jobs/{job_id}/{name}"
+    with as_job(secure, job_id) as job:
+        job.create(path, data, acl=acl)
+        if child:
+            job.create(pin_of(path), b"", acl=[own])
+
+
+def test_a_request_the_job_made_first_is_replaced_by_the_operators(secure: StoreConfig) -> None:
+    """A job may make its own ``cancel`` or ``stop`` before the operator's: a valid request the
+    operator's command would take for its own, which the job deletes after. Once pins are
+    written, one without a pin (or that the job may change) is not the cluster's: replaced by
+    the operator's, pinned; one the job keeps the cluster out of is refused, saying why."""
+    with Cluster.open(secure) as cluster:
+        for job_id in ("a", "b"):
+            cluster.jobs.submit(JobDefinition.for_function(job_id, jobs.noop))
+            cluster.zk.ensure_path(cluster.layout.job_dir(job_id))
+        mine = CancelRequest(version=None, requested=utc_moment(), by="a", reason="mine")
+        stop = StopRequest(version=None, requested=utc_moment(), by="a", reason="mine")
+        squat(secure, "a", "cancel", mine.to_bytes(), child=False)
+        squat(secure, "a", "stop", stop.to_bytes(), child=False)
+        assert cancel(cluster, "a", reason="operator").reason == "operator"
+        assert StopStore(cluster).request("a", reason="operator").reason == "operator"
+        with as_job(secure, "a") as job:
+            for path in (cluster.layout.cancel("a"), cluster.layout.stop("a")):
+                assert job.exists(pin_of(path)) is not None
+                with pytest.raises(NotEmptyError):
+                    job.delete(path)
+        shown = read_snapshot(cluster.zk, cluster.layout, "a")
+        assert shown.cancel is not None and shown.cancel.reason == "operator"
+        # with a child of its own under an ACL that keeps the cluster out: refused, untouched
+        squat(secure, "b", "cancel", mine.to_bytes(), child=True)
+        with pytest.raises(WrongState, match="made by its own job"):
+            cancel(cluster, "b", reason="operator")
+        assert cluster.zk.get(cluster.layout.cancel("b"))[0] == mine.to_bytes()

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from zkstore.errors import AccessDenied, CorruptRecord, HandleExists, HandleNotFound
+from zkstore.errors import HandleExists, HandleNotFound
 from zkstore.jobs import request_pins
 from zkstore.layout import Layout
 from zkstore.records.job_records import (
@@ -26,8 +26,8 @@ from zkstore.records.job_records import (
 )
 from zkstore.records.record import read_record
 from zkstore.records.strict import utc_moment
-from zkstore.zookeeper.ops import Create, Delete, Fence, SetData
-from zkstore.zookeeper.retry import RACES, TryAgain
+from zkstore.zookeeper.ops import Create, Fence, SetData
+from zkstore.zookeeper.retry import RACES
 
 if TYPE_CHECKING:
     from zkstore.zookeeper.zk import ZooKeeper
@@ -129,27 +129,24 @@ class JobStateStore:
         return replace(request, requested=datetime.fromtimestamp(found[1].ctime / 1000, UTC))
 
     def _create_cancel(self, job_id: str, request: CancelRequest) -> CancelRequest:
-        """Create the cancel node; the stored request if one exists already. One that went
-        between the failed create and the read (its job's own, planted and deleted) is tried
-        again: never a request that was not written."""
+        """Create the cancel node; the stored request if one exists already and only the
+        cluster can remove it. One the job made for itself (its node lets its identity create
+        any name there: unreadable, or with no pin once pins are written, or with an ACL that
+        lets the job change it) is replaced (:func:`~zkstore.jobs.request_pins.take_over`):
+        a job could otherwise make a request the operator's command takes for its own, and
+        delete it after. One that went between the failed create and the read is tried again:
+        never a request that was not written."""
         path = self.layout.cancel(job_id)
-        made = request_pins.made_ops(path, request.to_bytes(), pinned=self.pinned())
+        pinned = self.pinned()
+        made = request_pins.made_ops(path, request.to_bytes(), pinned=pinned)
         try:
             self.zk.commit(made)
-        except HandleExists as exc:
-            try:
-                existing = self.cancel_request(job_id)
-            except (AccessDenied, CorruptRecord):
-                # Not a request of ours: made by the job's own identity (its node lets it
-                # create there), perhaps with an ACL that shuts us out. Replaced: deleting it
-                # needs only the right on the job's node, which is the cluster's (one the job
-                # gave a child of its own cannot be deleted: it is asked for anyway, as the
-                # snapshot counts a request it cannot read).
-                self.zk.commit([Delete(path), *made])
-                return request.with_version(0)
-            if existing is None:
-                raise TryAgain("the cancel request went meanwhile") from exc
-            return existing
+        except HandleExists:
+            existing = request_pins.found_or_taken(
+                self.zk, path, made, lambda: self.cancel_request(job_id), pinned=pinned
+            )
+            if existing is not None:
+                return existing
         return request.with_version(0)
 
     def cancel_request(self, job_id: str) -> CancelRequest | None:

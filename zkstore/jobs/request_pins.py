@@ -22,14 +22,35 @@ no pin.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from zkstore.zookeeper.ops import Create, Delete, Op
+from kazoo.security import Permissions
 
-__all__ = ["PIN", "ChildCount", "gone_ops", "is_pinned", "made_ops", "pin_of"]
+from zkstore.errors import AccessDenied, CorruptRecord, HandleNotFound, NotEmpty, WrongState
+from zkstore.zookeeper.ops import Create, Delete, Fence, Op
+from zkstore.zookeeper.retry import TryAgain
+
+if TYPE_CHECKING:
+    from zkstore.zookeeper.zk import ZooKeeper
+
+__all__ = [
+    "PIN",
+    "ChildCount",
+    "found_or_taken",
+    "gone_ops",
+    "is_pinned",
+    "made_ops",
+    "pin_of",
+    "shut_out",
+    "take_over",
+    "unheld",
+]
 
 #: The pin's name under its request (a claim's mark is named so too).
 PIN = "="
+
+R = TypeVar("R")
 
 
 class ChildCount(Protocol):
@@ -58,3 +79,98 @@ def made_ops(path: str, data: bytes, *, pinned: bool) -> list[Op]:
 def gone_ops(path: str, version: int = -1, *, pinned: bool) -> list[Op]:
     """Delete the request at ``version`` (-1: any), its pin first if it has one."""
     return [*([Delete(pin_of(path))] if pinned else []), Delete(path, version)]
+
+
+def unheld(zk: ZooKeeper, path: str) -> str | None:
+    """Why the request at ``path`` is not one that only the cluster can remove (None: it is):
+    it has no pin, or an identity but the cluster's may change it (a job made it for itself,
+    before the cluster's request could land there). With open ACLs (no policy), nobody's
+    request is held by anything: None. :class:`~zkstore.errors.HandleNotFound` if it is gone."""
+    policy = zk.acl_policy
+    if policy is None:
+        return None
+    try:
+        acls, stat = zk.get_acls(path)
+    except AccessDenied:
+        return "the cluster may not read its ACL"
+    if not is_pinned(stat):
+        return "it has no pin: its job may delete it"
+    others = policy.changers(acls)
+    if others:
+        return f"{' and '.join(others)} may change it"
+    return None
+
+
+def take_over(
+    zk: ZooKeeper, path: str, made: Sequence[Op], *, why: str, fence: Fence | None = None
+) -> None:
+    """Replace the request at ``path`` that the cluster does not hold (``why``, as
+    :func:`unheld` says) with ``made`` (:func:`made_ops`), in one transaction: what is under it
+    (as far as the cluster may list it), then it, then ours. Deleting it needs only the right
+    on the job's node, the cluster's; what is under it needs the right on it, which a job's
+    own ACL may keep from the cluster: then ZooKeeper refuses, and so does this, with
+    :class:`~zkstore.errors.WrongState` saying why (the request there is the job's, which it
+    may delete again). :class:`~zkstore.zookeeper.retry.TryAgain` if it went meanwhile."""
+    (under,) = zk.children_many([path], denied=True)
+    if under is None:
+        raise TryAgain(f"{path} went meanwhile")
+    ops = [*(Delete(f"{path}/{child}") for child in under), Delete(path), *made]
+    try:
+        zk.commit(ops, fence=fence)
+    except HandleNotFound as exc:
+        if exc.path not in (path, *(f"{path}/{child}" for child in under)):
+            raise
+        raise TryAgain(f"{path} changed meanwhile") from exc
+    except (NotEmpty, AccessDenied) as exc:
+        raise WrongState(
+            f"{path} was made by its own job ({why}), which keeps the cluster from replacing "
+            f"it ({exc}); the leader takes it for a request of the job's own: look at the job "
+            "(zkstore jobs show) and ask again once it is gone"
+        ) from exc
+
+
+def found_or_taken(
+    zk: ZooKeeper,
+    path: str,
+    made: Sequence[Op],
+    read: Callable[[], R | None],
+    *,
+    pinned: bool,
+    fence: Fence | None = None,
+) -> R | None:
+    """After a create of ours found a request at ``path``: that request (``read``) if only the
+    cluster can remove it (with ``pinned``: :func:`unheld`; without, as protocol 4 took any
+    readable one), else None once ``made`` replaced it (:func:`take_over`). A job could
+    otherwise make a request that the operator's command takes for its own, and delete it
+    after. :class:`~zkstore.zookeeper.retry.TryAgain` if it went meanwhile: never a request
+    that was not written."""
+    try:
+        existing = read()
+        why = unheld(zk, path) if pinned else None
+    except (AccessDenied, CorruptRecord) as unread:
+        existing, why = None, f"the cluster cannot read it: {unread}"
+    except HandleNotFound:
+        existing, why = None, None
+    if why is not None:
+        take_over(zk, path, made, why=why, fence=fence)
+        return None
+    if existing is None:
+        raise TryAgain(f"{path} went meanwhile")
+    return existing
+
+
+def shut_out(zk: ZooKeeper, path: str) -> str | None:
+    """Why the node at ``path`` cannot be the cluster's (None: it may be): its ACL keeps the
+    cluster from changing or deleting what is under it, which no node zkstore makes does (the
+    policy gives the cluster ALL on every node), so its job's identity made it. With open
+    ACLs (no policy) nothing tells: None. :class:`~zkstore.errors.HandleNotFound` if gone."""
+    policy = zk.acl_policy
+    if policy is None:
+        return None
+    try:
+        acls, _ = zk.get_acls(path)
+    except AccessDenied:
+        return "the cluster may not read its ACL"
+    if policy.lets_cluster(acls, Permissions.WRITE | Permissions.DELETE):
+        return None
+    return "its ACL keeps the cluster from changing it"

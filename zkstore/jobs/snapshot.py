@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from zkstore.errors import (
     AccessDenied,
     CorruptRecord,
+    HandleNotFound,
     InvalidJobId,
     JobFinished,
     JobNotFound,
@@ -114,6 +115,10 @@ class JobSnapshot:
     end_read: bool = False
     #: the ``end`` node has its pin (:mod:`zkstore.jobs.request_pins`): removed with it
     end_pinned: bool = False
+    #: the ``end`` node was made by the job's identity so that the cluster cannot delete it (a
+    #: child under an ACL that keeps the cluster out): left where it is, its member ends the
+    #: driver as the job's own request (:func:`~zkstore.jobs.request_pins.shut_out`)
+    end_foreign: bool = False
     #: the running driver's newest heartbeat (read for jobs with a progress timeout only)
     heartbeat: Heartbeat | None = None
     #: the newest checkpoint's handle (read for running jobs being stopped with a checkpoint
@@ -284,6 +289,15 @@ class JobSnapshot:
         if self.status is not None:
             return self.status.attempt
         return self.result.attempts if self.result is not None else None
+
+
+def _foreign(zk: ZooKeeper, path: str) -> bool:
+    """A request node with children is the cluster's (pinned) unless its ACL keeps the cluster
+    from deleting them: then the job's identity made it (one ACL read, for such nodes only)."""
+    try:
+        return request_pins.shut_out(zk, path) is not None
+    except HandleNotFound:
+        return False  # gone meanwhile: nothing to delete
 
 
 def _parse(
@@ -533,7 +547,10 @@ def _read_lifecycle(
         item = next(found)
         end = _parse(EndRequest, item, layout.end(job_id), snap.errors, "end")
         pinned = isinstance(item, tuple) and request_pins.is_pinned(item[1])
-        snapshots[job_id] = replace(snap, end=end, end_read=True, end_pinned=pinned)
+        foreign = pinned and _foreign(zk, layout.end(job_id))
+        snapshots[job_id] = replace(
+            snap, end=end, end_read=True, end_pinned=pinned and not foreign, end_foreign=foreign
+        )
     for job_id in beats:
         snap = snapshots[job_id]
         beat = _parse(Heartbeat, next(found), layout.heartbeat(job_id), snap.errors, "heartbeat")

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from zkstore.errors import (
-    AccessDenied,
     ConfigError,
     CorruptRecord,
     HandleExists,
@@ -35,6 +34,7 @@ from zkstore.errors import (
     JobFinished,
     JobNotFound,
     JobQuarantined,
+    NotEmpty,
     VersionConflict,
     WrongState,
 )
@@ -50,7 +50,7 @@ from zkstore.records.handle import SummaryValue
 from zkstore.records.job_records import JobStatus
 from zkstore.records.record import read_record
 from zkstore.records.strict import time_text, utc_moment
-from zkstore.zookeeper.ops import Check, Create, Delete, Fence, Op
+from zkstore.zookeeper.ops import Check, Create, Fence, Op
 from zkstore.zookeeper.retry import RACES, TryAgain
 
 if TYPE_CHECKING:
@@ -174,13 +174,15 @@ class StopStore:
 
     def _create(self, job_id: str, record: StopRequest) -> StopRequest:
         """Create the stop node (the job's directory too, for a job no leader saw yet); the
-        stored request if one exists already."""
+        stored request if one exists already and only the cluster can remove it, else ours
+        replaces it (:func:`~zkstore.jobs.request_pins.found_or_taken`)."""
         layout = self.layout
         path = layout.stop(job_id)
         ops: list[Op] = [Check(layout.job_handle(job_id))]
         if self.zk.exists(layout.job_dir(job_id)) is None:
             ops.append(Create(layout.job_dir(job_id)))
-        made = request_pins.made_ops(path, record.to_bytes(), pinned=self.cluster.pins_requests())
+        pinned = self.cluster.pins_requests()
+        made = request_pins.made_ops(path, record.to_bytes(), pinned=pinned)
         ops += made
         try:
             self.zk.commit(ops, fence=self._current(job_id))
@@ -189,16 +191,16 @@ class StopStore:
                 raise TryAgain("the job's directory appeared meanwhile") from exc
             if exc.path != path:
                 raise
-            try:
-                existing = self.request_of(job_id)
-            except (AccessDenied, CorruptRecord):
-                # Made by the job's own identity, perhaps with an ACL that shuts the cluster
-                # out: replaced (deleting needs only the right on the job's node, ours).
-                self.zk.commit([Delete(path), *made], fence=self._current(job_id))
-                return record.with_version(0)
-            if existing is None:
-                raise TryAgain("the stop request went meanwhile (resumed)") from exc
-            return existing
+            existing = request_pins.found_or_taken(
+                self.zk,
+                path,
+                made,
+                lambda: self.request_of(job_id),
+                pinned=pinned,
+                fence=self._current(job_id),
+            )
+            if existing is not None:
+                return existing
         except HandleNotFound as exc:
             if exc.path == layout.job_handle(job_id):
                 raise JobNotFound(f"no job {job_id!r} in this cluster (or it is gone)") from None
@@ -268,7 +270,7 @@ class StopStore:
                     *request_pins.gone_ops(path, stop.version, pinned=pinned),
                 ]
             )
-        except (VersionConflict, HandleNotFound) as exc:
+        except (VersionConflict, HandleNotFound, NotEmpty) as exc:  # NotEmpty: pinned meanwhile
             raise WrongState(
                 f"job {job_id} changed while it was being resumed ({exc}): look at it again "
                 "(zkstore jobs show) and resume it again if it is still STOPPED"

@@ -88,6 +88,8 @@ _GROW = Permissions.READ | Permissions.CREATE | Permissions.DELETE
 _CHANGE = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
 #: What ZooKeeper shows of a digest's hash to a reader without ADMIN on the node.
 _REDACTED = "x"
+#: ZooKeeper's id of everybody.
+ANYONE = ("world", "anyone")
 #: The last name of a claim's node (:data:`zkstore.jobs.claims.MARK`).
 CLAIM_MARK = "="
 
@@ -231,6 +233,26 @@ class AclPolicy:
         job_id, perms = granted
         ident = self._job_id(job_id)
         return acl if ident is None else [*acl, ACL(perms, ident)]
+
+    def changers(self, acls: Sequence[ACL]) -> list[str]:
+        """Who but the cluster may change a node with ``acls`` (its data, what is under it, its
+        ACL), named for people (never a digest's hash); empty if nobody."""
+        return sorted(
+            {
+                _who(entry.id, self._drivers_id)
+                for entry in acls
+                if entry.perms & _CHANGE and not _is(entry.id, self._owner)
+            }
+        )
+
+    def lets_cluster(self, acls: Sequence[ACL], perms: int) -> bool:
+        """Whether the cluster's identity has all of ``perms`` on a node with ``acls`` (as itself
+        or as anybody): every node zkstore makes gives it ALL."""
+        return any(
+            entry.perms & perms == perms
+            and (_is(entry.id, self._owner) or (entry.id.scheme, entry.id.id) == ANYONE)
+            for entry in acls
+        )
 
     def claim_unheld(self, acls: Sequence[ACL], job_id: str, *, mark: bool) -> str | None:
         """Why a claim's node (``mark``) or its place's node with ``acls`` is not ``job_id``'s

@@ -1001,7 +1001,8 @@ def _translate(
         why = "authentication failed" if isinstance(exc, AuthFailedError) else "no rights"
         return AccessDenied(
             f"ZooKeeper denied {what} to {identity or 'this client'} ({why}: a wrong password, "
-            f"or an identity the node's ACL does not allow; see {ENV_AUTH})"
+            f"or an identity the node's ACL does not allow; see {ENV_AUTH})",
+            path=path,
         )
     if isinstance(exc, NoNodeError):
         return HandleNotFound(f"{what}: no such node", path=path)
