@@ -218,20 +218,33 @@ def submit(config: StoreConfig, laptop: Path, target: str, job_id: str, *words: 
     assert done.returncode == 0, done.stderr
 
 
+#: the --cancel-grace of the daemons of the tests that count it
+GRACE = 2.0
+
+
+def run_with_grace(
+    guarded: LocalCluster, laptop: Path, tmp_path: Path, code: str, job_id: str
+) -> tuple[Path, int]:
+    """A daemon with a --cancel-grace of :data:`GRACE`, and job ``code`` (which writes its
+    driver's pid to ``deaf``) running on it, one attempt at most: its output directory and
+    its driver's pid."""
+    (laptop / f"{job_id}.py").write_text(code)
+    out = tmp_path / "out"
+    out.mkdir()
+    guarded.extra_args = ("--cancel-grace", f"{GRACE:g}s")
+    guarded.start_daemon("d1")
+    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
+    words = ("--max-attempts", "1", "--", str(out))
+    submit(guarded.config, laptop, f"{job_id}.py:run", job_id, *words)
+    return out, written_json(out / "deaf", timeout=90, what="the job running")["driver"]
+
+
 @pytest.mark.disturbs  # its daemon's --cancel-grace
 def test_a_job_that_disables_its_cancel_and_deletes_its_requests_is_ended_within_the_grace(
     guarded: LocalCluster, laptop: Path, tmp_path: Path
 ) -> None:
     config = guarded.config
-    (laptop / "deaf.py").write_text(DEAF)
-    out = tmp_path / "out"
-    out.mkdir()
-    grace = 2.0
-    guarded.extra_args = ("--cancel-grace", f"{grace:g}s")
-    guarded.start_daemon("d1")
-    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
-    submit(config, laptop, "deaf.py:run", "deaf", "--max-attempts", "1", "--", str(out))
-    pid = written_json(out / "deaf", timeout=90, what="the job running")["driver"]
+    out, pid = run_with_grace(guarded, laptop, tmp_path, DEAF, "deaf")
     # from a laptop whose clock is an hour ahead: the cancel's own date says so
     ahead = {**os.environ, "PYTHONPATH": str(SKEWED), "SKEWED_CLOCK_SECONDS": "3600"}
     cancelled = script(config, "jobs cancel", "deaf", env=ahead)
@@ -242,7 +255,7 @@ def test_a_job_that_disables_its_cancel_and_deletes_its_requests_is_ended_within
     assert asked_about_now(show(config, "deaf")), "shown as ZooKeeper dated it"
     # The driver's own cancel is disabled: the leader ends it past the grace and its margin,
     # its daemon sends SIGTERM (ignored) and SIGKILL after the short end grace.
-    bound = grace + CANCEL_MARGIN + CANCEL_END_GRACE + 20
+    bound = GRACE + CANCEL_MARGIN + CANCEL_END_GRACE + 20
     wait_for(lambda: not alive(pid), timeout=bound, what="the deaf driver ended")
     with hands_client(config) as client:
         result = client.wait("deaf", timeout=30)
@@ -269,23 +282,14 @@ def test_a_job_that_makes_its_own_cancel_again_and_again_is_ended_within_the_gra
     """A job may create any name under its node: one that makes its own cancel, readable,
     and makes it again every 0.2 s (a new ctime each time) is ended within the grace of the
     first one the leader saw, not never (a grace counted from the node's ctime)."""
-    config = guarded.config
-    (laptop / "renew.py").write_text(RENEW)
-    out = tmp_path / "out"
-    out.mkdir()
-    grace = 2.0
-    guarded.extra_args = ("--cancel-grace", f"{grace:g}s")
-    guarded.start_daemon("d1")
-    guarded.wait_for_leader(timeout=SESSION_TIMEOUT * 10)
-    submit(config, laptop, "renew.py:run", "renew", "--max-attempts", "1", "--", str(out))
-    pid = written_json(out / "deaf", timeout=90, what="the job running")["driver"]
+    out, pid = run_with_grace(guarded, laptop, tmp_path, RENEW, "renew")
     written_json(out / "renewed", timeout=30, what="its cancel made again")
-    bound = grace + CANCEL_MARGIN + CANCEL_END_GRACE + 20
+    bound = GRACE + CANCEL_MARGIN + CANCEL_END_GRACE + 20
     wait_for(lambda: not alive(pid), timeout=bound, what="the driver ended")
     renewed = json.loads((out / "renewed").read_text())["renewed"]
     # it made its cancel again long past the grace: counted from the last ctime, never due
-    assert renewed * 0.2 > grace + CANCEL_MARGIN, renewed
-    with hands_client(config) as client:
+    assert renewed * 0.2 > GRACE + CANCEL_MARGIN, renewed
+    with hands_client(guarded.config) as client:
         assert client.wait("renew", timeout=30).outcome == CANCELLED
 
 

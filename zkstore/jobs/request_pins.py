@@ -32,6 +32,10 @@ from zkstore.zookeeper.ops import Create, Delete, Fence, Op
 from zkstore.zookeeper.retry import TryAgain
 
 if TYPE_CHECKING:
+    from kazoo.protocol.states import ZnodeStat
+    from kazoo.security import ACL
+
+    from zkstore.zookeeper.identity import AclPolicy
     from zkstore.zookeeper.zk import ZooKeeper
 
 __all__ = [
@@ -86,6 +90,21 @@ def unheld(zk: ZooKeeper, path: str) -> str | None:
     it has no pin, or an identity but the cluster's may change it (a job made it for itself,
     before the cluster's request could land there). With open ACLs (no policy), nobody's
     request is held by anything: None. :class:`~zkstore.errors.HandleNotFound` if it is gone."""
+    found = _acl_of(zk, path)
+    if found is None or isinstance(found, str):
+        return found
+    policy, acls, stat = found
+    if not is_pinned(stat):
+        return "it has no pin: its job may delete it"
+    others = policy.changers(acls)
+    if others:
+        return f"{' and '.join(others)} may change it"
+    return None
+
+
+def _acl_of(zk: ZooKeeper, path: str) -> tuple[AclPolicy, list[ACL], ZnodeStat] | str | None:
+    """The cluster's policy and the node's ACL and stat; None with open ACLs (no policy: no
+    ACL tells anything), or why it cannot be read."""
     policy = zk.acl_policy
     if policy is None:
         return None
@@ -93,12 +112,7 @@ def unheld(zk: ZooKeeper, path: str) -> str | None:
         acls, stat = zk.get_acls(path)
     except AccessDenied:
         return "the cluster may not read its ACL"
-    if not is_pinned(stat):
-        return "it has no pin: its job may delete it"
-    others = policy.changers(acls)
-    if others:
-        return f"{' and '.join(others)} may change it"
-    return None
+    return policy, acls, stat
 
 
 def take_over(
@@ -164,13 +178,10 @@ def shut_out(zk: ZooKeeper, path: str) -> str | None:
     cluster from changing or deleting what is under it, which no node zkstore makes does (the
     policy gives the cluster ALL on every node), so its job's identity made it. With open
     ACLs (no policy) nothing tells: None. :class:`~zkstore.errors.HandleNotFound` if gone."""
-    policy = zk.acl_policy
-    if policy is None:
-        return None
-    try:
-        acls, _ = zk.get_acls(path)
-    except AccessDenied:
-        return "the cluster may not read its ACL"
+    found = _acl_of(zk, path)
+    if found is None or isinstance(found, str):
+        return found
+    policy, acls, _ = found
     if policy.lets_cluster(acls, Permissions.WRITE | Permissions.DELETE):
         return None
     return "its ACL keeps the cluster from changing it"
