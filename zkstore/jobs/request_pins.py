@@ -11,9 +11,15 @@ every node but the driver's own records). So each request is created with a chil
 (``<request>/=``), in the same transaction, and deleted with it, pin first; the job can read both
 and remove neither.
 
-A request a job made itself (it may create any name under its node) is not pinned by us: the
-snapshot treats one it cannot read as asked for (the job cancelled or stopped itself), and the
-cluster's request replaces one it can read. A pin is written once the fleet is finalized at
+A request a job made itself (it may create any name under its node, before the cluster's lands
+there) is never taken for the cluster's: the snapshot treats one it cannot read as asked for
+(the job cancelled or stopped itself); a command that finds one replaces it with its own, or
+refuses saying why (:func:`found_or_taken`: only a pinned request no identity but the
+cluster's may change is the cluster's, :func:`unheld`); a member ends a driver whose ``end``
+keeps the cluster out (:func:`shut_out`), and the leader leaves such a node alone; and the
+leader dates a request no later than it first saw one for the attempt, so that a job making its
+own again and again postpones nothing (:mod:`recovery.leader.requests_seen`). A pin is written
+once the fleet is finalized at
 protocol 5 (:data:`~zkstore.protocol.PINNED_REQUESTS`): a daemon or command line of protocol 4
 deletes a request with one ``Delete``, which a pin makes fail. What is pinned is told by the
 node's stat (its children), never assumed: requests written before the fleet was finalized have
@@ -70,8 +76,9 @@ def pin_of(path: str) -> str:
 
 
 def is_pinned(stat: ChildCount | None) -> bool:
-    """The request whose stat this is has its pin (a child; the request's ACL lets nobody but
-    the cluster make one)."""
+    """The request whose stat this is has a child: its pin, if the request is the cluster's
+    (whose ACL lets nobody else make one); one a job made may have children of its own
+    (:func:`unheld` and :func:`shut_out` tell them apart by the ACL)."""
     return stat is not None and stat.numChildren > 0
 
 
