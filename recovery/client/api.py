@@ -122,6 +122,11 @@ class JobEnd:
         )
 
 
+#: Seconds a client keeps the cluster's published settings before it reads them again (a
+#: leader that took office with other flags publishes other ones).
+POLICY_EVERY = 30.0
+
+
 class Client(Closeable):
     """Submit, follow and cancel jobs. Use as a context manager, or call :meth:`close`."""
 
@@ -130,17 +135,26 @@ class Client(Closeable):
         self.cluster = cluster or Cluster.open(config or StoreConfig.from_env())
         #: what a submission may write (a stale reading writes an older protocol's way)
         self.fleet = fleet.FleetReading(self.cluster.zk, self.cluster.layout)
-        self._policy: ClusterPolicy | None = None
+        #: the policy last read, and when (monotonic seconds)
+        self._policy: tuple[float, ClusterPolicy] | None = None
 
     @property
     def policy(self) -> ClusterPolicy:
-        """The cluster's settings as its leader published them (read once per client), or, for
-        a cluster without them, this process's environment
-        (:mod:`zkstore.cluster.cluster_settings`)."""
-        if self._policy is None:
+        """The cluster's settings as its leader published them, or, for a cluster without them,
+        this process's environment (:mod:`zkstore.cluster.cluster_settings`). Read again after
+        :data:`POLICY_EVERY` seconds, and at every use while there is no record: a client made
+        as a new cluster's first leader takes office (before it publishes) kept checking
+        against its own environment for its whole life, and so refused what the leader allows
+        (a benchmark's notification to 127.0.0.1, which the daemons allowed)."""
+        now = time.monotonic()
+        if (
+            self._policy is None
+            or self._policy[1].record is None
+            or (now - self._policy[0] > POLICY_EVERY)
+        ):
             cluster = self.cluster
-            self._policy = ClusterPolicy.read(cluster.zk, cluster.layout, cluster.config)
-        return self._policy
+            self._policy = (now, ClusterPolicy.read(cluster.zk, cluster.layout, cluster.config))
+        return self._policy[1]
 
     def check_definition(self, definition: JobDefinition) -> None:
         """Refuse at once (exit 2, the leader's words) what the leader would not do for the job
